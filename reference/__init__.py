@@ -1,0 +1,1 @@
+"""hicache_reference: the canonical controller and the reference backends."""

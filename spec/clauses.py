@@ -1,0 +1,371 @@
+"""Every clause of the contract. IDs are stable: append, never renumber; retire instead."""
+
+from __future__ import annotations
+
+from hicache_spec.registry import Clause
+
+__all__ = ["CLAUSES", "STORAGE_BATCH_SIZE"]
+
+STORAGE_BATCH_SIZE = 128
+"""Pages per batched storage call (SGLang's ``STORAGE_BATCH_SIZE``); see CTL-2."""
+
+C = Clause
+
+CLAUSES: tuple[Clause, ...] = (
+    # ---------------------------------------------------------------- KEY
+    C("KEY-1", "core", "engine",
+      "Page i's key is the lowercase hex SHA-256 over the 32 raw bytes of page i-1's digest "
+      "(absent for the first page when no prior hash is given) followed by each token id of "
+      "page i as 4 bytes little-endian unsigned.",
+      "Engines and backends that compute keys independently must agree byte for byte, "
+      "or a cache written by one is never hit by another.",
+      "CONTRACT.md §1"),
+    C("KEY-2", "core", "both",
+      "A page key is a non-empty str; in strict mode it is exactly 64 lowercase hex characters.",
+      "Keys are used as object names and dictionary keys; a non-str or empty key is a caller bug "
+      "that must be caught at the boundary, not deep in a backend.",
+      "CONTRACT.md §1"),
+    C("KEY-3", "core", "engine",
+      "The key chain of a prefetch starts from the anchor node's last page hash, so a key names "
+      "the whole token prefix up to and including its page.",
+      "Two requests share a page key only when they share every token before it; that is what "
+      "makes a key safe to look up without the tokens.",
+      "CONTRACT.md §1, §4.1"),
+    # ---------------------------------------------------------------- PFX
+    C("PFX-1", "prefix", "both",
+      "prefix_keys is tri-state: None means the feature is off, [] means it is on and no page "
+      "precedes the call's first key, a non-empty list holds the key of every page before the "
+      "call's first key, root first.",
+      "A backend uses the prefix to place or look up pages; it must be able to tell 'off' from "
+      "'on, at the root'.",
+      "CONTRACT.md §5"),
+    C("PFX-2", "prefix", "engine",
+      "The prefix a call receives equals the operation's prefix followed by every key of the "
+      "operation's chain before that call's first key.",
+      "A prefix that skips or repeats keys tells the backend a different token history than the "
+      "one the keys stand for.",
+      "CONTRACT.md §5 (spec)"),
+    C("PFX-3", "prefix", "engine",
+      "When the operation's prefix is None, no call carries prefix metadata: extra_info is None "
+      "or its prefix_keys is None.",
+      "None means the feature is off; a backend must not receive a list it did not ask for.",
+      "CONTRACT.md §5 (spec)"),
+    C("PFX-4", "prefix", "engine",
+      "An empty prefix [] accumulates like any list, and a list is never turned into None.",
+      "SGLang releases extended the prefix only when it was non-empty, so [] never grew and "
+      "backends saw [] for every batch; collapsing [] to None switches the feature off silently.",
+      "CONTRACT.md §5 (spec)"),
+    C("PFX-5", "prefix", "engine",
+      "The engine never changes a prefix object after handing it to a backend, nor the "
+      "operation's own prefix; every batch receives a new value.",
+      "An in-place += rewrote metadata a backend had already received and possibly queued.",
+      "CONTRACT.md §5 (spec)"),
+    C("PFX-6", "prefix", "backend",
+      "A backend never mutates prefix_keys and copies it if it keeps it after the call returns.",
+      "The engine may reuse the object; a backend that holds the reference reads a history "
+      "that is not its call's.",
+      "CONTRACT.md §3.7"),
+    C("PFX-7", "prefix", "engine",
+      "When the feature is on, every call that accepts extra_info receives one carrying the "
+      "prefix: hit query, v1 get and set, the KV-derived v2 read, the sidecar v2 read and the "
+      "v2 write.",
+      "SGLang's v2 calls omitted the prefix, so hybrid backends lost the context v1 backends had.",
+      "CONTRACT.md §5"),
+    C("PFX-8", "prefix", "engine",
+      "The KV-derived v2 read of a slice carries the same prefix as the KV read of that slice.",
+      "A KV page and its derived sidecar are one logical page; they must be described by the "
+      "same history.",
+      "CONTRACT.md §5"),
+    C("PFX-9", "prefix", "engine",
+      "Decision: sidecar v2 reads and the v2 write carry the operation-level prefix (the prefix "
+      "before the operation's first page), also when a trailing-window transfer's keys start "
+      "later; backends must not assume that prefix is contiguous with such a transfer's keys.",
+      "Per-pool prefixes would multiply metadata for little gain; one documented rule beats "
+      "an implicit one. Open question of CONTRACT.md §5, decided here.",
+      "decision on CONTRACT.md §5"),
+    C("PFX-10", "prefix", "engine",
+      "Decision: the prefix of a prefetch holds the keys of every page before the operation's "
+      "first page, the anchor node's own pages included, root first.",
+      "The anchor's pages precede the first fetched key; leaving them out breaks PFX-2 for "
+      "every prefetch whose anchor is not the root. Open question of CONTRACT.md §5, decided here.",
+      "decision on CONTRACT.md §5"),
+    # ---------------------------------------------------------------- BE
+    C("BE-1", "core", "backend",
+      "A backend accepts an extra_config that is None or holds keys it does not know.",
+      "The engine passes its loading keys and other vendors' keys through the same object.",
+      "CONTRACT.md §3.1"),
+    C("BE-2", "core", "backend",
+      "batch_exists returns an int n with 0 <= n <= len(keys): the length of the leading run of "
+      "keys that exist, counted in pages.",
+      "Backends that counted component objects (K and V halves) reported 2N hits and made the "
+      "engine read pages that were never written.",
+      "CONTRACT.md §3.2"),
+    C("BE-3", "core", "backend",
+      "batch_exists has no side effects, and an empty key list gives 0.",
+      "The hit query runs for every request; it must be safe to repeat and to call on nothing.",
+      "CONTRACT.md §3.2"),
+    C("BE-4", "core", "backend",
+      "A missing key yields None or False, never an exception.",
+      "An exception kills the engine's IO thread and every later prefetch with it.",
+      "CONTRACT.md §3.5"),
+    C("BE-5", "core", "backend",
+      "A storage error yields False, 0 or None, never an exception.",
+      "The same thread-killing failure as BE-4, from the other cause.",
+      "CONTRACT.md §3.5"),
+    C("BE-6", "core", "backend",
+      "Writing an existing key returns True and leaves correct bytes, whether it skips or "
+      "overwrites.",
+      "The engine backs up the same prefix from many requests; a second write must not fail or "
+      "corrupt the first.",
+      "CONTRACT.md §3.6"),
+    C("BE-7", "core", "backend",
+      "A page is never visible to exists or get before it is fully written.",
+      "A reader that sees a half-written page loads garbage into the KV cache.",
+      "CONTRACT.md §3.6"),
+    C("BE-8", "core", "backend",
+      "Every method that takes extra_info accepts it positionally and by keyword, and accepts "
+      "None, an empty info, prefix_keys None, [] or a list, and extra_info None or a dict with "
+      "unknown keys.",
+      "The controller passes it positionally; a backend without the parameter raises TypeError "
+      "on the first hit query.",
+      "CONTRACT.md §3.7"),
+    C("BE-9", "core", "backend",
+      "Legacy results have their documented shapes: get gives a tensor or None, batch_get one "
+      "tensor-or-None per key, set and batch_set a bool.",
+      "The engine indexes the results; a different shape is a crash or a silent miscount.",
+      "CONTRACT.md §2"),
+    C("BE-10", "core", "backend",
+      "Batches of STORAGE_BATCH_SIZE (128) pages work.",
+      "Every engine call carries up to 128 pages; a backend tested only on a few pages may "
+      "break on a full slice.",
+      "CONTRACT.md §3.10"),
+    C("BE-11", "core", "backend",
+      "clear() never raises, and afterwards batch_exists is 0 for every key written before.",
+      "clear() is how an operator drops a stale cache; keys left behind are served as hits.",
+      "CONTRACT.md §3.13"),
+    C("BE-12", "core", "backend",
+      "get_stats() returns None or a metrics object, never a dict.",
+      "The scheduler calls it every tick and reads attributes; a dict raises AttributeError.",
+      "CONTRACT.md §2, §6"),
+    C("BE-13", "core", "backend",
+      "A stored object that is empty or shorter than a page is a miss, never a hit.",
+      "A zero-length file left by a crashed writer was counted as a hit and loaded as garbage.",
+      "CONTRACT.md §6"),
+    C("BE-14", "v1", "backend",
+      "batch_get_v1 and batch_set_v1 return a list of exactly len(keys) bools.",
+      "3FS and EIC returned 2N entries for MHA and one path returned a bare True; the engine "
+      "then miscounts loaded pages.",
+      "CONTRACT.md §3.3"),
+    C("BE-15", "v1", "backend",
+      "get result i is True only if page i's whole byte range landed in host slots "
+      "host_indices[i*page_size:(i+1)*page_size].",
+      "A True for a page that did not land makes the engine attend over garbage.",
+      "CONTRACT.md §3.4"),
+    C("BE-16", "v1", "backend",
+      "A read writes nothing outside the addressed host slots, also when it fails.",
+      "Host pages around the addressed ones belong to other requests.",
+      "CONTRACT.md §3.4"),
+    C("BE-17", "v1", "backend",
+      "set result i is True only if page i can be read back from then on (until evicted).",
+      "The engine marks a node as backed up on True; a lie loses the page for every later "
+      "request.",
+      "CONTRACT.md §3.4"),
+    C("BE-18", "core", "backend",
+      "An unimplemented v1 or v2 method raises NotImplementedError; it never returns None.",
+      "The engine probes the interface generation by the exception; None is read as a result.",
+      "CONTRACT.md §2"),
+    C("BE-19", "v2", "backend",
+      "batch_get_v2 and batch_set_v2 return one entry per transfer name, holding len(keys) "
+      "bools.",
+      "The controller looks each pool up by name and zips its list with the keys.",
+      "CONTRACT.md §3.11"),
+    C("BE-20", "v2", "backend",
+      "A transfer for an unregistered pool yields all False for that pool, never an exception.",
+      "A pool the backend cannot serve is a miss, not a crash of the IO thread.",
+      "CONTRACT.md §3.11"),
+    C("BE-21", "v2", "backend",
+      "batch_exists_v2 returns kv_hit_pages equal to the minimum over KV and every requested "
+      "pool of that pool's hit pages (HYB-6, HYB-7); pools with zero hits are left out of "
+      "extra_pool_hit_pages.",
+      "A sidecar missing from the result was counted as a full hit and restored KV without its "
+      "sidecar.",
+      "CONTRACT.md §3.11"),
+    C("BE-22", "v2", "backend",
+      "A KV-derived sidecar page is written and dropped together with its KV page, or reported "
+      "missing.",
+      "An indexer page that was never persisted, restored beside its KV page, corrupted "
+      "attention silently.",
+      "CONTRACT.md §3.12"),
+    C("BE-23", "concurrency", "backend",
+      "A backend is safe under concurrent calls from at least three threads (hit query, IO, "
+      "backup) plus get_stats from a fourth.",
+      "The engine runs these threads for real; a race corrupts pages or results.",
+      "CONTRACT.md §3.9"),
+    C("BE-24", "core", "backend",
+      "register_mem_pool_host is called once, after construction and before any IO; v2 pools "
+      "are registered with register_mem_host_pool_v2, KV included.",
+      "Backends size their buffers from the host pool; IO before registration has nowhere to go.",
+      "CONTRACT.md §2"),
+    # ---------------------------------------------------------------- NS
+    C("NS-1", "namespacing", "backend",
+      "Two instances that differ only in tp_rank (same tp_size) never see each other's pages, "
+      "unless KV is replicated (NS-5).",
+      "Each TP rank holds a different shard of the heads; reading another rank's shard is "
+      "silent corruption.",
+      "CONTRACT.md §3.8"),
+    C("NS-2", "namespacing", "backend",
+      "Two instances that differ only in pp_rank never see each other's pages.",
+      "Pipeline stages hold different layers; a backend without PP in its keys let stages "
+      "overwrite each other.",
+      "CONTRACT.md §3.8, §6"),
+    C("NS-3", "namespacing", "backend",
+      "Two instances that differ only in attn_cp_rank never see each other's pages.",
+      "Context-parallel ranks hold different token shards.",
+      "CONTRACT.md §3.8"),
+    C("NS-4", "namespacing", "backend",
+      "Two instances that differ only in model_name never see each other's pages.",
+      "Keys carry no model; two models sharing a store must not read each other's KV.",
+      "CONTRACT.md §3.8"),
+    C("NS-5", "namespacing", "backend",
+      "With is_mla_model=True a page written by tp_rank 0 is visible to every TP rank with the "
+      "same PP and CP coordinates.",
+      "Replicated KV is written once by rank 0; other ranks that cannot see it never hit.",
+      "CONTRACT.md §3.8, §6"),
+    C("NS-6", "namespacing", "backend",
+      "exists, get and set use the same key scheme.",
+      "A tag applied in set but not in exists meant L3 never hit.",
+      "CONTRACT.md §3.8, §6"),
+    C("NS-7", "durability", "backend",
+      "A persistent backend rebuilt with the same configuration finds the pages it wrote before.",
+      "A restart must not throw away the cache, nor derive keys from process-local state.",
+      "CONTRACT.md §3.8"),
+    C("NS-8", "namespacing", "backend",
+      "clear() removes only this instance's namespace: pages of other models and ranks survive.",
+      "A shared store serves many engines; one operator's clear must not flush the others.",
+      "project decision"),
+    # ---------------------------------------------------------------- CTL
+    C("CTL-1", "controller", "engine",
+      "The hit query calls batch_exists slice by slice and stops after the first slice that is "
+      "not fully hit.",
+      "Keys after a miss cannot be loaded (a prefix is only useful up to its first hole), so "
+      "querying them wastes round trips.",
+      "CONTRACT.md §4.1"),
+    C("CTL-2", "controller", "engine",
+      "No storage call carries more than STORAGE_BATCH_SIZE keys, and IO and backup calls start "
+      "at multiples of it within the operation.",
+      "Backends size their batches by it; acks and prefixes are computed per slice.",
+      "CONTRACT.md §1, §4"),
+    C("CTL-3", "controller", "engine",
+      "A prefetch whose agreed hit is below prefetch_threshold tokens (default 256), or for which "
+      "host memory is short, is revoked before any IO.",
+      "A tiny hit is cheaper to recompute than to fetch.",
+      "CONTRACT.md §4.3"),
+    C("CTL-4", "controller", "engine",
+      "Prefetch IO reads each slice of the agreed keys in order; a slice that loads fewer pages "
+      "than requested, or termination, stops further reads.",
+      "Pages after a hole are unusable; reading them wastes bandwidth and host memory.",
+      "CONTRACT.md §4.4"),
+    C("CTL-5", "controller", "engine",
+      "Prefetch emits exactly one progress ack per slice of the agreed keys: cumulative loaded "
+      "tokens, non-decreasing, frozen after the first short slice or termination.",
+      "Every ack is all-reduced across ranks; a rank that emits fewer acks hangs the others.",
+      "CONTRACT.md §4.4"),
+    C("CTL-6", "controller", "engine",
+      "Every prefetch ends with exactly one final ack, also when the backend raises or the "
+      "operation was terminated.",
+      "The scheduler waits for the final ack to release the request and its host pages.",
+      "CONTRACT.md §4.4"),
+    C("CTL-7", "controller", "engine",
+      "Backup writes slice by slice, counts a slice only if every page of it succeeded, stops at "
+      "the first failed slice, and reports completed tokens as the successful slices' pages "
+      "times page_size.",
+      "A node is backed up only as far as its prefix is contiguous in storage.",
+      "CONTRACT.md §4"),
+    C("CTL-8", "controller", "engine",
+      "With replicated KV (is_mla_model) only TP rank 0 writes KV pages; every rank still acks "
+      "the backup.",
+      "Replicated KV written by every rank multiplies traffic; acks must still match across ranks.",
+      "CONTRACT.md §4"),
+    C("CTL-9", "controller", "engine",
+      "Prefetch policies: best_effort terminates when the scheduler asks, wait_complete never "
+      "terminates early, timeout terminates after the prefetch timeout (CTL-10).",
+      "The engine trades time-to-first-token against hit length; the policy names the trade.",
+      "CONTRACT.md §4.5"),
+    C("CTL-10", "controller", "engine",
+      "The prefetch timeout is min(max, base + per_ki_token * tokens / 1024), with defaults "
+      "base 2.0 s, per_ki_token 0.1 s, max 30 s.",
+      "Longer prefixes deserve longer waits, up to a bound.",
+      "CONTRACT.md §4.5"),
+    C("CTL-11", "controller", "engine",
+      "A backend that raises, returns None, returns the wrong number of results or misses its "
+      "deadline never kills a controller thread and never has a page counted as loaded that it "
+      "did not confirm; such a result counts as a failure at that page.",
+      "Storage is outside the engine's control; the engine must degrade to recomputation, not "
+      "to garbage or a hang.",
+      "CONTRACT.md §3.5, §6"),
+    C("CTL-12", "controller", "engine",
+      "Host pages allocated for a prefetch are freed exactly once: the unloaded tail when IO "
+      "stops, everything when the operation is revoked.",
+      "A double free corrupts the allocator; a missing free leaks host memory.",
+      "project decision"),
+    C("CTL-13", "controller", "engine",
+      "Backup is never cancelled once started.",
+      "A half-written node would leave a hole that the hit query cannot see past.",
+      "CONTRACT.md §4"),
+    # ---------------------------------------------------------------- HYB
+    C("HYB-1", "hybrid", "engine",
+      "A KV-derived sidecar (indices_from_pool=KV) is read in the same slice as the KV pages it "
+      "derives from, and the slice's loaded count is the minimum of the KV and sidecar counts.",
+      "A KV page without its derived sidecar is unusable.",
+      "CONTRACT.md §1, §4.4"),
+    C("HYB-2", "hybrid", "engine",
+      "Other sidecars (SWA, Mamba) are read once, after KV fully completed, and acked with "
+      "their per-pool hits; if KV did not complete they are not read.",
+      "Their windows are defined relative to the final hit, known only at the end.",
+      "CONTRACT.md §4.4"),
+    C("HYB-3", "hybrid", "engine",
+      "A TRAILING_PAGES transfer reads the window of its N pages ending at the agreed hit.",
+      "The window must end where the prefix ends, not where the query began.",
+      "CONTRACT.md §1, §4.4"),
+    C("HYB-4", "hybrid", "engine",
+      "A sidecar read succeeds only if every pool is present in the result with every page True; "
+      "a pool missing from the result is a failure.",
+      "A missing pool counted as a hit restored KV beside stale sidecar state.",
+      "CONTRACT.md §6"),
+    C("HYB-5", "hybrid", "engine",
+      "A hybrid backup writes its sidecars first, in one batch_set_v2, then KV.",
+      "KV is what makes a page visible to the hit query; it goes last so a reader never finds "
+      "KV without its sidecars.",
+      "CONTRACT.md §4"),
+    C("HYB-6", "v2", "both",
+      "An ALL_PAGES pool's hit is the leading run of its pages present within the KV hit.",
+      "Every page of the prefix needs that pool's state.",
+      "CONTRACT.md §1"),
+    C("HYB-7", "v2", "both",
+      "A TRAILING_PAGES pool's hit is the largest n within the KV hit whose window of "
+      "max(1, N) pages ending at n is present, N being len(transfer.keys); 0 if none.",
+      "Sliding-window and recurrent state is needed only for the last pages of a prefix.",
+      "CONTRACT.md §1"),
+    C("HYB-8", "v2", "both",
+      "count_pool_hits maps each pool to the length of the leading run of True in its results.",
+      "Loaded pages count only up to the first failure.",
+      "CONTRACT.md §1"),
+    # ---------------------------------------------------------------- RANK
+    C("RANK-1", "ranks", "engine",
+      "The hit count is all-reduced with MIN across the TP, CP and PP groups exactly once per "
+      "operation, also for terminated operations and misses.",
+      "A rank that skips the collective hangs the others.",
+      "CONTRACT.md §4.2"),
+    C("RANK-2", "ranks", "engine",
+      "Every rank cuts its key list to the agreed count before allocating and reading.",
+      "Ranks that load different lengths disagree on the cached prefix.",
+      "CONTRACT.md §4.2"),
+    C("RANK-3", "ranks", "engine",
+      "Every rank emits the same number of acks per operation, each all-reduced with MIN.",
+      "A mismatched count leaves a collective waiting forever.",
+      "CONTRACT.md §4.4"),
+    C("RANK-4", "ranks", "engine",
+      "If any rank terminates a prefetch (timeout or request), every rank terminates it.",
+      "Ranks must stop at the same slice to keep their caches equal.",
+      "CONTRACT.md §4.5"),
+)

@@ -1,0 +1,137 @@
+"""The clause registry: every normative rule of the contract, with a stable ID.
+
+A clause ID (``PFX-2``, ``BE-14``, ...) is public API. IDs are never renumbered;
+a rule that no longer holds is retired (``retired=True``) and keeps its ID.
+Code that implements a clause cites it in a comment, and every test that
+checks it carries ``@pytest.mark.clause("PFX-2")``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "Clause",
+    "FAMILIES",
+    "LEVELS",
+    "ROLES",
+    "UnknownClauseError",
+    "clause",
+    "clauses",
+    "clauses_for_level",
+]
+
+FAMILIES: dict[str, str] = {
+    "KEY": "page keys and the page-hash chain",
+    "PFX": "prefix metadata (hicache_storage_pass_prefix_keys)",
+    "BE": "backend calls and results",
+    "NS": "namespacing of keys across models and ranks",
+    "CTL": "the controller: hit query, IO, backup, acks, policies",
+    "HYB": "hybrid models: sidecar pools and pool-hit folding",
+    "RANK": "agreement between tensor/pipeline/context-parallel ranks",
+}
+"""Clause families, by ID prefix."""
+
+LEVELS: dict[str, str] = {
+    "core": "legacy interface and batch_exists; what every backend must honour",
+    "v1": "zero-copy v1 interface (batch_get_v1 / batch_set_v1)",
+    "v2": "pool-aware v2 interface (batch_exists_v2 / batch_get_v2 / batch_set_v2)",
+    "prefix": "prefix metadata carried in extra_info",
+    "namespacing": "keys kept apart per model and rank, shared for replicated KV",
+    "concurrency": "safety under concurrent calls from the engine's threads",
+    "durability": "pages survive a restart of a persistent backend",
+    "controller": "the engine-side controller's calls and acks",
+    "hybrid": "hybrid-model sidecar pools on the engine side",
+    "ranks": "multi-rank agreement on the engine side",
+}
+"""Capability levels. Backend levels are claimed by vendors; the others bind engines."""
+
+ROLES = ("backend", "engine", "both")
+"""Whom a clause binds: the storage backend, the engine's controller, or both."""
+
+
+class UnknownClauseError(KeyError):
+    """A clause ID was looked up that the registry does not hold."""
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One normative rule of the contract."""
+
+    id: str
+    """Stable identifier, ``FAMILY-N``."""
+    level: str
+    """The capability the clause belongs to (a key of ``LEVELS``)."""
+    role: str
+    """Whom the clause binds (one of ``ROLES``)."""
+    statement: str
+    """One normative sentence."""
+    rationale: str
+    """Why the rule exists: the failure it prevents."""
+    source: str
+    """Where the rule comes from: a section of CONTRACT.md or a project decision."""
+    retired: bool = False
+    """A retired clause keeps its ID and is no longer checked."""
+
+    @property
+    def family(self) -> str:
+        """The family prefix of the ID (``PFX`` for ``PFX-2``)."""
+        return self.id.rsplit("-", 1)[0]
+
+    @property
+    def number(self) -> int:
+        """The number of the clause within its family."""
+        return int(self.id.rsplit("-", 1)[1])
+
+
+def _validate(all_clauses: tuple[Clause, ...]) -> dict[str, Clause]:
+    by_id: dict[str, Clause] = {}
+    for item in all_clauses:
+        if item.id in by_id:
+            raise ValueError(f"Clause.id: duplicate ID (got {item.id!r})")
+        if item.family not in FAMILIES:
+            raise ValueError(f"Clause.id: unknown family (got {item.id!r})")
+        if item.level not in LEVELS:
+            raise ValueError(f"Clause.level: unknown level (got {item.level!r} in {item.id})")
+        if item.role not in ROLES:
+            raise ValueError(f"Clause.role: must be one of {ROLES} (got {item.role!r} in {item.id})")
+        by_id[item.id] = item
+    return by_id
+
+
+def _load() -> dict[str, Clause]:
+    from hicache_spec.clauses import CLAUSES
+
+    return _validate(CLAUSES)
+
+
+_BY_ID: dict[str, Clause] | None = None
+
+
+def _registry() -> dict[str, Clause]:
+    global _BY_ID
+    if _BY_ID is None:
+        _BY_ID = _load()
+    return _BY_ID
+
+
+def clause(clause_id: str) -> Clause:
+    """Return the clause with ID ``clause_id``; raise ``UnknownClauseError`` if none."""
+    try:
+        return _registry()[clause_id]
+    except KeyError:
+        raise UnknownClauseError(f"unknown clause ID {clause_id!r}") from None
+
+
+def clauses(include_retired: bool = False) -> tuple[Clause, ...]:
+    """Return every clause, ordered by family then number."""
+    order = list(FAMILIES)
+    items = [c for c in _registry().values() if include_retired or not c.retired]
+    return tuple(sorted(items, key=lambda c: (order.index(c.family), c.number)))
+
+
+def clauses_for_level(level: str) -> tuple[Clause, ...]:
+    """Return the live clauses of one level."""
+    if level not in LEVELS:
+        raise ValueError(f"level: must be one of {sorted(LEVELS)} (got {level!r})")
+    return tuple(c for c in clauses() if c.level == level)

@@ -1,0 +1,86 @@
+"""Project test configuration: hypothesis profiles, the clause marker and the clause-coverage audit.
+
+Profiles (choose with ``HICACHE_HYPOTHESIS_PROFILE`` or ``--hypothesis-profile``):
+  ci    small and derandomized, the default
+  deep  many more examples and longer state-machine runs, for a nightly run
+
+The audit (``--clause-audit``) fails the session when a registered clause has no
+test naming it; a test naming an unknown clause fails collection always.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from hicache_spec import UnknownClauseError, clause, clauses
+
+settings.register_profile(
+    "ci",
+    max_examples=60,
+    derandomize=True,
+    deadline=None,
+    stateful_step_count=25,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "deep",
+    max_examples=2000,
+    deadline=None,
+    stateful_step_count=100,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HICACHE_HYPOTHESIS_PROFILE", "ci"))
+
+_NAMED_CLAUSES: dict[str, list[str]] = {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--clause-audit",
+        action="store_true",
+        default=False,
+        help="fail when a registered clause has no test marked @pytest.mark.clause(ID)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "clause(*ids): the spec clause IDs this test checks")
+    config.addinivalue_line("markers", "cuda: needs a CUDA device; skipped without one")
+    config.addinivalue_line("markers", "redis: needs a reachable Redis server; skipped without one")
+    config.addinivalue_line("markers", "sglang: needs sglang importable; skipped without it")
+    config.addinivalue_line("markers", "slow: longer-running test")
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+    for item in items:
+        for marker in item.iter_markers("clause"):
+            for clause_id in marker.args:
+                try:
+                    clause(clause_id)
+                except UnknownClauseError:
+                    raise pytest.UsageError(
+                        f"{item.nodeid}: @pytest.mark.clause names unknown clause {clause_id!r}"
+                    ) from None
+                _NAMED_CLAUSES.setdefault(clause_id, []).append(item.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not session.config.getoption("--clause-audit"):
+        return
+    missing = [c.id for c in clauses() if c.id not in _NAMED_CLAUSES]
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if missing:
+        if reporter:
+            reporter.write_line(
+                f"clause audit: FAILED — {len(missing)} clause(s) with no test: {', '.join(missing)}",
+                red=True,
+            )
+        session.exitstatus = 1
+    elif reporter:
+        reporter.write_line(
+            f"clause audit: every one of {len(clauses())} clauses is named by at least one test",
+            green=True,
+        )
