@@ -1,0 +1,62 @@
+"""Errors raised when a value breaks the contract.
+
+Hierarchy::
+
+    ValueError                      (builtin: what callers already catch)
+     └── ContractViolation          a value breaks a clause; carries clause_id, field, value
+
+Every message has one shape, so that a test can compare it whole and a
+reader can find the rule::
+
+    Class.field: rule (got value) [CLAUSE]
+
+for example ``PoolTransfer.keys[3]: page key must be a non-empty str (got 7) [KEY-2]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["ContractViolation", "format_violation"]
+
+_MAX_VALUE_REPR = 120
+"""Characters of ``repr(value)`` kept in a message; longer reprs are cut with an ellipsis."""
+
+
+def _short_repr(value: Any) -> str:
+    """Return ``repr(value)``, cut to ``_MAX_VALUE_REPR`` characters."""
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is not None and dtype is not None:  # a tensor: its repr is long and spans lines
+        return f"{type(value).__name__}(shape={tuple(shape)}, dtype={dtype})"
+    try:
+        text = repr(value)
+    except Exception:  # a broken __repr__ must not hide the real error
+        text = f"<{type(value).__name__} object>"
+    text = " ".join(text.split()) if "\n" in text else text
+    if len(text) > _MAX_VALUE_REPR:
+        text = text[: _MAX_VALUE_REPR - 3] + "..."
+    return text
+
+
+def format_violation(field: str, rule: str, value: Any, clause_id: str) -> str:
+    """Return the message ``field: rule (got value) [clause_id]``; ``field`` is ``Class.field``."""
+    return f"{field}: {rule} (got {_short_repr(value)}) [{clause_id}]"
+
+
+class ContractViolation(ValueError):
+    """A value broke a clause of the contract at a boundary.
+
+    ``field`` is the dotted place of the value (``Class.field``, with an index
+    such as ``keys[3]`` where one applies), ``rule`` the requirement in words,
+    ``value`` the offending value and ``clause_id`` the clause it breaks.
+    """
+
+    def __init__(self, field: str, rule: str, value: Any, clause_id: str) -> None:
+        self.field = field
+        self.rule = rule
+        self.value = value
+        self.clause_id = clause_id
+        super().__init__(format_violation(field, rule, value, clause_id))
+
+    def __reduce__(self):  # keep the attributes across pickling (multiprocessing, pytest-xdist)
+        return (type(self), (self.field, self.rule, self.value, self.clause_id))
