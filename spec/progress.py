@@ -105,7 +105,7 @@ def compute_prefetch_timeout(
 ) -> float:
     """Return the prefetch timeout in seconds: min(maximum, base + per_ki_token * tokens / 1024). Clause: CTL-10.
 
-    pre: tokens >= 0
+    pre: 0 <= tokens <= 2 ** 53
     pre: 0 <= base <= 1e9 and 0 <= per_ki_token <= 1e9 and 0 <= maximum <= 1e9
     post: __return__ <= maximum
     post: __return__ >= min(maximum, base)
