@@ -1,0 +1,86 @@
+"""The backend protocols: one per generation, runtime-checkable, with SGLang's method names."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from hicache_contracts.capabilities import LEGACY_METHODS, V1_METHODS, V2_METHODS, detect_capabilities
+from hicache_contracts.protocols import LegacyBackend, PoolAwareV2Backend, ZeroCopyV1Backend
+
+PROTOCOLS = [(LegacyBackend, LEGACY_METHODS), (ZeroCopyV1Backend, V1_METHODS), (PoolAwareV2Backend, V2_METHODS)]
+
+
+def protocol_methods(protocol: type) -> tuple[str, ...]:
+    return tuple(name for name, value in vars(protocol).items() if inspect.isfunction(value) and not name.startswith("_"))
+
+
+class EveryGeneration:
+    def get(self, key, target_location=None, target_sizes=None): return None
+    def set(self, key, value=None, target_location=None, target_sizes=None): return True
+    def exists(self, key): return False
+    def batch_get(self, keys, target_locations=None, target_sizes=None): return [None] * len(keys)
+    def batch_set(self, keys, values=None, target_locations=None, target_sizes=None): return True
+    def batch_exists(self, keys, extra_info=None): return 0
+    def clear(self): pass
+    def get_stats(self): return None
+    def register_mem_pool_host(self, mem_pool_host): self.mem_pool_host = mem_pool_host
+    def batch_get_v1(self, keys, host_indices, extra_info=None): return [False] * len(keys)
+    def batch_set_v1(self, keys, host_indices, extra_info=None): return [False] * len(keys)
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None): return object()
+    def batch_get_v2(self, transfers, extra_info=None): return {}
+    def batch_set_v2(self, transfers, extra_info=None): return {}
+    def register_mem_host_pool_v2(self, host_pool, host_pool_name): pass
+
+
+@pytest.mark.parametrize("protocol, names", PROTOCOLS, ids=lambda value: getattr(value, "__name__", None))
+def test_protocol_lists_the_generation_methods(protocol, names):
+    """The protocols and capability detection agree on each generation's method names."""
+    assert protocol_methods(protocol) == names
+
+
+@pytest.mark.clause("BE-24")
+def test_registration_methods_belong_to_their_generations():
+    assert "register_mem_pool_host" in protocol_methods(LegacyBackend)
+    assert "register_mem_host_pool_v2" in protocol_methods(PoolAwareV2Backend)
+
+
+def test_full_backend_satisfies_every_protocol():
+    backend = EveryGeneration()
+    assert isinstance(backend, LegacyBackend)
+    assert isinstance(backend, ZeroCopyV1Backend)
+    assert isinstance(backend, PoolAwareV2Backend)
+
+
+@pytest.mark.parametrize("missing", LEGACY_METHODS + V1_METHODS + V2_METHODS)
+def test_one_missing_method_fails_its_protocol_only(missing):
+    """Planted bug per method: a backend lacking it is not an instance of that generation's protocol."""
+    partial = type("Partial", (), {name: value for name, value in vars(EveryGeneration).items() if name != missing})()
+    for protocol, names in PROTOCOLS:
+        assert isinstance(partial, protocol) == (missing not in names)
+
+
+@pytest.mark.clause("BE-8")
+def test_protocol_signatures_take_extra_info_positionally_and_by_keyword():
+    """The protocols themselves model BE-8: every method with extra_info takes it both ways."""
+
+    class Spelled(LegacyBackend, ZeroCopyV1Backend, PoolAwareV2Backend):
+        pass
+
+    capabilities = detect_capabilities(Spelled(), probe=False)
+    for name in ("batch_exists", "batch_get_v1", "batch_set_v1", "batch_exists_v2", "batch_get_v2", "batch_set_v2"):
+        entry = capabilities.method(name)
+        assert (entry.extra_info_positional, entry.extra_info_keyword) == (True, True), name
+
+
+@pytest.mark.clause("BE-18")
+def test_inheriting_protocol_bodies_is_reported_as_returning_none():
+    """A class that subclasses a protocol without overriding gets bodies that return None: BE-18 flags it."""
+
+    class Unfinished(ZeroCopyV1Backend):
+        pass
+
+    capabilities = detect_capabilities(Unfinished())
+    assert capabilities.returning_none == ("batch_get_v1", "batch_set_v1")
+    assert capabilities.missing_for("v1") == ("batch_get_v1", "batch_set_v1")
