@@ -24,6 +24,7 @@ Two standalone checks serve boundaries where no model is built:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from enum import Enum
 from typing import Annotated, Any, ClassVar, Literal, Optional, Union
@@ -732,6 +733,16 @@ def validate_page_keys(keys: Any, *, strict: bool = False, field: str = "keys") 
     return keys
 
 
+@functools.lru_cache(maxsize=64)
+def _page_offsets_cached(page_size: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return torch.arange(page_size, dtype=dtype, device=device)
+
+
+def _page_offsets(page_size: int, like: torch.Tensor) -> torch.Tensor:
+    """Return ``[0, 1, ..., page_size - 1]`` with the dtype and device of ``like`` (cached)."""
+    return _page_offsets_cached(page_size, like.dtype, like.device)
+
+
 def validate_host_indices(
     host_indices: Any, key_count: int, page_size: int, *, field: str = "host_indices"
 ) -> torch.Tensor:
@@ -757,9 +768,16 @@ def validate_host_indices(
         )
     if key_count == 0:
         return host_indices
-    pages = host_indices.view(key_count, page_size) if host_indices.is_contiguous() else \
-        host_indices.reshape(key_count, page_size)  # a temporary; the caller's tensor is untouched
+    pages = host_indices.view(key_count, page_size)  # a view of the caller's tensor: nothing is copied
     first_slots = pages[:, 0]
+    # Fast path, three vectorised checks: consecutive within each page, non-negative, aligned.
+    if (
+        torch.equal(pages - first_slots.unsqueeze(1), _page_offsets(page_size, pages).expand(key_count, page_size))
+        and int(first_slots.min()) >= 0
+        and not bool((first_slots % page_size).any())
+    ):
+        return host_indices
+    # Slow path: find the first broken page, to name it.
     misaligned = (first_slots % page_size != 0) | (first_slots < 0)
     if page_size == 1:
         broken = misaligned
