@@ -333,23 +333,17 @@ class HostPagePool:
         component per layer (component-major). Pointers are host addresses
         valid while the pool lives.
         """
-        starts = self._page_starts("indices", indices)
-        base = self.kv_buffer.data_ptr()
+        starts = torch.tensor(self._page_starts("indices", indices), dtype=torch.int64)
         head_bytes = self.head_num * self.head_dim * self.element_size
-        pointers: list[int] = []
-        sizes: list[int] = []
-        for start in starts:
-            for component in range(self.component_count):
-                if self.layout == "page_first":
-                    offset = (component * self.size + start) * self.layer_num * head_bytes
-                    pointers.append(base + offset)
-                    sizes.append(self.page_size * self.layer_num * head_bytes)
-                    continue
-                for layer in range(self.layer_num):
-                    offset = ((component * self.layer_num + layer) * self.size + start) * head_bytes
-                    pointers.append(base + offset)
-                    sizes.append(self.page_size * head_bytes)
-        return pointers, sizes
+        if self.layout == "page_first":  # one range per component: all layers of P tokens
+            token_bytes = self.layer_num * head_bytes
+            range_offsets = torch.arange(self.component_count, dtype=torch.int64) * self.size * token_bytes
+        else:  # one range per (component, layer): P tokens of one layer, component-major
+            token_bytes = head_bytes
+            range_offsets = torch.arange(self.component_count * self.layer_num, dtype=torch.int64) * self.size * token_bytes
+        pointers = self.kv_buffer.data_ptr() + starts[:, None] * token_bytes + range_offsets[None, :]
+        sizes = [self.page_size * token_bytes] * pointers.numel()
+        return pointers.reshape(-1).tolist(), sizes
 
     def ranges_per_page(self) -> int:
         """Return how many contiguous byte ranges one page occupies in ``kv_buffer``."""
