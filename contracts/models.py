@@ -69,6 +69,10 @@ __all__ = [
 
 _set_attribute = object.__setattr__
 
+FIELD_CLAUSE = "FIELD"
+"""Raised inside a field validator as the clause ID, it stands for the clause of the field being
+validated (``ContractModel._field_clauses``); ``violation_from`` puts the real ID in."""
+
 
 # ==================================================================== enums
 class PoolName(str, Enum):
@@ -213,11 +217,11 @@ class ReadOnlyMapping(Mapping):
             if type(value) is ReadOnlyMapping:
                 return value
             if not isinstance(value, Mapping):
-                raise ContractViolation("", "must be a dict with str keys", value, "BE-8")
+                raise ContractViolation("", "must be a dict with str keys", value, FIELD_CLAUSE)
             data = dict(value)
             for key in data:
                 if not isinstance(key, str):
-                    raise ContractViolation("", "must be a dict with str keys", key, "BE-8")
+                    raise ContractViolation(f"[{key!r}]", "key must be a str", key, FIELD_CLAUSE)
             return ReadOnlyMapping(data)
 
         return core_schema.json_or_python_schema(
@@ -329,11 +333,12 @@ def violation_from(model: type, error: ValidationError, location_offset: int = 0
     location = tuple(first["loc"])[location_offset:]
     path = _format_location(location)
     cause = (first.get("ctx") or {}).get("error")
-    if isinstance(cause, ContractViolation):
-        field = _join_path(path, cause.field)
-        return ContractViolation(f"{model.__name__}.{field}", cause.rule, cause.value, cause.clause_id)
     top = location[0] if location and isinstance(location[0], str) else None
     clause_id = model._field_clauses.get(top, model._default_clause)
+    if isinstance(cause, ContractViolation):
+        field = _join_path(path, cause.field)
+        clause_id = clause_id if cause.clause_id == FIELD_CLAUSE else cause.clause_id
+        return ContractViolation(f"{model.__name__}.{field}", cause.rule, cause.value, clause_id)
     rule = first["msg"]
     rule = rule[:1].lower() + rule[1:]
     value = _MISSING if first["type"] == "missing" else first.get("input")
@@ -469,6 +474,7 @@ class HiCacheStorageConfig(ContractModel):
     """Backend-specific configuration, read-only; unknown keys are kept (BE-1)."""
 
     _field_clauses: ClassVar[dict[str, str]] = {
+        "extra_config": "BE-1",
         "tp_rank": "NS-1", "tp_size": "NS-1", "tp_lcm_size": "NS-1", "dp_rank": "NS-1", "dp_size": "NS-1",
         "pp_rank": "NS-2", "pp_size": "NS-2",
         "attn_cp_rank": "NS-3", "attn_cp_size": "NS-3",

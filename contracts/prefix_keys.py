@@ -85,8 +85,11 @@ def find_key_problem(keys: tuple) -> Optional[int]:
     return None
 
 
-def _as_key_tuple(keys: object, field: str) -> tuple:
-    """Return ``keys`` (a list, tuple or key sequence) as a checked tuple; raise ContractViolation otherwise."""
+def _as_key_tuple(keys: object, field: str, container_clause: str = "PFX-1") -> tuple:
+    """Return ``keys`` (a list, tuple or key sequence) as a checked tuple; raise ContractViolation otherwise.
+
+    A container of the wrong kind breaks ``container_clause``; a bad key breaks KEY-2.
+    """
     if isinstance(keys, PrefixKeys):
         return keys.as_tuple()
     if type(keys) is tuple:
@@ -94,7 +97,7 @@ def _as_key_tuple(keys: object, field: str) -> tuple:
     elif isinstance(keys, (list, tuple)):
         flat = tuple(keys)
     else:
-        raise ContractViolation(field, "must be a list, tuple or key sequence of str", keys, "PFX-1")
+        raise ContractViolation(field, "must be a list, tuple or key sequence of str", keys, container_clause)
     bad = find_key_problem(flat)
     if bad is not None:
         raise ContractViolation(f"{field}[{bad}]", _RULE_KEY, flat[bad], "KEY-2")
@@ -106,9 +109,12 @@ class PrefixKeys:
 
     __slots__ = ("_parent", "_chunk", "_length", "_flat", "_hash")
 
+    _container_clause = "PFX-1"
+    """The clause a container of the wrong kind breaks: PFX-1, the prefix is a list or None."""
+
     def __init__(self, keys: KeysInput = ()) -> None:
         """Build from a list, tuple or key sequence of non-empty str; raise ContractViolation otherwise (KEY-2)."""
-        flat = _as_key_tuple(keys, f"{type(self).__name__}.keys")
+        flat = _as_key_tuple(keys, f"{type(self).__name__}.keys", self._container_clause)
         _set_attribute(self, "_parent", None)
         _set_attribute(self, "_chunk", flat)
         _set_attribute(self, "_length", len(flat))
@@ -134,7 +140,7 @@ class PrefixKeys:
         and shared. An empty batch returns ``self`` (the value is the same and
         neither can change). Raises ContractViolation for a non-str or empty key.
         """
-        chunk = _as_key_tuple(batch, "batch")
+        chunk = _as_key_tuple(batch, "batch", self._container_clause)
         if not chunk:
             return self
         node = object.__new__(type(self))
@@ -273,10 +279,10 @@ class PrefixKeys:
         def from_python(value: object) -> PrefixKeys:
             if type(value) is cls:
                 return value  # already checked when it was built
-            return cls._from_checked_tuple(_as_key_tuple(value, ""))
+            return cls._from_checked_tuple(_as_key_tuple(value, "", cls._container_clause))
 
         def from_json(value: list) -> PrefixKeys:
-            return cls._from_checked_tuple(_as_key_tuple(value, ""))
+            return cls._from_checked_tuple(_as_key_tuple(value, "", cls._container_clause))
 
         return core_schema.json_or_python_schema(
             json_schema=core_schema.no_info_after_validator_function(
@@ -293,6 +299,9 @@ class PageKeys(PrefixKeys):
     """The keys of a transfer, one per page: the same immutable list-like structure as PrefixKeys. Clause: KEY-2."""
 
     __slots__ = ()
+
+    _container_clause = "KEY-2"
+    """The clause a container of the wrong kind breaks: KEY-2, keys come as a list of str."""
 
 
 Sequence.register(PrefixKeys)
