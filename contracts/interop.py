@@ -24,8 +24,6 @@ from hicache_contracts.errors import ContractViolation
 from hicache_contracts.models import (
     HiCacheStorageConfig,
     HiCacheStorageExtraInfo,
-    PoolHitPolicy,
-    PoolName,
     PoolTransfer,
 )
 
@@ -141,7 +139,3 @@ def to_sglang(model: Any, *, storage_module: Any = None) -> Any:
         )
     raise ContractViolation("to_sglang.model", "must be an extra info, a storage config or a pool transfer",
                             model, "BE-8")
-
-
-# Keep the enums importable from here for stand-ins that mirror SGLang's module.
-_ = (PoolHitPolicy, PoolName)
