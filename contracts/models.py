@@ -397,6 +397,12 @@ class ContractModel(BaseModel):
         return new
 
 
+_set_model_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_model_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_model_private = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
 # ==================================================================== extra info
 class HiCacheStorageExtraInfo(ContractModel):
     """Per-call metadata handed to a backend (SGLang's ``HiCacheStorageExtraInfo``). Clauses: PFX-1, BE-8."""
@@ -426,7 +432,13 @@ class HiCacheStorageExtraInfo(ContractModel):
                 f"HiCacheStorageExtraInfo.extend.{violation.field}", violation.rule, violation.value,
                 violation.clause_id,
             ) from None
-        return self._evolve(prefix_keys=extended)
+        # Built without validation: both parts were validated already. Once per batch, so kept lean.
+        new = object.__new__(HiCacheStorageExtraInfo if type(self) is HiCacheStorageExtraInfo else type(self))
+        _set_model_dict(new, {"prefix_keys": extended, "extra_info": self.extra_info})
+        _set_fields_set(new, self.__pydantic_fields_set__)  # prefix_keys was set: it is not None
+        _set_model_extra(new, None)
+        _set_model_private(new, None)
+        return new
 
 
 # ==================================================================== config
