@@ -131,11 +131,11 @@ class PrefixKeys:
     def _from_checked_tuple(cls, flat: tuple) -> "PrefixKeys":
         """Return a root node over ``flat``, whose keys have already been checked."""
         node = object.__new__(cls)
-        _set_attribute(node, "_parent", None)
-        _set_attribute(node, "_chunk", flat)
-        _set_attribute(node, "_length", len(flat))
-        _set_attribute(node, "_flat", flat)
-        _set_attribute(node, "_hash", None)
+        _set_parent(node, None)
+        _set_chunk(node, flat)
+        _set_length(node, len(flat))
+        _set_flat(node, flat)
+        _set_hash(node, None)
         return node
 
     def extended(self, batch: KeysInput) -> "PrefixKeys":
