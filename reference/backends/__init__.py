@@ -16,11 +16,13 @@ from hicache_reference.backends.base import (
     pool_key,
     tensor_bytes,
 )
+from hicache_reference.backends.file import FileBackend
 from hicache_reference.backends.memory import MemoryBackend, MemoryStore, shared_memory_store
 from hicache_reference.backends.namespace import namespace_for, storage_name
 
 __all__ = [
     "BackendStats",
+    "FileBackend",
     "MemoryBackend",
     "MemoryStore",
     "PageFormat",
