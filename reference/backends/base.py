@@ -201,6 +201,8 @@ class PageStoreBackend:
         self._derived_pools: set[str] = set()
         self._counters = _Counters()
         self._closed = False
+        self.mem_pool_host: Any = None
+        """The registered KV host pool, or None (a plain attribute, as SGLang's base class has it)."""
 
     # ============================================================ primitives
     def _object_size(self, name: str) -> Optional[int]:
@@ -263,11 +265,8 @@ class PageStoreBackend:
         with self._registration_lock:
             self._pools[name] = pool
             self._formats[name] = page_format
-
-    @property
-    def mem_pool_host(self) -> Any:
-        """The registered KV host pool, or None."""
-        return self._pools.get(KV)
+            if name == KV:
+                self.mem_pool_host = pool
 
     # ============================================================ boundary checks
     def _checked_keys(self, keys: Any) -> list[str]:
