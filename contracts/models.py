@@ -30,7 +30,16 @@ from enum import Enum
 from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
 import torch
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
 from pydantic_core import core_schema
 
 from hicache_spec import STORAGE_BATCH_SIZE, is_page_key
@@ -147,10 +156,16 @@ def _enum_checker(enum: type[Enum], clause_id: str) -> Any:
     return check
 
 
-PoolNameField = Annotated[PoolName, _plain(_enum_checker(PoolName, "BE-19"), lambda member: member.value)]
+PoolNameField = Annotated[
+    PoolName,
+    _plain(_enum_checker(PoolName, "BE-19"), lambda member: member.value),
+    WithJsonSchema({"type": "string", "enum": [member.value for member in PoolName]}),
+]
 """A PoolName, given as a member or its value (``"kv"``)."""
 PoolHitPolicyField = Annotated[
-    PoolHitPolicy, _plain(_enum_checker(PoolHitPolicy, "HYB-7"), lambda member: member.value)
+    PoolHitPolicy,
+    _plain(_enum_checker(PoolHitPolicy, "HYB-7"), lambda member: member.value),
+    WithJsonSchema({"type": "string", "enum": [member.value for member in PoolHitPolicy]}),
 ]
 """A PoolHitPolicy, given as a member or its value (``"all_pages"``)."""
 
@@ -568,7 +583,9 @@ class PoolTransfer(ContractModel):
                 return False
         return self.nodes_to_load is other.nodes_to_load or self.nodes_to_load == other.nodes_to_load
 
-    __hash__ = ContractModel.__hash__
+    def __hash__(self) -> int:
+        # Tensors compare by value in __eq__, so they stay out of the hash.
+        return hash((self.name, self.keys, self.hit_policy, self.indices_from_pool))
 
 
 def _check_pool_hits(value: ReadOnlyMapping, minimum: int, clause_id: str) -> ReadOnlyMapping:

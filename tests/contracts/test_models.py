@@ -339,3 +339,45 @@ def test_planted_length_only_strict_check_is_caught() -> None:
         given(keys=st.lists(st.text(alphabet="0123456789abcdefABG", min_size=64, max_size=64), max_size=3))(
             lambda keys: check_strict_agrees_with_spec(length_only, keys)
         )()
+
+
+# ---------------------------------------------------------------- equality, hashing, schema
+def check_hash_agrees_with_equality(first: Any, second: Any) -> None:
+    """Equal values hash alike, so that models work as dict keys and in sets."""
+    if first == second:
+        assert hash(first) == hash(second), "equal values hash differently"
+
+
+def equal_transfers_with_different_tensors(transfer_class: type) -> tuple:
+    return (transfer_class(name="kv", keys=["a"], host_indices=torch.arange(4)),
+            transfer_class(name="kv", keys=["a"], host_indices=torch.arange(4)))
+
+
+@pytest.mark.clause("BE-19")
+def test_transfers_compare_tensors_by_value_and_hash_consistently() -> None:
+    first, second = equal_transfers_with_different_tensors(PoolTransfer)
+    assert first == second and first != PoolTransfer(name="kv", keys=["a"], host_indices=torch.arange(1, 5))
+    assert first != PoolTransfer(name="kv", keys=["a"]) and first != PoolTransfer(name="swa", keys=["a"])
+    check_hash_agrees_with_equality(first, second)
+    assert len({first, second, PoolTransfer(name="swa")}) == 2
+
+
+class IdentityHashTransfer(PoolTransfer):
+    """Planted bug: the hash takes the tensor's identity while equality compares its values."""
+
+    def __hash__(self) -> int:
+        return hash((self.name, id(self.host_indices)))
+
+
+def test_planted_identity_hash_is_caught() -> None:
+    with pytest.raises(AssertionError, match="equal values hash differently"):
+        check_hash_agrees_with_equality(*equal_transfers_with_different_tensors(IdentityHashTransfer))
+
+
+@pytest.mark.parametrize("model", [
+    HiCacheStorageExtraInfo, HiCacheStorageConfig, PoolTransfer, PoolTransferResult, PrefetchOperationSnapshot,
+    BackupOperationSnapshot, ProgressAck, PoolHitsAck, FinalAck,
+])
+def test_every_model_has_a_json_schema(model: type) -> None:
+    schema = model.model_json_schema()
+    assert schema["type"] == "object" and list(schema["properties"]) == list(model.model_fields)
