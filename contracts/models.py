@@ -309,7 +309,9 @@ IndexTensor = Annotated[torch.Tensor, _IndexTensorSchema()]
 """A 1-D integer tensor of slot indices (host or device), held without a copy."""
 
 NonNegativeInt = Annotated[int, Field(ge=0)]
+"""A count that may be zero: pages, tokens, slice indices."""
 PositiveInt = Annotated[int, Field(ge=1)]
+"""A size that is at least one: page size, batch size."""
 
 
 # ==================================================================== base
@@ -361,7 +363,15 @@ def violation_from(model: type, error: ValidationError, location_offset: int = 0
 
 
 class ContractModel(BaseModel):
-    """The base of every contract model: frozen, strict, no unknown fields, errors as ContractViolation."""
+    """The base of every contract model: frozen, strict, no unknown fields, errors as ContractViolation.
+
+    A subclass names the clause behind each field in ``_field_clauses`` and a
+    fallback in ``_default_clause``; a pydantic error on that field (a wrong
+    type, a missing value) is reported under it. A validator raises
+    ContractViolation with a field path relative to the value it checks (``""``
+    or ``"[3]"``) and a clause ID, or ``FIELD_CLAUSE`` for "this field's clause";
+    the model puts ``Class.field`` in front.
+    """
 
     model_config = ConfigDict(
         frozen=True,
@@ -664,6 +674,7 @@ class ProgressAck(ContractModel):
     """The progress ack after one slice: cumulative loaded tokens. Clause: CTL-5."""
 
     kind: Literal["progress"] = "progress"
+    """Tells the acks apart in the ``Ack`` union."""
     operation_id: Union[int, str]
     """The operation acked."""
     slice_index: NonNegativeInt
@@ -678,6 +689,7 @@ class PoolHitsAck(ContractModel):
     """The ack of the sidecar read of a hybrid prefetch: hit pages per pool. Clause: HYB-2."""
 
     kind: Literal["pool_hits"] = "pool_hits"
+    """Tells the acks apart in the ``Ack`` union."""
     operation_id: Union[int, str]
     """The operation acked."""
     pool_hits: Annotated[ReadOnlyMapping, AfterValidator(lambda value: _check_pool_hits(value, 0, "HYB-2"))]
@@ -690,6 +702,7 @@ class FinalAck(ContractModel):
     """The last ack of every prefetch, also a failed or terminated one. Clause: CTL-6."""
 
     kind: Literal["final"] = "final"
+    """Tells the acks apart in the ``Ack`` union."""
     operation_id: Union[int, str]
     """The operation acked."""
     tokens: NonNegativeInt
