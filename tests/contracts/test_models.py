@@ -381,3 +381,65 @@ def test_planted_identity_hash_is_caught() -> None:
 def test_every_model_has_a_json_schema(model: type) -> None:
     schema = model.model_json_schema()
     assert schema["type"] == "object" and list(schema["properties"]) == list(model.model_fields)
+
+
+# ---------------------------------------------------------------- host slots against a plain-Python reading
+def host_slots_are_valid(slots: list, key_count: int, page_size: int) -> bool:
+    """The rule of BE-15 read plainly: page i's slots are b, b+1, ..., b+page_size-1 with b >= 0, b % page_size == 0."""
+    if len(slots) != key_count * page_size:
+        return False
+    for page in range(key_count):
+        first = slots[page * page_size]
+        if first < 0 or first % page_size:
+            return False
+        if slots[page * page_size : (page + 1) * page_size] != list(range(first, first + page_size)):
+            return False
+    return True
+
+
+def accepts_host_slots(check: Callable, slots: list, key_count: int, page_size: int) -> bool:
+    try:
+        check(torch.tensor(slots, dtype=torch.int64), key_count, page_size)
+    except ContractViolation:
+        return False
+    return True
+
+
+HOST_LAYOUT = st.integers(1, 4).flatmap(lambda page_size: st.integers(0, 4).flatmap(
+    lambda key_count: st.tuples(
+        st.one_of(
+            # a valid layout of distinct pages, then perhaps one slot changed
+            st.permutations(range(key_count + 2)).map(
+                lambda order: [page * page_size + offset for page in order[:key_count] for offset in range(page_size)]),
+            st.lists(st.integers(-2, 12), min_size=key_count * page_size, max_size=key_count * page_size),
+        ),
+        st.one_of(st.none(), st.tuples(st.integers(0, 50), st.integers(-3, 3))),
+        st.just(key_count),
+        st.just(page_size),
+    )))
+
+
+def check_host_slot_rule(check: Callable, layout: tuple) -> None:
+    slots, change, key_count, page_size = layout
+    slots = list(slots)
+    if change is not None and slots:
+        slots[change[0] % len(slots)] += change[1]
+    assert accepts_host_slots(check, slots, key_count, page_size) == host_slots_are_valid(slots, key_count, page_size)
+
+
+@pytest.mark.clause("BE-15")
+@given(layout=HOST_LAYOUT)
+def test_host_slot_check_agrees_with_the_plain_rule(layout: tuple) -> None:
+    check_host_slot_rule(validate_host_indices, layout)
+
+
+def test_planted_first_slot_only_check_is_caught() -> None:
+    """Planted bug: checks alignment of each page's first slot but not that the rest follow it."""
+    def first_slot_only(host_indices: torch.Tensor, key_count: int, page_size: int) -> torch.Tensor:
+        if host_indices.numel() != key_count * page_size or bool(
+                (host_indices.view(-1, page_size)[:, 0] % page_size != 0).any() if key_count else False):
+            raise ContractViolation("host_indices", "bad", host_indices, "BE-15")
+        return host_indices
+
+    with pytest.raises(AssertionError):
+        given(layout=HOST_LAYOUT)(lambda layout: check_host_slot_rule(first_slot_only, layout))()
