@@ -1,6 +1,8 @@
 """hicache_contracts: the contract as types, and the suites that check it."""
 
+from hicache_contracts.capabilities import Capabilities, declared_levels, detect_capabilities
 from hicache_contracts.errors import ContractViolation, format_violation
+from hicache_contracts.host_pool import HostPagePool
 from hicache_contracts.interop import from_sglang, is_sglang_available, to_sglang
 from hicache_contracts.models import (
     Ack,
@@ -25,8 +27,16 @@ from hicache_contracts.models import (
     validate_page_keys,
 )
 from hicache_contracts.prefix_keys import PageKeys, PageKeysField, PrefixKeys, PrefixKeysField
+from hicache_contracts.protocols import LegacyBackend, PoolAwareV2Backend, ZeroCopyV1Backend
 
 __all__ = [
+    "Capabilities",
+    "HostPagePool",
+    "LegacyBackend",
+    "PoolAwareV2Backend",
+    "ZeroCopyV1Backend",
+    "declared_levels",
+    "detect_capabilities",
     "Ack",
     "BackupOperationSnapshot",
     "ContractModel",
