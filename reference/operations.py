@@ -1,0 +1,264 @@
+"""The operations the controller runs: what a caller holds while a prefetch or backup is in flight.
+
+``PrefetchOperation``: its acks in order (``acks``), the final ack
+(``final_ack``), ``wait(timeout)``, ``terminate()`` (the scheduler asks to
+stop, CTL-9), and after the final ack the host slots it loaded
+(``loaded_host_indices``) and the sidecar slots of each non-KV-derived pool
+(``pool_host_indices``). The caller owns those slots from the final ack on;
+the controller has freed every other slot it allocated (CTL-12).
+
+``BackupOperation``: ``completed_tokens`` once done (CTL-7), ``wait(timeout)``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Optional, Union
+
+import torch
+
+from hicache_contracts import (
+    BackupOperationSnapshot,
+    FinalAck,
+    HiCacheStorageExtraInfo,
+    PoolHitsAck,
+    PrefetchOperationSnapshot,
+    PrefixKeys,
+    ProgressAck,
+)
+
+__all__ = ["BackupOperation", "PrefetchOperation"]
+
+AnyAck = Union[ProgressAck, PoolHitsAck, FinalAck]
+OperationId = Union[int, str]
+
+
+class _Quiescence:
+    """Counts backend calls abandoned past their deadline, and holds host frees until they return (CTL-12)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._abandoned = 0
+        self._deferred: list[Callable[[], None]] = []
+        self._idle = threading.Event()
+        self._idle.set()
+
+    def abandon(self) -> None:
+        """Record a call that missed its deadline and still runs."""
+        with self._lock:
+            self._abandoned += 1
+            self._idle.clear()
+
+    def returned(self) -> list[Callable[[], None]]:
+        """Record that an abandoned call returned; give back the frees to run if it was the last."""
+        with self._lock:
+            self._abandoned -= 1
+            if self._abandoned:
+                return []
+            deferred, self._deferred = self._deferred, []
+            self._idle.set()
+            return deferred
+
+    def run_or_defer(self, free: Callable[[], None]) -> bool:
+        """Run ``free`` now when no abandoned call may still touch the pages; else keep it. Return whether it ran."""
+        with self._lock:
+            if self._abandoned:
+                self._deferred.append(free)
+                return False
+        free()
+        return True
+
+    def wait(self, timeout: Optional[float]) -> bool:
+        """Wait until every abandoned call has returned; return whether that happened in time."""
+        return self._idle.wait(timeout)
+
+
+class PrefetchOperation:
+    """One prefetch: the chain it queries, its prefix and policy, and everything it emitted."""
+
+    def __init__(
+        self,
+        operation_id: OperationId,
+        keys: tuple[str, ...],
+        base_info: HiCacheStorageExtraInfo,
+        policy: str,
+        page_size: int,
+        batch_size: int,
+        submitted_at: float,
+    ) -> None:
+        self.operation_id = operation_id
+        """Identifies the operation in its acks."""
+        self.keys = keys
+        """The key chain of the request's pages after the anchor, root first (KEY-3)."""
+        self.base_info = base_info
+        """The operation-level extra info: its ``prefix_keys`` is the operation's prefix (PFX-1, PFX-10)."""
+        self.policy = policy
+        """The prefetch policy (CTL-9)."""
+        self.page_size = page_size
+        self.batch_size = batch_size
+        self.submitted_at = submitted_at
+        """The controller clock when the prefetch was submitted; the timeout counts from here."""
+        self.local_hit_pages: Optional[int] = None
+        """This rank's hit before agreement."""
+        self.hit_pages: Optional[int] = None
+        """The hit agreed by every rank (RANK-1); the keys are cut to it (RANK-2)."""
+        self.deadline: Optional[float] = None
+        """When the timeout policy gives up (CTL-10); set once the hit is agreed."""
+        self.revoked = False
+        """Whether the prefetch was revoked before IO (CTL-3)."""
+        self.revoke_reason: Optional[str] = None
+        self.terminated = False
+        """Whether IO stopped because of termination (CTL-9, RANK-4)."""
+        self.host_indices: Optional[torch.Tensor] = None
+        """The host slots allocated for the agreed pages (None when revoked)."""
+        self.loaded_tokens = 0
+        """Tokens loaded and agreed so far (the last progress ack)."""
+        self.pool_host_indices: dict[str, torch.Tensor] = {}
+        """Host slots of each non-KV-derived sidecar pool that loaded (HYB-2), by pool name."""
+        self.error: Optional[str] = None
+        """Why the operation ended early (backend failure, termination, revocation)."""
+        self.quiescence = _Quiescence()
+        self._termination_requested = False
+        self._lock = threading.Lock()
+        self._acks: list[AnyAck] = []
+        self._done = threading.Event()
+
+    # ------------------------------------------------------------ the scheduler's side
+    def terminate(self) -> None:
+        """Ask the operation to stop; the policy decides whether and when it does (CTL-9)."""
+        self._termination_requested = True
+
+    @property
+    def termination_requested(self) -> bool:
+        return self._termination_requested
+
+    @property
+    def acks(self) -> tuple[AnyAck, ...]:
+        """Every ack emitted so far, in order."""
+        with self._lock:
+            return tuple(self._acks)
+
+    @property
+    def progress_acks(self) -> tuple[ProgressAck, ...]:
+        return tuple(ack for ack in self.acks if isinstance(ack, ProgressAck))
+
+    @property
+    def final_ack(self) -> Optional[FinalAck]:
+        """The final ack, once emitted (CTL-6)."""
+        acks = self.acks
+        return acks[-1] if acks and isinstance(acks[-1], FinalAck) else None
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Wait for the final ack; return whether it came within ``timeout`` seconds."""
+        return self._done.wait(timeout)
+
+    @property
+    def agreed_keys(self) -> tuple[str, ...]:
+        """The keys cut to the agreed hit (RANK-2); empty before agreement."""
+        return self.keys[: self.hit_pages or 0]
+
+    @property
+    def loaded_host_indices(self) -> torch.Tensor:
+        """The host slots of the loaded pages, page by page; the caller owns them after the final ack."""
+        if self.host_indices is None:
+            return torch.empty(0, dtype=torch.int64)
+        return self.host_indices[: self.loaded_tokens]
+
+    def snapshot(self) -> PrefetchOperationSnapshot:
+        """Return the operation as the contract model the trace checker reads."""
+        return PrefetchOperationSnapshot(
+            operation_id=self.operation_id,
+            keys=self.keys,
+            prefix_keys=self.base_info.prefix_keys,
+            page_size=self.page_size,
+            batch_size=self.batch_size,
+            policy=self.policy,
+        )
+
+    # ------------------------------------------------------------ the controller's side
+    def _record(self, ack: AnyAck) -> None:
+        with self._lock:
+            self._acks.append(ack)
+
+    def _finish(self) -> None:
+        self._done.set()
+
+    def __repr__(self) -> str:
+        return (
+            f"PrefetchOperation(id={self.operation_id!r}, keys={len(self.keys)}, hit_pages={self.hit_pages}, "
+            f"loaded_tokens={self.loaded_tokens}, done={self.done})"
+        )
+
+
+class BackupOperation:
+    """One backup: the keys and host slots it writes, and how far it got (CTL-7)."""
+
+    def __init__(
+        self,
+        operation_id: OperationId,
+        keys: tuple[str, ...],
+        host_indices: torch.Tensor,
+        base_info: HiCacheStorageExtraInfo,
+        page_size: int,
+        batch_size: int,
+        sidecar_transfers: tuple[Any, ...],
+    ) -> None:
+        self.operation_id = operation_id
+        self.keys = keys
+        """The keys of the node's pages, root first."""
+        self.host_indices = host_indices
+        """The host slots of those pages, page by page; read only, never freed by the controller."""
+        self.base_info = base_info
+        """The operation-level extra info; its ``prefix_keys`` is the operation's prefix (PFX-1)."""
+        self.page_size = page_size
+        self.batch_size = batch_size
+        self.sidecar_transfers = sidecar_transfers
+        """The caller's non-KV-derived sidecar transfers (HYB-5)."""
+        self.completed_tokens: Optional[int] = None
+        """Tokens backed up, agreed across ranks (CTL-7, CTL-8); None until done."""
+        self.local_completed_tokens: Optional[int] = None
+        """Tokens this rank wrote (or, on a rank that does not write replicated KV, the whole operation)."""
+        self.wrote_kv = False
+        """Whether this rank issued KV writes (False on TP ranks > 0 with replicated KV, CTL-8)."""
+        self.error: Optional[str] = None
+        self.quiescence = _Quiescence()
+        self._done = threading.Event()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Wait until the backup finished; return whether it did within ``timeout`` seconds."""
+        return self._done.wait(timeout)
+
+    def wait_quiescent(self, timeout: Optional[float] = None) -> bool:
+        """Wait until no abandoned backend call may still read the host slots (reuse them only then)."""
+        return self.quiescence.wait(timeout)
+
+    @property
+    def prefix_keys(self) -> Optional[PrefixKeys]:
+        return self.base_info.prefix_keys
+
+    def snapshot(self) -> BackupOperationSnapshot:
+        """Return the operation as the contract model the trace checker reads."""
+        return BackupOperationSnapshot(
+            operation_id=self.operation_id,
+            keys=self.keys,
+            prefix_keys=self.base_info.prefix_keys,
+            page_size=self.page_size,
+            batch_size=self.batch_size,
+        )
+
+    def _finish(self) -> None:
+        self._done.set()
+
+    def __repr__(self) -> str:
+        return (
+            f"BackupOperation(id={self.operation_id!r}, keys={len(self.keys)}, "
+            f"completed_tokens={self.completed_tokens}, done={self.done})"
+        )

@@ -1,0 +1,60 @@
+"""Prefetch policies: when a prefetch stops early (CTL-9, CTL-10).
+
+``best_effort``    terminate as soon as the scheduler asks
+``wait_complete``  never terminate early; a request to terminate is ignored
+``timeout``        terminate once the prefetch timeout has passed since the
+                   operation was submitted (CTL-10: computed from the agreed
+                   hit, so it is known from the start of IO); a request to
+                   terminate before then is ignored
+
+Termination is checked before each slice is read; a slice already being read
+completes. What one rank decides, every rank follows: the progress acks are
+all-reduced with MIN, so a rank that stopped freezes every rank's ack
+(RANK-4).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from hicache_spec import compute_prefetch_timeout
+
+__all__ = ["PREFETCH_POLICIES", "TimeoutSettings", "compute_deadline", "is_terminated"]
+
+PREFETCH_POLICIES: tuple[str, ...] = ("best_effort", "wait_complete", "timeout")
+"""The prefetch policies of CTL-9, in the order the clause names them."""
+
+
+class TimeoutSettings:
+    """The three numbers of the prefetch timeout (CTL-10), in seconds."""
+
+    __slots__ = ("base", "per_ki_token", "maximum")
+
+    def __init__(self, base: float, per_ki_token: float, maximum: float) -> None:
+        for name, value in (("base", base), ("per_ki_token", per_ki_token), ("maximum", maximum)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"CacheController.prefetch_timeout_{name}: must be a number >= 0 (got {value!r})")
+        self.base = float(base)
+        self.per_ki_token = float(per_ki_token)
+        self.maximum = float(maximum)
+
+    def __repr__(self) -> str:
+        return f"TimeoutSettings(base={self.base}, per_ki_token={self.per_ki_token}, maximum={self.maximum})"
+
+
+def compute_deadline(start: float, tokens: int, settings: TimeoutSettings) -> float:
+    """Return when a prefetch of ``tokens`` agreed tokens submitted at ``start`` times out. Clause: CTL-10."""
+    return start + compute_prefetch_timeout(tokens, settings.base, settings.per_ki_token, settings.maximum)
+
+
+def is_terminated(policy: str, requested: bool, now: float, deadline: Optional[float]) -> bool:
+    """Return whether a prefetch under ``policy`` stops before its next slice. Clause: CTL-9.
+
+    ``requested``: the scheduler asked to terminate; ``deadline``: when the
+    timeout policy gives up (None while it is not yet known).
+    """
+    if policy == "best_effort":
+        return requested
+    if policy == "wait_complete":
+        return False
+    return deadline is not None and now >= deadline
