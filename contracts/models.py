@@ -468,16 +468,16 @@ class HiCacheStorageExtraInfo(ContractModel):
 
 # ==================================================================== config
 _RANK_GROUPS = (
-    ("tp_rank", "tp_size", "NS-1"),
-    ("pp_rank", "pp_size", "NS-2"),
-    ("attn_cp_rank", "attn_cp_size", "NS-3"),
-    ("dp_rank", "dp_size", "NS-1"),
+    ("tp_rank", "tp_size", "BE-25"),
+    ("pp_rank", "pp_size", "BE-25"),
+    ("attn_cp_rank", "attn_cp_size", "BE-25"),
+    ("dp_rank", "dp_size", "BE-25"),
 )
 """(rank field, size field, clause) for each parallel group of HiCacheStorageConfig."""
 
 
 class HiCacheStorageConfig(ContractModel):
-    """What a backend is told about its place in the deployment (SGLang's ``HiCacheStorageConfig``). Clauses: BE-1, NS-1..NS-5."""
+    """What a backend is told about its place in the deployment (SGLang's ``HiCacheStorageConfig``). Clauses: BE-1, BE-25, NS-1..NS-5."""
 
     tp_rank: int
     """This rank's index in its tensor-parallel group, 0 <= tp_rank < tp_size."""
@@ -512,9 +512,9 @@ class HiCacheStorageConfig(ContractModel):
 
     _field_clauses: ClassVar[dict[str, str]] = {
         "extra_config": "BE-1",
-        "tp_rank": "NS-1", "tp_size": "NS-1", "tp_lcm_size": "NS-1", "dp_rank": "NS-1", "dp_size": "NS-1",
-        "pp_rank": "NS-2", "pp_size": "NS-2",
-        "attn_cp_rank": "NS-3", "attn_cp_size": "NS-3",
+        "tp_rank": "BE-25", "tp_size": "BE-25", "tp_lcm_size": "BE-25", "dp_rank": "BE-25", "dp_size": "BE-25",
+        "pp_rank": "BE-25", "pp_size": "BE-25",
+        "attn_cp_rank": "BE-25", "attn_cp_size": "BE-25",
         "model_name": "NS-4", "is_mla_model": "NS-5",
     }
     _default_clause: ClassVar[str] = "BE-1"
@@ -532,7 +532,7 @@ class HiCacheStorageConfig(ContractModel):
         lcm = self.tp_lcm_size
         if lcm is not None and (lcm < 1 or lcm % self.tp_size != 0):
             raise ContractViolation("tp_lcm_size", f"must be a positive multiple of tp_size = {self.tp_size}",
-                                    lcm, "NS-1")
+                                    lcm, "BE-25")
         return self
 
     @classmethod

@@ -206,6 +206,12 @@ CLAUSES: tuple[Clause, ...] = (
       "are registered with register_mem_host_pool_v2, KV included.",
       "Backends size their buffers from the host pool; IO before registration has nowhere to go.",
       "CONTRACT.md §2"),
+    C("BE-25", "core", "both",
+      "A storage config has every rank inside its group (0 <= rank < size, size >= 1) for the TP, "
+      "PP, attention-CP and DP groups, and tp_lcm_size, when set, is a positive multiple of tp_size.",
+      "Backends derive namespaces and shard layouts from these numbers; an impossible "
+      "coordinate must be rejected at the boundary rather than become a key.",
+      "CONTRACT.md §1"),
     # ---------------------------------------------------------------- NS
     C("NS-1", "namespacing", "backend",
       "Two instances that differ only in tp_rank (same tp_size) never see each other's pages, "

@@ -134,21 +134,21 @@ MODEL_ROWS: list[tuple[str, Callable[[], Any], str]] = [
      "HiCacheStorageExtraInfo.extend.batch: must be a list, tuple or key sequence of str (got 'abc') [PFX-1]"),
     # ---------------------------------------------------------------- HiCacheStorageConfig
     ("negative tp_rank", lambda: config(tp_rank=-1),
-     "HiCacheStorageConfig.tp_rank: must satisfy 0 <= tp_rank < tp_size = 1 (got -1) [NS-1]"),
+     "HiCacheStorageConfig.tp_rank: must satisfy 0 <= tp_rank < tp_size = 1 (got -1) [BE-25]"),
     ("pp_rank equal to pp_size", lambda: config(pp_rank=2, pp_size=2),
-     "HiCacheStorageConfig.pp_rank: must satisfy 0 <= pp_rank < pp_size = 2 (got 2) [NS-2]"),
+     "HiCacheStorageConfig.pp_rank: must satisfy 0 <= pp_rank < pp_size = 2 (got 2) [BE-25]"),
     ("attn_cp_size zero", lambda: config(attn_cp_size=0),
-     "HiCacheStorageConfig.attn_cp_size: must be >= 1 (got 0) [NS-3]"),
+     "HiCacheStorageConfig.attn_cp_size: must be >= 1 (got 0) [BE-25]"),
     ("dp_rank outside dp_size", lambda: config(dp_rank=1),
-     "HiCacheStorageConfig.dp_rank: must satisfy 0 <= dp_rank < dp_size = 1 (got 1) [NS-1]"),
+     "HiCacheStorageConfig.dp_rank: must satisfy 0 <= dp_rank < dp_size = 1 (got 1) [BE-25]"),
     ("tp_lcm_size not a multiple", lambda: config(tp_size=4, tp_lcm_size=6),
-     "HiCacheStorageConfig.tp_lcm_size: must be a positive multiple of tp_size = 4 (got 6) [NS-1]"),
+     "HiCacheStorageConfig.tp_lcm_size: must be a positive multiple of tp_size = 4 (got 6) [BE-25]"),
     ("tp_lcm_size zero", lambda: config(tp_lcm_size=0),
-     "HiCacheStorageConfig.tp_lcm_size: must be a positive multiple of tp_size = 1 (got 0) [NS-1]"),
+     "HiCacheStorageConfig.tp_lcm_size: must be a positive multiple of tp_size = 1 (got 0) [BE-25]"),
     ("tp_rank as a str", lambda: config(tp_rank="0"),
-     "HiCacheStorageConfig.tp_rank: input should be a valid integer (got '0') [NS-1]"),
+     "HiCacheStorageConfig.tp_rank: input should be a valid integer (got '0') [BE-25]"),
     ("tp_size as a bool", lambda: config(tp_size=True),
-     "HiCacheStorageConfig.tp_size: input should be a valid integer (got True) [NS-1]"),
+     "HiCacheStorageConfig.tp_size: input should be a valid integer (got True) [BE-25]"),
     ("is_mla_model as a str", lambda: config(is_mla_model="yes"),
      "HiCacheStorageConfig.is_mla_model: input should be a valid boolean (got 'yes') [NS-5]"),
     ("model_name as an int", lambda: config(model_name=3),
@@ -158,7 +158,7 @@ MODEL_ROWS: list[tuple[str, Callable[[], Any], str]] = [
     ("unknown config field", lambda: config(rank=0),
      "HiCacheStorageConfig.rank: extra inputs are not permitted (got 0) [BE-1]"),
     ("required field missing", lambda: HiCacheStorageConfig(tp_rank=0, tp_size=1),
-     "HiCacheStorageConfig.pp_rank: field required (got nothing) [NS-2]"),
+     "HiCacheStorageConfig.pp_rank: field required (got nothing) [BE-25]"),
     # ---------------------------------------------------------------- page keys
     ("strict: uppercase hex", lambda: validate_page_keys([GOOD_KEY, "A" * 64], strict=True),
      f"keys[1]: page key must be 64 lowercase hex characters (got '{'A' * 64}') [KEY-2]"),
@@ -203,7 +203,7 @@ def test_bad_host_slots_are_rejected(label: str, build: Callable, message: str) 
     check_rejected(lambda: build(validate_host_indices), message)
 
 
-@pytest.mark.clause("KEY-2", "PFX-1", "BE-1", "BE-8", "BE-15", "BE-19", "BE-21", "NS-1", "NS-2", "NS-3")
+@pytest.mark.clause("KEY-2", "PFX-1", "BE-1", "BE-8", "BE-15", "BE-19", "BE-21", "BE-25")
 @pytest.mark.parametrize(("label", "build", "message"), MODEL_ROWS, ids=[row[0] for row in MODEL_ROWS])
 def test_bad_model_input_is_rejected(label: str, build: Callable, message: str) -> None:
     check_rejected(build, message)
@@ -251,11 +251,11 @@ def test_planted_length_only_host_check_is_caught(label: str) -> None:
         check_rejected(lambda: build(length_only_host_check), message)
 
 
-@pytest.mark.clause("NS-1")
+@pytest.mark.clause("BE-25")
 def test_planted_lax_config_is_caught() -> None:
     with pytest.raises(AssertionError, match="^accepted bad input"):
         check_rejected(lambda: LaxConfig(tp_rank=-1),
-                       "HiCacheStorageConfig.tp_rank: must satisfy 0 <= tp_rank < tp_size = 1 (got -1) [NS-1]")
+                       "HiCacheStorageConfig.tp_rank: must satisfy 0 <= tp_rank < tp_size = 1 (got -1) [BE-25]")
 
 
 def test_planted_wrong_message_is_caught() -> None:
