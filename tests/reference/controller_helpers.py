@@ -1,0 +1,383 @@
+"""Test helpers for the controller: a recording, fault-injecting backend, a counting pool, and trace checks.
+
+The checks (``check_*``) read what a controller did — the calls its backend
+saw and the acks its operations emitted — and raise AssertionError naming
+the clause broken. Each is tripped by a planted-bug controller in
+``planted_controllers.py`` (see ``test_controller_planted.py``).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import torch
+
+from hicache_contracts import FinalAck, HiCacheStorageConfig, PoolHitsAck, ProgressAck
+from hicache_contracts.host_pool import HostPagePool
+from hicache_reference.backends.memory import MemoryBackend
+from hicache_spec import compute_key_chain, compute_prefetch_acks, plan_batches
+
+PAGE_SIZE = 2
+"""Small pages keep 128-page slices fast."""
+
+
+# ---------------------------------------------------------------- pools
+class CountingHostPool(HostPagePool):
+    """A host pool that counts frees per page and records every double free (CTL-12)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.free_counts: dict[int, int] = {}
+        self.double_frees: list[int] = []
+        self.alloc_short = False
+        """When True, every alloc reports host memory short."""
+        self._count_lock = threading.Lock()
+
+    def alloc(self, page_count: int):
+        if self.alloc_short and page_count:
+            return None
+        return super().alloc(page_count)
+
+    def free(self, indices) -> int:
+        starts = [int(slot) for slot in torch.as_tensor(indices)[:: self.page_size].tolist()]
+        with self._count_lock:
+            for start in starts:
+                self.free_counts[start] = self.free_counts.get(start, 0) + 1
+                if 0 <= start < self.size and not self._page_in_use[start // self.page_size]:
+                    self.double_frees.append(start)
+        return super().free(indices)
+
+
+def make_pool(pages: int = 600, layers: int = 2, heads: int = 1, head_dim: int = 4, *,
+              page_size: int = PAGE_SIZE, kind: str = "mha") -> CountingHostPool:
+    return CountingHostPool(pages, page_size, layers, heads, head_dim, kind=kind, pin_memory=False)
+
+
+def fill_random(pool: HostPagePool, seed: int = 0) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    pool.kv_buffer.copy_(torch.randn(pool.kv_buffer.shape, generator=generator).to(pool.dtype))
+
+
+def tokens_for(pages: int, page_size: int = PAGE_SIZE, offset: int = 0) -> list[int]:
+    return [offset + index for index in range(pages * page_size)]
+
+
+def keys_for(pages: int, page_size: int = PAGE_SIZE, offset: int = 0, prior_key: Optional[str] = None) -> tuple:
+    return compute_key_chain(tuple(tokens_for(pages, page_size, offset)), page_size, prior_key)
+
+
+def config(**overrides: Any) -> HiCacheStorageConfig:
+    return HiCacheStorageConfig.single_rank(**overrides)
+
+
+def memory_backend(store: Any = None, **config_overrides: Any) -> MemoryBackend:
+    return MemoryBackend(config(**config_overrides), {} if store is None else {"store": store})
+
+
+# ---------------------------------------------------------------- recording backend
+@dataclass
+class Call:
+    """One backend call as the controller made it."""
+
+    method: str
+    keys: tuple
+    """The call's keys (for v2 reads and writes: the first transfer's keys)."""
+    extra_info: Any
+    prefix_at_call: Any
+    """``tuple(extra_info.prefix_keys)`` when the call was made, or None."""
+    transfers: tuple = ()
+    """(pool name, keys, host_indices) per transfer, for v2 calls."""
+    host_indices: Any = None
+    result: Any = None
+    thread: str = ""
+
+    @property
+    def prefix_now(self) -> Any:
+        prefix = getattr(self.extra_info, "prefix_keys", None)
+        return None if prefix is None else tuple(prefix)
+
+
+Fault = Callable[[Call, Callable[[], Any]], Any]
+"""A fault gets the call and a thunk that runs the real method; it returns the result to give back."""
+
+
+class RecordingBackend:
+    """Wraps a backend: records every IO call and lets a test replace results per method (``faults``)."""
+
+    def __init__(self, inner: Any, faults: Optional[dict[str, Fault]] = None) -> None:
+        self.inner = inner
+        self.faults: dict[str, Fault] = dict(faults or {})
+        self.calls: list[Call] = []
+        self.registered: list[tuple[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def register_mem_pool_host(self, pool: Any) -> None:
+        self.registered.append(("register_mem_pool_host", pool))
+        self.inner.register_mem_pool_host(pool)
+
+    def register_mem_host_pool_v2(self, pool: Any, name: Any) -> None:
+        self.registered.append((str(name), pool))
+        self.inner.register_mem_host_pool_v2(pool, name)
+
+    def _record(self, method: str, keys: Any, extra_info: Any, run: Callable[[], Any], *,
+                transfers: tuple = (), host_indices: Any = None) -> Any:
+        prefix = getattr(extra_info, "prefix_keys", None)
+        call = Call(method, tuple(keys), extra_info, None if prefix is None else tuple(prefix), transfers,
+                    host_indices, thread=threading.current_thread().name)
+        with self._lock:
+            self.calls.append(call)
+        fault = self.faults.get(method)
+        result = fault(call, run) if fault is not None else run()
+        call.result = result
+        return result
+
+    def batch_exists(self, keys, extra_info=None):
+        return self._record("batch_exists", keys, extra_info, lambda: self.inner.batch_exists(keys, extra_info))
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        return self._record("batch_get_v1", keys, extra_info,
+                            lambda: self.inner.batch_get_v1(keys, host_indices, extra_info),
+                            host_indices=host_indices)
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        return self._record("batch_set_v1", keys, extra_info,
+                            lambda: self.inner.batch_set_v1(keys, host_indices, extra_info),
+                            host_indices=host_indices)
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        transfers = tuple((str(t.name), tuple(t.keys or ()), t.host_indices) for t in pool_transfers or ())
+        return self._record("batch_exists_v2", keys, extra_info,
+                            lambda: self.inner.batch_exists_v2(keys, pool_transfers, extra_info),
+                            transfers=transfers)
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        described = tuple((str(t.name), tuple(t.keys or ()), t.host_indices) for t in transfers)
+        return self._record("batch_get_v2", described[0][1] if described else (), extra_info,
+                            lambda: self.inner.batch_get_v2(transfers, extra_info), transfers=described)
+
+    def batch_set_v2(self, transfers, extra_info=None):
+        described = tuple((str(t.name), tuple(t.keys or ()), t.host_indices) for t in transfers)
+        return self._record("batch_set_v2", described[0][1] if described else (), extra_info,
+                            lambda: self.inner.batch_set_v2(transfers, extra_info), transfers=described)
+
+    def calls_of(self, *methods: str) -> list[Call]:
+        with self._lock:
+            return [call for call in self.calls if call.method in methods]
+
+    def clear_calls(self) -> None:
+        with self._lock:
+            self.calls.clear()
+
+
+# ---------------------------------------------------------------- canned faults
+def raising(error: type = RuntimeError) -> Fault:
+    def fault(call: Call, run: Callable[[], Any]) -> Any:
+        raise error("planted storage failure")
+    return fault
+
+
+def returning(value: Any) -> Fault:
+    return lambda call, run: value
+
+
+def on_call(number: int, fault: Fault) -> Fault:
+    """Apply ``fault`` to the ``number``-th call of the method (from 0) only."""
+    counter = {"n": 0}
+
+    def wrapped(call: Call, run: Callable[[], Any]) -> Any:
+        index = counter["n"]
+        counter["n"] += 1
+        return fault(call, run) if index == number else run()
+    return wrapped
+
+
+def short_by(missing: int) -> Fault:
+    """Run the real call, then report the last ``missing`` pages as failed."""
+    def fault(call: Call, run: Callable[[], Any]) -> Any:
+        result = run()
+        if isinstance(result, list):
+            return result[: len(result) - missing] + [False] * missing
+        return result
+    return fault
+
+
+# ---------------------------------------------------------------- checks
+def expected_prefix(operation_prefix: Optional[tuple], chain: tuple, offset: int) -> Optional[tuple]:
+    return None if operation_prefix is None else tuple(operation_prefix) + tuple(chain[:offset])
+
+
+def check_prefixes(calls: list[Call], chain: tuple, operation_prefix: Optional[tuple]) -> None:
+    """PFX-2/3/4/5/7: every chain call carries an extra info whose prefix is the operation's prefix + the keys before it."""
+    position = {key: index for index, key in enumerate(chain)}
+    for call in calls:
+        if call.extra_info is None:
+            raise AssertionError(f"[PFX-7] {call.method} got extra_info=None")
+        if not call.keys or call.method in ("batch_exists_v2",) or call.keys[0] not in position:
+            continue
+        offset = position[call.keys[0]]
+        if tuple(chain[offset: offset + len(call.keys)]) != call.keys:
+            raise AssertionError(f"[PFX-2] {call.method} keys are not contiguous in the chain")
+        wanted = expected_prefix(operation_prefix, chain, offset)
+        if operation_prefix is None and call.prefix_at_call is not None:
+            raise AssertionError(f"[PFX-3] {call.method} at page {offset} got a prefix with the feature off")
+        if operation_prefix is not None and call.prefix_at_call is None:
+            raise AssertionError(f"[PFX-4] {call.method} at page {offset} got None for a list prefix")
+        if call.prefix_at_call != wanted:
+            raise AssertionError(f"[PFX-2] {call.method} at page {offset}: prefix of {len(call.prefix_at_call or ())}"
+                                 f" keys, expected {len(wanted or ())}")
+        if call.prefix_now != call.prefix_at_call:
+            raise AssertionError(f"[PFX-5] the prefix handed to {call.method} changed after the call")
+
+
+def check_slices(calls: list[Call], chain: tuple, batch_size: int) -> None:
+    """CTL-2: no call carries more than batch_size keys, and IO/backup calls start at multiples of it."""
+    position = {key: index for index, key in enumerate(chain)}
+    for call in calls:
+        if len(call.keys) > batch_size:
+            raise AssertionError(f"[CTL-2] {call.method} carried {len(call.keys)} keys > {batch_size}")
+        if call.method in ("batch_get_v1", "batch_set_v1", "batch_exists") and call.keys:
+            offset = position.get(call.keys[0])
+            if offset is not None and offset % batch_size:
+                raise AssertionError(f"[CTL-2] {call.method} started at page {offset}")
+
+
+def check_hit_query(calls: list[Call], chain: tuple, batch_size: int) -> None:
+    """CTL-1: batch_exists slice by slice, in order, stopping after the first slice not fully hit."""
+    exists = [call for call in calls if call.method == "batch_exists"]
+    slices = plan_batches(len(chain), batch_size)
+    for index, call in enumerate(exists):
+        if index >= len(slices) or call.keys != tuple(chain[slices[index][0]: slices[index][1]]):
+            raise AssertionError(f"[CTL-1] hit query call {index} is not slice {index} of the chain")
+        if call.result != len(call.keys) and index != len(exists) - 1:
+            raise AssertionError(f"[CTL-1] hit query went on after slice {index} hit {call.result} of {len(call.keys)}")
+    if exists:
+        last = exists[-1]
+        if last.result == len(last.keys) and len(exists) < len(slices):
+            raise AssertionError("[CTL-1] hit query stopped after a fully hit slice")
+
+
+def check_prefetch_acks(operation: Any, page_size: int, batch_size: int,
+                        loaded_pages: Optional[tuple] = None) -> None:
+    """CTL-5/CTL-6: one progress ack per slice of the agreed keys, non-decreasing, then exactly one final ack last.
+
+    With ``loaded_pages`` (pages each read slice loaded), the acks must equal
+    ``compute_prefetch_acks`` of them.
+    """
+    acks = operation.acks
+    finals = [index for index, ack in enumerate(acks) if isinstance(ack, FinalAck)]
+    if finals != [len(acks) - 1]:
+        raise AssertionError(f"[CTL-6] expected exactly one final ack, last; got kinds {[a.kind for a in acks]}")
+    progress = [ack for ack in acks if isinstance(ack, ProgressAck)]
+    slices = () if operation.revoked else plan_batches(operation.hit_pages or 0, batch_size)
+    if len(progress) != len(slices):
+        raise AssertionError(f"[CTL-5] {len(progress)} progress acks for {len(slices)} slices")
+    for index, ack in enumerate(progress):
+        if ack.slice_index != index:
+            raise AssertionError(f"[CTL-5] ack {index} names slice {ack.slice_index}")
+    tokens = [ack.tokens for ack in progress]
+    if any(a > b for a, b in zip(tokens, tokens[1:])):
+        raise AssertionError(f"[CTL-5] progress acks decrease: {tokens}")
+    if loaded_pages is not None:
+        wanted = compute_prefetch_acks(tuple(end - start for start, end in slices), loaded_pages, page_size)
+        if tuple(tokens) != wanted:
+            raise AssertionError(f"[CTL-5] acks {tokens}, spec gives {list(wanted)}")
+    final = acks[-1]
+    if final.tokens != (tokens[-1] if tokens else 0):
+        raise AssertionError(f"[CTL-6] final ack {final.tokens} tokens, last progress {tokens[-1:]}")
+
+
+def check_reads_stop(calls: list[Call]) -> None:
+    """CTL-4: no KV read after a slice that loaded fewer pages than it asked for."""
+    reads = [call for call in calls if call.method == "batch_get_v1"]
+    for index, call in enumerate(reads[:-1]):
+        if not (isinstance(call.result, list) and len(call.result) == len(call.keys) and all(x is True for x in call.result)):
+            raise AssertionError(f"[CTL-4] read {index + 1} issued after short read {index}")
+
+
+def check_loaded_bytes(source: HostPagePool, source_slots: torch.Tensor, target: HostPagePool,
+                       target_slots: torch.Tensor, pages: int) -> None:
+    """The first ``pages`` pages at ``target_slots`` hold the bytes of those at ``source_slots``."""
+    size = source.page_size
+    if target_slots.numel() < pages * size:
+        raise AssertionError(f"only {target_slots.numel() // size} pages loaded, expected {pages}")
+    for page in range(pages):
+        want = source.get_data_page(int(source_slots[page * size]))
+        got = target.get_data_page(int(target_slots[page * size]))
+        if not torch.equal(want, got):
+            raise AssertionError(f"page {page} differs after the round trip")
+
+
+def check_frees(pool: CountingHostPool, kept_slots: torch.Tensor) -> None:
+    """CTL-12: no double free, and every allocated page is either freed or kept by the caller."""
+    if pool.double_frees:
+        raise AssertionError(f"[CTL-12] double free of pages at slots {pool.double_frees}")
+    kept = kept_slots.numel() // pool.page_size
+    if pool.used_pages() != kept:
+        raise AssertionError(f"[CTL-12] {pool.used_pages()} pages in use, the caller keeps {kept}")
+
+
+def check_derived_with_kv(calls: list[Call]) -> None:
+    """HYB-1/PFX-8: each KV read is followed by the derived v2 read of the same keys and slots, with the same extra info object."""
+    reads = [call for call in calls if call.method in ("batch_get_v1", "batch_get_v2")]
+    for index, call in enumerate(reads):
+        if call.method != "batch_get_v1":
+            continue
+        following = reads[index + 1] if index + 1 < len(reads) else None
+        if following is None or following.method != "batch_get_v2":
+            raise AssertionError("[HYB-1] a KV slice read without its derived sidecar read")
+        for name, keys, slots in following.transfers:
+            if keys != call.keys or not torch.equal(slots, call.host_indices):
+                raise AssertionError(f"[HYB-1] derived read of {name} is not the KV slice's pages")
+        if following.extra_info is not call.extra_info:
+            raise AssertionError("[PFX-8] the derived read got a different extra info object than the KV read")
+
+
+def pool_hits(operation: Any) -> Optional[dict]:
+    hits = [ack for ack in operation.acks if isinstance(ack, PoolHitsAck)]
+    if len(hits) > 1:
+        raise AssertionError("[HYB-2] more than one pool-hits ack")
+    return dict(hits[0].pool_hits) if hits else None
+
+
+def check_backup(calls: list[Call], operation: Any, page_size: int, batch_size: int) -> None:
+    """CTL-7: slices in order, stop at the first failed slice, completed tokens = successful slices' pages."""
+    writes = [call for call in calls if call.method == "batch_set_v1"]
+    ok = [isinstance(call.result, list) and len(call.result) == len(call.keys)
+          and all(flag is True for flag in call.result) for call in writes]
+    if False in ok and ok.index(False) != len(ok) - 1:
+        raise AssertionError("[CTL-7] backup wrote on after a failed slice")
+    slices = plan_batches(len(operation.keys), batch_size)
+    for index, call in enumerate(writes):
+        start, end = slices[index]
+        if call.keys != tuple(operation.keys[start:end]):
+            raise AssertionError(f"[CTL-7] backup write {index} is not slice {index}")
+    if all(ok) and len(writes) < len(slices):
+        raise AssertionError("[CTL-7] backup stopped without a failed slice")
+    good_pages = sum(len(call.keys) for call, good in zip(writes, ok) if good) if False not in ok else \
+        sum(len(call.keys) for call in writes[: ok.index(False)])
+    if operation.completed_tokens != good_pages * page_size:
+        raise AssertionError(f"[CTL-7] completed_tokens {operation.completed_tokens}, expected {good_pages * page_size}")
+
+
+def wait_all(*operations: Any, timeout: float = 20.0) -> None:
+    for operation in operations:
+        if not operation.wait(timeout):
+            raise AssertionError(f"{operation!r} did not finish within {timeout} s")
+
+
+@dataclass
+class FakeClock:
+    """A clock the test moves by hand."""
+
+    now: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self) -> float:
+        with self.lock:
+            return self.now
+
+    def advance(self, seconds: float) -> None:
+        with self.lock:
+            self.now += seconds
