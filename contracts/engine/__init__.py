@@ -1,0 +1,51 @@
+"""hicache_contracts.engine: check an engine's controller against the engine-side clauses.
+
+Wrap the storage backend the controller uses, run an operation, check what it did::
+
+    from hicache_contracts.engine import RecordingBackend, check_trace
+
+    rec = RecordingBackend(inner)            # any backend object: legacy, v1 or v2
+    controller = MyController(storage_backend=rec)
+    ...                                      # run one prefetch or backup
+    report = check_trace(rec.calls, chain=page_keys, prefix_keys=operation.prefix_keys)
+    assert report.ok, report.format_table()
+
+Traces can also be written as JSON (``rec.to_trace(...)``, ``TraceDocument``)
+by engines in any language and checked with ``hicache-conform trace FILE.json``.
+See docs/engines.md for the format and every rule with its clause.
+"""
+
+from hicache_contracts.engine._assertions import assert_trace_conforms, format_failure
+from hicache_contracts.engine._checker import check_acks, check_operation, check_trace
+from hicache_contracts.engine._recorder import RecordedCall, RecordedTransfer, RecordingBackend, snapshot_prefix
+from hicache_contracts.engine._reference import check_reference_controller
+from hicache_contracts.engine._report import TraceReport, TraceViolation
+from hicache_contracts.engine._trace import (
+    TRACE_FORMAT,
+    TraceCall,
+    TraceDocument,
+    TraceOperation,
+    TraceTransfer,
+    load_trace,
+)
+
+__all__ = [
+    "TRACE_FORMAT",
+    "RecordedCall",
+    "RecordedTransfer",
+    "RecordingBackend",
+    "TraceCall",
+    "TraceDocument",
+    "TraceOperation",
+    "TraceReport",
+    "TraceTransfer",
+    "TraceViolation",
+    "assert_trace_conforms",
+    "check_acks",
+    "check_operation",
+    "check_reference_controller",
+    "check_trace",
+    "format_failure",
+    "load_trace",
+    "snapshot_prefix",
+]

@@ -1,0 +1,434 @@
+"""``RecordingBackend``: wraps any storage backend and records every call the engine makes.
+
+The recorder sits between an engine's controller and its storage backend::
+
+    controller ──calls──▶ RecordingBackend ──forwards──▶ inner backend
+                               │
+                               └── rec.calls: one RecordedCall per call, in start order
+
+What the engine sees does not change:
+
+- the same methods, with the same signatures (``inspect.signature`` and the
+  capability detector read the inner method through ``__wrapped__``), and only
+  those: a method the inner object lacks is missing on the recorder too, so
+  ``hasattr`` probing still works; ``isinstance(rec, InnerClass)`` holds;
+- the same return objects, and the same exceptions re-raised;
+- every other attribute (``registered_pools``, ``mem_pool_host``, ...) read and
+  written through to the inner object.
+
+What a call records (``RecordedCall``): the method, its keys (per transfer for
+v2 calls), the ``extra_info`` object itself and a snapshot of its
+``prefix_keys`` taken at call time, a summary of the result or the exception,
+the thread and ``time.monotonic()`` at start and end. Recording never raises
+into the engine: a value it cannot read is noted on the call instead.
+
+Objects are read by attribute name (duck typing), so SGLang's own
+``HiCacheStorageExtraInfo`` and ``PoolTransfer`` dataclasses are recorded as
+well as the contract models.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
+
+from hicache_contracts.capabilities import EXTRA_INFO_METHODS
+from hicache_contracts.prefix_keys import PrefixKeys
+
+__all__ = [
+    "EXTRA_INFO_ABSENT",
+    "EXTRA_INFO_NONE",
+    "EXTRA_INFO_PRESENT",
+    "RecordedCall",
+    "RecordedTransfer",
+    "RecordingBackend",
+    "snapshot_prefix",
+]
+
+EXTRA_INFO_ABSENT = "absent"
+"""The call passed no extra_info argument at all."""
+EXTRA_INFO_NONE = "none"
+"""The call passed ``extra_info=None``."""
+EXTRA_INFO_PRESENT = "present"
+"""The call passed an extra_info object."""
+
+_KEYS_METHODS = frozenset({"batch_exists", "batch_get_v1", "batch_set_v1", "batch_exists_v2", "batch_get", "batch_set"})
+"""Methods whose first argument is the list of page keys."""
+_KEY_METHODS = frozenset({"get", "set", "exists"})
+"""Legacy methods whose first argument is one key."""
+_TRANSFER_METHODS = {"batch_get_v2": (0, "transfers"), "batch_set_v2": (0, "transfers"),
+                     "batch_exists_v2": (1, "pool_transfers")}
+"""v2 methods, with the position and keyword of their PoolTransfer list."""
+_NOT_GIVEN = object()
+_OWN_ATTRIBUTES = frozenset({"_recording_inner", "_recording_calls", "_recording_lock", "_recording_counter"})
+
+
+def snapshot_prefix(value: Any) -> tuple[Any, Optional[str]]:
+    """Return ``(snapshot, problem)`` for a prefix_keys value, taken so that later changes cannot reach it.
+
+    None stays None; an immutable ``PrefixKeys`` or tuple is kept as is; any
+    other sequence is copied into a tuple. ``problem`` says why a value is not
+    a sequence of keys (a str, a set, a number), else it is None.
+    """
+    if value is None:
+        return None, None
+    if isinstance(value, (PrefixKeys, tuple)):
+        return value, None
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        return None, f"prefix_keys is a {type(value).__name__}, not a sequence of keys"
+    return tuple(value), None
+
+
+def _name_of(value: Any) -> Any:
+    """Return an enum member's value (SGLang's or ours), else ``str(value)``; None stays None."""
+    if value is None:
+        return None
+    value = getattr(value, "value", value)
+    return value if isinstance(value, str) else str(value)
+
+
+def _keys_tuple(keys: Any) -> Optional[tuple]:
+    if keys is None:
+        return None
+    if isinstance(keys, tuple):
+        return keys
+    return tuple(keys)
+
+
+class RecordedTransfer:
+    """One PoolTransfer of a v2 call, as recorded: its pool, keys and how its hit is measured."""
+
+    __slots__ = ("name", "keys", "indices_from_pool", "hit_policy")
+
+    def __init__(self, name: Optional[str], keys: Optional[tuple], indices_from_pool: Optional[str],
+                 hit_policy: Optional[str]) -> None:
+        self.name = name
+        """The pool name as a str (``"kv"``, ``"indexer"``, ...)."""
+        self.keys = keys
+        """The transfer's keys at call time, or None."""
+        self.indices_from_pool = indices_from_pool
+        """``"kv"`` for a KV-derived sidecar, else None."""
+        self.hit_policy = hit_policy
+        """``"all_pages"`` or ``"trailing_pages"``, or None when the object has no such attribute."""
+
+    @classmethod
+    def from_object(cls, transfer: Any) -> "RecordedTransfer":
+        """Read a PoolTransfer (ours, SGLang's or any object with those attributes)."""
+        return cls(
+            _name_of(getattr(transfer, "name", None)),
+            _keys_tuple(getattr(transfer, "keys", None)),
+            _name_of(getattr(transfer, "indices_from_pool", None)),
+            _name_of(getattr(transfer, "hit_policy", None)),
+        )
+
+    def __repr__(self) -> str:
+        count = None if self.keys is None else len(self.keys)
+        return f"RecordedTransfer(name={self.name!r}, keys=<{count}>, indices_from_pool={self.indices_from_pool!r})"
+
+
+def _summarize_result(method: str, result: Any) -> Any:
+    """Return what the checker needs from a result, copied so later changes cannot reach it."""
+    if method in ("batch_get_v1", "batch_set_v1"):
+        return tuple(result) if isinstance(result, (list, tuple)) else result
+    if method in ("batch_get_v2", "batch_set_v2"):
+        if isinstance(result, Mapping):
+            return {_name_of(name): tuple(flags) if isinstance(flags, (list, tuple)) else flags
+                    for name, flags in result.items()}
+        return result
+    if method == "batch_exists_v2":
+        hits = getattr(result, "kv_hit_pages", _NOT_GIVEN)
+        if hits is _NOT_GIVEN:
+            return result
+        extra = getattr(result, "extra_pool_hit_pages", None) or {}
+        return {"kv_hit_pages": hits, "extra_pool_hit_pages": {_name_of(k): v for k, v in dict(extra).items()}}
+    if method == "batch_get":
+        return tuple(item is not None for item in result) if isinstance(result, (list, tuple)) else result
+    if method == "get":
+        return result is not None
+    if isinstance(result, (bool, int, float, str, type(None))):
+        return result
+    return None
+
+
+class RecordedCall:
+    """One call the engine made through a RecordingBackend.
+
+    The attribute names match ``TraceCall`` (the JSON form), so the checker
+    reads either. ``extra_info``, ``prefix_object``, ``args``, ``kwargs`` and
+    ``returned`` are the live objects; everything else is a snapshot.
+    """
+
+    __slots__ = (
+        "index", "method", "keys", "transfers", "extra_info_state", "extra_info", "prefix_object",
+        "prefix_keys", "prefix_keys_problem", "args", "kwargs", "returned", "result", "raised",
+        "thread", "thread_id", "started", "finished", "recording_problem",
+    )
+
+    def __init__(self, index: int, method: str, args: tuple, kwargs: dict) -> None:
+        self.index = index
+        """Position in the recorder's call list (start order)."""
+        self.method = method
+        """The backend method called."""
+        self.keys: Optional[tuple] = None
+        """The page keys (one for get/set/exists); None for batch_get_v2/batch_set_v2 (see ``transfers``)."""
+        self.transfers: Optional[tuple[RecordedTransfer, ...]] = None
+        """The PoolTransfers of a v2 call, or None."""
+        self.extra_info_state = EXTRA_INFO_ABSENT
+        """``"absent"`` (no argument), ``"none"`` (passed None) or ``"present"``."""
+        self.extra_info: Any = None
+        """The extra_info object the backend received, or None."""
+        self.prefix_object: Any = None
+        """The object ``extra_info.prefix_keys`` referred to at call time."""
+        self.prefix_keys: Any = None
+        """Snapshot of ``extra_info.prefix_keys`` at call time (a tuple or PrefixKeys), or None."""
+        self.prefix_keys_problem: Optional[str] = None
+        """Why the prefix could not be read as a sequence of keys, or None."""
+        self.args = args
+        """The positional arguments, as passed."""
+        self.kwargs = kwargs
+        """The keyword arguments, as passed."""
+        self.returned: Any = None
+        """The object the inner backend returned (the engine got this very object)."""
+        self.result: Any = None
+        """A snapshot of what the checker needs from the result (bools as a tuple, hit counts ...)."""
+        self.raised: Optional[str] = None
+        """``"Type: message"`` when the inner backend raised (the exception was re-raised)."""
+        self.thread = threading.current_thread().name
+        """The calling thread's name."""
+        self.thread_id = threading.get_ident()
+        """The calling thread's identifier."""
+        self.started = time.monotonic()
+        """``time.monotonic()`` when the call started."""
+        self.finished: Optional[float] = None
+        """``time.monotonic()`` when it returned or raised; None while in flight."""
+        self.recording_problem: Optional[str] = None
+        """Why part of the call could not be recorded (the call itself went through), or None."""
+
+    @property
+    def all_keys(self) -> tuple:
+        """The call's keys; for a v2 read or write, the keys of its first transfer."""
+        if self.keys is not None:
+            return self.keys
+        for transfer in self.transfers or ():
+            if transfer.keys is not None:
+                return transfer.keys
+        return ()
+
+    def current_prefix(self) -> tuple[bool, Any, Optional[str]]:
+        """Return ``(changed, value, problem)``: whether the prefix handed to the backend differs now from its snapshot.
+
+        Two ways to change it are seen: the object itself changed in place
+        (``prefix += batch`` on a list), or ``extra_info.prefix_keys`` was
+        rebound to another value (PFX-5).
+        """
+        if self.extra_info_state != EXTRA_INFO_PRESENT or self.prefix_keys_problem is not None:
+            return False, self.prefix_keys, None
+        if self.prefix_object is not None and self.prefix_object is not self.prefix_keys:
+            value, problem = snapshot_prefix(self.prefix_object)
+            if problem is not None or value != self.prefix_keys:
+                return True, value, problem
+        current = getattr(self.extra_info, "prefix_keys", None)
+        if current is self.prefix_object:
+            return False, self.prefix_keys, None
+        value, problem = snapshot_prefix(current)
+        if problem is not None or value != self.prefix_keys:
+            return True, value, problem
+        return False, self.prefix_keys, None
+
+    def __repr__(self) -> str:
+        prefix = None if self.prefix_keys is None else f"<{len(self.prefix_keys)} keys>"
+        return (f"RecordedCall(#{self.index} {self.method}, keys=<{len(self.all_keys)}>, "
+                f"extra_info={self.extra_info_state}, prefix_keys={prefix}, thread={self.thread!r})")
+
+
+def _record_arguments(call: RecordedCall, method: str, args: tuple, kwargs: dict) -> None:
+    """Fill ``call`` with the keys, transfers and extra_info of a call, by the contract's positions."""
+    if method in _KEYS_METHODS:
+        keys = args[0] if args else kwargs.get("keys")
+        call.keys = _keys_tuple(keys)
+    elif method in _KEY_METHODS:
+        key = args[0] if args else kwargs.get("key", _NOT_GIVEN)
+        call.keys = () if key is _NOT_GIVEN else (key,)
+    if method in _TRANSFER_METHODS:
+        position, keyword = _TRANSFER_METHODS[method]
+        transfers = args[position] if len(args) > position else kwargs.get(keyword)
+        if transfers is not None:
+            call.transfers = tuple(RecordedTransfer.from_object(transfer) for transfer in transfers)
+    position = EXTRA_INFO_METHODS.get(method)
+    if position is None:
+        return
+    if len(args) > position:
+        extra_info = args[position]
+    else:
+        extra_info = kwargs.get("extra_info", _NOT_GIVEN)
+    if extra_info is _NOT_GIVEN:
+        return
+    if extra_info is None:
+        call.extra_info_state = EXTRA_INFO_NONE
+        return
+    call.extra_info_state = EXTRA_INFO_PRESENT
+    call.extra_info = extra_info
+    prefix = getattr(extra_info, "prefix_keys", _NOT_GIVEN)
+    if prefix is _NOT_GIVEN:
+        call.prefix_keys_problem = f"extra_info ({type(extra_info).__name__}) has no prefix_keys attribute"
+        return
+    call.prefix_object = prefix
+    call.prefix_keys, call.prefix_keys_problem = snapshot_prefix(prefix)
+
+
+class RecordingBackend:
+    """Wraps a storage backend, forwards every call to it unchanged, and records each one.
+
+    ``RecordingBackend(inner)`` returns an instance of a class built once per
+    inner class, whose methods are exactly the public methods of that class.
+    Attributes that are not methods are read and written through to ``inner``.
+
+    Recorder attributes (chosen so as not to clash with a backend's):
+    ``calls`` (a list copy, in start order), ``inner``, ``clear_calls()``,
+    ``to_trace(...)``.
+    """
+
+    __slots__ = ("_recording_inner", "_recording_calls", "_recording_lock", "_recording_counter")
+    _recording_proxies: dict[type, type] = {}
+    _recording_proxies_lock = threading.Lock()
+
+    def __new__(cls, inner: Any) -> "RecordingBackend":
+        if inner is None:
+            raise ValueError("RecordingBackend.inner: must be a storage backend object (got None) [BE-24]")
+        if isinstance(inner, RecordingBackend):
+            raise ValueError("RecordingBackend.inner: must not itself be a RecordingBackend "
+                             f"(got {type(inner).__name__}) [BE-24]")
+        proxy_class = cls._proxy_class_for(type(inner))
+        instance = object.__new__(proxy_class)
+        object.__setattr__(instance, "_recording_inner", inner)
+        object.__setattr__(instance, "_recording_calls", [])
+        object.__setattr__(instance, "_recording_lock", threading.Lock())
+        object.__setattr__(instance, "_recording_counter", itertools.count())
+        return instance
+
+    @classmethod
+    def _proxy_class_for(cls, inner_class: type) -> type:
+        with cls._recording_proxies_lock:
+            proxy = cls._recording_proxies.get(inner_class)
+            if proxy is None:
+                proxy = _build_proxy_class(cls, inner_class)
+                cls._recording_proxies[inner_class] = proxy
+            return proxy
+
+    # ------------------------------------------------------------ recorder API
+    @property
+    def inner(self) -> Any:
+        """The wrapped backend."""
+        return self._recording_inner
+
+    @property
+    def calls(self) -> list[RecordedCall]:
+        """Every call recorded so far, in the order the calls started (a new list each time)."""
+        with self._recording_lock:
+            return list(self._recording_calls)
+
+    def clear_calls(self) -> None:
+        """Forget every recorded call (between operations, or to free what the records hold)."""
+        with self._recording_lock:
+            self._recording_calls.clear()
+
+    def to_trace(self, *, chain: Any, prefix_keys: Any, **operation: Any) -> Any:
+        """Return a ``TraceDocument`` of the recorded calls as one operation (see ``hicache_contracts.engine``)."""
+        from hicache_contracts.engine._trace import trace_document_from_calls
+
+        return trace_document_from_calls(self.calls, chain=chain, prefix_keys=prefix_keys, **operation)
+
+    # ------------------------------------------------------------ forwarding
+    def _recording_call(self, method: str, args: tuple, kwargs: dict) -> Any:
+        target = getattr(self._recording_inner, method)
+        call = None
+        try:
+            with self._recording_lock:
+                call = RecordedCall(next(self._recording_counter), method, args, kwargs)
+                self._recording_calls.append(call)
+            _record_arguments(call, method, args, kwargs)
+        except Exception as error:  # recording must never break the engine's call
+            if call is not None:
+                call.recording_problem = f"{type(error).__name__}: {error}"
+        try:
+            returned = target(*args, **kwargs)
+        except BaseException as error:
+            if call is not None:
+                call.finished = time.monotonic()
+                call.raised = f"{type(error).__name__}: {error}"
+            raise
+        if call is not None:
+            call.finished = time.monotonic()
+            call.returned = returned
+            try:
+                call.result = _summarize_result(method, returned)
+            except Exception as error:
+                call.recording_problem = f"{type(error).__name__}: {error}"
+        return returned
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _OWN_ATTRIBUTES:
+            raise AttributeError(name)
+        return getattr(self._recording_inner, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _OWN_ATTRIBUTES:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._recording_inner, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(self._recording_inner, name)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(dir(self._recording_inner)) | {"calls", "inner", "clear_calls", "to_trace"})
+
+    def __repr__(self) -> str:
+        return f"RecordingBackend({self._recording_inner!r}, calls={len(self._recording_calls)})"
+
+
+def _public_methods(inner_class: type) -> dict[str, Any]:
+    """Return the public methods an inner class defines or inherits: name → the function found on the class."""
+    methods = {}
+    for name in dir(inner_class):
+        if name.startswith("_"):
+            continue
+        try:
+            raw = inspect.getattr_static(inner_class, name)
+        except AttributeError:
+            continue
+        if isinstance(raw, (staticmethod, classmethod)) or inspect.isfunction(raw) or inspect.ismethoddescriptor(raw):
+            if callable(getattr(inner_class, name, None)):
+                methods[name] = getattr(inner_class, name)
+    return methods
+
+
+def _make_method(name: str, target: Any) -> Any:
+    def method(self: RecordingBackend, *args: Any, **kwargs: Any) -> Any:
+        return self._recording_call(name, args, kwargs)
+
+    try:
+        functools.update_wrapper(method, target)
+    except (AttributeError, TypeError):
+        pass
+    method.__name__ = name
+    method.__wrapped__ = getattr(target, "__func__", target)  # signature and stub detection read the inner method
+    return method
+
+
+def _build_proxy_class(base: type, inner_class: type) -> type:
+    namespace: dict[str, Any] = {"__slots__": (), "__module__": base.__module__}
+    reserved = set(vars(RecordingBackend)) | {"calls", "inner", "clear_calls", "to_trace"}
+    for name, target in _public_methods(inner_class).items():
+        if name in reserved:
+            continue  # a backend method named like the recorder's API stays reachable through rec.inner
+        namespace[name] = _make_method(name, target)
+    if hasattr(inner_class, "hicache_levels"):
+        namespace["hicache_levels"] = getattr(inner_class, "hicache_levels")
+    namespace["__class__"] = property(lambda self: inner_class)  # isinstance(rec, InnerClass) holds
+    return type(f"RecordingBackend[{inner_class.__qualname__}]", (base,), namespace)

@@ -1,0 +1,278 @@
+"""The trace as a documented JSON format, so that any engine can record one and have it checked.
+
+A trace file holds one or more operations; each operation holds what the
+checker needs to know about it and the calls its controller made::
+
+    {
+      "format": "hicache-trace/1",
+      "operations": [
+        {
+          "operation_id": "req-7",
+          "chain": ["<64 hex>", ...],          # the operation's page keys, in order
+          "prefix_keys": [] | null | [...],    # the operation's prefix when it started (tri-state)
+          "batch_size": 128,
+          "page_size": 64,                     # needed when acks or backup_completed_tokens are given
+          "calls": [
+            {"index": 0, "method": "batch_exists", "keys": [...],
+             "extra_info": "present", "prefix_keys": [...], "result": 128,
+             "thread": "hit-query", "started": 12.5, "finished": 12.6},
+            {"index": 1, "method": "batch_get_v2",
+             "transfers": [{"name": "indexer", "keys": [...], "indices_from_pool": "kv"}],
+             "extra_info": "present", "prefix_keys": [...], "result": {"indexer": [true, ...]}},
+            ...
+          ],
+          "acks": [{"kind": "progress", "operation_id": "req-7", "slice_index": 0, "tokens": 8192},
+                   {"kind": "final", "operation_id": "req-7", "tokens": 8192}]
+        }
+      ]
+    }
+
+Optional fields are read selectively: a field left out means "not recorded",
+which is not the same as ``null``. ``prefix_keys_after`` on a call (the value
+the object handed to the backend holds once the operation is over) and on the
+operation (the operation's own prefix afterwards) enable the PFX-5 checks.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Optional, Union
+
+from hicache_spec import STORAGE_BATCH_SIZE
+from hicache_contracts.errors import ContractViolation
+from hicache_contracts.models import Ack, ContractModel
+from hicache_contracts.engine._recorder import (
+    EXTRA_INFO_ABSENT,
+    EXTRA_INFO_PRESENT,
+    RecordedCall,
+    snapshot_prefix,
+)
+
+__all__ = [
+    "TRACE_FORMAT",
+    "TraceCall",
+    "TraceDocument",
+    "TraceOperation",
+    "TraceTransfer",
+    "load_trace",
+    "resolve_operation_prefix",
+    "trace_document_from_calls",
+]
+
+TRACE_FORMAT = "hicache-trace/1"
+"""The value of a trace file's ``format`` field; bumped on an incompatible change."""
+
+Keys = tuple[str, ...]
+
+
+class TraceTransfer(ContractModel):
+    """One PoolTransfer of a v2 call."""
+
+    name: str
+    """The pool name (``"kv"``, ``"indexer"``, ``"swa"``, ...)."""
+    keys: Optional[Keys] = None
+    """The transfer's keys, in order."""
+    indices_from_pool: Optional[str] = None
+    """``"kv"`` for a KV-derived sidecar (read in the same slice as KV), else null."""
+    hit_policy: Optional[str] = None
+    """``"all_pages"`` or ``"trailing_pages"``."""
+
+    _field_clauses: ClassVar[dict[str, str]] = {"keys": "KEY-2", "indices_from_pool": "HYB-1", "hit_policy": "HYB-7"}
+    _default_clause: ClassVar[str] = "BE-19"
+
+
+class TraceCall(ContractModel):
+    """One storage call, as the engine made it."""
+
+    index: int
+    """The call's position in the engine's recording (start order)."""
+    method: str
+    """The backend method (``batch_exists``, ``batch_get_v1``, ``batch_get_v2``, ``batch_set_v1`` ...)."""
+    keys: Optional[Keys] = None
+    """The page keys of a keyed call; null for batch_get_v2/batch_set_v2, whose keys are per transfer."""
+    transfers: Optional[tuple[TraceTransfer, ...]] = None
+    """The transfers of a v2 call (for batch_exists_v2, its pool_transfers)."""
+    extra_info_state: Literal["absent", "none", "present"] = EXTRA_INFO_ABSENT
+    """``absent``: no extra_info argument; ``none``: extra_info=None; ``present``: an object was passed."""
+    prefix_keys: Optional[Keys] = None
+    """The extra_info's prefix_keys at call time; null when absent, None, or when the info had prefix_keys=None."""
+    prefix_keys_problem: Optional[str] = None
+    """Why the prefix was not a sequence of keys (a str, no attribute ...), else null."""
+    prefix_keys_after: Optional[Keys] = None
+    """Selective: the value the same prefix held after the operation; leave out when not recorded."""
+    result: Any = None
+    """The result: an int (batch_exists), a list of bools (v1), pool → bools (v2), {kv_hit_pages, ...} (exists_v2)."""
+    raised: Optional[str] = None
+    """``"Type: message"`` when the backend raised; the result is then null."""
+    thread: Optional[str] = None
+    """The calling thread's name."""
+    thread_id: Optional[int] = None
+    """The calling thread's identifier."""
+    started: Optional[float] = None
+    """Monotonic seconds when the call started."""
+    finished: Optional[float] = None
+    """Monotonic seconds when it returned or raised."""
+
+    _field_clauses: ClassVar[dict[str, str]] = {
+        "keys": "KEY-2", "prefix_keys": "PFX-1", "prefix_keys_after": "PFX-5", "extra_info_state": "PFX-7",
+    }
+    _default_clause: ClassVar[str] = "PFX-7"
+
+    @property
+    def all_keys(self) -> Keys:
+        """The call's keys; for a v2 read or write, the keys of its first transfer."""
+        if self.keys is not None:
+            return self.keys
+        for transfer in self.transfers or ():
+            if transfer.keys is not None:
+                return transfer.keys
+        return ()
+
+    def current_prefix(self) -> tuple[bool, Any, Optional[str]]:
+        """Return ``(changed, value, problem)`` from ``prefix_keys_after``; unchanged when it was not recorded."""
+        if "prefix_keys_after" not in self.model_fields_set or self.extra_info_state != EXTRA_INFO_PRESENT:
+            return False, self.prefix_keys, None
+        return self.prefix_keys_after != self.prefix_keys, self.prefix_keys_after, None
+
+    @classmethod
+    def from_recorded(cls, call: RecordedCall) -> "TraceCall":
+        """Return the JSON form of a recorded call, with ``prefix_keys_after`` read from the live objects now."""
+        fields: dict[str, Any] = {
+            "index": call.index,
+            "method": call.method,
+            "keys": None if call.keys is None else tuple(call.keys),
+            "transfers": None if call.transfers is None else tuple(
+                TraceTransfer(name=str(transfer.name), keys=None if transfer.keys is None else tuple(transfer.keys),
+                              indices_from_pool=transfer.indices_from_pool, hit_policy=transfer.hit_policy)
+                for transfer in call.transfers
+            ),
+            "extra_info_state": call.extra_info_state,
+            "prefix_keys": None if call.prefix_keys is None else tuple(call.prefix_keys),
+            "prefix_keys_problem": call.prefix_keys_problem,
+            "result": _jsonable(call.result),
+            "raised": call.raised,
+            "thread": call.thread,
+            "thread_id": call.thread_id,
+            "started": call.started,
+            "finished": call.finished,
+        }
+        if call.extra_info_state == EXTRA_INFO_PRESENT and call.prefix_keys_problem is None:
+            changed, value, problem = call.current_prefix()
+            if problem is None:
+                fields["prefix_keys_after"] = None if value is None else tuple(value)
+        return cls(**fields)
+
+
+def _jsonable(value: Any) -> Any:
+    """Return ``value`` with tuples as lists and only JSON types; anything else becomes its repr."""
+    if isinstance(value, (bool, int, float, str, type(None))):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    return repr(value)
+
+
+class TraceOperation(ContractModel):
+    """One operation (a prefetch or a backup): what it was asked to do, the calls it made and its acks."""
+
+    operation_id: Optional[Union[int, str]] = None
+    """Names the operation in reports."""
+    chain: Keys
+    """The operation's page keys, in order, after its prefix; a call's offset is where its first key sits here."""
+    prefix_keys: Optional[Keys]
+    """The operation's prefix when it started: null (feature off), [] or the keys before chain[0]."""
+    prefix_keys_after: Optional[Keys] = None
+    """Selective: the operation's own prefix after the operation (PFX-5); leave out when not recorded."""
+    batch_size: int = STORAGE_BATCH_SIZE
+    """Pages per storage call (CTL-2)."""
+    page_size: Optional[int] = None
+    """Tokens per page; needed to check acks and backup_completed_tokens."""
+    agreed_pages: Optional[int] = None
+    """The hit every rank agreed on (RANK-1); by default, the hit query's own count when the trace holds one."""
+    terminated_before_slice: Optional[int] = None
+    """The first slice whose read must not start, because the operation was terminated before it (CTL-4)."""
+    backup_completed_tokens: Optional[int] = None
+    """The completed tokens a backup reported, checked against its writes (CTL-7)."""
+    calls: tuple[TraceCall, ...] = ()
+    """The storage calls, in start order."""
+    acks: Optional[tuple[Ack, ...]] = None
+    """The prefetch's acks in emission order (progress, pool_hits, final), when recorded."""
+
+    _field_clauses: ClassVar[dict[str, str]] = {
+        "chain": "KEY-2", "prefix_keys": "PFX-1", "prefix_keys_after": "PFX-5", "batch_size": "CTL-2",
+        "page_size": "CTL-5", "agreed_pages": "RANK-2", "terminated_before_slice": "CTL-4",
+        "backup_completed_tokens": "CTL-7", "acks": "CTL-5",
+    }
+    _default_clause: ClassVar[str] = "PFX-2"
+
+
+class TraceDocument(ContractModel):
+    """A trace file: a format tag and one or more operations."""
+
+    format: Literal["hicache-trace/1"] = TRACE_FORMAT
+    """Always ``"hicache-trace/1"``."""
+    operations: tuple[TraceOperation, ...]
+    """The operations recorded, each checked on its own."""
+
+    _default_clause: ClassVar[str] = "PFX-2"
+
+
+def resolve_operation_prefix(calls: Any, prefix_keys: Any) -> tuple[Any, bool, Any]:
+    """Return ``(initial, after_known, after)`` for the live operation prefix ``prefix_keys``. Clause: PFX-5.
+
+    The caller passes the live object the controller used as the operation's
+    prefix. Its value now is ``after``. If a call received that very object,
+    the snapshot the recorder took at that call is the value the operation had
+    when it started (``initial``); otherwise ``initial`` is the value now and
+    nothing can be said about a change (``after_known`` is False).
+    """
+    now, problem = snapshot_prefix(prefix_keys)
+    if problem is not None:
+        raise ContractViolation("check_trace.prefix_keys", "must be None or a sequence of page keys",
+                                prefix_keys, "PFX-1")
+    if prefix_keys is None or isinstance(prefix_keys, tuple) or now is prefix_keys:
+        return now, False, now  # immutable: it cannot have changed
+    for call in calls:
+        if getattr(call, "prefix_object", None) is prefix_keys and call.prefix_keys_problem is None:
+            return call.prefix_keys, True, now
+    return now, False, now
+
+
+def trace_document_from_calls(
+    calls: Any, *, chain: Any, prefix_keys: Any, operation_id: Any = None, acks: Any = None, **operation: Any
+) -> TraceDocument:
+    """Return a one-operation ``TraceDocument`` of recorded calls (see ``RecordingBackend.to_trace``)."""
+    initial, after_known, after = resolve_operation_prefix(calls, prefix_keys)
+    fields: dict[str, Any] = {
+        "operation_id": operation_id,
+        "chain": tuple(chain),
+        "prefix_keys": None if initial is None else tuple(initial),
+        "calls": tuple(TraceCall.from_recorded(call) if isinstance(call, RecordedCall) else call for call in calls),
+        **operation,
+    }
+    if after_known:
+        fields["prefix_keys_after"] = None if after is None else tuple(after)
+    if acks is not None:
+        fields["acks"] = tuple(acks)
+    return TraceDocument(operations=(TraceOperation(**fields),))
+
+
+def load_trace(source: Union[str, Path, bytes]) -> TraceDocument:
+    """Return the TraceDocument in a file (a path) or a JSON text; raise ContractViolation for a malformed one."""
+    if isinstance(source, Path) or (isinstance(source, str) and not source.lstrip().startswith("{")):
+        path = Path(source)
+        try:
+            text = path.read_bytes()
+        except OSError as error:
+            raise ContractViolation("TraceDocument", f"must be a readable file ({error.strerror})",
+                                    str(path), "PFX-2") from None
+    else:
+        text = source
+    try:
+        json.loads(text)
+    except ValueError as error:
+        raise ContractViolation("TraceDocument", f"must be valid JSON ({error})", text[:60], "PFX-2") from None
+    return TraceDocument.model_validate_json(text)

@@ -1,0 +1,52 @@
+"""``hicache-conform trace FILE.json``: check a recorded engine trace (installed by hicache_contracts.cli).
+
+Exit codes: 0 when every operation conforms, 1 when any breaks a clause,
+2 when the file cannot be read or is not a valid trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from hicache_contracts.errors import ContractViolation
+
+__all__ = ["install", "run_trace_command"]
+
+
+def install(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``trace`` subcommand."""
+    parser = subparsers.add_parser(
+        "trace",
+        help="check a recorded engine trace (JSON, format hicache-trace/1) against the engine-side clauses",
+        description="Check every operation of a trace file; print clause / where / message for each violation.",
+    )
+    parser.add_argument("file", metavar="FILE.json", help="the trace file (see docs/engines.md for the format)")
+    parser.add_argument("--json", action="store_true", help="print the reports as JSON instead of tables")
+    parser.add_argument("--statements", action="store_true", help="print each violated clause's statement")
+    parser.set_defaults(func=run_trace_command)
+
+
+def run_trace_command(args: argparse.Namespace) -> int:
+    """Check the trace file named by ``args.file``; return the exit code."""
+    from hicache_contracts.engine._checker import check_operation
+    from hicache_contracts.engine._trace import load_trace
+
+    try:
+        document = load_trace(args.file)
+    except ContractViolation as error:
+        print(f"{args.file}: not a valid trace: {error}", file=sys.stderr)
+        return 2
+    reports = [check_operation(operation) for operation in document.operations]
+    if args.json:
+        print(json.dumps([report.model_dump(mode="json") for report in reports], indent=2))
+    else:
+        for number, report in enumerate(reports):
+            name = report.operation_id if report.operation_id is not None else number
+            print(f"operation {name}:")
+            print(report.format_table(statements=args.statements))
+            print()
+        failed = sum(not report.ok for report in reports)
+        print(f"{len(reports) - failed} of {len(reports)} operation(s) conform")
+    return 0 if all(report.ok for report in reports) else 1
