@@ -17,7 +17,12 @@ from hicache_reference.backends.base import (
     tensor_bytes,
 )
 from hicache_reference.backends.file import FileBackend
-from hicache_reference.backends.memory import MemoryBackend, MemoryStore, shared_memory_store
+from hicache_reference.backends.memory import (
+    MemoryBackend,
+    MemoryStore,
+    forget_shared_memory_store,
+    shared_memory_store,
+)
 from hicache_reference.backends.namespace import namespace_for, storage_name
 
 __all__ = [
@@ -28,6 +33,7 @@ __all__ = [
     "PageFormat",
     "PageStoreBackend",
     "PoolResults",
+    "forget_shared_memory_store",
     "namespace_for",
     "pool_key",
     "shared_memory_store",

@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from hicache_reference.backends.base import PageStoreBackend
 
-__all__ = ["MemoryBackend", "MemoryStore", "shared_memory_store"]
+__all__ = ["MemoryBackend", "MemoryStore", "forget_shared_memory_store", "shared_memory_store"]
 
 
 class MemoryStore:
@@ -169,3 +169,9 @@ class MemoryBackend(PageStoreBackend):
 
     def _clear_namespace(self) -> None:
         self.store.delete_prefix(self.namespace + "/")  # NS-8: the trailing slash keeps sibling namespaces
+
+
+def forget_shared_memory_store(name: str) -> None:
+    """Drop the process-wide store called ``name`` from the registry (instances holding it keep it)."""
+    with _REGISTRY_LOCK:
+        _REGISTRY.pop(name, None)
