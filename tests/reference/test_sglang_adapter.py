@@ -1,0 +1,222 @@
+"""The SGLang adapter: loadable the dynamic-backend way, with and without SGLang importable.
+
+SGLang is not installed here, so a stand-in ``sglang.srt.mem_cache.hicache_storage``
+module (``HiCacheStorage`` as an ABC, ``PoolName``, ``PoolTransferResult``) is
+put in ``sys.modules`` and the adapter is reloaded against it; the loader below
+does what SGLang's dynamic loading does: read the JSON extra config, import
+``module_path``, take ``class_name``, require a ``HiCacheStorage`` subclass and
+build it as ``cls(storage_config, extra_config)``.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import enum
+import importlib
+import json
+import sys
+import types
+from typing import Any, Iterator
+
+import pytest
+
+import hicache_reference.sglang_adapter as adapter
+from hicache_contracts import PoolTransfer, PoolTransferResult
+from tests.reference.backend_checks import (
+    clause_check,
+    config,
+    make_pool,
+    page_bytes,
+    page_keys,
+    slots_of,
+    write_pages,
+)
+
+DOCUMENTED_FILE_CONFIG = (
+    '{"backend_name":"hicache_file","module_path":"hicache_reference.sglang_adapter",'
+    '"class_name":"SGLangFileBackend","interface_v1":1,"path":"%s"}'
+)
+"""The extra config docs/backends.md gives for the file backend, with the path left open."""
+
+
+# ================================================================== a stand-in for SGLang's storage module
+def make_sglang_stand_in() -> types.ModuleType:
+    module = types.ModuleType("sglang.srt.mem_cache.hicache_storage")
+
+    class PoolName(str, enum.Enum):
+        KV = "kv"
+        INDEXER = "indexer"
+        SWA = "swa"
+
+    @dataclasses.dataclass
+    class PoolTransferResult:
+        kv_hit_pages: int
+        extra_pool_hit_pages: dict
+
+    class HiCacheStorage(abc.ABC):
+        def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+            self.mem_pool_host = mem_pool_host
+
+        @abc.abstractmethod
+        def get(self, key, target_location=None, target_sizes=None): ...
+
+        @abc.abstractmethod
+        def set(self, key, value=None, target_location=None, target_sizes=None): ...
+
+        @abc.abstractmethod
+        def exists(self, key): ...
+
+        @abc.abstractmethod
+        def batch_get(self, keys, target_locations=None, target_sizes=None): ...
+
+        @abc.abstractmethod
+        def batch_set(self, keys, values=None, target_locations=None, target_sizes=None): ...
+
+        @abc.abstractmethod
+        def batch_exists(self, keys, extra_info=None): ...
+
+        def batch_get_v1(self, keys, host_indices, extra_info=None):
+            raise NotImplementedError
+
+        def get_stats(self):
+            return None
+
+    module.PoolName = PoolName
+    module.PoolTransferResult = PoolTransferResult
+    module.HiCacheStorage = HiCacheStorage
+    return module
+
+
+@pytest.fixture
+def with_sglang() -> Iterator[types.ModuleType]:
+    """Make the stand-in importable, reload the adapter against it, and undo both afterwards."""
+    stand_in = make_sglang_stand_in()
+    names = ["sglang", "sglang.srt", "sglang.srt.mem_cache", "sglang.srt.mem_cache.hicache_storage"]
+    saved = {name: sys.modules.get(name) for name in names}
+    for name in names[:-1]:
+        sys.modules[name] = types.ModuleType(name)
+    sys.modules[names[-1]] = stand_in
+    sys.modules["sglang.srt.mem_cache"].hicache_storage = stand_in
+    try:
+        importlib.reload(adapter)
+        yield stand_in
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+        importlib.reload(adapter)
+
+
+def load_dynamic_backend(extra_config_json: str, storage_config: Any, base: type) -> Any:
+    """Load a backend the way SGLang's dynamic backend option does."""
+    extra_config = json.loads(extra_config_json)
+    module = importlib.import_module(extra_config["module_path"])
+    backend_class = getattr(module, extra_config["class_name"])
+    if not issubclass(backend_class, base):
+        raise TypeError(f"{backend_class.__name__} must subclass {base.__name__}")
+    return backend_class(storage_config, extra_config)
+
+
+# ================================================================== checks
+@clause_check
+def check_dynamic_loading(extra_config_json: str, base: type) -> None:
+    """BE-1, BE-24: the documented JSON loads a backend that ignores the loading keys and moves pages."""
+    writer = load_dynamic_backend(extra_config_json, config(), base)
+    reader = load_dynamic_backend(extra_config_json, config(), base)
+    assert isinstance(writer, base)
+    for backend in (writer, reader):
+        backend.register_mem_pool_host(make_pool())
+    keys = page_keys(2, start=800)
+    assert write_pages(writer, keys, [0, 1], seed=40) == [True, True]
+    assert reader.batch_exists(keys, None) == 2
+    assert reader.batch_get_v1(keys, slots_of(reader.mem_pool_host, [5, 6]), None) == [True, True]
+    assert page_bytes(reader.mem_pool_host, 6) == page_bytes(writer.mem_pool_host, 1)
+    assert reader.get_stats() is None
+
+
+@clause_check
+def check_v2_result_speaks_sglang(backend: Any, sglang: types.ModuleType) -> None:
+    """BE-21: batch_exists_v2 answers with SGLang's result class, keyed by SGLang's pool names."""
+    pool = make_pool()
+    backend.register_mem_pool_host(pool)
+    backend.register_mem_host_pool_v2(pool, sglang.PoolName.KV)
+    sidecar = make_pool(layer_num=1)
+    backend.register_mem_host_pool_v2(sidecar, sglang.PoolName.SWA)
+    keys = page_keys(2, start=820)
+    fill = [PoolTransfer(name="kv", keys=keys, host_indices=slots_of(pool, [0, 1])),
+            PoolTransfer(name="swa", keys=keys, host_indices=slots_of(sidecar, [0, 1]))]
+    assert backend.batch_set_v2(fill) == {"kv": [True, True], "swa": [True, True]}
+    sglang_transfer = types.SimpleNamespace(name=sglang.PoolName.SWA, keys=keys[-1:], hit_policy="trailing_pages",
+                                            indices_from_pool=None, host_indices=None)
+    result = backend.batch_exists_v2(keys, [sglang_transfer], None)
+    assert isinstance(result, sglang.PoolTransferResult), f"got {type(result).__name__}"
+    assert result.kv_hit_pages == 2
+    assert result.extra_pool_hit_pages == {sglang.PoolName.SWA: 2}
+    assert list(result.extra_pool_hit_pages)[0] is sglang.PoolName.SWA
+
+
+# ================================================================== tests
+@pytest.mark.clause("BE-1", "BE-24")
+@pytest.mark.parametrize("class_name", ["SGLangMemoryBackend", "SGLangFileBackend"])
+def test_loads_without_sglang(tmp_path: Any, class_name: str) -> None:
+    assert not adapter.SGLANG_AVAILABLE
+    extra = json.loads(DOCUMENTED_FILE_CONFIG % tmp_path)
+    extra.update(class_name=class_name, store=f"adapter-{tmp_path.name}")
+    check_dynamic_loading(json.dumps(extra), object)
+
+
+@pytest.mark.clause("BE-1", "BE-24")
+def test_loads_as_sglang_dynamic_backend(with_sglang: types.ModuleType, tmp_path: Any) -> None:
+    assert adapter.SGLANG_AVAILABLE
+    check_dynamic_loading(DOCUMENTED_FILE_CONFIG % tmp_path, with_sglang.HiCacheStorage)
+    memory = json.loads(DOCUMENTED_FILE_CONFIG % tmp_path)
+    memory.update(class_name="SGLangMemoryBackend", store=f"adapter-sglang-{tmp_path.name}")
+    check_dynamic_loading(json.dumps(memory), with_sglang.HiCacheStorage)
+
+
+@pytest.mark.clause("BE-21")
+def test_v2_result_speaks_sglang(with_sglang: types.ModuleType, tmp_path: Any) -> None:
+    check_v2_result_speaks_sglang(adapter.SGLangFileBackend(config(), {"path": str(tmp_path)}), with_sglang)
+
+
+def test_without_sglang_v2_result_is_ours(tmp_path: Any) -> None:
+    backend = adapter.SGLangMemoryBackend(config(), None)
+    assert isinstance(backend.batch_exists_v2([], None, None), PoolTransferResult)
+
+
+# ================================================================== planted bugs
+class NotAHiCacheStorage:
+    """A backend class SGLang refuses: it does not subclass HiCacheStorage."""
+
+    def __init__(self, storage_config: Any, extra_config: Any) -> None:
+        pass
+
+
+@pytest.mark.clause("BE-24")
+def test_loading_check_catches_planted_bug(with_sglang: types.ModuleType, tmp_path: Any,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(adapter, "PlantedBackend", NotAHiCacheStorage, raising=False)
+    extra = json.loads(DOCUMENTED_FILE_CONFIG % tmp_path)
+    extra["class_name"] = "PlantedBackend"
+    with pytest.raises(AssertionError):
+        check_dynamic_loading(json.dumps(extra), with_sglang.HiCacheStorage)
+
+
+@pytest.mark.clause("BE-21")
+def test_v2_result_check_catches_planted_bug(with_sglang: types.ModuleType, tmp_path: Any) -> None:
+    from hicache_reference.backends import FileBackend
+
+    class KeepsOurResult(adapter.SGLangFileBackend):
+        batch_exists_v2 = FileBackend.batch_exists_v2
+
+    with pytest.raises(AssertionError):
+        check_v2_result_speaks_sglang(KeepsOurResult(config(), {"path": str(tmp_path)}), with_sglang)
+
+
+def test_module_imports_without_sglang() -> None:
+    assert adapter.SGLANG_AVAILABLE is False
+    assert adapter._SGLangBase is object
+    assert not any(name.startswith("sglang") for name in sys.modules)
