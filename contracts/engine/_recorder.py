@@ -333,9 +333,10 @@ class RecordingBackend:
             return list(self._recording_calls)
 
     def clear_calls(self) -> None:
-        """Forget every recorded call (between operations, or to free what the records hold)."""
+        """Forget every recorded call and restart the numbering at 0 (between operations, or to free memory)."""
         with self._recording_lock:
             self._recording_calls.clear()
+            object.__setattr__(self, "_recording_counter", itertools.count())
 
     def to_trace(self, *, chain: Any, prefix_keys: Any, **operation: Any) -> Any:
         """Return a ``TraceDocument`` of the recorded calls as one operation (see ``hicache_contracts.engine``)."""
