@@ -124,7 +124,7 @@ def _check_int(name: str, value: Any, minimum: int, clause_id: str, *, optional:
     if value is None and optional:
         return
     if type(value) is not int or value < minimum:
-        raise ContractViolation(f"check_trace.{name}", f"must be an int >= {minimum}", value, clause_id)
+        raise ContractViolation(name, f"must be an int >= {minimum}", value, clause_id)
 
 
 class _Checker:
@@ -517,7 +517,8 @@ class _Checker:
                 slice_pages = tuple(end - start for start, end in plan_batches(agreed, self.batch_size))
             else:
                 slice_pages = tuple(asked)
-            loaded_pages = tuple(loaded[:len(slice_pages)])
+            # A read that broke a slicing rule was reported above; here it counts at most its slice's pages.
+            loaded_pages = tuple(min(got, asked) for got, asked in zip(loaded, slice_pages))
             report = report.merged(check_acks(self.acks, slice_pages=slice_pages, loaded_pages=loaded_pages,
                                               page_size=self.page_size, operation_id=self.operation_id))
             report = report.merged(self.check_unconfirmed_acks())
@@ -597,11 +598,11 @@ def _run(calls: Sequence, chain: tuple, initial: Optional[tuple], after_known: b
          page_size: Optional[int], acks: Optional[Sequence], agreed_pages: Optional[int],
          terminated_before_slice: Optional[int], backup_completed_tokens: Optional[int],
          operation_id: Any) -> TraceReport:
-    _check_int("batch_size", batch_size, 1, "CTL-2", optional=False)
-    _check_int("page_size", page_size, 1, "CTL-5")
-    _check_int("agreed_pages", agreed_pages, 0, "RANK-2")
-    _check_int("terminated_before_slice", terminated_before_slice, 0, "CTL-4")
-    _check_int("backup_completed_tokens", backup_completed_tokens, 0, "CTL-7")
+    _check_int("check_trace.batch_size", batch_size, 1, "CTL-2", optional=False)
+    _check_int("check_trace.page_size", page_size, 1, "CTL-5")
+    _check_int("check_trace.agreed_pages", agreed_pages, 0, "RANK-2")
+    _check_int("check_trace.terminated_before_slice", terminated_before_slice, 0, "CTL-4")
+    _check_int("check_trace.backup_completed_tokens", backup_completed_tokens, 0, "CTL-7")
     if agreed_pages is not None and agreed_pages > len(chain):
         raise ContractViolation("check_trace.agreed_pages", f"must be <= len(chain) = {len(chain)}", agreed_pages,
                                 "RANK-2")
@@ -649,7 +650,7 @@ def check_acks(
     """
     slices = _validated_pages("slice_pages", slice_pages)
     loaded = _validated_pages("loaded_pages", loaded_pages)
-    _check_int("page_size", page_size, 1, "CTL-5", optional=False)
+    _check_int("check_acks.page_size", page_size, 1, "CTL-5", optional=False)
     if any(count < 1 for count in slices):
         raise ContractViolation("check_acks.slice_pages", "must hold ints >= 1", slices, "CTL-5")
     if len(loaded) > len(slices):

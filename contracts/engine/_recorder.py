@@ -93,10 +93,13 @@ def _name_of(value: Any) -> Any:
 
 
 def _keys_tuple(keys: Any) -> Optional[tuple]:
+    """Return a tuple copy of a key sequence; None for None or for an iterator (copying would consume it)."""
     if keys is None:
         return None
     if isinstance(keys, tuple):
         return keys
+    if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence):
+        return None
     return tuple(keys)
 
 
@@ -257,7 +260,7 @@ def _record_arguments(call: RecordedCall, method: str, args: tuple, kwargs: dict
     if method in _TRANSFER_METHODS:
         position, keyword = _TRANSFER_METHODS[method]
         transfers = args[position] if len(args) > position else kwargs.get(keyword)
-        if transfers is not None:
+        if isinstance(transfers, Sequence):  # never iterate an iterator the backend has yet to read
             call.transfers = tuple(RecordedTransfer.from_object(transfer) for transfer in transfers)
     position = EXTRA_INFO_METHODS.get(method)
     if position is None:

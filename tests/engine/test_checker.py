@@ -1,0 +1,245 @@
+"""The trace checker on hand-written traces: conforming ones pass, and each planted change is named by its clause.
+
+Scenario: a conforming prefetch or backup of 10 pages in slices of 4, with
+one thing changed. Expected: the report names exactly the clause that change
+breaks (and possibly others it implies). Why this matters: the checker is
+only useful if every rule it claims to check can be seen to fail.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hicache_contracts import ContractViolation
+from hicache_contracts.engine import check_operation, check_trace
+from tests.engine.traces import (
+    BATCH,
+    CHAIN,
+    PAGE_SIZE,
+    PREFIX,
+    backup_trace,
+    drop_call,
+    duplicate_call,
+    find,
+    move_call,
+    prefetch_trace,
+    replace_call,
+    with_fields,
+)
+
+EVERY_PREFIX = ["none", "empty", "anchor"]
+
+
+@pytest.mark.clause("PFX-1", "PFX-2", "PFX-3", "PFX-4", "PFX-7", "PFX-8", "PFX-9", "CTL-1", "CTL-2", "CTL-4", "CTL-5",
+                    "CTL-6", "HYB-1", "HYB-2", "HYB-3", "RANK-2", "RANK-3")
+@pytest.mark.parametrize("hybrid", [False, True])
+@pytest.mark.parametrize("prefix", EVERY_PREFIX)
+def test_conforming_prefetch_passes(prefix, hybrid):
+    report = check_operation(prefetch_trace(prefix, hybrid=hybrid))
+    assert report.ok, report.format_table()
+    expected = {"CTL-1", "CTL-2", "CTL-4", "CTL-5", "CTL-6", "CTL-11", "RANK-2", "RANK-3", "PFX-1"}
+    expected |= {"PFX-3"} if prefix == "none" else {"PFX-2", "PFX-4", "PFX-7"}
+    if hybrid:
+        expected |= {"PFX-8", "HYB-1", "HYB-2", "HYB-3"} | ({"PFX-9"} if prefix != "none" else set())
+    assert expected <= set(report.checked)
+
+
+@pytest.mark.clause("CTL-7", "CTL-13", "HYB-5", "PFX-9")
+@pytest.mark.parametrize("hybrid", [False, True])
+@pytest.mark.parametrize("prefix", EVERY_PREFIX)
+def test_conforming_backup_passes(prefix, hybrid):
+    report = check_operation(backup_trace(prefix, hybrid=hybrid))
+    assert report.ok, report.format_table()
+    assert {"CTL-7", "CTL-13"} <= set(report.checked)
+    assert ("HYB-5" in report.checked) == hybrid
+
+
+def _prefetch(prefix="anchor", hybrid=False, **operation):
+    return prefetch_trace(prefix, hybrid=hybrid, **operation)
+
+
+def _read(trace, number, derived=None):
+    method = "batch_get_v2" if derived is not None else "batch_get_v1"
+    return find(trace, method, number, derived=derived)
+
+
+PLANTED = {
+    # ---- tri-state (PFX-1, PFX-3, PFX-4, PFX-7)
+    "feature off but a call carries []": (
+        "PFX-3", lambda: replace_call(_prefetch("none"), 0, prefix_keys=())),
+    "feature on but no extra_info argument": (
+        "PFX-7", lambda: replace_call(_prefetch(), 3, extra_info_state="absent", prefix_keys=None)),
+    "feature on but extra_info=None": (
+        "PFX-7", lambda: replace_call(_prefetch(), 3, extra_info_state="none", prefix_keys=None)),
+    "[] collapsed to None": (
+        "PFX-4", lambda: replace_call(_prefetch("empty"), 0, prefix_keys=None)),
+    "a non-empty list turned into None": (
+        "PFX-4", lambda: replace_call(_prefetch(), 4, prefix_keys=None)),
+    "[] never grows": (
+        "PFX-4", lambda: replace_call(_prefetch("empty"), 1, prefix_keys=())),
+    "a prefix that is not a sequence": (
+        "PFX-1", lambda: replace_call(_prefetch(), 0, prefix_keys=None,
+                                      prefix_keys_problem="prefix_keys is a str, not a sequence of keys")),
+    # ---- contiguity (PFX-2, PFX-9) and same batch (PFX-8)
+    "a read whose prefix skips a key": (
+        "PFX-2", lambda: replace_call(_prefetch(), 4, prefix_keys=PREFIX + CHAIN[1:4])),
+    "a hit query whose prefix repeats the slice before": (
+        "PFX-2", lambda: replace_call(_prefetch(), 2, prefix_keys=PREFIX + CHAIN[:4])),
+    "a sidecar read with the window's prefix": (
+        "PFX-9", lambda: replace_call(_prefetch(hybrid=True), find(_prefetch(hybrid=True), "batch_get_v2", 0,
+                                                                   derived=False), prefix_keys=PREFIX + CHAIN[:8])),
+    "a v2 write with an extended prefix": (
+        "PFX-9", lambda: replace_call(backup_trace(hybrid=True), 1, prefix_keys=PREFIX + CHAIN[:4])),
+    "a KV-derived read with the operation's prefix": (
+        "PFX-8", lambda: replace_call(_prefetch(hybrid=True), _read(_prefetch(hybrid=True), 1, derived=True),
+                                      prefix_keys=PREFIX)),
+    "a KV-derived read without extra_info": (
+        "PFX-8", lambda: replace_call(_prefetch(hybrid=True), _read(_prefetch(hybrid=True), 0, derived=True),
+                                      extra_info_state="absent", prefix_keys=None)),
+    # ---- immutability (PFX-5)
+    "a prefix changed after the call": (
+        "PFX-5", lambda: replace_call(_prefetch(), 1, prefix_keys_after=PREFIX + CHAIN[:8])),
+    "the operation's own prefix changed": (
+        "PFX-5", lambda: with_fields(_prefetch(), prefix_keys_after=PREFIX + CHAIN[:4])),
+    # ---- slicing (CTL-1, CTL-2, CTL-4) and agreement (RANK-2)
+    "a read of more than batch_size keys": (
+        "CTL-2", lambda: replace_call(_prefetch(), 3, keys=CHAIN[:5])),
+    "a read that starts inside a slice": (
+        "CTL-2", lambda: replace_call(_prefetch(), 4, keys=CHAIN[2:6], prefix_keys=PREFIX + CHAIN[:2])),
+    "a call for keys of another chain": (
+        "CTL-2", lambda: replace_call(_prefetch(), 3, keys=tuple(reversed(CHAIN[:4])))),
+    "hit query goes on after a short slice": (
+        "CTL-1", lambda: replace_call(_prefetch(), 0, result=3)),
+    "hit query stops although every slice hit": (
+        "CTL-1", lambda: with_fields(drop_call(_prefetch(), 2), agreed_pages=10)),
+    "hit query out of order": (
+        "CTL-1", lambda: move_call(_prefetch(), 1, 0)),
+    "IO goes on after a short slice": (
+        "CTL-4", lambda: replace_call(_prefetch(), 3, result=[True, True, False, True])),
+    "IO goes on after termination": (
+        "CTL-4", lambda: with_fields(_prefetch(), terminated_before_slice=1)),
+    "IO stops without a reason": (
+        "CTL-4", lambda: drop_call(_prefetch(), 5)),
+    "IO reads a slice twice": (
+        "CTL-4", lambda: duplicate_call(_prefetch(), 3)),
+    "IO beyond the agreed hit": (
+        "RANK-2", lambda: with_fields(_prefetch(), agreed_pages=6)),
+    # ---- hybrid (HYB-1, HYB-2, HYB-3, HYB-5)
+    "a KV-derived read in a slice with no KV read": (
+        "HYB-1", lambda: drop_call(_prefetch(hybrid=True), _read(_prefetch(hybrid=True), 2))),
+    "sidecars read although KV was short": (
+        "HYB-2", lambda: replace_call(_prefetch(hybrid=True), _read(_prefetch(hybrid=True), 2),
+                                      result=[True, False])),
+    "sidecars read twice": (
+        "HYB-2", lambda: duplicate_call(_prefetch(hybrid=True), find(_prefetch(hybrid=True), "batch_get_v2", 0,
+                                                                     derived=False))),
+    "sidecars read before KV finished": (
+        "HYB-2", lambda: move_call(_prefetch(hybrid=True), find(_prefetch(hybrid=True), "batch_get_v2", 0,
+                                                                derived=False), 3)),
+    "a trailing window that does not end at the hit": (
+        "HYB-3", lambda: replace_call(_prefetch(hybrid=True), find(_prefetch(hybrid=True), "batch_get_v2", 0,
+                                                                   derived=False),
+                                      transfers=({"name": "swa", "keys": CHAIN[6:8], "hit_policy": "trailing_pages"},))),
+    "sidecars written after KV": (
+        "HYB-5", lambda: move_call(backup_trace(hybrid=True), 0, 4)),
+    "sidecars written in more calls than needed": (
+        "HYB-5", lambda: duplicate_call(backup_trace(hybrid=True), 2)),
+    # ---- backup (CTL-7, CTL-13)
+    "backup goes on after a failed slice": (
+        "CTL-7", lambda: replace_call(backup_trace(), 0, result=[True, False, True, True])),
+    "backup reports tokens it did not complete": (
+        "CTL-7", lambda: with_fields(backup_trace(), backup_completed_tokens=4 * PAGE_SIZE)),
+    "backup stops without a failed slice": (
+        "CTL-13", lambda: with_fields(drop_call(backup_trace(), 2), backup_completed_tokens=8 * PAGE_SIZE)),
+    "backup writes slices out of order": (
+        "CTL-7", lambda: move_call(backup_trace(), 2, 0)),
+    # ---- acks against the trace (CTL-5, CTL-6, CTL-11)
+    "an ack counts a page the backend did not confirm": (
+        "CTL-11", lambda: replace_call(_prefetch(), 5, result=[True, False])),
+}
+
+
+@pytest.mark.clause("PFX-1", "PFX-2", "PFX-3", "PFX-4", "PFX-5", "PFX-7", "PFX-8", "PFX-9", "CTL-1", "CTL-2", "CTL-4",
+                    "CTL-7", "CTL-11", "CTL-13", "HYB-1", "HYB-2", "HYB-3", "HYB-5", "RANK-2")
+@pytest.mark.parametrize("name", list(PLANTED))
+def test_planted_change_is_named_by_its_clause(name):
+    clause_id, build = PLANTED[name]
+    report = check_operation(build())
+    assert clause_id in report.violated, report.format_table()
+    assert all(violation.clause in report.checked for violation in report.violations)
+
+
+@pytest.mark.clause("PFX-2", "PFX-4")
+def test_messages_name_the_call_and_the_values():
+    report = check_operation(replace_call(_prefetch("empty"), 1, prefix_keys=()))
+    (violation,) = report.violations
+    assert violation.clause == "PFX-4" and violation.call_index == 1
+    assert violation.message == ("hit query batch_exists at page 4: received [] but 4 key(s) precede its first "
+                                 "key; an empty prefix must grow like any list")
+    report = check_operation(replace_call(_prefetch(), 4, prefix_keys=PREFIX + CHAIN[1:4]))
+    (violation,) = report.violations
+    assert violation.message == (
+        "KV read batch_get_v1 at page 4: received a prefix of 5 key(s), expected the operation's prefix (2 key(s)) "
+        "followed by chain[:4] = 6 key(s); first difference at position 2")
+    assert violation.statement.startswith("The prefix a call receives equals the operation's prefix")
+    assert str(violation) == f"[PFX-2] call #4: {violation.message}"
+
+
+@pytest.mark.clause("CTL-4")
+def test_termination_before_a_slice_allows_the_earlier_reads():
+    trace = with_fields(drop_call(_prefetch(), 5), terminated_before_slice=2)
+    acks = list(trace.acks)
+    acks[2] = acks[2].model_copy(update={"tokens": 8 * PAGE_SIZE})
+    acks[3] = acks[3].model_copy(update={"tokens": 8 * PAGE_SIZE})
+    report = check_operation(with_fields(trace, acks=tuple(acks)))
+    assert report.ok, report.format_table()
+
+
+@pytest.mark.clause("CTL-2", "CTL-1")
+def test_the_hybrid_hit_query_is_one_call_over_the_chain():
+    trace = prefetch_trace(hybrid=True, batch_size=4)
+    assert len(trace.calls[0].keys) == 10 > BATCH
+    assert check_operation(trace).ok
+
+
+def test_live_calls_with_the_operations_object_take_its_first_snapshot():
+    from hicache_contracts.engine import RecordingBackend
+    from tests.engine.test_recorder import PoolAwareBackend, SGLangExtraInfo
+
+    recorder = RecordingBackend(PoolAwareBackend())
+    operation_prefix = list(PREFIX)
+    recorder.batch_exists(list(CHAIN[:4]), SGLangExtraInfo(prefix_keys=operation_prefix))
+    operation_prefix += CHAIN[:4]  # the controller grows the operation's own list
+    recorder.batch_exists(list(CHAIN[4:8]), SGLangExtraInfo(prefix_keys=list(operation_prefix)))
+    report = check_trace(recorder.calls, chain=CHAIN[:8], prefix_keys=operation_prefix, batch_size=BATCH)
+    immutability = report.for_clause("PFX-5")
+    assert [violation.call_index for violation in immutability] == [0, None]
+    assert immutability[1].message == ("the operation's own prefix changed during the operation: 2 key(s) "
+                                            "when first handed out, 6 key(s) now")
+
+
+@pytest.mark.parametrize("arguments,message", [
+    (dict(chain="abc", prefix_keys=None),
+     "check_trace.chain: must be a list, tuple or key sequence of str (got 'abc') [KEY-2]"),
+    (dict(chain=[1], prefix_keys=None),
+     "check_trace.chain[0]: page key must be a non-empty str (got 1) [KEY-2]"),
+    (dict(chain=CHAIN, prefix_keys="abc"),
+     "check_trace.prefix_keys: must be None or a sequence of page keys (got 'abc') [PFX-1]"),
+    (dict(chain=CHAIN, prefix_keys=None, batch_size=0),
+     "check_trace.batch_size: must be an int >= 1 (got 0) [CTL-2]"),
+    (dict(chain=CHAIN, prefix_keys=None, acks=[]),
+     "check_trace.page_size: must be given with acks or backup_completed_tokens (got None) [CTL-5]"),
+    (dict(chain=CHAIN, prefix_keys=None, agreed_pages=11),
+     "check_trace.agreed_pages: must be <= len(chain) = 10 (got 11) [RANK-2]"),
+])
+def test_bad_arguments_are_named(arguments, message):
+    with pytest.raises(ContractViolation) as error:
+        check_trace([], **arguments)
+    assert str(error.value) == message
+
+
+def test_calls_must_be_recorded_calls():
+    with pytest.raises(ContractViolation) as error:
+        check_trace([{"method": "batch_exists"}], chain=CHAIN, prefix_keys=None)
+    assert str(error.value) == ("check_trace.calls[0]: must be a RecordedCall or TraceCall "
+                                "(got {'method': 'batch_exists'}) [PFX-2]")

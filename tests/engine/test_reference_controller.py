@@ -1,0 +1,122 @@
+"""The reference controller passes the trace checker, and each planted-bug subclass of it is caught.
+
+Scenario: the reference CacheController runs prefetches and backups through a
+RecordingBackend over an in-memory reference backend — prefix None, [] and
+non-empty, 1 to 3 slices (1, 128, 129, 300 pages), base and hybrid pools,
+and faults that end IO early. Then a subclass overriding one method with a
+bug SGLang shipped runs the same scenario. Expected: every reference trace
+conforms; every planted trace is named by the clause its bug breaks.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hicache_contracts.engine import assert_trace_conforms, check_reference_controller
+from hicache_contracts.engine._reference import REFERENCE_SCENARIOS, Scenario, run_scenario
+from tests.engine import planted_controllers as planted
+
+PREFETCH_CLAUSES = ("PFX-1", "PFX-2", "PFX-3", "PFX-4", "PFX-5", "PFX-7", "CTL-1", "CTL-2", "CTL-4", "CTL-5",
+                    "CTL-6", "CTL-11", "RANK-2", "RANK-3")
+HYBRID_CLAUSES = ("PFX-8", "PFX-9", "HYB-1", "HYB-2", "HYB-3")
+BACKUP_CLAUSES = ("PFX-2", "PFX-5", "PFX-9", "CTL-2", "CTL-7", "CTL-13", "HYB-5")
+
+
+@pytest.mark.clause(*PREFETCH_CLAUSES, *HYBRID_CLAUSES, *BACKUP_CLAUSES)
+@pytest.mark.parametrize("scenario", REFERENCE_SCENARIOS, ids=str)
+def test_reference_controller_conforms(scenario):
+    outcome = run_scenario(scenario)
+    report = outcome.check()
+    assert report.ok, report.format_table(statements=True)
+    expected = {"CTL-2", "PFX-1"}
+    if scenario.kind == "prefetch":
+        expected |= {"CTL-5", "CTL-6", "RANK-3"} | ({"CTL-1"} if not scenario.hybrid else set())
+    else:
+        expected |= {"CTL-7", "CTL-13"} | ({"HYB-5"} if scenario.hybrid else set())
+    expected |= {"PFX-3"} if scenario.prefix == "none" else {"PFX-2", "PFX-7"}
+    assert expected <= set(report.checked)
+
+
+@pytest.mark.clause("PFX-7", "PFX-8", "HYB-1")
+@pytest.mark.parametrize("pages", [1, 128, 300])
+def test_reference_hybrid_reads_share_the_slice_prefix(pages):
+    outcome = run_scenario(Scenario("prefetch", pages, "anchor", hybrid=True))
+    report = assert_trace_conforms(outcome.recorder, chain=outcome.scenario.chain,
+                                   prefix_keys=outcome.operation.base_info.prefix_keys,
+                                   acks=outcome.operation.acks, page_size=2)
+    assert {"PFX-8", "HYB-1", "HYB-2", "HYB-3", "PFX-9"} <= set(report.checked)
+
+
+PLANTED = [
+    ("in-place += on the prefix", planted.InPlacePrefixController,
+     Scenario("prefetch", 300, "anchor"), "PFX-5"),
+    ("in-place += on the empty prefix", planted.InPlacePrefixController,
+     Scenario("prefetch", 129, "empty"), "PFX-5"),
+    ("in-place += in a backup", planted.InPlacePrefixController,
+     Scenario("backup", 300, "anchor", hybrid=True), "PFX-5"),
+    ("extend only when non-empty", planted.ExtendOnlyWhenNonEmptyController,
+     Scenario("prefetch", 300, "empty"), "PFX-4"),
+    ("extend only when non-empty, backup", planted.ExtendOnlyWhenNonEmptyController,
+     Scenario("backup", 129, "empty"), "PFX-4"),
+    ("[] collapsed to None in the hit query", planted.EmptyPrefixAsNoneInHitQueryController,
+     Scenario("prefetch", 1, "empty"), "PFX-4"),
+    ("KV-derived read without extra_info", planted.DerivedReadWithoutExtraInfoController,
+     Scenario("prefetch", 129, "anchor", hybrid=True), "PFX-8"),
+    ("KV-derived read without extra_info (PFX-7)", planted.DerivedReadWithoutExtraInfoController,
+     Scenario("prefetch", 1, "empty", hybrid=True), "PFX-7"),
+    ("sidecar read with a per-window prefix", planted.WindowPrefixForSidecarsController,
+     Scenario("prefetch", 300, "empty", hybrid=True), "PFX-9"),
+    ("hit query goes on after a short slice", planted.HitQueryIgnoresShortSliceController,
+     Scenario("prefetch", 300, "anchor", stored=100), "CTL-1"),
+    ("IO goes on after termination", planted.IgnoresTerminationController,
+     Scenario("prefetch", 300, "anchor", terminate_after_read=0), "CTL-4"),
+    ("IO goes on after a short slice", planted.CountsUnconfirmedPagesController,
+     Scenario("prefetch", 300, "anchor", unreadable_from=50), "CTL-4"),
+    ("unconfirmed pages counted", planted.CountsUnconfirmedPagesController,
+     Scenario("prefetch", 300, "none", unreadable_from=200), "CTL-11"),
+    ("no final ack after a backend exception", planted.NoFinalAckAfterBackendErrorController,
+     Scenario("prefetch", 300, "anchor", raise_on_read=1), "CTL-6"),
+]
+
+
+@pytest.mark.clause("PFX-4", "PFX-5", "PFX-7", "PFX-8", "PFX-9", "CTL-1", "CTL-4", "CTL-6", "CTL-11")
+@pytest.mark.parametrize("name,controller_class,scenario,clause_id", PLANTED, ids=[case[0] for case in PLANTED])
+def test_planted_controller_is_caught(name, controller_class, scenario, clause_id):
+    assert run_scenario(scenario).check().ok  # the same scenario conforms with the reference
+    report = run_scenario(scenario, controller_class).check()
+    assert clause_id in report.violated, report.format_table()
+
+
+@pytest.mark.clause("PFX-5")
+def test_assert_trace_conforms_lists_clause_statement_and_call():
+    outcome = run_scenario(Scenario("prefetch", 129, "anchor"), planted.InPlacePrefixController)
+    with pytest.raises(AssertionError) as failure:
+        assert_trace_conforms(outcome.recorder, chain=outcome.scenario.chain,
+                              prefix_keys=outcome.operation.base_info.prefix_keys)
+    text = str(failure.value)
+    assert text.startswith("trace breaks 2 clause(s): PFX-2, PFX-5\n")
+    assert ("  [PFX-5] call #1: batch_exists: the prefix handed to the backend changed after the call: "
+            "3 key(s) at call time, 131 key(s) now\n"
+            "      rule: The engine never changes a prefix object after handing it to a backend, nor the "
+            "operation's own prefix; every batch receives a new value.\n"
+            "      call: RecordedCall(#1 batch_exists, keys=<128>, extra_info=present, prefix_keys=<3 keys>, "
+            "thread='hicache-hit-query')") in text
+
+
+@pytest.mark.clause("PFX-2", "CTL-4", "CTL-6")
+def test_check_reference_controller_reports_every_exercised_clause_as_passed():
+    scenarios = [scenario for scenario in REFERENCE_SCENARIOS if scenario.pages in (1, 300)]
+    results = check_reference_controller(scenarios=scenarios)
+    assert results and all(passed for _, passed, _ in results), results
+    clause_ids = [clause_id for clause_id, _, _ in results]
+    assert {"PFX-2", "PFX-5", "PFX-8", "PFX-9", "CTL-1", "CTL-4", "CTL-6", "CTL-7", "HYB-2", "HYB-5"} <= set(clause_ids)
+    assert results[0].detail.startswith("checked in ")
+
+
+@pytest.mark.clause("PFX-4")
+def test_check_reference_controller_reports_a_planted_subclass_as_failed():
+    results = check_reference_controller(planted.ExtendOnlyWhenNonEmptyController,
+                                         scenarios=[Scenario("prefetch", 129, "empty")])
+    failed = {clause_id: detail for clause_id, passed, detail in results if not passed}
+    assert list(failed) == ["PFX-4"]
+    assert failed["PFX-4"].startswith("2 violation(s); first: prefetch 129 pages prefix empty base: [PFX-4] call #2")
