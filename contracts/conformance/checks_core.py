@@ -1,0 +1,484 @@
+"""Checks of the core level: what every backend honours (KEY-2, BE-1..BE-13, BE-18, BE-24).
+
+Each check writes fresh keys (so checks do not depend on each other or on
+their order) and moves pages through v1 when v1 is claimed, else through
+the legacy ``set``/``get``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from hypothesis import given, strategies as st
+
+from hicache_spec import STORAGE_BATCH_SIZE, count_leading_run
+from hicache_contracts.capabilities import V1_METHODS, V2_METHODS, detect_capabilities
+from hicache_contracts.conformance.context import SuiteContext
+from hicache_contracts.conformance.framework import CheckSkipped, conformance_check, expect, fail
+from hicache_contracts.conformance.properties import run_property
+from hicache_contracts.conformance.pools import describe_page_difference, pages_equal
+from hicache_contracts.models import PoolName
+
+UNKNOWN_OPTION = "hicache_conform_unknown_option"
+"""A key no backend knows, added to the extra config (BE-1) and to extra_info dicts (BE-8)."""
+
+
+def is_bool(value: Any) -> bool:
+    """Whether ``value`` is a bool (numpy's bool included)."""
+    return isinstance(value, bool) or type(value).__name__ == "bool_"
+
+
+# ---------------------------------------------------------------- KEY-2, BE-1
+@conformance_check("KEY-2")
+def any_non_empty_string_is_a_key(suite: SuiteContext) -> None:
+    """Keys are any non-empty str: pages stored under non-hex keys are found and read back."""
+    instance = suite.main
+    keys = [f"conform-{suite.run_id}-page-{number}.v{number % 3}" for number in range(3)]
+    keys += [suite.new_keys(1)[0].upper()]  # same characters as a page key, but not lowercase
+    suite.store(instance, keys, pages=suite.spread(len(keys)), clause_id="KEY-2")
+    count = suite.count(instance, keys, clause_id="KEY-2")
+    expect(count == len(keys), "KEY-2", f"batch_exists found {count} of {len(keys)} pages stored under "
+           "non-hex keys", f"keys {keys!r}")
+    pages = suite.spread(len(keys), start=STORAGE_BATCH_SIZE * 2)
+    for key, page in zip(keys, suite.read(instance, keys, pages=pages, clause_id="KEY-2")):
+        expect(suite.same_page(key, instance.pool, page), "KEY-2",
+               f"the page stored under key {key!r} reads back as {describe_page_difference(suite.page_for(key, instance.pool), page)}")
+
+
+@conformance_check("BE-1")
+def extra_config_with_unknown_keys_is_accepted(suite: SuiteContext) -> None:
+    """A backend accepts SGLang's loading keys and keys it does not know in its extra config (and None when it needs none)."""
+    base = dict(suite.factory.extra_config or {})
+    loading = {"backend_name": "hicache-conform", "module_path": "hicache_conform.unknown",
+               "class_name": "Unknown", "interface_v1": 1}  # SGLang passes its loading keys through
+    variants: list[tuple[str, Any]] = []
+    if not base:
+        variants.append(("None", None))
+    extended = {**{key: value for key, value in loading.items() if key not in base}, **base,
+                UNKNOWN_OPTION: {"nested": [1, 2, 3]}}
+    variants.append((f"holding {sorted(set(extended) - set(base))}", extended))
+    for label, extra_config in variants:
+        config = suite.config(model_name=suite.namespace("config"), extra_config=extra_config)
+        instance = suite.build(config, pages=4, v2=False, construct_clause="BE-1")
+        keys = suite.new_keys(2)
+        written = suite.write(instance, keys, clause_id="BE-1")
+        read = suite.read(instance, keys, pages=[2, 3], clause_id="BE-1")
+        works = all(written) and all(suite.same_page(key, instance.pool, page) for key, page in zip(keys, read))
+        expect(works, "BE-1", f"a backend built with an extra config {label} does not store and read pages "
+               f"(writes {written}, reads {[page is not None for page in read]})",
+               f"extra_config={extra_config!r}")
+
+
+# ---------------------------------------------------------------- BE-2, BE-3
+@conformance_check("BE-2")
+def batch_exists_counts_the_leading_run(suite: SuiteContext) -> None:
+    """batch_exists returns the length of the leading run of stored keys, counted in pages."""
+    instance = suite.main
+
+    @given(st.lists(st.booleans(), max_size=12))
+    def leading_run(presence: list[bool]) -> None:
+        keys = suite.new_keys(len(presence))
+        stored = [key for key, present in zip(keys, presence) if present]
+        suite.store(instance, stored, pages=suite.spread(len(stored)), clause_id="BE-2")
+        expected = count_leading_run(tuple(presence))
+        count = suite.count(instance, keys)
+        pattern = "".join("S" if present else "-" for present in presence)
+        expect(count == expected, "BE-2", f"batch_exists returned {count}, expected the leading run {expected}",
+               f"keys {suite.show(keys)} with stored pattern '{pattern}' (S stored, - missing)")
+
+    run_property(suite.seed, leading_run, "BE-2", suite.profile.examples)
+    expect(suite.count(instance, suite.new_keys(STORAGE_BATCH_SIZE)) == 0, "BE-2",
+           "batch_exists counted pages that were never written")
+
+
+@conformance_check("BE-3")
+def batch_exists_has_no_side_effects(suite: SuiteContext) -> None:
+    """batch_exists([]) is 0, and asking twice changes nothing: missing keys stay missing, stored ones stay."""
+    instance = suite.main
+    empty = suite.call("BE-3", instance.backend.batch_exists, [], None)
+    expect(empty == 0 and not isinstance(empty, bool), "BE-3", f"batch_exists([]) returned {empty!r}, not 0")
+    stored, missing = suite.new_keys(3), suite.new_keys(3)
+    suite.store(instance, stored, clause_id="BE-3")
+    first = [suite.count(instance, missing, clause_id="BE-3"), suite.count(instance, stored + missing, clause_id="BE-3")]
+    second = [suite.count(instance, missing, clause_id="BE-3"), suite.count(instance, stored + missing, clause_id="BE-3")]
+    expect(first == second == [0, 3], "BE-3", f"repeated batch_exists calls gave {first} then {second}, "
+           "expected [0, 3] both times", f"stored {suite.show(stored)}, missing {suite.show(missing)}")
+    appeared = [suite.label(key) for key, hit in zip(missing, suite.found(instance, missing)) if hit]
+    expect(not appeared, "BE-3", f"batch_exists made missing keys exist: exists() is now true for {appeared}",
+           f"batch_exists({suite.show(missing)}) on keys never written")
+    pages = suite.read(instance, stored, pages=[8, 9, 10], clause_id="BE-3")
+    expect(all(suite.same_page(key, instance.pool, page) for key, page in zip(stored, pages)), "BE-3",
+           "stored pages no longer read back after batch_exists calls")
+
+
+# ---------------------------------------------------------------- BE-4, BE-5
+@conformance_check("BE-4")
+def missing_keys_are_misses_not_errors(suite: SuiteContext) -> None:
+    """A missing key yields None or False from every read and query, never an exception."""
+    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
+    missing = suite.new_keys(3)
+    for key in missing[:1]:
+        hit = suite.call("BE-4", backend.exists, key)
+        expect(not hit, "BE-4", f"exists({suite.label(key)}) returned {hit!r} for a key never written")
+        value = suite.call("BE-4", backend.get, key, torch.zeros(pool.page_element_count, dtype=pool.dtype))
+        expect(value is None or value is False, "BE-4", f"get({suite.label(key)}) returned {suite.show(value)} "
+               "for a key never written, not None")
+    expect(suite.count(instance, missing, clause_id="BE-4") == 0, "BE-4", "batch_exists counted missing keys")
+    targets = [torch.zeros(pool.page_element_count, dtype=pool.dtype) for _ in missing]
+    values = suite.call("BE-4", backend.batch_get, missing, targets)
+    expect(isinstance(values, (list, tuple)) and all(value is None or value is False for value in values), "BE-4",
+           f"batch_get on missing keys returned {suite.show(values)}, not one None per key",
+           f"batch_get({suite.show(missing)})")
+    if suite.claims("v1"):
+        flags = suite.v1_flags(suite.call("BE-4", backend.batch_get_v1, missing, pool.slots([0, 1, 2]), None),
+                               missing, "batch_get_v1")
+        expect(not any(flags), "BE-4", f"batch_get_v1 on missing keys returned {flags}")
+    if suite.claims("v2"):
+        transfers = [suite.transfer(PoolName.KV, missing, pool.slots([0, 1, 2]))]
+        flags = suite.v2_flags(suite.call("BE-4", backend.batch_get_v2, transfers, None), transfers,
+                               "batch_get_v2")["kv"]
+        expect(not any(flags), "BE-4", f"batch_get_v2 on missing keys returned {flags}")
+
+
+@conformance_check("BE-5", requires=("core",))
+def storage_errors_are_failures_not_exceptions(suite: SuiteContext) -> None:
+    """A storage error yields False, never an exception: the host pool's page helpers raise OSError mid-call."""
+    if not (suite.claims("v1") or suite.claims("v2")):
+        raise CheckSkipped("storage errors are provoked through the host pool, which only v1 and v2 calls use; "
+                           "neither level is claimed")
+    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
+    keys = suite.new_keys(2)
+    suite.store(instance, keys, clause_id="BE-5")
+    calls_before = pool.helper_calls
+    if suite.claims("v1"):
+        fresh = suite.new_keys(2)
+        with pool.failing():
+            flags = suite.v1_flags(suite.call("BE-5", backend.batch_set_v1, fresh, pool.slots([0, 1]), None),
+                                   fresh, "batch_set_v1")
+            suite.v1_flags(suite.call("BE-5", backend.batch_get_v1, keys, pool.slots([2, 3]), None),
+                           keys, "batch_get_v1")
+        if pool.helper_calls > calls_before and any(flags):
+            stored = suite.found(instance, fresh)
+            expect(all(stored for flag, stored in zip(flags, stored) if flag), "BE-5",
+                   f"batch_set_v1 returned {flags} while the host pool failed, but the pages are not stored",
+                   f"batch_set_v1({suite.show(fresh)}, ...) while every page helper of the host pool raises OSError")
+    if suite.claims("v2"):
+        more = suite.new_keys(2)
+        with pool.failing():
+            suite.call("BE-5", backend.batch_set_v2, [suite.transfer(PoolName.KV, more, pool.slots([0, 1]))], None)
+            suite.call("BE-5", backend.batch_get_v2, [suite.transfer(PoolName.KV, keys, pool.slots([2, 3]))], None)
+            suite.call("BE-5", backend.batch_exists_v2, more, [], None)
+    if pool.helper_calls == calls_before:
+        raise CheckSkipped("the backend moved pages without the host pool's page helpers (get_data_page, "
+                           "set_from_flat_data_page, get_page_buffer_meta), so no storage error could be injected")
+
+
+# ---------------------------------------------------------------- BE-6, BE-7
+@conformance_check("BE-6")
+def rewriting_a_key_returns_true_and_keeps_correct_bytes(suite: SuiteContext) -> None:
+    """Writing an existing key returns True and leaves correct bytes, whether the backend skips or overwrites."""
+    instance, pool = suite.main, suite.main.pool
+    paths = ["legacy"] + (["v1"] if suite.claims("v1") else [])
+    for path in paths:
+        keys = suite.new_keys(2)
+        suite.store(instance, keys, path=path, clause_id="BE-6")
+        again = suite.write(instance, keys, path=path, clause_id="BE-6")
+        expect(all(again), "BE-6", f"writing the same pages again returned {again} through {path}, not all True",
+               f"write {suite.show(keys)} twice through {path}")
+        changed = suite.write(instance, keys, path=path, variant=1, clause_id="BE-6")
+        expect(all(changed), "BE-6", f"writing existing keys with other bytes returned {changed} through {path}, "
+               "not all True", f"write {suite.show(keys)}, then again with different bytes")
+        for key, page in zip(keys, suite.read(instance, keys, pages=[4, 5], path=path, clause_id="BE-6")):
+            correct = suite.same_page(key, pool, page) or suite.same_page(key, pool, page, variant=1)
+            expect(correct, "BE-6", f"after rewriting {suite.label(key)} it reads back as neither the first nor the "
+                   f"second bytes ({describe_page_difference(suite.page_for(key, pool), page)} against the first)")
+
+
+@conformance_check("BE-7", requires=("core",))
+def pages_are_invisible_until_fully_written(suite: SuiteContext) -> None:
+    """While a write is still reading a page from the host pool, no query or read sees that page."""
+    if not suite.claims("v1"):
+        raise CheckSkipped("visibility is observed by holding the backend's read of a host page, which only v1 "
+                           "writes do; v1 is not claimed")
+    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
+    keys = suite.new_keys(3)
+    pages = [0, 1, 2]
+    for key, page in zip(keys, pages):
+        pool.poke(page, suite.page_for(key, pool))
+    held_key = keys[0]
+    bound = min(suite.options.timeout_s, 10.0)
+    outcome: dict[str, Any] = {}
+    seen: list[str] = []
+
+    def writer() -> None:
+        try:
+            outcome["result"] = backend.batch_set_v1(keys, pool.slots(pages), None)
+        except Exception as error:  # reported by other checks; here only visibility matters
+            outcome["error"] = error
+
+    with pool.holding([pages[0]], timeout_s=bound) as hold:
+        writing = threading.Thread(target=writer, name="hicache-conform-writer", daemon=True)
+        writing.start()
+        if not hold.reached.wait(bound):
+            writing.join(bound)
+            raise CheckSkipped("the backend did not read the host page through the pool's page helpers "
+                               "(get_data_page / get_page_buffer_meta), so a write cannot be held half done")
+        watched = keys if hold.reached_by == "get_page_buffer_meta" else [held_key]
+
+        def poller() -> None:
+            target = torch.zeros(pool.page_element_count, dtype=pool.dtype)
+            probes = [
+                ("exists", lambda key: backend.exists(key)),
+                ("batch_exists", lambda key: backend.batch_exists([key], None) != 0),
+                ("get", lambda key: isinstance(backend.get(key, target), torch.Tensor)),
+                ("batch_get_v1", lambda key: bool(backend.batch_get_v1([key], pool.slots([pool.page_count - 1]),
+                                                                       None)[0])),
+            ]
+            for key in watched:
+                for name, probe in probes:
+                    try:
+                        visible = probe(key)
+                    except Exception:
+                        visible = False
+                    if visible and not hold.released.is_set():
+                        seen.append(f"{name}({suite.label(key)})")
+
+        polling = threading.Thread(target=poller, name="hicache-conform-poller", daemon=True)
+        polling.start()
+        polling.join(bound)  # a backend that serialises calls blocks here: that is allowed, not evidence
+    writing.join(bound)
+    polling.join(bound)
+    expect(not seen, "BE-7", f"{', '.join(seen)} saw the page while batch_set_v1 was still reading it from the "
+           f"host pool (held in {hold.reached_by})",
+           f"batch_set_v1({suite.show(keys)}, ...) held at {suite.label(held_key)}'s host page; meanwhile {seen[0] if seen else ''} -> hit")
+
+
+# ---------------------------------------------------------------- BE-8
+def extra_info_shapes(suite: SuiteContext) -> list[tuple[str, Any]]:
+    """Every shape of extra_info BE-8 names, labelled."""
+    history = suite.new_keys(2)
+    return [
+        ("None", None),
+        ("HiCacheStorageExtraInfo()", suite.info()),
+        ("prefix_keys=[]", suite.info(prefix_keys=[])),
+        (f"prefix_keys={suite.show(history)}", suite.info(prefix_keys=history)),
+        ("extra_info with an unknown key", suite.info(extra_info={UNKNOWN_OPTION: 1})),
+        ("prefix_keys=[] and extra_info with an unknown key", suite.info(prefix_keys=[], extra_info={UNKNOWN_OPTION: 1})),
+    ]
+
+
+@conformance_check("BE-8")
+def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
+    """Every method taking extra_info accepts it positionally and by keyword, as None, empty, [] or a list of keys, with unknown extra_info keys."""
+    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
+    for label, info in extra_info_shapes(suite):
+        for style in ("positional", "keyword"):
+            def call(method: Any, *args: Any) -> Any:
+                arguments = (*args, info) if style == "positional" else args
+                keywords = {} if style == "positional" else {"extra_info": info}
+                try:
+                    return method(*arguments, **keywords)
+                except Exception as error:
+                    fail("BE-8", f"{method.__name__} with extra_info {label} passed {style}ly raised "
+                                 f"{type(error).__name__}: {error}",
+                         f"{suite.describe_call(method, arguments, keywords)}")
+
+            keys = suite.new_keys(2)
+            if suite.claims("v1"):
+                flags = suite.v1_flags(call(backend.batch_set_v1, keys, pool.slots([0, 1])), keys, "batch_set_v1")
+                expect(all(flags), "BE-8", f"batch_set_v1 with extra_info {label} ({style}) returned {flags}")
+            else:
+                suite.store(instance, keys, path="legacy", clause_id="BE-8")
+            count = call(backend.batch_exists, keys)
+            expect(count == 2, "BE-8", f"batch_exists with extra_info {label} ({style}) returned {count!r}, "
+                   "expected 2", f"batch_exists({suite.show(keys)}, {label})")
+            if suite.claims("v1"):
+                flags = suite.v1_flags(call(backend.batch_get_v1, keys, pool.slots([2, 3])), keys, "batch_get_v1")
+                expect(all(flags), "BE-8", f"batch_get_v1 with extra_info {label} ({style}) returned {flags}")
+            if suite.claims("v2"):
+                more = suite.new_keys(1)
+                call(backend.batch_set_v2, [suite.transfer(PoolName.KV, more, pool.slots([4]))])
+                call(backend.batch_exists_v2, more, [])
+                call(backend.batch_get_v2, [suite.transfer(PoolName.KV, more, pool.slots([5]))])
+
+
+# ---------------------------------------------------------------- BE-9, BE-10
+@conformance_check("BE-9")
+def legacy_results_have_their_shapes(suite: SuiteContext) -> None:
+    """get gives a tensor or None, batch_get one tensor-or-None per key, set and batch_set a bool."""
+    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
+    key = suite.new_keys(1)[0]
+    outcome = suite.call("BE-9", backend.set, key, suite.page_for(key, pool))
+    expect(is_bool(outcome), "BE-9", f"set returned {outcome!r}, not a bool", f"set({suite.label(key)}, page)")
+    if outcome:
+        target = torch.zeros(pool.page_element_count, dtype=pool.dtype)
+        value = suite.call("BE-9", backend.get, key, target)
+        expect(isinstance(value, torch.Tensor), "BE-9", f"get of a stored key returned {suite.show(value)}, "
+               "not a tensor", f"get({suite.label(key)}, target)")
+        expect(pages_equal(value, suite.page_for(key, pool)), "BE-9", "get of a stored key returned "
+               f"{describe_page_difference(suite.page_for(key, pool), value)}", f"set then get({suite.label(key)})")
+    keys, missing = suite.new_keys(3), suite.new_keys(1)
+    outcome = suite.call("BE-9", backend.batch_set, keys, [suite.page_for(item, pool) for item in keys])
+    expect(is_bool(outcome), "BE-9", f"batch_set returned {outcome!r}, not a bool",
+           f"batch_set({suite.show(keys)}, values)")
+    asked = [keys[0], missing[0], keys[1], keys[2]]
+    targets = [torch.zeros(pool.page_element_count, dtype=pool.dtype) for _ in asked]
+    values = suite.call("BE-9", backend.batch_get, asked, targets)
+    shape_ok = isinstance(values, (list, tuple)) and len(values) == len(asked) and all(
+        value is None or isinstance(value, torch.Tensor) for value in values)
+    expect(shape_ok, "BE-9", f"batch_get returned {suite.show(values)}, not one tensor-or-None per key",
+           f"batch_get({suite.show(asked)}) with {suite.label(missing[0])} missing")
+    expect(values[1] is None, "BE-9", f"batch_get gave {suite.show(values[1])} for a missing key, not None")
+    if outcome:
+        for index in (0, 2, 3):
+            expect(pages_equal(values[index], suite.page_for(asked[index], pool)), "BE-9",
+                   f"batch_get returned wrong bytes for {suite.label(asked[index])}: "
+                   f"{describe_page_difference(suite.page_for(asked[index], pool), values[index])}")
+
+
+@conformance_check("BE-10")
+def full_batches_of_128_pages_work(suite: SuiteContext) -> None:
+    """Batches of STORAGE_BATCH_SIZE (128) pages are written, found and read back whole."""
+    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
+    size = STORAGE_BATCH_SIZE
+    keys = suite.new_keys(size)
+    written = suite.write(instance, keys, pages=suite.spread(size), clause_id="BE-10")
+    expect(all(written), "BE-10", f"a write of {size} pages succeeded for {sum(written)} of them",
+           f"{suite.io_path()} write of {size} keys {suite.show(keys)}")
+    count = suite.count(instance, keys, clause_id="BE-10")
+    expect(count == size, "BE-10", f"batch_exists over {size} stored keys returned {count}")
+    read = suite.read(instance, keys, pages=suite.spread(size, start=2 * size), clause_id="BE-10")
+    wrong = [index for index, (key, page) in enumerate(zip(keys, read)) if not suite.same_page(key, pool, page)]
+    expect(not wrong, "BE-10", f"a read of {size} pages got {len(wrong)} wrong or missing, the first at "
+           f"position {wrong[0] if wrong else 0}")
+    legacy = suite.new_keys(size)
+    outcome = suite.call("BE-10", backend.batch_set, legacy, [suite.page_for(key, pool) for key in legacy])
+    expect(outcome is True, "BE-10", f"batch_set of {size} pages returned {outcome!r}")
+    count = suite.count(instance, legacy, clause_id="BE-10")
+    expect(count == size, "BE-10", f"batch_exists after batch_set of {size} pages returned {count}")
+
+
+# ---------------------------------------------------------------- BE-11, BE-12, BE-13
+@conformance_check("BE-11")
+def clear_removes_every_page(suite: SuiteContext) -> None:
+    """clear() never raises, and afterwards batch_exists is 0 and exists False for every key written before."""
+    instance = suite.build(suite.config(model_name=suite.namespace("clear")), pages=8, tag="clear")
+    keys = suite.new_keys(3)
+    suite.store(instance, keys, clause_id="BE-11")
+    suite.store(instance, suite.new_keys(1), path="legacy", clause_id="BE-11")
+    suite.call("BE-11", instance.backend.clear)
+    count = suite.count(instance, keys, clause_id="BE-11")
+    left = [suite.label(key) for key, hit in zip(keys, suite.found(instance, keys)) if hit]
+    expect(count == 0 and not left, "BE-11", f"after clear() batch_exists returned {count} and exists() was "
+           f"true for {left}", f"write {suite.show(keys)}, clear(), batch_exists({suite.show(keys)})")
+    suite.call("BE-11", instance.backend.clear)  # clearing an empty store never raises either
+
+
+@conformance_check("BE-12")
+def get_stats_returns_none_or_an_object(suite: SuiteContext) -> None:
+    """get_stats() returns None or a metrics object, never a dict."""
+    instance = suite.main
+    for moment in ("before IO", "after IO"):
+        if moment == "after IO":
+            suite.write(instance, suite.new_keys(1), clause_id="BE-12")
+        stats = suite.call("BE-12", instance.backend.get_stats)
+        expect(not isinstance(stats, (dict, Mapping)), "BE-12",
+               f"get_stats() {moment} returned a {type(stats).__name__}, not None or a metrics object",
+               f"get_stats() -> {suite.show(stats)}")
+
+
+@conformance_check("BE-13")
+def short_objects_are_misses(suite: SuiteContext) -> None:
+    """A stored object that is empty or shorter than a page is a miss for exists, batch_exists, get and v1 reads."""
+    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
+    for label, length in (("an empty value", 0), ("half a page", pool.page_element_count // 2)):
+        key = suite.new_keys(1)[0]
+        value = suite.page_for(key, pool)[:length].clone()
+        try:
+            backend.set(key, value)
+        except Exception:
+            continue  # refusing a short value is fine; only hits matter here
+        counted = suite.count(instance, [key], clause_id="BE-13")
+        hit = bool(suite.call("BE-13", backend.exists, key))
+        target = torch.zeros(pool.page_element_count, dtype=pool.dtype)
+        read = suite.call("BE-13", backend.get, key, target)
+        read_whole = isinstance(read, torch.Tensor) and read.numel() == pool.page_element_count
+        flags = []
+        if suite.claims("v1"):
+            flags = suite.v1_flags(suite.call("BE-13", backend.batch_get_v1, [key], pool.slots([0]), None),
+                                   [key], "batch_get_v1")
+        expect(counted == 0 and not hit and not read_whole and not any(flags), "BE-13",
+               f"{label} stored under {suite.label(key)} counts as a hit (batch_exists {counted}, exists {hit}, "
+               f"get a full page {read_whole}, batch_get_v1 {flags})",
+               f"set({suite.label(key)}, {length}-element tensor), then batch_exists([{suite.label(key)}])")
+
+
+# ---------------------------------------------------------------- BE-18, BE-24
+@conformance_check("BE-18")
+def unimplemented_methods_raise_not_implemented(suite: SuiteContext) -> None:
+    """A v1 or v2 method the backend does not implement raises NotImplementedError; it never returns None."""
+    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
+    capabilities = detect_capabilities(backend)
+    for name in capabilities.returning_none:
+        fail("BE-18", f"{name} returned None on empty input instead of a result or NotImplementedError",
+             f"{name}([]) -> None")
+    key = suite.new_keys(1)
+    calls = {
+        "batch_get_v1": lambda: backend.batch_get_v1(key, pool.slots([0]), None),
+        "batch_set_v1": lambda: backend.batch_set_v1(key, pool.slots([0]), None),
+        "batch_exists_v2": lambda: backend.batch_exists_v2(key, [], None),
+        "batch_get_v2": lambda: backend.batch_get_v2([suite.transfer(PoolName.KV, key, pool.slots([0]))], None),
+        "batch_set_v2": lambda: backend.batch_set_v2([suite.transfer(PoolName.KV, key, pool.slots([0]))], None),
+    }
+    for name in V1_METHODS + V2_METHODS:
+        if name not in calls or not capabilities.method(name).present:
+            continue
+        level = "v1" if name in V1_METHODS else "v2"
+        if suite.claims(level):
+            continue  # a claimed level's methods are checked by that level's checks
+        try:
+            result = calls[name]()
+        except NotImplementedError:
+            continue
+        except Exception:
+            continue  # an unclaimed method may fail on input it never sees; only None is the bug here
+        expect(result is not None, "BE-18", f"{name} (level {level} not claimed) returned None instead of raising "
+               "NotImplementedError", f"{name}({suite.show(key)}, ...) -> None")
+
+
+@conformance_check("BE-24")
+def host_pools_register_before_any_io(suite: SuiteContext) -> None:
+    """register_mem_pool_host (and register_mem_host_pool_v2 for every pool, KV included) accept the pools; IO works right after."""
+    instance = suite.build(suite.config(model_name=suite.namespace("register")), pages=4, tag="register")
+    keys = suite.new_keys(2)
+    written = suite.write(instance, keys, clause_id="BE-24")
+    read = suite.read(instance, keys, pages=[2, 3], clause_id="BE-24")
+    expect(all(written) and all(suite.same_page(key, instance.pool, page) for key, page in zip(keys, read)),
+           "BE-24", f"the first IO after registration failed (writes {written}, reads "
+           f"{[page is not None for page in read]})", "construct, register the pools, write 2 pages, read them")
+
+
+@conformance_check("BE-25")
+def every_rank_inside_its_group_is_accepted(suite: SuiteContext) -> None:
+    """A backend builds and works for configs at the edges of their groups: every rank at size - 1, DP ranks, tp_lcm_size."""
+    # The other half of BE-25, rejecting impossible coordinates, happens where the config is built (the
+    # contract model refuses them), so the suite can hand a backend only possible ones.
+    edges = [
+        ("the last rank of every group", dict(tp_rank=1, tp_size=2, pp_rank=2, pp_size=3, attn_cp_rank=3,
+                                              attn_cp_size=4)),
+        ("a data-parallel rank", dict(dp_rank=1, dp_size=2)),
+        ("tp_lcm_size 4 with tp_size 2 and split heads", dict(tp_rank=1, tp_size=2, tp_lcm_size=4,
+                                                              should_split_heads=True)),
+    ]
+    for label, overrides in edges:
+        config = suite.config(model_name=suite.namespace("edge"), **overrides)
+        instance = suite.build(config, pages=4, v2=False, tag=label, construct_clause="BE-25")
+        keys = suite.new_keys(2)
+        written = suite.write(instance, keys, clause_id="BE-25")
+        read = suite.read(instance, keys, pages=[2, 3], clause_id="BE-25")
+        works = all(written) and all(suite.same_page(key, instance.pool, page) for key, page in zip(keys, read))
+        expect(works, "BE-25", f"a backend built with {label} does not store and read pages (writes {written}, "
+               f"reads {[page is not None for page in read]})", f"storage config with {overrides}")

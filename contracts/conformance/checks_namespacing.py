@@ -1,0 +1,132 @@
+"""Checks of the namespacing level (NS-1..NS-6, NS-8) and of the durability level (NS-7).
+
+Every instance here is built from the same extra config and differs from
+its sibling in one coordinate only: ``tp_rank``, ``pp_rank``,
+``attn_cp_rank`` or ``model_name`` (all under the run's namespace).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hicache_contracts.conformance.context import Instance, SuiteContext
+from hicache_contracts.conformance.framework import conformance_check, expect
+from hicache_contracts.conformance.pools import describe_page_difference
+
+SPREAD_RANKS = dict(tp_size=2, pp_size=2, attn_cp_size=2)
+"""Group sizes of the namespacing checks' configurations: every coordinate has a sibling."""
+
+
+def sibling_configs(suite: SuiteContext, model_name: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """The coordinates NS-1..NS-4 vary, as ``(clause, description, config overrides)``."""
+    return [
+        ("NS-1", "tp_rank 1 instead of 0 (same tp_size)", dict(tp_rank=1)),
+        ("NS-2", "pp_rank 1 instead of 0", dict(pp_rank=1)),
+        ("NS-3", "attn_cp_rank 1 instead of 0", dict(attn_cp_rank=1)),
+        ("NS-4", "another model_name", dict(model_name=suite.namespace("other-model"))),
+    ]
+
+
+def build_with(suite: SuiteContext, model_name: str, tag: str, **overrides: Any) -> Instance:
+    fields: dict[str, Any] = dict(SPREAD_RANKS, is_mla_model=False, model_name=model_name)
+    fields.update(overrides)
+    return suite.build(suite.config(**fields), pages=8, tag=tag)
+
+
+@conformance_check("NS-1", "NS-2", "NS-3", "NS-4")
+def ranks_and_models_never_share_pages(suite: SuiteContext) -> None:
+    """Instances differing only in tp_rank, pp_rank, attn_cp_rank or model_name never see or overwrite each other's pages."""
+    model = suite.namespace("ns")
+    base = build_with(suite, model, "tp 0, pp 0, cp 0")
+    for clause_id, difference, overrides in sibling_configs(suite, model):
+        keys = suite.new_keys(2)
+        suite.store(base, keys, clause_id=clause_id)
+        sibling = build_with(suite, overrides.pop("model_name", model), difference, **overrides)
+        shown = (f"instance A (tp 0/2, pp 0/2, cp 0/2) writes {suite.show(keys)}; instance B differs in {difference}")
+        count = suite.count(sibling, keys, clause_id=clause_id)
+        seen = suite.read(sibling, keys, pages=[2, 3], clause_id=clause_id)
+        expect(count == 0 and not any(page is not None for page in seen), clause_id,
+               f"an instance with {difference} sees the other's pages (batch_exists {count}, reads "
+               f"{[page is not None for page in seen]})", shown)
+        suite.write(sibling, keys, variant=1, clause_id=clause_id)
+        for key, page in zip(keys, suite.read(base, keys, pages=[4, 5], clause_id=clause_id)):
+            expect(suite.same_page(key, base.pool, page), clause_id,
+                   f"after an instance with {difference} wrote the same key, {suite.label(key)} reads back as "
+                   f"{describe_page_difference(suite.page_for(key, base.pool), page)} for the first",
+                   shown + "; then B writes other bytes under the same keys")
+
+
+@conformance_check("NS-5")
+def replicated_kv_is_shared_across_tp_ranks(suite: SuiteContext) -> None:
+    """With is_mla_model=True a page written by tp_rank 0 is found and read by tp_rank 1 (same PP and CP)."""
+    model = suite.namespace("mla")
+    writer = build_with(suite, model, "tp 0 of 2, replicated KV", is_mla_model=True, tp_rank=0)
+    reader = build_with(suite, model, "tp 1 of 2, replicated KV", is_mla_model=True, tp_rank=1)
+    keys = suite.new_keys(3)
+    suite.store(writer, keys, clause_id="NS-5")
+    shown = f"is_mla_model=True, tp_size 2: rank 0 writes {suite.show(keys)}, rank 1 looks them up"
+    count = suite.count(reader, keys, clause_id="NS-5")
+    expect(count == len(keys), "NS-5", f"tp_rank 1 found {count} of {len(keys)} pages tp_rank 0 wrote", shown)
+    for key, page in zip(keys, suite.read(reader, keys, pages=[3, 4, 5], clause_id="NS-5")):
+        expect(suite.same_page(key, reader.pool, page), "NS-5", f"tp_rank 1 reads {suite.label(key)} as "
+               f"{describe_page_difference(suite.page_for(key, reader.pool), page)}", shown)
+
+
+@conformance_check("NS-6")
+def exists_get_and_set_share_one_key_scheme(suite: SuiteContext) -> None:
+    """Whatever path wrote a page (set, batch_set_v1, batch_set_v2), exists, batch_exists, get and batch_get_v1 find it."""
+    instance = build_with(suite, suite.namespace("scheme"), "tp 1/2, pp 1/2, cp 1/2", tp_rank=1, pp_rank=1,
+                          attn_cp_rank=1)
+    paths = ["legacy"] + (["v1"] if suite.claims("v1") else [])
+    for path in paths:
+        keys = suite.new_keys(2)
+        suite.store(instance, keys, path=path, clause_id="NS-6")
+        shown = f"written through {path} as {suite.show(keys)} by an instance at tp 1/2, pp 1/2, cp 1/2"
+        found = suite.found(instance, keys)
+        expect(all(found), "NS-6", f"exists() misses pages written through {path}: {found}", shown)
+        count = suite.count(instance, keys, clause_id="NS-6")
+        expect(count == len(keys), "NS-6", f"batch_exists found {count} of {len(keys)} pages written through {path}",
+               shown)
+        for read_path in paths:
+            for key, page in zip(keys, suite.read(instance, keys, pages=[4, 5], path=read_path, clause_id="NS-6")):
+                expect(suite.same_page(key, instance.pool, page), "NS-6",
+                       f"{'get' if read_path == 'legacy' else 'batch_get_v1'} misses {suite.label(key)} written "
+                       f"through {path}", shown)
+
+
+@conformance_check("NS-8")
+def clear_removes_only_its_own_namespace(suite: SuiteContext) -> None:
+    """clear() on one instance leaves the pages of other models and other ranks in place."""
+    model = suite.namespace("scoped")
+    cleared = build_with(suite, model, "the cleared instance")
+    others = [build_with(suite, suite.namespace("neighbour"), "another model"),
+              build_with(suite, model, "another tp_rank", tp_rank=1)]
+    keys = suite.new_keys(2)
+    for instance in [cleared] + others:
+        suite.store(instance, keys, clause_id="NS-8")
+    suite.call("BE-11", cleared.backend.clear)
+    for other in others:
+        count = suite.count(other, keys, clause_id="NS-8")
+        expect(count == len(keys), "NS-8", f"clear() on one instance removed the pages of {other.tag} "
+               f"(batch_exists {count} of {len(keys)})",
+               f"three instances write {suite.show(keys)}; clear() on the first; look up in {other.tag}")
+
+
+@conformance_check("NS-7")
+def pages_survive_a_rebuild(suite: SuiteContext) -> None:
+    """A backend rebuilt with the same configuration finds and reads the pages written before."""
+    config = suite.config(model_name=suite.namespace("durable"))
+    first = suite.build(config, pages=8, tag="before the restart")
+    keys = suite.new_keys(3)
+    suite.store(first, keys, clause_id="NS-7")
+    close = getattr(first.backend, "close", None)
+    if callable(close):
+        suite.call("NS-7", close)
+    suite.forget(first)  # closed: the rebuilt instance clears the namespace at the end
+    second = suite.build(config, pages=8, tag="after the restart")
+    shown = f"instance 1 writes {suite.show(keys)} and closes; instance 2 is built from the same configuration"
+    count = suite.count(second, keys, clause_id="NS-7")
+    expect(count == len(keys), "NS-7", f"the rebuilt backend found {count} of {len(keys)} pages", shown)
+    for key, page in zip(keys, suite.read(second, keys, pages=[4, 5, 6], clause_id="NS-7")):
+        expect(suite.same_page(key, second.pool, page), "NS-7", f"the rebuilt backend reads {suite.label(key)} as "
+               f"{describe_page_difference(suite.page_for(key, second.pool), page)}", shown)

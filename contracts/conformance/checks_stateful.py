@@ -1,0 +1,151 @@
+"""The stateful tier: a hypothesis state machine drives one backend instance against a model of a lossy
+write-once store, and shrinks any failure to the shortest sequence of calls that shows it.
+
+The model (``attempted``, ``confirmed``, ``cleared`` sets of keys):
+
+- a set may return False (the page is then maybe stored, maybe not);
+- a backend that may evict can drop a confirmed page at any time;
+- a hit is never stale or corrupt: it carries exactly the key's bytes, for a
+  key written since the last ``clear()``;
+- without eviction, every confirmed page is found, at every step.
+
+Rules that need v1 are gated by ``@precondition``; each run builds its own
+instance (fresh namespace, fresh keys) in ``@initialize`` and clears it in
+``teardown``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from hypothesis import note, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from hicache_spec import count_leading_run
+from hicache_contracts.conformance.context import Instance, SuiteContext
+from hicache_contracts.conformance.framework import conformance_check, expect, fail
+from hicache_contracts.conformance.pools import describe_page_difference
+from hicache_contracts.conformance.properties import run_machine
+
+KEY_COUNT = 6
+"""Keys one run of the machine plays with: few, so that rules meet the same keys often."""
+
+picks = st.lists(st.integers(0, KEY_COUNT - 1), min_size=1, max_size=4, unique=True)
+"""Which keys a rule touches, as indices into the run's keys."""
+
+
+def lossy_write_once_store_machine(suite: SuiteContext) -> type[RuleBasedStateMachine]:
+    """Return the state machine class bound to ``suite`` (hypothesis builds one machine per run)."""
+    uses_v1 = suite.claims("v1")
+
+    class LossyWriteOnceStore(RuleBasedStateMachine):
+        """A backend instance next to a model of what it may and must hold."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.instance: Optional[Instance] = None
+            self.keys: list[str] = []
+            self.attempted: set[str] = set()
+            self.confirmed: dict[str, str] = {}
+            self.cleared: set[str] = set()
+
+        @initialize()
+        def build_instance(self) -> None:
+            self.instance = suite.build(suite.config(model_name=suite.namespace("machine")), pages=16,
+                                        tag="state machine")
+            self.keys = suite.new_keys(KEY_COUNT)
+            note(f"keys: {suite.show(self.keys)}")
+
+        def chosen(self, indices: list[int]) -> list[str]:
+            return [self.keys[index] for index in indices]
+
+        def record_writes(self, keys: list[str], results: list[bool], path: str) -> None:
+            for key, stored in zip(keys, results):
+                self.attempted.add(key)
+                self.cleared.discard(key)
+                if stored:
+                    self.confirmed[key] = path
+
+        def check_reads(self, keys: list[str], pages: list[Any], path: str) -> None:
+            read_clause = "BE-15" if path == "v1" else "BE-9"
+            for key, page in zip(keys, pages):
+                if page is not None:
+                    if key in self.cleared:
+                        fail("BE-11", f"{suite.label(key)} reads back after clear() and no new write")
+                    expect(key in self.attempted, read_clause, f"{suite.label(key)} reads back but was never written")
+                    expect(suite.same_page(key, self.instance.pool, page), read_clause,
+                           f"{suite.label(key)} reads back as "
+                           f"{describe_page_difference(suite.page_for(key, self.instance.pool), page)}")
+                elif key in self.confirmed and not suite.may_evict:
+                    writer = self.confirmed[key]
+                    fail("BE-17" if writer == "v1" else "BE-9",
+                         f"{suite.label(key)} was stored (set returned True through {writer}) but {path} reads miss it")
+
+        @rule(indices=picks)
+        def set_pages(self, indices: list[int]) -> None:
+            keys = self.chosen(indices)
+            self.record_writes(keys, suite.write(self.instance, keys, path="legacy", clause_id="BE-9"), "legacy")
+
+        @precondition(lambda self: uses_v1)
+        @rule(indices=picks)
+        def set_pages_v1(self, indices: list[int]) -> None:
+            keys = self.chosen(indices)
+            results = suite.write(self.instance, keys, pages=list(range(len(keys))), path="v1", clause_id="BE-17")
+            self.record_writes(keys, results, "v1")
+
+        @rule(indices=picks)
+        def get_pages(self, indices: list[int]) -> None:
+            keys = self.chosen(indices)
+            self.check_reads(keys, suite.read(self.instance, keys, path="legacy", clause_id="BE-9"), "legacy")
+
+        @precondition(lambda self: uses_v1)
+        @rule(indices=picks)
+        def get_pages_v1(self, indices: list[int]) -> None:
+            keys = self.chosen(indices)
+            pages = suite.read(self.instance, keys, pages=list(range(8, 8 + len(keys))), path="v1", clause_id="BE-15")
+            self.check_reads(keys, pages, "v1")
+
+        @rule(indices=st.lists(st.integers(0, KEY_COUNT - 1), max_size=KEY_COUNT, unique=True))
+        def query(self, indices: list[int]) -> None:
+            keys = self.chosen(indices)
+            count = suite.count(self.instance, keys)
+            upper = count_leading_run(tuple(key in self.attempted for key in keys))
+            lower = 0 if suite.may_evict else count_leading_run(tuple(key in self.confirmed for key in keys))
+            if count > upper and keys[upper] in self.cleared:
+                fail("BE-11", f"batch_exists counts {suite.label(keys[upper])}, cleared and not written since")
+            expect(lower <= count <= upper, "BE-2", f"batch_exists({suite.show(keys)}) returned {count}; the model "
+                   f"allows {lower}..{upper}")
+
+        @rule()
+        def clear(self) -> None:
+            suite.call("BE-11", self.instance.backend.clear)
+            self.cleared |= self.attempted
+            self.attempted.clear()
+            self.confirmed.clear()
+
+        @invariant()
+        def confirmed_pages_are_found(self) -> None:
+            if self.instance is None or suite.may_evict:
+                return
+            for key, writer in self.confirmed.items():
+                if suite.count(self.instance, [key]) != 1:
+                    fail("BE-17" if writer == "v1" else "BE-9",
+                         f"{suite.label(key)} was stored (set returned True through {writer}) but batch_exists "
+                         "no longer finds it")
+
+        def teardown(self) -> None:
+            if self.instance is not None:
+                suite.call("BE-11", self.instance.backend.clear)
+                close = getattr(self.instance.backend, "close", None)
+                if callable(close):
+                    suite.call("BE-11", close)
+                suite.forget(self.instance)
+
+    return LossyWriteOnceStore
+
+
+@conformance_check("BE-2", "BE-9", "BE-11", "BE-15", "BE-17", requires=("core",), tier="stateful")
+def stateful_model_of_a_lossy_write_once_store(suite: SuiteContext) -> None:
+    """Random sequences of set, get, batch_exists and clear never contradict a lossy write-once store."""
+    machine = lossy_write_once_store_machine(suite)
+    run_machine(suite.seed, machine, "BE-2", suite.profile.stateful_examples, suite.profile.stateful_steps)

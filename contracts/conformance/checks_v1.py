@@ -1,0 +1,94 @@
+"""Checks of the zero-copy v1 level: result cardinality (BE-14), bytes that land where asked (BE-15, BE-17),
+and nothing written outside the addressed slots (BE-16).
+
+Data checks try the profile's batch sizes in ascending order and stop at
+the first that fails, so the counterexample is the smallest batch that
+shows the bug. Pages are written from one region of the host pool, the
+region is then overwritten, and the pages are read into another region:
+what lands can only have come from storage.
+"""
+
+from __future__ import annotations
+
+from hicache_spec import STORAGE_BATCH_SIZE
+from hicache_contracts.conformance.checks_core import is_bool
+from hicache_contracts.conformance.context import SuiteContext
+from hicache_contracts.conformance.framework import conformance_check, expect, fail
+from hicache_contracts.conformance.pools import describe_page_difference, pages_equal
+
+GUARD_VALUE = 77.0
+"""The value of guard pages around the pages a read addresses (BE-16)."""
+
+
+@conformance_check("BE-14")
+def v1_results_have_one_bool_per_key(suite: SuiteContext) -> None:
+    """batch_get_v1 and batch_set_v1 return a list of exactly len(keys) bools, for hits, misses and empty input."""
+    backend, pool = suite.main.backend, suite.main.pool
+    for size in (0,) + suite.profile.batch_sizes:
+        keys = suite.new_keys(size)
+        for method, pages in ((backend.batch_set_v1, suite.spread(size)),
+                              (backend.batch_get_v1, suite.spread(size, start=2 * STORAGE_BATCH_SIZE))):
+            if method.__name__ == "batch_set_v1":
+                for key, page in zip(keys, pages):
+                    pool.poke(page, suite.page_for(key, pool))
+            raw = suite.call("BE-14", method, keys, pool.slots(pages), None)
+            shown = f"{method.__name__}({suite.show(keys)}, <{size * pool.page_size} host slots>) -> {suite.show(raw)}"
+            if not isinstance(raw, list):
+                fail("BE-14", f"{method.__name__} returned a {type(raw).__name__}, not a list", shown)
+            expect(len(raw) == size, "BE-14", f"{method.__name__} returned {len(raw)} results for {size} keys", shown)
+            expect(all(is_bool(item) for item in raw), "BE-14",
+                   f"{method.__name__} returned non-bool entries {[type(item).__name__ for item in raw][:4]}", shown)
+        missing = suite.new_keys(size)
+        raw = suite.call("BE-14", backend.batch_get_v1, missing, pool.slots(suite.spread(size)), None)
+        expect(isinstance(raw, list) and len(raw) == size, "BE-14",
+               f"batch_get_v1 on {size} missing keys returned {suite.show(raw)}")
+
+
+@conformance_check("BE-15", "BE-17")
+def v1_pages_round_trip_bit_for_bit(suite: SuiteContext) -> None:
+    """A page whose set returned True reads back; a read that returns True put exactly the stored bytes in the addressed slots."""
+    instance, pool = suite.main, suite.main.pool
+    for size in suite.profile.batch_sizes:
+        keys = suite.new_keys(size)
+        sources = suite.spread(size)
+        written = suite.write(instance, keys, pages=sources, path="v1", clause_id="BE-17")
+        pool.fill(sources, value=-1.0)  # from now on the bytes can only come from storage
+        targets = suite.spread(size, start=2 * STORAGE_BATCH_SIZE)
+        read = suite.read(instance, keys, pages=targets, path="v1", clause_id="BE-15")
+        for index, (key, stored, page) in enumerate(zip(keys, written, read)):
+            shown = (f"batch_set_v1 then batch_get_v1 of {size} keys {suite.show(keys)}; "
+                     f"page {index} ({suite.label(key)}) from host page {sources[index]} into host page {targets[index]}")
+            if page is not None:
+                expected = suite.page_for(key, pool)
+                expect(pages_equal(expected, page), "BE-15",
+                       f"batch_get_v1 returned True for {suite.label(key)} but its slots hold "
+                       f"{describe_page_difference(expected, page)}", shown)
+            elif stored and not suite.may_evict:
+                fail("BE-17", f"batch_set_v1 returned True for {suite.label(key)} but batch_get_v1 cannot read it "
+                              "back", shown)
+
+
+@conformance_check("BE-16")
+def v1_reads_touch_only_addressed_slots(suite: SuiteContext) -> None:
+    """A read writes nothing outside the addressed host slots, for hits and misses alike."""
+    instance, pool = suite.main, suite.main.pool
+    for size in suite.profile.batch_sizes:
+        keys = suite.new_keys(size)
+        present = [index % 3 != 1 for index in range(size)]  # every third page is a miss
+        stored = [key for key, here in zip(keys, present) if here]
+        suite.store(instance, stored, pages=suite.spread(len(stored)), path="v1", clause_id="BE-16")
+        addressed = suite.spread(size, start=1, stride=2)  # odd pages; the even pages around them are guards
+        guards = list(range(0, 2 * size + 1, 2))
+        pool.fill(guards, value=GUARD_VALUE)
+        guard_page = pool.peek(guards[0])
+        suite.read(instance, keys, pages=addressed, path="v1", clause_id="BE-16")
+        for guard in guards:
+            page = pool.peek(guard)
+            if not pages_equal(guard_page, page):
+                neighbours = [index for index, page_number in enumerate(addressed) if abs(page_number - guard) == 1]
+                which = ", ".join(f"{suite.label(keys[index])} ({'hit' if present[index] else 'miss'})"
+                                  for index in neighbours)
+                fail("BE-16", f"batch_get_v1 wrote into guard page {guard}, which it was not given "
+                              f"({describe_page_difference(guard_page, page)})",
+                     f"batch_get_v1 of {size} keys {suite.show(keys)} (every third missing) into odd host pages; "
+                     f"guard page {guard} lies next to {which}")

@@ -1,0 +1,236 @@
+"""Checks of the pool-aware v2 level: result shapes (BE-19), unregistered pools (BE-20), pool-hit folding
+per policy (BE-21, HYB-6, HYB-7), truthful per-pool hits (HYB-8) and KV-derived sidecars (BE-22).
+
+The suite registers KV and two sidecar pools (``indexer``, ``swa``) with
+every instance when v2 is claimed; ``draft`` is never registered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Sequence
+
+from hypothesis import given, strategies as st
+
+from hicache_spec import ALL_PAGES, STORAGE_BATCH_SIZE, TRAILING_PAGES, count_pool_hits, fold_pool_hits
+from hicache_contracts.conformance.context import UNREGISTERED_POOL, Instance, SuiteContext
+from hicache_contracts.conformance.framework import CheckSkipped, conformance_check, expect, fail
+from hicache_contracts.conformance.pools import describe_page_difference, pages_equal
+from hicache_contracts.conformance.properties import run_property
+from hicache_contracts.models import PoolHitPolicy, PoolName
+
+VARIANTS = {PoolName.KV.value: 0, PoolName.INDEXER.value: 0, PoolName.SWA.value: 3}
+"""Which variant of a key's page each pool stores (sidecar pools share a geometry, so they differ by variant)."""
+
+
+def place(suite: SuiteContext, instance: Instance, name: PoolName, keys: Sequence[str], pages: Sequence[int]) -> None:
+    """Put the suite's page of each key for pool ``name`` into ``pages`` of that pool."""
+    pool = instance.pool_for(name)
+    for key, page in zip(keys, pages):
+        pool.poke(page, suite.page_for(key, pool, VARIANTS[name.value]))
+
+
+def expected_page(suite: SuiteContext, instance: Instance, name: str, key: str) -> Any:
+    pool = instance.pool_for(name)
+    return suite.page_for(key, pool, VARIANTS[name])
+
+
+def store_pool(suite: SuiteContext, instance: Instance, name: PoolName, keys: Sequence[str],
+               pages: Sequence[int], *, derived: bool = False) -> None:
+    """Write ``keys`` into pool ``name`` alone with batch_set_v2; skip the check if the backend refuses."""
+    if not keys:
+        return
+    place(suite, instance, name, keys, pages)
+    transfers = [suite.transfer(name, keys, instance.pool_for(name).slots(pages), derived=derived)]
+    flags = suite.v2_flags(suite.call("BE-19", instance.backend.batch_set_v2, transfers, None), transfers,
+                           "batch_set_v2")
+    if not all(flags[name.value]):
+        raise CheckSkipped(f"the backend refused to store pages of pool {name.value!r} the check needs")
+
+
+def read_result(suite: SuiteContext, raw: Any, shown: str) -> tuple[int, dict[str, int]]:
+    """Return ``(kv_hit_pages, extra_pool_hit_pages by pool name)`` of a batch_exists_v2 result; fail BE-21 on a bad shape."""
+    kv_hit = getattr(raw, "kv_hit_pages", None)
+    extra = getattr(raw, "extra_pool_hit_pages", None)
+    if isinstance(kv_hit, bool) or not isinstance(kv_hit, int) or not isinstance(extra, Mapping):
+        fail("BE-21", "batch_exists_v2 must return a PoolTransferResult (kv_hit_pages int, extra_pool_hit_pages "
+                      f"dict), got {suite.show(raw)}", shown)
+    return kv_hit, {str(getattr(name, "value", name)): hits for name, hits in extra.items()}
+
+
+@conformance_check("BE-19")
+def v2_results_have_one_entry_per_pool(suite: SuiteContext) -> None:
+    """batch_get_v2 and batch_set_v2 return one entry per transfer name holding len(keys) bools; [] gives {}."""
+    instance, backend = suite.main, suite.main.backend
+    for method in (backend.batch_set_v2, backend.batch_get_v2):
+        raw = suite.call("BE-19", method, [], None)
+        expect(isinstance(raw, Mapping) and not raw, "BE-19", f"{method.__name__}([]) returned {suite.show(raw)}, "
+               "not an empty dict")
+    for size in (1, 3):
+        keys = suite.new_keys(size)
+        kv_pages, swa_pages = list(range(size)), list(range(size, 2 * size))
+        place(suite, instance, PoolName.KV, keys, kv_pages)
+        place(suite, instance, PoolName.INDEXER, keys, kv_pages)
+        place(suite, instance, PoolName.SWA, keys, swa_pages)
+        for method in (backend.batch_set_v2, backend.batch_get_v2):
+            transfers = [
+                suite.transfer(PoolName.KV, keys, instance.pool.slots(kv_pages)),
+                suite.transfer(PoolName.INDEXER, keys, instance.pool.slots(kv_pages), derived=True),
+                suite.transfer(PoolName.SWA, keys, instance.pool_for(PoolName.SWA).slots(swa_pages),
+                               policy=PoolHitPolicy.TRAILING_PAGES),
+            ]
+            suite.v2_flags(suite.call("BE-19", method, transfers, None), transfers, method.__name__)
+
+
+@conformance_check("BE-20")
+def v2_unregistered_pool_is_all_false(suite: SuiteContext) -> None:
+    """A transfer for a pool never registered yields all False for that pool and never raises; other pools are served."""
+    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
+    keys = suite.new_keys(2)
+    place(suite, instance, PoolName.KV, keys, [0, 1])
+    for method in (backend.batch_set_v2, backend.batch_get_v2):
+        transfers = [suite.transfer(PoolName.KV, keys, pool.slots([0, 1])),
+                     suite.transfer(UNREGISTERED_POOL, keys, pool.slots([2, 3]))]
+        flags = suite.v2_flags(suite.call("BE-20", method, transfers, None), transfers, method.__name__)
+        expect(not any(flags[UNREGISTERED_POOL.value]), "BE-20",
+               f"{method.__name__} returned {flags[UNREGISTERED_POOL.value]} for pool "
+               f"{UNREGISTERED_POOL.value!r}, which was never registered",
+               f"{method.__name__}({suite.show(transfers)})")
+        if method.__name__ == "batch_set_v2":
+            expect(all(flags[PoolName.KV.value]), "BE-20", f"batch_set_v2 failed the registered KV pool "
+                   f"({flags[PoolName.KV.value]}) because another transfer named an unregistered pool")
+    query = [suite.transfer(UNREGISTERED_POOL, keys)]
+    shown = f"batch_exists_v2({suite.show(keys)}, {suite.show(query)})"
+    kv_hit, _ = read_result(suite, suite.call("BE-20", backend.batch_exists_v2, keys, query, None), shown)
+    expect(kv_hit == 0, "BE-20", f"batch_exists_v2 counted {kv_hit} pages of pool {UNREGISTERED_POOL.value!r}, "
+           "which was never registered", shown)
+
+
+def _pattern(flags: Sequence[bool]) -> str:
+    return "".join("S" if flag else "-" for flag in flags) or "(none)"
+
+
+@conformance_check("BE-21", "HYB-6", "HYB-7")
+def v2_exists_folds_pool_hits_per_policy(suite: SuiteContext) -> None:
+    """batch_exists_v2's kv_hit_pages is the minimum over KV and every pool per its policy; zero-hit pools are left out."""
+    instance, backend = suite.main, suite.main.backend
+    start = 2 * STORAGE_BATCH_SIZE
+
+    @given(st.data())
+    def folding(data: Any) -> None:
+        size = data.draw(st.integers(0, 6), label="pages")
+        kv = data.draw(st.lists(st.booleans(), min_size=size, max_size=size), label="kv")
+        indexer = data.draw(st.lists(st.booleans(), min_size=size, max_size=size), label="indexer (all_pages)")
+        swa = data.draw(st.lists(st.booleans(), min_size=size, max_size=size), label="swa (trailing_pages)")
+        window = data.draw(st.integers(0, 3), label="swa window")
+        keys = suite.new_keys(size)
+        for name, present in ((PoolName.KV, kv), (PoolName.INDEXER, indexer), (PoolName.SWA, swa)):
+            chosen = [key for key, here in zip(keys, present) if here]
+            store_pool(suite, instance, name, chosen, list(range(start, start + len(chosen))))
+        window_keys = keys[len(keys) - window:] if window else []
+        query = [suite.transfer(PoolName.INDEXER, keys, policy=PoolHitPolicy.ALL_PAGES),
+                 suite.transfer(PoolName.SWA, window_keys, policy=PoolHitPolicy.TRAILING_PAGES)]
+        folded, entries = fold_pool_hits(tuple(kv), (
+            (PoolName.INDEXER.value, ALL_PAGES, len(keys), tuple(indexer)),
+            (PoolName.SWA.value, TRAILING_PAGES, window, tuple(swa)),
+        ))
+        expected = dict(entries)
+        shown = (f"{size} keys; stored kv '{_pattern(kv)}', indexer (all_pages) '{_pattern(indexer)}', "
+                 f"swa (trailing_pages, window {window}) '{_pattern(swa)}'; expected kv_hit_pages {folded}, "
+                 f"extra_pool_hit_pages {expected}")
+        kv_hit, pools = read_result(suite, suite.call("BE-21", backend.batch_exists_v2, keys, query, None), shown)
+        got = f"got kv_hit_pages {kv_hit}, extra_pool_hit_pages {pools}"
+        for name, clause_id, policy in ((PoolName.INDEXER.value, "HYB-6", ALL_PAGES),
+                                        (PoolName.SWA.value, "HYB-7", TRAILING_PAGES)):
+            expect(pools.get(name, 0) == expected.get(name, 0), clause_id,
+                   f"pool {name!r} ({policy}) hit {pools.get(name, 0)} pages, expected {expected.get(name, 0)}; {got}",
+                   shown)
+        if PoolName.KV.value in pools:
+            expect(pools[PoolName.KV.value] == expected.get(PoolName.KV.value, 0), "BE-21",
+                   f"the KV entry of extra_pool_hit_pages is not the KV leading run; {got}", shown)
+        zero = sorted(name for name, hits in pools.items() if hits == 0)
+        expect(not zero, "BE-21", f"pools with zero hits must be left out of extra_pool_hit_pages: {zero}; {got}",
+               shown)
+        expect(kv_hit == folded, "BE-21", f"kv_hit_pages must be the minimum over KV and every pool; {got}", shown)
+
+    run_property(suite.seed, folding, "BE-21", suite.profile.examples)
+
+
+@conformance_check("HYB-8")
+def v2_pool_hits_count_only_pages_that_landed(suite: SuiteContext) -> None:
+    """Per pool, the leading run of True that count_pool_hits takes from batch_get_v2 covers only pages whose bytes landed."""
+    instance, backend = suite.main, suite.main.backend
+    for size in suite.profile.batch_sizes:
+        keys = suite.new_keys(size)
+        sources, targets = list(range(size)), suite.spread(size, start=2 * STORAGE_BATCH_SIZE)
+        swa_sources = list(range(size, 2 * size))
+        store = [
+            (PoolName.KV, sources, False), (PoolName.INDEXER, sources, True), (PoolName.SWA, swa_sources, False),
+        ]
+        for name, pages, _ in store:
+            place(suite, instance, name, keys, pages)
+        transfers = [suite.transfer(name, keys, instance.pool_for(name).slots(pages), derived=derived,
+                                    policy=PoolHitPolicy.TRAILING_PAGES if name is PoolName.SWA else PoolHitPolicy.ALL_PAGES)
+                     for name, pages, derived in store]
+        suite.v2_flags(suite.call("HYB-8", backend.batch_set_v2, transfers, None), transfers, "batch_set_v2")
+        for name, pages, _ in store:
+            instance.pool_for(name).fill(pages, value=-1.0)
+        reads = [suite.transfer(name, keys, instance.pool_for(name).slots(targets), derived=derived)
+                 for name, _, derived in store]
+        for name, _, _ in store:
+            instance.pool_for(name).fill(targets)
+        flags = suite.v2_flags(suite.call("HYB-8", backend.batch_get_v2, reads, None), reads, "batch_get_v2")
+        hits = dict(count_pool_hits(tuple((name, tuple(value)) for name, value in flags.items())))
+        for name, loaded in hits.items():
+            pool = instance.pool_for(name)
+            for index in range(loaded):
+                page = pool.peek(targets[index])
+                wanted = expected_page(suite, instance, name, keys[index])
+                expect(pages_equal(wanted, page), "HYB-8",
+                       f"count_pool_hits counts page {index} of pool {name!r} ({suite.label(keys[index])}) as loaded, "
+                       f"but its slots hold {describe_page_difference(wanted, page)}",
+                       f"batch_set_v2 then batch_get_v2 of {size} keys {suite.show(keys)} over kv, indexer, swa")
+
+
+@conformance_check("BE-22")
+def v2_kv_derived_sidecars_travel_with_kv(suite: SuiteContext) -> None:
+    """A KV-derived sidecar written with KV reads back with it, and one never written is reported missing."""
+    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
+    keys = suite.new_keys(3)
+    pages = [0, 1, 2]
+    place(suite, instance, PoolName.KV, keys, pages)
+    place(suite, instance, PoolName.INDEXER, keys, pages)
+    both = [suite.transfer(PoolName.KV, keys, pool.slots(pages)),
+            suite.transfer(PoolName.INDEXER, keys, pool.slots(pages), derived=True)]
+    written = suite.v2_flags(suite.call("BE-22", backend.batch_set_v2, both, None), both, "batch_set_v2")
+    query = [suite.transfer(PoolName.INDEXER, keys, policy=PoolHitPolicy.ALL_PAGES, derived=True)]
+    shown = f"batch_set_v2(kv + kv-derived indexer, {suite.show(keys)}), then batch_exists_v2 and batch_get_v2"
+    kv_hit, pools = read_result(suite, suite.call("BE-22", backend.batch_exists_v2, keys, query, None), shown)
+    targets = [10, 11, 12]
+    for name in (PoolName.KV, PoolName.INDEXER):
+        instance.pool_for(name).fill(targets)
+    reads = [suite.transfer(PoolName.KV, keys, pool.slots(targets)),
+             suite.transfer(PoolName.INDEXER, keys, pool.slots(targets), derived=True)]
+    loaded = suite.v2_flags(suite.call("BE-22", backend.batch_get_v2, reads, None), reads, "batch_get_v2")
+    indexer_pool = instance.pool_for(PoolName.INDEXER)
+    for index, key in enumerate(keys):
+        reported = pools.get(PoolName.INDEXER.value, 0) > index and kv_hit > index
+        if loaded["indexer"][index]:
+            page = indexer_pool.peek(targets[index])
+            wanted = expected_page(suite, instance, "indexer", key)
+            expect(pages_equal(wanted, page), "BE-22", f"the kv-derived indexer page of {suite.label(key)} read back "
+                   f"as {describe_page_difference(wanted, page)}", shown)
+        elif reported and not suite.may_evict:
+            fail("BE-22", f"batch_exists_v2 reports the kv-derived indexer page of {suite.label(key)} present, but "
+                          "batch_get_v2 cannot read it", shown)
+        if written["indexer"][index] and written["kv"][index] and loaded["kv"][index] and not suite.may_evict:
+            expect(loaded["indexer"][index], "BE-22", f"{suite.label(key)}'s KV page reads back but its kv-derived "
+                   "indexer page, written in the same batch_set_v2, does not", shown)
+    alone = suite.new_keys(2)
+    store_pool(suite, instance, PoolName.KV, alone, [20, 21])
+    shown = f"batch_set_v2(kv only, {suite.show(alone)}), then batch_exists_v2 asking for the kv-derived indexer"
+    query = [suite.transfer(PoolName.INDEXER, alone, policy=PoolHitPolicy.ALL_PAGES, derived=True)]
+    kv_hit, pools = read_result(suite, suite.call("BE-22", backend.batch_exists_v2, alone, query, None), shown)
+    expect(kv_hit == 0 and pools.get(PoolName.INDEXER.value, 0) == 0, "BE-22",
+           f"an indexer page never written is reported present (kv_hit_pages {kv_hit}, extra_pool_hit_pages {pools})",
+           shown)

@@ -1,0 +1,442 @@
+"""The suite context: the run's namespace, its keys and pages, the instances it builds and how it calls them.
+
+Safety rules the context enforces:
+
+- every instance it builds has a model name under the run's namespace
+  (``<model-name>-conform-<random run id>``, plus a tag per variant), and
+  every key is fresh (a SHA-256 over the run id and a counter), so the run
+  never reads or overwrites pages it did not write;
+- at the end it calls ``clear()`` only on the instances it built, then
+  ``close()`` where a backend has one; it never calls ``clear()`` on
+  anything else.
+
+Objects handed to the backend are SGLang's own (``HiCacheStorageConfig``,
+``HiCacheStorageExtraInfo``, ``PoolTransfer``, ``PoolName``) when SGLang is
+importable, else the contract models, which read the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import itertools
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+from hicache_spec import STORAGE_BATCH_SIZE
+from hicache_contracts.conformance.framework import CheckSkipped, ClauseFailure, fail
+from hicache_contracts.conformance.loading import BackendFactory
+from hicache_contracts.conformance.options import SuiteOptions
+from hicache_contracts.conformance.pools import ConformancePool, pages_equal
+from hicache_contracts.interop import SGLANG_STORAGE_MODULE, to_sglang
+from hicache_contracts.models import (
+    HiCacheStorageConfig,
+    HiCacheStorageExtraInfo,
+    PoolHitPolicy,
+    PoolName,
+    PoolTransfer,
+)
+
+__all__ = ["Instance", "SIDECAR_POOLS", "SuiteContext"]
+
+LAYER_NUM = 2
+"""Layers of the suite's KV host pools (small: the bytes matter, not their number)."""
+HEAD_NUM = 2
+"""Heads per layer of the suite's MHA pools."""
+HEAD_DIM = 8
+"""Elements per head of the suite's pools (the latent width for MLA)."""
+MAIN_POOL_PAGES = 4 * STORAGE_BATCH_SIZE + 8
+"""Pages of the main instance's pool: room for two full batches, each with a guard page around every page."""
+SIDECAR_POOLS: tuple[PoolName, ...] = (PoolName.INDEXER, PoolName.SWA)
+"""The sidecar pools registered for v2 checks besides KV."""
+UNREGISTERED_POOL = PoolName.DRAFT
+"""A pool the suite never registers (BE-20)."""
+
+
+@dataclass
+class Instance:
+    """One backend instance the suite built, with the host pools it registered."""
+
+    backend: Any
+    """The backend object."""
+    config: HiCacheStorageConfig
+    """Its configuration, as a contract model (the backend received the wire form)."""
+    pool: ConformancePool
+    """The KV host pool registered with ``register_mem_pool_host``."""
+    sidecars: dict[str, ConformancePool] = field(default_factory=dict)
+    """Sidecar pools registered with ``register_mem_host_pool_v2``, by pool name."""
+    tag: str = "main"
+    """How messages name this instance."""
+
+    def pool_for(self, name: Any) -> ConformancePool:
+        """Return the host pool of pool ``name`` (KV or a sidecar)."""
+        text = str(getattr(name, "value", name))
+        return self.pool if text == PoolName.KV.value else self.sidecars[text]
+
+
+class SuiteContext:
+    """What every check receives: options, claimed levels, keys, pages, instances and wrapped calls."""
+
+    def __init__(
+        self,
+        factory: BackendFactory,
+        options: SuiteOptions,
+        *,
+        claimed: frozenset[str] = frozenset(),
+        may_evict: bool = False,
+        seed: Optional[int] = None,
+        run_id: Optional[str] = None,
+    ) -> None:
+        self.factory = factory
+        """Builds backend instances."""
+        self.options = options
+        """The run's options."""
+        self.profile = options.profile_settings
+        """How much work each check does."""
+        self.claimed = claimed
+        """Levels the backend claims (set by the runner once probing is done)."""
+        self.may_evict = may_evict
+        """Whether the backend may drop pages it accepted."""
+        self.seed = seed if seed is not None else (options.seed if options.seed is not None
+                                                   else random.SystemRandom().randrange(2**31))
+        """The seed of every random choice of the run."""
+        self.run_id = run_id or f"{random.SystemRandom().getrandbits(40):010x}"
+        """Random per run; part of the model name and of every key."""
+        self.model_name = f"{options.model_name}-conform-{self.run_id}"
+        """The run's model name: the namespace of everything the run writes."""
+        self.rng = random.Random(self.seed)
+        """Random choices of the checks."""
+        self._key_numbers = itertools.count()
+        self._labels: dict[str, str] = {}
+        self._pages: dict[tuple, torch.Tensor] = {}
+        self._instances: list[Instance] = []
+        self._main: Optional[Instance] = None
+        self._tags = itertools.count()
+        self.sglang = _sglang_module()
+        """SGLang's storage module when importable (its objects are handed to the backend), else None."""
+        self.cleanup_notes: list[str] = []
+        """What went wrong while cleaning up (reported, never raised)."""
+
+    # ------------------------------------------------------------------ keys
+    def new_keys(self, count: int) -> list[str]:
+        """Return ``count`` fresh page keys (64 lowercase hex characters), labelled k0, k1, ... in messages."""
+        keys = []
+        for _ in range(count):
+            number = next(self._key_numbers)
+            key = hashlib.sha256(f"hicache-conform/{self.run_id}/{number}".encode()).hexdigest()
+            self._labels[key] = f"k{number}"
+            keys.append(key)
+        return keys
+
+    def label(self, key: Any) -> str:
+        """Return the short label of a key in messages (``k3``), or its repr if the suite did not make it."""
+        return self._labels.get(key, repr(key)) if isinstance(key, str) else repr(key)
+
+    def show(self, value: Any) -> str:
+        """Return ``value`` as messages show it: keys by label, tensors by size, infos by their fields."""
+        if value is None:
+            return "None"
+        if isinstance(value, str):
+            return self.label(value)
+        if isinstance(value, torch.Tensor):
+            return f"<{value.numel()} host slots>" if value.dim() == 1 else f"<tensor {tuple(value.shape)}>"
+        if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+            labels = [self.label(item) for item in value]
+            if len(labels) > 6:
+                return f"[{', '.join(labels[:3])}, ..., {labels[-1]}] ({len(labels)} keys)"
+            return f"[{', '.join(labels)}]"
+        if hasattr(value, "prefix_keys"):
+            return (f"{type(value).__name__}(prefix_keys={self.show(value.prefix_keys)}, "
+                    f"extra_info={getattr(value, 'extra_info', None)!r})")
+        if hasattr(value, "hit_policy") and hasattr(value, "name"):
+            return (f"PoolTransfer({getattr(value.name, 'value', value.name)}, keys={self.show(value.keys)}, "
+                    f"{getattr(value.hit_policy, 'value', value.hit_policy)})")
+        if isinstance(value, (list, tuple)):
+            return "[" + ", ".join(self.show(item) for item in value) + "]"
+        text = repr(value)
+        return text if len(text) <= 120 else text[:117] + "..."
+
+    # ------------------------------------------------------------------ pages
+    def page_for(self, key: str, pool: ConformancePool, variant: int = 0) -> torch.Tensor:
+        """Return the page the suite stores under ``key`` in ``pool``: random, but fixed per key and variant."""
+        cache_key = (key, pool.page_element_count, pool.dtype, variant)
+        page = self._pages.get(cache_key)
+        if page is None:
+            digest = hashlib.sha256(f"{self.seed}/{key}/{pool.page_element_count}/{variant}".encode()).digest()
+            generator = torch.Generator().manual_seed(int.from_bytes(digest[:7], "little"))
+            page = pool.random_page(generator)
+            self._pages[cache_key] = page
+        return page
+
+    def spread(self, count: int, *, start: int = 0, stride: int = 1) -> list[int]:
+        """Return ``count`` page numbers ``start, start + stride, ...`` in a random order."""
+        pages = [start + index * stride for index in range(count)]
+        self.rng.shuffle(pages)
+        return pages
+
+    # ------------------------------------------------------------------ configs and instances
+    def config(self, *, model_name: Optional[str] = None, extra_config: Any = ..., **overrides: Any
+               ) -> HiCacheStorageConfig:
+        """Return a configuration under the run's namespace; ``overrides`` replace single-rank defaults."""
+        if extra_config is ...:
+            extra_config = None if self.factory.extra_config is None else dict(self.factory.extra_config)
+        fields: dict[str, Any] = dict(
+            tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_cp_rank=0, attn_cp_size=1,
+            is_mla_model=self.options.kind == "mla", enable_storage_metrics=False,
+            is_page_first_layout=self.options.layout == "page_first",
+            model_name=model_name or self.model_name, extra_config=extra_config,
+        )
+        fields.update(overrides)
+        return HiCacheStorageConfig(**fields)
+
+    def namespace(self, tag: str) -> str:
+        """Return a fresh model name under the run's namespace, tagged ``tag``."""
+        return f"{self.model_name}-{tag}{next(self._tags)}"
+
+    def new_pool(self, page_count: int, *, kind: Optional[str] = None, layer_num: int = LAYER_NUM,
+                 head_num: Optional[int] = None) -> ConformancePool:
+        """Return a pool with the run's page size and layout."""
+        kind = kind or self.options.kind
+        heads = head_num if head_num is not None else (1 if kind == "mla" else HEAD_NUM)
+        return ConformancePool(page_count=page_count, page_size=self.options.page_size, layer_num=layer_num,
+                               head_num=heads, head_dim=HEAD_DIM, dtype=torch.float16, kind=kind,
+                               layout=self.options.layout, pin_memory=False)
+
+    def build(self, config: Optional[HiCacheStorageConfig] = None, *, pages: int = 32,
+              v2: Optional[bool] = None, tag: str = "", construct_clause: str = "BE-1") -> Instance:
+        """Build, register and remember an instance for ``config`` (default: the run's main configuration).
+
+        The pool is registered with ``register_mem_pool_host`` right after
+        construction; with ``v2`` (default: v2 claimed) KV and the sidecar
+        pools are also registered with ``register_mem_host_pool_v2``.
+        """
+        config = config or self.config()
+        wire_config = self.wire(config)
+        try:
+            backend = self.factory.build(wire_config)
+        except Exception as error:
+            hint = ""
+            if config.extra_config:
+                hint = (" (SGLang builds a dynamic backend as cls(storage_config, {}): the extra config arrives "
+                        "in storage_config.extra_config, the second argument is an empty dict)")
+            fail(construct_clause, f"building the backend raised {type(error).__name__}: {error}{hint}",
+                 f"{self.factory.name}(storage_config=HiCacheStorageConfig({_describe_config(config)}, "
+                 f"extra_config={dict(config.extra_config) if config.extra_config else None!r}), {{}})")
+        pool = self.new_pool(pages)
+        instance = Instance(backend, config, pool, {}, tag or _describe_config(config))
+        self._instances.append(instance)
+        self.call("BE-24", backend.register_mem_pool_host, pool)
+        if self.claims("v2") if v2 is None else v2:
+            self.call("BE-24", backend.register_mem_host_pool_v2, pool, self.pool_name(PoolName.KV))
+            for name in SIDECAR_POOLS:
+                sidecar = self.new_pool(pages, kind="mla", layer_num=1)
+                instance.sidecars[name.value] = sidecar
+                self.call("BE-24", backend.register_mem_host_pool_v2, sidecar, self.pool_name(name))
+        return instance
+
+    @property
+    def main(self) -> Instance:
+        """The run's main instance (built once, with a pool large enough for every data check)."""
+        if self._main is None:
+            self._main = self.build(pages=MAIN_POOL_PAGES, tag="main")
+        return self._main
+
+    def set_main(self, instance: Instance) -> None:
+        """Use ``instance`` (built by this context) as the main instance."""
+        self._main = instance
+
+    def claims(self, level: str) -> bool:
+        """Whether ``level`` is claimed."""
+        return level in self.claimed
+
+    @property
+    def instances(self) -> tuple[Instance, ...]:
+        """Every instance built so far."""
+        return tuple(self._instances)
+
+    # ------------------------------------------------------------------ wire objects
+    def wire(self, model: Any) -> Any:
+        """Return ``model`` as the backend receives it: SGLang's object when SGLang is importable."""
+        if self.sglang is None or model is None:
+            return model
+        return to_sglang(model, storage_module=self.sglang)
+
+    def pool_name(self, name: PoolName) -> Any:
+        """Return ``name`` as SGLang's ``PoolName`` when SGLang is importable, else the contract enum."""
+        return name if self.sglang is None else self.sglang.PoolName(name.value)
+
+    def info(self, prefix_keys: Any = None, extra_info: Any = None) -> Any:
+        """Return an extra info with these fields, in the backend's wire form."""
+        return self.wire(HiCacheStorageExtraInfo(prefix_keys=prefix_keys, extra_info=extra_info))
+
+    def transfer(self, name: PoolName, keys: Sequence[str], host_indices: Optional[torch.Tensor] = None, *,
+                 policy: PoolHitPolicy = PoolHitPolicy.ALL_PAGES, derived: bool = False) -> Any:
+        """Return a ``PoolTransfer`` in the backend's wire form; ``derived`` makes it a KV-derived sidecar."""
+        model = PoolTransfer(name=name, keys=list(keys), host_indices=host_indices, hit_policy=policy,
+                             indices_from_pool=PoolName.KV if derived else None)
+        return self.wire(model)
+
+    # ------------------------------------------------------------------ calls
+    def call(self, clause_id: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call a backend method; an exception out of it is a failure of ``clause_id``."""
+        try:
+            return function(*args, **kwargs)
+        except ClauseFailure:
+            raise
+        except Exception as error:
+            fail(clause_id, f"{self.describe_call(function, args, kwargs)} raised "
+                            f"{type(error).__name__}: {error}")
+
+    def describe_call(self, function: Any, args: Sequence[Any], kwargs: Optional[dict] = None) -> str:
+        """Return ``name(arguments)`` as messages show a call."""
+        name = getattr(function, "__name__", "call")
+        parts = [self.show(argument) for argument in args]
+        parts += [f"{key}={self.show(value)}" for key, value in (kwargs or {}).items()]
+        return f"{name}({', '.join(parts)})"
+
+    # ------------------------------------------------------------------ data paths
+    def io_path(self) -> str:
+        """How checks move pages: ``v1`` when v1 is claimed, else ``legacy``."""
+        return "v1" if self.claims("v1") else "legacy"
+
+    def write(self, instance: Instance, keys: Sequence[str], *, pages: Optional[Sequence[int]] = None,
+              info: Any = None, variant: int = 0, path: Optional[str] = None, clause_id: str = "BE-17"
+              ) -> list[bool]:
+        """Write the suite's page for each key; return one success flag per key.
+
+        v1: the pages are placed in host pages ``pages`` (default: the first
+        ones) and written with ``batch_set_v1``; legacy: ``set`` per key.
+        A call that raises is a failure of ``clause_id``.
+        """
+        keys = list(keys)
+        backend, pool = instance.backend, instance.pool
+        if (path or self.io_path()) == "legacy":
+            results = []
+            for key in keys:
+                outcome = self.call(clause_id, backend.set, key, self.page_for(key, pool, variant))
+                results.append(outcome is True)
+            return results
+        pages = list(pages) if pages is not None else list(range(len(keys)))
+        for key, page in zip(keys, pages):
+            pool.poke(page, self.page_for(key, pool, variant))
+        raw = self.call(clause_id, backend.batch_set_v1, keys, pool.slots(pages), info)
+        return self.v1_flags(raw, keys, "batch_set_v1")
+
+    def read(self, instance: Instance, keys: Sequence[str], *, pages: Optional[Sequence[int]] = None,
+             info: Any = None, path: Optional[str] = None, clause_id: str = "BE-15"
+             ) -> list[Optional[torch.Tensor]]:
+        """Read each key; return the page read (bytes as they landed) or None for a miss."""
+        keys = list(keys)
+        backend, pool = instance.backend, instance.pool
+        if (path or self.io_path()) == "legacy":
+            pages_read: list[Optional[torch.Tensor]] = []
+            for key in keys:
+                target = torch.zeros(pool.page_element_count, dtype=pool.dtype)
+                value = self.call(clause_id, backend.get, key, target)
+                pages_read.append(value if isinstance(value, torch.Tensor) else None)
+            return pages_read
+        pages = list(pages) if pages is not None else list(range(len(keys)))
+        pool.fill(pages)
+        raw = self.call(clause_id, backend.batch_get_v1, keys, pool.slots(pages), info)
+        flags = self.v1_flags(raw, keys, "batch_get_v1")
+        return [pool.peek(page) if flag else None for flag, page in zip(flags, pages)]
+
+    def v1_flags(self, raw: Any, keys: Sequence[str], method: str) -> list[bool]:
+        """Return a v1 result as a list of bools; fail BE-14 unless it is a list of exactly len(keys) bools."""
+        if not isinstance(raw, (list, tuple)) or len(raw) != len(keys):
+            shown = f"{len(raw)} entries" if isinstance(raw, (list, tuple)) else repr(raw)
+            fail("BE-14", f"{method} must return a list of exactly len(keys) = {len(keys)} bools, "
+                          f"got {shown}", f"{method}({self.show(list(keys))}, ...) -> {self.show(raw)}")
+        return [bool(item) for item in raw]
+
+    def v2_flags(self, raw: Any, transfers: Sequence[Any], method: str) -> dict[str, list[bool]]:
+        """Return a v2 get/set result by pool name; fail BE-19 unless it has exactly one entry per
+        transfer name, each a list of len(keys) bools."""
+        shown = f"{method}({self.show(list(transfers))}) -> {self.show(raw)}"
+        if not isinstance(raw, Mapping):
+            fail("BE-19", f"{method} must return a dict of pool name -> list of bools, got {type(raw).__name__}",
+                 shown)
+        by_name = {str(getattr(name, "value", name)): flags for name, flags in raw.items()}
+        expected = {str(getattr(item.name, "value", item.name)): len(item.keys or ()) for item in transfers}
+        for name, length in expected.items():
+            flags = by_name.get(name)
+            if flags is None:
+                fail("BE-19", f"{method} left pool {name!r} out of its result", shown)
+            if not isinstance(flags, (list, tuple)) or len(flags) != length:
+                got = f"{len(flags)} entries" if isinstance(flags, (list, tuple)) else repr(flags)
+                fail("BE-19", f"{method} must give pool {name!r} a list of len(keys) = {length} bools, got {got}",
+                     shown)
+        unexpected = sorted(set(by_name) - set(expected))
+        if unexpected:
+            fail("BE-19", f"{method} returned entries for pools it was not asked about: {unexpected}", shown)
+        return {name: [bool(flag) for flag in by_name[name]] for name in expected}
+
+    def count(self, instance: Instance, keys: Sequence[str], info: Any = None, *, clause_id: str = "BE-2") -> int:
+        """Return ``batch_exists(keys, info)``; fail BE-2 unless it is an int in [0, len(keys)]."""
+        raw = self.call(clause_id, instance.backend.batch_exists, list(keys), info)
+        if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= len(keys):
+            fail("BE-2", f"batch_exists must return an int n with 0 <= n <= len(keys) = {len(keys)}, got {raw!r}",
+                 f"batch_exists({self.show(list(keys))}) -> {raw!r}")
+        return raw
+
+    def found(self, instance: Instance, keys: Sequence[str]) -> list[bool]:
+        """Return, per key, whether ``exists`` reports it (a non-bool result counts as its truth value)."""
+        return [bool(self.call("BE-4", instance.backend.exists, key)) for key in keys]
+
+    def same_page(self, key: str, pool: ConformancePool, page: Optional[torch.Tensor], variant: int = 0) -> bool:
+        """Whether ``page`` holds exactly the suite's page for ``key``."""
+        return pages_equal(self.page_for(key, pool, variant), page)
+
+    def store(self, instance: Instance, keys: Sequence[str], **write_options: Any) -> None:
+        """Write the pages a check needs; skip the check when the backend refuses any (set returned False)."""
+        results = self.write(instance, keys, **write_options)
+        if not all(results):
+            refused = [self.label(key) for key, ok in zip(keys, results) if not ok]
+            raise CheckSkipped(f"the backend refused to store pages the check needs (set returned False for "
+                               f"{', '.join(refused[:4])}{', ...' if len(refused) > 4 else ''}); nothing to check")
+
+    # ------------------------------------------------------------------ cleanup
+    def close(self) -> None:
+        """Clear every instance the run built (its own namespaces only), then close those that can close."""
+        for instance in reversed(self._instances):
+            clear = getattr(instance.backend, "clear", None)
+            if callable(clear):
+                try:
+                    clear()
+                except Exception as error:  # reported by BE-11's check; cleanup goes on
+                    self.cleanup_notes.append(f"clear() on {instance.tag} raised {type(error).__name__}: {error}")
+        for instance in reversed(self._instances):
+            close = getattr(instance.backend, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception as error:
+                    self.cleanup_notes.append(f"close() on {instance.tag} raised {type(error).__name__}: {error}")
+        self._instances.clear()
+        self._main = None
+
+    def forget(self, instance: Instance) -> None:
+        """Stop tracking ``instance`` (the caller cleared and closed it)."""
+        if instance in self._instances:
+            self._instances.remove(instance)
+
+
+def _sglang_module() -> Any:
+    try:
+        return importlib.import_module(SGLANG_STORAGE_MODULE)
+    except ImportError:
+        return None
+
+
+def _describe_config(config: HiCacheStorageConfig) -> str:
+    parts = [f"model_name={config.model_name!r}"]
+    for rank, size in (("tp_rank", "tp_size"), ("pp_rank", "pp_size"), ("attn_cp_rank", "attn_cp_size")):
+        if getattr(config, size) != 1:
+            parts.append(f"{rank}={getattr(config, rank)}/{getattr(config, size)}")
+    if config.is_mla_model:
+        parts.append("is_mla_model=True")
+    return ", ".join(parts)

@@ -1,0 +1,67 @@
+"""The backend levels a vendor can claim: each a named set of clause IDs derived from the registry.
+
+A level's clauses are the live clauses of that level whose role is
+``backend`` or ``both`` (``hicache_spec.clauses``). ``core`` binds every
+backend; the others are claimed (declared or probed, see ``runner``).
+"""
+
+from __future__ import annotations
+
+from hicache_spec import LEVELS, Clause, clauses
+
+__all__ = [
+    "BACKEND_LEVELS",
+    "BACKEND_ROLES",
+    "backend_clauses",
+    "level_clause_ids",
+    "level_clauses",
+    "level_of",
+    "parse_levels",
+]
+
+BACKEND_LEVELS: tuple[str, ...] = ("core", "v1", "v2", "prefix", "namespacing", "concurrency", "durability")
+"""The levels that bind storage backends, in report order."""
+
+BACKEND_ROLES: tuple[str, ...] = ("backend", "both")
+"""Clause roles that a backend must honour."""
+
+
+def level_clauses(level: str) -> tuple[Clause, ...]:
+    """Return the live backend clauses of ``level``, in registry order."""
+    if level not in BACKEND_LEVELS:
+        raise ValueError(f"level: must be one of {list(BACKEND_LEVELS)} (got {level!r})")
+    return tuple(item for item in clauses() if item.level == level and item.role in BACKEND_ROLES)
+
+
+def level_clause_ids(level: str) -> tuple[str, ...]:
+    """Return the IDs of ``level_clauses(level)``."""
+    return tuple(item.id for item in level_clauses(level))
+
+
+def backend_clauses() -> tuple[Clause, ...]:
+    """Return every live backend clause, level by level in ``BACKEND_LEVELS`` order."""
+    return tuple(item for level in BACKEND_LEVELS for item in level_clauses(level))
+
+
+def level_of(clause_id: str) -> str:
+    """Return the level of a backend clause; raise ValueError for any other ID."""
+    for item in backend_clauses():
+        if item.id == clause_id:
+            return item.level
+    raise ValueError(f"clause_id: must name a backend clause (got {clause_id!r})")
+
+
+def parse_levels(text: str | None, *, field: str = "levels") -> tuple[str, ...] | None:
+    """Return the levels of a comma-separated list (``"core,v1"``), or None for None or blank text.
+
+    Raises ValueError naming ``field`` for a level that does not bind backends.
+    """
+    if text is None or not text.strip():
+        return None
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    for name in names:
+        if name not in BACKEND_LEVELS:
+            kind = "an engine level" if name in LEVELS else "not a level"
+            raise ValueError(f"{field}: must name backend levels from {list(BACKEND_LEVELS)} "
+                             f"(got {name!r}, {kind})")
+    return tuple(dict.fromkeys(names))

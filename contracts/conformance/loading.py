@@ -1,0 +1,165 @@
+"""Loading a vendor's backend the way SGLang loads a dynamic backend.
+
+SGLang's ``--hicache-storage-backend dynamic`` reads ``module_path`` and
+``class_name`` from the extra config (``--hicache-storage-backend-extra-config``),
+imports the class and builds it as ``cls(storage_config, kwargs)``, where
+``storage_config.extra_config`` is the whole extra config (the loading keys
+included) and ``kwargs`` is a dict of engine keyword arguments, empty in
+practice. The host pool arrives later, through ``register_mem_pool_host``.
+
+``BackendFactory`` does exactly that for every instance the suite builds.
+The extra config is given as JSON text, or ``@path`` to a ``.json``,
+``.toml``, ``.yaml`` or ``.yml`` file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional
+
+__all__ = ["BackendFactory", "load_object", "parse_extra_config", "resolve_factory"]
+
+LOADING_KEYS: tuple[str, ...] = ("backend_name", "module_path", "class_name", "interface_v1")
+"""Keys SGLang's dynamic loading reads from the extra config and still passes to the backend."""
+
+
+def _config_error(field_name: str, rule: str, value: object) -> ValueError:
+    return ValueError(f"{field_name}: {rule} (got {value!r})")
+
+
+def parse_extra_config(text: Optional[str], *, field_name: str = "--extra-config") -> Optional[dict]:
+    """Return the extra config that ``text`` describes: JSON, or ``@path`` to a JSON, TOML or YAML file.
+
+    None or blank text gives None. Anything but an object (a dict) is refused
+    with a ValueError naming ``field_name``.
+    """
+    if text is None or not str(text).strip():
+        return None
+    text = str(text).strip()
+    if text.startswith("@"):
+        path = Path(text[1:]).expanduser()
+        if not path.is_file():
+            raise _config_error(field_name, "must name an existing file after '@'", text)
+        suffix = path.suffix.lower()
+        raw = path.read_text(encoding="utf-8")
+        try:
+            if suffix == ".json":
+                value = json.loads(raw)
+            elif suffix == ".toml":
+                import tomllib
+
+                value = tomllib.loads(raw)
+            elif suffix in (".yaml", ".yml"):
+                import yaml
+
+                value = yaml.safe_load(raw)
+            else:
+                raise _config_error(field_name, "must be a .json, .toml, .yaml or .yml file", str(path))
+        except ValueError as error:  # json, tomllib and yaml errors are ValueErrors or carry a message
+            if str(error).startswith(field_name):
+                raise
+            raise _config_error(field_name, f"must be a valid {suffix[1:]} file ({error})", str(path)) from None
+        except Exception as error:  # yaml.YAMLError
+            raise _config_error(field_name, f"must be a valid {suffix[1:]} file ({error})", str(path)) from None
+    else:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise _config_error(field_name, f"must be a JSON object or @file ({error.msg})", text) from None
+    if not isinstance(value, dict):
+        raise _config_error(field_name, "must be an object (a dict of options)", value)
+    return value
+
+
+def load_object(spec: str, *, field_name: str = "--backend") -> Any:
+    """Import and return the object named by ``spec``: ``package.module:Name`` or ``package.module.Name``."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise _config_error(field_name, "must be 'module:Class'", spec)
+    spec = spec.strip()
+    if ":" in spec:
+        module_name, _, attribute = spec.partition(":")
+    else:
+        module_name, _, attribute = spec.rpartition(".")
+    if not module_name or not attribute:
+        raise _config_error(field_name, "must be 'module:Class'", spec)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise _config_error(field_name, f"module must be importable ({error})", spec) from None
+    target: Any = module
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise _config_error(field_name, f"module {module_name!r} must define {attribute!r}", spec) from None
+    return target
+
+
+@dataclass(frozen=True)
+class BackendFactory:
+    """Builds backend instances as SGLang does: ``target(storage_config, kwargs)``.
+
+    ``target`` is the backend class (or any callable with that signature);
+    ``extra_config`` becomes ``storage_config.extra_config`` of every
+    instance; ``kwargs`` is the second constructor argument (SGLang passes
+    an empty dict).
+    """
+
+    target: Callable[..., Any]
+    """The backend class, or a callable taking ``(storage_config, kwargs)``."""
+    extra_config: Optional[Mapping[str, Any]] = None
+    """The vendor's extra config, as SGLang's ``--hicache-storage-backend-extra-config`` would hold it."""
+    name: str = ""
+    """How the report names the backend (``module:Class`` by default)."""
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """The second constructor argument; empty, as SGLang passes it."""
+
+    def __post_init__(self) -> None:
+        if not callable(self.target):
+            raise _config_error("BackendFactory.target", "must be a backend class or callable", self.target)
+        if self.extra_config is not None and not isinstance(self.extra_config, Mapping):
+            raise _config_error("BackendFactory.extra_config", "must be a dict or None", self.extra_config)
+        if not self.name:
+            object.__setattr__(self, "name", _describe_target(self.target))
+
+    @property
+    def backend_class(self) -> Optional[type]:
+        """The backend class when ``target`` is one, else None."""
+        return self.target if isinstance(self.target, type) else None
+
+    def build(self, storage_config: Any) -> Any:
+        """Return a new backend instance for ``storage_config`` (already in the form the backend receives)."""
+        return self.target(storage_config, dict(self.kwargs))
+
+
+def _describe_target(target: Any) -> str:
+    module = getattr(target, "__module__", None) or "?"
+    name = getattr(target, "__qualname__", None) or type(target).__name__
+    return f"{module}:{name}"
+
+
+def resolve_factory(
+    backend: Any = None, extra_config: Optional[Mapping[str, Any]] = None, *, name: str = ""
+) -> BackendFactory:
+    """Return a ``BackendFactory`` from what a vendor gave.
+
+    ``backend`` is a ``BackendFactory``, a class or callable, a
+    ``"module:Class"`` string, or None — then ``extra_config`` must hold
+    ``module_path`` and ``class_name``, as for SGLang's dynamic backend.
+    """
+    if isinstance(backend, BackendFactory):
+        return backend
+    if backend is None:
+        config = dict(extra_config or {})
+        module_path, class_name = config.get("module_path"), config.get("class_name")
+        if not module_path or not class_name:
+            raise _config_error("--backend", "must be given, or the extra config must hold module_path and "
+                                "class_name", None)
+        target = load_object(f"{module_path}:{class_name}", field_name="extra_config.module_path/class_name")
+        return BackendFactory(target, extra_config, name or f"{module_path}:{class_name}")
+    if isinstance(backend, str):
+        return BackendFactory(load_object(backend), extra_config, name or backend.strip())
+    return BackendFactory(backend, extra_config, name)

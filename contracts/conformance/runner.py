@@ -1,0 +1,350 @@
+"""Running the suite: decide what the backend claims, run every check, turn outcomes into clause verdicts.
+
+    run_suite(factory, options)        -> SuiteReport   one backend
+    run_reference_suite(options)       -> SuiteReport   the reference memory and file backends
+
+What a backend claims (``decide_levels``):
+
+- ``core`` always: it binds every backend;
+- the levels the vendor declares (``SuiteOptions.levels``, else the class
+  attribute ``hicache_levels``); a declared level whose methods are absent or
+  only raise NotImplementedError fails every clause of that level ("declared
+  but not honoured") and its checks are not run;
+- without a declaration, what probing finds (``detect_capabilities``): v1, v2
+  and prefix when their methods are implemented, namespacing and concurrency
+  always (every multi-rank, multi-threaded engine needs them), durability
+  never (it cannot be probed; declare it).
+
+A clause of a claimed level passes when at least one check of it ran to the
+end and none found it broken; it is skipped, with the reason, when no check
+could look.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from hicache_spec import LEVELS
+from hicache_contracts.capabilities import CAPABILITY_LEVELS, Capabilities, detect_capabilities
+from hicache_contracts.conformance import checks_concurrency as _checks_concurrency  # noqa: F401  (registers)
+from hicache_contracts.conformance import checks_core as _checks_core  # noqa: F401
+from hicache_contracts.conformance import checks_namespacing as _checks_namespacing  # noqa: F401
+from hicache_contracts.conformance import checks_prefix as _checks_prefix  # noqa: F401
+from hicache_contracts.conformance import checks_stateful as _checks_stateful  # noqa: F401
+from hicache_contracts.conformance import checks_v1 as _checks_v1  # noqa: F401
+from hicache_contracts.conformance import checks_v2 as _checks_v2  # noqa: F401
+from hicache_contracts.conformance.context import SuiteContext
+from hicache_contracts.conformance.framework import Check, CheckSkipped, ClauseFailure, check_named, ordered_checks
+from hicache_contracts.conformance.levels import BACKEND_LEVELS, level_clauses
+from hicache_contracts.conformance.loading import BackendFactory, resolve_factory
+from hicache_contracts.conformance.options import SuiteOptions
+from hicache_contracts.conformance.report import (
+    FAIL,
+    PASS,
+    SKIP,
+    CheckOutcome,
+    ClauseVerdict,
+    Failure,
+    LevelVerdict,
+    ReportSection,
+    SuiteReport,
+)
+
+__all__ = [
+    "ALWAYS_PROBED",
+    "Progress",
+    "SuiteRunner",
+    "decide_levels",
+    "run_reference_suite",
+    "run_suite",
+    "tool_version",
+]
+
+ALWAYS_PROBED: tuple[str, ...] = ("namespacing", "concurrency")
+"""Levels claimed without a declaration: they need no method beyond core."""
+
+Progress = Callable[[int, int, Check, CheckOutcome], None]
+"""Called after each check: ``(position from 1, total, check, outcome)``."""
+
+
+def tool_version() -> str:
+    """Return the installed version of the project."""
+    try:
+        return importlib.metadata.version("hicache-spec")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+@dataclass(frozen=True)
+class LevelDecision:
+    """What the backend claims, and why."""
+
+    claimed: frozenset[str]
+    """Claimed levels whose methods are there (the checks of these run)."""
+    dishonoured: dict
+    """Declared levels whose methods are missing: level → why."""
+    verdicts: tuple[LevelVerdict, ...]
+    """One per backend level, for the report."""
+
+
+def decide_levels(capabilities: Capabilities, declared: Optional[tuple[str, ...]]) -> LevelDecision:
+    """Return what a backend with ``capabilities`` claims, given the levels it declares (or None)."""
+    claimed: set[str] = set()
+    dishonoured: dict[str, str] = {}
+    verdicts = []
+    for level in BACKEND_LEVELS:
+        missing = capabilities.missing_for(level) if level in CAPABILITY_LEVELS else ()
+        problems = [capabilities.method(name).problem or f"{name} does not accept extra_info both ways"
+                    for name in missing]
+        if level == "core":
+            source, wanted = "required", True
+        elif declared is not None:
+            source, wanted = "declared", level in declared
+        else:
+            source = "probed"
+            wanted = level in ALWAYS_PROBED or (level in CAPABILITY_LEVELS and not missing)
+        if not wanted:
+            if declared is not None:
+                reason = "not declared"
+            elif level == "durability":
+                reason = "cannot be probed; declare it with --levels or hicache_levels"
+            else:
+                reason = "; ".join(problems) or "not found"
+            verdicts.append(LevelVerdict(level, False, source, reason, LEVELS[level]))
+            continue
+        if problems:
+            dishonoured[level] = "declared but not honoured: " + "; ".join(problems)
+            verdicts.append(LevelVerdict(level, True, source, dishonoured[level], LEVELS[level]))
+            continue
+        claimed.add(level)
+        verdicts.append(LevelVerdict(level, True, source, None, LEVELS[level]))
+    return LevelDecision(frozenset(claimed), dishonoured, tuple(verdicts))
+
+
+class SuiteRunner:
+    """One conformance run against one backend: ``start``, ``run_check`` per check, ``section``, ``close``."""
+
+    def __init__(self, factory: Any, options: Optional[SuiteOptions] = None, *, title: Optional[str] = None) -> None:
+        self.factory: BackendFactory = resolve_factory(factory)
+        self.options = options or SuiteOptions()
+        self.title = title or f"backend {self.factory.name}"
+        self.context = SuiteContext(self.factory, self.options)
+        self.decision: Optional[LevelDecision] = None
+        self.startup_failure: Optional[ClauseFailure] = None
+        self.outcomes: list[CheckOutcome] = []
+        self.capabilities: Optional[Capabilities] = None
+        self._started = time.monotonic()
+        self._started_up = False
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Build a probe instance, detect capabilities, decide the claimed levels."""
+        if self._started_up:
+            return
+        self._started_up = True
+        klass = self.factory.backend_class
+        try:
+            declared = self.options.levels or (None if klass is None else _declared(klass))
+            probe = self.context.build(self.context.config(model_name=self.context.namespace("probe")), pages=2,
+                                       v2=False, tag="probe")
+            self.capabilities = detect_capabilities(probe.backend)
+            if declared is None:
+                declared = self.capabilities.declared
+        except ClauseFailure as failure:
+            self.startup_failure = failure
+            return
+        except ValueError as error:  # a malformed hicache_levels
+            self.startup_failure = ClauseFailure("BE-1", str(error))
+            return
+        self.decision = decide_levels(self.capabilities, declared)
+        self.context.claimed = self.decision.claimed
+        may_evict = self.options.may_evict
+        if may_evict is None:
+            may_evict = bool(getattr(klass, "hicache_may_evict", False))
+        self.context.may_evict = may_evict
+
+    def close(self) -> None:
+        """Clear and close every instance the run built."""
+        self.context.close()
+
+    def __enter__(self) -> "SuiteRunner":
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ checks
+    def selected_checks(self) -> list[Check]:
+        """The checks this run executes: all, or those named in ``options.checks``."""
+        if self.options.checks is None:
+            return ordered_checks()
+        return [check_named(name) for name in self.options.checks]
+
+    def run_check(self, check: Check) -> CheckOutcome:
+        """Run one check (or decide why it cannot run) and remember its outcome."""
+        self.start()
+        outcome = self._outcome_of(check)
+        self.outcomes.append(outcome)
+        return outcome
+
+    def _outcome_of(self, check: Check) -> CheckOutcome:
+        if self.startup_failure is not None:
+            return CheckOutcome(check.name, check.clauses, SKIP,
+                                message=f"not run: the backend could not be built ({self.startup_failure.message})")
+        decision = self.decision
+        unclaimed = [level for level in check.requires if level not in decision.claimed]
+        if unclaimed:
+            level = unclaimed[0]
+            why = decision.dishonoured.get(level) or "not claimed"
+            return CheckOutcome(check.name, check.clauses, SKIP, message=f"level {level} {why}")
+        started = time.monotonic()
+        try:
+            check.function(self.context)
+        except ClauseFailure as failure:
+            return CheckOutcome(check.name, check.clauses, FAIL, failure.clause_id, failure.message,
+                                failure.counterexample, time.monotonic() - started)
+        except CheckSkipped as skipped:
+            return CheckOutcome(check.name, check.clauses, SKIP, message=str(skipped),
+                                duration_s=time.monotonic() - started)
+        except Exception as error:  # the suite must report, never crash, whatever the backend does
+            primary = next((item for item in check.clauses if _level(item) in decision.claimed), check.clauses[0])
+            where = traceback.extract_tb(error.__traceback__)[-1]
+            return CheckOutcome(check.name, check.clauses, FAIL, primary,
+                                f"the check stopped on {type(error).__name__}: {error} "
+                                f"(at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})",
+                                None, time.monotonic() - started)
+        return CheckOutcome(check.name, check.clauses, PASS, duration_s=time.monotonic() - started)
+
+    def run_all(self, progress: Optional[Progress] = None) -> ReportSection:
+        """Run every selected check in order; return the section."""
+        self.start()
+        checks = self.selected_checks()
+        for position, check in enumerate(checks, start=1):
+            outcome = self.run_check(check)
+            if progress is not None:
+                progress(position, len(checks), check, outcome)
+        return self.section()
+
+    # ------------------------------------------------------------ verdicts
+    def section(self) -> ReportSection:
+        """Return the report section of what ran so far."""
+        context = self.context
+        options = dict(self.options.as_dict(), seed=context.seed, run_namespace=context.model_name,
+                       sglang_objects=context.sglang is not None)
+        notes = [f"run namespace {context.model_name} (everything written is under it and cleared at the end)"]
+        notes += context.cleanup_notes
+        if self.startup_failure is not None:
+            failure = self.startup_failure
+            levels = tuple(LevelVerdict(level, level == "core", "required" if level == "core" else "probed",
+                                        None if level == "core" else "the backend could not be built",
+                                        LEVELS[level]) for level in BACKEND_LEVELS)
+            verdicts = []
+            for item in level_clauses("core"):
+                if item.id == failure.clause_id:
+                    verdicts.append(ClauseVerdict(item.id, item.level, item.statement, FAIL,
+                                                  failures=(Failure("startup", failure.message,
+                                                                    failure.counterexample),)))
+                else:
+                    verdicts.append(ClauseVerdict(item.id, item.level, item.statement, SKIP,
+                                                  reason="not checked: the backend could not be built"))
+            for level in BACKEND_LEVELS[1:]:
+                for item in level_clauses(level):
+                    verdicts.append(ClauseVerdict(item.id, item.level, item.statement, SKIP,
+                                                  reason="not checked: the backend could not be built"))
+            return ReportSection(self.title, self.factory.name, levels, tuple(verdicts), tuple(self.outcomes),
+                                 options, tuple(notes), time.monotonic() - self._started)
+        decision = self.decision
+        verdicts = [self._verdict(item, decision) for level in BACKEND_LEVELS for item in level_clauses(level)]
+        return ReportSection(self.title, self.factory.name, decision.verdicts, tuple(verdicts), tuple(self.outcomes),
+                             options, tuple(notes), time.monotonic() - self._started)
+
+    def _verdict(self, item: Any, decision: LevelDecision) -> ClauseVerdict:
+        level_verdict = next(verdict for verdict in decision.verdicts if verdict.level == item.level)
+        if not level_verdict.claimed:
+            return ClauseVerdict(item.id, item.level, item.statement, SKIP,
+                                 reason=f"level {item.level} not claimed: {level_verdict.reason}")
+        if item.level in decision.dishonoured:
+            return ClauseVerdict(item.id, item.level, item.statement, FAIL,
+                                 failures=(Failure("capabilities", f"level {item.level} "
+                                                   f"{decision.dishonoured[item.level]}"),))
+        related = [outcome for outcome in self.outcomes if item.id in outcome.clauses or outcome.clause_id == item.id]
+        names = tuple(outcome.check for outcome in related)
+        failures = tuple(Failure(outcome.check, outcome.message or "", outcome.counterexample)
+                         for outcome in related if outcome.status == FAIL and outcome.clause_id == item.id)
+        if failures:
+            return ClauseVerdict(item.id, item.level, item.statement, FAIL, failures=failures, checks=names)
+        if any(outcome.status == PASS and item.id in outcome.clauses for outcome in related):
+            return ClauseVerdict(item.id, item.level, item.statement, PASS, checks=names)
+        reasons = []
+        for outcome in related:
+            if outcome.status == SKIP:
+                reasons.append(outcome.message or "skipped")
+            elif outcome.status == FAIL:
+                reasons.append(f"not reached: {outcome.check} stopped at {outcome.clause_id}")
+        if not related:
+            reasons.append("not run in this selection of checks" if self.options.checks is not None
+                           else "no check covers it")
+        return ClauseVerdict(item.id, item.level, item.statement, SKIP, reason="; ".join(dict.fromkeys(reasons)),
+                             checks=names)
+
+
+def _declared(klass: type) -> Optional[tuple[str, ...]]:
+    from hicache_contracts.capabilities import declared_levels
+
+    return declared_levels(klass)
+
+
+def _level(clause_id: str) -> str:
+    from hicache_contracts.conformance.levels import level_of
+
+    return level_of(clause_id)
+
+
+# ---------------------------------------------------------------- entry points
+def run_suite(factory: Any, options: Optional[SuiteOptions] = None, *, title: Optional[str] = None,
+              progress: Optional[Progress] = None) -> SuiteReport:
+    """Run the backend suite against one backend and return the report (one section).
+
+    ``factory`` is a ``BackendFactory``, a backend class (built with no extra
+    config) or a ``"module:Class"`` string.
+    """
+    with SuiteRunner(factory, options, title=title) as runner:
+        runner.run_all(progress)
+    return SuiteReport((runner.section(),))
+
+
+def reference_factories(directory: str) -> list[tuple[str, BackendFactory]]:
+    """Return the reference backends (imported now, not before) with the extra config each needs."""
+    from hicache_reference.backends import FileBackend, MemoryBackend
+
+    store = f"hicache-conform-{os.path.basename(directory)}"  # one store shared by every instance, as ranks share L3
+    return [
+        ("reference backend: memory", BackendFactory(MemoryBackend, {"store": store},
+                                                     "hicache_reference.backends:MemoryBackend")),
+        ("reference backend: file", BackendFactory(FileBackend, {"path": directory},
+                                                   "hicache_reference.backends:FileBackend")),
+    ]
+
+
+def run_reference_suite(options: Optional[SuiteOptions] = None, *, progress: Optional[Progress] = None,
+                        announce: Optional[Callable[[str], None]] = None) -> SuiteReport:
+    """Run the suite against the reference memory backend and the file backend in a temporary directory."""
+    from hicache_reference.backends import forget_shared_memory_store
+
+    report = SuiteReport()
+    with tempfile.TemporaryDirectory(prefix="hicache-conform-") as directory:
+        for title, factory in reference_factories(directory):
+            if announce is not None:
+                announce(title)
+            report = report.merged(run_suite(factory, options, title=title, progress=progress))
+            store = (factory.extra_config or {}).get("store")
+            if isinstance(store, str):
+                forget_shared_memory_store(store)
+    return report
