@@ -39,6 +39,8 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Optional, Union
 
+from pydantic import model_serializer
+
 from hicache_spec import STORAGE_BATCH_SIZE
 from hicache_contracts.errors import ContractViolation
 from hicache_contracts.models import Ack, ContractModel
@@ -64,6 +66,13 @@ TRACE_FORMAT = "hicache-trace/1"
 """The value of a trace file's ``format`` field; bumped on an incompatible change."""
 
 Keys = tuple[str, ...]
+
+
+def _without_unrecorded(model: Any, data: Any) -> Any:
+    """Leave ``prefix_keys_after`` out of a dump when it was not recorded (it is selective)."""
+    if isinstance(data, dict) and "prefix_keys_after" not in model.model_fields_set:
+        data.pop("prefix_keys_after", None)
+    return data
 
 
 class TraceTransfer(ContractModel):
@@ -118,6 +127,10 @@ class TraceCall(ContractModel):
         "keys": "KEY-2", "prefix_keys": "PFX-1", "prefix_keys_after": "PFX-5", "extra_info_state": "PFX-7",
     }
     _default_clause: ClassVar[str] = "PFX-7"
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: Any) -> Any:
+        return _without_unrecorded(self, handler(self))
 
     @property
     def all_keys(self) -> Keys:
@@ -207,6 +220,10 @@ class TraceOperation(ContractModel):
         "backup_completed_tokens": "CTL-7", "acks": "CTL-5",
     }
     _default_clause: ClassVar[str] = "PFX-2"
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: Any) -> Any:
+        return _without_unrecorded(self, handler(self))
 
 
 class TraceDocument(ContractModel):
