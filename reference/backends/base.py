@@ -44,11 +44,17 @@ from typing import Any, Iterable, Optional, Sequence
 import torch
 
 from hicache_contracts.errors import ContractViolation
+from hicache_contracts.host_pool import HostPagePool
 from hicache_contracts.models import PoolTransferResult, validate_host_indices, validate_page_keys
 from hicache_reference.backends.namespace import namespace_for, storage_name
 from hicache_spec import ALL_PAGES, KV, fold_pool_hits
 
 __all__ = ["BackendStats", "PageFormat", "PageStoreBackend", "PoolResults", "pool_key", "tensor_bytes"]
+
+
+MAX_COPY_RANGES = 8
+"""Most byte ranges per page for which a memmove per range beats one ``set_from_flat_data_page``
+(each memmove costs about a microsecond of Python; layer_first pools have 2 x layers ranges)."""
 
 
 # ---------------------------------------------------------------- small values
@@ -90,6 +96,9 @@ class PageFormat:
     """Bytes in a flat page: the exact size of every stored object of this pool (BE-13)."""
     slot_count: Optional[int]
     """Token slots in the pool, when the pool says (``size``); used to reject out-of-range slots."""
+    range_count: Optional[int] = None
+    """Byte ranges per page when reads may be copied in with memmove (a ``HostPagePool`` with at most
+    ``MAX_COPY_RANGES`` of them); None to copy through ``set_from_flat_data_page``."""
 
     @classmethod
     def of_pool(cls, pool: Any) -> "PageFormat":
@@ -100,12 +109,14 @@ class PageFormat:
         dtype = dummy.dtype
         element_count = int(dummy.numel())
         slot_count = getattr(pool, "size", None)
+        range_count = pool.ranges_per_page() if isinstance(pool, HostPagePool) else None
         return cls(
             page_size=int(pool.page_size),
             dtype=dtype,
             element_count=element_count,
             byte_count=element_count * dummy.element_size(),
             slot_count=slot_count if isinstance(slot_count, int) else None,
+            range_count=range_count if range_count is not None and range_count <= MAX_COPY_RANGES else None,
         )
 
 
@@ -200,6 +211,7 @@ class PageStoreBackend:
         self._formats: dict[str, PageFormat] = {}
         self._derived_pools: set[str] = set()
         self._counters = _Counters()
+        self._staging = threading.local()
         self._closed = False
         self.mem_pool_host: Any = None
         """The registered KV host pool, or None (a plain attribute, as SGLang's base class has it)."""
@@ -294,30 +306,76 @@ class PageStoreBackend:
 
     # ============================================================ page IO
     def _read_pages(self, pool_name: str, keys: Sequence[str], slots: Sequence[int]) -> list[bool]:
-        """Read each page into a temporary; copy into its host slots only when it arrived whole."""
+        """Read each page into a staging buffer; copy it into its host slots only once it arrived whole (BE-16)."""
         count = len(keys)
         if count == 0:
             return []
         pool, page_format = self._pools[pool_name], self._formats[pool_name]
         size = page_format.byte_count
-        staging = bytearray(size * count)
+        staging = self._staging_buffer(size * count)
         view = memoryview(staging)
         buffers = [view[index * size : (index + 1) * size] for index in range(count)]
         names = [self._name(key, pool_name) for key in keys]
         arrived = self._guarded(self._read_objects_into, None, names, buffers)
         if not isinstance(arrived, list) or len(arrived) != count:
             arrived = [False] * count
-        results = []
-        for index, slot in enumerate(slots):
-            landed = False
-            if arrived[index] is True:
-                page = torch.frombuffer(staging, dtype=page_format.dtype, count=page_format.element_count,
-                                        offset=index * size)
-                landed = self._guarded(self._copy_into_pool, False, pool, slot, page)
-            results.append(landed)
+        results = [flag is True for flag in arrived]
+        if any(results):
+            results = self._copy_pages_into_pool(pool, page_format, staging, results, slots)
         read = sum(results)
         self._counters.add(pages_read=read, bytes_read=read * size, read_misses=count - read)
         return results
+
+    def _copy_pages_into_pool(self, pool: Any, page_format: PageFormat, staging: bytearray, whole: list[bool],
+                              slots: Sequence[int]) -> list[bool]:
+        """Copy each page that arrived whole from ``staging`` into its host slots, and nothing else (BE-16)."""
+        size = page_format.byte_count
+        ranges = None
+        if page_format.range_count is not None:
+            ranges = self._guarded(self._page_ranges, None, pool, page_format, slots)
+        if ranges is not None:  # memmove through the pool's byte ranges: the fast path
+            base = ctypes.addressof((ctypes.c_char * len(staging)).from_buffer(staging))
+            return [flag and self._guarded(self._copy_ranges, False, base + index * size, ranges[index])
+                    for index, flag in enumerate(whole)]
+        return [
+            flag and self._guarded(self._copy_into_pool, False, pool, slot, torch.frombuffer(
+                staging, dtype=page_format.dtype, count=page_format.element_count, offset=index * size))
+            for index, (flag, slot) in enumerate(zip(whole, slots))
+        ]
+
+    @staticmethod
+    def _page_ranges(pool: Any, page_format: PageFormat, slots: Sequence[int]) -> list[list[tuple[int, int]]]:
+        """Return each page's (pointer, size) byte ranges in a ``HostPagePool``, in flat-page order.
+
+        ``HostPagePool.get_page_buffer_meta`` lists them so (docs/host_pool.md).
+        """
+        page_size, per_page = page_format.page_size, page_format.range_count
+        starts = torch.tensor(list(slots), dtype=torch.int64)
+        indices = (starts[:, None] + torch.arange(page_size, dtype=torch.int64)[None, :]).reshape(-1)
+        pointers, sizes = pool.get_page_buffer_meta(indices)
+        if len(pointers) != per_page * len(slots) or sum(sizes[:per_page]) != page_format.byte_count:
+            raise RuntimeError("host pool byte ranges do not match the page size")
+        pairs = list(zip(pointers, sizes))
+        return [pairs[page * per_page : (page + 1) * per_page] for page in range(len(slots))]
+
+    @staticmethod
+    def _copy_ranges(source: int, ranges: list[tuple[int, int]]) -> bool:
+        """Copy one whole page from address ``source`` into its host byte ranges (only those: BE-16)."""
+        for pointer, count in ranges:
+            ctypes.memmove(pointer, source, count)
+            source += count
+        return True
+
+    def _staging_buffer(self, byte_count: int) -> bytearray:
+        """Return this thread's staging buffer of at least ``byte_count`` bytes (BE-16: reads land here first).
+
+        One per thread (BE-23), kept between calls: a fresh buffer per call
+        would cost a page fault per 4 KiB on every read.
+        """
+        buffer = getattr(self._staging, "buffer", None)
+        if buffer is None or len(buffer) < byte_count:
+            buffer = self._staging.buffer = bytearray(byte_count)
+        return buffer
 
     @staticmethod
     def _copy_into_pool(pool: Any, slot: int, page: torch.Tensor) -> bool:

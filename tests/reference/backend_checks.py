@@ -128,12 +128,26 @@ def expect_violation(call: Callable[[], Any]) -> ContractViolation:
 
 
 # ================================================================== harness
+class ForeignPool:
+    """A host pool that is not a ``HostPagePool``, as SGLang's would be: backends see only its attributes.
+
+    Everything is delegated to a real pool, so tests can still inspect the bytes.
+    """
+
+    def __init__(self, inner: HostPagePool) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 class Harness:
     """Builds instances of one backend class over one shared store; backdoors bypass the API."""
 
     def __init__(self, backend_cls: type, extra: dict) -> None:
         self.backend_cls = backend_cls
         self.extra = dict(extra)
+        self.pool_wrapper: Optional[Callable[[HostPagePool], Any]] = None
 
     def using(self, backend_cls: type) -> "Harness":
         """Return a harness for ``backend_cls`` over the same store (for planted bugs)."""
@@ -142,12 +156,20 @@ class Harness:
         clone.backend_cls = backend_cls
         return clone
 
+    def with_foreign_pools(self) -> "Harness":
+        """Return a harness whose backends get host pools that are not ``HostPagePool`` instances."""
+        clone = self.using(self.backend_cls)
+        clone.pool_wrapper = ForeignPool
+        return clone
+
     def make(self, storage_config: Any = None, *, pool: Optional[HostPagePool] = None, register: bool = True,
              **extra: Any) -> Any:
         """Build a backend (config ``single_rank`` by default) and register a fresh host pool."""
         backend = self.backend_cls(storage_config or config(), {**self.extra, **extra})
         if register:
             pool = pool or make_pool()
+            if self.pool_wrapper is not None:
+                pool = self.pool_wrapper(pool)
             backend.register_mem_pool_host(pool)
             backend.register_mem_host_pool_v2(pool, PoolName.KV)
         return backend
@@ -906,6 +928,15 @@ class BackendClauseTests:
     @pytest.mark.clause("BE-16", "BE-15")
     def test_reads_stay_in_their_slots(self, harness: Harness) -> None:
         check_reads_stay_in_their_slots(harness)
+
+    @pytest.mark.clause("BE-15", "BE-16", "BE-24")
+    @pytest.mark.parametrize("layout", ["layer_first", "page_first"])
+    def test_foreign_host_pool(self, harness: Harness, layout: str) -> None:
+        """Any object with the page helpers serves as the host pool (pages copied through set_from_flat_data_page)."""
+        foreign = harness.with_foreign_pools()
+        check_round_trip_between_pools(foreign, "mha", layout)
+        check_reads_stay_in_their_slots(foreign)
+        check_short_objects_are_misses(foreign)
 
     @pytest.mark.clause("BE-17")
     def test_set_means_readable(self, harness: Harness) -> None:

@@ -445,9 +445,17 @@ def test_storage_error_check_catches_planted_bug(memory_harness: MemoryHarness) 
 
 @pytest.mark.clause("BE-15")
 @pytest.mark.parametrize("layout", ["layer_first", "page_first"])
-def test_round_trip_check_catches_planted_bug(memory_harness: MemoryHarness, layout: str) -> None:
+@pytest.mark.parametrize("foreign", [False, True], ids=["host-page-pool", "foreign-pool"])
+def test_round_trip_check_catches_planted_bug(memory_harness: MemoryHarness, layout: str, foreign: bool) -> None:
+    harness = memory_harness.using(IgnoresHostIndices)
     with pytest.raises(AssertionError):
-        check_round_trip_between_pools(memory_harness.using(IgnoresHostIndices), "mha", layout)
+        check_round_trip_between_pools(harness.with_foreign_pools() if foreign else harness, "mha", layout)
+
+
+@pytest.mark.clause("BE-16")
+def test_foreign_pool_guard_check_catches_planted_bug(memory_harness: MemoryHarness) -> None:
+    with pytest.raises(AssertionError):
+        check_reads_stay_in_their_slots(memory_harness.using(WritesBeforeItKnows).with_foreign_pools())
 
 
 @pytest.mark.clause("BE-21")
