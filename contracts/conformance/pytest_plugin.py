@@ -1,0 +1,223 @@
+"""The suite as pytest items: ``pytest --hicache-backend my_pkg.store:MyStore`` (entry point ``hicache``).
+
+Two ways in:
+
+1. Options. ``--hicache-backend MODULE:CLASS`` (or ``--hicache-extra-config``
+   holding ``module_path`` and ``class_name``) adds one item per check,
+   ``hicache[<check name>]``, after the tests pytest collected; ``-k`` selects
+   among them as usual.
+
+2. A fixture. A vendor's ``conftest.py`` defines a session-scoped
+   ``hicache_backend_factory`` fixture (a ``BackendFactory``, a class, or a
+   ``"module:Class"`` string) and a test module imports the test::
+
+       from hicache_contracts.conformance.pytest_plugin import test_hicache_conformance  # noqa: F401
+
+   which is parametrized with every check.
+
+Either way each item carries ``@pytest.mark.clause(...)`` with its clause IDs,
+a check that cannot look is skipped with the reason, a failure shows the
+clause, its statement and the smallest counterexample, and the clause table
+is printed at the end of the session. With none of the options and no
+import, the plugin adds nothing: it only registers its options and the
+``clause`` marker (with the same text as any project that registers it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Optional
+
+import pytest
+
+from hicache_spec import clause as lookup_clause
+from hicache_contracts.conformance.framework import Check, ordered_checks
+from hicache_contracts.conformance.levels import parse_levels
+from hicache_contracts.conformance.loading import BackendFactory, parse_extra_config, resolve_factory
+from hicache_contracts.conformance.options import PROFILES, SuiteOptions
+from hicache_contracts.conformance.report import FAIL, SKIP, CheckOutcome, SuiteReport
+from hicache_contracts.conformance.runner import SuiteRunner
+
+__all__ = [
+    "ConformanceFailure",
+    "ConformanceItem",
+    "hicache_backend_factory",
+    "hicache_options",
+    "hicache_runner",
+    "test_hicache_conformance",
+]
+
+CLAUSE_MARKER = "clause(*ids): the spec clause IDs this test checks"
+"""The marker line; identical to the project's own, so registering it twice is harmless."""
+
+_RUNNERS = pytest.StashKey[list]()
+
+
+class ConformanceFailure(AssertionError):
+    """A check found a clause broken; the message holds the clause, its statement and the counterexample."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("hicache", "HiCache backend conformance")
+    group.addoption("--hicache-backend", metavar="MODULE:CLASS",
+                    help="run the backend conformance suite against this backend class")
+    group.addoption("--hicache-extra-config", metavar="JSON|@FILE",
+                    help="the backend's extra config (may hold module_path and class_name)")
+    group.addoption("--hicache-levels", metavar="LEVEL,...", help="levels the backend claims (default: probed)")
+    group.addoption("--hicache-profile", choices=list(PROFILES), default="standard", help="suite profile")
+    group.addoption("--hicache-seed", type=int, default=None, help="seed of the suite's random choices")
+    group.addoption("--hicache-page-size", type=int, default=64, help="tokens per page of the host pools")
+    group.addoption("--hicache-layout", default="layer_first", help="host pool layout")
+    group.addoption("--hicache-kind", default="mha", help="host pool kind (mha or mla)")
+    group.addoption("--hicache-model-name", default="hicache-conform", help="base of the run's model name")
+    group.addoption("--hicache-may-evict", action="store_true", default=None,
+                    help="the backend may drop pages it accepted")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", CLAUSE_MARKER)
+    config.stash[_RUNNERS] = []
+
+
+def options_from(config: pytest.Config) -> SuiteOptions:
+    """Return the suite options the ``--hicache-*`` command-line options describe."""
+    try:
+        return SuiteOptions(
+            model_name=config.getoption("--hicache-model-name"),
+            page_size=config.getoption("--hicache-page-size"),
+            layout=config.getoption("--hicache-layout"),
+            kind=config.getoption("--hicache-kind"),
+            levels=parse_levels(config.getoption("--hicache-levels"), field="--hicache-levels"),
+            profile=config.getoption("--hicache-profile"),
+            seed=config.getoption("--hicache-seed"),
+            may_evict=config.getoption("--hicache-may-evict"),
+        )
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
+def factory_from(config: pytest.Config) -> Optional[BackendFactory]:
+    """Return the factory the command-line options name, or None when they name none."""
+    try:
+        extra_config = parse_extra_config(config.getoption("--hicache-extra-config"),
+                                          field_name="--hicache-extra-config")
+        backend = config.getoption("--hicache-backend")
+        if not backend and not (extra_config and extra_config.get("module_path")):
+            return None
+        return resolve_factory(backend, extra_config)
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
+def describe_failure(outcome: CheckOutcome) -> str:
+    """Return the text a failing item shows: clause, statement, what was found, counterexample."""
+    statement = lookup_clause(outcome.clause_id).statement if outcome.clause_id else ""
+    lines = [f"[{outcome.clause_id}] {statement}", "", f"found: {outcome.message}"]
+    if outcome.counterexample:
+        lines += ["", "counterexample:", *("    " + row for row in outcome.counterexample.splitlines())]
+    return "\n".join(lines)
+
+
+def run_as_pytest(runner: SuiteRunner, check: Check) -> None:
+    """Run ``check`` and end the way pytest expects: return, ``pytest.skip`` or ``ConformanceFailure``."""
+    outcome = runner.run_check(check)
+    if outcome.status == SKIP:
+        pytest.skip(outcome.message or "not checked")
+    if outcome.status == FAIL:
+        raise ConformanceFailure(describe_failure(outcome))
+
+
+# ---------------------------------------------------------------- way 1: options
+class ConformanceItem(pytest.Item):
+    """One check of the suite, run against the backend named on the command line."""
+
+    def __init__(self, *, check: Check, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.check = check
+        self.add_marker(pytest.mark.clause(*check.clauses))
+
+    def runtest(self) -> None:
+        run_as_pytest(_command_line_runner(self.config), self.check)
+
+    def repr_failure(self, excinfo: Any, style: Any = None) -> str:
+        if isinstance(excinfo.value, ConformanceFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[str, Optional[int], str]:
+        return "hicache-conform", None, f"{self.name} {','.join(self.check.clauses)}"
+
+
+def _command_line_runner(config: pytest.Config) -> SuiteRunner:
+    runners = config.stash[_RUNNERS]
+    for runner in runners:
+        if getattr(runner, "from_command_line", False):
+            return runner
+    runner = SuiteRunner(factory_from(config), options_from(config))
+    runner.from_command_line = True  # type: ignore[attr-defined]
+    runners.append(runner)
+    return runner
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+    if factory_from(config) is None:
+        return
+    for check in ordered_checks():
+        items.append(ConformanceItem.from_parent(session, name=f"hicache[{check.name}]", check=check))
+
+
+# ---------------------------------------------------------------- way 2: fixtures
+@pytest.fixture(scope="session")
+def hicache_options(pytestconfig: pytest.Config) -> SuiteOptions:
+    """The suite options; from the ``--hicache-*`` options unless a conftest overrides this fixture."""
+    return options_from(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def hicache_backend_factory(pytestconfig: pytest.Config) -> Any:
+    """The backend to check; a vendor's conftest overrides this (session scope) with a factory, class or string."""
+    factory = factory_from(pytestconfig)
+    if factory is None:
+        pytest.skip("no backend to check: define a hicache_backend_factory fixture or pass --hicache-backend")
+    return factory
+
+
+@pytest.fixture(scope="session")
+def hicache_runner(pytestconfig: pytest.Config, hicache_backend_factory: Any,
+                   hicache_options: SuiteOptions) -> Iterator[SuiteRunner]:
+    """One suite run shared by every parametrized check of the session; cleared and closed at the end."""
+    runner = SuiteRunner(hicache_backend_factory, hicache_options)
+    pytestconfig.stash[_RUNNERS].append(runner)
+    runner.start()
+    yield runner
+    runner.close()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "hicache_check" not in metafunc.fixturenames:
+        return
+    checks = ordered_checks()
+    metafunc.parametrize(
+        "hicache_check",
+        [pytest.param(check, id=check.name, marks=pytest.mark.clause(*check.clauses)) for check in checks],
+    )
+
+
+def test_hicache_conformance(hicache_runner: SuiteRunner, hicache_check: Check) -> None:
+    """Run one check of the suite against the vendor's backend (import this into a test module)."""
+    run_as_pytest(hicache_runner, hicache_check)
+
+
+# ---------------------------------------------------------------- the end of the session
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    for runner in session.config.stash.get(_RUNNERS, []):
+        runner.close()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    runners = [runner for runner in config.stash.get(_RUNNERS, []) if runner.outcomes]
+    if not runners:
+        return
+    report = SuiteReport(tuple(runner.section() for runner in runners))
+    terminalreporter.section("hicache conformance")
+    terminalreporter.write_line(report.render_text(color=terminalreporter.hasmarkup))
