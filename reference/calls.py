@@ -126,14 +126,13 @@ class BackendCaller:
         pending = _PendingCall(function, arguments, method)
         pending.thread.start()
         if quiescence is not None:
-            quiescence.abandon()  # counted up front; released below if the call returns in time
+            quiescence.begin_call()  # counted until the call really returns, in time or late
 
         def returned_late() -> None:
             with self._lock:
                 self._abandoned_threads.discard(pending.thread)
             if quiescence is not None:
-                for free in quiescence.returned():
-                    free()
+                quiescence.returned()
 
         outcome = pending.wait(self.call_deadline, returned_late)
         if outcome is None:
@@ -143,8 +142,7 @@ class BackendCaller:
             return CallOutcome(error=f"{method} missed its deadline of {self.call_deadline} s")
         pending.thread.join()
         if quiescence is not None:
-            for free in quiescence.returned():
-                free()
+            quiescence.returned()
         return outcome
 
     def abandoned_threads(self) -> list[threading.Thread]:

@@ -47,8 +47,9 @@ Prefetch, step by step (each a method a subclass may override):
    ``_exists_slice``, stopping after the first slice not fully hit, CTL-1;
    ``_hit_query_v2``, one ``batch_exists_v2`` over the chain when there are
    sidecar pools); a terminated operation queries nothing and counts 0;
-2. host allocation for this rank's hit (``_allocate``); when host memory is
-   short the rank counts 0, so the agreement revokes it everywhere (CTL-3);
+2. host allocation for this rank's hit when it reaches the threshold
+   (``_allocate``); when host memory is short the rank counts 0, so the
+   agreement revokes the operation everywhere (CTL-3);
 3. agreement (``_agree_hit``): MIN over ranks, exactly once (RANK-1); the
    keys are cut to it and the surplus slots freed (RANK-2, CTL-12); below
    the threshold the operation is revoked (``_is_worth_prefetching``, CTL-3);
@@ -540,13 +541,14 @@ class CacheController:
             local_hit = self._hit_query(operation)
         operation.local_hit_pages = local_hit
         slots = None
-        if local_hit and is_prefetch_worth_it(local_hit * self.page_size, self.prefetch_threshold):
+        if is_prefetch_worth_it(local_hit * self.page_size, self.prefetch_threshold):
             slots = self._allocate(operation, local_hit)
-        if slots is None:
-            local_hit = 0  # CTL-3: host memory short (or nothing worth it) counts as a miss everywhere
+            if slots is None:
+                local_hit = 0  # CTL-3: host memory short counts as a miss, so every rank revokes
+        # Below the threshold nothing is allocated: the agreed hit is at most this one, and is revoked.
         agreed = self._agree_hit(operation, local_hit)  # RANK-1
         operation.hit_pages = agreed
-        if slots is not None and agreed < local_hit:  # RANK-2: cut to the agreed count
+        if slots is not None and agreed < local_hit:  # RANK-2: cut to the agreed count (CTL-12: free the rest)
             self._free_host_slots(operation, self.host_pool, slots[agreed * self.page_size:])
             slots = slots[: agreed * self.page_size]
         operation.host_indices = slots
@@ -654,7 +656,7 @@ class CacheController:
             if not stopped:
                 loaded = self._read_slice(operation, slice_index, start, end)
                 local_tokens = agreed_tokens + loaded * self.page_size
-                if loaded < end - start:  # CTL-4: a short slice stops further reads
+                if self._stops_after(operation, loaded, end - start):  # CTL-4
                     stopped = True
             agreed = self._agree_ack(operation, local_tokens)  # RANK-3
             if agreed < local_tokens:  # RANK-4: another rank stopped; so does this one
@@ -663,6 +665,10 @@ class CacheController:
             operation.loaded_tokens = agreed_tokens
             self._emit_ack(operation, ProgressAck(operation_id=operation.operation_id,
                                                   slice_index=slice_index, tokens=agreed_tokens))  # CTL-5
+
+    def _stops_after(self, operation: PrefetchOperation, loaded: int, asked: int) -> bool:
+        """Whether a slice that loaded ``loaded`` of ``asked`` pages stops further reads. Clause: CTL-4."""
+        return loaded < asked
 
     def _read_slice(self, operation: PrefetchOperation, slice_index: int, start: int, end: int) -> int:
         """Read one slice of KV and its KV-derived sidecars with one extra info; return the pages loaded. Clauses: HYB-1, PFX-8."""
@@ -755,10 +761,7 @@ class CacheController:
             outcome = self.caller.call("batch_get_v2", transfers, self._extra_info_for_slice(operation, 0),
                                        quiescence=operation.quiescence)  # PFX-9: the operation-level prefix
             self._note_failure(operation, outcome)
-            success = outcome.returned and all(  # HYB-4: every pool present, every page True
-                confirmed_pool_pages(outcome.result, transfer.name, len(transfer.keys)) == len(transfer.keys)
-                for transfer in transfers
-            )
+            success = self._sidecar_read_succeeded(outcome, transfers)
         if not success:
             for pool, slots in allocated:
                 self._free_host_slots(operation, pool.host_pool, slots)
@@ -766,6 +769,13 @@ class CacheController:
         for pool, slots in allocated:
             operation.pool_host_indices[pool.name.value] = slots
         return {pool.name.value: hit_pages for pool in self.separate_pools}
+
+    def _sidecar_read_succeeded(self, outcome: CallOutcome, transfers: list[PoolTransfer]) -> bool:
+        """Whether every pool is present in the result with every page True. Clause: HYB-4."""
+        return outcome.returned and all(
+            confirmed_pool_pages(outcome.result, transfer.name, len(transfer.keys)) == len(transfer.keys)
+            for transfer in transfers
+        )
 
     def _pool(self, name: str) -> SidecarPool:
         return next(pool for pool in self.sidecar_pools if pool.name.value == name)

@@ -34,7 +34,11 @@ OperationId = Union[int, str]
 
 
 class _Quiescence:
-    """Counts backend calls abandoned past their deadline, and holds host frees until they return (CTL-12)."""
+    """Counts backend calls run under a deadline, and holds host frees until every one has returned (CTL-12).
+
+    A call abandoned at its deadline stays counted until it really returns, so
+    slots it may still write are never freed (and reused) before then.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -43,21 +47,24 @@ class _Quiescence:
         self._idle = threading.Event()
         self._idle.set()
 
-    def abandon(self) -> None:
-        """Record a call that missed its deadline and still runs."""
+    def begin_call(self) -> None:
+        """Count a backend call that may outlive its deadline; ``returned`` uncounts it."""
         with self._lock:
             self._abandoned += 1
             self._idle.clear()
 
-    def returned(self) -> list[Callable[[], None]]:
-        """Record that an abandoned call returned; give back the frees to run if it was the last."""
+    def returned(self) -> None:
+        """Record that a counted call returned; if it was the last, run the deferred frees, then signal idle."""
         with self._lock:
             self._abandoned -= 1
             if self._abandoned:
-                return []
+                return
             deferred, self._deferred = self._deferred, []
-            self._idle.set()
-            return deferred
+        for free in deferred:
+            free()
+        with self._lock:
+            if not self._abandoned and not self._deferred:
+                self._idle.set()
 
     def run_or_defer(self, free: Callable[[], None]) -> bool:
         """Run ``free`` now when no abandoned call may still touch the pages; else keep it. Return whether it ran."""

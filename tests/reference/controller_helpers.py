@@ -381,3 +381,93 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         with self.lock:
             self.now += seconds
+
+
+def check_confirmed(calls: list[Call], operation: Any, page_size: int) -> None:
+    """CTL-11: the tokens loaded never exceed the pages the KV reads confirmed, read independently of the controller."""
+    confirmed = 0
+    for call in calls:
+        if call.method != "batch_get_v1":
+            continue
+        result = call.result
+        if type(result) is list and len(result) == len(call.keys):
+            run = next((index for index, flag in enumerate(result) if flag is not True), len(result))
+        else:
+            run = 0
+        confirmed += run
+        if run < len(call.keys):
+            break
+    if operation.loaded_tokens > confirmed * page_size:
+        raise AssertionError(f"[CTL-11] {operation.loaded_tokens} tokens counted, the backend confirmed "
+                             f"{confirmed} pages")
+
+
+def check_revoked_without_io(calls: list[Call], operation: Any, threshold_tokens: int, page_size: int) -> None:
+    """CTL-3: an agreed hit below the threshold is revoked and reads nothing."""
+    if (operation.hit_pages or 0) * page_size < threshold_tokens or not operation.hit_pages:
+        if not operation.revoked or any(call.method == "batch_get_v1" for call in calls):
+            raise AssertionError(f"[CTL-3] a hit of {operation.hit_pages} pages was read, not revoked")
+
+
+def check_sidecar_windows(calls: list[Call], operation: Any, windows: dict) -> None:
+    """HYB-3: each TRAILING_PAGES sidecar reads the window of its N pages ending at the agreed hit."""
+    hit = operation.hit_pages
+    for call in calls:
+        if call.method != "batch_get_v2":
+            continue
+        for name, keys, _ in call.transfers:
+            if name in windows:
+                start = max(0, hit - max(1, windows[name]))
+                if keys != tuple(operation.keys[start:hit]):
+                    raise AssertionError(f"[HYB-3] {name} read pages not ending at the agreed hit {hit}")
+
+
+def check_sidecar_all_or_nothing(calls: list[Call], operation: Any) -> None:
+    """HYB-4: a sidecar read counts only if every pool is in the result with every page True."""
+    hits = pool_hits(operation)
+    if hits is None:
+        return
+    sidecar_reads = [call for call in calls if call.method == "batch_get_v2"
+                     and any(name in hits for name, _, _ in call.transfers)]
+    for call in sidecar_reads:
+        result = call.result if isinstance(call.result, dict) else {}
+        complete = all(
+            isinstance(result.get(name), list) and len(result[name]) == len(keys)
+            and all(flag is True for flag in result[name])
+            for name, keys, _ in call.transfers
+        )
+        if not complete and any(hits.values()):
+            raise AssertionError(f"[HYB-4] an incomplete sidecar result {sorted(result)} counted as hits {hits}")
+
+
+def check_backup_order(calls: list[Call]) -> None:
+    """HYB-5: every sidecar write (batch_set_v2) comes before the first KV write (batch_set_v1)."""
+    methods = [call.method for call in calls if call.method in ("batch_set_v1", "batch_set_v2")]
+    if "batch_set_v2" not in methods:
+        raise AssertionError("[HYB-5] no sidecar write")
+    if "batch_set_v1" in methods and methods.index("batch_set_v1") < len(methods) - methods[::-1].index("batch_set_v2") - 1:
+        raise AssertionError(f"[HYB-5] KV written before the sidecars: {methods}")
+
+
+def check_replicated_writes(backends: list[RecordingBackend], backups: list[Any]) -> None:
+    """CTL-8: with replicated KV only TP rank 0 writes, and every rank acks the same outcome."""
+    for rank, backend in enumerate(backends[1:], start=1):
+        if backend.calls_of("batch_set_v1", "batch_set_v2"):
+            raise AssertionError(f"[CTL-8] TP rank {rank} wrote replicated KV")
+    outcomes = {backup.completed_tokens for backup in backups}
+    if len(outcomes) != 1 or None in outcomes:
+        raise AssertionError(f"[CTL-8] ranks acked different backups: {outcomes}")
+
+
+def check_ranks_in_step(operations: list[Any], counts: list[Any]) -> None:
+    """RANK-1/RANK-3: every rank ran the same collectives and emitted the same acks."""
+    if any(count != counts[0] for count in counts[1:]):
+        raise AssertionError(f"[RANK-1] collective counts differ across ranks: {counts}")
+    if any(operation.hit_pages != operations[0].hit_pages for operation in operations):
+        raise AssertionError("[RANK-1] ranks disagree on the hit")
+    def shape(operation: Any) -> list:
+        return [(ack.kind, getattr(ack, "slice_index", None), getattr(ack, "tokens", None),
+                 dict(getattr(ack, "pool_hits", {}))) for ack in operation.acks]
+
+    if any(shape(operation) != shape(operations[0]) for operation in operations):
+        raise AssertionError("[RANK-3] ranks emitted different acks")

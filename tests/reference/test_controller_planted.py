@@ -1,0 +1,290 @@
+"""Every controller check can fail: each planted-bug controller trips the check of the rule it breaks.
+
+A scenario runs one controller class through one situation and applies the
+checks of ``controller_helpers``. For each case, the reference controller
+passes the scenario and the planted subclass fails it, with the clause named.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from hicache_contracts import PoolHitPolicy, PoolName, PoolTransfer
+from hicache_reference import CacheController, SidecarPool, ThreadRankGroup
+from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain
+from tests.reference import planted_controllers as planted
+from tests.reference.controller_helpers import (
+    PAGE_SIZE,
+    CountingHostPool,
+    FakeClock,
+    RecordingBackend,
+    check_backup,
+    check_backup_order,
+    check_confirmed,
+    check_derived_with_kv,
+    check_frees,
+    check_hit_query,
+    check_loaded_bytes,
+    check_prefetch_acks,
+    check_prefixes,
+    check_ranks_in_step,
+    check_reads_stop,
+    check_replicated_writes,
+    check_revoked_without_io,
+    check_sidecar_all_or_nothing,
+    check_sidecar_windows,
+    check_slices,
+    config,
+    fill_random,
+    keys_for,
+    make_pool,
+    memory_backend,
+    on_call,
+    raising,
+    returning,
+    short_by,
+)
+from tests.reference.test_controller_ranks import CountingGroup
+
+PAGES = 300
+KEYS = keys_for(PAGES)
+ANCHOR = compute_key_chain(tuple(range(70_000, 70_004)), PAGE_SIZE)
+WINDOW = 4
+
+
+def store_pages(backend, pool, pages, keys=KEYS):
+    backend.register_mem_pool_host(pool)
+    slots = pool.alloc(pages)
+    for start in range(0, pages, STORAGE_BATCH_SIZE):
+        end = min(start + STORAGE_BATCH_SIZE, pages)
+        backend.batch_set_v1(list(keys[start:end]), slots[start * PAGE_SIZE: end * PAGE_SIZE])
+    return slots
+
+
+def all_checks(*checks):
+    """Run every check; raise one AssertionError naming every clause broken (a bug may break several)."""
+    failures = []
+    for check in checks:
+        try:
+            check()
+        except AssertionError as error:
+            failures.append(str(error))
+    if failures:
+        raise AssertionError("; ".join(failures))
+
+
+def finish(operation, timeout=5.0):
+    operation.wait(timeout)  # bounded: a planted controller may never finish
+
+
+# ---------------------------------------------------------------- scenarios
+def round_trip(cls, prefix=ANCHOR, stored=PAGES):
+    source = make_pool()
+    fill_random(source)
+    backend = memory_backend()
+    source_slots = store_pages(backend, source, stored)
+    recorder = RecordingBackend(memory_backend(store=backend.store))
+    pool = make_pool()
+    with cls(recorder, pool, prefetch_threshold=0, pass_prefix_keys=prefix is not None) as controller:
+        operation = controller.prefetch(keys=KEYS, prefix_keys=prefix)
+        finish(operation)
+    all_checks(
+        lambda: check_prefixes(recorder.calls, KEYS, prefix),
+        lambda: check_slices(recorder.calls, KEYS, STORAGE_BATCH_SIZE),
+        lambda: check_hit_query(recorder.calls, KEYS, STORAGE_BATCH_SIZE),
+        lambda: check_prefetch_acks(operation, PAGE_SIZE, STORAGE_BATCH_SIZE),
+        lambda: check_loaded_bytes(source, source_slots, pool, operation.loaded_host_indices, stored),
+        lambda: check_frees(pool, operation.loaded_host_indices),
+    )
+
+
+def faulty_read(cls, fault, loaded_pages):
+    backend = memory_backend()
+    store_pages(backend, make_pool(), PAGES)
+    recorder = RecordingBackend(memory_backend(store=backend.store), {"batch_get_v1": fault})
+    pool = make_pool()
+    with cls(recorder, pool, prefetch_threshold=0) as controller:
+        operation = controller.prefetch(keys=KEYS)
+        finish(operation)
+    all_checks(
+        lambda: check_confirmed(recorder.calls, operation, PAGE_SIZE),
+        lambda: check_reads_stop(recorder.calls),
+        lambda: check_prefetch_acks(operation, PAGE_SIZE, STORAGE_BATCH_SIZE, loaded_pages=loaded_pages),
+        lambda: check_frees(pool, operation.loaded_host_indices),
+    )
+
+
+def revoke(cls):
+    """Rank 0 hits 300 pages, rank 1 only 100: the agreed 200 tokens are below the threshold of 256."""
+    operations, recorders, _, pools = two_ranks(cls, stored=(PAGES, 100), threshold=256, with_pools=True,
+                                                   timeout=1.0)
+    checks = []
+    for operation, recorder, pool in zip(operations, recorders, pools):
+        checks.append(lambda o=operation, r=recorder: check_revoked_without_io(r.calls, o, 256, PAGE_SIZE))
+        checks.append(lambda o=operation, p=pool: check_frees(p, o.loaded_host_indices))
+    all_checks(*checks)
+
+
+def timeout_policy(cls):
+    clock = FakeClock()
+    backend = memory_backend()
+    store_pages(backend, make_pool(), PAGES)
+    recorder = RecordingBackend(memory_backend(store=backend.store),
+                                {"batch_get_v1": lambda call, run: (clock.advance(2.1), run())[1]})
+    with cls(recorder, make_pool(), prefetch_threshold=0, clock=clock) as controller:
+        operation = controller.prefetch(keys=KEYS, policy="timeout")
+        finish(operation)
+    if len(recorder.calls_of("batch_get_v1")) != 1:
+        raise AssertionError("[CTL-9] the timeout policy read on past its timeout")
+
+
+def faulty_backup(cls):
+    pool = make_pool()
+    recorder = RecordingBackend(memory_backend(), {"batch_set_v1": on_call(1, short_by(1))})
+    with cls(recorder, pool) as controller:
+        backup = controller.backup(KEYS, pool.alloc(PAGES))
+        finish(backup)
+    check_backup(recorder.calls, backup, PAGE_SIZE, STORAGE_BATCH_SIZE)
+
+
+class HybridPools:
+    def __init__(self) -> None:
+        self.kv = make_pool()
+        self.indexer = CountingHostPool(600, PAGE_SIZE, 1, 1, 2, kind="mla", pin_memory=False)
+        self.swa = CountingHostPool(32, PAGE_SIZE, 1, 1, 4, pin_memory=False)
+        self.sidecars = [
+            SidecarPool(PoolName.INDEXER, self.indexer, kv_derived=True),
+            SidecarPool(PoolName.SWA, self.swa, hit_policy=PoolHitPolicy.TRAILING_PAGES, window_pages=WINDOW),
+        ]
+
+
+def hybrid_backup(cls, stored=200):
+    pools = HybridPools()
+    recorder = RecordingBackend(memory_backend())
+    swa = PoolTransfer(name=PoolName.SWA, keys=KEYS[stored - WINDOW: stored], host_indices=pools.swa.alloc(WINDOW),
+                       hit_policy=PoolHitPolicy.TRAILING_PAGES)
+    with cls(recorder, pools.kv, sidecar_pools=pools.sidecars) as controller:
+        backup = controller.backup(KEYS[:stored], pools.kv.alloc(stored), sidecar_transfers=[swa])
+        finish(backup)
+    check_backup_order(recorder.calls)
+    return recorder.inner.store
+
+
+def hybrid_prefetch(cls, faults=None):
+    store = hybrid_backup(CacheController)
+    pools = HybridPools()
+    recorder = RecordingBackend(memory_backend(store=store), faults)
+    with cls(recorder, pools.kv, sidecar_pools=pools.sidecars, prefetch_threshold=0) as controller:
+        operation = controller.prefetch(keys=KEYS)
+        finish(operation)
+    all_checks(
+        lambda: check_derived_with_kv(recorder.calls),
+        lambda: check_sidecar_windows(recorder.calls, operation, {"swa": WINDOW}),
+        lambda: check_sidecar_all_or_nothing(recorder.calls, operation),
+        lambda: check_frees(pools.swa, torch_cat(operation.pool_host_indices.values())),
+    )
+
+
+def torch_cat(tensors):
+    import torch
+
+    tensors = list(tensors)
+    return torch.cat(tensors) if tensors else torch.empty(0, dtype=torch.int64)
+
+
+def two_ranks(cls, stored=(PAGES, PAGES), faults=(None, None), mla=False, backup=False, timeout=20.0,
+              threshold=0, with_pools=False):
+    groups = ThreadRankGroup.create(2, timeout=timeout)
+    store = memory_backend().store
+    ranks = []
+    for rank in range(2):
+        pool = make_pool()
+        backend = memory_backend(store=store, tp_rank=rank, tp_size=2, is_mla_model=mla)
+        if stored[rank]:
+            store_pages(backend, make_pool(), stored[rank])
+        recorder = RecordingBackend(backend, faults[rank])
+        group = CountingGroup(groups[rank])
+        controller = cls(recorder, pool, storage_config=config(tp_rank=rank, tp_size=2, is_mla_model=mla),
+                         rank_group=group, prefetch_threshold=threshold, register_host_pools=not stored[rank])
+        ranks.append((controller, recorder, group, pool))
+    results = [None, None]
+
+    def run(rank):
+        controller, _, _, pool = ranks[rank]
+        if backup:
+            results[rank] = controller.backup(KEYS, pool.alloc(PAGES))
+        else:
+            results[rank] = controller.prefetch(keys=KEYS)
+        finish(results[rank], timeout + 5)
+
+    threads = [threading.Thread(target=run, args=(rank,)) for rank in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout + 10)
+    groups[0].abort()  # release anything still waiting on a planted controller
+    for controller, *_ in ranks:
+        controller.close(timeout=5)
+    recorders = [recorder for _, recorder, _, _ in ranks]
+    counts = [dict(group.counts) for _, _, group, _ in ranks]
+    if with_pools:
+        return results, recorders, counts, [pool for *_, pool in ranks]
+    return results, recorders, counts
+
+
+def ranks_with_a_failure(cls):
+    operations, _, counts = two_ranks(cls, faults=(None, {"batch_get_v1": on_call(1, raising())}))
+    check_ranks_in_step(operations, counts)
+
+
+def ranks_with_a_miss(cls):
+    operations, _, counts = two_ranks(cls, stored=(PAGES, 0), timeout=1.0)
+    check_ranks_in_step(operations, counts)
+
+
+def replicated_backup(cls):
+    backups, recorders, _ = two_ranks(cls, stored=(0, 0), mla=True, backup=True)
+    check_replicated_writes(recorders, backups)
+
+
+# ---------------------------------------------------------------- cases
+CASES = [
+    ("PFX-2", planted.PrefixNotExtended, lambda cls: round_trip(cls)),
+    ("PFX-4", planted.EmptyPrefixCollapsed, lambda cls: round_trip(cls, prefix=())),
+    ("PFX-3", planted.PrefixAlwaysOn, lambda cls: round_trip(cls, prefix=None)),
+    ("PFX-5", planted.PrefixMutatedInPlace, lambda cls: round_trip(cls)),
+    ("CTL-2", planted.OversizedHitSlices, lambda cls: round_trip(cls)),
+    ("CTL-1", planted.HitQueryNeverStops, lambda cls: round_trip(cls, stored=200)),
+    ("CTL-4", planted.ReadsOnAfterShortSlice, lambda cls: faulty_read(cls, on_call(0, short_by(3)), (125,))),
+    ("CTL-5", planted.SkipsFrozenAcks, lambda cls: faulty_read(cls, on_call(0, short_by(3)), (125,))),
+    ("CTL-6", planted.NoFinalAckOnError, lambda cls: faulty_read(cls, on_call(1, raising()), (128, 0))),
+    ("CTL-11", planted.TrustsResultLength,
+     lambda cls: faulty_read(cls, on_call(0, lambda call, run: run() + run()), (0,))),
+    ("CTL-12", planted.DoubleFree, lambda cls: faulty_read(cls, on_call(1, returning(None)), (128, 0))),
+    ("CTL-12", planted.LeakyRevoke, revoke),
+    ("CTL-3", planted.AlwaysWorthIt, revoke),
+    ("CTL-9", planted.IgnoresPolicy, timeout_policy),
+    ("CTL-7", planted.CountsFailedSlice, faulty_backup),
+    ("PFX-8", planted.DerivedReadWithOwnInfo, lambda cls: hybrid_prefetch(cls)),
+    ("HYB-1", planted.DerivedNotRead, lambda cls: hybrid_prefetch(cls)),
+    ("HYB-3", planted.WindowAtQueryEnd, lambda cls: hybrid_prefetch(cls)),
+    ("HYB-4", planted.MissingPoolIsHit, lambda cls: hybrid_prefetch(cls, {"batch_get_v2": on_call(2, returning({}))})),
+    ("HYB-5", planted.KvBeforeSidecars, hybrid_backup),
+    ("CTL-8", planted.EveryRankWritesReplicatedKv, replicated_backup),
+    ("RANK-3", planted.NoAckAgreement, ranks_with_a_failure),
+    ("RANK-1", planted.SkipsHitAgreementOnMiss, ranks_with_a_miss),
+]
+
+
+@pytest.mark.parametrize("clause_id,bug,scenario", CASES, ids=[f"{c}-{b.__name__}" for c, b, _ in CASES])
+def test_check_catches_planted_bug(clause_id, bug, scenario, request):
+    request.node.add_marker(pytest.mark.clause(clause_id))
+    scenario(CacheController)  # the reference passes
+    with pytest.raises(AssertionError, match=rf"\[{clause_id}\]"):
+        scenario(bug)
+
+
+def test_every_planted_controller_is_used():
+    assert sorted(bug.__name__ for _, bug, _ in CASES) == sorted(planted.__all__)
