@@ -2,6 +2,7 @@
 
 from hicache_reference.calls import BackendCaller, CallOutcome
 from hicache_reference.controller import CacheController, SidecarPool
+from hicache_reference.device_copy import CopyHandle, PageCopier
 from hicache_reference.operations import BackupOperation, PrefetchOperation
 from hicache_reference.policies import PREFETCH_POLICIES
 from hicache_reference.rank_group import (
@@ -17,8 +18,10 @@ __all__ = [
     "BackupOperation",
     "CacheController",
     "CallOutcome",
+    "CopyHandle",
     "LocalRankGroup",
     "PREFETCH_POLICIES",
+    "PageCopier",
     "PrefetchOperation",
     "RankAgreementError",
     "RankGroup",

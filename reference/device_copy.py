@@ -1,0 +1,210 @@
+"""L2 ⇄ L1 copies: whole pages between the host page pool and a device KV buffer.
+
+``PageCopier(host_pool, device_buffer)`` copies pages between the host pool's
+``kv_buffer`` and a device buffer of the same layout and geometry (only the
+slot count may differ)::
+
+    copier = PageCopier.allocate(host_pool, device_page_count, device="cuda")
+    handle = copier.load(host_indices, device_indices)    # host → device (L2 → L1)
+    handle = copier.store(device_indices, host_indices)   # device → host (L1 → L2)
+    handle.wait()                                        # or handle.done()
+
+Indices are token slots of whole pages, page by page, as the host pool's
+``alloc`` returns them; both sides are checked before anything is copied
+(``ContractViolation`` naming the argument, BE-15 shape rules).
+
+With CUDA, a copy runs on the copier's own stream: the host side is gathered
+into pinned staging memory (or scattered from it), one asynchronous
+transfer moves the bytes, and the device side is gathered or scattered with
+index kernels; the handle holds a CUDA event and the staging buffer until
+``wait``. ``load`` returns when the work is queued; ``store`` finishes its
+host scatter in ``wait``. Without CUDA (a CPU device buffer) the same API
+copies at once: runs of pages that are consecutive on both sides are copied
+as one block each, anything else by gather and scatter.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Union
+
+import torch
+
+from hicache_contracts import ContractViolation, validate_host_indices
+from hicache_contracts.host_pool import HostPagePool
+
+__all__ = ["CopyHandle", "PageCopier"]
+
+_CLASS = "PageCopier"
+
+MAX_RUNS_FOR_BLOCK_COPY = 32
+"""Above this many runs of consecutive pages, one gather and one scatter beat per-run copies."""
+
+
+class CopyHandle:
+    """One copy in flight: ``wait()`` until it completed, ``done()`` to ask."""
+
+    def __init__(self, event: Any = None, finish: Any = None, keep: tuple = ()) -> None:
+        self._event = event
+        self._finish = finish
+        self._keep = keep  # staging and index tensors must live until the copy completed
+        self._completed = event is None and finish is None
+
+    def done(self) -> bool:
+        """Whether the copy completed (a device → host copy completes in ``wait``)."""
+        if self._completed:
+            return True
+        if self._finish is not None:
+            return False
+        return bool(self._event.query())
+
+    def wait(self) -> None:
+        """Block until the copy completed; the destination holds the pages afterwards."""
+        if self._completed:
+            return
+        if self._event is not None:
+            self._event.synchronize()
+        if self._finish is not None:
+            self._finish()
+        self._completed = True
+        self._keep = ()
+
+
+class PageCopier:
+    """Copies whole pages between a host pool and a device buffer of the same layout (see the module docstring)."""
+
+    def __init__(self, host_pool: HostPagePool, device_buffer: torch.Tensor, *,
+                 stream: Optional[Any] = None) -> None:
+        host = host_pool.kv_buffer
+        slot_dim = 2 if host_pool.layout == "layer_first" else 1
+        expected = list(host.shape)
+        expected[slot_dim] = device_buffer.shape[slot_dim] if device_buffer.dim() == host.dim() else -1
+        if device_buffer.dim() != host.dim() or list(device_buffer.shape) != expected:
+            raise ContractViolation(f"{_CLASS}.device_buffer", f"must have the host pool's shape {tuple(host.shape)} "
+                                    f"except in dimension {slot_dim} (slots)", tuple(device_buffer.shape), "BE-15")
+        if device_buffer.dtype != host.dtype:
+            raise ContractViolation(f"{_CLASS}.device_buffer", f"must have the host pool's dtype {host.dtype}",
+                                    device_buffer.dtype, "BE-15")
+        if device_buffer.shape[slot_dim] % host_pool.page_size:
+            raise ContractViolation(f"{_CLASS}.device_buffer", f"must hold whole pages of {host_pool.page_size} slots",
+                                    device_buffer.shape[slot_dim], "BE-15")
+        self.host_pool = host_pool
+        self.device_buffer = device_buffer
+        self.page_size = host_pool.page_size
+        self.slot_dim = slot_dim
+        """The dimension of ``kv_buffer`` that indexes token slots."""
+        self.device_slots = device_buffer.shape[slot_dim]
+        self.uses_cuda = device_buffer.is_cuda
+        """Whether copies run asynchronously on a CUDA stream."""
+        self.stream = stream
+        if self.uses_cuda and self.stream is None:
+            self.stream = torch.cuda.Stream(device=device_buffer.device)
+
+    @classmethod
+    def allocate(cls, host_pool: HostPagePool, device_page_count: int,
+                 device: Union[str, torch.device, None] = None) -> "PageCopier":
+        """Return a copier with a new zeroed device buffer of ``device_page_count`` pages (CUDA when present)."""
+        if isinstance(device_page_count, bool) or not isinstance(device_page_count, int) or device_page_count < 1:
+            raise ValueError(f"{_CLASS}.device_page_count: must be an int >= 1 (got {device_page_count!r})")
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        shape = list(host_pool.kv_buffer.shape)
+        slot_dim = 2 if host_pool.layout == "layer_first" else 1
+        shape[slot_dim] = device_page_count * host_pool.page_size
+        return cls(host_pool, torch.zeros(shape, dtype=host_pool.dtype, device=device))
+
+    # ------------------------------------------------------------ checks
+    def _checked(self, host_indices: Any, device_indices: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        for name, indices in (("host_indices", host_indices), ("device_indices", device_indices)):
+            if not isinstance(indices, torch.Tensor):
+                raise ContractViolation(f"{_CLASS}.{name}", "must be a 1-D integer torch.Tensor", indices, "BE-15")
+        pages = host_indices.numel() // self.page_size
+        if host_indices.numel() != device_indices.numel():
+            raise ContractViolation(f"{_CLASS}.device_indices", f"must hold as many slots as host_indices "
+                                    f"({host_indices.numel()})", device_indices.numel(), "BE-15")
+        validate_host_indices(host_indices, pages, self.page_size, field=f"{_CLASS}.host_indices")
+        validate_host_indices(device_indices, pages, self.page_size, field=f"{_CLASS}.device_indices")
+        for name, indices, limit in (("host_indices", host_indices, self.host_pool.size),
+                                     ("device_indices", device_indices, self.device_slots)):
+            if pages and int(indices.max()) >= limit:
+                raise ContractViolation(f"{_CLASS}.{name}", f"must address slots in [0, {limit})",
+                                        int(indices.max()), "BE-15")
+        return host_indices.to("cpu", torch.int64), device_indices.to("cpu", torch.int64)
+
+    # ------------------------------------------------------------ copies
+    def load(self, host_indices: torch.Tensor, device_indices: torch.Tensor) -> CopyHandle:
+        """Copy host pages (L2) into device pages (L1); return when queued (CUDA) or done (CPU)."""
+        host_slots, device_slots = self._checked(host_indices, device_indices)
+        if not host_slots.numel():
+            return CopyHandle()
+        if self.uses_cuda:
+            return self._load_cuda(host_slots, device_slots)
+        self._copy_cpu(self.host_pool.kv_buffer, host_slots, self.device_buffer, device_slots)
+        return CopyHandle()
+
+    def store(self, device_indices: torch.Tensor, host_indices: torch.Tensor) -> CopyHandle:
+        """Copy device pages (L1) into host pages (L2); the host holds them after ``wait``."""
+        host_slots, device_slots = self._checked(host_indices, device_indices)
+        if not host_slots.numel():
+            return CopyHandle()
+        if self.uses_cuda:
+            return self._store_cuda(device_slots, host_slots)
+        self._copy_cpu(self.device_buffer, device_slots, self.host_pool.kv_buffer, host_slots)
+        return CopyHandle()
+
+    def _page_runs(self, source_slots: torch.Tensor, target_slots: torch.Tensor) -> list[tuple[int, int, int]]:
+        """Return (source start slot, target start slot, slot count) of each run of pages consecutive on both sides."""
+        source_pages = source_slots[:: self.page_size] // self.page_size
+        target_pages = target_slots[:: self.page_size] // self.page_size
+        if source_pages.numel() > 1:
+            breaks = ((source_pages[1:] - source_pages[:-1] != 1) | (target_pages[1:] - target_pages[:-1] != 1))
+            starts = [0] + (breaks.nonzero().flatten() + 1).tolist()
+        else:
+            starts = [0]
+        ends = starts[1:] + [source_pages.numel()]
+        return [(int(source_pages[a]) * self.page_size, int(target_pages[a]) * self.page_size,
+                 (b - a) * self.page_size) for a, b in zip(starts, ends)]
+
+    def _copy_cpu(self, source: torch.Tensor, source_slots: torch.Tensor, target: torch.Tensor,
+                  target_slots: torch.Tensor) -> None:
+        runs = self._page_runs(source_slots, target_slots)
+        dim = self.slot_dim
+        if len(runs) <= MAX_RUNS_FOR_BLOCK_COPY:
+            for source_start, target_start, count in runs:
+                target.narrow(dim, target_start, count).copy_(source.narrow(dim, source_start, count))
+            return
+        target.index_copy_(dim, target_slots.to(target.device), source.index_select(dim, source_slots))
+
+    def _staging(self, slots: int) -> torch.Tensor:
+        shape = list(self.host_pool.kv_buffer.shape)
+        shape[self.slot_dim] = slots
+        return torch.empty(shape, dtype=self.host_pool.dtype, pin_memory=True)
+
+    def _load_cuda(self, host_slots: torch.Tensor, device_slots: torch.Tensor) -> CopyHandle:
+        staging = self._staging(host_slots.numel())
+        torch.index_select(self.host_pool.kv_buffer, self.slot_dim, host_slots, out=staging)  # gather on the host
+        device_index = device_slots.pin_memory()
+        event = torch.cuda.Event()
+        self.stream.wait_stream(torch.cuda.current_stream(self.device_buffer.device))  # after earlier device work
+        with torch.cuda.stream(self.stream):
+            arrived = staging.to(self.device_buffer.device, non_blocking=True)
+            index = device_index.to(self.device_buffer.device, non_blocking=True)
+            self.device_buffer.index_copy_(self.slot_dim, index, arrived)
+            event.record(self.stream)
+        return CopyHandle(event=event, keep=(staging, device_index, arrived, index))
+
+    def _store_cuda(self, device_slots: torch.Tensor, host_slots: torch.Tensor) -> CopyHandle:
+        staging = self._staging(host_slots.numel())
+        device_index = device_slots.pin_memory()
+        event = torch.cuda.Event()
+        self.stream.wait_stream(torch.cuda.current_stream(self.device_buffer.device))  # after earlier device work
+        with torch.cuda.stream(self.stream):
+            index = device_index.to(self.device_buffer.device, non_blocking=True)
+            gathered = self.device_buffer.index_select(self.slot_dim, index)
+            staging.copy_(gathered, non_blocking=True)
+            event.record(self.stream)
+        host = self.host_pool.kv_buffer
+
+        def scatter_on_host() -> None:
+            host.index_copy_(self.slot_dim, host_slots, staging)
+
+        return CopyHandle(event=event, finish=scatter_on_host, keep=(staging, device_index, index, gathered))
