@@ -505,7 +505,11 @@ class _Checker:
         self.check_same_batch()
         self.check_sizes()
         hit = self.check_hit_query()
-        agreed = self.agreed_pages if self.agreed_pages is not None else hit
+        agreed = self.agreed_pages
+        if agreed is None and hit is not None:
+            read_any = bool(self.of_kind(KV_READ))
+            # No read and no termination: the operation was revoked before IO (CTL-3), so nothing was agreed.
+            agreed = hit if read_any or self.terminated_before_slice is not None else 0
         asked, loaded, stopped = self.read_slices(agreed)
         kv_complete = bool(asked) and not stopped and (agreed is None or sum(loaded) == agreed)
         self.check_sidecar_reads(kv_complete, sum(loaded))
@@ -569,7 +573,9 @@ def check_trace(
 
     Optional: ``acks`` (the prefetch's ProgressAck/PoolHitsAck/FinalAck, or
     dicts) with ``page_size`` to check the ack schedule; ``agreed_pages``
-    (default: the hit the recorded hit query found); ``terminated_before_slice``
+    (default: the hit the recorded hit query found, or 0 when no KV read
+    happened and no termination is given: a prefetch revoked before IO);
+    ``terminated_before_slice``
     (no read may start for a later slice); ``backup_completed_tokens`` with
     ``page_size``. Bad arguments raise ContractViolation naming the argument.
     """

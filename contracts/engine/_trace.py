@@ -204,7 +204,7 @@ class TraceOperation(ContractModel):
     page_size: Optional[int] = None
     """Tokens per page; needed to check acks and backup_completed_tokens."""
     agreed_pages: Optional[int] = None
-    """The hit every rank agreed on (RANK-1); by default, the hit query's own count when the trace holds one."""
+    """The hit every rank agreed on (RANK-1); by default the recorded hit query's count (0 when nothing was read)."""
     terminated_before_slice: Optional[int] = None
     """The first slice whose read must not start, because the operation was terminated before it (CTL-4)."""
     backup_completed_tokens: Optional[int] = None
