@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from hicache_contracts.conformance.context import Instance, SuiteContext
-from hicache_contracts.conformance.framework import conformance_check, expect
+from hicache_contracts.conformance.framework import CheckSkipped, conformance_check, expect
 from hicache_contracts.conformance.pools import describe_page_difference
+from hicache_contracts.models import PoolName
 
 SPREAD_RANKS = dict(tp_size=2, pp_size=2, attn_cp_size=2)
 """Group sizes of the namespacing checks' configurations: every coordinate has a sibling."""
@@ -27,10 +28,11 @@ def sibling_configs(suite: SuiteContext, model_name: str) -> list[tuple[str, str
     ]
 
 
-def build_with(suite: SuiteContext, model_name: str, tag: str, **overrides: Any) -> Instance:
+def build_with(suite: SuiteContext, model_name: str, tag: str, *, v2: bool = False, **overrides: Any) -> Instance:
+    """Build an instance with every group of size 2 (rank 0 unless ``overrides`` say otherwise)."""
     fields: dict[str, Any] = dict(SPREAD_RANKS, is_mla_model=False, model_name=model_name)
     fields.update(overrides)
-    return suite.build(suite.config(**fields), pages=8, tag=tag)
+    return suite.build(suite.config(**fields), pages=8, v2=v2, tag=tag)
 
 
 @conformance_check("NS-1", "NS-2", "NS-3", "NS-4")
@@ -76,18 +78,27 @@ def replicated_kv_is_shared_across_tp_ranks(suite: SuiteContext) -> None:
 def exists_get_and_set_share_one_key_scheme(suite: SuiteContext) -> None:
     """Whatever path wrote a page (set, batch_set_v1, batch_set_v2), exists, batch_exists, get and batch_get_v1 find it."""
     instance = build_with(suite, suite.namespace("scheme"), "tp 1/2, pp 1/2, cp 1/2", tp_rank=1, pp_rank=1,
-                          attn_cp_rank=1)
-    paths = ["legacy"] + (["v1"] if suite.claims("v1") else [])
-    for path in paths:
+                          attn_cp_rank=1, v2=suite.claims("v2"))
+    read_paths = ["legacy"] + (["v1"] if suite.claims("v1") else [])
+    for path in read_paths + (["v2"] if suite.claims("v2") else []):
         keys = suite.new_keys(2)
-        suite.store(instance, keys, path=path, clause_id="NS-6")
+        if path == "v2":
+            for key, page in zip(keys, (0, 1)):
+                instance.pool.poke(page, suite.page_for(key, instance.pool))
+            transfers = [suite.transfer(PoolName.KV, keys, instance.pool.slots([0, 1]))]
+            flags = suite.v2_flags(suite.call("NS-6", instance.backend.batch_set_v2, transfers, None), transfers,
+                                   "batch_set_v2")
+            if not all(flags["kv"]):
+                raise CheckSkipped("the backend refused to store pages the check needs through batch_set_v2")
+        else:
+            suite.store(instance, keys, path=path, clause_id="NS-6")
         shown = f"written through {path} as {suite.show(keys)} by an instance at tp 1/2, pp 1/2, cp 1/2"
         found = suite.found(instance, keys)
         expect(all(found), "NS-6", f"exists() misses pages written through {path}: {found}", shown)
         count = suite.count(instance, keys, clause_id="NS-6")
         expect(count == len(keys), "NS-6", f"batch_exists found {count} of {len(keys)} pages written through {path}",
                shown)
-        for read_path in paths:
+        for read_path in read_paths:
             for key, page in zip(keys, suite.read(instance, keys, pages=[4, 5], path=read_path, clause_id="NS-6")):
                 expect(suite.same_page(key, instance.pool, page), "NS-6",
                        f"{'get' if read_path == 'legacy' else 'batch_get_v1'} misses {suite.label(key)} written "

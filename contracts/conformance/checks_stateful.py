@@ -27,7 +27,7 @@ from hicache_contracts.conformance.framework import conformance_check, expect, f
 from hicache_contracts.conformance.pools import describe_page_difference
 from hicache_contracts.conformance.properties import run_machine
 
-KEY_COUNT = 6
+KEY_COUNT = 4
 """Keys one run of the machine plays with: few, so that rules meet the same keys often."""
 
 picks = st.lists(st.integers(0, KEY_COUNT - 1), min_size=1, max_size=4, unique=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Sequence
 
-from hypothesis import given, strategies as st
+from hypothesis import example, given, strategies as st
 
 from hicache_spec import ALL_PAGES, STORAGE_BATCH_SIZE, TRAILING_PAGES, count_pool_hits, fold_pool_hits
 from hicache_contracts.conformance.context import UNREGISTERED_POOL, Instance, SuiteContext
@@ -110,19 +110,27 @@ def _pattern(flags: Sequence[bool]) -> str:
     return "".join("S" if flag else "-" for flag in flags) or "(none)"
 
 
+@st.composite
+def pool_patterns(draw: Any) -> tuple:
+    """Draw which pages KV, an all_pages pool and a trailing_pages pool hold, and the trailing window."""
+    size = draw(st.integers(0, 6))
+    flags = st.lists(st.booleans(), min_size=size, max_size=size)
+    return draw(flags), draw(flags), draw(flags), draw(st.integers(0, 3))
+
+
 @conformance_check("BE-21", "HYB-6", "HYB-7")
 def v2_exists_folds_pool_hits_per_policy(suite: SuiteContext) -> None:
     """batch_exists_v2's kv_hit_pages is the minimum over KV and every pool per its policy; zero-hit pools are left out."""
     instance, backend = suite.main, suite.main.backend
     start = 2 * STORAGE_BATCH_SIZE
 
-    @given(st.data())
-    def folding(data: Any) -> None:
-        size = data.draw(st.integers(0, 6), label="pages")
-        kv = data.draw(st.lists(st.booleans(), min_size=size, max_size=size), label="kv")
-        indexer = data.draw(st.lists(st.booleans(), min_size=size, max_size=size), label="indexer (all_pages)")
-        swa = data.draw(st.lists(st.booleans(), min_size=size, max_size=size), label="swa (trailing_pages)")
-        window = data.draw(st.integers(0, 3), label="swa window")
+    @given(pool_patterns())
+    @example(([True, True, True], [False, False, False], [True, True, True], 1))  # a pool with nothing stored
+    @example(([True, True, True], [True, False, True], [True, True, True], 1))  # all_pages: a hole counts
+    @example(([True, True, True], [True, True, True], [False, True, True], 1))  # trailing: only the window
+    def folding(patterns: tuple) -> None:
+        kv, indexer, swa, window = patterns
+        size = len(kv)
         keys = suite.new_keys(size)
         for name, present in ((PoolName.KV, kv), (PoolName.INDEXER, indexer), (PoolName.SWA, swa)):
             chosen = [key for key, here in zip(keys, present) if here]

@@ -22,6 +22,7 @@ import importlib
 import itertools
 import random
 from collections.abc import Mapping
+from collections.abc import Sequence as SequenceType
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
@@ -144,7 +145,9 @@ class SuiteContext:
             return self.label(value)
         if isinstance(value, torch.Tensor):
             return f"<{value.numel()} host slots>" if value.dim() == 1 else f"<tensor {tuple(value.shape)}>"
-        if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+        if hasattr(value, "kv_buffer") and hasattr(value, "page_size"):
+            return f"<host pool of {getattr(value, 'page_count', '?')} pages>"
+        if isinstance(value, SequenceType) and all(isinstance(item, str) for item in value):
             labels = [self.label(item) for item in value]
             if len(labels) > 6:
                 return f"[{', '.join(labels[:3])}, ..., {labels[-1]}] ({len(labels)} keys)"
@@ -156,6 +159,8 @@ class SuiteContext:
             return (f"PoolTransfer({getattr(value.name, 'value', value.name)}, keys={self.show(value.keys)}, "
                     f"{getattr(value.hit_policy, 'value', value.hit_policy)})")
         if isinstance(value, (list, tuple)):
+            if len(value) > 6:
+                return "[" + ", ".join(self.show(item) for item in value[:3]) + f", ...] ({len(value)} items)"
             return "[" + ", ".join(self.show(item) for item in value) + "]"
         text = repr(value)
         return text if len(text) <= 120 else text[:117] + "..."

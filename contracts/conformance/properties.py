@@ -71,9 +71,11 @@ def run_capturing(runnable: Callable[[], None], clause_id: str) -> None:
         try:
             runnable()
         except ClauseFailure as failure:
+            lines.extend(getattr(failure, "__notes__", ()))  # hypothesis attaches the falsifying example here
             raise ClauseFailure(failure.clause_id, failure.message, with_report(failure.counterexample, lines)
                                 ) from None
         except CheckSkipped:
             raise
         except Exception as error:
+            lines.extend(getattr(error, "__notes__", ()))
             fail(clause_id, f"{type(error).__name__}: {error}", with_report(None, lines))

@@ -1,0 +1,190 @@
+"""A small, correct backend for the suite's own tests: the base every planted bug changes in one place.
+
+Pages are bytes in a process-wide dict named by ``extra_config["store"]``
+(so that instances, like ranks, can share one store), under the name
+``namespace|pool|key``; the namespace holds the model and the PP, CP and TP
+coordinates, TP being ``*`` for replicated KV. Every generation of the
+interface is implemented, each page through the host pool's page helpers.
+It is written to be read, not to be fast.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Optional
+
+import torch
+
+from hicache_contracts.models import PoolTransferResult
+from hicache_spec import fold_pool_hits
+
+STORES: dict[str, dict[str, bytes]] = {}
+"""Every store, by name."""
+_LOCKS: dict[str, threading.RLock] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def pool_name(name: Any) -> str:
+    """Return a pool name (an enum member or a str) as its plain value."""
+    return str(getattr(name, "value", name))
+
+
+def tensor_bytes(value: Any) -> bytes:
+    """Return the bytes of a tensor (raises for anything else)."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"value must be a tensor, got {type(value).__name__}")
+    return value.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+class CorrectBackend:
+    """Honours every backend clause; durability holds within one process (the store outlives instances)."""
+
+    def __init__(self, storage_config: Any, kwargs: Optional[dict] = None) -> None:
+        extra = dict(getattr(storage_config, "extra_config", None) or {})
+        self.config = storage_config
+        self.store_name = str(extra.get("store", "default"))
+        with _REGISTRY_LOCK:
+            self.objects = STORES.setdefault(self.store_name, {})
+            self.lock = _LOCKS.setdefault(self.store_name, threading.RLock())
+        self.namespace = self.namespace_of(storage_config)
+        self.pools: dict[str, Any] = {}
+
+    # ------------------------------------------------------------ names
+    def namespace_of(self, config: Any) -> str:
+        tp = "*" if config.is_mla_model else f"{config.tp_rank}/{config.tp_size}"
+        return f"{config.model_name}|pp{config.pp_rank}/{config.pp_size}|cp{config.attn_cp_rank}/{config.attn_cp_size}|tp{tp}"
+
+    def name(self, key: str, pool: str = "kv") -> str:
+        return f"{self.namespace}|{pool}|{key}"
+
+    # ------------------------------------------------------------ registration
+    def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+        self.pools["kv"] = mem_pool_host
+
+    def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
+        self.pools[pool_name(host_pool_name)] = host_pool
+
+    def page_bytes(self, pool: str = "kv") -> int:
+        dummy = self.pools[pool].get_dummy_flat_data_page()
+        return dummy.numel() * dummy.element_size()
+
+    # ------------------------------------------------------------ objects
+    def put(self, name: str, data: bytes) -> bool:
+        with self.lock:
+            self.objects[name] = data
+        return True
+
+    def fetch(self, name: str) -> Optional[bytes]:
+        with self.lock:
+            return self.objects.get(name)
+
+    def present(self, name: str, pool: str = "kv") -> bool:
+        data = self.fetch(name)
+        return data is not None and pool in self.pools and len(data) == self.page_bytes(pool)
+
+    def page_tensor(self, data: bytes, pool: str = "kv") -> torch.Tensor:
+        dtype = self.pools[pool].get_dummy_flat_data_page().dtype
+        return torch.frombuffer(bytearray(data), dtype=dtype)
+
+    # ------------------------------------------------------------ legacy
+    def exists(self, key: str) -> bool:
+        return self.present(self.name(key))
+
+    def batch_exists(self, keys: list, extra_info: Any = None) -> int:
+        for index, key in enumerate(keys):
+            if not self.exists(key):
+                return index
+        return len(keys)
+
+    def get(self, key: str, target_location: Any = None, target_sizes: Any = None) -> Optional[torch.Tensor]:
+        if not self.exists(key):
+            return None
+        page = self.page_tensor(self.fetch(self.name(key)))
+        if target_location is None:
+            return page
+        target_location.view(-1).copy_(page)
+        return target_location
+
+    def batch_get(self, keys: list, target_locations: Any = None, target_sizes: Any = None) -> list:
+        targets = target_locations or [None] * len(keys)
+        return [self.get(key, target) for key, target in zip(keys, targets)]
+
+    def set(self, key: str, value: Any = None, target_location: Any = None, target_sizes: Any = None) -> bool:
+        try:
+            return self.put(self.name(key), tensor_bytes(value))
+        except Exception:
+            return False
+
+    def batch_set(self, keys: list, values: Any = None, target_locations: Any = None,
+                  target_sizes: Any = None) -> bool:
+        results = [self.set(key, value) for key, value in zip(keys, values or [])]
+        return len(results) == len(keys) and all(results)
+
+    # ------------------------------------------------------------ v1
+    def read_pages(self, pool: str, keys: list, host_indices: Any) -> list[bool]:
+        host_pool = self.pools.get(pool)
+        if host_pool is None:
+            return [False] * len(keys)
+        results = []
+        for index, key in enumerate(keys):
+            try:
+                if not self.present(self.name(key, pool), pool):
+                    results.append(False)
+                    continue
+                slot = int(host_indices[index * host_pool.page_size])
+                host_pool.set_from_flat_data_page(slot, self.page_tensor(self.fetch(self.name(key, pool)), pool))
+                results.append(True)
+            except Exception:
+                results.append(False)
+        return results
+
+    def write_pages(self, pool: str, keys: list, host_indices: Any) -> list[bool]:
+        host_pool = self.pools.get(pool)
+        if host_pool is None:
+            return [False] * len(keys)
+        results = []
+        for index, key in enumerate(keys):
+            try:
+                slot = int(host_indices[index * host_pool.page_size])
+                results.append(self.put(self.name(key, pool), tensor_bytes(host_pool.get_data_page(slot, flat=True))))
+            except Exception:
+                results.append(False)
+        return results
+
+    def batch_get_v1(self, keys: list, host_indices: Any, extra_info: Any = None) -> list[bool]:
+        return self.read_pages("kv", list(keys), host_indices)
+
+    def batch_set_v1(self, keys: list, host_indices: Any, extra_info: Any = None) -> list[bool]:
+        return self.write_pages("kv", list(keys), host_indices)
+
+    # ------------------------------------------------------------ v2
+    def pool_present(self, pool: str, keys: list) -> tuple[bool, ...]:
+        return tuple(self.present(self.name(key, pool), pool) for key in keys)
+
+    def pool_query(self, transfer: Any, keys: list) -> tuple:
+        name = pool_name(transfer.name)
+        return (name, pool_name(transfer.hit_policy), len(transfer.keys or ()), self.pool_present(name, keys))
+
+    def batch_exists_v2(self, keys: list, pool_transfers: Any = None, extra_info: Any = None) -> Any:
+        keys = list(keys)
+        queries = tuple(self.pool_query(transfer, keys) for transfer in pool_transfers or ())
+        folded, entries = fold_pool_hits(self.pool_present("kv", keys), queries)
+        return PoolTransferResult(kv_hit_pages=folded, extra_pool_hit_pages=dict(entries))
+
+    def batch_get_v2(self, transfers: list, extra_info: Any = None) -> dict:
+        return {pool_name(item.name): self.read_pages(pool_name(item.name), list(item.keys or ()), item.host_indices)
+                for item in transfers}
+
+    def batch_set_v2(self, transfers: list, extra_info: Any = None) -> dict:
+        ordered = sorted(transfers, key=lambda item: pool_name(item.name) == "kv")  # sidecars first, KV last
+        return {pool_name(item.name): self.write_pages(pool_name(item.name), list(item.keys or ()), item.host_indices)
+                for item in ordered}
+
+    # ------------------------------------------------------------ housekeeping
+    def clear(self) -> None:
+        with self.lock:
+            for name in [name for name in self.objects if name.startswith(self.namespace + "|")]:
+                del self.objects[name]
+
+    def get_stats(self) -> Any:
+        return None
