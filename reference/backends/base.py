@@ -188,20 +188,25 @@ class PageStoreBackend:
     then ``register_mem_pool_host(pool)`` once before IO and
     ``register_mem_host_pool_v2(pool, name)`` for every v2 pool (BE-24).
     ``storage_config`` is a ``HiCacheStorageConfig`` or any object with
-    SGLang's attribute names; ``extra_config`` None falls back to
-    ``storage_config.extra_config``. Unknown extra keys are ignored (BE-1).
+    SGLang's attribute names; the extra configuration is
+    ``storage_config.extra_config`` overlaid with ``extra_config`` (SGLang
+    passes an empty dict there). Unknown extra keys are ignored (BE-1).
     """
 
     hicache_levels: tuple[str, ...] = ("core", "v1", "v2", "prefix", "namespacing", "concurrency")
     """The capability levels the backend claims."""
 
     def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
-        if extra_config is None:
-            extra_config = getattr(storage_config, "extra_config", None)
+        merged = dict(getattr(storage_config, "extra_config", None) or {})
+        merged.update(extra_config or {})
         self.storage_config = storage_config
         """The configuration the backend was built with."""
-        self.extra_config: dict = dict(extra_config or {})
-        """A private copy of the extra configuration (BE-1: unknown keys are kept and ignored)."""
+        self.extra_config: dict = merged
+        """``storage_config.extra_config`` overlaid with the ``extra_config`` argument, as a private copy.
+
+        SGLang builds a dynamic backend as ``cls(storage_config, {})``: the
+        keys arrive in ``storage_config.extra_config``. Unknown keys are kept
+        and ignored (BE-1)."""
         self.namespace = namespace_for(storage_config)
         """Who this instance's pages belong to (NS-1..NS-5); the first part of every object name."""
         self.metrics_enabled = bool(getattr(storage_config, "enable_storage_metrics", False))
@@ -587,9 +592,9 @@ class PageStoreBackend:
             return PoolTransferResult.empty()
 
     def _exists_v2(self, keys: list[str], transfers: list) -> PoolTransferResult:
+        """Fold presence per the spec (BE-21): each pool is measured against the leading run of KV pages."""
         extra = [transfer for transfer in transfers if pool_key(transfer.name) != KV]
-        derived = self._known_derived(pool_key(t.name) for t in extra if _is_kv_derived(t))
-        kv_present = self._kv_present(keys, derived)
+        kv_present = self._present(KV, keys)
         kv_hit = 0
         while kv_hit < len(keys) and kv_present[kv_hit]:
             kv_hit += 1
@@ -602,6 +607,11 @@ class PageStoreBackend:
             policy = pool_key(getattr(transfer, "hit_policy", ALL_PAGES))
             queries.append((name, policy, len(_transfer_keys(transfer)), present))
         folded, entries = fold_pool_hits(kv_flags, tuple(queries))  # BE-21
+        # BE-22: KV-derived sidecars seen before but not asked about still cap the hit, as missing KV would.
+        unasked = sorted(self._known_derived() - {query[0] for query in queries})
+        if unasked and folded:
+            with_sidecars = self._kv_present(keys[:folded], unasked)
+            folded = next((index for index, flag in enumerate(with_sidecars) if not flag), folded)
         return PoolTransferResult(kv_hit_pages=folded,
                                   extra_pool_hit_pages={name: hit for name, hit in entries if name != KV})
 

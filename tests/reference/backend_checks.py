@@ -250,8 +250,10 @@ def check_accepts_extra_config(harness: Harness) -> None:
     """BE-1: unknown extra keys are ignored; None falls back to the config's extra_config."""
     backend = harness.make(unknown_key="x", backend_name="vendor", interface_v1=1)
     assert write_pages(backend, page_keys(1), [0]) == [True]
-    from_config = harness.backend_cls(config(extra_config={**harness.extra, "unknown": 1}), None)
-    assert from_config.batch_exists(page_keys(1)) == 1, "an instance built from config.extra_config must see the page"
+    # SGLang's way: the keys in storage_config.extra_config, an empty dict beside it.
+    for beside in ({}, None):
+        from_config = harness.backend_cls(config(extra_config={**harness.extra, "unknown": 1}), beside)
+        assert from_config.batch_exists(page_keys(1)) == 1, "an instance built from config.extra_config must see the page"
 
 
 @clause_check
@@ -583,6 +585,29 @@ def check_v2_exists_folds(harness: Harness, kv_present: tuple, pools: tuple) -> 
     expected = PoolTransferResult(kv_hit_pages=folded,
                                   extra_pool_hit_pages={name: hit for name, hit in entries if name != "kv"})
     assert backend.batch_exists_v2(keys, transfers) == expected
+
+
+@clause_check
+def check_fold_measures_pools_against_kv(harness: Harness) -> None:
+    """BE-21, BE-22: a missing KV-derived sidecar caps kv_hit_pages, but pools are still measured against KV alone."""
+    backend = harness.make()
+    pool = backend.mem_pool_host
+    indexer = make_pool(kind="mla", layer_num=1, head_dim=4)
+    swa = make_pool(layer_num=1)
+    backend.register_mem_host_pool_v2(indexer, PoolName.INDEXER)
+    backend.register_mem_host_pool_v2(swa, PoolName.SWA)
+    keys = page_keys(3, start=140)
+    fill_pages(pool, [0, 1, 2], seed=17)
+    first = [PoolTransfer(name="kv", keys=keys[:1], host_indices=slots_of(pool, [0])),
+             PoolTransfer(name="indexer", keys=keys[:1], indices_from_pool="kv")]
+    assert backend.batch_set_v2(first) == {"kv": [True], "indexer": [True]}
+    rest = [PoolTransfer(name="kv", keys=keys[1:], host_indices=slots_of(pool, [1, 2])),
+            PoolTransfer(name="swa", keys=keys, host_indices=slots_of(swa, [0, 1, 2]))]
+    assert backend.batch_set_v2(rest) == {"kv": [True, True], "swa": [True, True, True]}
+    query = [PoolTransfer(name="swa", keys=keys[-1:], hit_policy="trailing_pages")]
+    result = backend.batch_exists_v2(keys, query)
+    assert result.extra_pool_hit_pages == {"swa": 3}, f"swa must be measured against the KV run of 3: {result}"
+    assert result.kv_hit_pages == 1, f"the indexer, derived from KV, holds page 0 only: {result}"
 
 
 @clause_check
@@ -958,6 +983,10 @@ class BackendClauseTests:
     @pytest.mark.parametrize("kv_present, pools", fold_cases())
     def test_v2_exists_folds(self, harness: Harness, kv_present: tuple, pools: tuple) -> None:
         check_v2_exists_folds(harness, kv_present, pools)
+
+    @pytest.mark.clause("BE-21", "BE-22")
+    def test_fold_measures_pools_against_kv(self, harness: Harness) -> None:
+        check_fold_measures_pools_against_kv(harness)
 
     @pytest.mark.clause("BE-22")
     def test_derived_sidecars_travel_with_kv(self, harness: Harness) -> None:

@@ -33,6 +33,7 @@ from tests.reference.backend_checks import (
     check_derived_sidecars_travel_with_kv,
     check_every_generation_implemented,
     check_extra_info_shapes,
+    check_fold_measures_pools_against_kv,
     check_full_batch,
     check_idempotent_set,
     check_leading_run,
@@ -463,6 +464,23 @@ def test_fold_check_catches_planted_bug(memory_harness: MemoryHarness) -> None:
     pools = (("indexer", "all_pages", 4, (True, True, False, True)),)
     with pytest.raises(AssertionError):
         check_v2_exists_folds(memory_harness.using(FoldIgnoresPools), (True, True, True, True), pools)
+
+
+class KvRunIncludesSidecars(MemoryBackend):
+    """Counts a KV page without its derived sidecar as absent KV, so every pool is measured against a short run."""
+
+    def _present(self, pool_name: str, keys: Any) -> list[bool]:
+        present = super()._present(pool_name, keys)
+        if pool_name == "kv":
+            for derived in self._known_derived():
+                present = [mine and theirs for mine, theirs in zip(present, super()._present(derived, keys))]
+        return present
+
+
+@pytest.mark.clause("BE-21")
+def test_fold_against_kv_check_catches_planted_bug(memory_harness: MemoryHarness) -> None:
+    with pytest.raises(AssertionError):
+        check_fold_measures_pools_against_kv(memory_harness.using(KvRunIncludesSidecars))
 
 
 class EvictionLeavesStaleEntries(MemoryBackend):

@@ -110,22 +110,27 @@ def with_sglang() -> Iterator[types.ModuleType]:
         importlib.reload(adapter)
 
 
-def load_dynamic_backend(extra_config_json: str, storage_config: Any, base: type) -> Any:
-    """Load a backend the way SGLang's dynamic backend option does."""
+def load_dynamic_backend(extra_config_json: str, base: type) -> Any:
+    """Load a backend the way SGLang's dynamic backend option does.
+
+    The parsed JSON becomes ``storage_config.extra_config``; the class is built
+    as ``cls(storage_config, {})`` (the factory's extra keyword arguments, none).
+    """
     extra_config = json.loads(extra_config_json)
+    storage_config = config(extra_config=extra_config)
     module = importlib.import_module(extra_config["module_path"])
     backend_class = getattr(module, extra_config["class_name"])
     if not issubclass(backend_class, base):
         raise TypeError(f"{backend_class.__name__} must subclass {base.__name__}")
-    return backend_class(storage_config, extra_config)
+    return backend_class(storage_config, {})
 
 
 # ================================================================== checks
 @clause_check
 def check_dynamic_loading(extra_config_json: str, base: type) -> None:
     """BE-1, BE-24: the documented JSON loads a backend that ignores the loading keys and moves pages."""
-    writer = load_dynamic_backend(extra_config_json, config(), base)
-    reader = load_dynamic_backend(extra_config_json, config(), base)
+    writer = load_dynamic_backend(extra_config_json, base)
+    reader = load_dynamic_backend(extra_config_json, base)
     assert isinstance(writer, base)
     for backend in (writer, reader):
         backend.register_mem_pool_host(make_pool())
