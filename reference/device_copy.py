@@ -14,13 +14,14 @@ Indices are token slots of whole pages, page by page, as the host pool's
 (``ContractViolation`` naming the argument, BE-15 shape rules).
 
 With CUDA, a copy runs on the copier's own stream: the host side is gathered
-into pinned staging memory (or scattered from it), one asynchronous
-transfer moves the bytes, and the device side is gathered or scattered with
-index kernels; the handle holds a CUDA event and the staging buffer until
+into pinned staging memory (or scattered from it) page by page, one
+asynchronous transfer moves the bytes, and the device side is gathered or
+scattered with page-indexed kernels; the handle holds a CUDA event and the staging buffer until
 ``wait``. ``load`` returns when the work is queued; ``store`` finishes its
 host scatter in ``wait``. Without CUDA (a CPU device buffer) the same API
-copies at once: runs of pages that are consecutive on both sides are copied
-as one block each, anything else by gather and scatter.
+copies at once: for each run of consecutive target pages, one block copy
+when the source pages are consecutive too, else one gather of whole pages
+straight into the run (no temporary).
 """
 
 from __future__ import annotations
@@ -35,9 +36,6 @@ from hicache_contracts.host_pool import HostPagePool
 __all__ = ["CopyHandle", "PageCopier"]
 
 _CLASS = "PageCopier"
-
-MAX_RUNS_FOR_BLOCK_COPY = 32
-"""Above this many runs of consecutive pages, one gather and one scatter beat per-run copies."""
 
 
 class CopyHandle:
@@ -151,60 +149,83 @@ class PageCopier:
         self._copy_cpu(self.device_buffer, device_slots, self.host_pool.kv_buffer, host_slots)
         return CopyHandle()
 
-    def _page_runs(self, source_slots: torch.Tensor, target_slots: torch.Tensor) -> list[tuple[int, int, int]]:
-        """Return (source start slot, target start slot, slot count) of each run of pages consecutive on both sides."""
-        source_pages = source_slots[:: self.page_size] // self.page_size
-        target_pages = target_slots[:: self.page_size] // self.page_size
-        if source_pages.numel() > 1:
-            breaks = ((source_pages[1:] - source_pages[:-1] != 1) | (target_pages[1:] - target_pages[:-1] != 1))
-            starts = [0] + (breaks.nonzero().flatten() + 1).tolist()
+    def _pages_view(self, buffer: torch.Tensor) -> torch.Tensor:
+        """``buffer`` with its slot dimension split into (pages, page_size): one index per page."""
+        shape = list(buffer.shape)
+        slots = shape[self.slot_dim]
+        shape[self.slot_dim: self.slot_dim + 1] = [slots // self.page_size, self.page_size]
+        return buffer.view(shape)
+
+    def _pages(self, slots: torch.Tensor) -> torch.Tensor:
+        return slots[:: self.page_size] // self.page_size
+
+    def _copy_pages(self, source: torch.Tensor, source_pages: torch.Tensor, target: torch.Tensor,
+                    target_pages: torch.Tensor) -> None:
+        """Copy page ``source_pages[i]`` of ``source`` to page ``target_pages[i]`` of ``target`` (same device).
+
+        Per run of consecutive target pages: one block copy when the source
+        pages are consecutive too, else one gather straight into the run.
+        """
+        source_view, target_view = self._pages_view(source), self._pages_view(target)
+        dim = self.slot_dim
+        count = target_pages.numel()
+        if count > 1:
+            target_breaks = target_pages[1:] - target_pages[:-1] != 1
+            source_breaks = (source_pages[1:] - source_pages[:-1] != 1).to(torch.int64).cumsum(0)
+            starts = [0] + (target_breaks.nonzero().flatten() + 1).tolist()
         else:
+            source_breaks = torch.zeros(0, dtype=torch.int64)
             starts = [0]
-        ends = starts[1:] + [source_pages.numel()]
-        return [(int(source_pages[a]) * self.page_size, int(target_pages[a]) * self.page_size,
-                 (b - a) * self.page_size) for a, b in zip(starts, ends)]
+        ends = starts[1:] + [count]
+        for first, last in zip(starts, ends):
+            run = last - first
+            target_run = target_view.narrow(dim, int(target_pages[first]), run)
+            breaks_inside = 0 if run == 1 else int(source_breaks[last - 2]) - (
+                int(source_breaks[first - 1]) if first else 0)
+            if breaks_inside == 0:
+                target_run.copy_(source_view.narrow(dim, int(source_pages[first]), run))
+            else:
+                torch.index_select(source_view, dim, source_pages[first:last].to(source.device), out=target_run)
 
     def _copy_cpu(self, source: torch.Tensor, source_slots: torch.Tensor, target: torch.Tensor,
                   target_slots: torch.Tensor) -> None:
-        runs = self._page_runs(source_slots, target_slots)
-        dim = self.slot_dim
-        if len(runs) <= MAX_RUNS_FOR_BLOCK_COPY:
-            for source_start, target_start, count in runs:
-                target.narrow(dim, target_start, count).copy_(source.narrow(dim, source_start, count))
-            return
-        target.index_copy_(dim, target_slots.to(target.device), source.index_select(dim, source_slots))
+        self._copy_pages(source, self._pages(source_slots), target, self._pages(target_slots))
 
-    def _staging(self, slots: int) -> torch.Tensor:
+    def _staging(self, pages: int) -> torch.Tensor:
         shape = list(self.host_pool.kv_buffer.shape)
-        shape[self.slot_dim] = slots
+        shape[self.slot_dim] = pages * self.page_size
         return torch.empty(shape, dtype=self.host_pool.dtype, pin_memory=True)
 
     def _load_cuda(self, host_slots: torch.Tensor, device_slots: torch.Tensor) -> CopyHandle:
-        staging = self._staging(host_slots.numel())
-        torch.index_select(self.host_pool.kv_buffer, self.slot_dim, host_slots, out=staging)  # gather on the host
-        device_index = device_slots.pin_memory()
+        host_pages, device_pages = self._pages(host_slots), self._pages(device_slots)
+        staging = self._staging(host_pages.numel())
+        torch.index_select(self._pages_view(self.host_pool.kv_buffer), self.slot_dim, host_pages,
+                           out=self._pages_view(staging))  # gather on the host, into pinned memory
+        device_index = device_pages.pin_memory()
         event = torch.cuda.Event()
         self.stream.wait_stream(torch.cuda.current_stream(self.device_buffer.device))  # after earlier device work
         with torch.cuda.stream(self.stream):
             arrived = staging.to(self.device_buffer.device, non_blocking=True)
             index = device_index.to(self.device_buffer.device, non_blocking=True)
-            self.device_buffer.index_copy_(self.slot_dim, index, arrived)
+            self._pages_view(self.device_buffer).index_copy_(self.slot_dim, index, self._pages_view(arrived))
             event.record(self.stream)
         return CopyHandle(event=event, keep=(staging, device_index, arrived, index))
 
     def _store_cuda(self, device_slots: torch.Tensor, host_slots: torch.Tensor) -> CopyHandle:
-        staging = self._staging(host_slots.numel())
-        device_index = device_slots.pin_memory()
+        host_pages, device_pages = self._pages(host_slots), self._pages(device_slots)
+        staging = self._staging(host_pages.numel())
+        device_index = device_pages.pin_memory()
         event = torch.cuda.Event()
         self.stream.wait_stream(torch.cuda.current_stream(self.device_buffer.device))  # after earlier device work
         with torch.cuda.stream(self.stream):
             index = device_index.to(self.device_buffer.device, non_blocking=True)
-            gathered = self.device_buffer.index_select(self.slot_dim, index)
-            staging.copy_(gathered, non_blocking=True)
+            gathered = self._pages_view(self.device_buffer).index_select(self.slot_dim, index)
+            self._pages_view(staging).copy_(gathered, non_blocking=True)
             event.record(self.stream)
         host = self.host_pool.kv_buffer
+        staged_pages = torch.arange(host_pages.numel())
 
         def scatter_on_host() -> None:
-            host.index_copy_(self.slot_dim, host_slots, staging)
+            self._copy_pages(staging, staged_pages, host, host_pages)
 
         return CopyHandle(event=event, finish=scatter_on_host, keep=(staging, device_index, index, gathered))

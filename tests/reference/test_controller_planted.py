@@ -278,9 +278,11 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("clause_id,bug,scenario", CASES, ids=[f"{c}-{b.__name__}" for c, b, _ in CASES])
-def test_check_catches_planted_bug(clause_id, bug, scenario, request):
-    request.node.add_marker(pytest.mark.clause(clause_id))
+@pytest.mark.parametrize("clause_id,bug,scenario", [
+    pytest.param(clause_id, bug, scenario, marks=pytest.mark.clause(clause_id), id=f"{clause_id}-{bug.__name__}")
+    for clause_id, bug, scenario in CASES
+])
+def test_check_catches_planted_bug(clause_id, bug, scenario):
     scenario(CacheController)  # the reference passes
     with pytest.raises(AssertionError, match=rf"\[{clause_id}\]"):
         scenario(bug)

@@ -7,7 +7,7 @@ import torch
 
 from hicache_contracts import ContractViolation
 from hicache_contracts.host_pool import HostPagePool
-from hicache_reference.device_copy import MAX_RUNS_FOR_BLOCK_COPY, PageCopier
+from hicache_reference.device_copy import PageCopier
 
 PAGE_SIZE = 4
 
@@ -33,7 +33,8 @@ def host_page(pool: HostPagePool, page: int) -> torch.Tensor:
 PLACEMENTS = {
     "one run": (list(range(10, 20)), list(range(0, 10))),
     "scattered": ([5, 3, 40, 41, 7], [9, 0, 1, 30, 2]),
-    "many runs": (list(range(0, 2 * MAX_RUNS_FOR_BLOCK_COPY + 2, 2)), list(range(MAX_RUNS_FOR_BLOCK_COPY + 1))),
+    "target run, source scattered": (list(range(0, 66, 2)), list(range(33))),
+    "both mixed": ([1, 2, 3, 9, 8, 20, 21, 22, 50], [4, 5, 6, 7, 0, 1, 2, 40, 10]),
 }
 
 

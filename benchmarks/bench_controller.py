@@ -1,0 +1,167 @@
+"""The reference controller's throughput against plain torch copies of the same bytes, measured in one run.
+
+Backup then prefetch of PAGES pages of 64 KiB (16 tokens x 8 layers x K/V x
+2 heads x 64 dims, float16) through ``CacheController`` with the in-memory
+backend, against:
+
+  backup    vs  one ``copy_`` of the pool's bytes into a separate buffer (what storing them costs at least)
+  prefetch  vs  one ``copy_`` of the same bytes back into a pool buffer
+
+and against the same backend calls made directly, slice by slice, without
+the controller (what the controller itself adds: threads, validation, acks);
+and the L2 -> L1 page copier (``PageCopier.load``, a CPU device buffer here)
+against one ``copy_`` of the same bytes, for pages in one run and scattered.
+
+Ratios are throughput ratios: controller bytes/s divided by baseline bytes/s
+(1.0 = as fast as the raw copy; the target is at least 0.8).
+
+Run: python benchmarks/bench_controller.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from hicache_contracts import HiCacheStorageConfig
+from hicache_contracts.host_pool import HostPagePool
+from hicache_reference import CacheController, PageCopier
+from hicache_reference.backends.memory import MemoryBackend
+
+PAGE_SIZE = 16
+LAYERS = 8
+HEADS = 2
+HEAD_DIM = 64
+BATCH = 128
+
+
+def make_pool(pages: int) -> HostPagePool:
+    return HostPagePool(pages, PAGE_SIZE, LAYERS, HEADS, HEAD_DIM, kind="mha", pin_memory=False)
+
+
+def best(function, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def keys_for(pages: int, round_index: int) -> list[str]:
+    return [f"{round_index:08x}{page:056x}" for page in range(pages)]
+
+
+def measure_controller(pages: int, repeat: int) -> dict[str, float]:
+    config = HiCacheStorageConfig.single_rank()
+    source, target = make_pool(pages), make_pool(pages)
+    source.kv_buffer.copy_(torch.randn(source.kv_buffer.shape).to(source.dtype))
+    writer = MemoryBackend(config, {})
+    reader = MemoryBackend(config, {"store": writer.store})
+    source_slots = source.alloc(pages)
+    backup_times, prefetch_times = [], []
+    with CacheController(writer, source, storage_config=config) as backup_side, \
+            CacheController(reader, target, storage_config=config, prefetch_threshold=0) as prefetch_side:
+        for round_index in range(repeat):
+            keys = keys_for(pages, round_index)  # new keys each round: every write is a real write
+            start = time.perf_counter()
+            backup = backup_side.backup(keys, source_slots)
+            backup.wait()
+            backup_times.append(time.perf_counter() - start)
+            if backup.completed_tokens != pages * PAGE_SIZE:
+                raise RuntimeError(f"backup stopped at {backup.completed_tokens} tokens")
+            start = time.perf_counter()
+            operation = prefetch_side.prefetch(keys=keys)
+            operation.wait()
+            prefetch_times.append(time.perf_counter() - start)
+            if operation.loaded_tokens != pages * PAGE_SIZE:
+                raise RuntimeError(f"prefetch loaded {operation.loaded_tokens} tokens")
+            loaded = operation.loaded_host_indices
+            if round_index == 0 and not torch.equal(target.kv_buffer[:, :, loaded], source.kv_buffer[:, :, source_slots]):
+                raise RuntimeError("prefetched bytes differ from the backed-up bytes")
+            target.free(loaded)
+            writer.clear()
+    direct_backup_times, direct_prefetch_times = [], []
+    for round_index in range(repeat):
+        keys = keys_for(pages, repeat + round_index)
+        start = time.perf_counter()
+        for first in range(0, pages, BATCH):
+            writer.batch_set_v1(keys[first: first + BATCH], source_slots[first * PAGE_SIZE: (first + BATCH) * PAGE_SIZE])
+        direct_backup_times.append(time.perf_counter() - start)
+        slots = target.alloc(pages)
+        start = time.perf_counter()
+        for first in range(0, pages, BATCH):
+            reader.batch_exists(keys[first: first + BATCH])
+        for first in range(0, pages, BATCH):
+            reader.batch_get_v1(keys[first: first + BATCH], slots[first * PAGE_SIZE: (first + BATCH) * PAGE_SIZE])
+        direct_prefetch_times.append(time.perf_counter() - start)
+        target.free(slots)
+        writer.clear()
+    size = source.kv_buffer.numel() * source.element_size
+    baseline_store = torch.empty_like(source.kv_buffer)
+    copy_to_store = best(lambda: baseline_store.copy_(source.kv_buffer), repeat)
+    copy_back = best(lambda: target.kv_buffer.copy_(baseline_store), repeat)
+    return {
+        "bytes": size,
+        "backup": min(backup_times),
+        "prefetch": min(prefetch_times),
+        "copy_to_store": copy_to_store,
+        "copy_back": copy_back,
+        "direct_backup": min(direct_backup_times),
+        "direct_prefetch": min(direct_prefetch_times),
+    }
+
+
+def measure_copier(pages: int, repeat: int) -> dict[str, float]:
+    pool = make_pool(2 * pages)
+    pool.kv_buffer.copy_(torch.randn(pool.kv_buffer.shape).to(pool.dtype))
+    copier = PageCopier.allocate(pool, pages, device="cpu")
+    page_slots = torch.arange(PAGE_SIZE)
+
+    def slots(page_list: torch.Tensor) -> torch.Tensor:
+        return (page_list[:, None] * PAGE_SIZE + page_slots[None, :]).reshape(-1)
+
+    contiguous_host = slots(torch.arange(pages))
+    scattered_host = slots(torch.randperm(2 * pages)[:pages])
+    device_slots = slots(torch.arange(pages))
+    source = pool.kv_buffer.narrow(2, 0, pages * PAGE_SIZE)
+    baseline = best(lambda: copier.device_buffer.copy_(source), repeat)
+    return {
+        "bytes": copier.device_buffer.numel() * copier.device_buffer.element_size(),
+        "baseline": baseline,
+        "one run": best(lambda: copier.load(contiguous_host, device_slots).wait(), repeat),
+        "scattered": best(lambda: copier.load(scattered_host, device_slots).wait(), repeat),
+    }
+
+
+def gigabytes_per_second(size: int, seconds: float) -> float:
+    return size / seconds / 1e9
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="512 pages, 2 repeats")
+    arguments = parser.parse_args()
+    pages, repeat = (512, 2) if arguments.quick else (4096, 3)
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    page_bytes = PAGE_SIZE * LAYERS * 2 * HEADS * HEAD_DIM * 2
+    print(f"{pages} pages of {page_bytes // 1024} KiB ({pages * page_bytes / 2**20:.0f} MiB), best of {repeat}")
+    result = measure_controller(pages, repeat)
+    size = result["bytes"]
+    for name, baseline in (("backup", "copy_to_store"), ("prefetch", "copy_back")):
+        mine = gigabytes_per_second(size, result[name])
+        theirs = gigabytes_per_second(size, result[baseline])
+        direct = gigabytes_per_second(size, result[f"direct_{name}"])
+        print(f"controller {name:9s} {mine:6.2f} GB/s   torch copy {theirs:6.2f} GB/s   ratio {mine / theirs:5.2f}x   "
+              f"direct backend calls {direct:6.2f} GB/s   ratio {mine / direct:5.2f}x")
+    copier = measure_copier(pages, repeat)
+    base = gigabytes_per_second(copier["bytes"], copier["baseline"])
+    for name in ("one run", "scattered"):
+        mine = gigabytes_per_second(copier["bytes"], copier[name])
+        print(f"PageCopier.load ({name:9s}) {mine:6.2f} GB/s   torch copy {base:6.2f} GB/s   ratio {mine / base:5.2f}x")
+
+
+if __name__ == "__main__":
+    main()
