@@ -60,9 +60,10 @@ from redis.crc import key_slot
 from redis.exceptions import AskError, ClusterDownError, TryAgainError
 from redis.retry import Retry
 
-from hicache_reference.backends.base import PageStoreBackend, pool_key
+from hicache_contracts.host_pool import HostPagePool
+from hicache_reference.backends.base import PageStoreBackend, pool_key, tensor_bytes
 from hicache_reference.backends.namespace import storage_name
-from hicache_spec import KV
+from hicache_spec import KV, STORAGE_BATCH_SIZE
 
 __all__ = ["DEFAULT_REDIS_URL", "RedisBackend", "RedisNodes", "RedisSettings"]
 
@@ -185,6 +186,74 @@ _REDIRECTIONS = (AskError, ClusterDownError, TryAgainError)
 
 Unit = tuple[str, Sequence[tuple]]
 """Commands for one key: (the key they route by, [command arguments, ...]), run in order on one connection."""
+
+
+_SMALL_PART = 16 * 1024
+"""Arguments up to this size are copied into the packed request; larger ones are sent from where they are."""
+
+
+def _byte_length(data: Any) -> int:
+    """Return the size of a value: one bytes-like object, or a sequence of them sent back to back."""
+    if isinstance(data, (list, tuple)):
+        return sum(memoryview(part).nbytes for part in data)
+    return memoryview(data).nbytes
+
+
+def _pack(units: Sequence[Unit]) -> list[Any]:
+    """Return every command of ``units`` in the Redis protocol, as buffers to send one after the other.
+
+    Small arguments are gathered into shared chunks; a large value (a page, or
+    the parts of a page as a sequence) is sent from its own memory, uncopied.
+    """
+    parts: list[Any] = []
+    chunk = bytearray()
+    for _, commands in units:
+        for arguments in commands:
+            chunk += b"*%d\r\n" % len(arguments)
+            for argument in arguments:
+                if isinstance(argument, str):
+                    argument = argument.encode()
+                elif isinstance(argument, int):
+                    argument = b"%d" % argument
+                pieces = argument if isinstance(argument, (list, tuple)) else (argument,)
+                chunk += b"$%d\r\n" % _byte_length(pieces)
+                for piece in pieces:
+                    if memoryview(piece).nbytes > _SMALL_PART:
+                        parts.append(bytes(chunk))
+                        chunk = bytearray()
+                        parts.append(piece)
+                    else:
+                        chunk += piece
+                chunk += b"\r\n"
+    if chunk:
+        parts.append(bytes(chunk))
+    return parts
+
+
+def _round_trip(client: redis.Redis, units: Sequence[Unit]) -> list[Any]:
+    """Send every command of ``units`` on one pooled connection, then read one reply per command.
+
+    An error reply comes back as an exception instance in its place; a broken
+    connection raises (and is dropped from the pool, so the next call gets a
+    fresh one).
+    """
+    pool = client.connection_pool
+    connection = pool.get_connection()
+    try:
+        connection.send_packed_command(_pack(units), check_health=False)
+        replies: list[Any] = []
+        for _, commands in units:
+            for _ in commands:
+                try:
+                    replies.append(connection.read_response())
+                except redis.ResponseError as error:
+                    replies.append(error)
+        return replies
+    except BaseException:
+        connection.disconnect()  # replies may still be in flight: never hand this connection out again
+        raise
+    finally:
+        pool.release(connection)
 
 
 class RedisNodes:
@@ -331,11 +400,7 @@ class RedisNodes:
         replies: Any = None
         for attempt in range(2):
             try:
-                pipeline = client.pipeline(transaction=False)
-                for _, commands in units:
-                    for arguments in commands:
-                        pipeline.execute_command(*arguments)
-                replies = pipeline.execute(raise_on_error=False)
+                replies = _round_trip(client, units)
                 break
             except redis.ConnectionError as error:
                 # A pooled connection a server restart broke fails once; the retry takes a fresh one.
@@ -436,6 +501,8 @@ class RedisBackend(PageStoreBackend):
 
     hicache_levels = ("core", "v1", "v2", "prefix", "namespacing", "concurrency", "durability")
     """The capability levels the backend claims."""
+    read_chunk_pages = STORAGE_BATCH_SIZE
+    """Pages per read round trip: a whole slice, so a slice costs one pipeline per node."""
 
     def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
         super().__init__(storage_config, extra_config)
@@ -498,7 +565,7 @@ class RedisBackend(PageStoreBackend):
         units = []
         positions = []
         for position, (name, data) in enumerate(zip(names, datas)):
-            if data is None or len(data) == 0:
+            if data is None or _byte_length(data) == 0:
                 continue
             redis_key, field = self._locate(name)
             if self._ttl_milliseconds is None:
@@ -512,6 +579,21 @@ class RedisBackend(PageStoreBackend):
         for position, outcome in zip(positions, self._execute(units)):
             written[position] = not _is_exception(outcome) and not any(_failed(reply) for reply in outcome)
         return written
+
+    def _page_bytes(self, pool: Any, page_format: Any, slot: int) -> Any:
+        """Return the host page at ``slot`` as the list of its contiguous parts, in flat-page order, uncopied.
+
+        The parts are views of the host pool, sent straight from it (the host
+        slots stay allocated until the backup's write returns); other pools
+        get the shared copying path.
+        """
+        if not isinstance(pool, HostPagePool):
+            return super()._page_bytes(pool, page_format, slot)
+        parts: list[memoryview] = []
+        _contiguous_parts(pool.get_data_page(slot, flat=False), parts)
+        if sum(part.nbytes for part in parts) != page_format.byte_count:
+            return None
+        return parts
 
     def _object_size(self, name: str) -> Optional[int]:
         return self._object_sizes([name])[0]
@@ -537,6 +619,15 @@ class RedisBackend(PageStoreBackend):
         """Stop serving and close every connection; later calls miss or fail without raising."""
         super().close()
         self.nodes.close()
+
+
+def _contiguous_parts(tensor: Any, parts: list) -> None:
+    """Append the bytes of ``tensor`` to ``parts`` as views of its largest contiguous blocks, in index order."""
+    if tensor.is_contiguous():
+        parts.append(tensor_bytes(tensor))
+        return
+    for index in range(tensor.shape[0]):
+        _contiguous_parts(tensor[index], parts)
 
 
 def _failed(reply: Any) -> bool:
