@@ -243,3 +243,53 @@ def test_calls_must_be_recorded_calls():
         check_trace([{"method": "batch_exists"}], chain=CHAIN, prefix_keys=None)
     assert str(error.value) == ("check_trace.calls[0]: must be a RecordedCall or TraceCall "
                                 "(got {'method': 'batch_exists'}) [PFX-2]")
+
+
+# ------------------------------------------------------------------ properties over any size
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from hicache_contracts import FinalAck, ProgressAck  # noqa: E402
+from hicache_contracts.engine import TraceCall  # noqa: E402
+from hicache_spec import compute_prefetch_acks, expected_prefixes, plan_batches  # noqa: E402
+from tests.engine.traces import key  # noqa: E402
+
+
+def any_prefetch(pages: int, batch: int, prefix):
+    """A conforming prefetch of ``pages`` pages in slices of ``batch``, built from the spec functions."""
+    chain = tuple(key(500 + index) for index in range(pages))
+    slices = plan_batches(pages, batch)
+    prefixes = expected_prefixes(prefix, chain, batch)
+    calls = []
+    for method in ("batch_exists", "batch_get_v1"):
+        for (start, end), expected in zip(slices, prefixes):
+            result = end - start if method == "batch_exists" else [True] * (end - start)
+            calls.append(TraceCall(index=len(calls), method=method, keys=chain[start:end], result=result,
+                                   extra_info_state="present", prefix_keys=expected))
+    tokens = compute_prefetch_acks(tuple(end - start for start, end in slices),
+                                   tuple(end - start for start, end in slices), 1)
+    acks = [ProgressAck(operation_id=0, slice_index=index, tokens=value) for index, value in enumerate(tokens)]
+    acks.append(FinalAck(operation_id=0, tokens=pages))
+    return chain, calls, acks
+
+
+@pytest.mark.clause("PFX-2", "PFX-3", "PFX-4", "PFX-7", "CTL-1", "CTL-4", "CTL-5")
+@given(st.integers(0, 12), st.integers(1, 5), st.sampled_from([None, (), (key(1),), (key(1), key(2))]), st.data())
+def test_any_conforming_prefetch_passes_and_any_wrong_prefix_is_caught(pages, batch, prefix, data):
+    chain, calls, acks = any_prefetch(pages, batch, prefix)
+    report = check_trace(calls, chain=chain, prefix_keys=prefix, batch_size=batch, page_size=1, acks=acks)
+    assert report.ok, report.format_table()
+    if not calls:
+        return
+    position = data.draw(st.integers(0, len(calls) - 1))
+    received = calls[position].prefix_keys
+    candidates = [
+        None if received is not None else (),         # on turned off, or off turned on
+        (received or ()) + (key(999),),               # one key too many
+        (received or ())[1:] if received else None,   # one key too few (or off)
+    ]
+    wrong = data.draw(st.sampled_from([candidate for candidate in candidates if candidate != received]))
+    state = "present" if wrong is not None or data.draw(st.booleans()) else "absent"
+    calls[position] = TraceCall(**{**calls[position].model_dump(), "prefix_keys": wrong, "extra_info_state": state})
+    report = check_trace(calls, chain=chain, prefix_keys=prefix, batch_size=batch, page_size=1, acks=acks)
+    assert set(report.violated) & {"PFX-2", "PFX-3", "PFX-4", "PFX-7"}, (prefix, received, wrong, state)

@@ -271,34 +271,28 @@ def write_swallowing_recorder(inner: Any) -> Any:
 
 
 # ================================================================== tests
-@pytest.mark.clause("BE-18", "BE-8")
 def test_recorder_keeps_the_inner_surface():
     check_same_surface(RecordingBackend)
 
 
-@pytest.mark.clause("BE-18")
 def test_surface_check_catches_a_recorder_that_adds_methods():
     with pytest.raises(AssertionError):
         check_same_surface(EveryMethodRecorder)
 
 
-@pytest.mark.clause("CTL-11")
 def test_results_and_exceptions_pass_through():
     check_results_and_exceptions_pass_through(RecordingBackend)
 
 
-@pytest.mark.clause("CTL-11")
 def test_pass_through_check_catches_a_swallowing_recorder():
     with pytest.raises(AssertionError):
         check_results_and_exceptions_pass_through(swallowing_recorder)
 
 
-@pytest.mark.clause("BE-24")
 def test_attributes_are_forwarded():
     check_attributes_forwarded(RecordingBackend)
 
 
-@pytest.mark.clause("BE-24")
 def test_forwarding_check_catches_a_recorder_that_keeps_writes():
     with pytest.raises(AssertionError):
         check_attributes_forwarded(write_swallowing_recorder)
@@ -315,7 +309,7 @@ def test_snapshot_check_catches_a_recorder_that_keeps_the_reference(monkeypatch)
         check_snapshot_taken_at_call_time(reference_keeping_recorder(monkeypatch))
 
 
-@pytest.mark.clause("BE-8", "PFX-1")
+@pytest.mark.clause("PFX-1")
 @pytest.mark.parametrize("how", ["positional", "keyword"])
 @pytest.mark.parametrize("info,state,prefix", [
     ("absent", EXTRA_INFO_ABSENT, None),
@@ -384,7 +378,6 @@ def test_rebinding_the_prefix_attribute_is_seen():
     assert recorder.calls[0].current_prefix() == (True, tuple(KEYS[:3]), None)
 
 
-@pytest.mark.clause("BE-23")
 def test_calls_from_several_threads_are_recorded_with_their_thread_and_times():
     recorder = RecordingBackend(PoolAwareBackend())
     barrier = threading.Barrier(3)
@@ -408,7 +401,6 @@ def test_calls_from_several_threads_are_recorded_with_their_thread_and_times():
     assert [call.index for call in recorder.calls] == [0]
 
 
-@pytest.mark.clause("BE-8")
 def test_iterators_are_not_consumed_by_recording():
     inner = PoolAwareBackend()
     recorder = RecordingBackend(inner)
@@ -424,7 +416,6 @@ def test_iterators_are_not_consumed_by_recording():
     assert recorder.calls[0].transfers is None
 
 
-@pytest.mark.clause("BE-5")
 def test_recording_problems_never_reach_the_engine():
     class Exploding:
         @property
