@@ -289,8 +289,8 @@ class SuiteRunner:
             elif outcome.status == FAIL:
                 reasons.append(f"not reached: {outcome.check} stopped at {outcome.clause_id}")
         if not related:
-            reasons.append("not run in this selection of checks" if self.options.checks is not None
-                           else "no check covers it")
+            covered = any(item.id in check.clauses for check in ordered_checks())
+            reasons.append("not run in this selection of checks" if covered else "no check covers it")
         return ClauseVerdict(item.id, item.level, item.statement, SKIP, reason="; ".join(dict.fromkeys(reasons)),
                              checks=names)
 

@@ -1,0 +1,95 @@
+"""``hicache-conform run`` end to end, in process.
+
+Scenario: the in-test backends named on the command line, with reports
+written to files; malformed options; no backend at all.
+Expected: exit status 0 for a conformant backend, 1 for a planted bug, 2 for
+a usage error (with a message naming the option); the files parse; without
+a backend the reference backends are checked.
+Why it matters: CI runs exactly this command.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+
+from hicache_contracts.cli import main
+from tests.conformance.helpers import fresh_store
+
+CORRECT = "tests.conformance.correct_backend:CorrectBackend"
+PLANTED_BE14 = "tests.conformance.planted_backends:ScalarV1Result"
+
+
+def run_cli(*arguments: str) -> int:
+    return main(["run", "--profile", "smoke", "--seed", "0", "--quiet", "--no-color", *arguments])
+
+
+@pytest.mark.clause("BE-2", "BE-14", "BE-15")
+def test_conformant_backend_exits_0_and_writes_every_report(tmp_path, capsys) -> None:
+    paths = {name: tmp_path / "out" / name for name in ("report.json", "report.xml", "report.md")}
+    status = run_cli("--backend", CORRECT, "--extra-config", json.dumps({"store": fresh_store()}),
+                     "--levels", "core,v1", "--check", "batch_exists_counts_the_leading_run",
+                     "--check", "v1_pages_round_trip_bit_for_bit",
+                     "--json", str(paths["report.json"]), "--junit-xml", str(paths["report.xml"]),
+                     "--markdown", str(paths["report.md"]))
+    output = capsys.readouterr().out
+    assert status == 0, output
+    assert "PASSED: 3 passed, 0 failed" in output
+    assert json.loads(paths["report.json"].read_text())["passed"] is True
+    assert ElementTree.parse(paths["report.xml"]).getroot().get("failures") == "0"
+    assert "| BE-15 | v1 | ✅ pass |" in paths["report.md"].read_text()
+
+
+@pytest.mark.clause("BE-14")
+def test_planted_bug_exits_1_with_the_clause(capsys) -> None:
+    status = run_cli("--backend", PLANTED_BE14, "--extra-config", json.dumps({"store": fresh_store()}),
+                     "--check", "v1_results_have_one_bool_per_key")
+    output = capsys.readouterr().out
+    assert status == 1
+    assert "BE-14   FAIL" in output and "batch_set_v1 returned a bool, not a list" in output
+
+
+@pytest.mark.clause("BE-1")
+def test_module_path_and_class_name_inside_the_extra_config_name_the_backend(tmp_path, capsys) -> None:
+    config = tmp_path / "extra.yaml"
+    config.write_text(f"backend_name: conform\nmodule_path: tests.conformance.correct_backend\n"
+                      f"class_name: CorrectBackend\nstore: {fresh_store()}\n")
+    status = run_cli("--extra-config", f"@{config}", "--check", "batch_exists_has_no_side_effects")
+    assert status == 0
+    assert "backend tests.conformance.correct_backend:CorrectBackend" in capsys.readouterr().out
+
+
+@pytest.mark.clause("BE-1")
+@pytest.mark.parametrize("arguments, message", [
+    (["--backend", "no.such.module:Backend"],
+     "hicache-conform run: --backend: module must be importable (No module named 'no') (got 'no.such.module:Backend')"),
+    (["--backend", CORRECT, "--extra-config", "[]"],
+     "hicache-conform run: --extra-config: must be an object (a dict of options) (got [])"),
+    (["--levels", "core,hybrid"],
+     "hicache-conform run: --levels: must name backend levels from ['core', 'v1', 'v2', 'prefix', 'namespacing', "
+     "'concurrency', 'durability'] (got 'hybrid', an engine level)"),
+    (["--check", "no_such_check"],
+     "hicache-conform run: --check: must name a check from --list-checks (got 'no_such_check')"),
+    (["--page-size", "0"], "hicache-conform run: SuiteOptions.page_size: must be an int >= 1 (got 0)"),
+])
+def test_usage_errors_exit_2_naming_the_option(arguments: list, message: str, capsys) -> None:
+    assert run_cli(*arguments) == 2
+    assert capsys.readouterr().err.strip() == message
+
+
+def test_list_checks_names_every_check(capsys) -> None:
+    from hicache_contracts.conformance import CHECKS
+
+    assert main(["run", "--list-checks"]) == 0
+    output = capsys.readouterr().out
+    assert all(check.name in output for check in CHECKS)
+
+
+@pytest.mark.clause("BE-2", "NS-7")
+def test_without_a_backend_the_reference_backends_are_checked(capsys) -> None:
+    status = run_cli("--check", "batch_exists_counts_the_leading_run", "--check", "pages_survive_a_rebuild")
+    output = capsys.readouterr().out
+    assert "── reference backend: memory" in output and "── reference backend: file" in output
+    assert status == 0, output

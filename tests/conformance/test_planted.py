@@ -1,0 +1,73 @@
+"""Every planted bug is caught on its clause, and the correct in-test backend passes every clause.
+
+Scenario: each planted backend differs from ``CorrectBackend`` in one bug;
+the suite runs the checks of the clause the bug breaks.
+Expected: that clause is reported failed, with a message and a counterexample.
+Why it matters: a check that cannot fail proves nothing.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hicache_contracts.conformance import CHECKS, backend_clauses
+from tests.conformance.correct_backend import CorrectBackend
+from tests.conformance.helpers import checks_for, failed, run, statuses
+from tests.conformance.planted_backends import (
+    PLANTED,
+    ForgetsWritesAfterClear,
+    NoPipelineRankInKeys,
+    ScalarV1Result,
+    V1StubReturnsNone,
+)
+
+
+def expected_clauses(clause: object) -> tuple[str, ...]:
+    return clause if isinstance(clause, tuple) else (clause,)
+
+
+SPECIAL_OPTIONS = {
+    V1StubReturnsNone: dict(levels=None),  # probed: v1 is not claimed, and BE-18 catches the None
+    ForgetsWritesAfterClear: dict(profile="standard"),  # the sequence set, clear, set needs a few runs
+}
+
+
+@pytest.mark.parametrize(
+    "backend, clause",
+    [pytest.param(backend, clause, id=backend.__name__, marks=pytest.mark.clause(*expected_clauses(clause)))
+     for backend, clause in PLANTED.items()],
+)
+def test_planted_bug_is_caught_on_its_clause(backend: type, clause: object) -> None:
+    clause_ids = expected_clauses(clause)
+    report = run(backend, checks=checks_for(clause_ids), **SPECIAL_OPTIONS.get(backend, {}))
+    caught = [clause_id for clause_id in failed(report) if clause_id in clause_ids]
+    assert caught, f"{backend.__name__}: expected a failure of {clause_ids}, got {statuses(report)}"
+    verdict = next(item for item in report.sections[0].clauses if item.clause_id == caught[0])
+    assert verdict.failures and verdict.failures[0].message
+    assert report.exit_code == 1
+
+
+@pytest.mark.clause(*[item.id for item in backend_clauses()])
+def test_correct_backend_passes_every_clause() -> None:
+    report = run(CorrectBackend)
+    assert set(statuses(report).values()) == {"pass"}, report.render_text(color=False)
+    assert report.exit_code == 0
+
+
+def test_every_check_has_a_planted_bug_it_catches() -> None:
+    planted = {clause_id for clause in PLANTED.values() for clause_id in expected_clauses(clause)}
+    uncaught = [check.name for check in CHECKS if not set(check.clauses) & planted]
+    assert uncaught == []
+
+
+def test_every_backend_clause_has_a_check() -> None:
+    checked = {clause_id for check in CHECKS for clause_id in check.clauses}
+    assert [item.id for item in backend_clauses() if item.id not in checked] == []
+
+
+@pytest.mark.clause("BE-14", "NS-2")
+def test_a_full_run_reports_the_planted_clause_among_the_others() -> None:
+    """The full smoke suite, not only the clause's checks, finds a planted bug and names its clause."""
+    for backend, clause in ((ScalarV1Result, "BE-14"), (NoPipelineRankInKeys, "NS-2")):
+        report = run(backend)
+        assert clause in failed(report)

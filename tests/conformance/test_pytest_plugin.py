@@ -1,0 +1,73 @@
+"""The pytest plugin: checks as items from the command line, checks through a vendor's fixture, and silence
+when neither is used.
+
+Scenario: pytest runs in a scratch directory (so only the plugin, loaded by
+its entry point, adds anything), against the in-test backends.
+Expected: one item per check, named after it and marked with its clauses;
+a planted bug fails its item with the clause and the counterexample; with
+no option nothing is added.
+Why it matters: vendors run the suite inside their own pytest sessions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conformance.helpers import fresh_store
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+def pytest_in(directory: Path, *arguments: str) -> subprocess.CompletedProcess:
+    environment = dict(os.environ, PYTHONPATH=str(PROJECT), NO_COLOR="1")
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *arguments],
+                          cwd=directory, env=environment, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.clause("BE-12", "BE-14")
+def test_command_line_backend_becomes_one_item_per_check(tmp_path: Path) -> None:
+    result = pytest_in(tmp_path, "--hicache-backend", "tests.conformance.planted_backends:ScalarV1Result",
+                       "--hicache-extra-config", json.dumps({"store": fresh_store()}),
+                       "--hicache-profile", "smoke", "--hicache-seed", "0", "--hicache-levels", "core,v1",
+                       "-k", "get_stats or v1_results_have_one_bool_per_key")
+    output = result.stdout
+    assert result.returncode == 1, output
+    assert "1 failed, 1 passed" in output
+    assert "[BE-14] batch_get_v1 and batch_set_v1 return a list of exactly len(keys) bools." in output
+    assert "found: batch_set_v1 returned a bool, not a list" in output
+    assert "hicache conformance" in output  # the clause table at the end of the session
+
+
+@pytest.mark.clause("BE-8", "PFX-6")
+def test_vendor_fixture_and_imported_test_run_every_check(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(textwrap.dedent(f"""
+        import pytest
+        from hicache_contracts.conformance import BackendFactory
+        from tests.conformance.correct_backend import CorrectBackend
+
+        @pytest.fixture(scope="session")
+        def hicache_backend_factory():
+            return BackendFactory(CorrectBackend, {{"store": "{fresh_store()}"}})
+    """))
+    (tmp_path / "test_vendor.py").write_text(
+        "from hicache_contracts.conformance.pytest_plugin import test_hicache_conformance  # noqa: F401\n")
+    result = pytest_in(tmp_path, "--hicache-profile", "smoke", "-k", "extra_info or prefix_keys", "-m",
+                       "clause", "--collect-only")
+    assert "test_hicache_conformance[extra_info_accepted_in_every_shape]" in result.stdout, result.stdout
+    result = pytest_in(tmp_path, "--hicache-profile", "smoke", "-k", "extra_info or prefix_keys")
+    assert result.returncode == 0, result.stdout
+    assert "3 passed" in result.stdout
+
+
+def test_without_options_the_plugin_adds_nothing(tmp_path: Path) -> None:
+    (tmp_path / "test_plain.py").write_text("def test_plain():\n    assert True\n")
+    result = pytest_in(tmp_path)
+    assert result.returncode == 0, result.stdout
+    assert "1 passed" in result.stdout and "hicache" not in result.stdout
