@@ -50,7 +50,7 @@ from hicache_contracts.capabilities import EXTRA_INFO_METHODS
 from hicache_contracts.errors import ContractViolation
 from hicache_contracts.prefix_keys import PrefixKeys
 from hicache_contracts.models import FinalAck, PoolHitsAck, ProgressAck, validate_ack, validate_page_keys
-from hicache_contracts.engine._recorder import EXTRA_INFO_ABSENT, EXTRA_INFO_NONE, EXTRA_INFO_PRESENT
+from hicache_contracts.engine._recorder import EXTRA_INFO_ABSENT, EXTRA_INFO_PRESENT
 from hicache_contracts.engine._report import TraceReport, TraceViolation
 from hicache_contracts.engine._trace import TraceOperation, resolve_operation_prefix
 
