@@ -258,7 +258,8 @@ CLAUSES: tuple[Clause, ...] = (
       "CONTRACT.md §4.1"),
     C("CTL-2", "controller", "engine",
       "No storage call carries more than STORAGE_BATCH_SIZE keys, and IO and backup calls start "
-      "at multiples of it within the operation.",
+      "at multiples of it within the operation; the one exception is the hybrid hit query's single "
+      "batch_exists_v2 over the whole chain, whose pool fold is defined over the whole chain.",
       "Backends size their batches by it; acks and prefixes are computed per slice.",
       "CONTRACT.md §1, §4"),
     C("CTL-3", "controller", "engine",
@@ -339,7 +340,8 @@ CLAUSES: tuple[Clause, ...] = (
       "A missing pool counted as a hit restored KV beside stale sidecar state.",
       "CONTRACT.md §6"),
     C("HYB-5", "hybrid", "engine",
-      "A hybrid backup writes its sidecars first, in one batch_set_v2, then KV.",
+      "A hybrid backup writes its sidecars first, in one batch_set_v2 per STORAGE_BATCH_SIZE "
+      "slice (as few calls as CTL-2 allows), then KV.",
       "KV is what makes a page visible to the hit query; it goes last so a reader never finds "
       "KV without its sidecars.",
       "CONTRACT.md §4"),
