@@ -20,7 +20,8 @@ import torch
 from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 
-from hicache_contracts import HiCacheStorageConfig, PoolName, PoolTransfer
+from hicache_contracts import PoolName, PoolTransfer
+from hicache_contracts.conformance import FAIL, SKIP, BackendFactory, SuiteOptions, level_clause_ids, run_suite
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference import CacheController
 from hicache_reference.backends.redis_backend import RedisBackend, RedisNodes, RedisSettings
@@ -52,6 +53,12 @@ from tests.reference.backend_checks import (
 )
 
 pytestmark = pytest.mark.redis
+
+
+def backend_clause_ids(levels: tuple) -> tuple:
+    """Every clause ID of the given backend levels (what the vendor suite checks for them)."""
+    return tuple(clause_id for level in levels for clause_id in level_clause_ids(level))
+
 
 FAST_RECOVERY = {"reconnect_interval_seconds": 0.05, "socket_timeout": 2.0, "socket_connect_timeout": 1.0}
 """Extra config for fault tests: a failed node is tried again after 50 ms."""
@@ -727,3 +734,32 @@ def test_readers_never_see_a_page_in_part(redis_harness: RedisHarness) -> None:
     assert reader.batch_get_v1(keys, slots_of(reader.mem_pool_host, list(range(32)))) == [True] * 32
     assert [page_bytes(reader.mem_pool_host, page) for page in range(32)] == [expected[key] for key in keys]
 
+
+
+# ================================================================== the vendor conformance suite
+def run_conformance(server_extra: dict, backend_cls: type, mode: str, checks: Optional[tuple] = None) -> Any:
+    """Run the vendor suite (smoke profile) against ``backend_cls`` on the shared server of ``mode``."""
+    factory = BackendFactory(backend_cls, {**server_extra, "key_prefix": unique_key_prefix()},
+                             name=f"{backend_cls.__module__}:{backend_cls.__qualname__}")
+    report = run_suite(factory, SuiteOptions(profile="smoke", checks=checks), title=f"{backend_cls.__name__} ({mode})")
+    delete_prefix(server_extra, factory.extra_config["key_prefix"])
+    return report
+
+
+@pytest.mark.clause(*backend_clause_ids(RedisBackend.hicache_levels))
+def test_conformance_suite_passes_every_claimed_level(server_extra: dict, mode: str) -> None:
+    report = run_conformance(server_extra, RedisBackend, mode)
+    (section,) = report.sections
+    claimed = {verdict.level for verdict in section.levels if verdict.claimed}
+    assert claimed == set(RedisBackend.hicache_levels), section.levels
+    failing = [verdict.clause_id for verdict in section.clauses if verdict.status == FAIL]
+    skipped = [verdict.clause_id for verdict in section.clauses if verdict.status == SKIP]
+    assert report.exit_code == 0 and not failing and not skipped, report.render_text()
+
+
+@pytest.mark.clause("NS-8")
+def test_conformance_suite_catches_planted_bug(server_extra: dict, mode: str) -> None:
+    report = run_conformance(server_extra, ClearByModelPattern, mode, checks=("clear_removes_only_its_own_namespace",))
+    assert report.exit_code != 0
+    (section,) = report.sections
+    assert [verdict.status for verdict in section.clauses if verdict.clause_id == "NS-8"] == [FAIL]
