@@ -54,6 +54,23 @@ def keys_for(pages: int, round_index: int) -> list[str]:
     return [f"{round_index:08x}{page:056x}" for page in range(pages)]
 
 
+def direct_round(writer, reader, source_slots, target, keys, pages) -> tuple[float, float]:
+    """The same backend calls as the controller makes, slice by slice, on this thread."""
+    start = time.perf_counter()
+    for first in range(0, pages, BATCH):
+        writer.batch_set_v1(keys[first: first + BATCH], source_slots[first * PAGE_SIZE: (first + BATCH) * PAGE_SIZE])
+    backup = time.perf_counter() - start
+    slots = target.alloc(pages)
+    start = time.perf_counter()
+    for first in range(0, pages, BATCH):
+        reader.batch_exists(keys[first: first + BATCH])
+    for first in range(0, pages, BATCH):
+        reader.batch_get_v1(keys[first: first + BATCH], slots[first * PAGE_SIZE: (first + BATCH) * PAGE_SIZE])
+    prefetch = time.perf_counter() - start
+    target.free(slots)
+    return backup, prefetch
+
+
 def measure_controller(pages: int, repeat: int) -> dict[str, float]:
     config = HiCacheStorageConfig.single_rank()
     source, target = make_pool(pages), make_pool(pages)
@@ -61,57 +78,40 @@ def measure_controller(pages: int, repeat: int) -> dict[str, float]:
     writer = MemoryBackend(config, {})
     reader = MemoryBackend(config, {"store": writer.store})
     source_slots = source.alloc(pages)
-    backup_times, prefetch_times = [], []
+    times: dict[str, list[float]] = {"backup": [], "prefetch": [], "direct_backup": [], "direct_prefetch": []}
     with CacheController(writer, source, storage_config=config) as backup_side, \
             CacheController(reader, target, storage_config=config, prefetch_threshold=0) as prefetch_side:
-        for round_index in range(repeat):
-            keys = keys_for(pages, round_index)  # new keys each round: every write is a real write
+        for round_index in range(repeat):  # controller and direct calls alternate, so noise hits both alike
+            keys = keys_for(pages, 2 * round_index)  # new keys each round: every write is a real write
             start = time.perf_counter()
             backup = backup_side.backup(keys, source_slots)
             backup.wait()
-            backup_times.append(time.perf_counter() - start)
+            times["backup"].append(time.perf_counter() - start)
             if backup.completed_tokens != pages * PAGE_SIZE:
                 raise RuntimeError(f"backup stopped at {backup.completed_tokens} tokens")
             start = time.perf_counter()
             operation = prefetch_side.prefetch(keys=keys)
             operation.wait()
-            prefetch_times.append(time.perf_counter() - start)
+            times["prefetch"].append(time.perf_counter() - start)
             if operation.loaded_tokens != pages * PAGE_SIZE:
                 raise RuntimeError(f"prefetch loaded {operation.loaded_tokens} tokens")
             loaded = operation.loaded_host_indices
-            if round_index == 0 and not torch.equal(target.kv_buffer[:, :, loaded], source.kv_buffer[:, :, source_slots]):
+            if round_index == 0 and not torch.equal(target.kv_buffer[:, :, loaded],
+                                                    source.kv_buffer[:, :, source_slots]):
                 raise RuntimeError("prefetched bytes differ from the backed-up bytes")
             target.free(loaded)
             writer.clear()
-    direct_backup_times, direct_prefetch_times = [], []
-    for round_index in range(repeat):
-        keys = keys_for(pages, repeat + round_index)
-        start = time.perf_counter()
-        for first in range(0, pages, BATCH):
-            writer.batch_set_v1(keys[first: first + BATCH], source_slots[first * PAGE_SIZE: (first + BATCH) * PAGE_SIZE])
-        direct_backup_times.append(time.perf_counter() - start)
-        slots = target.alloc(pages)
-        start = time.perf_counter()
-        for first in range(0, pages, BATCH):
-            reader.batch_exists(keys[first: first + BATCH])
-        for first in range(0, pages, BATCH):
-            reader.batch_get_v1(keys[first: first + BATCH], slots[first * PAGE_SIZE: (first + BATCH) * PAGE_SIZE])
-        direct_prefetch_times.append(time.perf_counter() - start)
-        target.free(slots)
-        writer.clear()
+            direct = direct_round(writer, reader, source_slots, target, keys_for(pages, 2 * round_index + 1), pages)
+            times["direct_backup"].append(direct[0])
+            times["direct_prefetch"].append(direct[1])
+            writer.clear()
     size = source.kv_buffer.numel() * source.element_size
     baseline_store = torch.empty_like(source.kv_buffer)
-    copy_to_store = best(lambda: baseline_store.copy_(source.kv_buffer), repeat)
-    copy_back = best(lambda: target.kv_buffer.copy_(baseline_store), repeat)
-    return {
-        "bytes": size,
-        "backup": min(backup_times),
-        "prefetch": min(prefetch_times),
-        "copy_to_store": copy_to_store,
-        "copy_back": copy_back,
-        "direct_backup": min(direct_backup_times),
-        "direct_prefetch": min(direct_prefetch_times),
-    }
+    result = {name: min(values) for name, values in times.items()}
+    result["bytes"] = size
+    result["copy_to_store"] = best(lambda: baseline_store.copy_(source.kv_buffer), repeat)
+    result["copy_back"] = best(lambda: target.kv_buffer.copy_(baseline_store), repeat)
+    return result
 
 
 def measure_copier(pages: int, repeat: int) -> dict[str, float]:
@@ -142,9 +142,9 @@ def gigabytes_per_second(size: int, seconds: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="512 pages, 2 repeats")
+    parser.add_argument("--quick", action="store_true", help="512 pages, 3 repeats")
     arguments = parser.parse_args()
-    pages, repeat = (512, 2) if arguments.quick else (4096, 3)
+    pages, repeat = (512, 3) if arguments.quick else (4096, 5)
     torch.set_num_threads(max(1, torch.get_num_threads()))
     page_bytes = PAGE_SIZE * LAYERS * 2 * HEADS * HEAD_DIM * 2
     print(f"{pages} pages of {page_bytes // 1024} KiB ({pages * page_bytes / 2**20:.0f} MiB), best of {repeat}")

@@ -57,29 +57,42 @@ Prefetch, step by step (each a method a subclass may override):
    (``_read_kv_slice``, ``batch_get_v1``) and the KV-derived sidecars
    (``_read_derived_slice``, ``batch_get_v2``) with the same extra info
    object, and counts the minimum (HYB-1, PFX-8); a short slice or
-   termination (``_should_terminate``) stops reading (CTL-4); every slice
+   termination (``_should_terminate``) stops reading (``_stops_after``,
+   CTL-4); every slice
    still gets one progress ack, all-reduced with MIN (``_agree_ack``,
    ``_emit_ack``; CTL-5, RANK-3, RANK-4);
 5. when KV fully completed, the other sidecars are read once
-   (``_read_sidecars``; windows re-aligned to the agreed hit, HYB-3;
-   all-or-nothing, HYB-4) and acked per pool (HYB-2);
+   (``_load_sidecars`` → ``_read_sidecars``; windows re-aligned to the
+   agreed hit by ``_sidecar_window``, HYB-3; all-or-nothing by
+   ``_sidecar_read_succeeded``, HYB-4), agreed per pool and acked (HYB-2);
 6. always a final ack (``_finish_prefetch``), after the unloaded slots were
-   freed (CTL-6, CTL-12). The final ack's ``tokens`` is the last agreed
+   freed (``_free_host_slots``; CTL-6, CTL-12). The final ack's ``tokens`` is the last agreed
    progress; a failed sidecar read shows as pool hits of 0 and an ``error``.
 
 Backup (``_run_backup``): sidecars first in one ``batch_set_v2`` per slice
 of at most ``batch_size`` keys (``_write_sidecars``, HYB-5), then KV slice by
 slice (``_write_slice``, ``batch_set_v1``), a slice counting only if every
 page succeeded, stopping at the first failed slice (CTL-7); never cancelled
-(CTL-13). With replicated KV (``is_mla_model``) only TP rank 0 writes; every
+(CTL-13). With replicated KV (``is_mla_model``) only TP rank 0 writes
+(``_writes_kv``, sidecars included); every
 rank agrees on the outcome (``_agree_backup``: MIN, where a rank that does
 not write offers the whole operation, CTL-8).
 
 Robustness (CTL-11): backend calls go through ``BackendCaller`` (exceptions
 and missed deadlines become failures at that slice) and the ``confirmed_*``
-validators (only a list of exactly len(keys) ``True`` counts). Errors of the
-controller itself are kept in ``internal_errors`` and never kill a thread;
-the final ack is emitted whatever happened.
+validators (only a list of exactly len(keys) ``True`` counts). A call that
+misses ``call_deadline`` is abandoned, not killed: its thread runs on until
+the backend returns, and the operation's host slots are freed only then
+(``PrefetchOperation.quiescence``; ``BackupOperation.wait_quiescent`` tells
+a caller when its slots are no longer read). Errors of the controller
+itself are kept in ``internal_errors`` and never kill a thread; the final
+ack is emitted whatever happened.
+
+Decisions the clauses leave open, documented in docs/controller.md: the
+hybrid hit query is one ``batch_exists_v2`` over the whole chain (it cannot
+be sliced without changing the TRAILING_PAGES semantics); a rank short of
+host memory offers a hit of 0; a rank below the threshold allocates nothing
+but offers its true hit; termination is agreed through the ack reduction.
 """
 
 from __future__ import annotations
