@@ -88,9 +88,11 @@ a caller when its slots are no longer read). Errors of the controller
 itself are kept in ``internal_errors`` and never kill a thread; the final
 ack is emitted whatever happened.
 
-Decisions the clauses leave open, documented in docs/controller.md: a rank short of
-host memory offers a hit of 0; a rank below the threshold allocates nothing
-but offers its true hit; termination is agreed through the ack reduction.
+Decisions the clauses leave open, documented in docs/controller.md: a rank
+short of host memory offers a hit of 0; a rank below the threshold
+allocates nothing but offers its true hit; termination is agreed through
+the ack reduction; the hybrid hit query is one ``batch_exists_v2`` over the
+whole chain (CTL-2's exception).
 """
 
 from __future__ import annotations
