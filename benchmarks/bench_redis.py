@@ -169,7 +169,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=None)
     arguments = parser.parse_args()
     pages = 1024 if arguments.quick else 4096
-    repeats = arguments.repeats or (1 if arguments.quick else 3)
+    repeats = arguments.repeats or (1 if arguments.quick else 5)
     workload = Workload(arguments.url, pages)
     megabytes = pages * workload.pool.page_bytes / 1e6
     print(f"{pages} pages x {workload.pool.page_bytes // 1024} KiB = {megabytes:.0f} MB, Redis at {arguments.url}, "
