@@ -388,7 +388,7 @@ def get_stats_returns_none_or_an_object(suite: SuiteContext) -> None:
     instance = suite.main
     for moment in ("before IO", "after IO"):
         if moment == "after IO":
-            suite.write(instance, suite.new_keys(1), clause_id="BE-12")
+            suite.write(instance, suite.new_keys(1), path="legacy", clause_id="BE-12")
         stats = suite.call("BE-12", instance.backend.get_stats)
         expect(not isinstance(stats, (dict, Mapping)), "BE-12",
                f"get_stats() {moment} returned a {type(stats).__name__}, not None or a metrics object",

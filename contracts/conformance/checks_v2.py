@@ -135,7 +135,8 @@ def v2_exists_folds_pool_hits_per_policy(suite: SuiteContext) -> None:
         for name, present in ((PoolName.KV, kv), (PoolName.INDEXER, indexer), (PoolName.SWA, swa)):
             chosen = [key for key, here in zip(keys, present) if here]
             store_pool(suite, instance, name, chosen, list(range(start, start + len(chosen))))
-        window_keys = keys[len(keys) - window:] if window else []
+        window_keys = keys[max(0, len(keys) - window):] if window else []
+        window = len(window_keys)  # N is len(transfer.keys): a window cannot hold more keys than the chain
         query = [suite.transfer(PoolName.INDEXER, keys, policy=PoolHitPolicy.ALL_PAGES),
                  suite.transfer(PoolName.SWA, window_keys, policy=PoolHitPolicy.TRAILING_PAGES)]
         folded, entries = fold_pool_hits(tuple(kv), (

@@ -47,12 +47,12 @@ PROFILES: dict[str, Profile] = {
     "smoke": Profile("smoke", examples=6, stateful_examples=3, stateful_steps=10,
                      batch_sizes=(1, 3, STORAGE_BATCH_SIZE),
                      concurrency_threads=3, concurrency_operations=40, concurrency_keys=6),
-    "standard": Profile("standard", examples=40, stateful_examples=20, stateful_steps=25,
+    "standard": Profile("standard", examples=100, stateful_examples=50, stateful_steps=30,
                         batch_sizes=(1, 2, 5, 17, STORAGE_BATCH_SIZE),
-                        concurrency_threads=4, concurrency_operations=300, concurrency_keys=12),
-    "exhaustive": Profile("exhaustive", examples=250, stateful_examples=100, stateful_steps=60,
+                        concurrency_threads=4, concurrency_operations=500, concurrency_keys=12),
+    "exhaustive": Profile("exhaustive", examples=1000, stateful_examples=300, stateful_steps=60,
                           batch_sizes=(1, 2, 3, 5, 17, 64, 127, STORAGE_BATCH_SIZE),
-                          concurrency_threads=6, concurrency_operations=2000, concurrency_keys=24),
+                          concurrency_threads=6, concurrency_operations=3000, concurrency_keys=24),
 }
 """The built-in profiles, by name."""
 

@@ -58,11 +58,10 @@ def test_vendor_fixture_and_imported_test_run_every_check(tmp_path: Path) -> Non
     """))
     (tmp_path / "test_vendor.py").write_text(
         "from hicache_contracts.conformance.pytest_plugin import test_hicache_conformance  # noqa: F401\n")
-    result = pytest_in(tmp_path, "--hicache-profile", "smoke", "-k", "extra_info or prefix_keys", "-m",
-                       "clause", "--collect-only")
-    assert "test_hicache_conformance[extra_info_accepted_in_every_shape]" in result.stdout, result.stdout
-    result = pytest_in(tmp_path, "--hicache-profile", "smoke", "-k", "extra_info or prefix_keys")
+    result = pytest_in(tmp_path, "--hicache-profile", "smoke", "-k", "extra_info or prefix_keys", "-m", "clause",
+                       "-v", "-v")
     assert result.returncode == 0, result.stdout
+    assert "test_hicache_conformance[extra_info_accepted_in_every_shape] PASSED" in result.stdout
     assert "3 passed" in result.stdout
 
 
