@@ -23,13 +23,17 @@ cluster spreads pages over its slots by the CRC16 of the whole key.
 
 Round trips: every batch call is one pipeline per Redis node (one for
 standalone; for a cluster, one per master owning a slot of the batch, sent in
-parallel). Failures never leave a call (BE-5): a node that does not answer,
-times out, or redirects (MOVED/ASK during resharding) turns its part of the
-batch into misses / failed writes, the cluster slot map is refreshed, and a
-node that failed is skipped for ``reconnect_interval_seconds`` before it is
-tried again. A pooled connection broken by a server restart is retried once on
-a fresh connection, so the same instance serves again as soon as the server
-is back.
+parallel); a read of a whole 128-page slice is one call. Requests are packed
+here (``_pack``) so that a page goes out straight from the host pool, each
+contiguous part of it one buffer of the request, never copied; replies are
+read with redis-py's parser on redis-py's pooled connections.
+
+Failures never leave a call (BE-5): a node that does not answer, times out,
+or redirects (MOVED/ASK during resharding) turns its part of the batch into
+misses / failed writes, the cluster slot map is refreshed, and a node that
+failed is skipped for ``reconnect_interval_seconds`` before it is tried again.
+A pooled connection broken by a server restart is retried once on a fresh
+connection, so the same instance serves again as soon as the server is back.
 
 Extra config (JSON), all optional:
 
@@ -181,6 +185,10 @@ class NodeSkipped(redis.ConnectionError):
     """A node failed recently and is skipped until its reconnect interval has passed."""
 
 
+class ConnectFailed(redis.ConnectionError):
+    """No connection to a node could be made (refused, unreachable, or closed again at once)."""
+
+
 _REDIRECTIONS = (AskError, ClusterDownError, TryAgainError)
 """Replies that mean the slot map is out of date (MOVED is an AskError) or the cluster is changing."""
 
@@ -238,7 +246,10 @@ def _round_trip(client: redis.Redis, units: Sequence[Unit]) -> list[Any]:
     fresh one).
     """
     pool = client.connection_pool
-    connection = pool.get_connection()
+    try:
+        connection = pool.get_connection()  # checks a pooled connection first, reconnecting a stale one
+    except redis.ConnectionError as error:
+        raise ConnectFailed(str(error)) from error
     try:
         connection.send_packed_command(_pack(units), check_health=False)
         replies: list[Any] = []
@@ -403,8 +414,9 @@ class RedisNodes:
                 replies = _round_trip(client, units)
                 break
             except redis.ConnectionError as error:
-                # A pooled connection a server restart broke fails once; the retry takes a fresh one.
-                if attempt == 0 and not isinstance(error, redis.AuthenticationError):
+                # A connection that broke after it was handed out (the server restarted or dropped it
+                # mid-request) is retried once on a fresh one; a node that refuses connections is not.
+                if attempt == 0 and not isinstance(error, (ConnectFailed, redis.AuthenticationError)):
                     continue
                 self._mark_failed(node_name)
                 return [error] * len(units)
