@@ -457,6 +457,45 @@ def test_server_loss_check_catches_planted_bug(private_server: RedisServer, bugg
         check_server_loss_and_return(private_server, buggy_class, recovery_wait=1.0)
 
 
+@clause_check
+def check_timeout_is_a_miss(server: RedisServer, backend_cls: type = RedisBackend, pause_ms: int = 800,
+                            recovery_wait: float = 10.0) -> None:
+    """BE-5: a server that stops answering costs a miss after socket_timeout, then serves again by itself."""
+    server.start()
+    backend = backend_cls(config(model_name=unique_model_name()),
+                          {"redis_url": server.url, **FAST_RECOVERY, "socket_timeout": 0.2})
+    pool = make_pool()
+    backend.register_mem_pool_host(pool)
+    keys = page_keys(2, start=780)
+    assert write_pages(backend, keys, [0, 1]) == [True, True]
+    pauser = server.client()
+    pauser.execute_command("CLIENT", "PAUSE", pause_ms, "ALL")  # every client's commands wait, ours too
+    try:
+        started = time.monotonic()
+        assert backend.batch_get_v1(keys, slots_of(pool, [2, 3])) == [False, False]
+        assert backend.batch_exists(keys) == 0
+        assert time.monotonic() - started < pause_ms / 1000, "a timed-out node must be skipped, not waited on again"
+        _wait_for(lambda: backend.batch_get_v1(keys, slots_of(pool, [2, 3])) == [True, True], recovery_wait,
+                  "the backend did not serve again after the server answered")
+        assert [page_bytes(pool, 2), page_bytes(pool, 3)] == [page_bytes(pool, 0), page_bytes(pool, 1)]
+    finally:
+        _wait_for(server._answers, 10.0, "the paused server did not answer again")  # leave it usable
+        pauser.close()
+        backend.close()
+
+
+@pytest.mark.clause("BE-5")
+def test_timeout_is_a_miss(private_server: RedisServer) -> None:
+    check_timeout_is_a_miss(private_server)
+
+
+@pytest.mark.clause("BE-5")
+@pytest.mark.parametrize("buggy_class", [NeverRecovers, LetsRedisErrorsOut])
+def test_timeout_check_catches_planted_bug(private_server: RedisServer, buggy_class: type) -> None:
+    with pytest.raises(AssertionError):
+        check_timeout_is_a_miss(private_server, buggy_class, recovery_wait=1.5)
+
+
 # ---------------------------------------------------------------- through the controller
 CONTROLLER_PAGE_SIZE = 4
 OPERATION_PAGES = 512
