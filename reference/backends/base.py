@@ -17,11 +17,22 @@ backend overrides the batch forms to save round trips. Primitives may raise:
 the base turns every storage error into False, 0 or None (BE-4, BE-5) and
 counts it in the stats.
 
+A backend that can scatter an object straight into host memory (the file
+backend, with ``os.readv``) also supplies a fifth primitive and sets
+``reads_into_ranges``::
+
+    _read_object_into_ranges(name, views) -> bool           (fill the views in order, exactly)
+
 How the clauses are kept, once for every backend:
 
-- reads land in a temporary buffer and are copied into the host slots only
-  after the whole page arrived with exactly the page's size (BE-13, BE-15,
-  BE-16);
+- a read lands in its page's own host byte ranges directly when the backend
+  reads into ranges and the pool lists its ranges in flat-page order
+  (``PageFormat.flat_range_count``); the primitive writes nothing unless the
+  object has exactly the page's size, and a page that then fails part way is
+  False (its own slots may hold part of it; nothing outside them is touched).
+  Otherwise a read lands in a staging buffer and is copied into the host slots
+  only after the whole page arrived with exactly the page's size (BE-13,
+  BE-15, BE-16);
 - a KV-derived sidecar (``indices_from_pool == KV``) is written before its KV
   page, and the KV page is written only if every derived sidecar page of the
   call was; in v2 reads and v2 hit queries a KV page counts only if its derived
@@ -36,6 +47,7 @@ for the list.
 from __future__ import annotations
 
 import ctypes
+import operator
 import threading
 from dataclasses import dataclass
 from enum import Enum
@@ -49,7 +61,8 @@ from hicache_contracts.models import PoolTransferResult, validate_host_indices, 
 from hicache_reference.backends.namespace import namespace_for, storage_name
 from hicache_spec import ALL_PAGES, KV, fold_pool_hits
 
-__all__ = ["BackendStats", "PageFormat", "PageStoreBackend", "PoolResults", "pool_key", "tensor_bytes"]
+__all__ = ["BackendStats", "PageFormat", "PageStoreBackend", "PoolResults", "flat_order_range_count",
+           "host_bytes", "pool_key", "tensor_bytes"]
 
 
 MAX_COPY_RANGES = 8
@@ -99,6 +112,9 @@ class PageFormat:
     range_count: Optional[int] = None
     """Byte ranges per page when reads may be copied in with memmove (a ``HostPagePool`` with at most
     ``MAX_COPY_RANGES`` of them); None to copy through ``set_from_flat_data_page``."""
+    flat_range_count: Optional[int] = None
+    """Byte ranges per page when the pool's ``get_page_buffer_meta`` lists them in flat-page order, so a read
+    may land in them directly (see ``flat_order_range_count``); None when that order is not known."""
 
     @classmethod
     def of_pool(cls, pool: Any) -> "PageFormat":
@@ -110,14 +126,53 @@ class PageFormat:
         element_count = int(dummy.numel())
         slot_count = getattr(pool, "size", None)
         range_count = pool.ranges_per_page() if isinstance(pool, HostPagePool) else None
+        byte_count = element_count * dummy.element_size()
         return cls(
             page_size=int(pool.page_size),
             dtype=dtype,
             element_count=element_count,
-            byte_count=element_count * dummy.element_size(),
+            byte_count=byte_count,
             slot_count=slot_count if isinstance(slot_count, int) else None,
             range_count=range_count if range_count is not None and range_count <= MAX_COPY_RANGES else None,
+            flat_range_count=flat_order_range_count(pool, int(pool.page_size), byte_count),
         )
+
+
+def flat_order_range_count(pool: Any, page_size: int, byte_count: int) -> Optional[int]:
+    """Return the byte ranges per page if ``pool.get_page_buffer_meta`` lists them in flat-page order, else None.
+
+    Reading a stored page (a flat page) into those ranges one after the other
+    puts every byte where ``set_from_flat_data_page`` would only if they come
+    in that order. A ``HostPagePool`` documents it (docs/host_pool.md). Any
+    other pool is checked once, on its first page: the addresses of the
+    elements of ``get_data_page(0, flat=False)``, taken in flat order, must be
+    exactly the bytes of the listed ranges, one range after the other. A pool
+    whose page is a copy fails the check, and so does SGLang's layer_first MHA
+    pool, which lists K and V layer by layer while its flat page holds every K
+    layer first; such pools are read through the staging buffer.
+    """
+    if isinstance(pool, HostPagePool):
+        return pool.ranges_per_page()
+    if not callable(getattr(pool, "get_page_buffer_meta", None)):
+        return None
+    try:
+        page = pool.get_data_page(0, flat=False)
+        pointers, sizes = pool.get_page_buffer_meta(torch.arange(page_size, dtype=torch.int64))
+        pointers, sizes = [int(pointer) for pointer in pointers], [int(size) for size in sizes]
+        element = page.element_size()
+        if (page.device.type != "cpu" or page.numel() * element != byte_count or not pointers
+                or len(pointers) != len(sizes) or sum(sizes) != byte_count
+                or any(size <= 0 or size % element for size in sizes)):
+            return None
+        offsets = torch.zeros((), dtype=torch.int64)
+        for length, stride in zip(page.shape, page.stride()):
+            offsets = offsets.unsqueeze(-1) + torch.arange(length, dtype=torch.int64) * stride
+        viewed = page.data_ptr() + offsets.reshape(-1) * element
+        listed = torch.cat([pointer + torch.arange(0, size, element, dtype=torch.int64)
+                            for pointer, size in zip(pointers, sizes)])
+        return len(pointers) if torch.equal(viewed, listed) else None
+    except Exception:  # any surprise from a foreign pool: its order is not known, read through staging
+        return None
 
 
 @dataclass(frozen=True)
@@ -155,6 +210,22 @@ class _Counters:
     def snapshot(self) -> BackendStats:
         with self._lock:
             return BackendStats(**self._values)
+
+
+_memory_view_of = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)(
+    ("PyMemoryView_FromMemory", ctypes.pythonapi))
+_WRITABLE = 0x200
+"""PyBUF_WRITE: the view may be written through."""
+
+
+def host_bytes(pointer: int, size: int) -> memoryview:
+    """Return a writable memoryview of ``size`` bytes at host address ``pointer``, without a copy.
+
+    The view does not keep the memory alive: the pool that owns it must outlive
+    it. (``PyMemoryView_FromMemory`` rather than a ctypes array: ctypes keeps
+    every array type it makes, one per distinct size, for good.)
+    """
+    return _memory_view_of(pointer, size, _WRITABLE)
 
 
 def tensor_bytes(tensor: torch.Tensor) -> memoryview:
@@ -196,6 +267,9 @@ class PageStoreBackend:
     hicache_levels: tuple[str, ...] = ("core", "v1", "v2", "prefix", "namespacing", "concurrency")
     """The capability levels the backend claims."""
 
+    reads_into_ranges: bool = False
+    """Whether the backend supplies ``_read_object_into_ranges``, so reads may land in host memory directly."""
+
     def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
         merged = dict(getattr(storage_config, "extra_config", None) or {})
         merged.update(extra_config or {})
@@ -234,6 +308,15 @@ class PageStoreBackend:
         """Store ``data`` as ``name``, atomically (BE-7); ``group`` names objects dropped together (BE-22)."""
         raise NotImplementedError
 
+    def _read_object_into_ranges(self, name: str, views: Sequence[memoryview]) -> bool:
+        """Fill ``views`` one after the other with the object ``name``; only with ``reads_into_ranges``.
+
+        True only if it exists and is exactly the views' total size. Writes
+        nothing unless the size is right; a read that fails after that may
+        leave the views partly filled (only the views: BE-16), and is False.
+        """
+        raise NotImplementedError
+
     def _clear_namespace(self) -> None:
         """Remove every object of this instance's namespace, and nothing else (NS-8)."""
         raise NotImplementedError
@@ -246,6 +329,11 @@ class PageStoreBackend:
     def _read_objects_into(self, names: Sequence[str], buffers: Sequence[memoryview]) -> list[bool]:
         """Return ``_read_object_into`` of each (name, buffer); a failing one gives False."""
         return [self._guarded(self._read_object_into, False, name, buffer) for name, buffer in zip(names, buffers)]
+
+    def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[list[memoryview]]) -> list[bool]:
+        """Return ``_read_object_into_ranges`` of each (name, views); a failing one gives False."""
+        return [self._guarded(self._read_object_into_ranges, False, name, views)
+                for name, views in zip(names, page_views)]
 
     def _write_objects(
         self, names: Sequence[str], datas: Sequence[Optional[memoryview]], groups: Sequence[Optional[str]]
@@ -311,25 +399,60 @@ class PageStoreBackend:
 
     # ============================================================ page IO
     def _read_pages(self, pool_name: str, keys: Sequence[str], slots: Sequence[int]) -> list[bool]:
-        """Read each page into a staging buffer; copy it into its host slots only once it arrived whole (BE-16)."""
+        """Read each page into its own host slots; True only for a page that arrived whole (BE-15, BE-16).
+
+        Straight into the page's byte ranges where the backend and the pool
+        allow it (``_direct_views``); otherwise into a staging buffer, copied
+        into the host slots only once the page arrived whole.
+        """
         count = len(keys)
         if count == 0:
             return []
         pool, page_format = self._pools[pool_name], self._formats[pool_name]
         size = page_format.byte_count
-        staging = self._staging_buffer(size * count)
-        view = memoryview(staging)
-        buffers = [view[index * size : (index + 1) * size] for index in range(count)]
         names = [self._name(key, pool_name) for key in keys]
-        arrived = self._guarded(self._read_objects_into, None, names, buffers)
-        if not isinstance(arrived, list) or len(arrived) != count:
-            arrived = [False] * count
-        results = [flag is True for flag in arrived]
-        if any(results):
-            results = self._copy_pages_into_pool(pool, page_format, staging, results, slots)
+        page_views = self._direct_views(pool, page_format, slots)
+        if page_views is not None:
+            results = self._flags(self._guarded(self._read_objects_into_ranges, None, names, page_views), count)
+        else:
+            staging = self._staging_buffer(size * count)
+            view = memoryview(staging)
+            buffers = [view[index * size : (index + 1) * size] for index in range(count)]
+            results = self._flags(self._guarded(self._read_objects_into, None, names, buffers), count)
+            if any(results):
+                results = self._copy_pages_into_pool(pool, page_format, staging, results, slots)
         read = sum(results)
         self._counters.add(pages_read=read, bytes_read=read * size, read_misses=count - read)
         return results
+
+    @staticmethod
+    def _flags(arrived: Any, count: int) -> list[bool]:
+        """Return a batch primitive's answer as ``count`` bools; anything malformed is all False."""
+        if not isinstance(arrived, list) or len(arrived) != count:
+            return [False] * count
+        return [flag is True for flag in arrived]
+
+    def _direct_views(self, pool: Any, page_format: PageFormat,
+                      slots: Sequence[int]) -> Optional[list[list[memoryview]]]:
+        """Return each page's host byte ranges as writable views in flat-page order, or None to read staged.
+
+        None unless the backend reads into ranges and the pool lists its ranges
+        in flat-page order; None too when a page is addressed twice in the call
+        (a failed read could then spoil a page that arrived) or the pool's
+        ranges do not add up to the page.
+        """
+        per_page = page_format.flat_range_count
+        if not self.reads_into_ranges or per_page is None or len(set(slots)) != len(slots):
+            return None
+        try:
+            pointers, sizes = self._range_lists(pool, page_format, slots, per_page)
+        except Exception:  # the pool could not say where its pages are: read staged instead
+            return None
+        # One view over the call's whole address span, cut into the ranges: a slice costs far less than a view.
+        low = min(pointers)
+        span = host_bytes(low, max(map(operator.add, pointers, sizes)) - low)
+        views = [span[pointer - low : pointer - low + size] for pointer, size in zip(pointers, sizes)]
+        return [views[first : first + per_page] for first in range(0, len(views), per_page)]
 
     def _copy_pages_into_pool(self, pool: Any, page_format: PageFormat, staging: bytearray, whole: list[bool],
                               slots: Sequence[int]) -> list[bool]:
@@ -349,19 +472,41 @@ class PageStoreBackend:
         ]
 
     @staticmethod
-    def _page_ranges(pool: Any, page_format: PageFormat, slots: Sequence[int]) -> list[list[tuple[int, int]]]:
-        """Return each page's (pointer, size) byte ranges in a ``HostPagePool``, in flat-page order.
+    def _page_ranges(pool: Any, page_format: PageFormat, slots: Sequence[int],
+                     per_page: Optional[int] = None) -> list[list[tuple[int, int]]]:
+        """Return each page's (pointer, size) byte ranges, in flat-page order.
 
-        ``HostPagePool.get_page_buffer_meta`` lists them so (docs/host_pool.md).
+        ``per_page`` ranges per page (``page_format.range_count`` by default),
+        as ``get_page_buffer_meta`` lists them; raises unless every page's
+        ranges add up to exactly one page.
         """
-        page_size, per_page = page_format.page_size, page_format.range_count
+        per_page = page_format.range_count if per_page is None else per_page
+        pointers, sizes = PageStoreBackend._range_lists(pool, page_format, slots, per_page)
+        pairs = list(zip(pointers, sizes))
+        return [pairs[first : first + per_page] for first in range(0, len(pairs), per_page)]
+
+    @staticmethod
+    def _range_lists(pool: Any, page_format: PageFormat, slots: Sequence[int],
+                     per_page: int) -> tuple[list[int], list[int]]:
+        """Return ``get_page_buffer_meta`` of the pages at ``slots`` as two lists of ints, checked.
+
+        Raises unless there are ``per_page`` ranges per page, each of positive
+        size, and every page's ranges add up to exactly one page.
+        """
+        page_size = page_format.page_size
         starts = torch.tensor(list(slots), dtype=torch.int64)
         indices = (starts[:, None] + torch.arange(page_size, dtype=torch.int64)[None, :]).reshape(-1)
         pointers, sizes = pool.get_page_buffer_meta(indices)
-        if len(pointers) != per_page * len(slots) or sum(sizes[:per_page]) != page_format.byte_count:
+        pointers, sizes = list(map(int, pointers)), list(map(int, sizes))
+        if len(pointers) != per_page * len(slots) or len(sizes) != len(pointers):
+            raise RuntimeError("host pool byte ranges do not match the pages asked for")
+        if min(sizes) <= 0 or min(pointers) <= 0:
+            raise RuntimeError("host pool byte ranges must have positive addresses and sizes")
+        uniform = sizes.count(sizes[0]) == len(sizes) and sizes[0] * per_page == page_format.byte_count
+        if not uniform and any(sum(sizes[first : first + per_page]) != page_format.byte_count
+                               for first in range(0, len(sizes), per_page)):
             raise RuntimeError("host pool byte ranges do not match the page size")
-        pairs = list(zip(pointers, sizes))
-        return [pairs[page * per_page : (page + 1) * per_page] for page in range(len(slots))]
+        return pointers, sizes
 
     @staticmethod
     def _copy_ranges(source: int, ranges: list[tuple[int, int]]) -> bool:

@@ -2,25 +2,38 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import errno
 import os
 import shutil
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import pytest
+import torch
 
-from hicache_reference.backends import FileBackend
+import hicache_reference.backends.file as file_module
+from hicache_contracts.host_pool import HostPagePool
+from hicache_reference.backends import FileBackend, PageFormat
+from hicache_reference.backends.base import flat_order_range_count, host_bytes
 from tests.reference.backend_checks import (
     BackendClauseTests,
     FileHarness,
+    ForeignPool,
     Harness,
+    before_page,
     check_clear_keeps_other_namespaces,
+    check_reads_stay_in_their_slots,
     check_restart,
+    check_round_trip_between_pools,
     check_short_objects_are_misses,
     check_storage_error_is_a_failure,
     clause_check,
     config,
+    make_pool,
     page_bytes,
     page_keys,
+    sentinel_fill,
     slots_of,
     write_pages,
 )
@@ -35,6 +48,11 @@ class TestFileBackend(BackendClauseTests):
     @pytest.fixture
     def harness(self, file_harness: FileHarness) -> Harness:
         return file_harness
+
+    def break_storage(self, backend: Any) -> None:
+        """Make every primitive raise, the fifth one (reads straight into host ranges) too."""
+        super().break_storage(backend)
+        backend._read_object_into_ranges = backend._read_object_into
 
     @pytest.mark.clause("NS-7")
     def test_restart(self, harness: Harness) -> None:
@@ -150,6 +168,250 @@ def test_clear_while_another_instance_writes(file_harness: FileHarness) -> None:
     assert writer.batch_exists(keys) == 0 and writer.batch_exists(keys[1:]) == 1
 
 
+# ================================================================== reads straight into the host pages
+class ViewPool:
+    """A foreign host pool shaped like SGLang's: its unflattened page is a view into ``kv_buffer``.
+
+    Everything else is delegated to a ``HostPagePool``. ``order`` is how
+    ``get_page_buffer_meta`` lists a page's ranges: ``"flat"`` in flat-page
+    order (component-major, as the flat page holds them), or ``"per_layer"``
+    K and V layer by layer, as SGLang's layer_first MHA pool does, which is not
+    the flat page's order.
+    """
+
+    def __init__(self, inner: HostPagePool, order: str = "flat") -> None:
+        self._inner = inner
+        self.order = order
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def get_data_page(self, index: Any, flat: bool = True) -> torch.Tensor:
+        start, buffer = int(index), self._inner.kv_buffer
+        size = self._inner.page_size
+        page = buffer[:, :, start : start + size] if self._inner.layout == "layer_first" else \
+            buffer[:, start : start + size]
+        return page.flatten() if flat else page
+
+    def set_from_flat_data_page(self, index: Any, data: torch.Tensor) -> None:
+        page = self.get_data_page(index, flat=False)
+        page.copy_(data.reshape(page.shape))
+
+    def get_page_buffer_meta(self, indices: Any) -> tuple[list[int], list[int]]:
+        pointers, sizes = self._inner.get_page_buffer_meta(indices)
+        per_page = self._inner.ranges_per_page()
+        if self.order == "per_layer" and self._inner.layout == "layer_first" and self._inner.component_count == 2:
+            layers = self._inner.layer_num
+            pointers = [pointers[first + component * layers + layer]
+                        for first in range(0, len(pointers), per_page)
+                        for layer in range(layers) for component in range(2)]
+        return pointers, sizes
+
+
+class PoolWithoutRanges(ForeignPool):
+    """A foreign host pool without ``get_page_buffer_meta``: the file backend reads it through staging."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "get_page_buffer_meta":
+            raise AttributeError(name)
+        return super().__getattr__(name)
+
+
+class PageCopyPool(ForeignPool):
+    """A foreign host pool whose unflattened page is a copy, so the order of its ranges cannot be checked."""
+
+    def get_data_page(self, index: Any, flat: bool = True) -> torch.Tensor:
+        return self._inner.get_data_page(index, flat=flat).clone()
+
+
+def staged_pools(harness: FileHarness) -> FileHarness:
+    """Return a harness whose backends get host pools without byte ranges."""
+    clone = harness.using(harness.backend_cls)
+    clone.pool_wrapper = PoolWithoutRanges
+    return clone
+
+
+def view_pools(harness: FileHarness, order: str) -> FileHarness:
+    """Return a harness whose backends get ``ViewPool`` host pools listing their ranges in ``order``."""
+    clone = harness.using(harness.backend_cls)
+    clone.pool_wrapper = lambda pool: ViewPool(pool, order)
+    return clone
+
+
+@pytest.mark.clause("BE-15")
+def test_which_pools_are_read_in_place() -> None:
+    """A pool's ranges are used for reads only where they are known to come in flat-page order."""
+    for layout in ("page_first", "layer_first"):
+        pool = make_pool(layout=layout)
+        assert flat_order_range_count(pool, pool.page_size, pool.page_bytes) == pool.ranges_per_page()
+        assert PageFormat.of_pool(ViewPool(pool)).flat_range_count == pool.ranges_per_page()
+        assert PageFormat.of_pool(ForeignPool(pool)).flat_range_count == pool.ranges_per_page()
+        assert PageFormat.of_pool(PageCopyPool(pool)).flat_range_count is None, "its page is a copy: order unknown"
+        assert PageFormat.of_pool(PoolWithoutRanges(pool)).flat_range_count is None
+    layer_first = make_pool(layout="layer_first")
+    assert PageFormat.of_pool(ViewPool(layer_first, "per_layer")).flat_range_count is None
+    assert PageFormat.of_pool(ViewPool(make_pool(kind="mla", layout="layer_first"), "per_layer")).flat_range_count \
+        == 2, "one component: per layer is the flat order"
+
+    class NoRanges:
+        page_size = 4
+
+        def get_data_page(self, index: Any, flat: bool = True) -> torch.Tensor:
+            return torch.zeros(8)
+
+    assert flat_order_range_count(NoRanges(), 4, 32) is None
+
+
+@contextlib.contextmanager
+def failing_read(path: str, fault: str) -> Iterator[None]:
+    """Make reading the file at ``path`` stop half way: the next ``os.readv`` finds its end ("shrank") or fails ("error").
+
+    Other files read as usual.
+    """
+    target = os.stat(path).st_ino
+    real_readv = os.readv
+    calls: list[int] = []
+
+    def readv(descriptor: int, buffers: Sequence[Any]) -> int:
+        if os.fstat(descriptor).st_ino != target:
+            return real_readv(descriptor, buffers)
+        calls.append(descriptor)
+        if len(calls) == 1:
+            return real_readv(descriptor, first_bytes(buffers, sum(map(len, buffers)) // 2))
+        if fault == "error":
+            raise OSError(errno.EIO, "input/output error")
+        return 0
+
+    os.readv = readv
+    try:
+        yield
+    finally:
+        os.readv = real_readv
+    assert calls, "the failing file was read"
+
+
+def first_bytes(buffers: Sequence[Any], count: int) -> list[memoryview]:
+    """Return ``buffers`` cut down to their first ``count`` bytes."""
+    kept = []
+    for buffer in buffers:
+        view = memoryview(buffer)[:count]
+        if len(view):
+            kept.append(view)
+        count -= len(view)
+    return kept
+
+
+def read_with_failing_page(harness: Harness, fault: str) -> tuple[list[bool], set[int], dict[int, bytes], Any]:
+    """Read four pages into pool pages 5..8 while the second one's file fails half way.
+
+    Returns the result, the pages whose bytes changed, the bytes each page
+    that arrived must hold, and the reader's pool.
+    """
+    writer = harness.make()
+    keys = page_keys(4, start=760)
+    assert write_pages(writer, keys, [0, 1, 2, 3], seed=31) == [True] * 4
+    expected = {page: page_bytes(writer.mem_pool_host, source) for page, source in ((5, 0), (7, 2), (8, 3))}
+    reader = harness.make()
+    pool = reader.mem_pool_host
+    sentinel_fill(pool)
+    before = pool.kv_buffer.clone()
+    with failing_read(harness.file_of(reader, keys[1]), fault):
+        result = reader.batch_get_v1(keys, slots_of(pool, [5, 6, 7, 8]))
+    changed = {page for page in range(pool.page_count)
+               if page_bytes(pool, page) != bytes(before_page(before, pool, page))}
+    return result, changed, expected, pool
+
+
+@clause_check
+def check_failed_read_stays_in_its_page(harness: Harness, fault: str) -> None:
+    """BE-15, BE-16: a page whose file fails part way is False; no byte outside it changes, in the call or out of it."""
+    result, changed, expected, pool = read_with_failing_page(harness, fault)
+    assert result == [True, False, True, True], f"only the page that failed may be False: {result}"
+    assert changed <= {5, 6, 7, 8}, f"a read wrote outside the addressed pages: {sorted(changed - {5, 6, 7, 8})}"
+    for page, data in expected.items():
+        assert page_bytes(pool, page) == data, f"page {page} arrived but does not hold its bytes"
+
+
+@pytest.mark.clause("BE-15", "BE-16")
+@pytest.mark.parametrize("fault", ["shrank", "error"])
+@pytest.mark.parametrize("pools", ["page_first", "layer_first", "staged"])
+def test_failed_read_stays_in_its_page(file_harness: FileHarness, fault: str, pools: str) -> None:
+    if pools == "staged":
+        harness = staged_pools(file_harness)
+    else:
+        harness = file_harness.using(FileBackend)
+        harness.pool_wrapper = lambda pool, layout=pools: make_pool(page_count=pool.page_count, layout=layout)
+    check_failed_read_stays_in_its_page(harness, fault)
+
+
+@pytest.mark.clause("BE-15", "BE-16")
+def test_reads_land_in_place(file_harness: FileHarness) -> None:
+    """With a HostPagePool the read goes straight into the host page: the failed page holds part of its file."""
+    result, changed, _, _ = read_with_failing_page(file_harness, "shrank")
+    assert result == [True, False, True, True]
+    assert changed == {5, 6, 7, 8}, "the failed page's own slots took the half that arrived"
+    result, changed, _, _ = read_with_failing_page(staged_pools(file_harness), "shrank")
+    assert result == [True, False, True, True]
+    assert changed == {5, 7, 8}, "through staging a failed page is never touched"
+
+
+@pytest.mark.clause("BE-13", "BE-15", "BE-16")
+@pytest.mark.parametrize("layout", ["layer_first", "page_first"])
+def test_pools_read_through_staging(file_harness: FileHarness, layout: str) -> None:
+    """The fallback for pools whose ranges are not known: staging, then set_from_flat_data_page."""
+    harness = staged_pools(file_harness)
+    check_round_trip_between_pools(harness, "mha", layout)
+    check_reads_stay_in_their_slots(harness)
+    check_short_objects_are_misses(harness)
+
+
+@pytest.mark.clause("BE-15", "BE-16", "BE-24")
+@pytest.mark.parametrize("order", ["flat", "per_layer"])
+@pytest.mark.parametrize("layout", ["page_first", "layer_first"])
+def test_pools_with_page_views(file_harness: FileHarness, layout: str, order: str) -> None:
+    """SGLang-shaped pools: read in place when their ranges come in flat-page order, through staging otherwise."""
+    harness = view_pools(file_harness, order)
+    check_round_trip_between_pools(harness, "mha", layout)
+    check_reads_stay_in_their_slots(harness)
+    check_failed_read_stays_in_its_page(harness, "shrank")
+
+
+@clause_check
+def check_reads_continue_after_short_reads(read: Callable[[int, Sequence[memoryview], int], bool],
+                                           directory: str) -> None:
+    """BE-15: a page arrives whole however few bytes and buffers each readv takes; a file that ends early is False."""
+    data = bytes(range(256)) * 40
+    path = os.path.join(directory, "page")
+    with open(path, "wb") as handle:
+        handle.write(data)
+    real_readv = os.readv
+
+    def readv_at_most_100_bytes(descriptor: int, buffers: Sequence[Any]) -> int:
+        return real_readv(descriptor, first_bytes(buffers, 100))
+
+    sizes = [0, 7, 300, 1, 0, 2000, 5, 1927, 2000, 2000, 2000]
+    assert sum(sizes) == len(data)
+    targets = [bytearray(size) for size in sizes]
+    os.readv = readv_at_most_100_bytes
+    original_limit, file_module.IOV_MAX = file_module.IOV_MAX, 3
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        assert read(descriptor, [memoryview(target) for target in targets], len(data)) is True
+        assert b"".join(targets) == data
+        os.lseek(descriptor, 0, os.SEEK_SET)
+        longer = bytearray(len(data) + 10)
+        assert read(descriptor, [memoryview(longer)], len(longer)) is False, "the file ended first"
+    finally:
+        os.close(descriptor)
+        os.readv = real_readv
+        file_module.IOV_MAX = original_limit
+
+
+@pytest.mark.clause("BE-15")
+def test_reads_continue_after_short_reads(tmp_path: Any) -> None:
+    check_reads_continue_after_short_reads(file_module.read_exactly, str(tmp_path))
+
+
 # ================================================================== planted bugs
 class ZeroLengthIsHit(FileBackend):
     """Counts any existing file as a page, as a real backend did with the empty files of crashed writers."""
@@ -204,6 +466,76 @@ class WritesInPlace(FileBackend):
         finally:
             os.close(descriptor)
         return True
+
+
+class ShortReadIsHit(FileBackend):
+    """Checks the size, then trusts one readv: a file that shrinks under the read is a 'hit' with half a page."""
+
+    def _read_object_into_ranges(self, name: str, views: Sequence[memoryview]) -> bool:
+        descriptor = os.open(self._path(name), os.O_RDONLY)
+        try:
+            if os.fstat(descriptor).st_size != sum(map(len, views)):
+                return False
+            return os.readv(descriptor, list(views)) > 0
+        finally:
+            os.close(descriptor)
+
+
+class ReadsPageAsOneBlock(FileBackend):
+    """Reads each page into one block from its first range on, as if a page were contiguous in the pool."""
+
+    def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[list[memoryview]]) -> list[bool]:
+        blocks = [[host_bytes(ctypes.addressof(ctypes.c_char.from_buffer(views[0])), sum(map(len, views)))]
+                  for views in page_views]
+        return super()._read_objects_into_ranges(names, blocks)
+
+
+class ScrubsTheCallOnFailure(FileBackend):
+    """Zeroes every page of the call when one fails, 'so that no half page stays', spoiling pages that arrived."""
+
+    def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[list[memoryview]]) -> list[bool]:
+        results = super()._read_objects_into_ranges(names, page_views)
+        if not all(results):
+            for views in page_views:
+                for view in views:
+                    view[:] = bytes(len(view))
+        return results
+
+
+class TrustsAnyRangeOrder(FileBackend):
+    """Reads into any pool's ranges in the order it lists them, without checking that it is the flat page's."""
+
+    def _register(self, pool: Any, name: str) -> None:
+        super()._register(pool, name)
+        page_format = self._formats[name]
+        per_page = len(pool.get_page_buffer_meta(torch.arange(page_format.page_size))[0])
+        self._formats[name] = PageFormat(**{**page_format.__dict__, "flat_range_count": per_page})
+
+
+def read_once(descriptor: int, views: Sequence[memoryview], byte_count: int) -> bool:
+    """One readv and no more: a short read is taken for the whole page."""
+    return os.readv(descriptor, list(views)[: file_module.IOV_MAX]) > 0
+
+
+@pytest.mark.clause("BE-15", "BE-16")
+@pytest.mark.parametrize("fault", ["shrank", "error"])
+@pytest.mark.parametrize("buggy_class", [ShortReadIsHit, ReadsPageAsOneBlock, ScrubsTheCallOnFailure])
+def test_failed_read_check_catches_planted_bug(file_harness: FileHarness, fault: str, buggy_class: type) -> None:
+    with pytest.raises(AssertionError):
+        check_failed_read_stays_in_its_page(file_harness.using(buggy_class), fault)
+
+
+@pytest.mark.clause("BE-15")
+def test_round_trip_catches_ranges_in_the_wrong_order(file_harness: FileHarness) -> None:
+    harness = view_pools(file_harness.using(TrustsAnyRangeOrder), "per_layer")
+    with pytest.raises(AssertionError):
+        check_round_trip_between_pools(harness, "mha", "layer_first")
+
+
+@pytest.mark.clause("BE-15")
+def test_short_read_check_catches_planted_bug(tmp_path: Any) -> None:
+    with pytest.raises(AssertionError):
+        check_reads_continue_after_short_reads(read_once, str(tmp_path))
 
 
 PLANTED: list[Any] = [
