@@ -7,6 +7,8 @@ backend; the others are claimed (declared or probed, see ``runner``).
 
 from __future__ import annotations
 
+import functools
+
 from hicache_spec import LEVELS, Clause, clauses
 
 __all__ = [
@@ -43,12 +45,17 @@ def backend_clauses() -> tuple[Clause, ...]:
     return tuple(item for level in BACKEND_LEVELS for item in level_clauses(level))
 
 
+@functools.lru_cache(maxsize=1)
+def _levels_by_clause() -> dict[str, str]:
+    return {item.id: item.level for item in backend_clauses()}
+
+
 def level_of(clause_id: str) -> str:
     """Return the level of a backend clause; raise ValueError for any other ID."""
-    for item in backend_clauses():
-        if item.id == clause_id:
-            return item.level
-    raise ValueError(f"clause_id: must name a backend clause (got {clause_id!r})")
+    level = _levels_by_clause().get(clause_id)
+    if level is None:
+        raise ValueError(f"clause_id: must name a backend clause (got {clause_id!r})")
+    return level
 
 
 def parse_levels(text: str | None, *, field: str = "levels") -> tuple[str, ...] | None:

@@ -261,11 +261,13 @@ class SuiteRunner:
             return ReportSection(self.title, self.factory.name, levels, tuple(verdicts), tuple(self.outcomes),
                                  options, tuple(notes), time.monotonic() - self._started)
         decision = self.decision
-        verdicts = [self._verdict(item, decision) for level in BACKEND_LEVELS for item in level_clauses(level)]
+        covered = {clause_id for check in ordered_checks() for clause_id in check.clauses}
+        verdicts = [self._verdict(item, decision, covered) for level in BACKEND_LEVELS
+                    for item in level_clauses(level)]
         return ReportSection(self.title, self.factory.name, decision.verdicts, tuple(verdicts), tuple(self.outcomes),
                              options, tuple(notes), time.monotonic() - self._started)
 
-    def _verdict(self, item: Any, decision: LevelDecision) -> ClauseVerdict:
+    def _verdict(self, item: Any, decision: LevelDecision, covered: set[str]) -> ClauseVerdict:
         level_verdict = next(verdict for verdict in decision.verdicts if verdict.level == item.level)
         if not level_verdict.claimed:
             return ClauseVerdict(item.id, item.level, item.statement, SKIP,
@@ -289,8 +291,7 @@ class SuiteRunner:
             elif outcome.status == FAIL:
                 reasons.append(f"not reached: {outcome.check} stopped at {outcome.clause_id}")
         if not related:
-            covered = any(item.id in check.clauses for check in ordered_checks())
-            reasons.append("not run in this selection of checks" if covered else "no check covers it")
+            reasons.append("not run in this selection of checks" if item.id in covered else "no check covers it")
         return ClauseVerdict(item.id, item.level, item.statement, SKIP, reason="; ".join(dict.fromkeys(reasons)),
                              checks=names)
 
