@@ -196,8 +196,9 @@ class SuiteRunner:
 
     def _outcome_of(self, check: Check) -> CheckOutcome:
         if self.startup_failure is not None:
-            return CheckOutcome(check.name, check.clauses, SKIP,
-                                message=f"not run: the backend could not be built ({self.startup_failure.message})")
+            failure = self.startup_failure
+            return CheckOutcome(check.name, check.clauses, FAIL, failure.clause_id,
+                                f"the backend could not be built: {failure.message}", failure.counterexample)
         decision = self.decision
         unclaimed = [level for level in check.requires if level not in decision.claimed]
         if unclaimed:

@@ -107,3 +107,25 @@ def test_a_run_leaves_someone_elses_pages_and_removes_its_own() -> None:
     assert report.exit_code == 0
     assert owner.batch_exists(keys) == 3
     assert STORES[store] == before  # theirs untouched, ours all gone
+
+
+class NeedsAnEndpoint(CorrectBackend):
+    """Reads its endpoint from the second constructor argument, which SGLang passes empty."""
+
+    def __init__(self, storage_config, kwargs=None):
+        if "endpoint" not in (kwargs or {}):
+            raise ValueError("endpoint: required")
+        super().__init__(storage_config, kwargs)
+
+
+@pytest.mark.clause("BE-1")
+def test_a_backend_that_cannot_be_built_fails_be1_and_every_check() -> None:
+    report = run(NeedsAnEndpoint, extra={"endpoint": "10.0.0.5:7000"})
+    verdict = next(item for item in report.sections[0].clauses if item.clause_id == "BE-1")
+    assert verdict.status == "fail"
+    assert verdict.failures[0].message == (
+        "building the backend raised ValueError: endpoint: required (SGLang builds a dynamic backend as "
+        "cls(storage_config, {}): the extra config arrives in storage_config.extra_config, the second argument "
+        "is an empty dict)")
+    assert {outcome.status for outcome in report.sections[0].checks} == {"fail"}
+    assert report.exit_code == 1
