@@ -146,10 +146,12 @@ def flat_order_range_count(pool: Any, page_size: int, byte_count: int) -> Option
     in that order. A ``HostPagePool`` documents it (docs/host_pool.md). Any
     other pool is checked once, on its first page: the addresses of the
     elements of ``get_data_page(0, flat=False)``, taken in flat order, must be
-    exactly the bytes of the listed ranges, one range after the other. A pool
-    whose page is a copy fails the check, and so does SGLang's layer_first MHA
-    pool, which lists K and V layer by layer while its flat page holds every K
-    layer first; such pools are read through the staging buffer.
+    exactly the bytes of the listed ranges, one range after the other (the
+    flat page is taken to be that view flattened, as it is in SGLang's pools
+    and ours). A pool whose page is a copy fails the check, and so does
+    SGLang's layer_first MHA pool, which lists K and V layer by layer while its
+    flat page holds every K layer first; such pools are read through the
+    staging buffer.
     """
     if isinstance(pool, HostPagePool):
         return pool.ranges_per_page()
