@@ -18,8 +18,15 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def _safe(text: str) -> str:
-    """Make ``text`` usable as one path segment or key part, keeping it readable and injective."""
-    return _UNSAFE.sub(lambda match: f"%{ord(match.group()):02x}", text.replace("%", "%25"))
+    """Make ``text`` usable as one path segment or key part, keeping it readable and injective.
+
+    Every character outside ``[A-Za-z0-9._-]`` (``%`` included) becomes ``%XX`` per byte of its UTF-8
+    encoding, so two different texts never share an escaped form. Safe text, such as every
+    hex page key, is returned as it is.
+    """
+    if _UNSAFE.search(text) is None:
+        return text
+    return _UNSAFE.sub(lambda match: "".join(f"%{byte:02x}" for byte in match.group().encode()), text)
 
 
 def namespace_for(config: Any) -> str:
