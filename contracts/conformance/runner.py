@@ -22,8 +22,10 @@ could look.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import os
+import random
 import tempfile
 import time
 import traceback
@@ -340,6 +342,9 @@ def run_reference_suite(options: Optional[SuiteOptions] = None, *, progress: Opt
     """Run the suite against the reference memory backend and the file backend in a temporary directory."""
     from hicache_reference.backends import forget_shared_memory_store
 
+    options = options or SuiteOptions()
+    if options.seed is None:  # one seed for every section, so that one --seed replays the whole run
+        options = dataclasses.replace(options, seed=random.SystemRandom().randrange(2**31))
     report = SuiteReport()
     with tempfile.TemporaryDirectory(prefix="hicache-conform-") as directory:
         for title, factory in reference_factories(directory):
