@@ -58,6 +58,8 @@ def install(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", metavar="PATH", help="write the report as JSON")
     parser.add_argument("--junit-xml", metavar="PATH", help="write the report as JUnit XML (a test case per clause)")
     parser.add_argument("--markdown", metavar="PATH", help="write the report as a Markdown table")
+    parser.add_argument("--no-engine", action="store_true",
+                        help="without --backend: skip the reference controller's engine check")
     parser.add_argument("--quiet", action="store_true", help="no progress lines while running")
     parser.add_argument("--no-color", action="store_true", help="no colors in the terminal report")
     parser.set_defaults(func=run_command)
@@ -129,6 +131,11 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
         from hicache_contracts.conformance.runner import run_reference_suite
 
         report = run_reference_suite(options, progress=printer, announce=printer.announce)
+        if not args.no_engine:
+            from hicache_contracts.conformance.engine_section import reference_engine_section
+
+            printer.announce("reference controller (engine conformance)")
+            report = report.merged(reference_engine_section())
     print(file=stream)
     print(report.render_text(color=False if args.no_color else None), file=stream)
     _write_files(report, args, stream)

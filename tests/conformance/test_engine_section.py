@@ -1,0 +1,32 @@
+"""The main job's engine section: the reference controller passes, a planted controller fails on its clause."""
+
+from __future__ import annotations
+
+import pytest
+
+from hicache_contracts.conformance.engine_section import reference_engine_section
+from hicache_contracts.conformance.report import FAIL, PASS, SKIP
+from tests.engine.planted_controllers import EmptyPrefixAsNoneInHitQueryController, InPlacePrefixController
+
+
+@pytest.mark.clause("PFX-2", "PFX-5", "CTL-5", "CTL-6")
+def test_reference_controller_passes_every_traced_clause():
+    section = reference_engine_section()
+    statuses = {verdict.clause_id: verdict.status for verdict in section.clauses}
+    assert not section.failed
+    assert statuses["PFX-2"] == PASS and statuses["CTL-6"] == PASS
+    assert statuses["RANK-1"] == SKIP  # decided by the multi-rank tests, not one trace
+
+
+@pytest.mark.clause("PFX-5")
+def test_in_place_prefix_controller_fails_the_section():
+    section = reference_engine_section(InPlacePrefixController)
+    failed = {verdict.clause_id for verdict in section.clauses if verdict.status == FAIL}
+    assert "PFX-5" in failed
+
+
+@pytest.mark.clause("PFX-4")
+def test_empty_prefix_collapsed_fails_the_section():
+    section = reference_engine_section(EmptyPrefixAsNoneInHitQueryController)
+    failed = {verdict.clause_id for verdict in section.clauses if verdict.status == FAIL}
+    assert failed & {"PFX-1", "PFX-4", "PFX-7"}
