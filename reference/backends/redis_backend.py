@@ -67,7 +67,7 @@ from redis.retry import Retry
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends.base import PageStoreBackend, pool_key, tensor_bytes
 from hicache_reference.backends.namespace import storage_name
-from hicache_spec import KV, STORAGE_BATCH_SIZE
+from hicache_spec import KV
 
 __all__ = ["DEFAULT_REDIS_URL", "RedisBackend", "RedisNodes", "RedisSettings"]
 
@@ -223,6 +223,9 @@ def _pack(units: Sequence[Unit]) -> list[Any]:
                     argument = argument.encode()
                 elif isinstance(argument, int):
                     argument = b"%d" % argument
+                if isinstance(argument, bytes) and len(argument) <= _SMALL_PART:  # keys, fields, numbers
+                    chunk += b"$%d\r\n%b\r\n" % (len(argument), argument)
+                    continue
                 pieces = argument if isinstance(argument, (list, tuple)) else (argument,)
                 chunk += b"$%d\r\n" % _byte_length(pieces)
                 for piece in pieces:
@@ -513,8 +516,8 @@ class RedisBackend(PageStoreBackend):
 
     hicache_levels = ("core", "v1", "v2", "prefix", "namespacing", "concurrency", "durability")
     """The capability levels the backend claims."""
-    read_chunk_pages = STORAGE_BATCH_SIZE
-    """Pages per read round trip: a whole slice, so a slice costs one pipeline per node."""
+    reads_into_ranges = True
+    """Replies are copied straight into the host page ranges where the pool lists them (one copy per page)."""
 
     def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
         super().__init__(storage_config, extra_config)
@@ -556,19 +559,37 @@ class RedisBackend(PageStoreBackend):
         return sizes
 
     def _read_objects_into(self, names: Sequence[str], buffers: Sequence[memoryview]) -> list[bool]:
-        units = []
-        for name in names:
-            redis_key, field = self._locate(name)
-            units.append((redis_key, (("HGET", redis_key, field),)))
         arrived = []
-        for outcome, buffer in zip(self._execute(units), buffers):
-            data = None if _is_exception(outcome) else outcome[0]
+        for data, buffer in zip(self._fetch(names), buffers):
             if isinstance(data, bytes) and len(data) == len(buffer):  # BE-13: short or long is a miss
                 buffer[:] = data
                 arrived.append(True)
             else:
                 arrived.append(False)
         return arrived
+
+    def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[list[memoryview]]) -> list[bool]:
+        arrived = []
+        for data, views in zip(self._fetch(names), page_views):
+            size = sum(view.nbytes for view in views)
+            if not isinstance(data, bytes) or len(data) != size:  # BE-13: write nothing unless it is a whole page
+                arrived.append(False)
+                continue
+            source = memoryview(data)
+            offset = 0
+            for view in views:
+                view[:] = source[offset : offset + view.nbytes]
+                offset += view.nbytes
+            arrived.append(True)
+        return arrived
+
+    def _fetch(self, names: Sequence[str]) -> list[Optional[bytes]]:
+        """Return the stored bytes of each object, or None when missing or unreachable: one pipeline per node."""
+        units = []
+        for name in names:
+            redis_key, field = self._locate(name)
+            units.append((redis_key, (("HGET", redis_key, field),)))
+        return [None if _is_exception(outcome) else outcome[0] for outcome in self._execute(units)]
 
     def _write_objects(
         self, names: Sequence[str], datas: Sequence[Optional[memoryview]], groups: Sequence[Optional[str]]
@@ -612,6 +633,9 @@ class RedisBackend(PageStoreBackend):
 
     def _read_object_into(self, name: str, buffer: memoryview) -> bool:
         return self._read_objects_into([name], [buffer])[0]
+
+    def _read_object_into_ranges(self, name: str, views: Sequence[memoryview]) -> bool:
+        return self._read_objects_into_ranges([name], [list(views)])[0]
 
     def _write_object(self, name: str, data: memoryview, group: Optional[str]) -> bool:
         return self._write_objects([name], [data], [group])[0]
