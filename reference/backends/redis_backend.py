@@ -26,7 +26,9 @@ standalone; for a cluster, one per master owning a slot of the batch, sent in
 parallel); a read of a whole 128-page slice is one call. Requests are packed
 here (``_pack``) so that a page goes out straight from the host pool, each
 contiguous part of it one buffer of the request, never copied; replies are
-read with redis-py's parser on redis-py's pooled connections.
+read with redis-py's parser on redis-py's pooled connections, and a page that
+arrived whole is copied once, straight into its host byte ranges
+(``reads_into_ranges``; the base's staging buffer otherwise).
 
 Failures never leave a call (BE-5): a node that does not answer, times out,
 or redirects (MOVED/ASK during resharding) turns its part of the batch into
