@@ -26,13 +26,14 @@ from typing import Any, Optional
 from hicache_reference.backends.base import pool_key
 from hicache_reference.backends.file import FileBackend
 from hicache_reference.backends.memory import MemoryBackend
+from hicache_reference.backends.redis_backend import RedisBackend
 
 try:  # SGLang is optional: import it only if it is there
     from sglang.srt.mem_cache import hicache_storage as _sglang_storage
 except ImportError:
     _sglang_storage = None
 
-__all__ = ["SGLANG_AVAILABLE", "SGLangFileBackend", "SGLangMemoryBackend"]
+__all__ = ["SGLANG_AVAILABLE", "SGLangFileBackend", "SGLangMemoryBackend", "SGLangRedisBackend"]
 
 SGLANG_AVAILABLE: bool = _sglang_storage is not None
 """Whether SGLang's storage module was importable when this module was loaded."""
@@ -80,3 +81,11 @@ class SGLangFileBackend(_SGLangFacing, FileBackend, _SGLangBase):
     def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
         self._init_sglang_base()
         FileBackend.__init__(self, storage_config, extra_config)
+
+
+class SGLangRedisBackend(_SGLangFacing, RedisBackend, _SGLangBase):
+    """``RedisBackend`` loadable by SGLang as a dynamic backend (extra config ``redis_url`` or ``redis_cluster_nodes``)."""
+
+    def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
+        self._init_sglang_base()
+        RedisBackend.__init__(self, storage_config, extra_config)

@@ -2,7 +2,8 @@
 
     PageStoreBackend   every generation of the interface over four object primitives (base.py)
      ├── MemoryBackend pages as bytes in a process-wide or private store (memory.py)
-     └── FileBackend   one file per page under a directory, written atomically (file.py)
+     ├── FileBackend   one file per page under a directory, written atomically (file.py)
+     └── RedisBackend  one hash per page in Redis or Redis Cluster (redis_backend.py)
 
 Both are built the SGLang way, ``Backend(storage_config, extra_config)``; see
 docs/backends.md for their extra config keys and the input rules.
@@ -24,6 +25,7 @@ from hicache_reference.backends.memory import (
     shared_memory_store,
 )
 from hicache_reference.backends.namespace import namespace_for, storage_name
+from hicache_reference.backends.redis_backend import RedisBackend
 
 __all__ = [
     "BackendStats",
@@ -33,6 +35,7 @@ __all__ = [
     "PageFormat",
     "PageStoreBackend",
     "PoolResults",
+    "RedisBackend",
     "forget_shared_memory_store",
     "namespace_for",
     "pool_key",

@@ -225,3 +225,12 @@ def test_module_imports_without_sglang() -> None:
     assert adapter.SGLANG_AVAILABLE is False
     assert adapter._SGLangBase is object
     assert not any(name.startswith("sglang") for name in sys.modules)
+
+
+@pytest.mark.clause("BE-1", "BE-5")
+def test_redis_adapter_loads_and_misses_without_a_server(with_sglang: types.ModuleType) -> None:
+    # Port 1 on loopback: nothing listens there, so every call is a miss, never an exception.
+    backend = adapter.SGLangRedisBackend(config(), {"redis_url": "redis://127.0.0.1:1/0", "socket_connect_timeout": 0.2})
+    assert isinstance(backend, with_sglang.HiCacheStorage)
+    assert backend.batch_exists(["a" * 64]) == 0
+    assert backend.exists("a" * 64) is False
