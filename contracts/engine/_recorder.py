@@ -40,6 +40,16 @@ from typing import Any, Optional
 from hicache_contracts.capabilities import EXTRA_INFO_METHODS
 from hicache_contracts.prefix_keys import PrefixKeys
 
+
+def call_keys(keys: Any, transfers: Any) -> Any:
+    """Return a recorded call's keys: its own, or for a v2 read or write those of its first transfer with keys."""
+    if keys is not None:
+        return keys
+    for transfer in transfers or ():
+        if transfer.keys is not None:
+            return transfer.keys
+    return ()
+
 __all__ = [
     "EXTRA_INFO_ABSENT",
     "EXTRA_INFO_NONE",
@@ -215,12 +225,7 @@ class RecordedCall:
     @property
     def all_keys(self) -> tuple:
         """The call's keys; for a v2 read or write, the keys of its first transfer."""
-        if self.keys is not None:
-            return self.keys
-        for transfer in self.transfers or ():
-            if transfer.keys is not None:
-                return transfer.keys
-        return ()
+        return call_keys(self.keys, self.transfers)
 
     def current_prefix(self) -> tuple[bool, Any, Optional[str]]:
         """Return ``(changed, value, problem)``: whether the prefix handed to the backend differs now from its snapshot.

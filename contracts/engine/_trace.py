@@ -48,6 +48,7 @@ from hicache_contracts.engine._recorder import (
     EXTRA_INFO_ABSENT,
     EXTRA_INFO_PRESENT,
     RecordedCall,
+    call_keys,
     snapshot_prefix,
 )
 
@@ -135,12 +136,7 @@ class TraceCall(ContractModel):
     @property
     def all_keys(self) -> Keys:
         """The call's keys; for a v2 read or write, the keys of its first transfer."""
-        if self.keys is not None:
-            return self.keys
-        for transfer in self.transfers or ():
-            if transfer.keys is not None:
-                return transfer.keys
-        return ()
+        return call_keys(self.keys, self.transfers)
 
     def current_prefix(self) -> tuple[bool, Any, Optional[str]]:
         """Return ``(changed, value, problem)`` from ``prefix_keys_after``; unchanged when it was not recorded."""
