@@ -1,9 +1,12 @@
 """The in-memory reference backend: every generic clause check, eviction, shared stores, planted bugs.
 
-The planted bugs at the bottom are subclasses of ``MemoryBackend`` with one
-bug each; every check in ``backend_checks`` is shown to catch at least one.
-Most of the logic lives in the shared base, so these bugs also stand for the
-file backend's (which has its own file-specific ones).
+Every generic check runs twice: with ``HostPagePool``s, whose batches the
+backend moves at once (the fast path), and with foreign pools, served page
+by page through their helpers by the base. The planted bugs are subclasses
+of ``MemoryBackend`` with one bug each; every check in ``backend_checks`` is
+shown to catch at least one, on both paths. Most of the logic lives in the
+shared base, so these bugs also stand for the file backend's (which has its
+own file-specific ones). The fast path's own checks are at the end.
 """
 
 from __future__ import annotations
@@ -13,15 +16,24 @@ import uuid
 from typing import Any, Optional
 
 import pytest
+import torch
+
+from hicache_contracts.conformance.pools import ConformancePool
+from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends import (
     BackendStats,
     MemoryBackend,
     MemoryStore,
     forget_shared_memory_store,
     shared_memory_store,
+    storage_name,
+    tensor_bytes,
 )
+from hicache_reference.backends.memory import buffer_pages
+from hicache_spec import STORAGE_BATCH_SIZE
 from tests.reference.backend_checks import (
     BackendClauseTests,
+    ForeignPool,
     Harness,
     MemoryHarness,
     check_accepts_extra_config,
@@ -56,10 +68,13 @@ from tests.reference.backend_checks import (
     check_v1_cardinality,
     check_v2_cardinality,
     check_v2_exists_folds,
+    before_page,
     config,
     fill_pages,
     make_pool,
+    page_bytes,
     page_keys,
+    sentinel_fill,
     slots_of,
     write_pages,
 )
@@ -81,6 +96,20 @@ class TestMemoryBackend(BackendClauseTests):
     @pytest.fixture
     def harness(self, memory_harness: MemoryHarness) -> Harness:
         return memory_harness
+
+    def break_storage(self, backend: Any) -> None:
+        """Make every primitive raise, the batch ones of the fast path and the one-lock size query too."""
+        super().break_storage(backend)
+        for primitive in ("_object_sizes", "_get_pages", "_put_pages"):
+            setattr(backend, primitive, backend._object_size)
+
+
+class TestMemoryBackendThroughHelpers(TestMemoryBackend):
+    """Every generic check again with pools that are not ``HostPagePool``s: page by page, through their helpers."""
+
+    @pytest.fixture
+    def harness(self, memory_harness: MemoryHarness) -> Harness:
+        return memory_harness.with_foreign_pools()
 
 
 # ================================================================== memory-only behaviour
@@ -316,31 +345,46 @@ class ShortObjectIsHit(MemoryBackend):
 
 
 class SharedStagingBuffer(MemoryBackend):
-    """Reads every page through one buffer shared by all threads; two readers meet and swap pages."""
+    """Reads pages through one buffer shared by all threads; two readers meet and swap pages (both paths)."""
 
     def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
         super().__init__(storage_config, extra_config)
-        self._shared = bytearray(0)
+        self._shared: Any = None
         self._meeting = threading.Barrier(2)
 
     def _read_object_into(self, name: str, buffer: memoryview) -> bool:
-        data = self.store.get(name)
-        if data is None or len(data) != len(buffer):
+        page = self.store.get(name)
+        if page is None or page.numel() * page.element_size() != len(buffer):
             return False
-        self._shared = bytearray(data)
+        self._shared = bytes(tensor_bytes(page))
         self._meeting.wait(timeout=1)  # the other reader overwrites the shared buffer meanwhile
         buffer[:] = self._shared
         return True
 
+    def _get_pages(self, names: Any) -> list:
+        self._shared = super()._get_pages(names)
+        self._meeting.wait(timeout=1)  # the other reader replaces the shared pages meanwhile
+        return self._shared
+
 
 class LiesAboutWrites(MemoryBackend):
-    """Claims every second write and stores nothing for it."""
+    """Claims every second write and stores nothing for it (both paths)."""
+
+    def _lies_now(self) -> bool:
+        self._writes = getattr(self, "_writes", 0) + 1
+        return self._writes % 2 == 0
 
     def _write_object(self, name: str, data: memoryview, group: Any) -> bool:
-        self._writes = getattr(self, "_writes", 0) + 1
-        if self._writes % 2 == 0:
-            return True
-        return super()._write_object(name, data, group)
+        return True if self._lies_now() else super()._write_object(name, data, group)
+
+    def _put_pages(self, names: Any, pages: Any, groups: Any) -> list[bool]:
+        lies = [self._lies_now() for _ in names]
+        kept = [index for index, lie in enumerate(lies) if not lie]
+        held = super()._put_pages([names[i] for i in kept], [pages[i] for i in kept], [groups[i] for i in kept])
+        flags = [True] * len(names)
+        for index, flag in zip(kept, held):
+            flags[index] = flag
+        return flags
 
 
 class IgnoresHostIndices(MemoryBackend):
@@ -431,10 +475,16 @@ PLANTED = [
 ]
 
 
+@pytest.fixture(params=["fast-path", "through-helpers"])
+def either_path(request: Any, memory_harness: MemoryHarness) -> MemoryHarness:
+    """The memory harness with ``HostPagePool``s (batches at once) or with foreign pools (page by page)."""
+    return memory_harness if request.param == "fast-path" else memory_harness.with_foreign_pools()
+
+
 @pytest.mark.parametrize("check, buggy_class", PLANTED)
-def test_check_catches_planted_bug(memory_harness: MemoryHarness, check: Any, buggy_class: type) -> None:
+def test_check_catches_planted_bug(either_path: MemoryHarness, check: Any, buggy_class: type) -> None:
     with pytest.raises(AssertionError):
-        check(memory_harness.using(buggy_class))
+        check(either_path.using(buggy_class))
 
 
 @pytest.mark.clause("BE-5")
@@ -484,7 +534,7 @@ def test_fold_against_kv_check_catches_planted_bug(memory_harness: MemoryHarness
 
 
 class EvictionLeavesStaleEntries(MemoryBackend):
-    """Eviction forgets the bytes but exists still answers from a stale size index."""
+    """Eviction forgets the bytes but exists still answers from a stale size index (both paths)."""
 
     def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
         super().__init__(storage_config, extra_config)
@@ -494,11 +544,250 @@ class EvictionLeavesStaleEntries(MemoryBackend):
         self._sizes[name] = len(data)
         return super()._write_object(name, data, group)
 
+    def _put_pages(self, names: Any, pages: Any, groups: Any) -> list[bool]:
+        self._sizes.update((name, page.numel() * page.element_size()) for name, page in zip(names, pages))
+        return super()._put_pages(names, pages, groups)
+
     def _object_size(self, name: str) -> Optional[int]:
         return self._sizes.get(name)
 
+    def _object_sizes(self, names: Any) -> list[Optional[int]]:
+        return [self._sizes.get(name) for name in names]
 
-def test_eviction_check_catches_planted_bug(memory_harness: MemoryHarness) -> None:
+
+def test_eviction_check_catches_planted_bug(either_path: MemoryHarness) -> None:
     with pytest.raises(AssertionError):
-        check_eviction(memory_harness.using(EvictionLeavesStaleEntries))
+        check_eviction(either_path.using(EvictionLeavesStaleEntries))
 
+
+
+# ================================================================== the fast path
+def pool_pages_bytes(pool: Any, pages: list[int]) -> list[bytes]:
+    return [page_bytes(pool, page) for page in pages]
+
+
+def check_fast_path_matches_helpers(harness: Harness) -> None:
+    """BE-15, BE-17: pages written on the fast path read back byte for byte through the helpers, and the other way.
+
+    A round trip on one path alone cannot see a fast path that lays the bytes
+    of a page out in another order than ``get_data_page``: both directions
+    would agree with each other.
+    """
+    for kind in ("mha", "mla"):
+        for layout in ("layer_first", "page_first"):
+            fast = harness.make(pool=make_pool(page_count=160, kind=kind, layout=layout))
+            slow = harness.with_foreign_pools().make(pool=make_pool(page_count=160, kind=kind, layout=layout))
+            for start, (writer, reader) in ((0, (fast, slow)), (200, (slow, fast))):
+                keys = page_keys(STORAGE_BATCH_SIZE, start=3000 + start + 1000 * len(kind) + 100 * len(layout))
+                sources = list(range(STORAGE_BATCH_SIZE))[::-1]  # scattered the other way round
+                targets = [(3 * index) % 160 for index in range(STORAGE_BATCH_SIZE)]
+                assert write_pages(writer, keys, sources, seed=40) == [True] * STORAGE_BATCH_SIZE
+                expected = pool_pages_bytes(writer.mem_pool_host, sources)
+                assert reader.batch_get_v1(keys, slots_of(reader.mem_pool_host, targets)) == [True] * len(keys)
+                got = pool_pages_bytes(reader.mem_pool_host, targets)
+                wrong = [index for index, (mine, theirs) in enumerate(zip(got, expected)) if mine != theirs]
+                assert not wrong, f"{kind}/{layout}: pages {wrong[:5]} differ between the fast path and the helpers"
+
+
+def check_batch_with_misses(harness: Harness) -> None:
+    """BE-13, BE-15, BE-16: in a full batch of found, missing, short and long pages, only the found ones land.
+
+    Each found page lands in its own slots, every other slot keeps its bytes.
+    """
+    writer = harness.make(pool=make_pool(page_count=300))
+    keys = page_keys(STORAGE_BATCH_SIZE, start=5000)
+    kinds = ["found", "missing", "found", "short", "found", "long", "found", "found"]
+    kind_of = [kinds[index % len(kinds)] for index in range(STORAGE_BATCH_SIZE)]
+    found = [index for index, kind in enumerate(kind_of) if kind == "found"]
+    assert write_pages(writer, [keys[i] for i in found], list(range(len(found))), seed=41) == [True] * len(found)
+    expected = dict(zip(found, pool_pages_bytes(writer.mem_pool_host, list(range(len(found))))))
+    size = writer.mem_pool_host.page_bytes
+    for index, kind in enumerate(kind_of):
+        if kind in ("short", "long"):
+            harness.plant(writer, keys[index], b"\x05" * (size - 2 if kind == "short" else size + 2))
+    reader = harness.make(pool=make_pool(page_count=300))
+    pool = reader.mem_pool_host
+    targets = [299 - 2 * index for index in range(STORAGE_BATCH_SIZE)]
+    sentinel_fill(pool)
+    before = pool.kv_buffer.clone()
+    result = reader.batch_get_v1(keys, slots_of(pool, targets))
+    assert result == [kind == "found" for kind in kind_of], f"results {result}"
+    for index, target in enumerate(targets):
+        now = page_bytes(pool, target)
+        if index in expected:
+            assert now == expected[index], f"page {index} did not land whole in its own slots"
+        else:
+            assert now == bytes(before_page(before, pool, target)), f"the slots of {kind_of[index]} page {index} changed"
+    untouched = set(range(pool.page_count)) - set(targets)
+    changed = [page for page in untouched if page_bytes(pool, page) != bytes(before_page(before, pool, page))]
+    assert not changed, f"pages outside the call changed: {changed[:5]}"
+
+
+def check_stored_pages_are_own_copies(harness: Harness) -> None:
+    """BE-17: a stored page keeps its bytes when the host page is rewritten, and holds exactly its own memory.
+
+    Each page is a tensor of its own: dropping one frees it, so
+    ``capacity_pages`` bounds the memory held.
+    """
+    backend = harness.make(pool=make_pool(page_count=STORAGE_BATCH_SIZE * 2))
+    pool = backend.mem_pool_host
+    keys = page_keys(STORAGE_BATCH_SIZE, start=7000)
+    assert write_pages(backend, keys, list(range(STORAGE_BATCH_SIZE)), seed=42) == [True] * len(keys)
+    expected = pool_pages_bytes(pool, list(range(STORAGE_BATCH_SIZE)))
+    sentinel_fill(pool, 3.0)  # the engine reuses the host pages
+    targets = list(range(STORAGE_BATCH_SIZE, 2 * STORAGE_BATCH_SIZE))
+    assert backend.batch_get_v1(keys, slots_of(pool, targets)) == [True] * len(keys)
+    assert pool_pages_bytes(pool, targets) == expected, "a stored page changed when its host page was rewritten"
+    stored = [harness.peek(backend, key) for key in keys]
+    host = pool.kv_buffer.untyped_storage().data_ptr()
+    for key, page in zip(keys, stored):
+        memory = page.untyped_storage()
+        assert memory.nbytes() == pool.page_bytes, f"page {key[:8]} sits in {memory.nbytes()} bytes of shared memory"
+        assert memory.data_ptr() != host
+    assert len({page.untyped_storage().data_ptr() for page in stored}) == len(stored), "two pages share memory"
+
+
+def check_names_follow_the_scheme(backend_cls: type) -> None:
+    """NS-6: every name the backend gives an object is ``storage_name`` of its key and pool, escaping included."""
+    backend = backend_cls(config(), {})
+    keys = [page_keys(1)[0], "PlainKey42", "a/b", "50%", "space key", "caf\u00e9", "..", "-_."]
+    for pool in ("kv", "indexer", "odd/pool"):
+        expected = [storage_name(backend.namespace, key, pool) for key in keys]
+        assert [backend._name(key, pool) for key in keys] == expected
+        assert backend._names(keys, pool) == expected
+        assert backend._names(keys[:2], pool) == expected[:2]
+    backend.namespace = "other/namespace"  # set after construction, as a subclass may
+    assert backend._name(keys[0], "kv") == storage_name("other/namespace", keys[0], "kv")
+
+
+def check_fast_path_only_for_known_layouts(select: Any) -> None:
+    """The fast path serves a ``HostPagePool`` with its own helpers, page ``n`` in flat-page order, and nothing else.
+
+    A pool whose helpers are hooked (the conformance suite's) or foreign
+    (SGLang's) must be served through its helpers, or the hooks never run.
+    """
+    for kind in ("mha", "mla"):
+        for layout in ("layer_first", "page_first"):
+            pool = make_pool(page_count=6, kind=kind, layout=layout)
+            fill_pages(pool, list(range(6)), seed=43)
+            pages = select(pool)
+            assert pages is not None and pages.shape[0] == pool.page_count
+            for number in (0, 5):
+                assert torch.equal(pages[number].reshape(-1), pool.get_data_page(number * pool.page_size)), \
+                    f"{kind}/{layout}: page {number} is not in flat-page order"
+    hooked = ConformancePool(4, 4, 2, 2, 8, pin_memory=False)
+    assert select(hooked) is None, "a pool with its own page helpers must be served through them"
+    assert select(ForeignPool(make_pool())) is None
+
+
+class TransposedPageViews(MemoryBackend):
+    """Sees a layer_first page as [layer, component, ...]: self-consistent, but not the flat-page order."""
+
+    def _register(self, pool: Any, name: str) -> None:
+        super()._register(pool, name)
+        views = self._page_views.get(name)
+        if views is not None and getattr(pool, "layout", None) == "layer_first":
+            self._page_views[name] = tuple(view.transpose(0, 1) for view in views)
+
+
+class StoreLosesPositions(MemoryBackend):
+    """The store answers the found pages first and the misses after them: pages land in others' slots."""
+
+    def _get_pages(self, names: Any) -> list:
+        found = super()._get_pages(names)
+        present = [page for page in found if page is not None]
+        return present + [None] * (len(found) - len(present))
+
+
+class StoresHostViews(MemoryBackend):
+    """Stores views of the host pages instead of copies: the engine's next use of those slots rewrites them."""
+
+    def _copies_of(self, sources: list) -> list:
+        return list(sources)
+
+
+class StoresOneBufferPerBatch(MemoryBackend):
+    """Stores every page of a batch as a view of one buffer: one surviving page keeps the whole batch alive."""
+
+    def _copies_of(self, sources: list) -> list:
+        return list(torch.stack([source.contiguous() for source in sources]).unbind(0))
+
+
+class SkipsEscaping(MemoryBackend):
+    """Puts every key after the pool's prefix as it is, escaping nothing."""
+
+    def _name(self, key: str, pool: str = "kv") -> str:
+        return self._name_prefix(pool) + key
+
+    def _names(self, keys: Any, pool: str) -> list:
+        return [self._name(key, pool) for key in keys]
+
+
+def select_ignoring_helpers(pool: Any) -> Any:
+    """``buffer_pages`` that never asks whose page helpers the pool has."""
+    if not isinstance(pool, HostPagePool):
+        return None
+    if pool.layout == "layer_first":
+        return pool.kv_buffer.view(pool.component_count, pool.layer_num, pool.page_count, -1).permute(2, 0, 1, 3)
+    return pool.kv_buffer.view(pool.component_count, pool.page_count, -1).permute(1, 0, 2)
+
+
+@pytest.mark.clause("BE-15", "BE-17")
+def test_fast_path_matches_helpers(memory_harness: MemoryHarness) -> None:
+    check_fast_path_matches_helpers(memory_harness)
+
+
+@pytest.mark.clause("BE-13", "BE-15", "BE-16")
+def test_batch_with_misses(either_path: MemoryHarness) -> None:
+    check_batch_with_misses(either_path)
+
+
+@pytest.mark.clause("BE-17")
+def test_stored_pages_are_own_copies(memory_harness: MemoryHarness) -> None:
+    check_stored_pages_are_own_copies(memory_harness)
+
+
+@pytest.mark.clause("NS-6")
+def test_names_follow_the_scheme() -> None:
+    check_names_follow_the_scheme(MemoryBackend)
+
+
+def test_fast_path_only_for_known_layouts() -> None:
+    check_fast_path_only_for_known_layouts(buffer_pages)
+
+
+def test_layout_check_catches_planted_bug() -> None:
+    with pytest.raises(AssertionError):
+        check_fast_path_only_for_known_layouts(select_ignoring_helpers)
+
+
+@pytest.mark.clause("BE-15", "BE-17")
+def test_without_foreach_functions(memory_harness: MemoryHarness, monkeypatch: Any) -> None:
+    """Where torch lacks the foreach functions, the fast path copies page by page, with the same bytes."""
+    monkeypatch.delattr(torch, "_foreach_copy_")
+    monkeypatch.delattr(torch, "_foreach_clone")
+    check_fast_path_matches_helpers(memory_harness)
+    check_stored_pages_are_own_copies(memory_harness)
+
+
+FAST_PATH_PLANTED = [
+    pytest.param(check_fast_path_matches_helpers, TransposedPageViews, marks=pytest.mark.clause("BE-15"),
+                 id="transposed-views"),
+    pytest.param(check_batch_with_misses, StoreLosesPositions, marks=pytest.mark.clause("BE-15", "BE-16"),
+                 id="lost-positions"),
+    pytest.param(check_stored_pages_are_own_copies, StoresHostViews, marks=pytest.mark.clause("BE-17"),
+                 id="host-views"),
+    pytest.param(check_stored_pages_are_own_copies, StoresOneBufferPerBatch, id="one-buffer-per-batch"),
+]
+
+
+@pytest.mark.parametrize("check, buggy_class", FAST_PATH_PLANTED)
+def test_fast_path_check_catches_planted_bug(memory_harness: MemoryHarness, check: Any, buggy_class: type) -> None:
+    with pytest.raises(AssertionError):
+        check(memory_harness.using(buggy_class))
+
+
+@pytest.mark.clause("NS-6")
+def test_names_check_catches_planted_bug() -> None:
+    with pytest.raises(AssertionError):
+        check_names_follow_the_scheme(SkipsEscaping)
