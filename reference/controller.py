@@ -63,8 +63,10 @@ Prefetch, step by step (each a method a subclass may override):
    ``_emit_ack``; CTL-5, RANK-3, RANK-4);
 5. when KV fully completed, the other sidecars are read once
    (``_load_sidecars`` → ``_read_sidecars``; windows re-aligned to the
-   agreed hit by ``_sidecar_window``, HYB-3; all-or-nothing by
-   ``_sidecar_read_succeeded``, HYB-4), agreed per pool and acked (HYB-2);
+   agreed hit by ``_sidecar_window``, HYB-3; in ``batch_get_v2`` calls of at
+   most ``batch_size`` keys per pool by ``_read_sidecar_parts``, CTL-2;
+   all-or-nothing by ``_sidecar_read_succeeded``, HYB-4), agreed per pool and
+   acked (HYB-2);
 6. always a final ack (``_finish_prefetch``), after the unloaded slots were
    freed (``_free_host_slots``; CTL-6, CTL-12). The final ack's ``tokens`` is the last agreed
    progress; a failed sidecar read shows as pool hits of 0 and an ``error``.
@@ -753,7 +755,7 @@ class CacheController:
         self._emit_ack(operation, PoolHitsAck(operation_id=operation.operation_id, pool_hits=agreed_hits))
 
     def _read_sidecars(self, operation: PrefetchOperation, hit_pages: int) -> dict[str, int]:
-        """One ``batch_get_v2`` of every non-KV-derived pool; all or nothing. Clauses: HYB-3, HYB-4, PFX-9.
+        """Read every non-KV-derived pool's window of the hit; all or nothing. Clauses: HYB-3, HYB-4.
 
         Returns each pool's hit in pages (``hit_pages`` on success, 0 on
         failure); the slots of a successful read are kept in
@@ -769,12 +771,7 @@ class CacheController:
             allocated.append((pool, slots))
             transfers.append(PoolTransfer(name=pool.name, host_indices=slots, keys=operation.keys[start:end],
                                           hit_policy=pool.hit_policy))
-        success = len(allocated) == len(self.separate_pools)
-        if success:
-            outcome = self.caller.call("batch_get_v2", transfers, self._extra_info_for_slice(operation, 0),
-                                       quiescence=operation.quiescence)  # PFX-9: the operation-level prefix
-            self._note_failure(operation, outcome)
-            success = self._sidecar_read_succeeded(outcome, transfers)
+        success = len(allocated) == len(self.separate_pools) and self._read_sidecar_parts(operation, transfers)
         if not success:
             for pool, slots in allocated:
                 self._free_host_slots(operation, pool.host_pool, slots)
@@ -782,6 +779,27 @@ class CacheController:
         for pool, slots in allocated:
             operation.pool_host_indices[pool.name.value] = slots
         return {pool.name.value: hit_pages for pool in self.separate_pools}
+
+    def _read_sidecar_parts(self, operation: PrefetchOperation, transfers: list[PoolTransfer]) -> bool:
+        """Read the transfers in ``batch_get_v2`` calls of at most ``batch_size`` keys per transfer. Clauses: CTL-2, HYB-4, PFX-9.
+
+        Call ``k`` holds the pages ``[k * batch_size, (k + 1) * batch_size)``
+        of every transfer that long (``_transfer_part``): an ALL_PAGES
+        window starts at the operation's first page, so its calls start at
+        multiples of ``batch_size`` of the operation. One call when every
+        window holds at most ``batch_size`` pages, as the sidecar writes
+        (HYB-5). All or nothing: True only if every call returned every pool
+        with every page True; the first call that does not stops the read.
+        """
+        extra_info = self._extra_info_for_slice(operation, 0)  # PFX-9: the operation-level prefix, every call
+        longest = max((len(transfer.keys) for transfer in transfers), default=0)
+        for start, end in plan_batches(longest, self.batch_size):  # CTL-2
+            part = [self._transfer_part(transfer, start, end) for transfer in transfers if len(transfer.keys) > start]
+            outcome = self.caller.call("batch_get_v2", part, extra_info, quiescence=operation.quiescence)
+            self._note_failure(operation, outcome)
+            if not self._sidecar_read_succeeded(outcome, part):  # HYB-4
+                return False
+        return True
 
     def _sidecar_read_succeeded(self, outcome: CallOutcome, transfers: list[PoolTransfer]) -> bool:
         """Whether every pool is present in the result with every page True. Clause: HYB-4."""

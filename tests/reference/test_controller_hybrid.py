@@ -4,16 +4,26 @@ Scenario: a node of STORED pages is backed up with its indexer pages and the
 SWA state of its last WINDOW pages; a fresh controller prefetches a longer
 chain, so the agreed hit (STORED) ends before the query does and the SWA
 window must be re-aligned to it (HYB-3).
+
+Second scenario (CTL-2): pools with their own slots whose windows are longer
+than a slice — Mamba state on every page (ALL_PAGES) over 260 or 300 pages,
+and an SWA window of 200 pages — are read once after KV in batch_get_v2
+calls of at most 128 keys per pool, checked by our own assertions and by the
+engine suite's trace checker.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 import torch
 
 from hicache_contracts import PoolHitPolicy, PoolName, PoolTransfer
+from hicache_contracts.engine import RecordingBackend as EngineRecorder
+from hicache_contracts.engine import check_trace
 from hicache_reference import CacheController, SidecarPool
-from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain
+from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain, plan_batches
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
     CountingHostPool,
@@ -205,3 +215,264 @@ def test_sidecar_pool_settings_are_checked():
         CacheController(memory_backend(), kv, sidecar_pools=[SidecarPool("indexer", small, kv_derived=True)],
                         start=False)
     assert torch.equal(kv.kv_buffer, torch.zeros_like(kv.kv_buffer))
+
+
+# ================================================================== sidecar reads longer than a slice (CTL-2)
+LONG = 300
+"""Pages of the long hybrid prefix: three slices (128, 128, 44)."""
+LONG_STORED = 260
+"""Pages stored of it: the agreed hit, so a TRAILING_PAGES window ends before the chain does."""
+LONG_WINDOW = 200
+"""N of the long TRAILING_PAGES pool: longer than a slice, so its window is read in two calls."""
+LONG_KEYS = keys_for(LONG, offset=7_000)
+
+
+class LongPools:
+    """KV with two pools of their own slots: Mamba state on every page (ALL_PAGES) and a long SWA window."""
+
+    def __init__(self, trailing: bool = True) -> None:
+        self.kv = make_pool(600)
+        self.mamba = CountingHostPool(600, PAGE_SIZE, 1, 1, 2, kind="mla", pin_memory=False)
+        self.swa = CountingHostPool(600, PAGE_SIZE, 1, 1, 4, kind="mha", pin_memory=False)
+        self.trailing = trailing
+
+    def sidecars(self) -> list:
+        pools = [SidecarPool(PoolName.MAMBA, self.mamba)]
+        if self.trailing:
+            pools.append(SidecarPool(PoolName.SWA, self.swa, hit_policy=PoolHitPolicy.TRAILING_PAGES,
+                                     window_pages=LONG_WINDOW))
+        return pools
+
+    def windows(self, hit: int) -> dict:
+        """Each pool's pages [start, end) of the chain after an agreed hit of ``hit`` pages (HYB-3)."""
+        windows = {"mamba": (0, hit)}
+        if self.trailing:
+            windows["swa"] = (max(0, hit - LONG_WINDOW), hit)
+        return windows
+
+
+def store_long_prefix(stored: int = LONG_STORED, trailing: bool = True):
+    """Back up ``stored`` pages of the long prefix with Mamba state on every page and the SWA window."""
+    pools = LongPools(trailing)
+    for seed, pool in enumerate((pools.kv, pools.mamba, pools.swa)):
+        fill_random(pool, 10 + seed)
+    backend = memory_backend()
+    kv_slots, mamba_slots = pools.kv.alloc(stored), pools.mamba.alloc(stored)
+    transfers = [PoolTransfer(name=PoolName.MAMBA, keys=LONG_KEYS[:stored], host_indices=mamba_slots)]
+    swa_slots = None
+    if trailing:
+        start = max(0, stored - LONG_WINDOW)
+        swa_slots = pools.swa.alloc(stored - start)
+        transfers.append(PoolTransfer(name=PoolName.SWA, keys=LONG_KEYS[start:stored], host_indices=swa_slots,
+                                      hit_policy=PoolHitPolicy.TRAILING_PAGES))
+    with CacheController(backend, pools.kv, sidecar_pools=pools.sidecars()) as controller:
+        backup = controller.backup(LONG_KEYS[:stored], kv_slots, sidecar_transfers=transfers)
+        wait_all(backup)
+    assert backup.completed_tokens == stored * PAGE_SIZE, backup.error
+    return backend.store, pools, {"kv": kv_slots, "mamba": mamba_slots, "swa": swa_slots}
+
+
+def prefetch_long_prefix(store, controller_class=CacheController, trailing: bool = True, faults=None):
+    """Prefetch the whole long chain through the engine suite's recorder (prefix: ANCHOR)."""
+    pools = LongPools(trailing)
+    recorder = EngineRecorder(RecordingBackend(memory_backend(store=store), faults))
+    with controller_class(recorder, pools.kv, sidecar_pools=pools.sidecars(), prefetch_threshold=0,
+                          pass_prefix_keys=True) as controller:
+        operation = controller.prefetch(keys=LONG_KEYS, prefix_keys=ANCHOR)
+        wait_all(operation)
+    return pools, recorder, operation
+
+
+def sidecar_reads(recorder) -> list:
+    """The recorded batch_get_v2 calls with no KV-derived transfer: the reads of the pools with their own slots."""
+    return [call for call in recorder.calls if call.method == "batch_get_v2"
+            and not any(transfer.indices_from_pool == "kv" for transfer in call.transfers)]
+
+
+def check_sidecar_read_in_slices(recorder, operation, windows: dict, batch_size: int = STORAGE_BATCH_SIZE) -> None:
+    """CTL-2, HYB-2, HYB-3, PFX-9: the other sidecars are read once after KV, in calls of at most batch_size keys.
+
+    Call k holds pages [k * batch_size, (k + 1) * batch_size) of each pool's
+    window, as few calls as the longest window needs, each with the
+    operation-level prefix, all after the last KV read; together they read
+    every page of every window exactly once, each into its own host slots.
+    """
+    reads = sidecar_reads(recorder)
+    assert reads, "[HYB-2] the other sidecars were not read although KV completed"
+    last_kv = max(call.index for call in recorder.calls if call.method == "batch_get_v1")
+    assert min(call.index for call in reads) > last_kv, "[HYB-2] a sidecar read came before the last KV read"
+    assert [call.index for call in reads] == list(range(reads[0].index, reads[0].index + len(reads))), \
+        "[HYB-2] the sidecar read is not one run of calls"
+    longest = max(end - start for start, end in windows.values())
+    assert len(reads) == len(plan_batches(longest, batch_size)), \
+        f"[CTL-2] {len(reads)} sidecar read calls for a longest window of {longest} pages"
+    for number, call in enumerate(reads):
+        assert call.prefix_keys == ANCHOR, f"[PFX-9] sidecar read {number} carries another prefix"
+        for transfer in call.transfers:
+            assert len(transfer.keys) <= batch_size, \
+                f"[CTL-2] sidecar read {number} carries {len(transfer.keys)} {transfer.name} keys"
+            start, end = windows[transfer.name]
+            part = (start + number * batch_size, min(end, start + (number + 1) * batch_size))
+            assert transfer.keys == operation.keys[part[0]:part[1]], \
+                f"[HYB-3] sidecar read {number} reads other {transfer.name} pages than [{part[0]}, {part[1]})"
+    for name, (start, end) in windows.items():
+        parts = [transfer for call in reads for transfer in call.transfers if transfer.name == name]
+        keys = tuple(key for transfer in parts for key in transfer.keys)
+        assert keys == operation.keys[start:end], f"[HYB-3] {name} read other pages than its window [{start}, {end})"
+        slots = torch.cat([transfer.host_indices for call in reads for transfer in call.args[0]
+                           if transfer.name.value == name])
+        assert torch.equal(slots, operation.pool_host_indices[name]), \
+            f"[HYB-2] {name} parts were not read into the slots the operation hands over"
+
+
+def checked_by_the_trace_checker(recorder, operation) -> Any:
+    """Run the engine suite's checker on the prefetch; return its report after our own checks agreed."""
+    return check_trace(recorder.calls, chain=LONG_KEYS, prefix_keys=operation.base_info.prefix_keys,
+                       acks=operation.acks, page_size=PAGE_SIZE)
+
+
+def one_call_readings(report) -> list:
+    """The violations the trace checker still reports for a sliced sidecar read, which CTL-2 requires here.
+
+    The checker reads HYB-2's "read once" as one batch_get_v2 call, and HYB-3
+    on each call's part of a TRAILING_PAGES window as if it were the whole
+    window; every other violation is a real one.
+    """
+    return [violation for violation in report.violations
+            if (violation.clause == "HYB-2" and "other sidecars are read once per prefetch" in violation.message)
+            or (violation.clause == "HYB-3" and "TRAILING_PAGES transfer" in violation.message)]
+
+
+@pytest.mark.clause("CTL-2", "HYB-2", "HYB-3", "PFX-9")
+@pytest.mark.parametrize("trailing", [False, True], ids=["all-pages-300", "all-pages-and-long-window"])
+def test_sidecar_read_longer_than_a_slice_is_sliced(trailing):
+    stored = LONG if not trailing else LONG_STORED
+    store, source, source_slots = store_long_prefix(stored, trailing)
+    pools, recorder, operation = prefetch_long_prefix(store, trailing=trailing)
+    assert operation.hit_pages == stored and operation.error is None
+    windows = pools.windows(stored)
+    check_sidecar_read_in_slices(recorder, operation, windows)
+    assert pool_hits(operation) == {name: stored for name in windows}  # HYB-2: acked with per-pool hits
+    report = checked_by_the_trace_checker(recorder, operation)
+    assert {"CTL-2", "HYB-2", "PFX-9"} <= set(report.checked)
+    real = [violation for violation in report.violations if violation not in one_call_readings(report)]
+    assert not real, report.format_table(statements=True)
+    loaded = operation.loaded_host_indices
+    check_loaded_bytes(source.kv, source_slots["kv"], pools.kv, loaded, stored)
+    check_loaded_bytes(source.mamba, source_slots["mamba"], pools.mamba, operation.pool_host_indices["mamba"],
+                       stored)
+    if trailing:
+        check_loaded_bytes(source.swa, source_slots["swa"], pools.swa, operation.pool_host_indices["swa"],
+                           LONG_WINDOW)
+    check_frees(pools.mamba, operation.pool_host_indices["mamba"])
+
+
+@pytest.mark.xfail(strict=True, reason="the trace checker reads HYB-2's 'read once' as one batch_get_v2 call and "
+                                       "HYB-3 per call; a sidecar read longer than batch_size pages needs several "
+                                       "calls (CTL-2)")
+@pytest.mark.clause("CTL-2", "HYB-2")
+@pytest.mark.parametrize("trailing", [False, True], ids=["all-pages-300", "all-pages-and-long-window"])
+def test_trace_checker_accepts_the_sliced_sidecar_read(trailing):
+    store, _, _ = store_long_prefix(LONG if not trailing else LONG_STORED, trailing)
+    _, recorder, operation = prefetch_long_prefix(store, trailing=trailing)
+    report = checked_by_the_trace_checker(recorder, operation)
+    assert report.ok, report.format_table(statements=True)
+
+
+def check_a_failed_part_fails_the_read(controller_class=CacheController, failing_call: int = 1,
+                                       result=None) -> None:
+    """HYB-4, CTL-12: one failed part of a sliced sidecar read fails every pool, stops the read, frees the slots."""
+    store, _, _ = store_long_prefix()
+    faults = {"batch_get_v2": on_call(failing_call, returning(result))}  # the only v2 reads are the sidecar parts
+    pools, recorder, operation = prefetch_long_prefix(store, controller_class, faults=faults)
+    assert operation.loaded_tokens == LONG_STORED * PAGE_SIZE
+    assert len(sidecar_reads(recorder)) == failing_call + 1, "[HYB-4] the read went on after a failed part"
+    assert pool_hits(operation) == {"mamba": 0, "swa": 0}, "[HYB-4] a failed part counted as hits"
+    assert operation.pool_host_indices == {} and operation.final_ack.error == "sidecar read failed"
+    for pool in (pools.mamba, pools.swa):
+        assert pool.used_pages() == 0 and not pool.double_frees, "[CTL-12] sidecar slots not freed exactly once"
+
+
+@pytest.mark.clause("HYB-4", "CTL-12", "CTL-6")
+@pytest.mark.parametrize("failing_call, result", [
+    (0, {}),
+    (1, {"mamba": [True] * 127 + [False], "swa": [True] * (LONG_WINDOW - STORAGE_BATCH_SIZE)}),
+    (1, {"mamba": [True] * STORAGE_BATCH_SIZE}),
+    (1, None),
+], ids=["first-part-empty", "a-false-page", "a-pool-missing", "none"])
+def test_a_failed_part_fails_the_whole_sidecar_read(failing_call, result):
+    check_a_failed_part_fails_the_read(failing_call=failing_call, result=result)
+
+
+# ---------------------------------------------------------------- planted bugs for the sliced read
+class OneSidecarReadController(CacheController):
+    """CTL-2: every pool's whole window in one batch_get_v2, however long."""
+
+    def _read_sidecar_parts(self, operation, transfers):
+        outcome = self.caller.call("batch_get_v2", transfers, self._extra_info_for_slice(operation, 0),
+                                   quiescence=operation.quiescence)
+        return self._sidecar_read_succeeded(outcome, transfers)
+
+
+class PartPrefixController(CacheController):
+    """PFX-9: each part carries the prefix of its first page, not the operation-level prefix."""
+
+    def _read_sidecar_parts(self, operation, transfers):
+        longest = max(len(transfer.keys) for transfer in transfers)
+        for start, end in plan_batches(longest, self.batch_size):
+            part = [self._transfer_part(transfer, start, end) for transfer in transfers
+                    if len(transfer.keys) > start]
+            first = operation.keys.index(part[0].keys[0])
+            outcome = self.caller.call("batch_get_v2", part, self._extra_info_for_slice(operation, first),
+                                       quiescence=operation.quiescence)
+            if not self._sidecar_read_succeeded(outcome, part):
+                return False
+        return True
+
+
+class PartsFromTheEndController(CacheController):
+    """HYB-3: a window is cut into slices counted from its end, so its first call holds the short rest."""
+
+    def _transfer_part(self, transfer, start, end):
+        count = len(transfer.keys)
+        return super()._transfer_part(transfer, max(0, count - end), count - start)
+
+
+class LastPartDecidesController(CacheController):
+    """HYB-4: every part is read, and the sidecar read counts if the last part succeeded."""
+
+    def _read_sidecar_parts(self, operation, transfers):
+        longest = max(len(transfer.keys) for transfer in transfers)
+        succeeded = False
+        for start, end in plan_batches(longest, self.batch_size):
+            part = [self._transfer_part(transfer, start, end) for transfer in transfers
+                    if len(transfer.keys) > start]
+            outcome = self.caller.call("batch_get_v2", part, self._extra_info_for_slice(operation, 0),
+                                       quiescence=operation.quiescence)
+            succeeded = self._sidecar_read_succeeded(outcome, part)
+        return succeeded
+
+
+@pytest.mark.clause("CTL-2", "HYB-3", "PFX-9")
+@pytest.mark.parametrize("controller_class", [OneSidecarReadController, PartPrefixController,
+                                              PartsFromTheEndController],
+                         ids=["one-call", "part-prefix", "parts-from-the-end"])
+def test_sliced_read_check_catches_planted_bug(controller_class):
+    store, _, _ = store_long_prefix()
+    pools, recorder, operation = prefetch_long_prefix(store, controller_class)
+    with pytest.raises(AssertionError):
+        check_sidecar_read_in_slices(recorder, operation, pools.windows(LONG_STORED))
+
+
+@pytest.mark.clause("CTL-2")
+def test_trace_checker_catches_the_unsliced_sidecar_read():
+    store, _, _ = store_long_prefix(LONG, trailing=False)
+    _, recorder, operation = prefetch_long_prefix(store, OneSidecarReadController, trailing=False)
+    report = checked_by_the_trace_checker(recorder, operation)
+    assert "CTL-2" in {violation.clause for violation in report.violations}
+
+
+@pytest.mark.clause("HYB-4")
+def test_failed_part_check_catches_planted_bug():
+    with pytest.raises(AssertionError):
+        check_a_failed_part_fails_the_read(LastPartDecidesController, failing_call=0, result={})
