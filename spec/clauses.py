@@ -326,8 +326,9 @@ CLAUSES: tuple[Clause, ...] = (
       "A KV page without its derived sidecar is unusable.",
       "CONTRACT.md §1, §4.4"),
     C("HYB-2", "hybrid", "engine",
-      "Other sidecars (SWA, Mamba) are read once, after KV fully completed, and acked with "
-      "their per-pool hits; if KV did not complete they are not read.",
+      "Other sidecars (SWA, Mamba) are read once, after KV fully completed, in as few "
+      "batch_get_v2 calls as CTL-2 allows, and acked with their per-pool hits; if KV did not "
+      "complete they are not read.",
       "Their windows are defined relative to the final hit, known only at the end.",
       "CONTRACT.md §4.4"),
     C("HYB-3", "hybrid", "engine",
