@@ -105,3 +105,10 @@ def test_trailing_window_ends_at_the_hit(hit, window):
     start, end = compute_trailing_window(hit, window)
     assert end == hit
     assert start == max(0, hit - max(1, window))
+
+
+@pytest.mark.clause("HYB-8")
+@given(st.lists(st.tuples(st.sampled_from(["kv", "indexer", "swa"]), st.lists(st.booleans(), max_size=8).map(tuple)), max_size=4).map(tuple))
+def test_count_pool_hits_matches_brute_force(results):
+    expected = tuple((name, brute_force_pool_hit(ALL_PAGES, 0, flags, len(flags))) for name, flags in results)
+    assert count_pool_hits(results) == expected

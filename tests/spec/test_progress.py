@@ -91,3 +91,9 @@ def test_prefetch_timeout_defaults_and_cap(tokens, expected):
 @given(st.integers(min_value=0, max_value=10**7), st.floats(0, 100), st.floats(0, 10), st.floats(0, 100))
 def test_prefetch_timeout_formula(tokens, base, per_ki, maximum):
     assert compute_prefetch_timeout(tokens, base, per_ki, maximum) == min(maximum, base + per_ki * tokens / 1024)
+
+
+@pytest.mark.clause("CTL-3")
+@given(st.integers(min_value=0, max_value=10**6), st.integers(min_value=0, max_value=10**6))
+def test_prefetch_threshold_property(tokens, threshold):
+    assert is_prefetch_worth_it(tokens, threshold) == (tokens > 0 and tokens >= threshold)
