@@ -637,14 +637,22 @@ class PageStoreBackend:
         if self._guarded(self._read_object_into, False, name, memoryview(staging)) is not True:
             self._counters.add(read_misses=1)
             return None
-        self._counters.add(pages_read=1, bytes_read=size)
         if isinstance(target, torch.Tensor):
-            incoming = torch.frombuffer(staging, dtype=target.dtype).view(target.shape)
-            if not self._guarded(lambda: target.copy_(incoming) is not None, False):
+            # Counted as read only once the page is in the target (BE-15): a target that refuses it is a miss.
+            if not self._guarded(self._copy_into_target, False, target, staging):
+                self._counters.add(read_misses=1)
                 return None
+            self._counters.add(pages_read=1, bytes_read=size)
             return target
+        self._counters.add(pages_read=1, bytes_read=size)
         dtype = page_format.dtype if page_format is not None else torch.uint8
         return torch.frombuffer(staging, dtype=dtype)
+
+    @staticmethod
+    def _copy_into_target(target: torch.Tensor, staging: bytearray) -> bool:
+        """Copy a whole page from ``staging`` into a legacy get's target tensor (of exactly the page's size)."""
+        target.copy_(torch.frombuffer(staging, dtype=target.dtype).view(target.shape))
+        return True
 
     def set(self, key: str, value: Any = None, target_location: Any = None, target_sizes: Any = None) -> bool:
         """Store ``value`` (a tensor) as the KV page of ``key``. Clauses: BE-5, BE-6, BE-7, BE-9.

@@ -77,6 +77,20 @@ def _after(views: Sequence[memoryview], count: int) -> list[memoryview]:
     return rest
 
 
+def _check_writable_directory(root: str, given: Any) -> None:
+    """Make ``root`` if needed and write a probe file in it; raise ValueError naming ``path`` when that fails."""
+    probe = os.path.join(root, f".probe{_TEMPORARY_MARK}.{os.getpid()}.{threading.get_ident()}")
+    try:
+        os.makedirs(root, exist_ok=True)
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.unlink(probe)
+    except OSError as error:
+        raise ValueError(
+            f"FileBackend.extra_config.path: must be a directory the backend can create and write in "
+            f"(got {given!r}: {error.strerror or error})"
+        ) from error
+
+
 class FileBackend(PageStoreBackend):
     """Pages as files under ``extra_config["path"]``. Extra config: ``path`` (required), ``fsync`` (default False)."""
 
@@ -97,7 +111,7 @@ class FileBackend(PageStoreBackend):
         """The directory every namespace lives under."""
         self.fsync = fsync
         """Whether each page (and its directory entry) is flushed to the device before it becomes visible."""
-        os.makedirs(self.root, exist_ok=True)
+        _check_writable_directory(self.root, path)
         self._made_directories: set[str] = set()
         self._directories_lock = threading.Lock()
         self._temporary_numbers = itertools.count()

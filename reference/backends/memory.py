@@ -75,6 +75,11 @@ def _reinterpreted(page: torch.Tensor, dtype: torch.dtype, shape: torch.Size) ->
     return page.contiguous().reshape(-1).view(torch.uint8).view(dtype).view(shape)
 
 
+def _is_capacity(value: Any) -> bool:
+    """Whether ``value`` is a valid ``capacity_pages``: None, or an int >= 1 (a bool is not a count)."""
+    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
+
+
 # ---------------------------------------------------------------- the store
 class MemoryStore:
     """A thread-safe map of object name → immutable CPU tensor, with optional LRU capacity and eviction groups.
@@ -86,9 +91,7 @@ class MemoryStore:
     """
 
     def __init__(self, capacity_pages: Optional[int] = None) -> None:
-        if capacity_pages is not None and (
-            isinstance(capacity_pages, bool) or not isinstance(capacity_pages, int) or capacity_pages < 1
-        ):
+        if not _is_capacity(capacity_pages):
             raise ValueError(f"MemoryStore.capacity_pages: must be None or an int >= 1 (got {capacity_pages!r})")
         self.capacity_pages = capacity_pages
         """The most objects held at once; None for no bound."""
@@ -161,6 +164,7 @@ class MemoryStore:
             for name, page, group in zip(names, pages, groups):
                 self._unlink(name)
                 self._objects[name] = page
+                self._objects.move_to_end(name)  # a rewrite is a use: it leaves its old place in the order
                 if group is not None:
                     self._group_of[name] = group
                     self._members.setdefault(group, set()).add(name)
@@ -267,8 +271,17 @@ class MemoryBackend(PageStoreBackend):
     def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
         super().__init__(storage_config, extra_config)
         capacity = self.extra_config.get("capacity_pages")
+        if not _is_capacity(capacity):
+            raise ValueError(
+                f"MemoryBackend.extra_config.capacity_pages: must be null or an int >= 1 (got {capacity!r})"
+            )
         store = self.extra_config.get("store")
         if isinstance(store, MemoryStore):
+            if capacity is not None and capacity != store.capacity_pages:
+                raise ValueError(
+                    f"MemoryBackend.extra_config.capacity_pages: must match the capacity of the store given, "
+                    f"{store.capacity_pages!r} (got {capacity!r})"
+                )
             self.store = store
         elif isinstance(store, str):
             self.store = shared_memory_store(store, capacity)

@@ -79,6 +79,8 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 _CLASS = "RedisBackend"
 _UNSAFE_PREFIX = re.compile(r"[{}*?\[\]\\\s]")
 """Characters a key prefix must not hold: braces would become a cluster hash tag, the rest are glob patterns."""
+_NAMESPACE_CHARACTER = re.compile(r"[A-Za-z0-9._%/-]")
+"""Characters an escaped namespace may hold; a key prefix must not end with one, or two could meet."""
 _SCAN_COUNT = 1000
 """Keys asked per SCAN step in ``clear()``."""
 _UNLINK_BATCH = 512
@@ -98,6 +100,17 @@ def _number(extra: Mapping, field: str, default: Optional[float], *, minimum: fl
         rule = f"must be a number {bound}" + (" or null" if allow_none else "")
         raise _config_error(field, rule, value)
     return float(value)
+
+
+def _is_redis_url(url: Any) -> bool:
+    """Whether redis-py can build a client from ``url`` (scheme, port and database checked, nothing contacted)."""
+    if not isinstance(url, str) or "://" not in url:
+        return False
+    try:
+        redis.connection.parse_url(url)
+    except ValueError:
+        return False
+    return True
 
 
 def _parse_node(text: Any, index: int) -> tuple[str, int]:
@@ -158,11 +171,15 @@ class RedisSettings:
             nodes = tuple(_parse_node(item, index) for index, item in enumerate(items))
         elif url is None:
             url = DEFAULT_REDIS_URL
-        if url is not None and (not isinstance(url, str) or "://" not in url):
+        if url is not None and not _is_redis_url(url):
             raise _config_error("redis_url", "must be a URL such as 'redis://host:port/0'", url)
         prefix = extra.get("key_prefix", "hicache:")
         if not isinstance(prefix, str) or _UNSAFE_PREFIX.search(prefix):
             raise _config_error("key_prefix", "must be a str without braces, glob characters or spaces", prefix)
+        if prefix and _NAMESPACE_CHARACTER.fullmatch(prefix[-1]):
+            # "hc" + namespace "1m/..." and "hc1" + namespace "m/..." would be the same keys (NS-8).
+            raise _config_error("key_prefix", "must be empty or end with a character no namespace holds, "
+                                "such as ':'", prefix)
         credentials = {}
         for field in ("redis_username", "redis_password"):
             value = extra.get(field)

@@ -157,6 +157,18 @@ def test_configuration_errors(tmp_path: Any) -> None:
     assert from_config.root == str(tmp_path)
 
 
+def test_unusable_path_errors_name_the_key(tmp_path: Any) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_bytes(b"not a directory")
+    for path in (str(a_file), str(a_file / "pages"), "/proc/hicache-pages"):
+        with pytest.raises(ValueError) as raised:
+            FileBackend(config(), {"path": path})
+        message = str(raised.value)
+        assert message.startswith(
+            f"FileBackend.extra_config.path: must be a directory the backend can create and write in (got {path!r}"
+        ), message
+
+
 @pytest.mark.clause("BE-11")
 def test_clear_while_another_instance_writes(file_harness: FileHarness) -> None:
     writer = file_harness.make()

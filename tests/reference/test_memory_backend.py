@@ -206,6 +206,65 @@ def test_stats_counters(memory_harness: MemoryHarness) -> None:
                                                bytes_read=2 * page, bytes_written=2 * page)
 
 
+def check_rewrite_is_a_use(harness: Harness) -> None:
+    """Writing a page again makes it the most recently used: the next eviction takes another page."""
+    backend = harness.make(capacity_pages=3)
+    keys = page_keys(4, start=660)
+    assert write_pages(backend, keys[:3], [0, 1, 2]) == [True] * 3
+    assert write_pages(backend, keys[:1], [3], seed=2) == [True]  # keys[0] again: now the most recent
+    assert write_pages(backend, keys[3:], [4]) == [True]  # evicts keys[1], the least recently used
+    present = [backend.exists(key) for key in keys]
+    assert present == [True, False, True, True], f"expected keys[1] evicted, presence {present}"
+    assert backend.batch_get_v1(keys[:1], slots_of(backend.mem_pool_host, [8])) == [True]
+    assert page_bytes(backend.mem_pool_host, 8) == page_bytes(backend.mem_pool_host, 3)
+
+
+def test_rewrite_is_a_use(either_path: MemoryHarness) -> None:
+    check_rewrite_is_a_use(either_path)
+
+
+@pytest.mark.parametrize("capacity", [0, -3, "10", 1.5, True])
+@pytest.mark.parametrize("store", ["private", "shared", "object"])
+def test_capacity_errors_name_the_key(store_name: str, capacity: Any, store: str) -> None:
+    extra = {"capacity_pages": capacity}
+    if store == "shared":
+        extra["store"] = store_name
+    elif store == "object":
+        extra["store"] = MemoryStore()
+    with pytest.raises(ValueError) as raised:
+        MemoryBackend(config(), extra)
+    assert str(raised.value) == (
+        f"MemoryBackend.extra_config.capacity_pages: must be null or an int >= 1 (got {capacity!r})"
+    )
+
+
+def test_store_object_keeps_its_capacity() -> None:
+    with pytest.raises(ValueError) as raised:
+        MemoryBackend(config(), {"store": MemoryStore(4), "capacity_pages": 5})
+    assert str(raised.value) == (
+        "MemoryBackend.extra_config.capacity_pages: must match the capacity of the store given, 4 (got 5)"
+    )
+    assert MemoryBackend(config(), {"store": MemoryStore(4), "capacity_pages": 4}).store.capacity_pages == 4
+
+
+def check_failed_target_copy_is_a_miss(harness: Harness) -> None:
+    """A legacy get whose target cannot take the page returns None and counts a miss, not a page read."""
+    backend = harness.make(config(enable_storage_metrics=True))
+    key = page_keys(1, start=670)[0]
+    assert write_pages(backend, [key], [0]) == [True]
+    pool = backend.mem_pool_host
+    refusing = torch.zeros(pool.page_bytes // 2, dtype=torch.float16, requires_grad=True)  # in-place copy raises
+    assert backend.get(key, refusing) is None
+    stats = backend.get_stats()
+    assert (stats.pages_read, stats.bytes_read, stats.read_misses) == (0, 0, 1), f"counted as read: {stats}"
+    assert stats.storage_errors == 1
+
+
+@pytest.mark.clause("BE-12", "BE-15")
+def test_failed_target_copy_is_a_miss(memory_harness: MemoryHarness) -> None:
+    check_failed_target_copy_is_a_miss(memory_harness)
+
+
 # ================================================================== planted bugs
 class ExistsWithAnotherScheme(MemoryBackend):
     """exists/batch_exists look under a differently tagged name than set wrote (a real bug: L3 never hit)."""
@@ -559,6 +618,49 @@ def test_eviction_check_catches_planted_bug(either_path: MemoryHarness) -> None:
     with pytest.raises(AssertionError):
         check_eviction(either_path.using(EvictionLeavesStaleEntries))
 
+
+class RewriteKeepsItsAge(MemoryBackend):
+    """A page written again keeps its old place in the eviction order (both paths)."""
+
+    def _write_object(self, name: str, data: memoryview, group: Any) -> bool:
+        known = name in self.store.names()
+        written = super()._write_object(name, data, group)
+        if known:
+            self._make_oldest([name])
+        return written
+
+    def _put_pages(self, names: Any, pages: Any, groups: Any) -> list[bool]:
+        held = set(self.store.names())
+        written = super()._put_pages(names, pages, groups)
+        self._make_oldest([name for name in names if name in held])
+        return written
+
+    def _make_oldest(self, names: list[str]) -> None:
+        with self.store._lock:
+            for name in names:
+                if name in self.store._objects:
+                    self.store._objects.move_to_end(name, last=False)
+
+
+def test_rewrite_check_catches_planted_bug(either_path: MemoryHarness) -> None:
+    with pytest.raises(AssertionError):
+        check_rewrite_is_a_use(either_path.using(RewriteKeepsItsAge))
+
+
+class CountsFailedGetAsRead(MemoryBackend):
+    """A legacy get that could not fill its target still counts a page read."""
+
+    def get(self, key: str, target_location: Any = None, target_sizes: Any = None) -> Any:
+        result = super().get(key, target_location, target_sizes)
+        if result is None and target_location is not None:
+            self._counters.add(pages_read=1, read_misses=-1)
+        return result
+
+
+@pytest.mark.clause("BE-12")
+def test_failed_target_copy_check_catches_planted_bug(memory_harness: MemoryHarness) -> None:
+    with pytest.raises(AssertionError):
+        check_failed_target_copy_is_a_miss(memory_harness.using(CountsFailedGetAsRead))
 
 
 # ================================================================== the fast path

@@ -185,6 +185,17 @@ def test_configuration_errors_name_the_key() -> None:
          "RedisBackend.extra_config.key_prefix: must be a str without braces, glob characters or spaces "
          "(got 'a{b}:')"),
         ({"redis_password": 7}, "RedisBackend.extra_config.redis_password: must be a str or null (got 7)"),
+        ({"redis_url": "http://h:1/0"},
+         "RedisBackend.extra_config.redis_url: must be a URL such as 'redis://host:port/0' (got 'http://h:1/0')"),
+        ({"redis_url": "redis://h:port/0"},
+         "RedisBackend.extra_config.redis_url: must be a URL such as 'redis://host:port/0' "
+         "(got 'redis://h:port/0')"),
+        ({"key_prefix": "hc"},
+         "RedisBackend.extra_config.key_prefix: must be empty or end with a character no namespace holds, "
+         "such as ':' (got 'hc')"),
+        ({"key_prefix": "cache/"},
+         "RedisBackend.extra_config.key_prefix: must be empty or end with a character no namespace holds, "
+         "such as ':' (got 'cache/')"),
     ]
     for extra, message in cases:
         with pytest.raises(ValueError) as raised:
