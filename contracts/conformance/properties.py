@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
+from hypothesis.errors import FlakyFailure
 
 from hicache_contracts.conformance.framework import (
     CheckSkipped,
@@ -22,6 +23,9 @@ from hicache_contracts.conformance.framework import (
 )
 
 __all__ = ["property_settings", "run_capturing", "run_machine", "run_property", "with_report"]
+
+NOT_REPRODUCIBLE = "not reproducible: the backend answered differently when the same example was replayed"
+"""Added to a failure that hypothesis saw once but not on replay (a backend whose answers vary from call to call)."""
 
 
 def property_settings(examples: int, steps: Optional[int] = None) -> settings:
@@ -76,6 +80,25 @@ def run_capturing(runnable: Callable[[], None], clause_id: str) -> None:
                                 ) from None
         except CheckSkipped:
             raise
+        except FlakyFailure as error:
+            first = _first_clause_failure(error)
+            if first is None:
+                lines.extend(getattr(error, "__notes__", ()))
+                fail(clause_id, f"{NOT_REPRODUCIBLE} ({error})", with_report(None, lines))
+            lines.extend(getattr(first, "__notes__", ()))
+            raise ClauseFailure(first.clause_id, f"{first.message} ({NOT_REPRODUCIBLE})",
+                                with_report(first.counterexample, lines)) from None
         except Exception as error:
             lines.extend(getattr(error, "__notes__", ()))
             fail(clause_id, f"{type(error).__name__}: {error}", with_report(None, lines))
+
+
+def _first_clause_failure(group: BaseException) -> Optional[ClauseFailure]:
+    """Return the first ``ClauseFailure`` inside an exception group (nested groups included), or None."""
+    for inner in getattr(group, "exceptions", ()):
+        if isinstance(inner, ClauseFailure):
+            return inner
+        found = _first_clause_failure(inner)
+        if found is not None:
+            return found
+    return None

@@ -191,6 +191,22 @@ class ClearLeavesKeysBehind(CorrectBackend):
                 del self.objects[name]
 
 
+class RemembersHitsAcrossClear(CorrectBackend):
+    """exists() caches the keys it has found; clear() empties the store but not that cache (BE-11)."""
+
+    def __init__(self, storage_config, kwargs=None):
+        super().__init__(storage_config, kwargs)
+        self.known_hits: set[str] = set()
+
+    def exists(self, key):
+        if key in self.known_hits:
+            return True
+        hit = super().exists(key)
+        if hit:
+            self.known_hits.add(key)
+        return hit
+
+
 class StatsAsDict(CorrectBackend):
     """get_stats() returns a dict, on which the scheduler's attribute reads fail (BE-12)."""
 
@@ -516,6 +532,7 @@ PLANTED: dict[type, str] = {
     RetainsPrefixKeys: "PFX-6",
     WritesOutsideSlots: "BE-16",
     ClearLeavesKeysBehind: "BE-11",
+    RemembersHitsAcrossClear: "BE-11",
     StatsAsDict: "BE-12",
     HexOnlyKeys: "KEY-2",
     StrictExtraConfig: "BE-1",
