@@ -116,7 +116,8 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
     try:
         options = build_options(args)
         extra_config = parse_extra_config(args.extra_config)
-        uses_vendor = bool(args.backend) or bool(extra_config and extra_config.get("module_path"))
+        uses_vendor = bool(args.backend) or bool(extra_config and (extra_config.get("module_path")
+                                                                    or extra_config.get("class_name")))
         factory = resolve_factory(args.backend, extra_config) if uses_vendor else None
     except ValueError as error:
         print(f"hicache-conform run: {error}", file=sys.stderr)

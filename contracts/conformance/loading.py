@@ -155,9 +155,13 @@ def resolve_factory(
     if backend is None:
         config = dict(extra_config or {})
         module_path, class_name = config.get("module_path"), config.get("class_name")
-        if not module_path or not class_name:
+        if not module_path and not class_name:
             raise _config_error("--backend", "must be given, or the extra config must hold module_path and "
                                 "class_name", None)
+        if not module_path or not class_name:
+            missing, present = ("module_path", "class_name") if not module_path else ("class_name", "module_path")
+            raise _config_error(f"extra_config.{missing}", f"must be given with {present} to name the backend "
+                                "(or give --backend)", config.get(missing))
         target = load_object(f"{module_path}:{class_name}", field_name="extra_config.module_path/class_name")
         return BackendFactory(target, extra_config, name or f"{module_path}:{class_name}")
     if isinstance(backend, str):

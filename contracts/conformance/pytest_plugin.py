@@ -101,7 +101,7 @@ def factory_from(config: pytest.Config) -> Optional[BackendFactory]:
         extra_config = parse_extra_config(config.getoption("--hicache-extra-config"),
                                           field_name="--hicache-extra-config")
         backend = config.getoption("--hicache-backend")
-        if not backend and not (extra_config and extra_config.get("module_path")):
+        if not backend and not (extra_config and (extra_config.get("module_path") or extra_config.get("class_name"))):
             return None
         return resolve_factory(backend, extra_config)
     except ValueError as error:

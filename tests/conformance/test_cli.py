@@ -73,6 +73,12 @@ def test_module_path_and_class_name_inside_the_extra_config_name_the_backend(tmp
     (["--check", "no_such_check"],
      "hicache-conform run: --check: must name a check from --list-checks (got 'no_such_check')"),
     (["--page-size", "0"], "hicache-conform run: SuiteOptions.page_size: must be an int >= 1 (got 0)"),
+    (["--extra-config", '{"class_name": "CorrectBackend"}'],
+     "hicache-conform run: extra_config.module_path: must be given with class_name to name the backend "
+     "(or give --backend) (got None)"),
+    (["--extra-config", '{"module_path": "tests.conformance.correct_backend"}'],
+     "hicache-conform run: extra_config.class_name: must be given with module_path to name the backend "
+     "(or give --backend) (got None)"),
 ])
 def test_usage_errors_exit_2_naming_the_option(arguments: list, message: str, capsys) -> None:
     assert run_cli(*arguments) == 2
