@@ -39,7 +39,7 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Optional, Union
 
-from pydantic import model_serializer
+from pydantic import model_serializer, model_validator
 
 from hicache_spec import STORAGE_BATCH_SIZE
 from hicache_contracts.errors import ContractViolation
@@ -221,6 +221,25 @@ class TraceOperation(ContractModel):
     def _serialize(self, handler: Any) -> Any:
         return _without_unrecorded(self, handler(self))
 
+    @model_validator(mode="after")
+    def _check_settings(self) -> "TraceOperation":
+        """The settings the checker needs, checked here so a bad file is named field by field."""
+        minimums = (("batch_size", 1, "CTL-2"), ("page_size", 1, "CTL-5"), ("agreed_pages", 0, "RANK-2"),
+                    ("terminated_before_slice", 0, "CTL-4"), ("backup_completed_tokens", 0, "CTL-7"))
+        for name, minimum, clause_id in minimums:
+            value = getattr(self, name)
+            if value is not None and value < minimum:
+                raise ContractViolation(name, f"must be >= {minimum}", value, clause_id)
+        if self.agreed_pages is not None and self.agreed_pages > len(self.chain):
+            raise ContractViolation("agreed_pages", f"must be <= len(chain) = {len(self.chain)}", self.agreed_pages,
+                                    "RANK-2")
+        if self.page_size is None:
+            needs = "acks" if self.acks is not None else (
+                "backup_completed_tokens" if self.backup_completed_tokens is not None else None)
+            if needs is not None:
+                raise ContractViolation("page_size", f"must be given with {needs}", None, "CTL-5")
+        return self
+
 
 class TraceDocument(ContractModel):
     """A trace file: a format tag and one or more operations."""
@@ -228,9 +247,16 @@ class TraceDocument(ContractModel):
     format: Literal["hicache-trace/1"] = TRACE_FORMAT
     """Always ``"hicache-trace/1"``."""
     operations: tuple[TraceOperation, ...]
-    """The operations recorded, each checked on its own."""
+    """The operations recorded, each checked on its own; at least one (an empty trace checks nothing)."""
 
     _default_clause: ClassVar[str] = "PFX-2"
+
+    @model_validator(mode="after")
+    def _check_not_empty(self) -> "TraceDocument":
+        if not self.operations:
+            raise ContractViolation("operations", "must hold at least one operation (an empty trace checks "
+                                    "nothing)", self.operations, "PFX-2")
+        return self
 
 
 def resolve_operation_prefix(calls: Any, prefix_keys: Any) -> tuple[Any, bool, Any]:

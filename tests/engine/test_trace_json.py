@@ -123,6 +123,18 @@ def test_cli_json_output(tmp_path, capsys):
     (lambda document: document["operations"][0]["calls"][0].update(extra_info_state="maybe"),
      "TraceDocument.operations[0].calls[0].extra_info_state: input should be 'absent', 'none' or 'present' "
      "(got 'maybe') [PFX-2]"),
+    (lambda document: document.update(operations=[]),
+     "TraceDocument.operations: must hold at least one operation (an empty trace checks nothing) (got ()) [PFX-2]"),
+    (lambda document: document["operations"][0].update(page_size=0),
+     "TraceDocument.operations[0].page_size: must be >= 1 (got 0) [CTL-5]"),
+    (lambda document: document["operations"][0].pop("page_size"),
+     "TraceDocument.operations[0].page_size: must be given with acks (got None) [CTL-5]"),
+    (lambda document: document["operations"][0].update(batch_size=0),
+     "TraceDocument.operations[0].batch_size: must be >= 1 (got 0) [CTL-2]"),
+    (lambda document: document["operations"][0].update(agreed_pages=5),
+     "TraceDocument.operations[0].agreed_pages: must be <= len(chain) = 4 (got 5) [RANK-2]"),
+    (lambda document: document["operations"][0].update(terminated_before_slice=-1),
+     "TraceDocument.operations[0].terminated_before_slice: must be >= 0 (got -1) [CTL-4]"),
 ])
 def test_malformed_documents_are_named_and_exit_2(tmp_path, capsys, change, message):
     document = json.loads(json.dumps(HAND_WRITTEN))
@@ -143,6 +155,10 @@ def test_unreadable_and_invalid_json_files_exit_2(tmp_path, capsys):
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     assert main(["trace", str(broken)]) == 2
+    assert "TraceDocument: must be valid JSON" in capsys.readouterr().err
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    assert main(["trace", str(empty)]) == 2
     assert "TraceDocument: must be valid JSON" in capsys.readouterr().err
 
 
