@@ -108,6 +108,15 @@ def _leading_flags(result: Any, count: int) -> int:
     return count_leading_run(tuple(bool(flag) for flag in result))
 
 
+def _written_pages(call: Any, count: int) -> int:
+    """Return the pages a KV write confirmed; a legacy ``batch_set`` confirms its whole batch with one ``True``."""
+    if call.raised is not None:
+        return 0
+    if call.method == "batch_set":
+        return count if call.result is True else 0
+    return _leading_flags(call.result, count)
+
+
 def _hit_count(call: Any) -> int:
     """Return the pages a hit-query call reported, clamped to its keys; a raise or a malformed result is 0 (CTL-11)."""
     if call.raised is not None:
@@ -499,7 +508,7 @@ class _Checker:
             if tuple(keys) != self.slice_keys(slice_index):
                 self.fail("CTL-7", f"backup write {slice_index} writes pages [{offset}...) but slice {slice_index} "
                           f"is pages [{slice_index * self.batch_size}...)", call)
-            ok = call.raised is None and _leading_flags(call.result, len(keys)) == len(keys)
+            ok = _written_pages(call, len(keys)) == len(keys)
             slice_ok.append(ok)
             covered += len(keys)
             if not ok:

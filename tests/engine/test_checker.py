@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from hicache_contracts import ContractViolation
-from hicache_contracts.engine import check_operation, check_trace
+from hicache_contracts.engine import TraceOperation, check_operation, check_trace
 from tests.engine.traces import (
     BATCH,
     CHAIN,
@@ -293,3 +293,28 @@ def test_any_conforming_prefetch_passes_and_any_wrong_prefix_is_caught(pages, ba
     calls[position] = TraceCall(**{**calls[position].model_dump(), "prefix_keys": wrong, "extra_info_state": state})
     report = check_trace(calls, chain=chain, prefix_keys=prefix, batch_size=batch, page_size=1, acks=acks)
     assert set(report.violated) & {"PFX-2", "PFX-3", "PFX-4", "PFX-7"}, (prefix, received, wrong, state)
+
+
+# ------------------------------------------------------------------ legacy writes
+def _legacy_backup(results, completed_tokens):
+    calls = tuple(TraceCall(index=index, method="batch_set", keys=CHAIN[start:end], result=result)
+                  for index, ((start, end), result) in enumerate(zip(((0, 4), (4, 8), (8, 10)), results)))
+    return TraceOperation(chain=CHAIN, prefix_keys=None, batch_size=BATCH, page_size=PAGE_SIZE, calls=calls,
+                          backup_completed_tokens=completed_tokens)
+
+
+@pytest.mark.clause("CTL-7", "CTL-13")
+def test_a_legacy_batch_set_confirms_its_whole_slice_with_one_true():
+    report = check_operation(_legacy_backup([True, True, True], 10 * PAGE_SIZE))
+    assert report.ok, report.format_table()
+    stopped = check_operation(_legacy_backup([True, False], 4 * PAGE_SIZE))
+    assert stopped.ok, stopped.format_table()
+
+
+@pytest.mark.clause("CTL-7")
+def test_a_legacy_backup_that_goes_on_after_a_false_is_caught():
+    report = check_operation(_legacy_backup([True, False, True], 4 * PAGE_SIZE))
+    assert report.violated == ("CTL-7",)
+    assert report.violations[0].message == "backup wrote pages [8...) after slice 1 failed"
+    overcounted = check_operation(_legacy_backup([True, [True] * 4], 8 * PAGE_SIZE))  # a list is not the bool
+    assert overcounted.violated == ("CTL-7",)
