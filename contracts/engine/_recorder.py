@@ -417,7 +417,7 @@ def _public_methods(inner_class: type) -> dict[str, Any]:
     return methods
 
 
-def _make_method(name: str, target: Any) -> Any:
+def _make_method(name: str, target: Any, static: bool = False) -> Any:
     def method(self: RecordingBackend, *args: Any, **kwargs: Any) -> Any:
         return self._recording_call(name, args, kwargs)
 
@@ -427,6 +427,16 @@ def _make_method(name: str, target: Any) -> Any:
         pass
     method.__name__ = name
     method.__wrapped__ = getattr(target, "__func__", target)  # signature and stub detection read the inner method
+    if static:
+        # A staticmethod has no self: the proxy's method does, so binding it must drop that self, not the first
+        # parameter of the inner function.
+        try:
+            inner_signature = inspect.signature(target)
+        except (TypeError, ValueError):
+            return method
+        self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+        method.__signature__ = inner_signature.replace(
+            parameters=[self_parameter, *inner_signature.parameters.values()])
     return method
 
 
@@ -436,7 +446,8 @@ def _build_proxy_class(base: type, inner_class: type) -> type:
     for name, target in _public_methods(inner_class).items():
         if name in reserved:
             continue  # a backend method named like the recorder's API stays reachable through rec.inner
-        namespace[name] = _make_method(name, target)
+        static = isinstance(inspect.getattr_static(inner_class, name, None), staticmethod)
+        namespace[name] = _make_method(name, target, static)
     if hasattr(inner_class, "hicache_levels"):
         namespace["hicache_levels"] = getattr(inner_class, "hicache_levels")
     namespace["__class__"] = property(lambda self: inner_class)  # isinstance(rec, InnerClass) holds

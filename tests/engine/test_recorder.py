@@ -113,6 +113,18 @@ class PoolAwareBackend(LegacyOnlyBackend):
         self.registered_pools[str(host_pool_name)] = host_pool
 
 
+class HelperMethodsBackend(PoolAwareBackend):
+    """A backend with a static and a class method beside its instance methods."""
+
+    @staticmethod
+    def page_bytes(page_size, layer_num, bytes_per_token=2):
+        return page_size * layer_num * bytes_per_token
+
+    @classmethod
+    def from_config(cls, config, *, strict=False):
+        return cls()
+
+
 # ================================================================== SGLang-shaped objects (duck typing)
 class SGLangPoolName(str, enum.Enum):
     """Stands for SGLang's own PoolName enum: a str enum of another class than ours."""
@@ -152,7 +164,7 @@ def public_methods(obj: Any) -> set[str]:
 
 def check_same_surface(make: Factory) -> None:
     """The recorder has exactly the inner object's methods, with the same signatures and capabilities."""
-    for inner in (LegacyOnlyBackend(), StubbedV1Backend(), PoolAwareBackend()):
+    for inner in (LegacyOnlyBackend(), StubbedV1Backend(), PoolAwareBackend(), HelperMethodsBackend()):
         recorder = make(inner)
         recorder_methods = public_methods(recorder) - {"clear_calls", "to_trace"}
         assert recorder_methods == public_methods(inner), type(inner).__name__
@@ -278,6 +290,23 @@ def test_recorder_keeps_the_inner_surface():
 def test_surface_check_catches_a_recorder_that_adds_methods():
     with pytest.raises(AssertionError):
         check_same_surface(EveryMethodRecorder)
+
+
+def test_static_and_class_methods_keep_their_signature_and_are_recorded():
+    recorder = RecordingBackend(HelperMethodsBackend())
+    assert str(inspect.signature(recorder.page_bytes)) == "(page_size, layer_num, bytes_per_token=2)"
+    assert str(inspect.signature(recorder.from_config)) == "(config, *, strict=False)"
+    assert recorder.page_bytes(4, 2) == 16
+    assert isinstance(recorder.from_config(None), HelperMethodsBackend)
+    assert [call.method for call in recorder.calls] == ["page_bytes", "from_config"]
+
+
+def test_surface_check_catches_a_recorder_that_shifts_a_static_methods_signature(monkeypatch):
+    make_method = _recorder._make_method
+    monkeypatch.setattr(_recorder, "_make_method", lambda name, target, static=False: make_method(name, target))
+    monkeypatch.setattr(RecordingBackend, "_recording_proxies", {})
+    with pytest.raises(AssertionError, match="page_bytes"):
+        check_same_surface(RecordingBackend)
 
 
 def test_results_and_exceptions_pass_through():
