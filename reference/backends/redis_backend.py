@@ -42,7 +42,8 @@ Extra config (JSON), all optional:
     redis_url                    "redis://[user:password@]host:port/db"   (default redis://127.0.0.1:6379/0)
     redis_cluster_nodes          ["host:port", ...] or "host:port,host:port"  (cluster mode; excludes redis_url)
     redis_username, redis_password   credentials for cluster nodes (standalone: put them in the URL)
-    key_prefix                   "hicache:"        first part of every key; no braces, glob characters or spaces
+    key_prefix                   "hicache:"        first part of every key; no braces, glob characters or spaces;
+                                                   empty or ending with a character no namespace holds (":")
     ttl_seconds                  null              expire a page this long after its last write
     socket_timeout               5.0               seconds to wait for a reply
     socket_connect_timeout       2.0               seconds to wait for a connection
