@@ -17,7 +17,7 @@ from hypothesis import example, given, strategies as st
 from hicache_spec import STORAGE_BATCH_SIZE, count_leading_run
 from hicache_contracts.capabilities import V1_METHODS, V2_METHODS, detect_capabilities
 from hicache_contracts.conformance.context import SuiteContext
-from hicache_contracts.conformance.framework import CheckSkipped, conformance_check, expect, fail
+from hicache_contracts.conformance.framework import CheckSkipped, ClauseFailure, conformance_check, expect, fail
 from hicache_contracts.conformance.properties import run_property
 from hicache_contracts.conformance.pools import describe_page_difference, pages_equal
 from hicache_contracts.models import PoolName
@@ -408,19 +408,24 @@ def short_objects_are_misses(suite: SuiteContext) -> None:
             backend.set(key, value)
         except Exception:
             continue  # refusing a short value is fine; only hits matter here
-        counted = suite.count(instance, [key], clause_id="BE-13")
-        hit = bool(suite.call("BE-13", backend.exists, key))
-        target = torch.zeros(pool.page_element_count, dtype=pool.dtype)
-        read = suite.call("BE-13", backend.get, key, target)
-        read_whole = isinstance(read, torch.Tensor) and read.numel() == pool.page_element_count
-        flags = []
-        if suite.claims("v1"):
-            flags = suite.v1_flags(suite.call("BE-13", backend.batch_get_v1, [key], pool.slots([0]), None),
-                                   [key], "batch_get_v1")
+        stored = f"set({suite.label(key)}, {length}-element tensor)"
+        try:
+            counted = suite.count(instance, [key], clause_id="BE-13")
+            hit = bool(suite.call("BE-13", backend.exists, key))
+            target = torch.zeros(pool.page_element_count, dtype=pool.dtype)
+            read = suite.call("BE-13", backend.get, key, target)
+            read_whole = isinstance(read, torch.Tensor) and read.numel() == pool.page_element_count
+            flags = []
+            if suite.claims("v1"):
+                flags = suite.v1_flags(suite.call("BE-13", backend.batch_get_v1, [key], pool.slots([0]), None),
+                                       [key], "batch_get_v1")
+        except ClauseFailure as failure:  # say which short object the failing lookup met
+            raise ClauseFailure(failure.clause_id, failure.message,
+                                f"{stored}, then {failure.counterexample or 'look it up'}") from None
         expect(counted == 0 and not hit and not read_whole and not any(flags), "BE-13",
                f"{label} stored under {suite.label(key)} counts as a hit (batch_exists {counted}, exists {hit}, "
                f"get a full page {read_whole}, batch_get_v1 {flags})",
-               f"set({suite.label(key)}, {length}-element tensor), then batch_exists([{suite.label(key)}])")
+               f"{stored}, then batch_exists([{suite.label(key)}])")
 
 
 # ---------------------------------------------------------------- BE-18, BE-24

@@ -207,6 +207,17 @@ class RemembersHitsAcrossClear(CorrectBackend):
         return hit
 
 
+class ShortObjectCopiedIntoTarget(CorrectBackend):
+    """get() copies whatever is stored into the target without checking its length: a short object raises (BE-13)."""
+
+    def get(self, key, target_location=None, target_sizes=None):
+        data = self.fetch(self.name(key))
+        if data is None or target_location is None:
+            return super().get(key, target_location, target_sizes)
+        target_location.view(-1).copy_(self.page_tensor(data))
+        return target_location
+
+
 class StatsAsDict(CorrectBackend):
     """get_stats() returns a dict, on which the scheduler's attribute reads fail (BE-12)."""
 
@@ -533,6 +544,7 @@ PLANTED: dict[type, str] = {
     WritesOutsideSlots: "BE-16",
     ClearLeavesKeysBehind: "BE-11",
     RemembersHitsAcrossClear: "BE-11",
+    ShortObjectCopiedIntoTarget: "BE-13",
     StatsAsDict: "BE-12",
     HexOnlyKeys: "KEY-2",
     StrictExtraConfig: "BE-1",

@@ -18,6 +18,7 @@ from tests.conformance.planted_backends import (
     ForgetsWritesAfterClear,
     NoPipelineRankInKeys,
     ScalarV1Result,
+    ShortObjectCopiedIntoTarget,
     V1StubReturnsNone,
 )
 
@@ -71,3 +72,13 @@ def test_a_full_run_reports_the_planted_clause_among_the_others() -> None:
     for backend, clause in ((ScalarV1Result, "BE-14"), (NoPipelineRankInKeys, "NS-2")):
         report = run(backend)
         assert clause in failed(report)
+
+
+@pytest.mark.clause("BE-13")
+def test_a_lookup_that_raises_on_a_short_object_says_which_object_it_met() -> None:
+    report = run(ShortObjectCopiedIntoTarget, checks=("short_objects_are_misses",))
+    verdict = next(item for item in report.sections[0].clauses if item.clause_id == "BE-13")
+    assert verdict.status == "fail"
+    failure = verdict.failures[0]
+    assert failure.message.startswith("get(k0, ") and " raised " in failure.message
+    assert failure.counterexample.startswith("set(") and "0-element tensor), then look it up" in failure.counterexample
