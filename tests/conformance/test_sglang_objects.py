@@ -14,89 +14,23 @@ objects SGLang hands it.
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-import sys
 import types
-from typing import Any, Iterator, List, Optional
+from typing import Any, Iterator, Optional
 
 import pytest
 
 from hicache_contracts.conformance import backend_clauses
 from tests.conformance.correct_backend import CorrectBackend
 from tests.conformance.helpers import run, statuses
+from tests.sglang_standin import installed, make_storage_module
 
 SEEN: set = set()
 
 
-def make_stand_in() -> types.ModuleType:
-    module = types.ModuleType("sglang.srt.mem_cache.hicache_storage")
-
-    @dataclasses.dataclass
-    class HiCacheStorageConfig:
-        tp_rank: int
-        tp_size: int
-        pp_rank: int
-        pp_size: int
-        attn_cp_rank: int
-        attn_cp_size: int
-        is_mla_model: bool
-        enable_storage_metrics: bool
-        is_page_first_layout: bool
-        model_name: Optional[str]
-        dp_rank: int = 0
-        dp_size: int = 1
-        tp_lcm_size: Optional[int] = None
-        should_split_heads: bool = False
-        extra_config: Optional[dict] = None
-
-    @dataclasses.dataclass
-    class HiCacheStorageExtraInfo:
-        prefix_keys: Optional[List[str]] = None
-        extra_info: Optional[dict] = None
-
-    class PoolName(str, enum.Enum):
-        KV = "kv"
-        MAMBA = "mamba"
-        SWA = "swa"
-        INDEXER = "indexer"
-        DRAFT = "draft"
-
-    class PoolHitPolicy(str, enum.Enum):
-        ALL_PAGES = "all_pages"
-        TRAILING_PAGES = "trailing_pages"
-
-    @dataclasses.dataclass
-    class PoolTransfer:
-        name: Any
-        host_indices: Any = None
-        device_indices: Any = None
-        keys: Optional[List[str]] = None
-        hit_policy: Any = PoolHitPolicy.ALL_PAGES
-        nodes_to_load: Any = None
-        indices_from_pool: Any = None
-
-    for item in (HiCacheStorageConfig, HiCacheStorageExtraInfo, PoolName, PoolHitPolicy, PoolTransfer):
-        setattr(module, item.__name__, item)
-    return module
-
-
 @pytest.fixture
 def sglang_stand_in() -> Iterator[types.ModuleType]:
-    names = ["sglang", "sglang.srt", "sglang.srt.mem_cache", "sglang.srt.mem_cache.hicache_storage"]
-    saved = {name: sys.modules.get(name) for name in names}
-    stand_in = make_stand_in()
-    for name in names[:-1]:
-        sys.modules[name] = types.ModuleType(name)
-    sys.modules[names[-1]] = stand_in
-    try:
+    with installed(make_storage_module()) as stand_in:
         yield stand_in
-    finally:
-        for name, module in saved.items():
-            if module is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module
 
 
 class RecordingBackend(CorrectBackend):

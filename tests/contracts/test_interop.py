@@ -1,20 +1,19 @@
 """Conversion to and from SGLang's classes, checked against stand-ins of the same shape.
 
-The stand-ins are dataclasses with SGLang's field names and defaults, gathered
-in a namespace that plays the part of ``sglang.srt.mem_cache.hicache_storage``.
+The stand-ins are dataclasses with SGLang's field names and defaults, from the
+module ``tests/sglang_standin.py`` builds to play the part of
+``sglang.srt.mem_cache.hicache_storage``.
 The last test runs against SGLang itself when it is installed.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Optional
 
 import pytest
 import torch
@@ -31,63 +30,15 @@ from hicache_contracts import (
     is_sglang_available,
     to_sglang,
 )
+from tests.sglang_standin import make_storage_module
 
-
-class StandInPoolName(str, enum.Enum):
-    KV = "kv"
-    SWA = "swa"
-    INDEXER = "indexer"
-
-
-class StandInPoolHitPolicy(str, enum.Enum):
-    ALL_PAGES = "all_pages"
-    TRAILING_PAGES = "trailing_pages"
-
-
-@dataclasses.dataclass
-class StandInExtraInfo:
-    prefix_keys: Optional[list] = None
-    extra_info: Optional[dict] = None
-
-
-@dataclasses.dataclass
-class StandInConfig:
-    tp_rank: int
-    tp_size: int
-    pp_rank: int
-    pp_size: int
-    attn_cp_rank: int
-    attn_cp_size: int
-    is_mla_model: bool
-    enable_storage_metrics: bool
-    is_page_first_layout: bool
-    model_name: Optional[str]
-    dp_rank: int = 0
-    dp_size: int = 1
-    tp_lcm_size: Optional[int] = None
-    should_split_heads: bool = False
-    extra_config: Optional[dict] = None
-
-
-@dataclasses.dataclass
-class StandInPoolTransfer:
-    name: Any
-    host_indices: Any = None
-    device_indices: Any = None
-    keys: Optional[list] = None
-    hit_policy: Any = StandInPoolHitPolicy.ALL_PAGES
-    nodes_to_load: Any = None
-    indices_from_pool: Any = None
-
-
-STAND_IN_MODULE = SimpleNamespace(
-    HiCacheStorageExtraInfo=StandInExtraInfo,
-    HiCacheStorageConfig=StandInConfig,
-    PoolTransfer=StandInPoolTransfer,
-    PoolName=StandInPoolName,
-    PoolHitPolicy=StandInPoolHitPolicy,
-)
+STAND_IN_MODULE = make_storage_module()
 """Plays the part of sglang.srt.mem_cache.hicache_storage."""
+StandInPoolName = STAND_IN_MODULE.PoolName
+StandInPoolHitPolicy = STAND_IN_MODULE.PoolHitPolicy
+StandInExtraInfo = STAND_IN_MODULE.HiCacheStorageExtraInfo
+StandInConfig = STAND_IN_MODULE.HiCacheStorageConfig
+StandInPoolTransfer = STAND_IN_MODULE.PoolTransfer
 
 
 @pytest.mark.clause("PFX-1", "PFX-4", "BE-8")

@@ -8,7 +8,6 @@ must carry the prefix the spec gives it, and the acks must follow the slices.
 
 from __future__ import annotations
 
-import threading
 
 import pytest
 
@@ -37,14 +36,6 @@ from tests.reference.controller_helpers import (
 ANCHOR_TOKENS = tuple(range(10_000, 10_000 + 3 * PAGE_SIZE))
 """Three pages before the operation: the anchor node's pages."""
 ANCHOR_KEYS = compute_key_chain(ANCHOR_TOKENS, PAGE_SIZE)
-
-
-@pytest.fixture
-def threads_before():
-    before = set(threading.enumerate())
-    yield before
-    leaked = [thread for thread in set(threading.enumerate()) - before if thread.is_alive()]
-    assert not leaked, f"threads leaked: {leaked}"
 
 
 def round_trip(pages: int, prefix_mode: str, *, threshold: int = 0):

@@ -39,14 +39,6 @@ PAGES = 300
 KEYS = keys_for(PAGES)
 
 
-@pytest.fixture
-def threads_before():
-    before = set(threading.enumerate())
-    yield before
-    leaked = [thread for thread in set(threading.enumerate()) - before if thread.is_alive()]
-    assert not leaked, f"threads leaked: {leaked}"
-
-
 def stored_backend():
     """A memory backend holding KEYS, written from a random pool; returns (backend, source pool, source slots)."""
     source = make_pool()

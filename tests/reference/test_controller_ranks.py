@@ -7,7 +7,6 @@ Each rank has its own controller, host pool and backend namespace
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 
 import pytest
@@ -86,14 +85,6 @@ def make_ranks(stored=(PAGES, PAGES), faults=(None, None), **settings):
 def close(ranks):
     for rank in ranks:
         assert rank.controller.close()
-
-
-@pytest.fixture
-def threads_before():
-    before = set(threading.enumerate())
-    yield before
-    leaked = [thread for thread in set(threading.enumerate()) - before if thread.is_alive()]
-    assert not leaked, f"threads leaked: {leaked}"
 
 
 @pytest.mark.clause("RANK-1", "RANK-2", "RANK-3")

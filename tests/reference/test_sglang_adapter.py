@@ -10,9 +10,6 @@ build it as ``cls(storage_config, extra_config)``.
 
 from __future__ import annotations
 
-import abc
-import dataclasses
-import enum
 import importlib
 import json
 import sys
@@ -32,6 +29,7 @@ from tests.reference.backend_checks import (
     slots_of,
     write_pages,
 )
+from tests.sglang_standin import installed, make_storage_module
 
 DOCUMENTED_FILE_CONFIG = (
     '{"backend_name":"hicache_file","module_path":"hicache_reference.sglang_adapter",'
@@ -40,73 +38,15 @@ DOCUMENTED_FILE_CONFIG = (
 """The extra config docs/backends.md gives for the file backend, with the path left open."""
 
 
-# ================================================================== a stand-in for SGLang's storage module
-def make_sglang_stand_in() -> types.ModuleType:
-    module = types.ModuleType("sglang.srt.mem_cache.hicache_storage")
-
-    class PoolName(str, enum.Enum):
-        KV = "kv"
-        INDEXER = "indexer"
-        SWA = "swa"
-
-    @dataclasses.dataclass
-    class PoolTransferResult:
-        kv_hit_pages: int
-        extra_pool_hit_pages: dict
-
-    class HiCacheStorage(abc.ABC):
-        def register_mem_pool_host(self, mem_pool_host: Any) -> None:
-            self.mem_pool_host = mem_pool_host
-
-        @abc.abstractmethod
-        def get(self, key, target_location=None, target_sizes=None): ...
-
-        @abc.abstractmethod
-        def set(self, key, value=None, target_location=None, target_sizes=None): ...
-
-        @abc.abstractmethod
-        def exists(self, key): ...
-
-        @abc.abstractmethod
-        def batch_get(self, keys, target_locations=None, target_sizes=None): ...
-
-        @abc.abstractmethod
-        def batch_set(self, keys, values=None, target_locations=None, target_sizes=None): ...
-
-        @abc.abstractmethod
-        def batch_exists(self, keys, extra_info=None): ...
-
-        def batch_get_v1(self, keys, host_indices, extra_info=None):
-            raise NotImplementedError
-
-        def get_stats(self):
-            return None
-
-    module.PoolName = PoolName
-    module.PoolTransferResult = PoolTransferResult
-    module.HiCacheStorage = HiCacheStorage
-    return module
-
-
+# ================================================================== SGLang's storage module, stood in for
 @pytest.fixture
 def with_sglang() -> Iterator[types.ModuleType]:
     """Make the stand-in importable, reload the adapter against it, and undo both afterwards."""
-    stand_in = make_sglang_stand_in()
-    names = ["sglang", "sglang.srt", "sglang.srt.mem_cache", "sglang.srt.mem_cache.hicache_storage"]
-    saved = {name: sys.modules.get(name) for name in names}
-    for name in names[:-1]:
-        sys.modules[name] = types.ModuleType(name)
-    sys.modules[names[-1]] = stand_in
-    sys.modules["sglang.srt.mem_cache"].hicache_storage = stand_in
     try:
-        importlib.reload(adapter)
-        yield stand_in
+        with installed(make_storage_module()) as stand_in:
+            importlib.reload(adapter)
+            yield stand_in
     finally:
-        for name, module in saved.items():
-            if module is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module
         importlib.reload(adapter)
 
 

@@ -1,0 +1,17 @@
+"""Fixtures shared by the reference tests."""
+
+from __future__ import annotations
+
+import threading
+from typing import Iterator
+
+import pytest
+
+
+@pytest.fixture
+def threads_before() -> Iterator[set]:
+    """Yield the threads alive before the test; fail the test if it leaves a new one running."""
+    before = set(threading.enumerate())
+    yield before
+    leaked = [thread for thread in set(threading.enumerate()) - before if thread.is_alive()]
+    assert not leaked, f"threads leaked: {leaked}"
