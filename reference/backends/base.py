@@ -423,9 +423,7 @@ class PageStoreBackend:
             results = self._flags(self._guarded(self._read_objects_into, None, names, buffers), count)
             if any(results):
                 results = self._copy_pages_into_pool(pool, page_format, staging, results, slots)
-        read = sum(results)
-        self._counters.add(pages_read=read, bytes_read=read * size, read_misses=count - read)
-        return results
+        return self._count_reads(results, size)
 
     @staticmethod
     def _flags(arrived: Any, count: int) -> list[bool]:
@@ -553,12 +551,18 @@ class PageStoreBackend:
         datas = [self._guarded(self._page_bytes, None, pool, page_format, slot) for slot in slots]
         names = [self._name(key, pool_name) for key in keys]
         written = self._guarded(self._write_objects, None, names, datas, groups)
-        if not isinstance(written, list) or len(written) != count:
-            written = [False] * count
-        results = [flag is True for flag in written]
+        return self._count_writes(self._flags(written, count), page_format.byte_count)
+
+    def _count_reads(self, results: list[bool], byte_count: int) -> list[bool]:
+        """Count a read's pages (True: landed whole, False: a miss) in the stats; return ``results``."""
+        read = sum(results)
+        self._counters.add(pages_read=read, bytes_read=read * byte_count, read_misses=len(results) - read)
+        return results
+
+    def _count_writes(self, results: list[bool], byte_count: int) -> list[bool]:
+        """Count a write's pages (True: stored, False: failed) in the stats; return ``results``."""
         done = sum(results)
-        self._counters.add(pages_written=done, bytes_written=done * page_format.byte_count,
-                           write_failures=count - done)
+        self._counters.add(pages_written=done, bytes_written=done * byte_count, write_failures=len(results) - done)
         return results
 
     def _present(self, pool_name: str, keys: Sequence[str]) -> list[bool]:

@@ -404,9 +404,7 @@ class MemoryBackend(PageStoreBackend):
                 targets.append(views[slot // page_size])  # BE-15: the page's own slots, nothing else (BE-16)
         if targets and not self._guarded(self._copy_into_slots, False, targets, sources):
             results = [False] * count
-        read = sum(results)
-        self._counters.add(pages_read=read, bytes_read=read * size, read_misses=count - read)
-        return results
+        return self._count_reads(results, size)
 
     def _write_pages(
         self, pool_name: str, keys: Sequence[str], slots: Sequence[int], groups: Sequence[Optional[str]]
@@ -428,13 +426,7 @@ class MemoryBackend(PageStoreBackend):
         written = None
         if isinstance(copies, list) and len(copies) == count:  # BE-7: every page copied whole before any is visible
             written = self._guarded(self._put_pages, None, self._names(keys, pool_name), copies, list(groups))
-        if not isinstance(written, list) or len(written) != count:
-            written = [False] * count
-        results = [flag is True for flag in written]
-        done = sum(results)
-        self._counters.add(pages_written=done, bytes_written=done * page_format.byte_count,
-                           write_failures=count - done)
-        return results
+        return self._count_writes(self._flags(written, count), page_format.byte_count)
 
 
 def forget_shared_memory_store(name: str) -> None:
