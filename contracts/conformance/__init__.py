@@ -16,6 +16,7 @@ from hicache_contracts.conformance.framework import (
     Check,
     CheckSkipped,
     ClauseFailure,
+    PreconditionFailed,
     check_named,
     conformance_check,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "LevelVerdict",
     "PASS",
     "PROFILES",
+    "PreconditionFailed",
     "Profile",
     "ReportSection",
     "SKIP",

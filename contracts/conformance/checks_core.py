@@ -2,7 +2,10 @@
 
 Each check writes fresh keys (so checks do not depend on each other or on
 their order) and moves pages through v1 when v1 is claimed, else through
-the legacy ``set``/``get``.
+the legacy ``set``/``get``. Before moving pages for what it checks, a check
+makes sure the basic v1 round trip works (``suite.require_round_trip``, or
+``suite.store`` for the pages it needs): a broken read or write is then
+reported on BE-14, BE-15 or BE-17, not on the check's own clause.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ def is_bool(value: Any) -> bool:
 def any_non_empty_string_is_a_key(suite: SuiteContext) -> None:
     """Keys are any non-empty str: pages stored under non-hex keys are found and read back."""
     instance = suite.main
+    suite.require_round_trip(instance)
     keys = [f"conform-{suite.run_id}-page-{number}.v{number % 3}" for number in range(3)]
     keys += [suite.new_keys(1)[0].upper()]  # same characters as a page key, but not lowercase
     written = suite.write(instance, keys, pages=suite.spread(len(keys)), clause_id="KEY-2")
@@ -54,6 +58,7 @@ def any_non_empty_string_is_a_key(suite: SuiteContext) -> None:
 @conformance_check("BE-1")
 def extra_config_with_unknown_keys_is_accepted(suite: SuiteContext) -> None:
     """A backend accepts SGLang's loading keys and keys it does not know in its extra config (and None when it needs none)."""
+    suite.require_round_trip(suite.main)  # with the suite's own extra config, pages move
     base = dict(suite.factory.extra_config or {})
     loading = {"backend_name": "hicache-conform", "module_path": "hicache_conform.unknown",
                "class_name": "Unknown", "interface_v1": 1}  # SGLang passes its loading keys through
@@ -80,6 +85,7 @@ def extra_config_with_unknown_keys_is_accepted(suite: SuiteContext) -> None:
 def batch_exists_counts_the_leading_run(suite: SuiteContext) -> None:
     """batch_exists returns the length of the leading run of stored keys, counted in pages."""
     instance = suite.main
+    suite.require_round_trip(instance)
 
     @given(st.lists(st.booleans(), max_size=12))
     @example([True, False, True])  # a hole: the keys after it do not count
@@ -279,6 +285,7 @@ def extra_info_shapes(suite: SuiteContext) -> list[tuple[str, Any]]:
 def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
     """Every method taking extra_info accepts it positionally and by keyword, as None, empty, [] or a list of keys, with unknown extra_info keys."""
     instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
+    suite.require_round_trip(instance)
     for label, info in extra_info_shapes(suite):
         for style in ("positional", "keyword"):
             def call(method: Any, *args: Any) -> Any:
@@ -348,6 +355,7 @@ def legacy_results_have_their_shapes(suite: SuiteContext) -> None:
 def full_batches_of_128_pages_work(suite: SuiteContext) -> None:
     """Batches of STORAGE_BATCH_SIZE (128) pages are written, found and read back whole."""
     instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
+    suite.require_round_trip(instance)  # small batches work: what fails below is the size
     size = STORAGE_BATCH_SIZE
     keys = suite.new_keys(size)
     written = suite.write(instance, keys, pages=suite.spread(size), clause_id="BE-10")
@@ -464,6 +472,7 @@ def unimplemented_methods_raise_not_implemented(suite: SuiteContext) -> None:
 @conformance_check("BE-24")
 def host_pools_register_before_any_io(suite: SuiteContext) -> None:
     """register_mem_pool_host (and register_mem_host_pool_v2 for every pool, KV included) accept the pools; IO works right after."""
+    suite.require_round_trip(suite.main)
     instance = suite.build(suite.config(model_name=suite.namespace("register")), pages=4, tag="register")
     keys = suite.new_keys(2)
     written = suite.write(instance, keys, clause_id="BE-24")
@@ -476,6 +485,7 @@ def host_pools_register_before_any_io(suite: SuiteContext) -> None:
 @conformance_check("BE-25")
 def every_rank_inside_its_group_is_accepted(suite: SuiteContext) -> None:
     """A backend builds and works for configs at the edges of their groups: every rank at size - 1, DP ranks, tp_lcm_size."""
+    suite.require_round_trip(suite.main)  # a single-rank instance moves pages: what fails below is the rank
     # The other half of BE-25, rejecting impossible coordinates, happens where the config is built (the
     # contract model refuses them), so the suite can hand a backend only possible ones.
     edges = [

@@ -17,6 +17,7 @@ importable, else the contract models, which read the same.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import itertools
@@ -24,15 +25,15 @@ import random
 from collections.abc import Mapping
 from collections.abc import Sequence as SequenceType
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
 from hicache_spec import STORAGE_BATCH_SIZE
-from hicache_contracts.conformance.framework import CheckSkipped, ClauseFailure, fail
+from hicache_contracts.conformance.framework import CheckSkipped, ClauseFailure, PreconditionFailed, fail
 from hicache_contracts.conformance.loading import BackendFactory
 from hicache_contracts.conformance.options import SuiteOptions
-from hicache_contracts.conformance.pools import ConformancePool, pages_equal
+from hicache_contracts.conformance.pools import ConformancePool, describe_page_difference, pages_equal
 from hicache_contracts.interop import SGLANG_STORAGE_MODULE, to_sglang
 from hicache_contracts.models import (
     HiCacheStorageConfig,
@@ -54,6 +55,9 @@ MAIN_POOL_PAGES = 4 * STORAGE_BATCH_SIZE + 8
 """Pages of the main instance's pool: room for two full batches, each with a guard page around every page."""
 SIDECAR_POOLS: tuple[PoolName, ...] = (PoolName.INDEXER, PoolName.SWA)
 """The sidecar pools registered for v2 checks besides KV."""
+ROUND_TRIP_PAGES = 4
+"""Pages of the round trip every check's setup relies on: enough for a read one page off or every third write
+dropped to show."""
 UNREGISTERED_POOL = PoolName.DRAFT
 """A pool the suite never registers (BE-20)."""
 
@@ -121,6 +125,8 @@ class SuiteContext:
         """SGLang's storage module when importable (its objects are handed to the backend), else None."""
         self.cleanup_notes: list[str] = []
         """What went wrong while cleaning up (reported, never raised)."""
+        self._round_trips: dict[int, tuple[Instance, Optional[PreconditionFailed]]] = {}
+        """Per instance (by id, held so the id stays its own): how its basic round trip went."""
 
     # ------------------------------------------------------------------ keys
     def new_keys(self, count: int) -> list[str]:
@@ -397,12 +403,88 @@ class SuiteContext:
         return pages_equal(self.page_for(key, pool, variant), page)
 
     def store(self, instance: Instance, keys: Sequence[str], **write_options: Any) -> None:
-        """Write the pages a check needs; skip the check when the backend refuses any (set returned False)."""
-        results = self.write(instance, keys, **write_options)
+        """Write the pages a check needs, as its setup: they must read back, or the check cannot look.
+
+        The check is skipped when the backend refuses any page (set returned
+        False). On the v1 path the pages are then read back into the same
+        host pages (overwritten first): a page whose set returned True but
+        does not read back raises ``PreconditionFailed`` on BE-17 (unless the
+        backend may evict), one that reads back wrong bytes on BE-15, and a
+        result of the wrong shape on BE-14. Before that, whatever the path,
+        the instance's basic v1 round trip (``require_round_trip``) must work.
+        """
+        keys = list(keys)
+        path = write_options.get("path") or self.io_path()
+        self.require_round_trip(instance)
+        with self.setup_step():
+            results = self.write(instance, keys, **write_options)
         if not all(results):
             refused = [self.label(key) for key, ok in zip(keys, results) if not ok]
             raise CheckSkipped(f"the backend refused to store pages the check needs (set returned False for "
                                f"{', '.join(refused[:4])}{', ...' if len(refused) > 4 else ''}); nothing to check")
+        if path == "v1":
+            pages = write_options.get("pages")
+            pages = list(pages) if pages is not None else list(range(len(keys)))
+            self.verify_stored(instance, keys, pages, info=write_options.get("info"),
+                               variant=write_options.get("variant", 0))
+
+    def verify_stored(self, instance: Instance, keys: Sequence[str], pages: Sequence[int], *, info: Any = None,
+                      variant: int = 0) -> None:
+        """Read ``keys`` back through v1 into host ``pages``; raise ``PreconditionFailed`` on BE-17 or BE-15
+        unless each holds exactly the suite's page (a miss is allowed when the backend may evict)."""
+        pool = instance.pool
+        pool.fill(pages, value=-1.0)  # what lands can only come from storage
+        shown = f"batch_set_v1 then batch_get_v1 of {self.show(list(keys))} into the same host pages {list(pages)}"
+        with self.setup_step():
+            read = self.read(instance, keys, pages=pages, info=info, path="v1")
+        for index, (key, page) in enumerate(zip(keys, read)):
+            expected = self.page_for(key, pool, variant)
+            if page is None:
+                if not self.may_evict:
+                    raise PreconditionFailed("BE-17", f"batch_set_v1 returned True for {self.label(key)} but "
+                                                      "batch_get_v1 cannot read it back", shown)
+                pool.poke(pages[index], expected)  # leave the host page as the write found it
+            elif not pages_equal(expected, page):
+                raise PreconditionFailed("BE-15", f"batch_get_v1 returned True for {self.label(key)} (page {index} "
+                                                  f"of {len(keys)}) but its slots hold "
+                                                  f"{describe_page_difference(expected, page)}", shown)
+
+    def require_round_trip(self, instance: Instance) -> None:
+        """Check once per instance that a v1 batch of ``ROUND_TRIP_PAGES`` pages written to host pages reads back
+        bit for bit; raise ``PreconditionFailed`` (on BE-14, BE-15 or BE-17) whenever it did not.
+
+        Checks whose subject is something else (a key form, a batch size, a
+        rank) call this before moving pages, so that a broken basic read or
+        write is reported on its own clause instead of theirs. A backend
+        that refuses the round trip's pages is not held to it here.
+        """
+        if not self.claims("v1"):
+            return
+        if id(instance) in self._round_trips:
+            known = self._round_trips[id(instance)][1]
+            if known is not None:
+                raise PreconditionFailed(known.clause_id, known.message, known.counterexample)
+            return
+        keys = self.new_keys(ROUND_TRIP_PAGES)
+        pages = self.spread(ROUND_TRIP_PAGES)
+        try:
+            with self.setup_step():
+                results = self.write(instance, keys, pages=pages, path="v1")
+            stored = [(key, page) for key, page, ok in zip(keys, pages, results) if ok]
+            if stored:
+                self.verify_stored(instance, [key for key, _ in stored], [page for _, page in stored])
+        except PreconditionFailed as failure:
+            self._round_trips[id(instance)] = (instance, failure)
+            raise
+        self._round_trips[id(instance)] = (instance, None)
+
+    @contextlib.contextmanager
+    def setup_step(self) -> Iterator[None]:
+        """Turn a ``ClauseFailure`` raised inside into ``PreconditionFailed`` on the same clause."""
+        try:
+            yield
+        except ClauseFailure as failure:
+            raise PreconditionFailed(failure.clause_id, failure.message, failure.counterexample) from None
 
     # ------------------------------------------------------------------ cleanup
     def close(self) -> None:

@@ -11,7 +11,12 @@ A check ends in one of three ways:
 - it returns: every clause it names holds, as far as it looked;
 - it raises ``ClauseFailure``: the clause named in the failure is broken, and
   the failure carries the smallest counterexample the check found;
-- it raises ``CheckSkipped``: the check could not look (the reason says why).
+- it raises ``CheckSkipped``: the check could not look (the reason says why);
+- it raises ``PreconditionFailed``: the check's shared setup (pages written
+  and read back through the suite's helpers) found another clause broken,
+  the root cause; the check's own clauses are reported as not checked,
+  pointing at that clause. A ``ClauseFailure`` on a clause the check does
+  not name is treated the same way.
 
 Any other exception out of a check is reported as a failure of its first
 clause, with the exception as the message.
@@ -31,6 +36,7 @@ __all__ = [
     "Check",
     "CheckSkipped",
     "ClauseFailure",
+    "PreconditionFailed",
     "capture_hypothesis_report",
     "TIERS",
     "check_named",
@@ -57,6 +63,20 @@ class ClauseFailure(AssertionError):
 
 class CheckSkipped(Exception):
     """A check could not look at what it checks; the message says why."""
+
+
+class PreconditionFailed(Exception):
+    """A check's setup found ``clause_id`` broken (the root cause), so the check could not look at its own clauses."""
+
+    def __init__(self, clause_id: str, message: str, counterexample: Optional[str] = None) -> None:
+        lookup_clause(clause_id)
+        self.clause_id = clause_id
+        self.message = message
+        self.counterexample = counterexample
+        super().__init__(f"setup needs [{clause_id}]: {message}")
+
+    def __reduce__(self):
+        return (type(self), (self.clause_id, self.message, self.counterexample))
 
 
 def fail(clause_id: str, message: str, counterexample: Optional[str] = None) -> NoReturn:

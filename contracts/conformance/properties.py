@@ -18,6 +18,7 @@ from hypothesis.errors import FlakyFailure
 from hicache_contracts.conformance.framework import (
     CheckSkipped,
     ClauseFailure,
+    PreconditionFailed,
     capture_hypothesis_report,
     fail,
 )
@@ -56,7 +57,7 @@ def with_report(counterexample: Optional[str], lines: list[str]) -> Optional[str
 def run_property(run_seed: int, test: Callable[[], None], clause_id: str, examples: int) -> None:
     """Run the ``@given`` function ``test`` with the run's seed; re-raise its smallest ``ClauseFailure``.
 
-    Any other exception is a failure of ``clause_id``; ``CheckSkipped`` passes through.
+    Any other exception is a failure of ``clause_id``; ``CheckSkipped`` and ``PreconditionFailed`` pass through.
     """
     run_capturing(seed(run_seed)(property_settings(examples)(test)), clause_id)
 
@@ -78,7 +79,7 @@ def run_capturing(runnable: Callable[[], None], clause_id: str) -> None:
             lines.extend(getattr(failure, "__notes__", ()))  # hypothesis attaches the falsifying example here
             raise ClauseFailure(failure.clause_id, failure.message, with_report(failure.counterexample, lines)
                                 ) from None
-        except CheckSkipped:
+        except (CheckSkipped, PreconditionFailed):
             raise
         except FlakyFailure as error:
             first = _first_clause_failure(error)

@@ -17,7 +17,9 @@ Two ways in:
 
 Either way each item carries ``@pytest.mark.clause(...)`` with its clause IDs,
 a check that cannot look is skipped with the reason, a failure shows the
-clause, its statement and the smallest counterexample, and the clause table
+clause, its statement and the smallest counterexample, a check whose setup
+found another clause broken is skipped pointing at it when that clause
+failed earlier in the session and fails on it otherwise, and the clause table
 is printed at the end of the session. With none of the options and no
 import, the plugin adds nothing: it only registers its options and the
 ``clause`` marker (with the same text as any project that registers it).
@@ -25,6 +27,7 @@ import, the plugin adds nothing: it only registers its options and the
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Iterator, Optional
 
 import pytest
@@ -35,7 +38,7 @@ from hicache_contracts.conformance.levels import parse_levels
 from hicache_contracts.conformance.loading import BackendFactory, parse_extra_config, resolve_factory
 from hicache_contracts.conformance.options import PROFILES, SuiteOptions
 from hicache_contracts.conformance.report import FAIL, SKIP, CheckOutcome, SuiteReport
-from hicache_contracts.conformance.runner import SuiteRunner
+from hicache_contracts.conformance.runner import SuiteRunner, setup_reason
 
 __all__ = [
     "ConformanceFailure",
@@ -120,6 +123,11 @@ def describe_failure(outcome: CheckOutcome) -> str:
 def run_as_pytest(runner: SuiteRunner, check: Check) -> None:
     """Run ``check`` and end the way pytest expects: return, ``pytest.skip`` or ``ConformanceFailure``."""
     outcome = runner.run_check(check)
+    if outcome.needs is not None:  # its setup found another clause broken: skipped only if that clause failed
+        if runner.root_failed(outcome.needs):
+            pytest.skip(f"{setup_reason(outcome.needs)}: {outcome.message}")
+        raise ConformanceFailure(describe_failure(dataclasses.replace(
+            outcome, clause_id=outcome.needs, message=f"found while setting up {check.name}: {outcome.message}")))
     if outcome.status == SKIP:
         pytest.skip(outcome.message or "not checked")
     if outcome.status == FAIL:

@@ -77,11 +77,13 @@ class CheckOutcome:
     """The failure's smallest counterexample."""
     duration_s: float = 0.0
     """Seconds it took."""
+    needs: Optional[str] = None
+    """When skipped because its setup found another clause broken: that clause (the root cause)."""
 
     def to_dict(self) -> dict:
         return {"check": self.check, "clauses": list(self.clauses), "status": self.status,
                 "clause": self.clause_id, "message": self.message, "counterexample": self.counterexample,
-                "duration_s": round(self.duration_s, 4)}
+                "duration_s": round(self.duration_s, 4), "needs": self.needs}
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,33 @@ class ReportSection:
     def failed(self) -> bool:
         """Whether any clause failed."""
         return any(verdict.status == FAIL for verdict in self.clauses)
+
+    def root_causes(self) -> list[tuple[str, tuple[str, ...]]]:
+        """Return the failing clauses other clauses' checks needed in their setup, each with the clauses left
+        unchecked because of it; the one most depended on first."""
+        status = {verdict.clause_id: verdict.status for verdict in self.clauses}
+        order = [verdict.clause_id for verdict in self.clauses]
+        dependents: dict[str, list[str]] = {}
+        for outcome in self.checks:
+            if outcome.needs is None or status.get(outcome.needs) != FAIL:
+                continue
+            waiting = dependents.setdefault(outcome.needs, [])
+            waiting += [clause_id for clause_id in outcome.clauses
+                        if status.get(clause_id) == SKIP and clause_id not in waiting]
+        found = [(root, tuple(sorted(waiting, key=order.index))) for root, waiting in dependents.items() if waiting]
+        return sorted(found, key=lambda item: (-len(item[1]), order.index(item[0])))
+
+    def root_cause_line(self) -> Optional[str]:
+        """Return ``root causes: BE-15 (fix first: 9 clauses not checked because of it: KEY-2, ...)``, or None."""
+        roots = self.root_causes()
+        if not roots:
+            return None
+        parts = []
+        for root, waiting in roots:
+            shown = ", ".join(waiting[:6]) + (", ..." if len(waiting) > 6 else "")
+            parts.append(f"{root} ({len(waiting)} clause{'s' if len(waiting) != 1 else ''} not checked "
+                         f"because of it: {shown})")
+        return "root causes, fix first: " + "; ".join(parts)
 
     def level_clauses(self, level: str) -> tuple[ClauseVerdict, ...]:
         return tuple(verdict for verdict in self.clauses if verdict.level == level)
@@ -245,8 +274,11 @@ class SuiteReport:
             counts = section.counts()
             lines += [" · ".join(facts), "",
                       f"**{'FAILED' if section.failed else 'PASSED'}** — {counts[PASS]} passed, {counts[FAIL]} failed, "
-                      f"{counts[SKIP]} skipped", "",
-                      "| level | claimed | result |", "|---|---|---|"]
+                      f"{counts[SKIP]} skipped", ""]
+            roots = section.root_cause_line()
+            if roots is not None:
+                lines += [f"**{_md(roots[0].upper() + roots[1:])}**", ""]
+            lines += ["| level | claimed | result |", "|---|---|---|"]
             for level in section.levels:
                 lines.append(f"| `{level.level}` | {_md(_claim_text(level))} | {_md(_level_result(section, level))} |")
             lines += ["", "| clause | level | result | statement |", "|---|---|---|---|"]
@@ -281,6 +313,9 @@ class SuiteReport:
                 out.append("   " + " · ".join(facts))
             for note in section.notes:
                 out.append("   " + paint.dim(note))
+            roots = section.root_cause_line()
+            if roots is not None:
+                out.append("   " + paint.red(paint.bold(roots)))
             for level in section.levels:
                 verdicts = section.level_clauses(level.level)
                 header = f"{level.level:<12} {paint.dim(_claim_text(level))}"
@@ -320,8 +355,13 @@ def _level_result(section: ReportSection, level: LevelVerdict) -> str:
         return "skipped"
     passed = sum(verdict.status == PASS for verdict in verdicts)
     failed = sum(verdict.status == FAIL for verdict in verdicts)
-    text = f"{passed}/{len(verdicts)} pass"
-    return f"{text}, {failed} fail" if failed else text
+    skipped = sum(verdict.status == SKIP for verdict in verdicts)
+    parts = [f"{passed}/{len(verdicts)} pass"]
+    if failed:
+        parts.append(f"{failed} fail")
+    if skipped:
+        parts.append(f"{skipped} skipped")
+    return ", ".join(parts)
 
 
 def _failure_text(verdict: ClauseVerdict) -> str:

@@ -16,8 +16,17 @@ What a backend claims (``decide_levels``):
   never (it cannot be probed; declare it).
 
 A clause of a claimed level passes when at least one check of it ran to the
-end and none found it broken; it is skipped, with the reason, when no check
-could look.
+end, none found it broken and none was stopped by a broken setup; it is
+skipped, with the reason, otherwise.
+
+Root causes: a check whose setup found another clause broken (pages written
+through the suite's helpers do not read back, a v1 result of the wrong
+shape: ``PreconditionFailed``, or a ``ClauseFailure`` on a clause the check
+does not name) does not fail its own clauses; they are skipped with
+``not checked: its setup needs BE-17, which failed (see BE-17)``. The root
+clause fails through its own check; should that check not have run or not
+have seen it, the setup's finding is reported on the root clause instead, so
+an attribution never hides a failure.
 """
 
 from __future__ import annotations
@@ -42,7 +51,14 @@ from hicache_contracts.conformance import checks_stateful as _checks_stateful  #
 from hicache_contracts.conformance import checks_v1 as _checks_v1  # noqa: F401
 from hicache_contracts.conformance import checks_v2 as _checks_v2  # noqa: F401
 from hicache_contracts.conformance.context import SuiteContext
-from hicache_contracts.conformance.framework import Check, CheckSkipped, ClauseFailure, check_named, ordered_checks
+from hicache_contracts.conformance.framework import (
+    Check,
+    CheckSkipped,
+    ClauseFailure,
+    PreconditionFailed,
+    check_named,
+    ordered_checks,
+)
 from hicache_contracts.conformance.levels import BACKEND_LEVELS, level_clauses
 from hicache_contracts.conformance.loading import BackendFactory, resolve_factory
 from hicache_contracts.conformance.options import SuiteOptions
@@ -210,7 +226,11 @@ class SuiteRunner:
         started = time.monotonic()
         try:
             check.function(self.context)
+        except PreconditionFailed as blocked:
+            return self._blocked(check, blocked, time.monotonic() - started)
         except ClauseFailure as failure:
+            if failure.clause_id not in check.clauses:
+                return self._blocked(check, failure, time.monotonic() - started)
             return CheckOutcome(check.name, check.clauses, FAIL, failure.clause_id, failure.message,
                                 failure.counterexample, time.monotonic() - started)
         except CheckSkipped as skipped:
@@ -224,6 +244,30 @@ class SuiteRunner:
                                 f"(at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})",
                                 None, time.monotonic() - started)
         return CheckOutcome(check.name, check.clauses, PASS, duration_s=time.monotonic() - started)
+
+    def _blocked(self, check: Check, finding: Any, duration_s: float) -> CheckOutcome:
+        """The outcome of a check whose setup found ``finding.clause_id`` broken.
+
+        A failure of one of the check's own clauses is its failure. A root
+        clause of an unclaimed level could not be reported failed, so the
+        finding fails the check's first claimed clause instead.
+        """
+        root = finding.clause_id
+        if root in check.clauses:
+            return CheckOutcome(check.name, check.clauses, FAIL, root, finding.message, finding.counterexample,
+                                duration_s)
+        decision = self.decision
+        if _level(root) not in decision.claimed and _level(root) not in decision.dishonoured:
+            primary = next((item for item in check.clauses if _level(item) in decision.claimed), check.clauses[0])
+            return CheckOutcome(check.name, check.clauses, FAIL, primary,
+                                f"its setup found {root} broken: {finding.message}", finding.counterexample,
+                                duration_s)
+        return CheckOutcome(check.name, check.clauses, SKIP, message=finding.message,
+                            counterexample=finding.counterexample, duration_s=duration_s, needs=root)
+
+    def root_failed(self, clause_id: str) -> bool:
+        """Whether a check run so far failed ``clause_id`` itself (not only found it broken in its setup)."""
+        return any(outcome.status == FAIL and outcome.clause_id == clause_id for outcome in self.outcomes)
 
     def run_all(self, progress: Optional[Progress] = None) -> ReportSection:
         """Run every selected check in order; return the section."""
@@ -280,15 +324,22 @@ class SuiteRunner:
                                  failures=(Failure("capabilities", f"level {item.level} "
                                                    f"{decision.dishonoured[item.level]}"),))
         related = [outcome for outcome in self.outcomes if item.id in outcome.clauses or outcome.clause_id == item.id]
-        names = tuple(outcome.check for outcome in related)
         failures = tuple(Failure(outcome.check, outcome.message or "", outcome.counterexample)
                          for outcome in related if outcome.status == FAIL and outcome.clause_id == item.id)
+        if not failures:  # no check of its own saw it: what other checks' setups found is its failure
+            found = [outcome for outcome in self.outcomes if outcome.needs == item.id]
+            failures = tuple(Failure(outcome.check, f"found while setting up {outcome.check}: {outcome.message}",
+                                     outcome.counterexample) for outcome in found)
+            related += [outcome for outcome in found if outcome not in related]
+        names = tuple(outcome.check for outcome in related)
         if failures:
             return ClauseVerdict(item.id, item.level, item.statement, FAIL, failures=failures, checks=names)
-        if any(outcome.status == PASS and item.id in outcome.clauses for outcome in related):
+        reasons = [setup_reason(outcome.needs) for outcome in related if outcome.needs is not None]
+        if not reasons and any(outcome.status == PASS and item.id in outcome.clauses for outcome in related):
             return ClauseVerdict(item.id, item.level, item.statement, PASS, checks=names)
-        reasons = []
         for outcome in related:
+            if outcome.needs is not None:
+                continue
             if outcome.status == SKIP:
                 reasons.append(outcome.message or "skipped")
             elif outcome.status == FAIL:
@@ -297,6 +348,11 @@ class SuiteRunner:
             reasons.append("not run in this selection of checks" if item.id in covered else "no check covers it")
         return ClauseVerdict(item.id, item.level, item.statement, SKIP, reason="; ".join(dict.fromkeys(reasons)),
                              checks=names)
+
+
+def setup_reason(root: str) -> str:
+    """The reason a clause was not checked because its check's setup found ``root`` broken."""
+    return f"not checked: its setup needs {root}, which failed (see {root})"
 
 
 def _declared(klass: type) -> Optional[tuple[str, ...]]:

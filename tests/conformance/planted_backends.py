@@ -356,6 +356,17 @@ class LyingV1Set(CorrectBackend):
         return [True] * len(keys)
 
 
+class DropsEveryV1Write(CorrectBackend):
+    """batch_set_v1 stores nothing and reports every page stored (BE-17); every other path works."""
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        keys = list(keys)
+        host_pool = self.pools["kv"]
+        for index in range(len(keys)):  # reads each host page, as a real write would, then drops it
+            host_pool.get_data_page(int(host_indices[index * host_pool.page_size]), flat=True)
+        return [True] * len(keys)
+
+
 class V2DropsSidecarEntries(CorrectBackend):
     """batch_get_v2 and batch_set_v2 return only the KV entry (BE-19)."""
 
@@ -558,6 +569,7 @@ PLANTED: dict[type, str] = {
     RejectsDataParallelRanks: "BE-25",
     ShiftedV1Read: "BE-15",
     LyingV1Set: "BE-17",
+    DropsEveryV1Write: "BE-17",
     V2DropsSidecarEntries: "BE-19",
     V2RaisesOnUnregisteredPool: "BE-20",
     TrailingTreatedAsAllPages: "HYB-7",

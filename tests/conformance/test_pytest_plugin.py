@@ -70,3 +70,15 @@ def test_without_options_the_plugin_adds_nothing(tmp_path: Path) -> None:
     result = pytest_in(tmp_path)
     assert result.returncode == 0, result.stdout
     assert "1 passed" in result.stdout and "hicache" not in result.stdout
+
+
+@pytest.mark.clause("BE-15", "KEY-2")
+def test_an_item_whose_setup_meets_an_unreported_broken_clause_fails_on_it(tmp_path: Path) -> None:
+    result = pytest_in(tmp_path, "--hicache-backend", "tests.conformance.planted_backends:ShiftedV1Read",
+                       "--hicache-extra-config", json.dumps({"store": fresh_store()}),
+                       "--hicache-profile", "smoke", "--hicache-seed", "0", "--hicache-levels", "core,v1",
+                       "-k", "any_non_empty_string_is_a_key")
+    output = result.stdout
+    assert result.returncode == 1, output
+    assert "[BE-15] get result i is True only if" in output
+    assert "found: found while setting up any_non_empty_string_is_a_key: batch_get_v1 returned True" in output
