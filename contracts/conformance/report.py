@@ -322,8 +322,7 @@ class SuiteReport:
                 if not level.claimed:
                     out.append(f"\n {paint.yellow('–')} {header}")
                     continue
-                failed = any(verdict.status == FAIL for verdict in verdicts)
-                out.append(f"\n {paint.red('✗') if failed else paint.green('✓')} {paint.bold(header)}")
+                out.append(f"\n {_level_mark(verdicts, paint)} {paint.bold(header)}")
                 for verdict in verdicts:
                     out.extend(_clause_lines(verdict, paint, width))
             counts = section.counts()
@@ -337,6 +336,15 @@ class SuiteReport:
 
 # ---------------------------------------------------------------- helpers
 _MARK = {PASS: "✅ pass", FAIL: "❌ **fail**", SKIP: "➖ skip"}
+
+
+def _level_mark(verdicts: tuple[ClauseVerdict, ...], paint: "_Painter") -> str:
+    """Return a claimed level's mark: ✗ when a clause failed, – when none was checked, ✓ otherwise."""
+    if any(verdict.status == FAIL for verdict in verdicts):
+        return paint.red("✗")
+    if verdicts and all(verdict.status == SKIP for verdict in verdicts):
+        return paint.yellow("–")
+    return paint.green("✓")
 
 
 def _md(text: str) -> str:

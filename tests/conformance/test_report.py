@@ -69,6 +69,8 @@ def test_terminal_text_shows_statement_finding_and_counterexample(report: SuiteR
     assert "counterexample:" in text
     assert text.rstrip().splitlines()[-1].startswith("FAILED: ")
     assert "\033[" not in text
+    assert "\n ✗ v1" in text  # a level with a failed clause
+    assert "\n – core" in text  # a claimed level none of whose clauses was checked is not a pass
 
 
 @pytest.mark.clause("BE-14")
