@@ -111,7 +111,7 @@ class SuiteContext:
         """The seed of every random choice of the run."""
         self.run_id = run_id or f"{random.SystemRandom().getrandbits(40):010x}"
         """Random per run; part of the model name and of every key."""
-        self.model_name = f"{options.model_name}-conform-{self.run_id}"
+        self.model_name = f"{options.model_name}-run-{self.run_id}"
         """The run's model name: the namespace of everything the run writes."""
         self.rng = random.Random(self.seed)
         """Random choices of the checks."""
