@@ -331,6 +331,11 @@ class SuiteReport:
             out.append("")
             out.append(paint.red(f"FAILED: {summary}") if section.failed else paint.green(f"PASSED: {summary}"))
             out.append("")
+        if len(self.sections) > 1:
+            totals = {status: sum(section.counts()[status] for section in self.sections) for status in STATUSES}
+            overall = (f"overall, {len(self.sections)} sections: {totals[PASS]} passed, {totals[FAIL]} failed, "
+                       f"{totals[SKIP]} skipped")
+            out.append(paint.red(f"FAILED {overall}") if self.failed else paint.green(f"PASSED {overall}"))
         return "\n".join(out)
 
 

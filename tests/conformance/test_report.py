@@ -80,3 +80,5 @@ def test_sections_merge_and_any_failure_fails_the_report(report: SuiteReport) ->
     assert [section.title for section in merged.sections] == ["engine", report.sections[0].title]
     assert SuiteReport((passing,)).exit_code == 0
     assert merged.exit_code == 1 and merged.merged(passing).failed
+    assert merged.render_text(color=False).rstrip().splitlines()[-1].startswith("FAILED overall, 2 sections: ")
+    assert "overall" not in report.render_text(color=False)  # one section needs no total
