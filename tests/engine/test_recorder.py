@@ -7,10 +7,8 @@ check is seen to fail.
 
 from __future__ import annotations
 
-import enum
 import inspect
 import threading
-from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import pytest
@@ -20,6 +18,7 @@ from hicache_contracts.capabilities import ALL_METHODS, detect_capabilities
 from hicache_contracts.engine import RecordingBackend
 from hicache_contracts.engine import _recorder
 from hicache_contracts.engine._recorder import EXTRA_INFO_ABSENT, EXTRA_INFO_NONE, EXTRA_INFO_PRESENT
+from tests.sglang_standin import make_storage_module
 
 KEYS = [f"{number:064x}" for number in range(1, 6)]
 
@@ -126,32 +125,13 @@ class HelperMethodsBackend(PoolAwareBackend):
 
 
 # ================================================================== SGLang-shaped objects (duck typing)
-class SGLangPoolName(str, enum.Enum):
-    """Stands for SGLang's own PoolName enum: a str enum of another class than ours."""
-
-    KV = "kv"
-    INDEXER = "indexer"
-
-
-@dataclass
-class SGLangExtraInfo:
-    """Shaped like SGLang's HiCacheStorageExtraInfo: a mutable dataclass holding the caller's list."""
-
-    prefix_keys: Optional[list] = None
-    extra_info: Optional[dict] = None
-
-
-@dataclass
-class SGLangPoolTransfer:
-    """Shaped like SGLang's PoolTransfer."""
-
-    name: Any
-    host_indices: Any = None
-    device_indices: Any = None
-    keys: Optional[list] = None
-    hit_policy: Any = "all_pages"
-    nodes_to_load: Any = None
-    indices_from_pool: Any = None
+_SGLANG = make_storage_module()
+SGLangPoolName = _SGLANG.PoolName
+"""SGLang's own PoolName enum: a str enum of another class than ours."""
+SGLangExtraInfo = _SGLANG.HiCacheStorageExtraInfo
+"""SGLang's HiCacheStorageExtraInfo: a mutable dataclass holding the caller's list."""
+SGLangPoolTransfer = _SGLANG.PoolTransfer
+"""SGLang's PoolTransfer dataclass."""
 
 
 # ================================================================== checks (each with a planted recorder below)
