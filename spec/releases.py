@@ -21,11 +21,7 @@ class UnknownReleaseError(ValueError):
 
 
 def release_key(version: str) -> tuple[int, ...]:
-    """Return a version string as a tuple of ints, for ordering (``"0.5.21"`` → ``(0, 5, 21)``).
-
-    pre: isinstance(version, str)
-    post: len(__return__) >= 1
-    """
+    """Return a version string as a tuple of ints, for ordering (``"0.5.21"`` → ``(0, 5, 21)``)."""
     parts = version.strip().split("+", 1)[0].split(".")
     try:
         return tuple(int(part) for part in parts)
