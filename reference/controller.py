@@ -503,8 +503,22 @@ class CacheController:
 
     def _extra_info_for_slice(self, operation: Union[PrefetchOperation, BackupOperation],
                               start: int) -> HiCacheStorageExtraInfo:
-        """Return a new extra info for the call whose first key is ``operation.keys[start]``. Clauses: PFX-2, PFX-4, PFX-5."""
-        return operation.base_info.extend(operation.keys[:start])
+        """Return a new extra info for the call whose first key is ``operation.keys[start]``. Clauses: PFX-2, PFX-4, PFX-5.
+
+        O(batch) per call: the operation's calls move forward slice by slice,
+        so the info handed to its previous call is extended by the keys from
+        that call's start to ``start`` (one batch), sharing every earlier key.
+        A call that starts before the previous one (the IO after the hit
+        query) starts again from the operation's own info.
+        """
+        cursor = getattr(operation, "_slice_info_cursor", None)  # (start, info) of the previous call
+        if cursor is not None and cursor[0] <= start:
+            origin, info = cursor
+        else:
+            origin, info = 0, operation.base_info
+        info = info.extend(operation.keys[origin:start])
+        operation._slice_info_cursor = (start, info)  # one tuple: a reader on another thread sees a whole pair
+        return info
 
     # ================================================================ workers
     def _hit_query_worker(self) -> None:
