@@ -325,10 +325,10 @@ class RejectsKvInV2Registration(CorrectBackend):
 
 
 class RejectsDataParallelRanks(CorrectBackend):
-    """Refuses a configuration with attention data parallelism (dp_size > 1) (BE-25)."""
+    """Refuses a configuration with attention data parallelism (dp_rank > 0) (BE-25)."""
 
     def __init__(self, storage_config, kwargs=None):
-        if getattr(storage_config, "dp_size", 1) > 1:
+        if getattr(storage_config, "dp_rank", 0) > 0:
             raise ValueError("data-parallel ranks are not supported")
         super().__init__(storage_config, kwargs)
 
