@@ -8,9 +8,10 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 __all__ = ["main", "register_subcommand"]
 
@@ -82,10 +83,64 @@ def _install_optional_subcommands(sub: argparse._SubParsersAction) -> None:
         installer(sub)
 
 
+class _ReaderGoneStream:
+    """Standard output that turns quiet once its reader has gone (``hicache-conform run ... | head``).
+
+    The first write or flush that meets a broken pipe points the file
+    descriptor at the null device, and every later write is dropped, so a
+    run goes on to its end and exits with its own status.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        if not self.reader_gone:
+            try:
+                return self._stream.write(text)
+            except (BrokenPipeError, ValueError):  # ValueError: the stream was closed
+                self._silence()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self._stream.flush()
+            except (BrokenPipeError, ValueError):
+                self._silence()
+
+    def isatty(self) -> bool:
+        return not self.reader_gone and self._stream.isatty()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def _silence(self) -> None:
+        self.reader_gone = True
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self._stream.fileno())  # what is still buffered goes nowhere, quietly, at exit
+            os.close(null)
+        except (OSError, ValueError):
+            pass
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command ``argv`` names; return its exit status (a closed or broken stdout does not change it)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    original = sys.stdout
+    if original is None:  # started with stdout closed: nothing is printed, the status still counts
+        return int(args.func(args) or 0)
+    guarded = _ReaderGoneStream(original)
+    sys.stdout = guarded
+    try:
+        status = int(args.func(args) or 0)
+        guarded.flush()
+    finally:
+        sys.stdout = original
+    return status
 
 
 if __name__ == "__main__":  # pragma: no cover
