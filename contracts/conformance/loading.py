@@ -10,17 +10,24 @@ practice. The host pool arrives later, through ``register_mem_pool_host``.
 ``BackendFactory`` does exactly that for every instance the suite builds.
 The extra config is given as JSON text, or ``@path`` to a ``.json``,
 ``.toml``, ``.yaml`` or ``.yml`` file.
+
+A backend module is looked up on the import path first and then, as pytest
+does with its rootdir, in the working directory (a note on stderr says
+so); a module found in neither is refused with an error that names the
+module, the folders searched and the fix.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
-__all__ = ["BackendFactory", "load_object", "parse_extra_config", "resolve_factory"]
+__all__ = ["BackendFactory", "import_backend_module", "load_object", "parse_extra_config", "resolve_factory"]
 
 LOADING_KEYS: tuple[str, ...] = ("backend_name", "module_path", "class_name", "interface_v1")
 """Keys SGLang's dynamic loading reads from the extra config and still passes to the backend."""
@@ -85,10 +92,7 @@ def load_object(spec: str, *, field_name: str = "--backend") -> Any:
         module_name, _, attribute = spec.rpartition(".")
     if not module_name or not attribute:
         raise _config_error(field_name, "must be 'module:Class'", spec)
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise _config_error(field_name, f"module must be importable ({error})", spec) from None
+    module = import_backend_module(module_name, spec, field_name=field_name)
     target: Any = module
     for part in attribute.split("."):
         try:
@@ -96,6 +100,61 @@ def load_object(spec: str, *, field_name: str = "--backend") -> Any:
         except AttributeError:
             raise _config_error(field_name, f"module {module_name!r} must define {attribute!r}", spec) from None
     return target
+
+
+def _is_missing(error: ModuleNotFoundError, module_name: str) -> bool:
+    """Whether ``error`` says ``module_name`` itself (or a package above it) is missing, not one of its imports."""
+    missing = error.name or ""
+    return bool(missing) and (module_name == missing or module_name.startswith(missing + "."))
+
+
+def import_backend_module(module_name: str, spec: str, *, field_name: str = "--backend") -> Any:
+    """Import ``module_name`` from the import path, else from the working directory; raise ValueError saying why not.
+
+    The working directory is tried the way pytest tries its rootdir: it is
+    put at the front of ``sys.path`` (and stays there, as the backend may
+    import its siblings later), and a note on stderr says so.
+    """
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if not _is_missing(error, module_name):
+            raise _import_error(field_name, module_name, error, spec) from None
+    except Exception as error:  # a module that exists but fails while importing
+        raise _import_error(field_name, module_name, error, spec) from None
+    working_directory = os.getcwd()
+    if working_directory not in [os.path.abspath(entry or ".") for entry in sys.path]:
+        sys.path.insert(0, working_directory)
+        importlib.invalidate_caches()
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            sys.path.remove(working_directory)
+            if not _is_missing(error, module_name):
+                raise _import_error(field_name, module_name, error, spec) from None
+        except Exception as error:
+            raise _import_error(field_name, module_name, error, spec) from None
+        else:
+            print(f"hicache-conform: imported {module_name!r} from the working directory {working_directory} "
+                  "(it is not on the import path)", file=sys.stderr)
+            return module
+    top = module_name.partition(".")[0]
+    raise _config_error(
+        field_name,
+        f"module {module_name!r} must be importable; it is neither on the import path nor in the working "
+        f"directory {working_directory} (no {top}/ or {top}.py there); run from the folder that holds it, "
+        f"add that folder to PYTHONPATH, or install your package (pip install -e .)",
+        spec,
+    )
+
+
+def _import_error(field_name: str, module_name: str, error: BaseException, spec: str) -> ValueError:
+    if isinstance(error, ModuleNotFoundError) and error.name:
+        rule = (f"module {module_name!r} must import without error; it needs {error.name!r}, which is not "
+                f"installed (install it into this environment)")
+    else:
+        rule = f"module {module_name!r} must import without error ({type(error).__name__}: {error})"
+    return _config_error(field_name, rule, spec)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ Why it matters: CI runs exactly this command.
 from __future__ import annotations
 
 import json
+import os
 import xml.etree.ElementTree as ElementTree
 
 import pytest
@@ -64,7 +65,9 @@ def test_module_path_and_class_name_inside_the_extra_config_name_the_backend(tmp
 @pytest.mark.clause("BE-1")
 @pytest.mark.parametrize("arguments, message", [
     (["--backend", "no.such.module:Backend"],
-     "hicache-conform run: --backend: module must be importable (No module named 'no') (got 'no.such.module:Backend')"),
+     "hicache-conform run: --backend: module 'no.such.module' must be importable; it is neither on the import path "
+     f"nor in the working directory {os.getcwd()} (no no/ or no.py there); run from the folder that holds it, add "
+     "that folder to PYTHONPATH, or install your package (pip install -e .) (got 'no.such.module:Backend')"),
     (["--backend", CORRECT, "--extra-config", "[]"],
      "hicache-conform run: --extra-config: must be an object (a dict of options) (got [])"),
     (["--levels", "core,hybrid"],
