@@ -22,18 +22,33 @@ Extra config: ``path`` (required), ``fsync`` (default False).
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import itertools
 import os
 import shutil
+import stat
 import threading
 from typing import Any, Optional, Sequence
 
 from hicache_reference.backends.base import PageStoreBackend
+from hicache_reference.backends.namespace import _safe
+from hicache_spec import KV
 
-__all__ = ["FileBackend"]
+__all__ = ["DIRECTORY_MODE", "FILE_MODE", "FileBackend", "NAME_MAX_BYTES"]
 
 _TEMPORARY_MARK = "%tmp"
 """Part of every temporary file name; ``namespace._safe`` escapes '%', so no page file contains it."""
+NAME_MAX_BYTES = 200
+"""Longest path component the backend writes, in bytes: below the usual NAME_MAX of 255, leaving room for the
+temporary suffix (``%tmp.<pid>.<thread>.<n>``)."""
+FILE_MODE = 0o600
+"""Mode page files are created with (before the umask): pages hold users' data."""
+DIRECTORY_MODE = 0o700
+"""Mode directories are created with (before the umask)."""
+_OPEN_FOR_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+"""A page is opened without following a link (and without blocking on a FIFO someone put there)."""
+_OPEN_FOR_WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 
 
 def _most_buffers_per_call() -> int:
@@ -77,12 +92,33 @@ def _after(views: Sequence[memoryview], count: int) -> list[memoryview]:
     return rest
 
 
+def _file_component(text: str) -> str:
+    """Return an escaped name (``namespace._safe`` output) as one safe path component: see the module docstring."""
+    if text == "." or text == "..":
+        return text.replace(".", "%2e")
+    if len(text) > NAME_MAX_BYTES:  # _safe output is ASCII: characters are bytes
+        return "%h" + hashlib.sha256(text.encode()).hexdigest()
+    return text
+
+
+def _check_namespace(namespace: str, config: Any) -> None:
+    """Raise ValueError naming ``model_name`` when a part of ``namespace`` is no usable directory name."""
+    for part in namespace.split("/"):
+        if part in ("", ".", "..") or len(part) > NAME_MAX_BYTES or "\0" in part:
+            model_name = getattr(config, "model_name", None)
+            shown = repr(model_name) if len(repr(model_name)) <= 80 else repr(model_name)[:77] + "..."
+            raise ValueError(
+                f"FileBackend.storage_config.model_name: must give a directory name that is not '.' or '..' and at "
+                f"most {NAME_MAX_BYTES} bytes once escaped (got {shown}, {len(str(model_name))} characters)"
+            )
+
+
 def _check_writable_directory(root: str, given: Any) -> None:
     """Make ``root`` if needed and write a probe file in it; raise ValueError naming ``path`` when that fails."""
     probe = os.path.join(root, f".probe{_TEMPORARY_MARK}.{os.getpid()}.{threading.get_ident()}")
     try:
-        os.makedirs(root, exist_ok=True)
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.makedirs(root, mode=DIRECTORY_MODE, exist_ok=True)
+        os.close(os.open(probe, _OPEN_FOR_WRITE, FILE_MODE))
         os.unlink(probe)
     except OSError as error:
         raise ValueError(
@@ -111,40 +147,94 @@ class FileBackend(PageStoreBackend):
         """The directory every namespace lives under."""
         self.fsync = fsync
         """Whether each page (and its directory entry) is flushed to the device before it becomes visible."""
+        _check_namespace(self.namespace, storage_config)
         _check_writable_directory(self.root, path)
+        self._root_prefix = self.root.rstrip(os.sep) + os.sep
         self._made_directories: set[str] = set()
+        self._checked_directories: set[str] = set()
         self._directories_lock = threading.Lock()
         self._temporary_numbers = itertools.count()
 
     # ------------------------------------------------------------ paths
+    def _name(self, key: str, pool: str = KV) -> str:
+        # NS-6: one scheme for every call; each part made a safe path component (module docstring).
+        return f"{self.namespace}/{_file_component(_safe(str(pool)))}/{_file_component(_safe(key))}"
+
     def _path(self, name: str) -> str:
-        return f"{self.root}{os.sep}{name}"  # os.path.join, without its cost: names are relative
+        """Return the absolute path of ``name``; raise ValueError unless it lies under the root."""
+        if name[:1] in ("", ".", "/") or "/." in name or "//" in name or "\0" in name:  # rare: look closer
+            parts = name.split("/")
+            if any(part in ("", ".", "..") or "\0" in part for part in parts):
+                raise ValueError(f"FileBackend: object name {name[:80]!r} does not lie under the root {self.root!r}")
+        return f"{self._root_prefix}{name}"  # os.path.join, without its cost: names are relative
+
+    def _check_no_links(self, directory: str) -> None:
+        """Raise OSError if ``directory`` or any directory between it and the root is a link (checked once each)."""
+        if directory in self._checked_directories:
+            return
+        current = directory
+        while len(current) > len(self.root):
+            if stat.S_ISLNK(os.lstat(current).st_mode):
+                raise OSError(errno.ELOOP, "a directory under the root is a symbolic link", current)
+            current = os.path.dirname(current)
+        with self._directories_lock:
+            self._checked_directories.add(directory)
+
+    def _make_directories(self, directory: str) -> None:
+        """Make ``directory`` and its parents below the root one by one, refusing to go through a link."""
+        current = self.root
+        for part in directory[len(self._root_prefix):].split("/"):
+            current = f"{current}{os.sep}{part}"
+            try:
+                os.mkdir(current, DIRECTORY_MODE)
+            except FileExistsError:
+                pass
+            if not stat.S_ISDIR(os.lstat(current).st_mode):  # a link (or a file) where a directory belongs
+                raise OSError(errno.ELOOP, "a directory under the root is a symbolic link or a file", current)
 
     def _ensure_directory(self, directory: str) -> None:
         if directory in self._made_directories:
             return
-        os.makedirs(directory, exist_ok=True)
+        if self._closed:
+            raise OSError(errno.ESHUTDOWN, "the backend is closed", directory)
+        try:
+            self._make_directories(directory)
+        except FileNotFoundError:  # a parent was removed by a concurrent clear(): once more
+            self._make_directories(directory)
         with self._directories_lock:
+            self._checked_directories.add(directory)
             self._made_directories.add(directory)
 
     # ------------------------------------------------------------ primitives
     def _object_size(self, name: str) -> Optional[int]:
+        path = self._path(name)
         try:
-            return os.stat(self._path(name)).st_size
-        except FileNotFoundError:
+            status = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
             return None
+        if not stat.S_ISREG(status.st_mode):
+            return None  # a link, a directory, a FIFO: not a page
+        self._check_no_links(os.path.dirname(path))
+        return status.st_size
 
     def _read_object_into(self, name: str, buffer: memoryview) -> bool:
         return self._read_object_into_ranges(name, [buffer])
 
     def _read_object_into_ranges(self, name: str, views: Sequence[memoryview]) -> bool:
+        path = self._path(name)
         try:
-            descriptor = os.open(self._path(name), os.O_RDONLY)
-        except FileNotFoundError:
+            descriptor = os.open(path, _OPEN_FOR_READ)
+        except (FileNotFoundError, NotADirectoryError):
             return False
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                return False  # the page file is a link: not followed, a miss
+            raise
         try:
+            self._check_no_links(os.path.dirname(path))
             byte_count = sum(map(len, views))
-            if os.fstat(descriptor).st_size != byte_count:
+            status = os.fstat(descriptor)
+            if not stat.S_ISREG(status.st_mode) or status.st_size != byte_count:
                 return False  # BE-13: empty, short or long is a miss, and nothing is touched
             return read_exactly(descriptor, views, byte_count)
         finally:
@@ -158,12 +248,13 @@ class FileBackend(PageStoreBackend):
             f"{final}{_TEMPORARY_MARK}.{os.getpid()}.{threading.get_ident()}.{next(self._temporary_numbers)}"
         )
         try:
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            descriptor = os.open(temporary, _OPEN_FOR_WRITE, FILE_MODE)
         except FileNotFoundError:  # the directory was removed by clear(): make it again, once
             with self._directories_lock:
                 self._made_directories.discard(directory)
+                self._checked_directories.discard(directory)
             self._ensure_directory(directory)
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            descriptor = os.open(temporary, _OPEN_FOR_WRITE, FILE_MODE)
         try:
             try:
                 written = 0
@@ -173,6 +264,8 @@ class FileBackend(PageStoreBackend):
                     os.fsync(descriptor)
             finally:
                 os.close(descriptor)
+            if self._closed:  # closed (and cleared) while writing: leave nothing behind
+                raise OSError(errno.ESHUTDOWN, "the backend was closed during the write", final)
             os.replace(temporary, final)  # BE-7: the page appears whole or not at all
         except BaseException:
             try:
@@ -194,6 +287,27 @@ class FileBackend(PageStoreBackend):
 
     def _clear_namespace(self) -> None:
         # NS-8: only this namespace's directory; siblings (other ranks, models) stay.
-        shutil.rmtree(self._path(self.namespace), ignore_errors=True)
-        with self._directories_lock:
-            self._made_directories.clear()
+        directory = self._path(self.namespace)
+        try:
+            if os.path.islink(directory):
+                os.unlink(directory)  # a link in place of the namespace: removed, never followed
+            else:
+                shutil.rmtree(directory, ignore_errors=True)  # rmtree never follows links below it
+        finally:
+            with self._directories_lock:
+                self._made_directories.clear()
+                self._checked_directories.clear()
+        self._remove_empty_parents(os.path.dirname(directory))
+
+    def _remove_empty_parents(self, directory: str) -> None:
+        """Remove ``directory`` and its parents up to (not including) the root while they are empty."""
+        while len(directory) > len(self.root) and directory.startswith(self._root_prefix):
+            try:
+                os.rmdir(directory)  # only an empty directory goes; another instance's pages keep theirs
+            except OSError:
+                return
+            directory = os.path.dirname(directory)
+
+    def close(self) -> None:
+        """Stop serving; a write still under way then leaves nothing behind (its temporary file is removed)."""
+        super().close()
