@@ -49,6 +49,7 @@ from __future__ import annotations
 import ctypes
 import operator
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Iterable, Optional, Sequence
@@ -57,7 +58,7 @@ import torch
 
 from hicache_contracts.errors import ContractViolation
 from hicache_contracts.host_pool import HostPagePool
-from hicache_contracts.models import PoolTransferResult, validate_host_indices, validate_page_keys
+from hicache_contracts.models import PoolName, PoolTransferResult, validate_host_indices, validate_page_keys
 from hicache_reference.backends.namespace import namespace_for, storage_name
 from hicache_spec import ALL_PAGES, KV, fold_pool_hits
 
@@ -243,6 +244,10 @@ def tensor_bytes(tensor: torch.Tensor) -> memoryview:
     return memoryview(array).cast("B")
 
 
+_POOL_NAMES = frozenset(member.value for member in PoolName)
+"""Every pool name a host pool may be registered under (BE-24)."""
+
+
 def _transfer_keys(transfer: Any) -> list[str]:
     keys = getattr(transfer, "keys", None)
     return [] if keys is None else list(keys)
@@ -357,11 +362,38 @@ class PageStoreBackend:
     # ============================================================ registration (BE-24)
     def register_mem_pool_host(self, mem_pool_host: Any) -> None:
         """Receive the host KV pool, once, before any IO; it also serves v2 KV transfers."""
+        if self._already_registered(mem_pool_host, KV, "register_mem_pool_host"):
+            return
         self._register(mem_pool_host, KV)
 
     def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
-        """Receive the host pool named ``host_pool_name``; called for every v2 pool, KV included."""
-        self._register(host_pool, pool_key(host_pool_name))
+        """Receive the host pool named ``host_pool_name``; called for every v2 pool, KV included.
+
+        The name must be a ``PoolName`` (or its value). One instance serves one
+        host pool per name: registering the same pool again is a no-op, a
+        different pool for a name already registered is refused (BE-24), since
+        pages would then land in, and be read from, whichever came last.
+        """
+        name = pool_key(host_pool_name)
+        if not isinstance(host_pool_name, (str, Enum)) or name not in _POOL_NAMES:
+            raise ContractViolation(f"{type(self).__name__}.register_mem_host_pool_v2.host_pool_name",
+                                    "must be a PoolName or its value, such as 'kv' or 'indexer'", host_pool_name,
+                                    "BE-24")
+        if self._already_registered(host_pool, name, "register_mem_host_pool_v2"):
+            return
+        self._register(host_pool, name)
+
+    def _already_registered(self, pool: Any, name: str, method: str) -> bool:
+        """Whether ``pool`` is already the host pool of ``name``; raise ContractViolation if another one is (BE-24)."""
+        with self._registration_lock:
+            known = self._pools.get(name)
+        if known is None:
+            return False
+        if known is pool:
+            return True
+        raise ContractViolation(f"{type(self).__name__}.{method}",
+                                f"pool {name!r} already has another host pool; one instance serves one host pool "
+                                "per name (build one instance per controller)", type(pool).__name__, "BE-24")
 
     def _register(self, pool: Any, name: str) -> None:
         for helper in ("get_data_page", "set_from_flat_data_page"):
@@ -384,6 +416,9 @@ class PageStoreBackend:
     def _page_slots(self, page_format: PageFormat, host_indices: Any, key_count: int) -> list[int]:
         """Return the first slot of each page, or raise ContractViolation before any IO (BE-15, BE-16)."""
         field = f"{type(self).__name__}.host_indices"
+        if isinstance(host_indices, torch.Tensor) and host_indices.device.type not in ("cpu", "cuda"):
+            raise ContractViolation(field, "must be a tensor on the CPU (or a CUDA device), whose slots can be read",
+                                    f"tensor on {host_indices.device}", "BE-15")
         validate_host_indices(host_indices, key_count, page_format.page_size, field=field)
         if key_count == 0:
             return []
@@ -395,6 +430,21 @@ class PageStoreBackend:
                 raise ContractViolation(field, f"must address slots in [0, {limit}) of the host pool",
                                         last - 1, "BE-15")
         return starts
+
+    def _checked_transfers(self, transfers: Any, argument: str) -> list:
+        """Return ``transfers`` as a list, or raise ContractViolation naming the entry that is no PoolTransfer."""
+        if transfers is None:
+            return []
+        if isinstance(transfers, (str, bytes, Mapping)) or not isinstance(transfers, Iterable):
+            raise ContractViolation(f"{type(self).__name__}.{argument}", "must be a list of PoolTransfer",
+                                    transfers, "BE-19")
+        checked = list(transfers)
+        for index, transfer in enumerate(checked):
+            if isinstance(transfer, Mapping) or not hasattr(transfer, "name") or not hasattr(transfer, "keys"):
+                raise ContractViolation(f"{type(self).__name__}.{argument}[{index}]",
+                                        "must be a PoolTransfer (an object with name and keys), not a "
+                                        f"{type(transfer).__name__}", transfer, "BE-19")
+        return checked
 
     def _name(self, key: str, pool: str = KV) -> str:
         return storage_name(self.namespace, key, pool)
@@ -741,7 +791,7 @@ class PageStoreBackend:
                         extra_info: Optional[Any] = None) -> PoolTransferResult:
         """Return the folded hit of ``keys`` over KV and every requested pool. Clauses: BE-21, BE-22, HYB-6, HYB-7."""
         keys = self._checked_keys(keys)
-        transfers = list(pool_transfers or [])
+        transfers = self._checked_transfers(pool_transfers, "pool_transfers")
         if self._closed or not keys:
             return PoolTransferResult.empty()
         try:
@@ -779,6 +829,7 @@ class PageStoreBackend:
 
         Raises ContractViolation for a malformed transfer before any IO.
         """
+        transfers = self._checked_transfers(transfers, "transfers")
         kv_indices = next((getattr(t, "host_indices", None) for t in transfers if pool_key(t.name) == KV), None)
         plan = []
         for transfer in transfers:
