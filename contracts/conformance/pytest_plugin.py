@@ -4,8 +4,11 @@ Two ways in:
 
 1. Options. ``--hicache-backend MODULE:CLASS`` (or ``--hicache-extra-config``
    holding ``module_path`` and ``class_name``) adds one item per check,
-   ``hicache[<check name>]``, after the tests pytest collected; ``-k`` selects
-   among them as usual.
+   ``hicache-conform::hicache[<check name>]``, after the tests pytest
+   collected (they are counted in "collected N items"); ``-k`` selects among
+   them as usual. An item ID given as an argument runs that check alone
+   (``pytest --hicache-backend ... "hicache-conform::hicache[batch_exists_has_no_side_effects]"``),
+   and ``hicache[<clause ID>]`` runs every check of that clause.
 
 2. A fixture. A vendor's ``conftest.py`` defines a session-scoped
    ``hicache_backend_factory`` fixture (a ``BackendFactory``, a class, or a
@@ -16,7 +19,8 @@ Two ways in:
    which is parametrized with every check.
 
 Either way each item carries ``@pytest.mark.clause(...)`` with its clause IDs,
-a check that cannot look is skipped with the reason, a failure shows the
+a check that cannot look is skipped with the reason (the skip line points at
+the check's own source), a failure shows the
 clause, its statement and the smallest counterexample, a check whose setup
 found another clause broken is skipped pointing at it when that clause
 failed earlier in the session and fails on it otherwise, and the clause table
@@ -28,6 +32,8 @@ import, the plugin adds nothing: it only registers its options and the
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import re
 from typing import Any, Iterator, Optional
 
 import pytest
@@ -43,6 +49,8 @@ from hicache_contracts.conformance.runner import SuiteRunner, setup_reason
 __all__ = [
     "ConformanceFailure",
     "ConformanceItem",
+    "ConformanceSuite",
+    "SUITE_NODE",
     "hicache_backend_factory",
     "hicache_options",
     "hicache_runner",
@@ -52,7 +60,12 @@ __all__ = [
 CLAUSE_MARKER = "clause(*ids): the spec clause IDs this test checks"
 """The marker line; identical to the project's own, so registering it twice is harmless."""
 
+SUITE_NODE = "hicache-conform"
+"""The node the command-line items hang under: their IDs read ``hicache-conform::hicache[<check name>]``."""
+
 _RUNNERS = pytest.StashKey[list]()
+_SELECTED = pytest.StashKey[tuple]()
+_ITEM_ARGUMENT = re.compile(rf"^(?:{re.escape(SUITE_NODE)}::)?hicache\[(?P<name>[^\]]+)\]$")
 
 
 class ConformanceFailure(AssertionError):
@@ -135,6 +148,15 @@ def run_as_pytest(runner: SuiteRunner, check: Check) -> None:
 
 
 # ---------------------------------------------------------------- way 1: options
+def check_location(check: Check) -> tuple[str, int]:
+    """Return the source file of ``check`` and the line its function starts on (from 0, as pytest counts)."""
+    function = inspect.unwrap(check.function)
+    try:
+        return inspect.getsourcefile(function) or __file__, inspect.getsourcelines(function)[1] - 1
+    except (OSError, TypeError):
+        return __file__, 0
+
+
 class ConformanceItem(pytest.Item):
     """One check of the suite, run against the backend named on the command line."""
 
@@ -152,7 +174,26 @@ class ConformanceItem(pytest.Item):
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[str, Optional[int], str]:
-        return "hicache-conform", None, f"{self.name} {','.join(self.check.clauses)}"
+        path, line = check_location(self.check)
+        return path, line, f"{self.name} {','.join(self.check.clauses)}"
+
+
+class ConformanceSuite(pytest.Collector):
+    """The checks of the suite as one collector, so pytest counts its items and can address them by ID."""
+
+    def __init__(self, *, selected: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.selected = selected
+
+    def collect(self) -> list:
+        checks = [check for check in ordered_checks() if self._is_selected(check)]
+        return [ConformanceItem.from_parent(self, name=f"hicache[{check.name}]", check=check) for check in checks]
+
+    def _is_selected(self, check: Check) -> bool:
+        return not self.selected or any(name == check.name or name in check.clauses for name in self.selected)
+
+    def reportinfo(self) -> tuple[str, Optional[int], str]:
+        return __file__, None, self.name
 
 
 def _command_line_runner(config: pytest.Config) -> SuiteRunner:
@@ -167,11 +208,53 @@ def _command_line_runner(config: pytest.Config) -> SuiteRunner:
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_collection(session: pytest.Session) -> None:
+    """Take the arguments that name suite items (``hicache-conform::hicache[...]``) out of pytest's path list."""
+    config = session.config
+    selected, kept = [], []
+    for argument in config.args:
+        match = _ITEM_ARGUMENT.match(argument)
+        if match is None:
+            kept.append(argument)
+        else:
+            selected.append(match.group("name"))
+    if not selected:
+        return
+    if factory_from(config) is None:
+        raise pytest.UsageError(f"{selected[0]!r}: a hicache item needs a backend (--hicache-backend MODULE:CLASS)")
+    known = {check.name for check in ordered_checks()} | {clause for check in ordered_checks()
+                                                          for clause in check.clauses}
+    for name in selected:
+        if name not in known:
+            raise pytest.UsageError(f"hicache[{name}]: must name a check (hicache-conform run --list-checks) or a "
+                                    f"clause a check covers (got {name!r})")
+    config.args = kept
+    config.stash[_SELECTED] = tuple(selected)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
     if factory_from(config) is None:
         return
-    for check in ordered_checks():
-        items.append(ConformanceItem.from_parent(session, name=f"hicache[{check.name}]", check=check))
+    suite = ConformanceSuite.from_parent(session, name=SUITE_NODE, nodeid=SUITE_NODE, selected=config.stash.get(_SELECTED, ()))
+    items.extend(session.genitems(suite))  # reports the collection, so "collected N items" counts the checks
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
+    """Point the skip line of a check's item at the check's source, not at this plugin."""
+    report = yield
+    check = item.check if isinstance(item, ConformanceItem) else _parametrized_check(item)
+    if check is not None and report.skipped and isinstance(report.longrepr, tuple):
+        path, line = check_location(check)
+        report.longrepr = (path, line + 1, report.longrepr[2])
+    return report
+
+
+def _parametrized_check(item: pytest.Item) -> Optional[Check]:
+    callspec = getattr(item, "callspec", None)
+    check = callspec.params.get("hicache_check") if callspec is not None else None
+    return check if isinstance(check, Check) else None
 
 
 # ---------------------------------------------------------------- way 2: fixtures
