@@ -10,6 +10,20 @@ Safety rules the context enforces:
   ``close()`` where a backend has one; it never calls ``clear()`` on
   anything else.
 
+Every backend call goes through ``call`` (or ``call_as``): it runs under
+the run's deadline (``--timeout``, per call; ``CallTimedOut`` past it), an
+exception out of it fails the clause the call serves, and it is written to
+the check's transcript (``name(arguments) -> result``), which a failure
+shows as the calls that led to it.
+
+Calls follow SGLang's controller for the backend's mode: a backend that
+claims v1 moves KV through ``batch_get_v1``/``batch_set_v1`` only (the
+legacy methods are never called on it); any other through ``batch_set`` and
+``batch_get`` with the host pool's flat pages, as SGLang's generic path
+does. KV never travels through v2: v2 IO carries sidecar pools. Lookups go
+through ``batch_exists``. A rank that is not the storage writer
+(``is_mla_model`` and ``tp_rank != dcp_rank``) never writes KV.
+
 Objects handed to the backend are SGLang's own (``HiCacheStorageConfig``,
 ``HiCacheStorageExtraInfo``, ``PoolTransfer``, ``PoolName``) when SGLang is
 importable, else the contract models, which read the same.
@@ -18,8 +32,10 @@ importable, else the contract models, which read the same.
 from __future__ import annotations
 
 import contextlib
+import collections
 import hashlib
 import importlib
+import inspect
 import itertools
 import random
 from collections.abc import Mapping
@@ -30,7 +46,14 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import torch
 
 from hicache_spec import STORAGE_BATCH_SIZE
-from hicache_contracts.conformance.framework import CheckSkipped, ClauseFailure, PreconditionFailed, fail
+from hicache_contracts.conformance.deadline import DeadlineRunner
+from hicache_contracts.conformance.framework import (
+    CallTimedOut,
+    CheckSkipped,
+    ClauseFailure,
+    PreconditionFailed,
+    fail,
+)
 from hicache_contracts.conformance.loading import BackendFactory
 from hicache_contracts.conformance.options import SuiteOptions
 from hicache_contracts.conformance.pools import ConformancePool, describe_page_difference, pages_equal
@@ -43,7 +66,7 @@ from hicache_contracts.models import (
     PoolTransfer,
 )
 
-__all__ = ["Instance", "SIDECAR_POOLS", "SuiteContext"]
+__all__ = ["FAULT_HOOK", "HOST_POOL_FAULTS", "Instance", "SIDECAR_POOLS", "SuiteContext", "is_storage_writer"]
 
 LAYER_NUM = 2
 """Layers of the suite's KV host pools (small: the bytes matter, not their number)."""
@@ -60,6 +83,21 @@ ROUND_TRIP_PAGES = 4
 dropped to show."""
 UNREGISTERED_POOL = PoolName.DRAFT
 """A pool the suite never registers (BE-20)."""
+TRANSCRIPT_CALLS = 12
+"""How many of a check's last backend calls a failure shows."""
+CLEANUP_TIMEOUT_S = 5.0
+"""The deadline of clear() and close() at the end of a run whose backend already missed a deadline."""
+FAULT_HOOK = "hicache_storage_faults"
+"""A backend method returning a context manager inside which the instance's own storage I/O fails as its store
+fails (BE-5); the suite's way to provoke a storage error without knowing the store."""
+HOST_POOL_FAULTS = "hicache_host_pool_faults"
+"""A class attribute a backend sets True to opt into storage errors provoked by the host pool's page helpers
+raising OSError (BE-5), for a backend without a fault hook. SGLang's host pools never raise there."""
+
+
+def is_storage_writer(config: Any) -> bool:
+    """Whether SGLang lets this rank write KV: not rank-replicated, or the DCP rank's own TP rank (0.5.23)."""
+    return not config.is_mla_model or config.tp_rank == getattr(config, "dcp_rank", 0)
 
 
 @dataclass
@@ -127,6 +165,11 @@ class SuiteContext:
         """What went wrong while cleaning up (reported, never raised)."""
         self._round_trips: dict[int, tuple[Instance, Optional[PreconditionFailed]]] = {}
         """Per instance (by id, held so the id stays its own): how its basic round trip went."""
+        self._deadline = DeadlineRunner()
+        self.transcript: collections.deque[str] = collections.deque(maxlen=TRANSCRIPT_CALLS)
+        """The last backend calls of the running check, as ``name(arguments) -> result``."""
+        self.timed_out: Optional[CallTimedOut] = None
+        """The first call that missed its deadline; once set, every later call fails at once."""
 
     # ------------------------------------------------------------------ keys
     def new_keys(self, count: int) -> list[str]:
@@ -228,8 +271,11 @@ class SuiteContext:
         config = config or self.config()
         wire_config = self.wire(config)
         try:
-            backend = self.factory.build(wire_config)
-        except Exception as error:
+            backend = self.call_as(construct_clause, f"{self.factory.name}", self.factory.build, wire_config)
+        except CallTimedOut:
+            raise
+        except ClauseFailure as failure:
+            error = failure.__cause__ or failure
             hint = ""
             if config.extra_config:
                 hint = (" (SGLang builds a dynamic backend as cls(storage_config, {}): the extra config arrives "
@@ -237,7 +283,7 @@ class SuiteContext:
             fail(construct_clause, f"building the backend raised {type(error).__name__}: {error}{hint}",
                  f"{self.factory.name}(storage_config=HiCacheStorageConfig({_describe_config(config)}, "
                  f"extra_config={dict(config.extra_config) if config.extra_config else None!r}), {{}})")
-        pool = self.new_pool(pages)
+        pool = self.new_pool(pages, kind="mla" if config.is_mla_model else "mha")  # as SGLang pairs them
         instance = Instance(backend, config, pool, {}, tag or _describe_config(config))
         self._instances.append(instance)
         self.call("BE-24", backend.register_mem_pool_host, pool)
@@ -293,18 +339,41 @@ class SuiteContext:
 
     # ------------------------------------------------------------------ calls
     def call(self, clause_id: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Call a backend method; an exception out of it is a failure of ``clause_id``."""
+        """Call a backend method under the deadline; an exception out of it is a failure of ``clause_id``."""
+        return self.call_as(clause_id, getattr(function, "__name__", "call"), function, *args, **kwargs)
+
+    def call_as(self, clause_id: str, name: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``call``, showing the call as ``name(...)`` (for a function whose own name says nothing)."""
+        shown = self.describe_named(name, args, kwargs)
+        if self.timed_out is not None:
+            raise CallTimedOut(clause_id, shown, self.options.timeout_s)
         try:
-            return function(*args, **kwargs)
+            finished, value = self._deadline.run(function, args, kwargs, self.options.timeout_s)
         except ClauseFailure:
             raise
         except Exception as error:
-            fail(clause_id, f"{self.describe_call(function, args, kwargs)} raised "
-                            f"{type(error).__name__}: {error}")
+            self.transcript.append(f"{shown} raised {type(error).__name__}: {error}")
+            if isinstance(error, TypeError) and not _accepts(function, args, kwargs) and _takes_extra_info(name):
+                raise ClauseFailure("BE-8", f"{shown} raised {type(error).__name__}: {error}; its signature does "
+                                            "not take extra_info the way SGLang passes it") from error
+            raise ClauseFailure(clause_id, f"{shown} raised {type(error).__name__}: {error}") from error
+        if not finished:
+            self.timed_out = CallTimedOut(clause_id, shown, self.options.timeout_s)
+            self.transcript.append(f"{shown} -> did not return within {self.options.timeout_s:g} s")
+            raise self.timed_out
+        self.transcript.append(f"{shown} -> {self.show(value)}")
+        return value
+
+    def begin_check(self) -> None:
+        """Start a fresh transcript (the runner calls this before each check)."""
+        self.transcript.clear()
 
     def describe_call(self, function: Any, args: Sequence[Any], kwargs: Optional[dict] = None) -> str:
         """Return ``name(arguments)`` as messages show a call."""
-        name = getattr(function, "__name__", "call")
+        return self.describe_named(getattr(function, "__name__", "call"), args, kwargs)
+
+    def describe_named(self, name: str, args: Sequence[Any], kwargs: Optional[dict] = None) -> str:
+        """Return ``name(arguments)`` with the arguments as messages show them."""
         parts = [self.show(argument) for argument in args]
         parts += [f"{key}={self.show(value)}" for key, value in (kwargs or {}).items()]
         return f"{name}({', '.join(parts)})"
@@ -319,37 +388,52 @@ class SuiteContext:
               ) -> list[bool]:
         """Write the suite's page for each key; return one success flag per key.
 
-        v1: the pages are placed in host pages ``pages`` (default: the first
-        ones) and written with ``batch_set_v1``; legacy: ``set`` per key.
-        A call that raises is a failure of ``clause_id``.
+        The pages are placed in host pages ``pages`` (default: the first
+        ones); v1 writes them with ``batch_set_v1``, legacy with one
+        ``batch_set`` of the host pool's flat pages, as SGLang's generic path
+        does (its one bool stands for every page). A call that raises is a
+        failure of ``clause_id``. A rank that is not the storage writer is
+        never asked to write KV, as SGLang never asks it.
         """
         keys = list(keys)
         backend, pool = instance.backend, instance.pool
-        if (path or self.io_path()) == "legacy":
-            results = []
-            for key in keys:
-                outcome = self.call(clause_id, backend.set, key, self.page_for(key, pool, variant))
-                results.append(outcome is True)
-            return results
+        if not is_storage_writer(instance.config):
+            raise RuntimeError(f"suite bug: {instance.tag} is not the storage writer; SGLang never writes KV there")
         pages = list(pages) if pages is not None else list(range(len(keys)))
         for key, page in zip(keys, pages):
             pool.poke(page, self.page_for(key, pool, variant))
+        if (path or self.io_path()) == "legacy":
+            if not keys:
+                return []
+            values = [pool.peek(page) for page in pages]
+            outcome = self.call(clause_id, backend.batch_set, keys, values)
+            return [outcome is True] * len(keys)
         raw = self.call(clause_id, backend.batch_set_v1, keys, pool.slots(pages), info)
         return self.v1_flags(raw, keys, "batch_set_v1")
 
     def read(self, instance: Instance, keys: Sequence[str], *, pages: Optional[Sequence[int]] = None,
              info: Any = None, path: Optional[str] = None, clause_id: str = "BE-15"
              ) -> list[Optional[torch.Tensor]]:
-        """Read each key; return the page read (bytes as they landed) or None for a miss."""
+        """Read each key; return the page read (bytes as they landed) or None for a miss.
+
+        v1 reads into host pages ``pages`` with ``batch_get_v1``; legacy
+        calls ``batch_get`` with one dummy flat page per key, as SGLang's
+        generic path does, and takes what it returns (None for a miss).
+        """
         keys = list(keys)
         backend, pool = instance.backend, instance.pool
         if (path or self.io_path()) == "legacy":
-            pages_read: list[Optional[torch.Tensor]] = []
-            for key in keys:
-                target = torch.zeros(pool.page_element_count, dtype=pool.dtype)
-                value = self.call(clause_id, backend.get, key, target)
-                pages_read.append(value if isinstance(value, torch.Tensor) else None)
-            return pages_read
+            if not keys:
+                return []
+            targets = [torch.zeros(pool.page_element_count, dtype=pool.dtype) for _ in keys]
+            values = self.call(clause_id, backend.batch_get, keys, targets)
+            if values is None:
+                return [None] * len(keys)
+            if not isinstance(values, (list, tuple)) or len(values) != len(keys):
+                fail("BE-9", f"batch_get must return one tensor-or-None per key ({len(keys)}), got "
+                             f"{self.show(values)}", f"batch_get({self.show(keys)}, <{len(keys)} flat pages>) -> "
+                                                     f"{self.show(values)}")
+            return [value if isinstance(value, torch.Tensor) else None for value in values]
         pages = list(pages) if pages is not None else list(range(len(keys)))
         pool.fill(pages)
         raw = self.call(clause_id, backend.batch_get_v1, keys, pool.slots(pages), info)
@@ -394,9 +478,36 @@ class SuiteContext:
                  f"batch_exists({self.show(list(keys))}) -> {raw!r}")
         return raw
 
-    def found(self, instance: Instance, keys: Sequence[str]) -> list[bool]:
-        """Return, per key, whether ``exists`` reports it (a non-bool result counts as its truth value)."""
-        return [bool(self.call("BE-4", instance.backend.exists, key)) for key in keys]
+    def found(self, instance: Instance, keys: Sequence[str], *, clause_id: str = "BE-2") -> list[bool]:
+        """Return, per key, whether ``batch_exists([key])`` finds it (the lookup SGLang makes)."""
+        return [self.count(instance, [key], clause_id=clause_id) == 1 for key in keys]
+
+    def exists_flags(self, instance: Instance, keys: Sequence[str], *, clause_id: str = "BE-4") -> list[bool]:
+        """Return, per key, what legacy ``exists`` says (only for a backend not claiming v1)."""
+        return [bool(self.call(clause_id, instance.backend.exists, key)) for key in keys]
+
+    @contextlib.contextmanager
+    def storage_faults(self, instance: Instance) -> Iterator[str]:
+        """Make the instance's storage fail inside the block, the way its store fails; yield how.
+
+        Through the backend's own fault hook (``hicache_storage_faults()``)
+        where it offers one; else through the host pool's page helpers where
+        the backend opts in (``hicache_host_pool_faults = True``); else the
+        check is skipped: SGLang's host pools never raise, so breaking them
+        would test something SGLang never does.
+        """
+        hook = getattr(instance.backend, FAULT_HOOK, None)
+        if callable(hook):
+            manager = self.call("BE-5", hook)
+            with manager:
+                yield f"inside {FAULT_HOOK}()"
+            return
+        if getattr(instance.backend, HOST_POOL_FAULTS, False) is True:
+            with instance.pool.failing():
+                yield "while every page helper of the host pool raises OSError (opted in)"
+            return
+        raise CheckSkipped(f"the backend offers no fault hook: define {FAULT_HOOK}() (a context manager inside "
+                           f"which its storage I/O fails) or set {HOST_POOL_FAULTS} = True (see docs/vendors.md)")
 
     def same_page(self, key: str, pool: ConformancePool, page: Optional[torch.Tensor], variant: int = 0) -> bool:
         """Whether ``page`` holds exactly the suite's page for ``key``."""
@@ -473,6 +584,13 @@ class SuiteContext:
             stored = [(key, page) for key, page, ok in zip(keys, pages, results) if ok]
             if stored:
                 self.verify_stored(instance, [key for key, _ in stored], [page for _, page in stored])
+                if len(stored) == len(keys):  # every page reads back: batch_exists must count them all
+                    with self.setup_step():
+                        counted = self.count(instance, keys)
+                    if counted != len(keys):
+                        raise PreconditionFailed("BE-2", f"batch_exists counts {counted} of {len(keys)} pages that "
+                                                         "batch_get_v1 reads back", f"batch_set_v1 then "
+                                                 f"batch_exists({self.show(keys)}) -> {counted}")
         except PreconditionFailed as failure:
             self._round_trips[id(instance)] = (instance, failure)
             raise
@@ -488,28 +606,51 @@ class SuiteContext:
 
     # ------------------------------------------------------------------ cleanup
     def close(self) -> None:
-        """Clear every instance the run built (its own namespaces only), then close those that can close."""
-        for instance in reversed(self._instances):
-            clear = getattr(instance.backend, "clear", None)
-            if callable(clear):
+        """Clear every instance the run built (its own namespaces only), then close those that can close.
+
+        Each call runs under the deadline (a short one once the backend has
+        missed a deadline); what goes wrong is noted, never raised.
+        """
+        timeout = self.options.timeout_s if self.timed_out is None else min(self.options.timeout_s,
+                                                                              CLEANUP_TIMEOUT_S)
+        for method in ("clear", "close"):
+            for instance in reversed(self._instances):
+                function = getattr(instance.backend, method, None)
+                if not callable(function):
+                    continue
                 try:
-                    clear()
+                    finished, _ = self._deadline.run(function, (), {}, timeout)
                 except Exception as error:  # reported by BE-11's check; cleanup goes on
-                    self.cleanup_notes.append(f"clear() on {instance.tag} raised {type(error).__name__}: {error}")
-        for instance in reversed(self._instances):
-            close = getattr(instance.backend, "close", None)
-            if callable(close):
-                try:
-                    close()
-                except Exception as error:
-                    self.cleanup_notes.append(f"close() on {instance.tag} raised {type(error).__name__}: {error}")
+                    self.cleanup_notes.append(f"{method}() on {instance.tag} raised {type(error).__name__}: {error}")
+                    continue
+                if not finished:
+                    self.cleanup_notes.append(f"{method}() on {instance.tag} did not return within {timeout:g} s; "
+                                              "cleanup stopped there")
+                    self._instances.clear()
+                    break
         self._instances.clear()
         self._main = None
+        self._deadline.close()
 
     def forget(self, instance: Instance) -> None:
         """Stop tracking ``instance`` (the caller cleared and closed it)."""
         if instance in self._instances:
             self._instances.remove(instance)
+
+
+def _accepts(function: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether ``function``'s signature binds these arguments (True when it cannot be read)."""
+    try:
+        inspect.signature(function).bind(*args, **kwargs)
+    except TypeError:
+        return False
+    except ValueError:
+        return True
+    return True
+
+
+def _takes_extra_info(name: str) -> bool:
+    return name in ("batch_exists", "batch_get_v1", "batch_set_v1", "batch_exists_v2", "batch_get_v2", "batch_set_v2")
 
 
 def _sglang_module() -> Any:

@@ -20,6 +20,12 @@ A check ends in one of three ways:
 
 Any other exception out of a check is reported as a failure of its first
 clause, with the exception as the message.
+
+A backend call that does not return within the run's ``--timeout`` raises
+``CallTimedOut`` (a ``ClauseFailure`` of the clause the call serves): the
+check fails on it, and the run stops cleanly there, every later check
+reported as not run, because a backend stuck in one call may be stuck for
+every other.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from hicache_contracts.conformance.levels import level_of
 __all__ = [
     "CHECKS",
     "Check",
+    "CallTimedOut",
     "CheckSkipped",
     "ClauseFailure",
     "PreconditionFailed",
@@ -59,6 +66,19 @@ class ClauseFailure(AssertionError):
 
     def __reduce__(self):
         return (type(self), (self.clause_id, self.message, self.counterexample))
+
+
+class CallTimedOut(ClauseFailure):
+    """A backend call did not return within the run's deadline; ``call`` shows it as the check made it."""
+
+    def __init__(self, clause_id: str, call: str, timeout_s: float) -> None:
+        self.call = call
+        self.timeout_s = timeout_s
+        super().__init__(clause_id, f"{call} did not return within {timeout_s:g} s", f"{call} -> (no return "
+                         f"within {timeout_s:g} s; the run stopped here)")
+
+    def __reduce__(self):
+        return (type(self), (self.clause_id, self.call, self.timeout_s))
 
 
 class CheckSkipped(Exception):

@@ -5,7 +5,9 @@
 
 What a backend claims (``decide_levels``):
 
-- ``core`` always: it binds every backend;
+- ``core`` always: it binds every backend; a backend that claims v1 needs
+  only ``batch_exists`` of the legacy methods, because SGLang moves KV
+  through v1 on such a backend and never calls get/set/batch_get/batch_set;
 - the levels the vendor declares (``SuiteOptions.levels``, else the class
   attribute ``hicache_levels``); a declared level whose methods are absent or
   only raise NotImplementedError fails every clause of that level ("declared
@@ -14,6 +16,15 @@ What a backend claims (``decide_levels``):
   and prefix when their methods are implemented, namespacing and concurrency
   always (every multi-rank, multi-threaded engine needs them), durability
   never (it cannot be probed; declare it).
+
+Every backend call runs under the run's deadline (``--timeout``, per call).
+A call past it fails its check's clause ("did not return within T s") and
+the run stops there: every later check is reported as not run, naming that
+call, and the report is written as usual.
+
+A failure carries, below its counterexample, the clause's rationale, the
+check's last backend calls with what they returned, and a replay command
+(``hicache-conform run ... --check NAME --seed S``).
 
 A clause of a claimed level passes when at least one check of it ran to the
 end, none found it broken and none was stopped by a broken setup; it is
@@ -42,6 +53,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from hicache_spec import LEVELS
+from hicache_spec import clause as lookup_clause
 from hicache_contracts.capabilities import CAPABILITY_LEVELS, Capabilities, detect_capabilities
 from hicache_contracts.conformance import checks_concurrency as _checks_concurrency  # noqa: F401  (registers)
 from hicache_contracts.conformance import checks_core as _checks_core  # noqa: F401
@@ -52,6 +64,7 @@ from hicache_contracts.conformance import checks_v1 as _checks_v1  # noqa: F401
 from hicache_contracts.conformance import checks_v2 as _checks_v2  # noqa: F401
 from hicache_contracts.conformance.context import SuiteContext
 from hicache_contracts.conformance.framework import (
+    CallTimedOut,
     Check,
     CheckSkipped,
     ClauseFailure,
@@ -90,6 +103,12 @@ ALWAYS_PROBED: tuple[str, ...] = ("namespacing", "concurrency")
 Progress = Callable[[int, int, Check, CheckOutcome], None]
 """Called after each check: ``(position from 1, total, check, outcome)``."""
 
+Starting = Callable[[int, int, Check], None]
+"""Called before each check: ``(position from 1, total, check)`` (the live line)."""
+
+ZERO_COPY_CORE_METHODS: tuple[str, ...] = ("batch_exists",)
+"""The legacy methods SGLang calls on a backend that claims v1 (the hit query; KV moves through v1)."""
+
 
 def tool_version() -> str:
     """Return the installed version of the project."""
@@ -116,8 +135,11 @@ def decide_levels(capabilities: Capabilities, declared: Optional[tuple[str, ...]
     claimed: set[str] = set()
     dishonoured: dict[str, str] = {}
     verdicts = []
+    zero_copy = not capabilities.missing_for("v1") and (declared is None or "v1" in declared)
     for level in BACKEND_LEVELS:
         missing = capabilities.missing_for(level) if level in CAPABILITY_LEVELS else ()
+        if level == "core" and zero_copy:
+            missing = tuple(name for name in missing if name in ZERO_COPY_CORE_METHODS)
         problems = [capabilities.method(name).problem or f"{name} does not accept extra_info both ways"
                     for name in missing]
         if level == "core":
@@ -171,7 +193,14 @@ class SuiteRunner:
             declared = self.options.levels or (None if klass is None else _declared(klass))
             probe = self.context.build(self.context.config(model_name=self.context.namespace("probe")), pages=2,
                                        v2=False, tag="probe")
-            self.capabilities = detect_capabilities(probe.backend)
+            finished, capabilities = self.context._deadline.run(detect_capabilities, (probe.backend,), {},
+                                                                self.options.timeout_s)
+            if not finished:
+                stuck = CallTimedOut("BE-18", "probing the methods with empty inputs (batch_exists([]), "
+                                     "batch_get_v1([], ...), ...)", self.options.timeout_s)
+                self.context.timed_out = stuck
+                raise stuck
+            self.capabilities = capabilities
             if declared is None:
                 declared = self.capabilities.declared
         except ClauseFailure as failure:
@@ -218,21 +247,32 @@ class SuiteRunner:
             return CheckOutcome(check.name, check.clauses, FAIL, failure.clause_id,
                                 f"the backend could not be built: {failure.message}", failure.counterexample)
         decision = self.decision
+        hung = self.context.timed_out
+        if hung is not None:
+            return CheckOutcome(check.name, check.clauses, SKIP, message=f"not run: the run stopped after "
+                                f"{hung.call} did not return within {hung.timeout_s:g} s (see {hung.clause_id})")
         unclaimed = [level for level in check.requires if level not in decision.claimed]
         if unclaimed:
             level = unclaimed[0]
             why = decision.dishonoured.get(level) or "not claimed"
             return CheckOutcome(check.name, check.clauses, SKIP, message=f"level {level} {why}")
         started = time.monotonic()
+        self.context.begin_check()
         try:
             check.function(self.context)
+        except CallTimedOut as failure:  # fails here, whichever clause the stuck call served
+            clause_id = failure.clause_id if failure.clause_id in check.clauses else check.clauses[0]
+            return CheckOutcome(check.name, check.clauses, FAIL, clause_id, failure.message,
+                                self._actionable(check, clause_id, failure.counterexample),
+                                time.monotonic() - started)
         except PreconditionFailed as blocked:
             return self._blocked(check, blocked, time.monotonic() - started)
         except ClauseFailure as failure:
             if failure.clause_id not in check.clauses:
                 return self._blocked(check, failure, time.monotonic() - started)
             return CheckOutcome(check.name, check.clauses, FAIL, failure.clause_id, failure.message,
-                                failure.counterexample, time.monotonic() - started)
+                                self._actionable(check, failure.clause_id, failure.counterexample),
+                                time.monotonic() - started)
         except CheckSkipped as skipped:
             return CheckOutcome(check.name, check.clauses, SKIP, message=str(skipped),
                                 duration_s=time.monotonic() - started)
@@ -242,8 +282,41 @@ class SuiteRunner:
             return CheckOutcome(check.name, check.clauses, FAIL, primary,
                                 f"the check stopped on {type(error).__name__}: {error} "
                                 f"(at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})",
-                                None, time.monotonic() - started)
+                                self._actionable(check, primary, None), time.monotonic() - started)
         return CheckOutcome(check.name, check.clauses, PASS, duration_s=time.monotonic() - started)
+
+    def replay_command(self, check: Check) -> str:
+        """Return the command that reruns ``check`` alone with this run's seed and settings."""
+        options = self.options
+        parts = ["hicache-conform run", f"--backend {self.factory.name}"]
+        if self.factory.extra_config:
+            parts.append("--extra-config '<the same extra config>'")
+        if options.levels is not None:
+            parts.append(f"--levels {','.join(options.levels)}")
+        for flag, value, default in (("--profile", options.profile, "standard"),
+                                     ("--page-size", options.page_size, 64),
+                                     ("--layout", options.layout, "layer_first"), ("--kind", options.kind, "mha")):
+            if value != default:
+                parts.append(f"{flag} {value}")
+        if options.may_evict:
+            parts.append("--may-evict")
+        if options.timeout_s != 60.0:
+            parts.append(f"--timeout {options.timeout_s:g}")
+        parts += [f"--check {check.name}", f"--seed {self.context.seed}"]
+        return " ".join(parts)
+
+    def _actionable(self, check: Check, clause_id: str, counterexample: Optional[str]) -> str:
+        """Return ``counterexample`` followed by the clause's rationale, the check's last calls and the replay."""
+        lines = [counterexample] if counterexample else []
+        rationale = lookup_clause(clause_id).rationale
+        if rationale:
+            lines.append(f"why it matters: {' '.join(rationale.split())}")
+        calls = list(self.context.transcript)
+        if calls:
+            lines.append(f"last backend calls ({len(calls)}, oldest first):")
+            lines += [f"  {call}" for call in calls]
+        lines.append(f"replay: {self.replay_command(check)}")
+        return "\n".join(lines)
 
     def _blocked(self, check: Check, finding: Any, duration_s: float) -> CheckOutcome:
         """The outcome of a check whose setup found ``finding.clause_id`` broken.
@@ -269,11 +342,13 @@ class SuiteRunner:
         """Whether a check run so far failed ``clause_id`` itself (not only found it broken in its setup)."""
         return any(outcome.status == FAIL and outcome.clause_id == clause_id for outcome in self.outcomes)
 
-    def run_all(self, progress: Optional[Progress] = None) -> ReportSection:
+    def run_all(self, progress: Optional[Progress] = None, starting: Optional[Starting] = None) -> ReportSection:
         """Run every selected check in order; return the section."""
         self.start()
         checks = self.selected_checks()
         for position, check in enumerate(checks, start=1):
+            if starting is not None:
+                starting(position, len(checks), check)
             outcome = self.run_check(check)
             if progress is not None:
                 progress(position, len(checks), check, outcome)
@@ -369,14 +444,14 @@ def _level(clause_id: str) -> str:
 
 # ---------------------------------------------------------------- entry points
 def run_suite(factory: Any, options: Optional[SuiteOptions] = None, *, title: Optional[str] = None,
-              progress: Optional[Progress] = None) -> SuiteReport:
+              progress: Optional[Progress] = None, starting: Optional[Starting] = None) -> SuiteReport:
     """Run the backend suite against one backend and return the report (one section).
 
     ``factory`` is a ``BackendFactory``, a backend class (built with no extra
     config) or a ``"module:Class"`` string.
     """
     with SuiteRunner(factory, options, title=title) as runner:
-        runner.run_all(progress)
+        runner.run_all(progress, starting)
     return SuiteReport((runner.section(),))
 
 
@@ -394,6 +469,7 @@ def reference_factories(directory: str) -> list[tuple[str, BackendFactory]]:
 
 
 def run_reference_suite(options: Optional[SuiteOptions] = None, *, progress: Optional[Progress] = None,
+                        starting: Optional[Starting] = None,
                         announce: Optional[Callable[[str], None]] = None) -> SuiteReport:
     """Run the suite against the reference memory backend and the file backend in a temporary directory."""
     from hicache_reference.backends import forget_shared_memory_store
@@ -406,7 +482,7 @@ def run_reference_suite(options: Optional[SuiteOptions] = None, *, progress: Opt
         for title, factory in reference_factories(directory):
             if announce is not None:
                 announce(title)
-            report = report.merged(run_suite(factory, options, title=title, progress=progress))
+            report = report.merged(run_suite(factory, options, title=title, progress=progress, starting=starting))
             store = (factory.extra_config or {}).get("store")
             if isinstance(store, str):
                 forget_shared_memory_store(store)
