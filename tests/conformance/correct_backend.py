@@ -10,8 +10,9 @@ It is written to be read, not to be fast.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 
@@ -48,6 +49,7 @@ class CorrectBackend:
             self.lock = _LOCKS.setdefault(self.store_name, threading.RLock())
         self.namespace = self.namespace_of(storage_config)
         self.pools: dict[str, Any] = {}
+        self.store_failing = False
 
     # ------------------------------------------------------------ names
     def namespace_of(self, config: Any) -> str:
@@ -69,17 +71,33 @@ class CorrectBackend:
         return dummy.numel() * dummy.element_size()
 
     # ------------------------------------------------------------ objects
+    @contextlib.contextmanager
+    def hicache_storage_faults(self) -> Iterator[None]:
+        """Inside the block every store operation of this instance fails with OSError, as a broken store does."""
+        self.store_failing = True
+        try:
+            yield
+        finally:
+            self.store_failing = False
+
     def put(self, name: str, data: bytes) -> bool:
+        if self.store_failing:
+            raise OSError("store unavailable")
         with self.lock:
             self.objects[name] = data
         return True
 
     def fetch(self, name: str) -> Optional[bytes]:
+        if self.store_failing:
+            raise OSError("store unavailable")
         with self.lock:
             return self.objects.get(name)
 
     def present(self, name: str, pool: str = "kv") -> bool:
-        data = self.fetch(name)
+        try:
+            data = self.fetch(name)
+        except OSError:  # a store that fails answers "not there"
+            return False
         return data is not None and pool in self.pools and len(data) == self.page_bytes(pool)
 
     def page_tensor(self, data: bytes, pool: str = "kv") -> torch.Tensor:
@@ -99,7 +117,10 @@ class CorrectBackend:
     def get(self, key: str, target_location: Any = None, target_sizes: Any = None) -> Optional[torch.Tensor]:
         if not self.exists(key):
             return None
-        page = self.page_tensor(self.fetch(self.name(key)))
+        try:
+            page = self.page_tensor(self.fetch(self.name(key)))
+        except OSError:
+            return None
         if target_location is None:
             return page
         target_location.view(-1).copy_(page)

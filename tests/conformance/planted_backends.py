@@ -45,12 +45,18 @@ class BatchExistsWithoutExtraInfo(CorrectBackend):
 
 
 class RaisesOnMissingKey(CorrectBackend):
-    """A missing key raises KeyError instead of giving None or False (BE-4)."""
+    """A missing key raises KeyError instead of giving None or False, on the legacy and the v1 read (BE-4)."""
 
     def get(self, key, target_location=None, target_sizes=None):
         if not self.exists(key):
             raise KeyError(key)
         return super().get(key, target_location, target_sizes)
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        for key in keys:
+            if not self.exists(key):
+                raise KeyError(key)
+        return super().batch_get_v1(keys, host_indices, extra_info)
 
 
 class RaisesOnStorageError(CorrectBackend):

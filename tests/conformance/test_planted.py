@@ -12,9 +12,12 @@ import pytest
 
 from hicache_contracts.conformance import CHECKS, backend_clauses
 from tests.conformance.correct_backend import CorrectBackend
-from tests.conformance.helpers import checks_for, failed, run, statuses
+from tests.conformance.helpers import ALL_LEVELS, checks_for, failed, run, statuses
 from tests.conformance.planted_backends import (
     PLANTED,
+    CompactedBatchGet,
+    ExistsSetKeyMismatch,
+    ZeroLengthObjectIsHit,
     ForgetsWritesAfterClear,
     NoPipelineRankInKeys,
     ScalarV1Result,
@@ -27,8 +30,16 @@ def expected_clauses(clause: object) -> tuple[str, ...]:
     return clause if isinstance(clause, tuple) else (clause,)
 
 
+LEGACY_MODE = dict(levels=tuple(level for level in ALL_LEVELS if level != "v1"))
+"""A backend SGLang drives through the legacy methods (v1 not claimed): the only mode where they are called."""
+
 SPECIAL_OPTIONS = {
-    V1StubReturnsNone: dict(levels=None),  # probed: v1 is not claimed, and BE-18 catches the None
+    # probed: v1 is not claimed, the extra config asks SGLang for v1 (so SGLang calls it) and BE-18 catches the None
+    V1StubReturnsNone: dict(levels=None, extra={"interface_v1": 1}),
+    CompactedBatchGet: LEGACY_MODE,
+    ExistsSetKeyMismatch: LEGACY_MODE,
+    ZeroLengthObjectIsHit: LEGACY_MODE,
+    ShortObjectCopiedIntoTarget: LEGACY_MODE,
     ForgetsWritesAfterClear: dict(profile="standard"),  # the sequence set, clear, set needs a few runs
 }
 
@@ -76,7 +87,7 @@ def test_a_full_run_reports_the_planted_clause_among_the_others() -> None:
 
 @pytest.mark.clause("BE-13")
 def test_a_lookup_that_raises_on_a_short_object_says_which_object_it_met() -> None:
-    report = run(ShortObjectCopiedIntoTarget, checks=("short_objects_are_misses",))
+    report = run(ShortObjectCopiedIntoTarget, checks=("short_objects_are_misses",), **LEGACY_MODE)
     verdict = next(item for item in report.sections[0].clauses if item.clause_id == "BE-13")
     assert verdict.status == "fail"
     failure = verdict.failures[0]
