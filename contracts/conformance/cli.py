@@ -5,13 +5,27 @@
     hicache-conform run                                            # the reference backends
 
 Exit status: 0 when no clause failed, 1 when one did, 2 for a usage error
-(bad option, backend not importable).
+(bad option, backend not importable, a report file that cannot be written),
+130 when the run was stopped with Ctrl-C (the partial report is printed and
+written, marked interrupted; nothing is left in temporary directories or in
+the backend's store).
+
+Secrets in the extra config (URL passwords, password and token options) are
+redacted in every output (see ``redaction``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
+import random
+import shutil
+import signal
 import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
@@ -19,6 +33,7 @@ from hicache_contracts.conformance.framework import ordered_checks
 from hicache_contracts.conformance.levels import BACKEND_LEVELS, parse_levels
 from hicache_contracts.conformance.loading import parse_extra_config, resolve_factory
 from hicache_contracts.conformance.options import PROFILES, SuiteOptions
+from hicache_contracts.conformance.redaction import redact, secret_values
 from hicache_contracts.conformance.report import FAIL, SuiteReport
 from hicache_contracts.host_pool import KINDS, LAYOUTS
 
@@ -113,42 +128,159 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
         for check in ordered_checks():
             print(f"{check.name:<56} {','.join(check.clauses):<28} {check.summary}", file=stream)
         return 0
+    secrets: tuple[str, ...] = ()
     try:
-        options = build_options(args)
         extra_config = parse_extra_config(args.extra_config)
+        secrets = secret_values(extra_config)
+        options = build_options(args)
+        _check_output_paths(args)
         uses_vendor = bool(args.backend) or bool(extra_config and (extra_config.get("module_path")
                                                                     or extra_config.get("class_name")))
         factory = resolve_factory(args.backend, extra_config) if uses_vendor else None
     except ValueError as error:
-        print(f"hicache-conform run: {error}", file=sys.stderr)
+        print(f"hicache-conform run: {redact(str(error), secrets)}", file=sys.stderr)
         return 2
     printer = _ProgressPrinter(stream, args.quiet)
-    if factory is not None:
-        from hicache_contracts.conformance.runner import run_suite
-
-        printer.announce(f"backend {factory.name}")
-        report = run_suite(factory, options, progress=printer)
-    else:
-        from hicache_contracts.conformance.runner import run_reference_suite
-
-        report = run_reference_suite(options, progress=printer, announce=printer.announce)
-        if not args.no_engine:
-            from hicache_contracts.conformance.engine_section import reference_engine_section
-
-            printer.announce("reference controller (engine conformance)")
-            report = report.merged(reference_engine_section())
+    report = _run(factory, options, printer, include_engine=factory is None and not args.no_engine)
+    report = report.with_secrets(secrets)
     print(file=stream)
     print(report.render_text(color=False if args.no_color else None), file=stream)
-    _write_files(report, args, stream)
+    if not _write_files(report, args, stream):
+        return 2
     return report.exit_code
 
 
-def _write_files(report: SuiteReport, args: argparse.Namespace, stream: TextIO) -> None:
-    for path, render in ((args.json, report.to_json), (args.junit_xml, report.to_junit_xml),
-                         (args.markdown, report.to_markdown)):
-        if path:
-            target = Path(path)
+_OUTPUTS = (("json", "--json"), ("junit_xml", "--junit-xml"), ("markdown", "--markdown"))
+"""The report files a run may write: the argument's attribute and its option."""
+
+
+def _check_output_paths(args: argparse.Namespace) -> None:
+    """Raise ValueError naming the option when a report file could not be written, before anything runs.
+
+    Nothing is created here: a path is usable when it is (or its nearest
+    existing folder holds, so that the missing folders can be made) a place
+    the user may write.
+    """
+    for attribute, option in _OUTPUTS:
+        path = getattr(args, attribute, None)
+        if not path:
+            continue
+        target = os.path.abspath(os.fspath(path))
+        problem = None
+        if os.path.isdir(target):
+            problem = "is a directory"
+        elif os.path.lexists(target):
+            if not os.access(target, os.W_OK):
+                problem = "is not writable"
+        else:
+            folder = os.path.dirname(target)
+            while not os.path.lexists(folder):
+                folder = os.path.dirname(folder)
+            if not os.path.isdir(folder):
+                problem = f"{folder} is not a folder"
+            elif not os.access(folder, os.W_OK | os.X_OK):
+                problem = f"the folder {folder} is not writable"
+        if problem is not None:
+            raise ValueError(f"{option}: must be a file the report can be written to; {problem} (got {path!r})")
+
+
+def _run(factory: Any, options: SuiteOptions, printer: "_ProgressPrinter", *, include_engine: bool) -> SuiteReport:
+    """Run the vendor's backend (``factory``) or the reference backends; a Ctrl-C gives the partial report.
+
+    On Ctrl-C the check under way is abandoned, the threads the run started
+    are given ``options.timeout_s`` (at most 10 s) to stop, every instance is
+    cleared and closed, the temporary directory is removed, and the report
+    of what ran is marked interrupted. A second Ctrl-C during that cleanup
+    is ignored.
+    """
+    from hicache_contracts.conformance.runner import SuiteRunner, reference_factories
+
+    threads_before = set(threading.enumerate())
+    runners: list[SuiteRunner] = []
+    directory: Optional[str] = None
+    stores: list[str] = []
+    interrupted = False
+    engine: Optional[SuiteReport] = None
+    try:
+        if factory is not None:
+            subjects = [(f"backend {factory.name}", factory)]
+        else:
+            if options.seed is None:  # one seed for every section, so that one --seed replays the whole run
+                options = dataclasses.replace(options, seed=random.SystemRandom().randrange(2**31))
+            directory = tempfile.mkdtemp(prefix="hicache-conform-")
+            subjects = reference_factories(directory)
+            stores = [store for _, made in subjects
+                      if isinstance(store := (made.extra_config or {}).get("store"), str)]
+        for title, made in subjects:
+            printer.announce(title)
+            runner = SuiteRunner(made, options, title=title)
+            runners.append(runner)
+            runner.run_all(printer)
+            runner.close()
+        if include_engine:
+            from hicache_contracts.conformance.engine_section import reference_engine_section
+
+            printer.announce("reference controller (engine conformance)")
+            engine = SuiteReport((reference_engine_section(),))
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        previous = _ignore_interrupts()
+        try:
+            _cleanup(runners, threads_before, directory, stores, options, interrupted)
+        finally:
+            _restore_interrupts(previous)
+    report = SuiteReport(tuple(runner.section() for runner in runners))
+    if engine is not None:
+        report = report.merged(engine)
+    return report.marked_interrupted() if interrupted else report
+
+
+def _cleanup(runners: list, threads_before: set, directory: Optional[str], stores: list[str], options: SuiteOptions,
+             interrupted: bool) -> None:
+    """Let the run's threads stop, clear and close every instance, remove the temporary directory."""
+    if interrupted:
+        bound = time.monotonic() + min(options.timeout_s, 10.0)
+        for thread in set(threading.enumerate()) - threads_before:
+            thread.join(max(0.0, bound - time.monotonic()))
+    for runner in runners:
+        runner.close()  # clear() on the instances it built, then close(); safe to repeat
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
+    if stores:
+        from hicache_reference.backends import forget_shared_memory_store
+
+        for store in stores:
+            forget_shared_memory_store(store)
+
+
+def _ignore_interrupts() -> Any:
+    """Ignore SIGINT until ``_restore_interrupts`` (only in the main thread, where signals arrive)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _restore_interrupts(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _write_files(report: SuiteReport, args: argparse.Namespace, stream: TextIO) -> bool:
+    """Write the report files asked for; on a failure say which and why on stderr and return False."""
+    written = True
+    for (attribute, option), render in zip(_OUTPUTS, (report.to_json, report.to_junit_xml, report.to_markdown)):
+        path = getattr(args, attribute, None)
+        if not path:
+            continue
+        target = Path(path)
+        try:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(render(), encoding="utf-8")
-            print(f"wrote {target}", file=stream)
-
+        except OSError as error:
+            print(f"hicache-conform run: {option}: the report could not be written "
+                  f"({error.strerror or error}) (got {str(path)!r})", file=sys.stderr)
+            written = False
+            continue
+        print(f"wrote {target}", file=stream)
+    return written

@@ -11,6 +11,7 @@ runs and more concurrent operations.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -18,7 +19,16 @@ from hicache_contracts.host_pool import KINDS, LAYOUTS
 from hicache_contracts.conformance.levels import BACKEND_LEVELS
 from hicache_spec import STORAGE_BATCH_SIZE
 
-__all__ = ["PROFILES", "Profile", "SuiteOptions"]
+__all__ = ["MAX_MODEL_NAME_LENGTH", "MAX_PAGE_SIZE", "MAX_TIMEOUT_S", "PROFILES", "Profile", "SuiteOptions"]
+
+MAX_PAGE_SIZE = 4096
+"""Largest page size the suite runs with: its main pool holds 520 pages, about 68 KiB per token slot of page
+size at the suite's shape (0.27 GiB at 4096); SGLang's page sizes are far below it."""
+MAX_TIMEOUT_S = 86_400.0
+"""Longest wait the suite accepts (a day): the platform's wait primitives overflow on larger values."""
+MAX_MODEL_NAME_LENGTH = 100
+"""Longest base model name: the run adds a run id and tags (about 40 characters), and a file-backed store keeps
+the name as one path component of at most 255 bytes."""
 
 
 @dataclass(frozen=True)
@@ -91,8 +101,15 @@ class SuiteOptions:
     def __post_init__(self) -> None:
         if not isinstance(self.model_name, str) or not self.model_name:
             raise _bad("model_name", "must be a non-empty str", self.model_name)
+        if len(self.model_name) > MAX_MODEL_NAME_LENGTH or not self.model_name.isprintable():
+            shown = self.model_name if len(self.model_name) <= 60 else self.model_name[:57] + "..."
+            raise _bad("model_name", f"must be at most {MAX_MODEL_NAME_LENGTH} printable characters, "
+                       f"{len(self.model_name)} given", shown)
         if isinstance(self.page_size, bool) or not isinstance(self.page_size, int) or self.page_size < 1:
             raise _bad("page_size", "must be an int >= 1", self.page_size)
+        if self.page_size > MAX_PAGE_SIZE:
+            raise _bad("page_size", f"must be at most {MAX_PAGE_SIZE} (the suite's pools would not fit in memory)",
+                       self.page_size)
         if self.layout not in LAYOUTS:
             raise _bad("layout", f"must be one of {list(LAYOUTS)}", self.layout)
         if self.kind not in KINDS:
@@ -110,8 +127,9 @@ class SuiteOptions:
             not isinstance(self.checks, tuple) or not all(isinstance(name, str) for name in self.checks)
         ):
             raise _bad("checks", "must be a tuple of check names", self.checks)
-        if not isinstance(self.timeout_s, (int, float)) or self.timeout_s <= 0:
-            raise _bad("timeout_s", "must be a number > 0", self.timeout_s)
+        if (isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float))
+                or not math.isfinite(self.timeout_s) or not 0 < self.timeout_s <= MAX_TIMEOUT_S):
+            raise _bad("timeout_s", f"must be a finite number of seconds > 0 and <= {MAX_TIMEOUT_S:g}", self.timeout_s)
 
     @property
     def profile_settings(self) -> Profile:

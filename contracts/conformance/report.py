@@ -10,17 +10,25 @@ Sections merge (``SuiteReport.merged``), so other suites can add theirs to
 the same report. Renderings: ``render_text`` (terminal), ``to_json``,
 ``to_junit_xml`` (one test case per clause) and ``to_markdown`` (a table fit
 for a README). A report fails when any clause of any section fails.
+
+Every rendering is redacted first (``redaction.redact``): URL passwords,
+secret-named options and the secret values the report was told about
+(``with_secrets``) never appear in any output. A run stopped by Ctrl-C gives
+a partial report marked ``interrupted`` in every rendering.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
 import textwrap
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Union
+from typing import Any, Iterable, Optional, Union
+
+from hicache_contracts.conformance.redaction import redact_value
 
 __all__ = [
     "CheckOutcome",
@@ -197,11 +205,29 @@ class SuiteReport:
     """Every section of a run; fails when any section fails."""
 
     sections: tuple[ReportSection, ...] = ()
+    interrupted: bool = False
+    """The run was stopped (Ctrl-C) before its end: the sections hold what ran until then."""
+    secrets: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    """Values no rendering may show (the extra config's passwords and tokens); see ``with_secrets``."""
 
     def merged(self, other: Union["SuiteReport", ReportSection]) -> "SuiteReport":
         """Return a report with ``other``'s sections (or ``other`` itself) added after these."""
         extra = other.sections if isinstance(other, SuiteReport) else (other,)
-        return SuiteReport(self.sections + tuple(extra))
+        interrupted = self.interrupted or (isinstance(other, SuiteReport) and other.interrupted)
+        secrets = self.secrets + (other.secrets if isinstance(other, SuiteReport) else ())
+        return SuiteReport(self.sections + tuple(extra), interrupted, tuple(dict.fromkeys(secrets)))
+
+    def with_secrets(self, values: Iterable[str]) -> "SuiteReport":
+        """Return this report told that ``values`` are secrets: no rendering will show them."""
+        return dataclasses.replace(self, secrets=tuple(dict.fromkeys(self.secrets + tuple(values))))
+
+    def marked_interrupted(self) -> "SuiteReport":
+        """Return this report marked as the partial report of an interrupted run."""
+        return dataclasses.replace(self, interrupted=True)
+
+    def redacted(self) -> "SuiteReport":
+        """Return a copy whose every text has its secrets replaced by ``***`` (what every rendering shows)."""
+        return dataclasses.replace(self, sections=tuple(_redacted(section, self.secrets) for section in self.sections))
 
     @property
     def failed(self) -> bool:
@@ -210,7 +236,9 @@ class SuiteReport:
 
     @property
     def exit_code(self) -> int:
-        """1 when any clause failed, else 0."""
+        """130 when the run was interrupted, else 1 when any clause failed, else 0."""
+        if self.interrupted:
+            return 130
         return 1 if self.failed else 0
 
     def counts(self) -> dict[str, int]:
@@ -222,22 +250,33 @@ class SuiteReport:
 
     # ------------------------------------------------------------ renderings
     def to_dict(self) -> dict:
+        """Return the report as plain data (redacted)."""
         from hicache_contracts.conformance.runner import tool_version
 
-        return {"tool": "hicache-conform", "version": tool_version(), "passed": not self.failed,
-                "counts": self.counts(), "sections": [section.to_dict() for section in self.sections]}
+        report = self.redacted()
+        return {"tool": "hicache-conform", "version": tool_version(), "passed": not self.failed and not self.interrupted,
+                "interrupted": self.interrupted, "counts": self.counts(),
+                "sections": [section.to_dict() for section in report.sections]}
 
     def to_json(self) -> str:
         """Return the report as JSON (indented, stable key order)."""
         return json.dumps(self.to_dict(), indent=2)
 
     def to_junit_xml(self) -> str:
-        """Return the report as JUnit XML: a test suite per section, a test case per clause."""
+        """Return the report as JUnit XML: a test suite per section, a test case per clause (redacted)."""
         counts = self.counts()
+        report = self.redacted()
         root = ElementTree.Element("testsuites", name="hicache-conform", tests=str(sum(counts.values())),
                                    failures=str(counts[FAIL]), skipped=str(counts[SKIP]),
                                    time=f"{sum(section.duration_s for section in self.sections):.3f}")
-        for section in self.sections:
+        if self.interrupted:
+            root.set("interrupted", "true")
+            interrupted = ElementTree.SubElement(root, "testsuite", name="interrupted", tests="1", failures="0",
+                                                 skipped="0", errors="1", time="0.000")
+            case = ElementTree.SubElement(interrupted, "testcase", classname="hicache.run", name="interrupted",
+                                          time="0.000")
+            ElementTree.SubElement(case, "error", message=_INTERRUPTED, type="KeyboardInterrupt")
+        for section in report.sections:
             section_counts = section.counts()
             suite = ElementTree.SubElement(root, "testsuite", name=section.title,
                                            tests=str(len(section.clauses)), failures=str(section_counts[FAIL]),
@@ -260,11 +299,11 @@ class SuiteReport:
         return '<?xml version="1.0" encoding="utf-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"
 
     def to_markdown(self) -> str:
-        """Return the report as Markdown: per section a level summary and a clause table."""
+        """Return the report as Markdown: per section a level summary and a clause table (redacted)."""
         from hicache_contracts.conformance.runner import tool_version
 
-        lines: list[str] = []
-        for section in self.sections:
+        lines: list[str] = [f"**{_INTERRUPTED.upper()}**", ""] if self.interrupted else []
+        for section in self.redacted().sections:
             options = section.options
             lines += [f"## HiCache L3 conformance: `{section.subject}`", ""]
             facts = [f"hicache-conform {tool_version()}"]
@@ -301,10 +340,10 @@ class SuiteReport:
         return "\n".join(lines)
 
     def render_text(self, *, color: Optional[bool] = None, width: int = 100) -> str:
-        """Return the terminal report: per section its levels, then a table per level and clause."""
+        """Return the terminal report: per section its levels, then a table per level and clause (redacted)."""
         paint = _Painter(_use_color() if color is None else color)
         out: list[str] = []
-        for section in self.sections:
+        for section in self.redacted().sections:
             out.append(paint.bold(f"── {section.title} " + "─" * max(0, width - len(section.title) - 4)))
             options = section.options
             facts = [f"{name} {options[name]}" for name in ("profile", "seed", "page_size", "layout", "kind")
@@ -336,11 +375,24 @@ class SuiteReport:
             overall = (f"overall, {len(self.sections)} sections: {totals[PASS]} passed, {totals[FAIL]} failed, "
                        f"{totals[SKIP]} skipped")
             out.append(paint.red(f"FAILED {overall}") if self.failed else paint.green(f"PASSED {overall}"))
+        if self.interrupted:
+            out.append(paint.red(paint.bold(_INTERRUPTED.upper())))
         return "\n".join(out)
 
 
 # ---------------------------------------------------------------- helpers
 _MARK = {PASS: "✅ pass", FAIL: "❌ **fail**", SKIP: "➖ skip"}
+_INTERRUPTED = "interrupted: the run was stopped before its end; this report holds only what ran until then"
+
+
+def _redacted(value: Any, secrets: tuple[str, ...]) -> Any:
+    """Return ``value`` (a report dataclass, or plain data) with every text redacted."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {item.name: _redacted(getattr(value, item.name), secrets) for item in dataclasses.fields(value)}
+        return dataclasses.replace(value, **changes)
+    if isinstance(value, tuple):
+        return tuple(_redacted(item, secrets) for item in value)
+    return redact_value(value, secrets)
 
 
 def _level_mark(verdicts: tuple[ClauseVerdict, ...], paint: "_Painter") -> str:

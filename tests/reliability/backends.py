@@ -1,0 +1,32 @@
+"""Backends the reliability tests hand to ``hicache-conform run`` by name."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Optional
+
+from hicache_reference.backends import FileBackend
+
+
+class RefusesToBuild:
+    """Raises on construction, showing the config it was given (as a vendor's constructor may)."""
+
+    def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
+        raise RuntimeError(f"cannot connect with {storage_config.extra_config!r}")
+
+
+class InterruptedFileBackend(FileBackend):
+    """A file backend whose main-thread ``exists`` after ``INTERRUPT_AFTER`` writes raises KeyboardInterrupt,
+    as Ctrl-C would land in the middle of a check; worker threads run on meanwhile."""
+
+    INTERRUPT_AFTER = 12
+    writes = 0
+
+    def batch_set_v1(self, keys: Any, host_indices: Any, extra_info: Any = None) -> list[bool]:
+        type(self).writes += 1
+        return super().batch_set_v1(keys, host_indices, extra_info)
+
+    def exists(self, key: str) -> bool:
+        if type(self).writes >= self.INTERRUPT_AFTER and threading.current_thread() is threading.main_thread():
+            raise KeyboardInterrupt
+        return super().exists(key)
