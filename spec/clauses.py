@@ -15,22 +15,44 @@ CLAUSES: tuple[Clause, ...] = (
     # ---------------------------------------------------------------- KEY
     C("KEY-1", "core", "engine",
       "Page i's key is the lowercase hex SHA-256 over the 32 raw bytes of page i-1's digest "
-      "(absent for the first page when no prior hash is given) followed by each token id of "
-      "page i as 4 bytes little-endian unsigned.",
+      "(absent for the first page of a chain without a prior hash or namespace seed) followed by "
+      "each token word of page i as 4 bytes little-endian unsigned.",
       "Engines and backends that compute keys independently must agree byte for byte, "
       "or a cache written by one is never hit by another.",
-      "CONTRACT.md §1"),
+      "sglang mem_cache/utils.py get_hash_str, mem_cache/cpp_utils/hash_binding.cpp hash_page"),
     C("KEY-2", "core", "both",
       "A page key is a non-empty str; in strict mode it is exactly 64 lowercase hex characters.",
       "Keys are used as object names and dictionary keys; a non-str or empty key is a caller bug "
       "that must be caught at the boundary, not deep in a backend.",
       "CONTRACT.md §1"),
     C("KEY-3", "core", "engine",
-      "The key chain of a prefetch starts from the anchor node's last page hash, so a key names "
-      "the whole token prefix up to and including its page.",
+      "The key chain of a prefetch starts from the anchor node's last page hash, or, at the root, "
+      "from the request's namespace seed (KEY-4), so a key names the whole token prefix up to and "
+      "including its page.",
       "Two requests share a page key only when they share every token before it; that is what "
       "makes a key safe to look up without the tokens.",
-      "CONTRACT.md §1, §4.1"),
+      "sglang mem_cache/utils.py get_storage_hash_str, compute_node_hash_values"),
+    C("KEY-4", "core", "engine",
+      "A chain without a prior hash whose request has an extra_key or a cache_salt starts from the "
+      "namespace seed: SHA-256 over b'sglang-cache-namespace-v1' then, per part (extra_key, "
+      "cache_salt), 0x00 when absent or 0x01, its UTF-8 length as 8 bytes little-endian and its "
+      "bytes; a request with neither has no seed.",
+      "Requests with different LoRA adapters or salts must never share pages, and absent, empty "
+      "and joined parts must give different seeds.",
+      "sglang mem_cache/utils.py storage_namespace_seed, get_storage_hash_str"),
+    C("KEY-5", "core", "engine",
+      "A page holding a token word above 2**32-1 is hashed as the prior digest, the byte 0xFF, then "
+      "every word of the page as 8 bytes little-endian unsigned; words must be below 2**63.",
+      "Vocabularies and multimodal ids beyond 32 bits must hash without colliding with 4-byte pages; "
+      "the odd tag byte keeps the two encodings apart. Releases before 0.5.23 refuse such tokens.",
+      "sglang 0.5.23 mem_cache/cpp_utils/hash_binding.cpp hash_wide_page, has_wide_tokens",
+      releases="0.5.23"),
+    C("KEY-6", "core", "engine",
+      "A bigram (EAGLE) page of n tokens is hashed over the pairs (t[i], t[i+1]) of its tokens, "
+      "reading one token past the page; a tuple token contributes each of its elements in order.",
+      "Speculative-decoding caches key a token together with its successor; a different word "
+      "order would give keys no other engine computes.",
+      "sglang mem_cache/cpp_utils/native_hash.py _native_hash_input, hash_binding.cpp fill_bigram_page"),
     # ---------------------------------------------------------------- PFX
     C("PFX-1", "prefix", "both",
       "prefix_keys is tri-state: None means the feature is off, [] means it is on and no page "
@@ -77,18 +99,23 @@ CLAUSES: tuple[Clause, ...] = (
       "same history.",
       "CONTRACT.md §5"),
     C("PFX-9", "prefix", "engine",
-      "Decision: sidecar v2 reads and the v2 write carry the operation-level prefix (the prefix "
-      "before the operation's first page), also when a trailing-window transfer's keys start "
-      "later; backends must not assume that prefix is contiguous with such a transfer's keys.",
-      "Per-pool prefixes would multiply metadata for little gain; one documented rule beats "
-      "an implicit one. Open question of CONTRACT.md §5, decided here.",
-      "decision on CONTRACT.md §5"),
+      "Sidecar v2 reads and writes are grouped by the number of span keys a transfer covers: "
+      "each group's call carries prefix P + span[:covered], covered being len(span) minus the "
+      "transfer's key count, so the prefix joins that call's keys; with the feature off one call "
+      "carries every transfer and no prefix.",
+      "A trailing-window transfer starts past the span's first key; a prefix that does not join "
+      "its keys names a different token history. Re-decided from the wheel (it was an "
+      "operation-level prefix): 0.5.21+ documents prefix_keys + keys as one chain for sidecars.",
+      "sglang 0.5.21+ mem_cache/hybrid_cache/hybrid_cache_controller.py _trailing_chain_groups",
+      releases="0.5.21+"),
     C("PFX-10", "prefix", "engine",
       "Decision: the prefix of a prefetch holds the keys of every page before the operation's "
       "first page, the anchor node's own pages included, root first.",
-      "The anchor's pages precede the first fetched key; leaving them out breaks PFX-2 for "
-      "every prefetch whose anchor is not the root. Open question of CONTRACT.md §5, decided here.",
-      "decision on CONTRACT.md §5"),
+      "Re-decided and kept: 0.5.21+ documents prefix_keys + keys as one contiguous chain, which "
+      "only this prefix satisfies; SGLang builds it from the anchor's ancestors without the "
+      "anchor's own pages, recorded as a divergence.",
+      "decision on sglang 0.5.21+ mem_cache/hicache_storage.py HiCacheStorageExtraInfo",
+      releases="decision"),
     # ---------------------------------------------------------------- BE
     C("BE-1", "core", "backend",
       "A backend accepts an extra_config that is None or holds keys it does not know.",
@@ -125,10 +152,10 @@ CLAUSES: tuple[Clause, ...] = (
     C("BE-8", "core", "backend",
       "Every method that takes extra_info accepts it positionally and by keyword, and accepts "
       "None, an empty info, prefix_keys None, [] or a list, and extra_info None or a dict with "
-      "unknown keys.",
+      "unknown keys or the defined key 'session_id'.",
       "The controller passes it positionally; a backend without the parameter raises TypeError "
-      "on the first hit query.",
-      "CONTRACT.md §3.7"),
+      "on the first hit query. Mooncake reads extra_info['session_id'] in batch_set_v2.",
+      "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo; storage/mooncake_store batch_set_v2"),
     C("BE-9", "core", "backend",
       "Legacy results have their documented shapes: get gives a tensor or None, batch_get one "
       "tensor-or-None per key, set and batch_set a bool.",
@@ -171,9 +198,11 @@ CLAUSES: tuple[Clause, ...] = (
       "request.",
       "CONTRACT.md §3.4"),
     C("BE-18", "core", "backend",
-      "An unimplemented v1 or v2 method raises NotImplementedError; it never returns None.",
-      "The engine probes the interface generation by the exception; None is read as a result.",
-      "CONTRACT.md §2"),
+      "An unimplemented v2 method raises NotImplementedError; the base class's v1 methods return "
+      "None, so a backend that declares interface_v1 implements batch_get_v1 and batch_set_v1.",
+      "The engine picks the zero-copy path from interface_v1 alone; a declared but missing v1 "
+      "method returns None where a list of bools is read.",
+      "sglang 0.5.20-0.5.23 mem_cache/hicache_storage.py HiCacheStorage.batch_get_v1/batch_exists_v2"),
     C("BE-19", "v2", "backend",
       "batch_get_v2 and batch_set_v2 return one entry per transfer name, holding len(keys) "
       "bools.",
@@ -184,12 +213,30 @@ CLAUSES: tuple[Clause, ...] = (
       "A pool the backend cannot serve is a miss, not a crash of the IO thread.",
       "CONTRACT.md §3.11"),
     C("BE-21", "v2", "backend",
-      "batch_exists_v2 returns kv_hit_pages equal to the minimum over KV and every requested "
-      "pool of that pool's hit pages (HYB-6, HYB-7); pools with zero hits are left out of "
-      "extra_pool_hit_pages.",
-      "A sidecar missing from the result was counted as a full hit and restored KV without its "
-      "sidecar.",
-      "CONTRACT.md §3.11"),
+      "batch_exists_v2 returns as kv_hit_pages the largest prefix length that KV and every gating "
+      "pool can restore (the maximum of the intersection of their restorable lengths, HYB-6, "
+      "HYB-7), never the minimum of each pool's largest hit; extra_pool_hit_pages holds each "
+      "examined pool's own non-zero boundary, KV included when non-zero; pools after the "
+      "intersection became empty need no entry.",
+      "The min-of-maxima fold (SGLang #39147) names prefix lengths a trailing pool cannot restore; "
+      "a sidecar missing from the result was counted as a full hit.",
+      "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheFile.batch_exists_v2"),
+    C("BE-26", "v2", "backend",
+      "restorable_prefix_pages, when a backend reports it, lists ascending every prefix length in "
+      "1..kv_hit_pages that KV and every gating pool can restore, its last entry equal to "
+      "kv_hit_pages; None means the restorable lengths are 1..kv_hit_pages.",
+      "Ranks intersect these sets (RANK-6); a length listed that a pool cannot restore loads a "
+      "prefix without its trailing state on every rank.",
+      "sglang 0.5.23 mem_cache/hicache_storage.py PoolTransferResult, HiCacheFile.batch_exists_v2",
+      releases="0.5.23"),
+    C("BE-27", "core", "backend",
+      "on_host_pools_registered is called once per attach, after register_mem_pool_host and the "
+      "initial register_mem_host_pool_v2 burst and before any IO; a backend that raises from it "
+      "fails the attach; pools registered later arrive through register_mem_host_pool_v2 alone.",
+      "Backends that register with a remote manager must finalize once the pool set is known.",
+      "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorage.on_host_pools_registered; "
+      "managers/cache_controller.py attach_storage_backend",
+      releases="0.5.23"),
     C("BE-22", "v2", "backend",
       "A KV-derived sidecar page is written and dropped together with its KV page, or reported "
       "missing.",
@@ -205,13 +252,16 @@ CLAUSES: tuple[Clause, ...] = (
       "register_mem_pool_host is called once, after construction and before any IO; v2 pools "
       "are registered with register_mem_host_pool_v2, KV included.",
       "Backends size their buffers from the host pool; IO before registration has nowhere to go.",
-      "CONTRACT.md §2"),
+      "sglang managers/cache_controller.py attach_storage_backend; hybrid_cache_controller.py register_host_pool_entry"),
     C("BE-25", "core", "both",
       "A storage config has every rank inside its group (0 <= rank < size, size >= 1) for the TP, "
-      "PP, attention-CP and DP groups, and tp_lcm_size, when set, is a positive multiple of tp_size.",
+      "PP and attention-CP groups, dp_rank >= 0 (there is no dp_size), tp_lcm_size, when set, a "
+      "positive multiple of tp_size, and a valid DCP setup: 0 <= dcp_rank < dcp_size and, for "
+      "dcp_size > 1, MLA, tp_rank % dcp_size == dcp_rank with tp_size a multiple of dcp_size, and "
+      "a logical_page_size that is a positive multiple of dcp_size.",
       "Backends derive namespaces and shard layouts from these numbers; an impossible "
       "coordinate must be rejected at the boundary rather than become a key.",
-      "CONTRACT.md §1"),
+      "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorageConfig.__post_init__"),
     # ---------------------------------------------------------------- NS
     C("NS-1", "namespacing", "backend",
       "Two instances that differ only in tp_rank (same tp_size) never see each other's pages, "
@@ -233,10 +283,10 @@ CLAUSES: tuple[Clause, ...] = (
       "Keys carry no model; two models sharing a store must not read each other's KV.",
       "CONTRACT.md §3.8"),
     C("NS-5", "namespacing", "backend",
-      "With is_mla_model=True a page written by tp_rank 0 is visible to every TP rank with the "
-      "same PP and CP coordinates.",
-      "Replicated KV is written once by rank 0; other ranks that cannot see it never hit.",
-      "CONTRACT.md §3.8, §6"),
+      "With is_mla_model=True a KV page written by the storage writer (tp_rank == dcp_rank) is "
+      "visible to every TP rank with the same PP, CP and DCP coordinates.",
+      "Replicated KV is written once per DCP shard; other ranks that cannot see it never hit.",
+      "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorageConfig.is_storage_writer"),
     C("NS-6", "namespacing", "backend",
       "exists, get and set use the same key scheme.",
       "A tag applied in set but not in exists meant L3 never hit.",
@@ -248,25 +298,34 @@ CLAUSES: tuple[Clause, ...] = (
     C("NS-8", "namespacing", "backend",
       "clear() removes only this instance's namespace: pages of other models and ranks survive.",
       "A shared store serves many engines; one operator's clear must not flush the others.",
-      "project decision"),
+      "project decision",
+      releases="decision"),
     # ---------------------------------------------------------------- CTL
     C("CTL-1", "controller", "engine",
-      "The hit query calls batch_exists slice by slice and stops after the first slice that is "
-      "not fully hit.",
-      "Keys after a miss cannot be loaded (a prefix is only useful up to its first hole), so "
-      "querying them wastes round trips.",
-      "CONTRACT.md §4.1"),
+      "The hit query asks about the chain from its first key and never past a known miss: either "
+      "one call over the whole chain (batch_exists_v2 with the pool transfers, else batch_exists), "
+      "or batch_exists slice by slice stopping after the first slice not fully hit; a span a prior "
+      "hit proved stored may be taken as hit without a query.",
+      "Keys after a miss cannot be loaded, so querying them wastes round trips; 0.5.21+ sends every "
+      "path through the hybrid controller's single whole-chain query, 0.5.20's plain controller "
+      "queries slice by slice.",
+      "sglang hybrid_cache_controller.py HybridCacheController._storage_hit_query; "
+      "managers/cache_controller.py HiCacheController._storage_hit_query"),
     C("CTL-2", "controller", "engine",
-      "No storage call carries more than STORAGE_BATCH_SIZE keys, and IO and backup calls start "
-      "at multiples of it within the operation; the one exception is the hybrid hit query's single "
-      "batch_exists_v2 over the whole chain, whose pool fold is defined over the whole chain.",
+      "KV IO and KV backup calls carry at most STORAGE_BATCH_SIZE keys and start at multiples of it "
+      "within the operation, as does the KV-derived v2 read beside each KV read; the hit query and "
+      "the other sidecar v2 calls (one per trailing-length group, PFX-9) are not sliced.",
       "Backends size their batches by it; acks and prefixes are computed per slice.",
-      "CONTRACT.md §1, §4"),
+      "sglang managers/cache_controller.py _page_transfer, _page_backup; "
+      "hybrid_cache_controller.py _page_transfer_sidecar, _page_backup_with_stable_layout"),
     C("CTL-3", "controller", "engine",
-      "A prefetch whose agreed hit is below prefetch_threshold tokens (default 256), or for which "
-      "host memory is short, is revoked before any IO.",
-      "A tiny hit is cheaper to recompute than to fetch.",
-      "CONTRACT.md §4.3"),
+      "The effective threshold is max(prefetch_threshold, page_size) tokens (default 256): a "
+      "page-aligned span shorter than it is declined before any query, and a prefetch whose agreed "
+      "hit is below it, or for which host memory is short, is revoked before any IO.",
+      "A tiny hit is cheaper to recompute than to fetch, and a span that cannot reach the "
+      "threshold is not worth a round trip.",
+      "sglang managers/cache_controller.py attach_storage_backend; unified_radix_cache.py "
+      "prefetch_from_storage (0.5.21+), hiradix_cache.py prefetch_from_storage (0.5.20)"),
     C("CTL-4", "controller", "engine",
       "Prefetch IO reads each slice of the agreed keys in order; a slice that loads fewer pages "
       "than requested, or termination, stops further reads.",
@@ -289,10 +348,12 @@ CLAUSES: tuple[Clause, ...] = (
       "A node is backed up only as far as its prefix is contiguous in storage.",
       "CONTRACT.md §4"),
     C("CTL-8", "controller", "engine",
-      "With replicated KV (is_mla_model) only TP rank 0 writes KV pages; every rank still acks "
-      "the backup.",
-      "Replicated KV written by every rank multiplies traffic; acks must still match across ranks.",
-      "CONTRACT.md §4"),
+      "With replicated KV (is_mla_model) only the storage writer (tp_rank == dcp_rank; TP rank 0 "
+      "without DCP) writes KV pages and KV-derived and other replicated sidecars; every rank writes "
+      "rank-sharded sidecars (MAMBA state); every rank still acks the backup.",
+      "Replicated KV written by every rank multiplies traffic; TP-sharded state that only one rank "
+      "writes is lost for the others; acks must still match across ranks.",
+      "sglang 0.5.23 managers/cache_controller.py backup_skip; hybrid_cache_controller.py should_backup"),
     C("CTL-9", "controller", "engine",
       "Prefetch policies: best_effort terminates when the scheduler asks, wait_complete never "
       "terminates early, timeout terminates after the prefetch timeout (CTL-10).",
@@ -302,7 +363,8 @@ CLAUSES: tuple[Clause, ...] = (
       "The prefetch timeout is min(max, base + per_ki_token * tokens / 1024), with defaults "
       "base 2.0 s, per_ki_token 0.1 s, max 30 s.",
       "Longer prefixes deserve longer waits, up to a bound.",
-      "CONTRACT.md §4.5"),
+      "sglang 0.5.20 mem_cache/hicache_storage.py PrefetchTimeoutConfig; hiradix_cache.py",
+      releases="0.5.20"),
     C("CTL-11", "controller", "engine",
       "A backend that raises, returns None, returns the wrong number of results or misses its "
       "deadline never kills a controller thread and never has a page counted as loaded that it "
@@ -314,11 +376,28 @@ CLAUSES: tuple[Clause, ...] = (
       "Host pages allocated for a prefetch are freed exactly once: the unloaded tail when IO "
       "stops, everything when the operation is revoked.",
       "A double free corrupts the allocator; a missing free leaks host memory.",
-      "project decision"),
+      "project decision",
+      releases="decision"),
     C("CTL-13", "controller", "engine",
       "Backup is never cancelled once started.",
       "A half-written node would leave a hole that the hit query cannot see past.",
       "CONTRACT.md §4"),
+    C("CTL-14", "controller", "engine",
+      "The prefetch timeout is base + requested pages * page_size / 1024 * per_ki_token seconds, "
+      "defaults 1.0 s and 0.25 s, with no maximum; it starts at the first blocked admission poll, "
+      "and a deadline never cuts a prefetch whose KV already landed.",
+      "The wait budget scales with the span asked for; cutting a prefetch whose KV is loaded "
+      "salvages nothing.",
+      "sglang 0.5.21+ mem_cache/unified_radix_cache.py _start_storage_prefetch_wait, "
+      "_prefetch_deadline_expired; hybrid_cache_controller.py parse_storage_backend_extra_config",
+      releases="0.5.21+"),
+    C("CTL-15", "controller", "engine",
+      "A rank that is not the storage writer skips the KV backup and reports the whole span as "
+      "completed if and only if it wrote at least one sidecar and every sidecar write returned "
+      "len(keys) True; otherwise it reports 0 tokens.",
+      "Completion must not claim pages the rank never confirmed, and ranks must still ack.",
+      "sglang 0.5.23 mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout",
+      releases="0.5.23"),
     # ---------------------------------------------------------------- HYB
     C("HYB-1", "hybrid", "engine",
       "A KV-derived sidecar (indices_from_pool=KV) is read in the same slice as the KV pages it "
@@ -326,11 +405,11 @@ CLAUSES: tuple[Clause, ...] = (
       "A KV page without its derived sidecar is unusable.",
       "CONTRACT.md §1, §4.4"),
     C("HYB-2", "hybrid", "engine",
-      "Other sidecars (SWA, Mamba) are read once, after KV fully completed, in as few "
-      "batch_get_v2 calls as CTL-2 allows, and acked with their per-pool hits; if KV did not "
-      "complete they are not read.",
+      "Other sidecars (SWA, Mamba) are read once, after KV fully completed, in one batch_get_v2 "
+      "per trailing-length group (PFX-9), their trailing keys re-aligned to the hit, and acked with "
+      "their per-pool hits; if KV did not complete they are not read.",
       "Their windows are defined relative to the final hit, known only at the end.",
-      "CONTRACT.md §4.4"),
+      "sglang hybrid_cache_controller.py _page_transfer_sidecar, _sync_trailing_keys"),
     C("HYB-3", "hybrid", "engine",
       "A TRAILING_PAGES transfer reads the window of its N pages ending at the agreed hit.",
       "The window must end where the prefix ends, not where the query began.",
@@ -341,30 +420,38 @@ CLAUSES: tuple[Clause, ...] = (
       "A missing pool counted as a hit restored KV beside stale sidecar state.",
       "CONTRACT.md §6"),
     C("HYB-5", "hybrid", "engine",
-      "A hybrid backup writes its sidecars first, in one batch_set_v2 per STORAGE_BATCH_SIZE "
-      "slice (as few calls as CTL-2 allows), then KV.",
+      "A hybrid backup writes its sidecars first, in one batch_set_v2 per trailing-length group "
+      "(PFX-9) over the whole span, then KV in STORAGE_BATCH_SIZE slices.",
       "KV is what makes a page visible to the hit query; it goes last so a reader never finds "
       "KV without its sidecars.",
-      "CONTRACT.md §4"),
+      "sglang hybrid_cache_controller.py _page_backup_with_stable_layout"),
     C("HYB-6", "v2", "both",
       "An ALL_PAGES pool's hit is the leading run of its pages present within the KV hit.",
       "Every page of the prefix needs that pool's state.",
       "CONTRACT.md §1"),
     C("HYB-7", "v2", "both",
-      "A TRAILING_PAGES pool's hit is the largest n within the KV hit whose window of "
-      "max(1, N) pages ending at n is present, N being len(transfer.keys); 0 if none.",
-      "Sliding-window and recurrent state is needed only for the last pages of a prefix.",
-      "CONTRACT.md §1"),
+      "A TRAILING_PAGES pool can restore every length n within the KV hit whose window of "
+      "max(1, N) pages ending at n is present, N being len(transfer.keys); its own boundary is "
+      "the largest such n, 0 if none.",
+      "Sliding-window and recurrent state is needed only for the last pages of a prefix, so "
+      "5 may be restorable while 3 and 4 are not.",
+      "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheFile.batch_exists_v2, PoolTransferResult"),
     C("HYB-8", "v2", "both",
       "count_pool_hits maps each pool to the length of the leading run of True in its results.",
       "Loaded pages count only up to the first failure.",
       "CONTRACT.md §1"),
+    C("HYB-9", "v2", "both",
+      "A BLOCK_GROUPS pool never gates the hit nor the restorable lengths; its entry, where "
+      "reported, is the pages its leading complete groups cover.",
+      "Compressed blocks are a second form of the FULL pages; their absence must not shrink the KV hit.",
+      "sglang 0.5.22+ mem_cache/hicache_storage.py PoolHitPolicy.BLOCK_GROUPS",
+      releases="0.5.22+"),
     # ---------------------------------------------------------------- RANK
     C("RANK-1", "ranks", "engine",
-      "The hit count is all-reduced with MIN across the TP, CP and PP groups exactly once per "
+      "The hit is all-reduced with MIN across the TP, CP and PP groups exactly once per "
       "operation, also for terminated operations and misses.",
       "A rank that skips the collective hangs the others.",
-      "CONTRACT.md §4.2"),
+      "sglang managers/cache_controller.py prefetch_thread_func, _sync_prefetch_hit_query"),
     C("RANK-2", "ranks", "engine",
       "Every rank cuts its key list to the agreed count before allocating and reading.",
       "Ranks that load different lengths disagree on the cached prefix.",
@@ -377,4 +464,19 @@ CLAUSES: tuple[Clause, ...] = (
       "If any rank terminates a prefetch (timeout or request), every rank terminates it.",
       "Ranks must stop at the same slice to keep their caches equal.",
       "CONTRACT.md §4.5"),
+    C("RANK-5", "ranks", "engine",
+      "The hit agreement is one MIN all-reduce of a packed vector: the hit (or the restorable "
+      "flags, RANK-6) followed by every PoolName's own boundary, -1 for a pool without a verdict; "
+      "a pool any rank left out carries no verdict afterwards.",
+      "Per-pool beliefs must stay identical on every rank, in one collective.",
+      "sglang 0.5.22+ mem_cache/hybrid_cache/hybrid_cache_controller.py _sync_prefetch_hit_query",
+      releases="0.5.22+"),
+    C("RANK-6", "ranks", "engine",
+      "When any pool is TRAILING_PAGES the vector holds one flag per prefix length 0..span pages "
+      "(0 always set; a length set if the rank can restore it and it is within the rank's hit, a "
+      "backend without restorable_prefix_pages counting as 1..hit), and the agreed hit is the "
+      "largest length set on every rank.",
+      "Taking MIN of each rank's largest hit can pick a length one rank cannot restore.",
+      "sglang 0.5.23 mem_cache/hybrid_cache/hybrid_cache_controller.py _sync_prefetch_hit_query",
+      releases="0.5.23"),
 )

@@ -6,7 +6,7 @@ from typing import Optional
 
 from hicache_spec.batching import plan_batches
 
-__all__ = ["Keys", "expected_prefixes", "extend_prefix", "prefix_before"]
+__all__ = ["Keys", "SidecarGroup", "expected_prefixes", "extend_prefix", "plan_sidecar_groups", "prefix_before"]
 
 Keys = tuple[str, ...]
 """An ordered sequence of page keys."""
@@ -51,3 +51,31 @@ def expected_prefixes(prefix: Optional[Keys], chain: Keys, batch_size: int) -> t
         result.append(current)
         current = extend_prefix(current, chain[start:end])
     return tuple(result)
+
+
+SidecarGroup = tuple[Optional[Keys], tuple[int, ...]]
+"""One sidecar v2 call: (its prefix, the indices of the transfers it carries)."""
+
+
+def plan_sidecar_groups(prefix: Optional[Keys], span: Keys, key_counts: tuple[int, ...]) -> tuple[SidecarGroup, ...]:
+    """Return the sidecar v2 calls of an operation: one per distinct trailing-key count. Clauses: PFX-9, CTL-2, HYB-2, HYB-5.
+
+    Transfer i holds the last ``key_counts[i]`` keys of ``span``; it joins the
+    group of every transfer that covers the same ``len(span) - key_counts[i]``
+    leading keys, groups in order of first appearance. Each group's prefix is
+    ``prefix + span[:covered]``, so prefix and keys form one chain. With the
+    feature off (``prefix`` None) all transfers go in one call without a
+    prefix. SGLang 0.5.21+ (``_trailing_chain_groups``).
+
+    pre: all(0 <= n <= len(span) for n in key_counts)
+    post: sorted(i for _, members in __return__ for i in members) == list(range(len(key_counts)))
+    post: prefix is not None or len(__return__) == (1 if key_counts else 0) or __return__ == ((None, ()),)
+    post: prefix is None or all(p == prefix + span[: len(span) - key_counts[m[0]]] for p, m in __return__)
+    post: prefix is None or len(__return__) == len(set(key_counts))
+    """
+    if prefix is None:
+        return ((None, tuple(range(len(key_counts)))),)
+    groups: dict[int, list[int]] = {}
+    for index, count in enumerate(key_counts):
+        groups.setdefault(len(span) - count, []).append(index)
+    return tuple((prefix + span[:covered], tuple(members)) for covered, members in groups.items())

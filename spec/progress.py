@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 __all__ = [
     "DEFAULT_PREFETCH_THRESHOLD_TOKENS",
     "DEFAULT_PREFETCH_TIMEOUT_BASE",
@@ -9,19 +11,32 @@ __all__ = [
     "DEFAULT_PREFETCH_TIMEOUT_PER_KI_TOKEN",
     "agree_hit_pages",
     "compute_backup_progress",
+    "LEGACY_PREFETCH_TIMEOUT_BASE",
+    "LEGACY_PREFETCH_TIMEOUT_MAX",
+    "LEGACY_PREFETCH_TIMEOUT_PER_KI_TOKEN",
+    "agree_restorable_hit_pages",
+    "compute_effective_threshold",
     "compute_prefetch_acks",
     "compute_prefetch_timeout",
+    "compute_restorable_flags",
+    "is_prefetch_span_long_enough",
     "is_prefetch_worth_it",
 ]
 
 DEFAULT_PREFETCH_THRESHOLD_TOKENS = 256
-"""Below this agreed hit, in tokens, a prefetch is revoked (CTL-3)."""
-DEFAULT_PREFETCH_TIMEOUT_BASE = 2.0
-"""Seconds every prefetch may take under the timeout policy (CTL-10)."""
-DEFAULT_PREFETCH_TIMEOUT_PER_KI_TOKEN = 0.1
-"""Extra seconds per 1024 tokens of hit (CTL-10)."""
-DEFAULT_PREFETCH_TIMEOUT_MAX = 30.0
-"""Upper bound on the prefetch timeout, in seconds (CTL-10)."""
+"""Below this span or agreed hit, in tokens, a prefetch is declined or revoked (CTL-3)."""
+DEFAULT_PREFETCH_TIMEOUT_BASE = 1.0
+"""Seconds every prefetch may take under the timeout policy, SGLang 0.5.21+ (CTL-14)."""
+DEFAULT_PREFETCH_TIMEOUT_PER_KI_TOKEN = 0.25
+"""Extra seconds per 1024 tokens of the requested span, SGLang 0.5.21+ (CTL-14)."""
+DEFAULT_PREFETCH_TIMEOUT_MAX = None
+"""No upper bound on the prefetch timeout since SGLang 0.5.21 (CTL-14)."""
+LEGACY_PREFETCH_TIMEOUT_BASE = 2.0
+"""SGLang 0.5.20's base timeout, seconds (CTL-10)."""
+LEGACY_PREFETCH_TIMEOUT_PER_KI_TOKEN = 0.1
+"""SGLang 0.5.20's seconds per 1024 tokens (CTL-10)."""
+LEGACY_PREFETCH_TIMEOUT_MAX = 30.0
+"""SGLang 0.5.20's upper bound on the timeout, seconds (CTL-10)."""
 
 
 def compute_prefetch_acks(
@@ -78,7 +93,7 @@ def compute_backup_progress(slice_pages: tuple[int, ...], slice_ok: tuple[bool, 
 
 
 def agree_hit_pages(rank_hits: tuple[int, ...]) -> int:
-    """Return the hit every rank uses: the minimum over ranks. Clauses: RANK-1, RANK-2.
+    """Return the hit every rank uses: the minimum over ranks. Clauses: RANK-1, RANK-2, RANK-5.
 
     pre: len(rank_hits) >= 1
     pre: all(h >= 0 for h in rank_hits)
@@ -86,6 +101,65 @@ def agree_hit_pages(rank_hits: tuple[int, ...]) -> int:
     post: all(__return__ <= h for h in rank_hits)
     """
     return min(rank_hits)
+
+
+def compute_restorable_flags(
+    hit_pages: int, restorable: Optional[tuple[int, ...]], span_pages: int
+) -> tuple[bool, ...]:
+    """Return one rank's restorable flag per prefix length 0..span_pages, as SGLang 0.5.23 packs it. Clause: RANK-6.
+
+    Length 0 is always restorable. With no hit nothing else is. A backend
+    that reports no restorable set (None) is taken as restoring 1..hit; a
+    reported length above the hit (the hit may have been capped after the
+    query) or outside the span is dropped.
+
+    pre: 0 <= hit_pages <= span_pages
+    pre: restorable is None or all(isinstance(n, int) for n in restorable)
+    post: len(__return__) == span_pages + 1
+    post: __return__[0]
+    post: all(not flag for flag in __return__[hit_pages + 1:])
+    post: restorable is not None or __return__ == (True,) * (hit_pages + 1) + (False,) * (span_pages - hit_pages)
+    """
+    flags = [False] * (span_pages + 1)
+    flags[0] = True
+    if hit_pages > 0:
+        lengths = range(1, hit_pages + 1) if restorable is None else restorable
+        for length in lengths:
+            if 0 < length <= hit_pages:
+                flags[length] = True
+    return tuple(flags)
+
+
+def agree_restorable_hit_pages(rank_flags: tuple[tuple[bool, ...], ...]) -> int:
+    """Return the agreed hit: the largest length every rank flags restorable (MIN of the flags). Clause: RANK-6.
+
+    pre: len(rank_flags) >= 1
+    pre: all(len(flags) == len(rank_flags[0]) and len(flags) >= 1 and flags[0] for flags in rank_flags)
+    post: all(flags[__return__] for flags in rank_flags)
+    post: all(not all(flags[n] for flags in rank_flags) for n in range(__return__ + 1, len(rank_flags[0])))
+    """
+    agreed = [all(flags[n] for flags in rank_flags) for n in range(len(rank_flags[0]))]
+    return max(n for n, ok in enumerate(agreed) if ok)
+
+
+def compute_effective_threshold(threshold_tokens: int, page_size: int) -> int:
+    """Return the threshold a controller applies: at least one page. Clause: CTL-3.
+
+    pre: page_size >= 1
+    post: __return__ == max(threshold_tokens, page_size)
+    """
+    return max(threshold_tokens, page_size)
+
+
+def is_prefetch_span_long_enough(span_tokens: int, threshold_tokens: int, page_size: int) -> bool:
+    """Return whether a page-aligned span may be queried at all; shorter ones are declined before any query. Clause: CTL-3.
+
+    pre: page_size >= 1
+    pre: span_tokens >= 0
+    post: __return__ == (span_tokens - span_tokens % page_size >= max(threshold_tokens, page_size))
+    """
+    aligned = span_tokens - span_tokens % page_size
+    return aligned >= compute_effective_threshold(threshold_tokens, page_size)
 
 
 def is_prefetch_worth_it(hit_tokens: int, threshold_tokens: int = DEFAULT_PREFETCH_THRESHOLD_TOKENS) -> bool:
@@ -101,13 +175,19 @@ def compute_prefetch_timeout(
     tokens: int,
     base: float = DEFAULT_PREFETCH_TIMEOUT_BASE,
     per_ki_token: float = DEFAULT_PREFETCH_TIMEOUT_PER_KI_TOKEN,
-    maximum: float = DEFAULT_PREFETCH_TIMEOUT_MAX,
+    maximum: Optional[float] = DEFAULT_PREFETCH_TIMEOUT_MAX,
 ) -> float:
-    """Return the prefetch timeout in seconds: min(maximum, base + per_ki_token * tokens / 1024). Clause: CTL-10.
+    """Return the prefetch timeout in seconds: base + per_ki_token * tokens / 1024, capped by ``maximum`` when given. Clauses: CTL-10, CTL-14.
+
+    SGLang 0.5.21+ (CTL-14): ``tokens`` is the requested span (pages times
+    page_size), defaults 1.0 s and 0.25 s, no maximum. SGLang 0.5.20 (CTL-10):
+    ``min(maximum, ...)`` with 2.0 s, 0.1 s and 30 s (the LEGACY_ constants).
 
     pre: 0 <= tokens <= 2 ** 53
-    pre: 0 <= base <= 1e9 and 0 <= per_ki_token <= 1e9 and 0 <= maximum <= 1e9
-    post: __return__ <= maximum
-    post: __return__ >= min(maximum, base)
+    pre: 0 <= base <= 1e9 and 0 <= per_ki_token <= 1e9
+    pre: maximum is None or 0 <= maximum <= 1e9
+    post: maximum is None or __return__ <= maximum
+    post: __return__ >= (base if maximum is None else min(maximum, base))
     """
-    return min(maximum, base + per_ki_token * tokens / 1024)
+    linear = base + per_ki_token * tokens / 1024
+    return linear if maximum is None else min(maximum, linear)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hicache_spec.releases import SGLANG_RELEASES, check_release, release_key
+
 __all__ = [
     "Clause",
     "FAMILIES",
@@ -19,7 +21,13 @@ __all__ = [
     "clause",
     "clauses",
     "clauses_for_level",
+    "clauses_for_release",
+    "describe_releases",
+    "holds_for",
 ]
+
+DECISION = "decision"
+"""The ``releases`` value of a project decision: a rule the project keeps for every release."""
 
 FAMILIES: dict[str, str] = {
     "KEY": "page keys and the page-hash chain",
@@ -72,6 +80,9 @@ class Clause:
     """Where the rule comes from: a section of CONTRACT.md or a project decision."""
     retired: bool = False
     """A retired clause keeps its ID and is no longer checked."""
+    releases: str = "0.5.20+"
+    """The SGLang releases the rule holds for: ``"0.5.21+"`` (since), ``"0.5.20-0.5.22"`` (a range),
+    ``"0.5.23"`` (one release) or ``"decision"`` (a project decision, every release)."""
 
     @property
     def family(self) -> str:
@@ -82,6 +93,43 @@ class Clause:
     def number(self) -> int:
         """The number of the clause within its family."""
         return int(self.id.rsplit("-", 1)[1])
+
+
+def _release_bounds(releases: str) -> tuple[str, str]:
+    """Return the first and last pinned release a ``releases`` value covers; raise ValueError if malformed."""
+    text = releases.strip()
+    if text == DECISION:
+        return SGLANG_RELEASES[0], SGLANG_RELEASES[-1]
+    if text.endswith("+"):
+        first, last = text[:-1], SGLANG_RELEASES[-1]
+    elif "-" in text:
+        first, last = text.split("-", 1)
+    else:
+        first = last = text
+    check_release(first)
+    check_release(last)
+    if release_key(first) > release_key(last):
+        raise ValueError(f"Clause.releases: range runs backwards (got {releases!r})")
+    return first, last
+
+
+def holds_for(item: "Clause", version: str) -> bool:
+    """Return whether clause ``item`` holds for pinned SGLang release ``version`` (a decision holds for all)."""
+    check_release(version)
+    first, last = _release_bounds(item.releases)
+    return release_key(first) <= release_key(version) <= release_key(last)
+
+
+def describe_releases(item: "Clause") -> str:
+    """Return the releases of a clause in words: ``since 0.5.21``, ``0.5.20–0.5.22``, ``0.5.23 only``, ``project decision``."""
+    if item.releases == DECISION:
+        return "project decision (every release)"
+    first, last = _release_bounds(item.releases)
+    if item.releases.endswith("+"):
+        return f"since {first}" if first != SGLANG_RELEASES[0] else f"every pinned release (since {first})"
+    if first == last:
+        return f"{first} only"
+    return f"{first}–{last}"
 
 
 def _validate(all_clauses: tuple[Clause, ...]) -> dict[str, Clause]:
@@ -95,6 +143,10 @@ def _validate(all_clauses: tuple[Clause, ...]) -> dict[str, Clause]:
             raise ValueError(f"Clause.level: unknown level (got {item.level!r} in {item.id})")
         if item.role not in ROLES:
             raise ValueError(f"Clause.role: must be one of {ROLES} (got {item.role!r} in {item.id})")
+        try:
+            _release_bounds(item.releases)
+        except ValueError as error:
+            raise ValueError(f"Clause.releases: {error} (in {item.id})") from None
         by_id[item.id] = item
     return by_id
 
@@ -135,3 +187,9 @@ def clauses_for_level(level: str) -> tuple[Clause, ...]:
     if level not in LEVELS:
         raise ValueError(f"level: must be one of {sorted(LEVELS)} (got {level!r})")
     return tuple(c for c in clauses() if c.level == level)
+
+
+def clauses_for_release(version: str, include_retired: bool = False) -> tuple[Clause, ...]:
+    """Return the clauses that hold for pinned SGLang release ``version``; raise UnknownReleaseError if it is not pinned."""
+    check_release(version)
+    return tuple(c for c in clauses(include_retired) if holds_for(c, version))

@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
-from hicache_spec.registry import FAMILIES, LEVELS, clauses
+from typing import Optional
+
+from hicache_spec.registry import FAMILIES, LEVELS, clauses, clauses_for_release, describe_releases
+from hicache_spec.releases import SGLANG_RELEASES
 
 __all__ = ["render_markdown", "summarize"]
 
 
-def render_markdown() -> str:
-    """Return the normative document: every live clause, grouped by family then level."""
-    live = clauses()
+def _live(version: Optional[str]) -> tuple:
+    return clauses() if version is None else clauses_for_release(version)
+
+
+def render_markdown(version: Optional[str] = None) -> str:
+    """Return the normative document: every live clause (or those of one release), grouped by family then level."""
+    live = _live(version)
+    scope = (
+        f"Pinned SGLang releases: {', '.join(SGLANG_RELEASES)}. *Releases* says which of them a clause "
+        "holds for; a project decision holds for all. `hicache-conform clauses --sglang-version V` "
+        "lists the clauses of one release."
+        if version is None
+        else f"The clauses that hold for SGLang {version}."
+    )
     lines = [
         "# The HiCache L3 storage contract — normative clauses",
         "",
@@ -18,6 +32,8 @@ def render_markdown() -> str:
         f"{len(live)} clauses. Each has a stable ID; code that implements a clause cites it, "
         "and every test that checks it carries `@pytest.mark.clause(ID)`. "
         "*Role* says whom a clause binds: the storage backend, the engine's controller, or both.",
+        "",
+        scope,
         "",
         "## Levels",
         "",
@@ -44,6 +60,7 @@ def render_markdown() -> str:
                     f"{item.statement}",
                     "",
                     f"- *Role:* {item.role}",
+                    f"- *Releases:* {describe_releases(item)}",
                     f"- *Rationale:* {item.rationale}",
                     f"- *Source:* {item.source}",
                     "",
@@ -51,12 +68,16 @@ def render_markdown() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def summarize() -> str:
-    """Return a short table: clause count per family and per level."""
-    live = clauses()
-    lines = [f"{len(live)} clauses", "", "family  count  levels"]
+def summarize(version: Optional[str] = None) -> str:
+    """Return a short table: clause count per family and per level (of one release when given)."""
+    live = _live(version)
+    title = f"{len(live)} clauses" + ("" if version is None else f" hold for SGLang {version}")
+    lines = [title, "", "family  count  levels"]
     for family in FAMILIES:
         members = [c for c in live if c.family == family]
         levels = sorted({c.level for c in members})
         lines.append(f"{family:<7} {len(members):>5}  {', '.join(levels)}")
+    if version is not None:
+        lines += ["", "id       releases"]
+        lines += [f"{item.id:<8} {describe_releases(item)}" for item in live]
     return "\n".join(lines)

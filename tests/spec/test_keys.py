@@ -60,3 +60,77 @@ def test_key_names_the_whole_prefix():
 )
 def test_strict_page_key(value, ok):
     assert is_page_key(value) is ok
+
+
+def independent_seed(extra_key, cache_salt):
+    """The namespace seed restated from its byte layout."""
+    if extra_key is None and cache_salt is None:
+        return None
+    data = b"sglang-cache-namespace-v1"
+    for part in (extra_key, cache_salt):
+        if part is None:
+            data += b"\x00"
+        else:
+            raw = part.encode("utf-8")
+            data += b"\x01" + struct.pack("<Q", len(raw)) + raw
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.clause("KEY-4")
+@given(st.one_of(st.none(), st.text(max_size=6)), st.one_of(st.none(), st.text(max_size=6)))
+def test_namespace_seed_matches_its_byte_layout(extra_key, cache_salt):
+    from hicache_spec import compute_namespace_seed
+
+    assert compute_namespace_seed(extra_key, cache_salt) == independent_seed(extra_key, cache_salt)
+
+
+@pytest.mark.clause("KEY-4", "KEY-3")
+def test_a_namespaced_chain_starts_from_the_seed_and_parts_stay_apart():
+    from hicache_spec import compute_namespace_seed
+
+    seeds = {compute_namespace_seed(*parts) for parts in [("", None), (None, ""), ("ab", None), ("a", "b"), ("ab", ""), ("", "ab")]}
+    assert len(seeds) == 6 and None not in seeds
+    assert compute_namespace_seed(None, None) is None
+    tokens = tuple(range(8))
+    seed = compute_namespace_seed("lora-1", None)
+    assert compute_key_chain(tokens, 4, extra_key="lora-1") == compute_key_chain(tokens, 4, seed)
+    assert compute_key_chain(tokens, 4, extra_key="lora-1")[0] == independent_key(list(tokens[:4]), seed)
+    assert compute_key_chain(tokens, 4) != compute_key_chain(tokens, 4, extra_key="lora-1")
+    # A prior key wins over the namespace: only the chain's first page is seeded.
+    prior = compute_page_key((9, 9, 9, 9))
+    assert compute_key_chain(tokens, 4, prior, extra_key="lora-1") == compute_key_chain(tokens, 4, prior)
+
+
+@pytest.mark.clause("KEY-5")
+@pytest.mark.parametrize("tokens", [(2**32, 1), (1, 2**63 - 1), (0, 2**32 - 1, 2**40)])
+def test_a_wide_token_hashes_the_page_with_a_tag_and_eight_byte_words(tokens):
+    prior = compute_page_key((1, 2))
+    expected = hashlib.sha256(bytes.fromhex(prior) + b"\xff" + struct.pack(f"<{len(tokens)}Q", *tokens)).hexdigest()
+    assert compute_page_key(tokens, prior) == expected
+    assert compute_page_key(tokens) == hashlib.sha256(b"\xff" + struct.pack(f"<{len(tokens)}Q", *tokens)).hexdigest()
+
+
+@pytest.mark.clause("KEY-5", "KEY-1")
+def test_wide_encoding_is_per_page():
+    chain = compute_key_chain((1, 2, 2**33, 4), 2)
+    assert chain[0] == independent_key([1, 2], None)
+    assert chain[1] == hashlib.sha256(bytes.fromhex(chain[0]) + b"\xff" + struct.pack("<2Q", 2**33, 4)).hexdigest()
+    assert compute_page_key((2**32 - 1,)) == independent_key([2**32 - 1], None)
+
+
+@pytest.mark.clause("KEY-6")
+def test_bigram_pages_hash_pairs_and_read_one_token_ahead():
+    tokens = (10, 11, 12, 13, 14)  # logical length 4, lookahead 14
+    chain = compute_key_chain(tokens, 2, bigram=True)
+    assert len(chain) == 2
+    assert chain[0] == independent_key([10, 11, 11, 12], None)
+    assert chain[1] == independent_key([12, 13, 13, 14], chain[0])
+    assert compute_key_chain((10, 11, 12), 2, bigram=True) == (chain[0],)
+
+
+@pytest.mark.clause("KEY-6")
+def test_tuple_tokens_hash_each_element():
+    tokens = ((1, 2), (3, 4), (5, 6), (7, 8))
+    chain = compute_key_chain(tokens, 2)
+    assert chain[0] == independent_key([1, 2, 3, 4], None)
+    assert chain[1] == independent_key([5, 6, 7, 8], chain[0])

@@ -62,3 +62,47 @@ def test_expected_prefixes_at_batch_boundaries(pages):
     assert len(result) == (pages + 127) // 128
     for index, got in enumerate(result):
         assert got == ("root",) + chain[: index * 128]
+
+
+def check_sidecar_groups(impl, prefix, span, key_counts) -> None:
+    """Each call's prefix joins its own keys (prefix + keys is one chain) and every transfer is in one call."""
+    groups = impl(prefix, span, key_counts)
+    members = sorted(index for _, group in groups for index in group)
+    assert members == list(range(len(key_counts)))
+    for group_prefix, group in groups:
+        if prefix is None:
+            assert group_prefix is None, "PFX-3: feature off, no prefix"
+            continue
+        for index in group:
+            # The transfer's keys are the span's last key_counts[index]; prefix + keys must be prefix + span.
+            keys = tuple(span[len(span) - key_counts[index]:])
+            assert tuple(group_prefix) + keys == tuple(prefix) + tuple(span), "PFX-9: the prefix joins the keys"
+    if prefix is not None:
+        assert len(groups) == len(set(key_counts)), "one call per distinct trailing length"
+    else:
+        assert len(groups) == 1
+
+
+sidecar_cases = key_tuples.flatmap(
+    lambda span: st.tuples(prefixes, st.just(span), st.lists(st.integers(0, len(span)), max_size=4).map(tuple))
+)
+
+
+@pytest.mark.clause("PFX-9", "HYB-2", "HYB-5")
+@given(sidecar_cases)
+def test_sidecar_groups_carry_a_prefix_that_joins_their_keys(case):
+    from hicache_spec import plan_sidecar_groups
+
+    check_sidecar_groups(plan_sidecar_groups, *case)
+
+
+@pytest.mark.clause("PFX-9")
+def test_sidecar_groups_example():
+    from hicache_spec import plan_sidecar_groups
+
+    span = ("k0", "k1", "k2", "k3")
+    # KV-derived indexer (all 4 keys), SWA window 2, Mamba window 1, a second window-2 pool.
+    groups = plan_sidecar_groups(("p0",), span, (4, 2, 1, 2))
+    assert groups == ((("p0",), (0,)), (("p0", "k0", "k1"), (1, 3)), (("p0", "k0", "k1", "k2"), (2,)))
+    assert plan_sidecar_groups((), span, (1,)) == ((("k0", "k1", "k2"), (0,)),)  # [] accumulates
+    assert plan_sidecar_groups(None, span, (4, 1)) == ((None, (0, 1)),)

@@ -7,7 +7,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hicache_spec import (
+    DEFAULT_PREFETCH_TIMEOUT_PER_KI_TOKEN,
+    LEGACY_PREFETCH_TIMEOUT_BASE,
+    LEGACY_PREFETCH_TIMEOUT_MAX,
+    LEGACY_PREFETCH_TIMEOUT_PER_KI_TOKEN,
     agree_hit_pages,
+    agree_restorable_hit_pages,
+    compute_effective_threshold,
+    compute_restorable_flags,
+    is_prefetch_span_long_enough,
     compute_backup_progress,
     compute_prefetch_acks,
     compute_prefetch_timeout,
@@ -66,7 +74,7 @@ def test_backup_counts_leading_successful_slices(slices, page_size):
     assert compute_backup_progress(sizes, outcomes, page_size) == expected * page_size
 
 
-@pytest.mark.clause("RANK-1", "RANK-2")
+@pytest.mark.clause("RANK-1", "RANK-2", "RANK-5")
 @given(st.lists(st.integers(min_value=0, max_value=10_000), min_size=1, max_size=8))
 def test_agreement_is_the_minimum(hits):
     assert agree_hit_pages(tuple(hits)) == min(hits)
@@ -83,14 +91,88 @@ def test_prefetch_threshold_boundaries(tokens, ok):
     "tokens, expected",
     [(0, 2.0), (1024, 2.1), (10_240, 3.0), (286_720, 30.0), (1_000_000, 30.0)],
 )
-def test_prefetch_timeout_defaults_and_cap(tokens, expected):
+def test_legacy_prefetch_timeout_defaults_and_cap(tokens, expected):
+    """SGLang 0.5.20: min(30, 2.0 + 0.1 per Ki token)."""
+    timeout = compute_prefetch_timeout(
+        tokens, LEGACY_PREFETCH_TIMEOUT_BASE, LEGACY_PREFETCH_TIMEOUT_PER_KI_TOKEN, LEGACY_PREFETCH_TIMEOUT_MAX
+    )
+    assert timeout == pytest.approx(expected)
+
+
+@pytest.mark.clause("CTL-14")
+@pytest.mark.parametrize(
+    "tokens, expected",
+    [(0, 1.0), (1024, 1.25), (10_240, 3.5), (286_720, 71.0), (4_194_304, 1025.0)],
+)
+def test_prefetch_timeout_defaults_have_no_cap(tokens, expected):
+    """SGLang 0.5.21+: 1.0 s + 0.25 s per Ki token of the requested span, no maximum."""
     assert compute_prefetch_timeout(tokens) == pytest.approx(expected)
 
 
-@pytest.mark.clause("CTL-10")
-@given(st.integers(min_value=0, max_value=10**7), st.floats(0, 100), st.floats(0, 10), st.floats(0, 100))
+@pytest.mark.clause("CTL-14")
+@given(st.integers(min_value=0, max_value=10_000), st.sampled_from([1, 16, 64, 128]))
+def test_prefetch_timeout_per_page_form(pages, page_size):
+    """base + pages * (per_ki_token * page_size / 1024), as 0.5.21+ computes it per page."""
+    per_page = DEFAULT_PREFETCH_TIMEOUT_PER_KI_TOKEN * page_size / 1024
+    assert compute_prefetch_timeout(pages * page_size) == pytest.approx(1.0 + pages * per_page)
+
+
+@pytest.mark.clause("CTL-10", "CTL-14")
+@given(st.integers(min_value=0, max_value=10**7), st.floats(0, 100), st.floats(0, 10), st.one_of(st.none(), st.floats(0, 100)))
 def test_prefetch_timeout_formula(tokens, base, per_ki, maximum):
-    assert compute_prefetch_timeout(tokens, base, per_ki, maximum) == min(maximum, base + per_ki * tokens / 1024)
+    linear = base + per_ki * tokens / 1024
+    assert compute_prefetch_timeout(tokens, base, per_ki, maximum) == (linear if maximum is None else min(maximum, linear))
+
+
+@pytest.mark.clause("CTL-3")
+@pytest.mark.parametrize(
+    "span, threshold, page_size, ok",
+    [(255, 256, 1, False), (256, 256, 1, True), (300, 256, 64, True), (255, 256, 64, False),
+     (63, 0, 64, False), (64, 0, 64, True), (0, 0, 1, False), (129, 128, 128, True)],
+)
+def test_span_below_the_effective_threshold_is_declined_before_query(span, threshold, page_size, ok):
+    assert is_prefetch_span_long_enough(span, threshold, page_size) is ok
+    assert compute_effective_threshold(threshold, page_size) == max(threshold, page_size)
+
+
+@pytest.mark.clause("RANK-6")
+@pytest.mark.parametrize(
+    "hit, restorable, span, expected",
+    [
+        (0, None, 3, (True, False, False, False)),
+        (2, None, 3, (True, True, True, False)),
+        (3, (1, 3), 4, (True, True, False, True, False)),
+        (2, (1, 3), 4, (True, True, False, False, False)),  # 3 is past the (capped) hit
+        (2, (), 2, (True, False, False)),
+        (0, (1, 2), 2, (True, False, False)),  # no hit: nothing but 0
+    ],
+)
+def test_restorable_flags(hit, restorable, span, expected):
+    assert compute_restorable_flags(hit, restorable, span) == expected
+
+
+@pytest.mark.clause("RANK-6")
+def test_agreed_hit_is_the_largest_length_every_rank_restores():
+    rank0 = compute_restorable_flags(4, (1, 3, 4), 5)
+    rank1 = compute_restorable_flags(4, (2, 4), 5)
+    assert agree_restorable_hit_pages((rank0, rank1)) == 4
+    # Rank 1 restores only 2; MIN of the maxima would pick 2, which rank 0 cannot restore.
+    rank1 = compute_restorable_flags(3, (2,), 5)
+    assert agree_restorable_hit_pages((rank0, rank1)) == 0
+    assert not rank0[min(4, 2)]
+
+
+@pytest.mark.clause("RANK-6")
+@given(st.lists(st.tuples(st.integers(0, 8), st.one_of(st.none(), st.lists(st.integers(-1, 10), max_size=6).map(tuple))), min_size=1, max_size=4))
+def test_agreement_matches_intersection_of_sets(ranks):
+    span = 8
+    flags = tuple(compute_restorable_flags(hit, restorable, span) for hit, restorable in ranks)
+    sets = []
+    for hit, restorable in ranks:
+        lengths = set(range(1, hit + 1)) if restorable is None else {n for n in restorable if 0 < n <= hit}
+        sets.append(lengths if hit else set())
+    common = set.intersection(*sets) | {0}
+    assert agree_restorable_hit_pages(flags) == max(common)
 
 
 @pytest.mark.clause("CTL-3")

@@ -48,8 +48,51 @@ def test_duplicate_and_malformed_clauses_are_rejected():
 
 
 def test_open_questions_of_the_contract_are_decided():
-    decisions = [c for c in clauses() if c.source.startswith("decision")]
-    assert {c.id for c in decisions} >= {"PFX-9", "PFX-10"}
+    decisions = [c for c in clauses() if c.releases == "decision"]
+    assert {c.id for c in decisions} >= {"PFX-10", "NS-8", "CTL-12"}
+    assert clause("PFX-9").releases == "0.5.21+"  # re-decided from the wheel, no longer a decision
+
+
+def test_every_clause_names_its_releases_and_the_document_shows_them():
+    from hicache_spec import describe_releases, holds_for
+
+    text = render_markdown()
+    for item in clauses():
+        assert f"- *Releases:* {describe_releases(item)}" in text
+        assert any(holds_for(item, version) for version in ("0.5.20", "0.5.21", "0.5.22", "0.5.23")), item.id
+    assert describe_releases(clause("CTL-10")) == "0.5.20 only"
+    assert describe_releases(clause("CTL-14")) == "since 0.5.21"
+    assert describe_releases(clause("PFX-10")) == "project decision (every release)"
+
+
+@pytest.mark.parametrize(
+    "version, present, absent",
+    [
+        ("0.5.20", {"CTL-10", "PFX-10", "BE-21"}, {"CTL-14", "PFX-9", "RANK-5", "RANK-6", "KEY-5", "BE-27", "HYB-9"}),
+        ("0.5.21", {"CTL-14", "PFX-9"}, {"CTL-10", "RANK-5", "KEY-5"}),
+        ("0.5.22", {"RANK-5", "HYB-9"}, {"RANK-6", "CTL-15"}),
+        ("0.5.23", {"RANK-6", "KEY-5", "BE-26", "BE-27", "CTL-15", "NS-8"}, {"CTL-10"}),
+    ],
+)
+def test_clauses_of_a_release(version, present, absent):
+    from hicache_spec import clauses_for_release
+
+    ids = {c.id for c in clauses_for_release(version)}
+    assert present <= ids and not (absent & ids)
+    assert f"hold for SGLang {version}" in __import__("hicache_spec.render", fromlist=["summarize"]).summarize(version)
+    assert render_markdown(version).count("#### ") == len(ids)
+
+
+def test_unknown_release_and_malformed_releases_are_rejected():
+    from hicache_spec import clauses_for_release
+    from hicache_spec.releases import UnknownReleaseError
+
+    with pytest.raises(UnknownReleaseError, match="not a pinned release"):
+        clauses_for_release("0.4.0")
+    with pytest.raises(ValueError, match="Clause.releases"):
+        _validate((Clause("PFX-1", "prefix", "engine", "S.", "R", "src", releases="0.5.23-0.5.20"),))
+    with pytest.raises(ValueError, match="Clause.releases"):
+        _validate((Clause("PFX-1", "prefix", "engine", "S.", "R", "src", releases="0.6.0+"),))
 
 
 def test_importing_the_spec_pulls_in_neither_pydantic_nor_torch():
@@ -65,3 +108,14 @@ def test_importing_the_spec_pulls_in_neither_pydantic_nor_torch():
 def test_committed_spec_document_is_fresh():
     committed = (ROOT / "docs" / "spec.md").read_text(encoding="utf-8")
     assert committed == render_markdown(), "docs/spec.md is stale: run `hicache-conform spec --write docs/spec.md`"
+
+
+def test_cli_lists_the_clauses_of_a_release(capsys):
+    from hicache_contracts.cli import main
+
+    assert main(["clauses", "--sglang-version", "0.5.20"]) == 0
+    out = capsys.readouterr().out
+    assert "hold for SGLang 0.5.20" in out and "CTL-10   0.5.20 only" in out and "CTL-14" not in out
+    assert main(["clauses", "--sglang-version", "9.9.9"]) == 2
+    assert "--sglang-version: sglang version '9.9.9' is not a pinned release" in capsys.readouterr().err
+    assert main(["divergences", "--check", str(ROOT / "docs" / "divergences.md")]) == 0

@@ -1,0 +1,133 @@
+"""The divergence registry: where a pinned SGLang release breaks a clause the project keeps.
+
+A divergence is recorded, not copied: the clause stays as it is, and a test on
+each release the entry names shows the divergence is still there (so an
+upstream fix is noticed and the entry retired). ``evidence`` is a regular
+expression that must match the source of ``function`` in ``file`` of that
+release's wheel; ``tests/spec/test_divergences.py`` checks it. Rendered as
+``docs/divergences.md`` by ``hicache-conform divergences``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hicache_spec.registry import _release_bounds, clause
+from hicache_spec.releases import SGLANG_RELEASES, release_key
+
+__all__ = ["DIVERGENCES", "Divergence", "divergences", "divergences_for_release", "render_divergences"]
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """One place where released SGLang does not follow a clause."""
+
+    id: str
+    """Stable identifier, ``DIV-N``."""
+    releases: str
+    """The releases that diverge, in the ``Clause.releases`` notation (``0.5.20+``, ``0.5.20-0.5.22``, ``0.5.23``)."""
+    clause_id: str
+    """The clause SGLang breaks."""
+    file: str
+    """The module, relative to the wheel's ``sglang/srt`` folder."""
+    function: str
+    """The function or ``Class.method`` that diverges."""
+    behaviour: str
+    """What SGLang does instead, in one sentence."""
+    evidence: str
+    """A regular expression that matches the diverging code in ``function``'s source."""
+    upstream: str = ""
+    """The upstream issue or pull request, when there is one."""
+
+    def holds_for(self, version: str) -> bool:
+        """Return whether pinned release ``version`` shows this divergence."""
+        first, last = _release_bounds(self.releases)
+        return release_key(first) <= release_key(version) <= release_key(last)
+
+
+D = Divergence
+
+DIVERGENCES: tuple[Divergence, ...] = (
+    D("DIV-1", "0.5.20+", "PFX-4", "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+      "HybridCacheController._storage_hit_query",
+      "The hit query passes prefix_keys None when the operation's prefix is [] (copy only if truthy), "
+      "switching the feature off at the root.",
+      r"prefix_keys=operation\.prefix_keys\.copy\(\) if operation\.prefix_keys else None"),
+    D("DIV-2", "0.5.23", "PFX-4", "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+      "HybridCacheController.submit_prefetch",
+      "The pipeline-parallel ticket keeps prefix_keys only when non-empty, so [] becomes None for "
+      "every call of a ticketed prefetch.",
+      r"prefix_keys=list\(prefix_keys\) if prefix_keys else None"),
+    D("DIV-3", "0.5.20", "PFX-5", "managers/cache_controller.py", "HiCacheController._page_transfer",
+      "The prefix is extended in place with += after each batch, rewriting the list a backend "
+      "already received.",
+      r"prefix_keys \+= batch_hashes"),
+    D("DIV-4", "0.5.20", "PFX-5", "managers/cache_controller.py", "HiCacheController._page_backup",
+      "Backup extends the prefix in place with += after each batch.",
+      r"prefix_keys \+= batch_hashes"),
+    D("DIV-5", "0.5.20-0.5.22", "BE-21", "mem_cache/hicache_storage.py", "HiCacheFile.batch_exists_v2",
+      "The hit is the minimum of each pool's largest hit, not the largest length every pool can "
+      "restore, and no restorable_prefix_pages are reported.",
+      r"final_pages = min\(final_pages, boundary\)", "sgl-project/sglang#39147"),
+    D("DIV-6", "0.5.20+", "BE-21", "mem_cache/storage/sim_storage.py", "SimHiCacheStorage.batch_exists_v2",
+      "The simulated backend folds with the minimum of each pool's largest hit and reports no "
+      "restorable_prefix_pages.",
+      r"final_pages = min\(final_pages, boundary\)", "sgl-project/sglang#39147"),
+    D("DIV-7", "0.5.22", "HYB-9", "mem_cache/hicache_storage.py", "HiCacheFile.batch_exists_v2",
+      "Any policy other than ALL_PAGES, BLOCK_GROUPS included, is folded as TRAILING_PAGES and gates the hit.",
+      r"else:\s*# trailing_pages"),
+    D("DIV-8", "0.5.23", "BE-20", "mem_cache/hicache_storage.py", "HiCacheFile.batch_exists_v2",
+      "A BLOCK_GROUPS transfer raises ValueError instead of being answered (no controller sends one yet).",
+      r"raise ValueError\(f\"Unsupported pool hit policy"),
+    D("DIV-9", "0.5.20+", "BE-13", "mem_cache/hicache_storage.py", "HiCacheFile.exists",
+      "exists counts any file under the key's name as a hit, an empty or short one included.",
+      r"os\.path\.exists\("),
+    D("DIV-10", "0.5.20+", "NS-8", "mem_cache/hicache_storage.py", "HiCacheFile.clear",
+      "clear removes every file in the storage directory, other models' and ranks' pages included.",
+      r"for filename in os\.listdir\(self\.file_path\)"),
+    D("DIV-11", "0.5.21+", "PFX-10", "mem_cache/unified_cache/unified_tree_core.py",
+      "UnifiedTreeCore.get_prefix_hash_values",
+      "The prefetch prefix is built from the anchor node's ancestors, without the anchor's own pages.",
+      r"return node\.get_prefix_hash_values\(node\.parent\)"),
+)
+"""Every recorded divergence, oldest release first within a clause."""
+
+
+def divergences() -> tuple[Divergence, ...]:
+    """Return every divergence, after checking that each names a known clause and valid releases."""
+    seen: set[str] = set()
+    for item in DIVERGENCES:
+        if item.id in seen:
+            raise ValueError(f"Divergence.id: duplicate ID (got {item.id!r})")
+        seen.add(item.id)
+        clause(item.clause_id)
+        _release_bounds(item.releases)
+    return DIVERGENCES
+
+
+def divergences_for_release(version: str) -> tuple[Divergence, ...]:
+    """Return the divergences pinned release ``version`` shows."""
+    return tuple(item for item in divergences() if item.holds_for(version))
+
+
+def render_divergences() -> str:
+    """Return ``docs/divergences.md``: every recorded divergence, and which release shows which."""
+    lines = [
+        "# Where released SGLang diverges from the contract",
+        "",
+        "<!-- Generated by `hicache-conform divergences --write docs/divergences.md`; do not edit by hand. -->",
+        "",
+        "The clause stays; the divergence is recorded here, and a test on each release named reads "
+        "that release's code and shows the divergence is still there, so an upstream fix is noticed. "
+        "Machine-readable: `hicache_spec.divergences.DIVERGENCES`.",
+        "",
+        "| id | releases | clause | where in SGLang | what SGLang does | upstream |",
+        "|---|---|---|---|---|---|",
+    ]
+    for item in divergences():
+        releases = ", ".join(v for v in SGLANG_RELEASES if item.holds_for(v))
+        lines.append(
+            f"| {item.id} | {releases} | {item.clause_id} | `{item.file}` `{item.function}` | "
+            f"{item.behaviour} | {item.upstream or '–'} |"
+        )
+    return "\n".join(lines) + "\n"

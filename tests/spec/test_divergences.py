@@ -1,0 +1,81 @@
+"""The divergence registry: well formed, rendered, and each entry still visible in the release it names.
+
+Each entry's evidence is matched against the named function's source in that
+release's wheel (``HICACHE_SGLANG_WHEELS``, default ``/tmp/sgl-wheels``, one
+folder per release holding ``sglang/``). An upstream fix makes the match fail,
+which is the signal to retire the entry.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from hicache_spec.divergences import DIVERGENCES, Divergence, divergences, divergences_for_release, render_divergences
+from hicache_spec.registry import holds_for, clause
+from hicache_spec.releases import SGLANG_RELEASES
+
+ROOT = Path(__file__).resolve().parents[2]
+WHEELS = Path(os.environ.get("HICACHE_SGLANG_WHEELS", "/tmp/sgl-wheels"))
+
+
+def function_source(version: str, file: str, function: str) -> str:
+    """Return the source of ``Class.method`` or ``function`` in a release's wheel; skip if the wheel is absent."""
+    path = WHEELS / version / "sglang" / "srt" / file
+    if not path.is_file():
+        pytest.skip(f"SGLang {version} wheel not unpacked at {WHEELS / version}")
+    text = path.read_text(encoding="utf-8")
+    tree = ast.parse(text)
+    *owners, name = function.split(".")
+    scope: list[ast.AST] = list(tree.body)
+    for owner in owners:
+        found = [node for node in scope if isinstance(node, ast.ClassDef) and node.name == owner]
+        assert found, f"{version} {file}: no class {owner}"
+        scope = list(found[0].body)
+    matches = [node for node in scope if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name]
+    assert matches, f"{version} {file}: no function {function}"
+    return ast.get_source_segment(text, matches[0]) or ""
+
+
+CASES = [(item, version) for item in DIVERGENCES for version in SGLANG_RELEASES if item.holds_for(version)]
+
+
+@pytest.mark.parametrize("item, version", CASES, ids=[f"{item.id}-{version}" for item, version in CASES])
+def test_divergence_is_still_in_the_release(item: Divergence, version: str):
+    source = function_source(version, item.file, item.function)
+    assert re.search(item.evidence, source), (
+        f"{item.id}: SGLang {version} {item.function} no longer matches {item.evidence!r}; "
+        "if upstream fixed it, narrow the entry's releases"
+    )
+
+
+def test_entries_name_live_clauses_that_hold_where_they_diverge():
+    for item in divergences():
+        target = clause(item.clause_id)
+        assert not target.retired, item.id
+        for version in SGLANG_RELEASES:
+            if item.holds_for(version):
+                assert holds_for(target, version), f"{item.id}: {target.id} does not hold for {version}"
+    assert divergences_for_release("0.5.23")
+    assert {item.id for item in divergences_for_release("0.5.20")} >= {"DIV-3", "DIV-5"}
+
+
+def test_registry_rejects_unknown_clause_and_duplicate_ids(monkeypatch):
+    import hicache_spec.divergences as module
+
+    bad = Divergence("DIV-99", "0.5.23", "PFX-999", "f.py", "f", "b.", "x")
+    monkeypatch.setattr(module, "DIVERGENCES", DIVERGENCES + (bad,))
+    with pytest.raises(KeyError, match="PFX-999"):
+        module.divergences()
+    monkeypatch.setattr(module, "DIVERGENCES", DIVERGENCES + (DIVERGENCES[0],))
+    with pytest.raises(ValueError, match="duplicate ID"):
+        module.divergences()
+
+
+def test_committed_divergence_document_is_fresh():
+    committed = (ROOT / "docs" / "divergences.md").read_text(encoding="utf-8")
+    assert committed == render_divergences(), "docs/divergences.md is stale: run `hicache-conform divergences --write docs/divergences.md`"
