@@ -3,6 +3,7 @@
 Subcommands:
   clauses   print the clause registry summary (count per family and level)
   spec      render docs/spec.md from the registry (``--check`` fails when stale)
+  divergences  render docs/divergences.md from the divergence registry (``--check`` fails when stale)
 """
 
 from __future__ import annotations
@@ -24,9 +25,37 @@ def register_subcommand(installer: Callable[[argparse._SubParsersAction], None])
 
 
 def _cmd_clauses(args: argparse.Namespace) -> int:
+    from hicache_spec.releases import UnknownReleaseError, check_release
     from hicache_spec.render import summarize
 
-    print(summarize())
+    version = getattr(args, "sglang_version", None)
+    if version is not None:
+        try:
+            check_release(version)
+        except UnknownReleaseError as error:
+            print(f"hicache-conform clauses: --sglang-version: {error}", file=sys.stderr)
+            return 2
+    print(summarize(version))
+    return 0
+
+
+def _cmd_divergences(args: argparse.Namespace) -> int:
+    from hicache_spec.divergences import render_divergences
+
+    text = render_divergences()
+    if args.check:
+        current = Path(args.check).read_text(encoding="utf-8") if Path(args.check).exists() else ""
+        if current != text:
+            print(f"{args.check}: stale; regenerate with `hicache-conform divergences --write {args.check}`",
+                  file=sys.stderr)
+            return 1
+        print(f"{args.check}: up to date")
+        return 0
+    if args.write:
+        Path(args.write).write_text(text, encoding="utf-8")
+        print(f"wrote {args.write}")
+        return 0
+    sys.stdout.write(text)
     return 0
 
 
@@ -60,7 +89,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     clauses_parser = sub.add_parser("clauses", help="print the clause registry summary")
+    clauses_parser.add_argument("--sglang-version", metavar="V",
+                                help="list the clauses that hold for pinned SGLang release V, with their releases")
     clauses_parser.set_defaults(func=_cmd_clauses)
+    divergences_parser = sub.add_parser("divergences", help="render where released SGLang diverges from the clauses")
+    group = divergences_parser.add_mutually_exclusive_group()
+    group.add_argument("--write", metavar="PATH", help="write the document to PATH")
+    group.add_argument("--check", metavar="PATH", help="exit 1 if PATH differs from a fresh render")
+    divergences_parser.set_defaults(func=_cmd_divergences)
     spec_parser = sub.add_parser("spec", help="render the normative document from the registry")
     group = spec_parser.add_mutually_exclusive_group()
     group.add_argument("--write", metavar="PATH", help="write the document to PATH")
