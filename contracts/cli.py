@@ -1,9 +1,11 @@
 """The ``hicache-conform`` command line.
 
 Subcommands:
-  clauses   print the clause registry summary (count per family and level)
+  clauses   print the clause registry summary (clause count per family and the levels it spans)
   spec      render docs/spec.md from the registry (``--check`` fails when stale)
   divergences  render docs/divergences.md from the divergence registry (``--check`` fails when stale)
+  methods   render docs/backend-methods.md from the protocols (``--check`` fails when stale)
+  init      write a backend skeleton to fill in with storage calls
 """
 
 from __future__ import annotations
@@ -62,13 +64,37 @@ def _cmd_divergences(args: argparse.Namespace) -> int:
 def _cmd_spec(args: argparse.Namespace) -> int:
     from hicache_spec.render import render_markdown
 
-    text = render_markdown()
+    return _render_command(args, render_markdown(), "spec")
+
+
+def _cmd_methods(args: argparse.Namespace) -> int:
+    from hicache_contracts.methods import render_backend_methods
+
+    return _render_command(args, render_backend_methods(), "methods")
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from hicache_contracts.scaffold import class_name_for, write_skeleton
+
+    try:
+        path = write_skeleton(args.name, args.directory, args.class_name)
+    except (ValueError, OSError) as error:
+        print(f"hicache-conform init: {error}", file=sys.stderr)
+        return 2
+    class_name = args.class_name or class_name_for(args.name)
+    print(f"wrote {path}")
+    print(f"next: fill in the storage calls at the end of {path.name} (store, fetch, contains, delete_namespace), "
+          f"then run\n  hicache-conform run --backend {args.name}:{class_name} --extra-config '{{}}'")
+    return 0
+
+
+def _render_command(args: argparse.Namespace, text: str, command: str) -> int:
     if args.check:
         path = Path(args.check)
         current = path.read_text(encoding="utf-8") if path.exists() else ""
         if current != text:
             print(
-                f"{path}: stale; regenerate with `hicache-conform spec --write {path}`",
+                f"{path}: stale; regenerate with `hicache-conform {command} --write {path}`",
                 file=sys.stderr,
             )
             return 1
@@ -88,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Check HiCache L3 storage backends and engines against the contract.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    clauses_parser = sub.add_parser("clauses", help="print the clause registry summary")
+    clauses_parser = sub.add_parser("clauses", help="print the clause count per family and the levels each family spans")
     clauses_parser.add_argument("--sglang-version", metavar="V",
                                 help="list the clauses that hold for pinned SGLang release V, with their releases")
     clauses_parser.set_defaults(func=_cmd_clauses)
@@ -102,6 +128,19 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--write", metavar="PATH", help="write the document to PATH")
     group.add_argument("--check", metavar="PATH", help="exit 1 if PATH differs from a fresh render")
     spec_parser.set_defaults(func=_cmd_spec)
+    methods_parser = sub.add_parser("methods", help="render the backend-method reference from the protocols")
+    group = methods_parser.add_mutually_exclusive_group()
+    group.add_argument("--write", metavar="PATH", help="write the reference to PATH")
+    group.add_argument("--check", metavar="PATH", help="exit 1 if PATH differs from a fresh render")
+    methods_parser.set_defaults(func=_cmd_methods)
+    init_parser = sub.add_parser("init", help="write a backend skeleton NAME.py to fill in with storage calls",
+                                 description="Write NAME.py: a backend class that follows the contract once its "
+                                             "four storage calls are filled in.")
+    init_parser.add_argument("name", metavar="NAME", help="the module name, such as my_store")
+    init_parser.add_argument("--class", dest="class_name", metavar="CLASS",
+                             help="the class name (default: NAME in CamelCase)")
+    init_parser.add_argument("--directory", default=".", metavar="DIR", help="where to write (default: .)")
+    init_parser.set_defaults(func=_cmd_init)
     _install_optional_subcommands(sub)
     return parser
 

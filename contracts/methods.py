@@ -1,0 +1,162 @@
+"""The backend-method reference (docs/backend-methods.md), generated from ``hicache_contracts.protocols``.
+
+Every protocol class the protocols module exports is one section; every
+method of it is one entry: its signature, what it returns (the docstring),
+the clauses its docstring names with their statements, and the SGLang
+releases whose ``HiCacheStorage`` declares it. A method or class docstring that
+says ``SGLang X.Y.Z+`` limits the method to those releases; any other is in
+every pinned release.
+
+    hicache-conform methods                                  # print the reference
+    hicache-conform methods --check docs/backend-methods.md  # exit 1 when stale
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from hicache_spec import clause, describe_releases
+from hicache_spec.releases import SGLANG_RELEASES, release_key
+
+__all__ = ["BackendMethod", "backend_methods", "render_backend_methods"]
+
+_CLAUSE_ID = re.compile(r"\b([A-Z]{2,5}-\d+)\b")
+_SINCE = re.compile(r"SGLang (\d+\.\d+\.\d+)\+")
+_GENERATIONS: dict[str, str] = {
+    "LegacyBackend": "core",
+    "ZeroCopyV1Backend": "v1",
+    "PoolAwareV2Backend": "v2",
+}
+"""The level a generation's methods belong to; a protocol not listed here is called whatever the level."""
+
+
+@dataclass(frozen=True)
+class BackendMethod:
+    """One method of the backend interface, as the protocols module states it."""
+
+    protocol: str
+    """The protocol class that declares it (``LegacyBackend``, ``ZeroCopyV1Backend``, ...)."""
+    name: str
+    """The method name: SGLang's wire name."""
+    signature: str
+    """``name(arguments) -> return`` without ``self``."""
+    doc: str
+    """The method's docstring, dedented."""
+    clauses: tuple[str, ...]
+    """Clause IDs the docstring names, in first-seen order."""
+    releases: tuple[str, ...]
+    """Pinned SGLang releases whose ``HiCacheStorage`` declares it."""
+
+    @property
+    def summary(self) -> str:
+        """The docstring's first line."""
+        return self.doc.splitlines()[0] if self.doc else ""
+
+
+def _since(*texts: Optional[str]) -> tuple[str, ...]:
+    for text in texts:
+        found = _SINCE.search(text or "")
+        if found:
+            first = release_key(found.group(1))
+            return tuple(release for release in SGLANG_RELEASES if release_key(release) >= first)
+    return SGLANG_RELEASES
+
+
+def _protocol_classes() -> list[type]:
+    from hicache_contracts import protocols
+
+    classes = [getattr(protocols, name) for name in protocols.__all__]
+    classes = [item for item in classes if isinstance(item, type) and getattr(item, "_is_protocol", False)]
+    return sorted(classes, key=lambda item: inspect.getsourcelines(item)[1])
+
+
+def _signature(name: str, function: Any) -> str:
+    signature = inspect.signature(function)
+    parts = []
+    for parameter in signature.parameters.values():
+        if parameter.name == "self":
+            continue
+        text = parameter.name
+        if parameter.annotation is not inspect.Parameter.empty:
+            text += f": {_annotation(parameter.annotation)}"
+        if parameter.default is not inspect.Parameter.empty:
+            text += f" = {parameter.default!r}"
+        parts.append(text)
+    returned = signature.return_annotation
+    suffix = "" if returned is inspect.Signature.empty else f" -> {_annotation(returned)}"
+    return f"{name}({', '.join(parts)}){suffix}"
+
+
+def _annotation(annotation: Any) -> str:
+    return annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
+
+
+def backend_methods() -> list[BackendMethod]:
+    """Return every method of every backend protocol, in the order the protocols module declares them."""
+    found = []
+    for protocol in _protocol_classes():
+        members = [(name, value) for name, value in vars(protocol).items()
+                   if inspect.isfunction(value) and not name.startswith("_")]
+        members.sort(key=lambda member: inspect.getsourcelines(member[1])[1])
+        for name, function in members:
+            doc = inspect.getdoc(function) or ""
+            clause_ids = tuple(dict.fromkeys(_CLAUSE_ID.findall(doc)))
+            found.append(BackendMethod(protocol.__name__, name, _signature(name, function), doc, clause_ids,
+                                       _since(function.__doc__, protocol.__doc__)))
+    return found
+
+
+def _clause_line(clause_id: str) -> str:
+    try:
+        registered = clause(clause_id)
+    except LookupError:
+        return f"- **{clause_id}** (not in the registry)"
+    return f"- **{clause_id}** (level `{registered.level}`; {describe_releases(registered)}): {registered.statement}"
+
+
+def render_backend_methods() -> str:
+    """Return the Markdown text of docs/backend-methods.md."""
+    methods = backend_methods()
+    lines = [
+        "# Backend methods: signatures, results and clauses",
+        "",
+        "<!-- generated by `hicache-conform methods --write docs/backend-methods.md`"
+        " from contracts/protocols.py; do not edit -->",
+        "",
+        "Every method SGLang's cache controller calls on an L3 storage backend, by generation. A backend",
+        "implements the legacy methods and `batch_exists` (level `core`), and any of the later generations it",
+        "claims; a generation it does not implement raises `NotImplementedError` (BE-18). Model types",
+        "(`HiCacheStorageExtraInfo`, `PoolTransfer`, `PoolTransferResult`, `PoolName`) are SGLang's",
+        "(docs/backends.md); `host_indices` index host-pool token slots, `page_size` per page. Start from",
+        "`hicache-conform init NAME` (docs/vendors.md).",
+        "",
+        "## Which releases have it",
+        "",
+        "A method is in a release when that release's `HiCacheStorage` declares it.",
+        "",
+        "| method | generation | " + " | ".join(SGLANG_RELEASES) + " |",
+        "|---|---|" + "---|" * len(SGLANG_RELEASES),
+    ]
+    for method in methods:
+        marks = " | ".join("yes" if release in method.releases else "–" for release in SGLANG_RELEASES)
+        lines.append(f"| [`{method.name}`](#{method.name}) | {method.protocol} | {marks} |")
+    current = None
+    for method in methods:
+        if method.protocol != current:
+            current = method.protocol
+            protocol = next(item for item in _protocol_classes() if item.__name__ == current)
+            level = _GENERATIONS.get(current)
+            lines += ["", f"## {current}", ""]
+            lines.append((inspect.getdoc(protocol) or "").splitlines()[0]
+                         + (f" Level `{level}`." if level else ""))
+        lines += ["", f"### {method.name}", "", "```python", method.signature, "```", ""]
+        lines.append(method.doc)
+        lines += ["", f"SGLang releases: {', '.join(method.releases)}."]
+        if method.clauses:
+            lines += ["", "The clauses it names, from the registry (docs/spec.md):", ""]
+            lines += [_clause_line(clause_id) for clause_id in method.clauses]
+    lines.append("")
+    return "\n".join(lines)
