@@ -27,11 +27,12 @@ from hicache_contracts.models import (
     validate_page_keys,
 )
 from hicache_contracts.prefix_keys import PageKeys, PageKeysField, PrefixKeys, PrefixKeysField
-from hicache_contracts.protocols import LegacyBackend, PoolAwareV2Backend, ZeroCopyV1Backend
+from hicache_contracts.protocols import AttachHooks, LegacyBackend, PoolAwareV2Backend, ZeroCopyV1Backend
 
 __all__ = [
     "Capabilities",
     "HostPagePool",
+    "AttachHooks",
     "LegacyBackend",
     "PoolAwareV2Backend",
     "ZeroCopyV1Backend",

@@ -90,10 +90,20 @@ class PoolName(str, Enum):
     KV = "kv"
     MAMBA = "mamba"
     SWA = "swa"
+    AUXILIARY_SWA = "auxiliary_swa"
     INDEXER = "indexer"
+    DEEPSEEK_V4_C1 = "deepseek_v4_c1"
+    DEEPSEEK_V4_C1_INDEXER = "deepseek_v4_c1_indexer"
+    DEEPSEEK_V4_C1_INDEXER_SCALE = "deepseek_v4_c1_indexer_scale"
+    DEEPSEEK_V4_C2 = "deepseek_v4_c2"
+    DEEPSEEK_V4_C2_INDEXER = "deepseek_v4_c2_indexer"
+    DEEPSEEK_V4_C2_INDEXER_SCALE = "deepseek_v4_c2_indexer_scale"
     DEEPSEEK_V4_C4 = "deepseek_v4_c4"
     DEEPSEEK_V4_C4_INDEXER = "deepseek_v4_c4_indexer"
+    DEEPSEEK_V4_C4_INDEXER_SCALE = "deepseek_v4_c4_indexer_scale"
     DEEPSEEK_V4_C128 = "deepseek_v4_c128"
+    DEEPSEEK_V4_C4_ROPE = "deepseek_v4_c4_rope"
+    DEEPSEEK_V4_C128_ROPE = "deepseek_v4_c128_rope"
     DEEPSEEK_V4_C4_STATE = "deepseek_v4_c4_state"
     DEEPSEEK_V4_C4_INDEXER_STATE = "deepseek_v4_c4_indexer_state"
     DEEPSEEK_V4_C128_STATE = "deepseek_v4_c128_state"
@@ -115,6 +125,8 @@ class PoolHitPolicy(str, Enum):
     """Every page in [0, kv_hit) must exist in the pool."""
     TRAILING_PAGES = "trailing_pages"
     """Only the last max(1, len(transfer.keys)) pages of the prefix must exist."""
+    BLOCK_GROUPS = "block_groups"
+    """Whole groups of ``group_pages`` keys at block boundaries; reports its own pages, never gates (HYB-6)."""
 
     def __str__(self) -> str:
         return self.value
@@ -471,7 +483,7 @@ _RANK_GROUPS = (
     ("tp_rank", "tp_size", "BE-25"),
     ("pp_rank", "pp_size", "BE-25"),
     ("attn_cp_rank", "attn_cp_size", "BE-25"),
-    ("dp_rank", "dp_size", "BE-25"),
+    ("dcp_rank", "dcp_size", "BE-25"),
 )
 """(rank field, size field, clause) for each parallel group of HiCacheStorageConfig."""
 
@@ -499,20 +511,25 @@ class HiCacheStorageConfig(ContractModel):
     """Whether the host pool is laid out page first."""
     model_name: Optional[str]
     """The served model; part of every namespace (NS-4)."""
-    dp_rank: int = 0
-    """Data-parallel rank, 0 <= dp_rank < dp_size."""
-    dp_size: int = 1
-    """Data-parallel size, >= 1."""
     tp_lcm_size: Optional[int] = None
     """When set, a positive multiple of tp_size used to split heads across mixed TP sizes."""
     should_split_heads: bool = False
     """Whether pages are stored split by heads to tp_lcm_size shards."""
+    dp_rank: int = 0
+    """Attention data-parallel rank (tp_rank is local to its attention group), >= 0; SGLang 0.5.21+."""
     extra_config: Optional[ReadOnlyMapping] = None
     """Backend-specific configuration, read-only; unknown keys are kept (BE-1)."""
+    dcp_size: int = 1
+    """Decode context-parallel size, >= 1; above 1 only for MLA with contiguous groups (BE-25); 0.5.23+."""
+    dcp_rank: int = 0
+    """This rank's decode context-parallel shard, 0 <= dcp_rank < dcp_size; 0.5.23+."""
+    logical_page_size: Optional[int] = None
+    """Tokens per logical page under DCP, a positive multiple of dcp_size when dcp_size > 1; 0.5.23+."""
 
     _field_clauses: ClassVar[dict[str, str]] = {
         "extra_config": "BE-1",
-        "tp_rank": "BE-25", "tp_size": "BE-25", "tp_lcm_size": "BE-25", "dp_rank": "BE-25", "dp_size": "BE-25",
+        "tp_rank": "BE-25", "tp_size": "BE-25", "tp_lcm_size": "BE-25", "dp_rank": "BE-25",
+        "dcp_size": "BE-25", "dcp_rank": "BE-25", "logical_page_size": "BE-25",
         "pp_rank": "BE-25", "pp_size": "BE-25",
         "attn_cp_rank": "BE-25", "attn_cp_size": "BE-25",
         "model_name": "NS-4", "is_mla_model": "NS-5",
@@ -533,7 +550,31 @@ class HiCacheStorageConfig(ContractModel):
         if lcm is not None and (lcm < 1 or lcm % self.tp_size != 0):
             raise ContractViolation("tp_lcm_size", f"must be a positive multiple of tp_size = {self.tp_size}",
                                     lcm, "BE-25")
+        if self.dp_rank < 0:
+            raise ContractViolation("dp_rank", "must be >= 0", self.dp_rank, "BE-25")
+        self._check_dcp()
         return self
+
+    def _check_dcp(self) -> None:
+        """SGLang 0.5.23's DCP rules (its ``__post_init__`` raises ValueError on each). Clause: BE-25."""
+        if self.dcp_size == 1:
+            return
+        if not self.is_mla_model:
+            raise ContractViolation("dcp_size", "may exceed 1 only for an MLA model (is_mla_model=True)",
+                                    self.dcp_size, "BE-25")
+        if self.tp_size % self.dcp_size != 0 or self.tp_rank % self.dcp_size != self.dcp_rank:
+            raise ContractViolation(
+                "dcp_rank", f"must equal tp_rank % dcp_size = {self.tp_rank % self.dcp_size}, with dcp_size "
+                f"dividing tp_size = {self.tp_size} (contiguous DCP groups within TP)", self.dcp_rank, "BE-25")
+        page = self.logical_page_size
+        if page is None or page <= 0 or page % self.dcp_size != 0:
+            raise ContractViolation("logical_page_size", f"must be a positive multiple of dcp_size = {self.dcp_size}",
+                                    page, "BE-25")
+
+    @property
+    def is_storage_writer(self) -> bool:
+        """Whether this rank writes rank-replicated (MLA) KV: every rank for non-MLA, else tp_rank == dcp_rank. Clause: NS-5."""
+        return not self.is_mla_model or self.tp_rank == self.dcp_rank
 
     @classmethod
     def single_rank(cls, model_name: Optional[str] = "test-model", **overrides: Any) -> "HiCacheStorageConfig":
@@ -565,6 +606,10 @@ class PoolTransfer(ContractModel):
     """Engine-side tree nodes this transfer restores; opaque to backends and kept as given."""
     indices_from_pool: Optional[PoolNameField] = None
     """KV for a KV-derived sidecar, which reuses the KV pool's slots; None for pools with their own."""
+    block_pages: NonNegativeInt = 0
+    """BLOCK_GROUPS geometry: full pages per block (0 when the policy is not BLOCK_GROUPS); 0.5.22+."""
+    group_pages: NonNegativeInt = 0
+    """BLOCK_GROUPS geometry: keys (pages) per group (0 when the policy is not BLOCK_GROUPS); 0.5.22+."""
 
     _field_clauses: ClassVar[dict[str, str]] = {
         "name": "BE-19", "keys": "KEY-2", "host_indices": "BE-15", "device_indices": "BE-15",
@@ -580,7 +625,7 @@ class PoolTransfer(ContractModel):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PoolTransfer):
             return NotImplemented
-        for field in ("name", "keys", "hit_policy", "indices_from_pool"):
+        for field in ("name", "keys", "hit_policy", "indices_from_pool", "block_pages", "group_pages"):
             if getattr(self, field) != getattr(other, field):
                 return False
         for field in ("host_indices", "device_indices"):
@@ -611,6 +656,27 @@ def _check_pool_hits(value: ReadOnlyMapping, minimum: int, clause_id: str) -> Re
     return ReadOnlyMapping(clean)
 
 
+def _check_restorable(value: Any) -> Optional[tuple[int, ...]]:
+    """Return prefix lengths as an ascending tuple of distinct ints >= 0 (SGLang treats them as a set)."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise ContractViolation("", "must be a list of prefix lengths in pages", value, "BE-21")
+    lengths = list(value)
+    for length in lengths:
+        if type(length) is not int or length < 0:
+            raise ContractViolation("", "must hold only ints >= 0 (prefix lengths in pages)", length, "BE-21")
+    return tuple(sorted(set(lengths)))
+
+
+RestorablePages = Annotated[
+    tuple[int, ...],
+    _plain(_check_restorable, lambda value: None if value is None else list(value)),
+    WithJsonSchema({"type": "array", "items": {"type": "integer", "minimum": 0}}),
+]
+"""Prefix lengths in pages: given as any iterable of ints, held as an ascending tuple of distinct values."""
+
+
 class PoolTransferResult(ContractModel):
     """What batch_exists_v2 returns (SGLang's ``PoolTransferResult``). Clause: BE-21."""
 
@@ -620,6 +686,9 @@ class PoolTransferResult(ContractModel):
         ReadOnlyMapping, AfterValidator(lambda value: _check_pool_hits(value, 1, "BE-21"))
     ] = ReadOnlyMapping()
     """Pool name → hit pages, only for pools with a nonzero hit; read-only."""
+    restorable_prefix_pages: Optional[RestorablePages] = None
+    """Every prefix length (pages) that KV and every gating pool can restore, ascending; None when
+    the backend does not say (SGLang 0.5.20+)."""
 
     _default_clause: ClassVar[str] = "BE-21"
 

@@ -7,6 +7,9 @@ or more generations:
     ZeroCopyV1Backend   batch_get_v1 / batch_set_v1 (pages move through the host pool)
     PoolAwareV2Backend  batch_exists_v2 / batch_get_v2 / batch_set_v2 / register_mem_host_pool_v2
 
+and, whatever the generation, the attach hook ``on_host_pools_registered``
+(``AttachHooks``, SGLang 0.5.23+).
+
 ``isinstance(backend, ZeroCopyV1Backend)`` only says the names exist; whether
 they are implemented (and not stubs raising ``NotImplementedError``, BE-18)
 is what ``hicache_contracts.capabilities.detect_capabilities`` finds out.
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Protocol, runtime_checkable
 
-__all__ = ["LegacyBackend", "PoolAwareV2Backend", "ZeroCopyV1Backend"]
+__all__ = ["AttachHooks", "LegacyBackend", "PoolAwareV2Backend", "ZeroCopyV1Backend"]
 
 
 @runtime_checkable
@@ -160,5 +163,24 @@ class PoolAwareV2Backend(Protocol):
         """Receive the host pool named ``host_pool_name`` (a ``PoolName``); called for every pool, KV included.
 
         Clause: BE-24.
+        """
+        ...
+
+
+@runtime_checkable
+class AttachHooks(Protocol):
+    """Calls a backend receives around attach, whatever generation it implements (SGLang 0.5.23+).
+
+    SGLang's base class gives each a no-op default, so a backend that
+    subclasses ``HiCacheStorage`` always has them.
+    """
+
+    def on_host_pools_registered(self) -> None:
+        """The initial registration burst is over (``register_mem_pool_host`` and every ``register_mem_host_pool_v2``).
+
+        Fired once per attach; pools added later arrive through
+        ``register_mem_host_pool_v2`` alone and do not fire it again. A
+        backend that must finalise once it knows the pool set does so here;
+        raising fails the attach. Clause: BE-24.
         """
         ...

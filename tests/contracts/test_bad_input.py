@@ -29,7 +29,9 @@ from hicache_contracts import (
 )
 
 POOL_NAMES = (
-    "kv, mamba, swa, indexer, deepseek_v4_c4, deepseek_v4_c4_indexer, deepseek_v4_c128, deepseek_v4_c4_state, "
+    "kv, mamba, swa, auxiliary_swa, indexer, deepseek_v4_c1, deepseek_v4_c1_indexer, deepseek_v4_c1_indexer_scale, "
+    "deepseek_v4_c2, deepseek_v4_c2_indexer, deepseek_v4_c2_indexer_scale, deepseek_v4_c4, deepseek_v4_c4_indexer, "
+    "deepseek_v4_c4_indexer_scale, deepseek_v4_c128, deepseek_v4_c4_rope, deepseek_v4_c128_rope, deepseek_v4_c4_state, "
     "deepseek_v4_c4_indexer_state, deepseek_v4_c128_state, draft, draft_indexer, draft_swa"
 )
 GOOD_KEY = "0" * 64
@@ -110,7 +112,7 @@ MODEL_ROWS: list[tuple[str, Callable[[], Any], str]] = [
     ("keys as one str", lambda: PoolTransfer(name="kv", keys=GOOD_KEY),
      f"PoolTransfer.keys: must be a list, tuple or key sequence of str (got '{GOOD_KEY}') [KEY-2]"),
     ("unknown hit policy", lambda: PoolTransfer(name="swa", hit_policy="newest_pages"),
-     "PoolTransfer.hit_policy: must be one of all_pages, trailing_pages (got 'newest_pages') [HYB-7]"),
+     "PoolTransfer.hit_policy: must be one of all_pages, trailing_pages, block_groups (got 'newest_pages') [HYB-7]"),
     ("unknown indices_from_pool", lambda: PoolTransfer(name="indexer", indices_from_pool="KV"),
      f"PoolTransfer.indices_from_pool: must be one of {POOL_NAMES} (got 'KV') [BE-19]"),
     ("unknown field", lambda: PoolTransfer(name="kv", page_size=4),
@@ -139,8 +141,25 @@ MODEL_ROWS: list[tuple[str, Callable[[], Any], str]] = [
      "HiCacheStorageConfig.pp_rank: must satisfy 0 <= pp_rank < pp_size = 2 (got 2) [BE-25]"),
     ("attn_cp_size zero", lambda: config(attn_cp_size=0),
      "HiCacheStorageConfig.attn_cp_size: must be >= 1 (got 0) [BE-25]"),
-    ("dp_rank outside dp_size", lambda: config(dp_rank=1),
-     "HiCacheStorageConfig.dp_rank: must satisfy 0 <= dp_rank < dp_size = 1 (got 1) [BE-25]"),
+    ("negative dp_rank", lambda: config(dp_rank=-1),
+     "HiCacheStorageConfig.dp_rank: must be >= 0 (got -1) [BE-25]"),
+    ("dcp_rank outside dcp_size", lambda: config(dcp_rank=1),
+     "HiCacheStorageConfig.dcp_rank: must satisfy 0 <= dcp_rank < dcp_size = 1 (got 1) [BE-25]"),
+    ("DCP without MLA", lambda: config(tp_size=2, dcp_size=2, logical_page_size=64),
+     "HiCacheStorageConfig.dcp_size: may exceed 1 only for an MLA model (is_mla_model=True) (got 2) [BE-25]"),
+    ("DCP group not contiguous", lambda: config(tp_size=4, tp_rank=1, is_mla_model=True, dcp_size=2,
+                                                  logical_page_size=64),
+     "HiCacheStorageConfig.dcp_rank: must equal tp_rank % dcp_size = 1, with dcp_size dividing tp_size = 4 "
+     "(contiguous DCP groups within TP) (got 0) [BE-25]"),
+    ("DCP size not dividing tp_size", lambda: config(tp_size=3, is_mla_model=True, dcp_size=2,
+                                                       logical_page_size=64),
+     "HiCacheStorageConfig.dcp_rank: must equal tp_rank % dcp_size = 0, with dcp_size dividing tp_size = 3 "
+     "(contiguous DCP groups within TP) (got 0) [BE-25]"),
+    ("DCP without a logical page size", lambda: config(tp_size=2, is_mla_model=True, dcp_size=2),
+     "HiCacheStorageConfig.logical_page_size: must be a positive multiple of dcp_size = 2 (got None) [BE-25]"),
+    ("DCP logical page size not aligned", lambda: config(tp_size=2, is_mla_model=True, dcp_size=2,
+                                                           logical_page_size=63),
+     "HiCacheStorageConfig.logical_page_size: must be a positive multiple of dcp_size = 2 (got 63) [BE-25]"),
     ("tp_lcm_size not a multiple", lambda: config(tp_size=4, tp_lcm_size=6),
      "HiCacheStorageConfig.tp_lcm_size: must be a positive multiple of tp_size = 4 (got 6) [BE-25]"),
     ("tp_lcm_size zero", lambda: config(tp_lcm_size=0),

@@ -94,11 +94,13 @@ def test_bad_objects_are_rejected_naming_the_field() -> None:
     with pytest.raises(ContractViolation) as caught:
         from_sglang(3)
     assert str(caught.value) == (
-        "from_sglang.obj: must be an extra info, a storage config or a pool transfer (got 3) [BE-8]")
+        "from_sglang.obj: must be an extra info, a storage config, a pool transfer or a pool transfer result "
+        "(got 3) [BE-8]")
     with pytest.raises(ContractViolation) as caught:
         to_sglang("x", storage_module=STAND_IN_MODULE)
     assert str(caught.value) == (
-        "to_sglang.model: must be an extra info, a storage config or a pool transfer (got 'x') [BE-8]")
+        "to_sglang.model: must be an extra info, a storage config, a pool transfer or a pool transfer result "
+        "(got 'x') [BE-8]")
 
 
 # ---------------------------------------------------------------- no eager import of SGLang

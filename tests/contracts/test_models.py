@@ -71,7 +71,7 @@ CONFIG = st.builds(
     lambda tp, pp, cp, dp, flags, name, extra, lcm: HiCacheStorageConfig(
         tp_rank=tp[0], tp_size=tp[1], pp_rank=pp[0], pp_size=pp[1], attn_cp_rank=cp[0], attn_cp_size=cp[1],
         is_mla_model=flags[0], enable_storage_metrics=flags[1], is_page_first_layout=flags[2],
-        model_name=name, dp_rank=dp[0], dp_size=dp[1], tp_lcm_size=None if lcm is None else lcm * tp[1],
+        model_name=name, dp_rank=dp[0], tp_lcm_size=None if lcm is None else lcm * tp[1],
         should_split_heads=flags[3], extra_config=extra,
     ),
     *[st.integers(1, 8).flatmap(lambda size: st.tuples(st.integers(0, size - 1), st.just(size)))] * 4,
@@ -178,11 +178,17 @@ def test_models_are_frozen() -> None:
 
 # ---------------------------------------------------------------- enums and config
 def test_enums_have_sglang_values() -> None:
+    # The order and values of SGLang 0.5.23 (the release tier compares them with every pinned wheel).
     assert [member.value for member in PoolName] == [
-        "kv", "mamba", "swa", "indexer", "deepseek_v4_c4", "deepseek_v4_c4_indexer", "deepseek_v4_c128",
+        "kv", "mamba", "swa", "auxiliary_swa", "indexer",
+        "deepseek_v4_c1", "deepseek_v4_c1_indexer", "deepseek_v4_c1_indexer_scale",
+        "deepseek_v4_c2", "deepseek_v4_c2_indexer", "deepseek_v4_c2_indexer_scale",
+        "deepseek_v4_c4", "deepseek_v4_c4_indexer", "deepseek_v4_c4_indexer_scale", "deepseek_v4_c128",
+        "deepseek_v4_c4_rope", "deepseek_v4_c128_rope",
         "deepseek_v4_c4_state", "deepseek_v4_c4_indexer_state", "deepseek_v4_c128_state",
         "draft", "draft_indexer", "draft_swa",
     ]
+    assert [member.value for member in PoolHitPolicy] == ["all_pages", "trailing_pages", "block_groups"]
     assert str(PoolName.KV) == "kv" == f"{PoolName.KV}" == PoolName.KV == hicache_spec.KV
     assert str(PoolHitPolicy.ALL_PAGES) == hicache_spec.ALL_PAGES == "all_pages"
     assert str(PoolHitPolicy.TRAILING_PAGES) == hicache_spec.TRAILING_PAGES == "trailing_pages"
@@ -193,12 +199,13 @@ def test_enums_have_sglang_values() -> None:
 def test_config_fields_in_sglang_order_and_single_rank() -> None:
     assert list(HiCacheStorageConfig.model_fields) == [
         "tp_rank", "tp_size", "pp_rank", "pp_size", "attn_cp_rank", "attn_cp_size", "is_mla_model",
-        "enable_storage_metrics", "is_page_first_layout", "model_name", "dp_rank", "dp_size", "tp_lcm_size",
-        "should_split_heads", "extra_config",
+        "enable_storage_metrics", "is_page_first_layout", "model_name", "tp_lcm_size", "should_split_heads",
+        "dp_rank", "extra_config", "dcp_size", "dcp_rank", "logical_page_size",
     ]
     config = HiCacheStorageConfig.single_rank(tp_rank=3, tp_size=4, tp_lcm_size=8)
     assert (config.tp_rank, config.tp_size, config.tp_lcm_size, config.model_name) == (3, 4, 8, "test-model")
-    assert config.extra_config is None and config.dp_size == 1
+    assert config.extra_config is None and config.dp_rank == 0 and config.dcp_size == 1
+    assert not hasattr(config, "dp_size")  # no SGLang release has it
 
 
 # ---------------------------------------------------------------- transfers

@@ -84,3 +84,14 @@ def test_inheriting_protocol_bodies_is_reported_as_returning_none():
     capabilities = detect_capabilities(Unfinished())
     assert capabilities.returning_none == ("batch_get_v1", "batch_set_v1")
     assert capabilities.missing_for("v1") == ("batch_get_v1", "batch_set_v1")
+
+
+@pytest.mark.clause("BE-24")
+def test_attach_hook_is_its_own_protocol():
+    """on_host_pools_registered (0.5.23) belongs to no generation: a backend without it still satisfies all three."""
+    from hicache_contracts.protocols import AttachHooks
+
+    assert protocol_methods(AttachHooks) == ("on_host_pools_registered",)
+    assert not isinstance(EveryGeneration(), AttachHooks)
+    hooked = type("Hooked", (EveryGeneration,), {"on_host_pools_registered": lambda self: None})()
+    assert isinstance(hooked, AttachHooks) and isinstance(hooked, PoolAwareV2Backend)

@@ -1,0 +1,271 @@
+"""The contract models compared with each pinned SGLang release, field by field.
+
+``describe_models()`` and ``describe_release(module)`` give the same shape —
+for each dataclass its fields in order with their defaults, for each enum
+its members with their values — one from the project's models, one from a
+release's ``hicache_storage`` module. ``compare(project, release, version)``
+lists every difference that is neither supported nor a known release
+difference:
+
+- the newest pinned release must match exactly (names, order, defaults,
+  members and values), except for ``KNOWN_DIFFERENCES``;
+- an older release may lack fields and members the project has (interop
+  drops such a field while it holds its default, and refuses it otherwise),
+  but every field and member it has must be the project's, in the same
+  order, with the same default.
+
+``render_table`` writes the release × field / member table kept in
+``docs/sglang-compat.md``; ``python -m hicache_contracts.sglang_compat
+--check docs/sglang-compat.md`` fails when it is stale. Probing a release
+runs in a subprocess per release (one SGLang per process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import subprocess
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Any, Optional
+
+from hicache_spec.releases import LATEST_RELEASE, SGLANG_RELEASES
+
+__all__ = [
+    "CLASSES",
+    "ENUMS",
+    "KNOWN_DIFFERENCES",
+    "compare",
+    "describe_models",
+    "describe_release",
+    "probe_release",
+    "render_table",
+]
+
+CLASSES: tuple[str, ...] = (
+    "HiCacheStorageConfig", "HiCacheStorageExtraInfo", "PoolTransfer", "PoolTransferResult",
+)
+"""SGLang's dataclasses the contract models mirror."""
+
+ENUMS: tuple[str, ...] = ("PoolName", "PoolHitPolicy")
+"""SGLang's enums the contract mirrors."""
+
+REQUIRED = "<required>"
+"""How a field without a default is described."""
+
+KNOWN_DIFFERENCES: dict[tuple[str, str], str] = {
+    ("PoolTransferResult", "extra_pool_hit_pages"):
+        "the project gives it a default (an empty mapping) so a complete miss needs one argument; "
+        "SGLang's positional construction is unaffected",
+}
+"""(class, field) → why the project's default differs from every release's, on purpose."""
+
+
+def _default_text(value: Any) -> str:
+    if isinstance(value, Enum):
+        value = value.value
+    if type(value).__name__ == "ReadOnlyMapping":
+        value = dict(value)
+    return repr(value)
+
+
+def describe_models() -> dict[str, Any]:
+    """Return the project's models and enums in the comparison shape."""
+    from hicache_contracts import models
+
+    classes = {}
+    for name in CLASSES:
+        model = getattr(models, name)
+        classes[name] = [[field, REQUIRED if info.is_required() else _default_text(info.default)]
+                         for field, info in model.model_fields.items()]
+    enums = {name: [[member.name, member.value] for member in getattr(models, name)] for name in ENUMS}
+    return {"classes": classes, "enums": enums}
+
+
+def describe_release(module: Any) -> dict[str, Any]:
+    """Return a release's ``hicache_storage`` module (dataclasses and enums) in the comparison shape."""
+    classes = {}
+    for name in CLASSES:
+        cls = getattr(module, name, None)
+        if cls is None or not dataclasses.is_dataclass(cls):
+            continue
+        fields = []
+        for field in dataclasses.fields(cls):
+            if field.default is not dataclasses.MISSING:
+                default = _default_text(field.default)
+            elif field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+                default = _default_text(field.default_factory())  # type: ignore[misc]
+            else:
+                default = REQUIRED
+            fields.append([field.name, default])
+        classes[name] = fields
+    enums = {name: [[member.name, member.value] for member in getattr(module, name)]
+             for name in ENUMS if getattr(module, name, None) is not None}
+    return {"classes": classes, "enums": enums}
+
+
+def compare(project: dict[str, Any], release: dict[str, Any], version: str) -> list[str]:
+    """Return each difference between the project's description and a release's that is not allowed.
+
+    ``version`` decides the rule: the newest pinned release must match
+    exactly; an older one may only lack what the project has.
+    """
+    exact = version == LATEST_RELEASE
+    problems = []
+    for name in CLASSES:
+        ours = project["classes"].get(name)
+        theirs = release["classes"].get(name)
+        if theirs is None:
+            problems.append(f"{name}: missing in SGLang {version}")
+            continue
+        if ours is None:
+            problems.append(f"{name}: not modelled by the project")
+            continue
+        our_fields = dict((field, default) for field, default in ours)
+        our_order = [field for field, _ in ours]
+        their_order = [field for field, _ in theirs]
+        for field, default in theirs:
+            if field not in our_fields:
+                problems.append(f"{name}.{field}: a field of SGLang {version} the project lacks")
+            elif our_fields[field] != default and (name, field) not in KNOWN_DIFFERENCES:
+                problems.append(f"{name}.{field}: default {our_fields[field]} in the project, {default} in "
+                                f"SGLang {version}")
+        shared = [field for field in our_order if field in their_order]
+        if shared != [field for field in their_order if field in our_fields]:
+            problems.append(f"{name}: field order differs from SGLang {version}: project {our_order}, "
+                            f"release {their_order}")
+        if exact:
+            for field in our_order:
+                if field not in their_order:
+                    problems.append(f"{name}.{field}: a project field SGLang {version} does not have")
+    for name in ENUMS:
+        ours = dict((member, value) for member, value in project["enums"].get(name, []))
+        theirs = release["enums"].get(name)
+        if theirs is None:
+            problems.append(f"{name}: missing in SGLang {version}")
+            continue
+        their_members = dict((member, value) for member, value in theirs)
+        for member, value in theirs:
+            if member not in ours:
+                problems.append(f"{name}.{member}: a member of SGLang {version} the project lacks")
+            elif ours[member] != value:
+                problems.append(f"{name}.{member}: value {ours[member]!r} in the project, {value!r} in "
+                                f"SGLang {version}")
+        if exact:
+            for member in ours:
+                if member not in their_members:
+                    problems.append(f"{name}.{member}: a project member SGLang {version} does not have")
+    return problems
+
+
+def probe_release(version: str, *, timeout: float = 600) -> dict[str, Any]:
+    """Describe release ``version`` from a subprocess of its own (fetching its wheel if needed)."""
+    done = subprocess.run([sys.executable, "-m", "hicache_contracts.sglang_compat", "--probe", version],
+                          capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        raise RuntimeError(f"probing sglang {version} failed: {lines[-1] if lines else done.returncode}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def render_table(project: dict[str, Any], releases: dict[str, dict[str, Any]]) -> str:
+    """Return the Markdown compatibility table: one row per field or member, one column per release."""
+    versions = list(releases)
+    header = "| " + " | ".join(["item", "project", *versions]) + " |"
+    rule = "|" + "---|" * (2 + len(versions))
+    lines = [
+        "# SGLang releases × contract fields",
+        "",
+        "Generated by `python -m hicache_contracts.sglang_compat --write docs/sglang-compat.md` from each "
+        "pinned release's wheel; CI fails when it is stale. A cell holds the field's default (or ✓ for an "
+        "enum member); — means the release lacks it. Interop drops a field a release lacks while it holds "
+        "its default and refuses it otherwise.",
+        "",
+    ]
+    rows = 0
+    for name in CLASSES:
+        lines += [f"## {name}", "", header, rule]
+        fields = [field for field, _ in project["classes"][name]]
+        for version in versions:
+            for field, _ in releases[version]["classes"].get(name, []):
+                if field not in fields:
+                    fields.append(field)
+        ours = dict(map(tuple, project["classes"][name]))
+        for field in fields:
+            cells = [f"`{field}`", f"`{ours[field]}`" if field in ours else "—"]
+            for version in versions:
+                theirs = dict(map(tuple, releases[version]["classes"].get(name, [])))
+                cells.append(f"`{theirs[field]}`" if field in theirs else "—")
+            lines.append("| " + " | ".join(cells) + " |")
+            rows += 1
+        lines.append("")
+    for name in ENUMS:
+        lines += [f"## {name}", "", header, rule]
+        members = [member for member, _ in project["enums"][name]]
+        for version in versions:
+            for member, _ in releases[version]["enums"].get(name, []):
+                if member not in members:
+                    members.append(member)
+        ours = dict(map(tuple, project["enums"][name]))
+        for member in members:
+            cells = [f"`{member}`", f"`{ours[member]}`" if member in ours else "—"]
+            for version in versions:
+                theirs = dict(map(tuple, releases[version]["enums"].get(name, [])))
+                cells.append("✓" if member in theirs else "—")
+            lines.append("| " + " | ".join(cells) + " |")
+            rows += 1
+        lines.append("")
+    if KNOWN_DIFFERENCES:
+        lines += ["## Known differences", ""]
+        for (name, field), why in KNOWN_DIFFERENCES.items():
+            lines.append(f"- `{name}.{field}`: {why}.")
+        lines.append("")
+    lines.append(f"{rows} rows × {len(versions)} releases.")
+    return "\n".join(lines) + "\n"
+
+
+def _probe_main(version: str) -> int:
+    from hicache_contracts.sglang_release import ReleaseError, storage_module
+
+    try:
+        module = storage_module(version)
+    except ReleaseError as error:
+        print(error, file=sys.stderr)
+        return 2
+    print(json.dumps(describe_release(module)))
+    return 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hicache_contracts.sglang_compat",
+                                     description="Compare the contract models with the pinned SGLang releases.")
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--probe", metavar="VERSION", help="print one release's description as JSON")
+    group.add_argument("--write", metavar="FILE", help="write the compatibility table")
+    group.add_argument("--check", metavar="FILE", help="fail (exit 1) when FILE differs from the table")
+    args = parser.parse_args(argv)
+    if args.probe:
+        return _probe_main(args.probe)
+    try:
+        releases = {version: probe_release(version) for version in SGLANG_RELEASES}
+    except RuntimeError as error:
+        print(error, file=sys.stderr)
+        return 2
+    table = render_table(describe_models(), releases)
+    path = Path(args.write or args.check)
+    if args.write:
+        path.write_text(table)
+        print(f"wrote {path}")
+        return 0
+    current = path.read_text() if path.exists() else ""
+    if current != table:
+        print(f"{path} is stale: run python -m hicache_contracts.sglang_compat --write {path}", file=sys.stderr)
+        return 1
+    print(f"{path} is up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
