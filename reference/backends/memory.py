@@ -1,4 +1,4 @@
-"""The in-memory reference backend: pages as immutable tensors in a dict, one lock, optional LRU capacity.
+"""The in-memory reference backend: pages in preallocated slabs, one lock, optional LRU capacity.
 
 Several instances can share one ``MemoryStore`` (to serve many ranks and
 models of one process, and to test namespacing): ``extra_config["store"]``
@@ -10,21 +10,34 @@ per page and pool); the least recently used page is evicted first, together
 with the pages of its group (a KV page and its KV-derived sidecars, BE-22). A
 read after eviction is a miss, never an error.
 
-Each stored page is its own CPU tensor, written once and never again: a
-write copies the host page into a fresh tensor and hands it to the store; a
-read takes the tensor out of the store and copies it into the host slots.
+Where pages live. Pages written from a ``HostPagePool`` whose bytes sit where
+its layout says (the fast path, below) are rows of a slab: one set of
+preallocated tensors per page format (element type and page shape), grown
+by doubling, whose free rows are kept on a free list and reused first. A row
+holds a page's elements in flat-page order. Memory held: per page format, at
+most ``max(64, 2 × the most rows ever live at once)`` rows, a row live while
+its page is stored or its write is in flight. A freed row (a page deleted,
+evicted or rewritten) is reused before the slab grows; the slabs go with the
+store. Anything else (a page written through the pool's helpers, a
+``put`` of bytes) is a tensor of its own, written once and never again.
 
 The fast path. When a host pool's bytes sit where its layout says — a
 ``HostPagePool`` whose page helpers are ``HostPagePool``'s own — a batch
-moves as a whole (``buffer_pages`` gives one view per page of its
-``kv_buffer``):
+moves as a whole between the pool's pages (``buffer_pages``: one tensor,
+page number first) and slab rows:
 
-- write: every page of the batch is copied into its own fresh tensor
-  (``torch._foreach_clone``), then all of them enter the store under one
-  lock; no page is visible before every page was copied whole (BE-7);
-- read: every page of the batch is taken from the store under one lock and
-  size-checked first (BE-13); then the pages found are copied into their own
-  slots (``torch._foreach_copy_``). A page not found or of the wrong size is
+- write: the store reserves one free row per page under its lock; the pages
+  are gathered into their rows with ``torch.index_select`` (one call per run
+  of consecutive rows, usually one per batch) outside the lock, since no one
+  else can see a reserved row; then every name is pointed at its row under
+  the lock. No page is visible before it was copied whole (BE-7); a rewrite
+  frees the old row.
+- read: under the store's lock, every page is looked up and size-checked
+  (BE-13), then the found ones are copied into their own host pages with
+  one ``torch._foreach_copy_`` (page by page: a layer_first host page is many
+  separate ranges, which torch's strided copies handle far slower). The copy runs under the lock, so no
+  writer can reuse a row while a reader copies it: each page a reader gets is
+  one whole stored version (BE-23). A page not found or of the wrong size is
   False and its slots are not touched (BE-15, BE-16).
 
 Any other pool (SGLang's, a wrapper, a subclass that hooks its helpers) is
@@ -33,9 +46,10 @@ served page by page through its helpers by ``PageStoreBackend``.
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections import OrderedDict
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 import torch
 
@@ -51,23 +65,16 @@ def _byte_count(page: torch.Tensor) -> int:
     return page.numel() * page.element_size()
 
 
-# ---------------------------------------------------------------- copying a batch of pages
+# ---------------------------------------------------------------- copying pages
 def _foreach_copy(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor]) -> None:
     """Copy each source page into its target page: one ``torch._foreach_copy_`` where torch has it."""
+    if not targets:
+        return
     if hasattr(torch, "_foreach_copy_"):
         torch._foreach_copy_(list(targets), list(sources))
         return
     for target, source in zip(targets, sources):
         target.copy_(source)
-
-
-def _foreach_clone(sources: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Return a fresh contiguous copy of each page, each in its own memory: one ``torch._foreach_clone``."""
-    if hasattr(torch, "_foreach_clone"):
-        copies = list(torch._foreach_clone(list(sources)))
-    else:
-        copies = [source.clone() for source in sources]
-    return [copy if copy.is_contiguous() else copy.contiguous() for copy in copies]
 
 
 def _reinterpreted(page: torch.Tensor, dtype: torch.dtype, shape: torch.Size) -> torch.Tensor:
@@ -80,14 +87,125 @@ def _is_capacity(value: Any) -> bool:
     return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
 
 
+# ---------------------------------------------------------------- slabs
+_FIRST_CHUNK_ROWS = 64
+"""Rows of a slab's first chunk; each later chunk doubles the slab."""
+
+
+class _Slab:
+    """Preallocated rows for the pages of one format: chunks that double the slab, and a free list.
+
+    Row ``r`` lives in chunk ``bisect_right(starts, r) - 1`` at offset ``r -
+    starts[chunk]``. Every method runs under the owning store's lock, except
+    the copies into rows a writer has reserved.
+    """
+
+    __slots__ = ("dtype", "shape", "row_bytes", "chunks", "starts", "rows", "free", "row_views")
+
+    def __init__(self, dtype: torch.dtype, shape: tuple) -> None:
+        self.dtype = dtype
+        self.shape = shape
+        """The shape of one page (its host view without the page dimension)."""
+        elements = 1
+        for extent in shape:
+            elements *= extent
+        self.row_bytes = elements * torch.empty((), dtype=dtype).element_size()
+        """Bytes of one page."""
+        self.chunks: list[torch.Tensor] = []
+        self.starts: list[int] = []
+        self.rows = 0
+        """Rows in every chunk together."""
+        self.free: list[int] = []
+        """Free rows; the last ones are taken first (a new chunk's lowest rows sit at the end)."""
+        self.row_views: list[torch.Tensor] = []
+        """A view of every row, made when its chunk is (``row_views[r]`` is row ``r``)."""
+
+    @property
+    def live(self) -> int:
+        """Rows held by a stored page or a write in flight."""
+        return self.rows - len(self.free)
+
+    def reserve(self, count: int) -> list[int]:
+        """Take ``count`` free rows, growing the slab when short; ascending, so a batch gets runs of rows."""
+        if len(self.free) < count:
+            self._grow(count - len(self.free))
+        taken = self.free[len(self.free) - count:]
+        del self.free[len(self.free) - count:]
+        taken.sort()
+        return taken
+
+    def _grow(self, missing: int) -> None:
+        rows = max(_FIRST_CHUNK_ROWS, self.rows, missing)  # doubling: at most 2x the rows live at once
+        chunk = torch.empty((rows, *self.shape), dtype=self.dtype)
+        start = self.rows
+        self.chunks.append(chunk)
+        self.starts.append(start)
+        self.rows += rows
+        self.free.extend(range(start + rows - 1, start - 1, -1))
+        self.row_views.extend(chunk.unbind(0))
+
+    def locate(self, row: int) -> tuple[int, int]:
+        """Return (chunk index, offset in the chunk) of ``row``."""
+        chunk = bisect.bisect_right(self.starts, row) - 1
+        return chunk, row - self.starts[chunk]
+
+    def row(self, row: int) -> torch.Tensor:
+        """Return a view of ``row`` (page shaped)."""
+        return self.row_views[row]
+
+    def nbytes(self) -> int:
+        return self.rows * self.row_bytes
+
+    def gather(self, rows: Sequence[int], pages: torch.Tensor, numbers: Sequence[int],
+               views: Optional[Sequence[torch.Tensor]] = None) -> None:
+        """Copy host page ``numbers[i]`` of ``pages`` into ``rows[i]``: one ``index_select`` per run of rows."""
+        index = torch.tensor(numbers, dtype=torch.int64)
+        targets, sources = [], []
+        start = 0
+        count = len(rows)
+        while start < count:
+            chunk, offset = self.locate(rows[start])
+            limit = self.starts[chunk] + self.chunks[chunk].shape[0]
+            end = start + 1
+            while end < count and rows[end] == rows[end - 1] + 1 and rows[end] < limit:
+                end += 1
+            if end - start == 1:  # a lone row: one page copy among the others
+                targets.append(self.row_views[rows[start]])
+                sources.append(views[numbers[start]] if views is not None else pages[numbers[start]])
+            else:
+                torch.index_select(pages, 0, index[start:end], out=self.chunks[chunk][offset: offset + end - start])
+            start = end
+        _foreach_copy(targets, sources)
+
+    def scatter(self, rows: Sequence[int], pages: torch.Tensor, numbers: Sequence[int],
+                views: Optional[Sequence[torch.Tensor]] = None) -> None:
+        """Copy ``rows[i]`` into host page ``numbers[i]`` of ``pages``: one ``torch._foreach_copy_`` for the batch.
+
+        Page by page rather than one strided copy: a host page of a
+        layer_first pool is many separate ranges, and torch's strided copy
+        into them measured 3-10x slower than copying each page on its own.
+        """
+        row_views = self.row_views
+        targets = [views[number] for number in numbers] if views is not None else [pages[number] for number in numbers]
+        _foreach_copy(targets, [row_views[row] for row in rows])
+
+
+_Entry = Union[torch.Tensor, tuple]
+"""A stored object: a tensor of its own, or ``(slab, row)``."""
+
+
+def _entry_bytes(entry: _Entry) -> int:
+    return entry[0].row_bytes if type(entry) is tuple else _byte_count(entry)
+
+
 # ---------------------------------------------------------------- the store
 class MemoryStore:
-    """A thread-safe map of object name → immutable CPU tensor, with optional LRU capacity and eviction groups.
+    """A thread-safe map of object name → page, with optional LRU capacity and eviction groups.
 
-    ``put`` copies what it is given; ``put_many`` keeps the tensors it is handed
-    (the caller made them and never writes them again). A stored tensor is
-    never written: a reader may copy from it after the lock is released, even
-    while the object is being replaced, deleted or evicted.
+    A page is a row of a slab (written by ``write_pages``) or a tensor of its
+    own (``put`` copies what it is given; ``put_many`` keeps the tensors it is
+    handed, which the caller never writes again). ``get`` returns a copy of a
+    slab row, or the stored tensor itself, which is never written.
     """
 
     def __init__(self, capacity_pages: Optional[int] = None) -> None:
@@ -98,9 +216,10 @@ class MemoryStore:
         self.evictions = 0
         """Objects evicted so far."""
         self._lock = threading.Lock()
-        self._objects: OrderedDict[str, torch.Tensor] = OrderedDict()
+        self._objects: OrderedDict[str, _Entry] = OrderedDict()
         self._group_of: dict[str, str] = {}
         self._members: dict[str, set[str]] = {}
+        self._slabs: dict[tuple, _Slab] = {}
 
     def __len__(self) -> int:
         with self._lock:
@@ -111,6 +230,17 @@ class MemoryStore:
         with self._lock:
             return list(self._objects)
 
+    def held_bytes(self) -> int:
+        """Return the bytes of page memory the store holds: every slab's rows, free ones too, and its own tensors."""
+        with self._lock:
+            own = sum(_byte_count(entry) for entry in self._objects.values() if type(entry) is not tuple)
+            return own + sum(slab.nbytes() for slab in self._slabs.values())
+
+    def slab_rows(self) -> list[tuple[int, int]]:
+        """Return (rows, live rows) of every slab."""
+        with self._lock:
+            return [(slab.rows, slab.live) for slab in self._slabs.values()]
+
     def size(self, name: str) -> Optional[int]:
         """Return the size of ``name`` in bytes, or None; does not count as a use (BE-3)."""
         return self.sizes([name])[0]
@@ -119,20 +249,28 @@ class MemoryStore:
         """Return the size in bytes of each name (None where absent), under one lock; not a use (BE-3)."""
         with self._lock:
             found = [self._objects.get(name) for name in names]
-        return [None if page is None else _byte_count(page) for page in found]
+        return [None if entry is None else _entry_bytes(entry) for entry in found]
 
     def get(self, name: str) -> Optional[torch.Tensor]:
-        """Return the tensor stored as ``name`` (marking it recently used), or None. Never write it."""
+        """Return the page stored as ``name`` (marking it recently used), or None. Never write it."""
         return self.get_many([name])[0]
 
     def get_many(self, names: Sequence[str]) -> list[Optional[torch.Tensor]]:
-        """Return the tensor of each name (None where absent), marking the found ones used, under one lock."""
+        """Return the page of each name (None where absent), marking the found ones used, under one lock.
+
+        A slab row comes back as a copy made under the lock (the row may be
+        reused once the lock is released); a tensor of its own as it is.
+        """
         with self._lock:
             objects = self._objects
-            found = [objects.get(name) for name in names]
-            for name, page in zip(names, found):
-                if page is not None:
+            found = []
+            for name in names:
+                entry = objects.get(name)
+                if entry is not None:
                     objects.move_to_end(name)
+                    if type(entry) is tuple:
+                        entry = entry[0].row(entry[1]).clone()
+                found.append(entry)
         return found
 
     def put(self, name: str, data: Any, group: Optional[str] = None) -> bool:
@@ -151,31 +289,89 @@ class MemoryStore:
                  groups: Sequence[Optional[str]]) -> list[bool]:
         """Store each contiguous CPU tensor as its name, as it is (no copy), under one lock (BE-7).
 
-        The caller hands the tensors over and never writes them again. Each
-        entry is stored as a ``put`` of its own would store it: entry i is True
-        if it is still held right after its insertion and the evictions it
-        caused.
+        The caller hands the tensors over and never writes them again. Entry i
+        is True if it is still held right after its insertion and the
+        evictions it caused.
         """
-        held = []
         with self._lock:
-            if self.capacity_pages is None:  # nothing is ever evicted: groups need no bookkeeping
-                self._objects.update(zip(names, pages))
-                return [True] * len(names)
-            for name, page, group in zip(names, pages, groups):
-                self._unlink(name)
-                self._objects[name] = page
-                self._objects.move_to_end(name)  # a rewrite is a use: it leaves its old place in the order
-                if group is not None:
-                    self._group_of[name] = group
-                    self._members.setdefault(group, set()).add(name)
-                self._evict()
-                held.append(name in self._objects)
-        return held
+            return self._insert_many(names, pages, groups)
 
+    # ------------------------------------------------------------ pages in slabs
+    def write_pages(self, names: Sequence[str], groups: Sequence[Optional[str]], pages: torch.Tensor,
+                    numbers: Sequence[int], views: Optional[Sequence[torch.Tensor]] = None) -> list[bool]:
+        """Store host page ``numbers[i]`` of ``pages`` (page number first) as ``names[i]``, in slab rows (BE-7).
+
+        Rows are reserved under the lock, filled outside it (no one else can
+        see them), then published under the lock; entry i is True as for
+        ``put_many``. A copy that raises frees the rows and stores nothing.
+        """
+        count = len(names)
+        if count == 0:
+            return []
+        key = (pages.dtype, tuple(pages.shape[1:]))
+        with self._lock:
+            slab = self._slabs.get(key)
+            if slab is None:
+                slab = self._slabs[key] = _Slab(pages.dtype, key[1])
+            rows = slab.reserve(count)
+        try:
+            slab.gather(rows, pages, numbers, views)
+        except BaseException:
+            with self._lock:
+                slab.free.extend(rows)
+            raise
+        with self._lock:
+            return self._insert_many(names, [(slab, row) for row in rows], groups)
+
+    def read_pages(self, names: Sequence[str], pages: torch.Tensor, numbers: Sequence[int],
+                   views: Optional[Sequence[torch.Tensor]] = None) -> list[bool]:
+        """Copy the page of ``names[i]`` into host page ``numbers[i]`` of ``pages``; True where it landed whole.
+
+        Under one lock: each found page is a use; a page whose size is not a
+        host page's is False and its host page untouched (BE-13, BE-16); the
+        copies run before the lock is released, so no row changes under them.
+        """
+        dtype, shape = pages.dtype, tuple(pages.shape[1:])
+        size = _byte_count(pages[0]) if pages.shape[0] else 0
+        results = []
+        with self._lock:
+            objects = self._objects
+            by_slab: dict[int, tuple[_Slab, list[int], list[int]]] = {}
+            targets, sources = [], []
+            for name, number in zip(names, numbers):
+                entry = objects.get(name)
+                if entry is None:
+                    results.append(False)
+                    continue
+                objects.move_to_end(name)
+                if type(entry) is tuple:
+                    slab, row = entry
+                    if slab.dtype == dtype and slab.shape == shape:
+                        group = by_slab.setdefault(id(slab), (slab, [], []))
+                        group[1].append(row)
+                        group[2].append(number)
+                        results.append(True)
+                        continue
+                    page = slab.row(row)
+                else:
+                    page = entry
+                if _byte_count(page) != size:  # BE-13: a short or long object is a miss
+                    results.append(False)
+                    continue
+                targets.append(views[number] if views is not None else pages[number])
+                sources.append(page if page.dtype == dtype and tuple(page.shape) == shape
+                               else _reinterpreted(page, dtype, shape))  # the same bytes in another geometry
+                results.append(True)
+            for slab, rows, slab_numbers in by_slab.values():
+                slab.scatter(rows, pages, slab_numbers, views)
+            _foreach_copy(targets, sources)
+        return results
+
+    # ------------------------------------------------------------ removal
     def delete(self, name: str) -> None:
         """Remove ``name`` alone, if present."""
         with self._lock:
-            self._objects.pop(name, None)
+            self._release(self._objects.pop(name, None))
             self._unlink(name)
 
     def delete_prefix(self, prefix: str) -> int:
@@ -183,9 +379,37 @@ class MemoryStore:
         with self._lock:
             doomed = [name for name in self._objects if name.startswith(prefix)]
             for name in doomed:
-                del self._objects[name]
+                self._release(self._objects.pop(name))
                 self._unlink(name)
             return len(doomed)
+
+    # ------------------------------------------------------------ under the lock
+    def _insert_many(self, names: Sequence[str], entries: Sequence[_Entry],
+                     groups: Sequence[Optional[str]]) -> list[bool]:
+        objects = self._objects
+        if self.capacity_pages is None:  # nothing is ever evicted: groups need no bookkeeping
+            for name, entry in zip(names, entries):
+                self._release(objects.get(name))
+                objects[name] = entry
+            return [True] * len(names)
+        held = []
+        for name, entry, group in zip(names, entries, groups):
+            self._release(objects.get(name))
+            self._unlink(name)
+            objects[name] = entry
+            objects.move_to_end(name)  # a rewrite is a use: it leaves its old place in the order
+            if group is not None:
+                self._group_of[name] = group
+                self._members.setdefault(group, set()).add(name)
+            self._evict()
+            held.append(name in objects)
+        return held
+
+    def _release(self, entry: Optional[_Entry]) -> None:
+        """Give a removed object's slab row back to its slab's free list."""
+        if type(entry) is tuple:
+            slab, row = entry
+            slab.free.append(row)
 
     def _unlink(self, name: str) -> None:
         group = self._group_of.pop(name, None)
@@ -205,8 +429,10 @@ class MemoryStore:
             group = self._group_of.get(oldest)
             doomed = set(self._members.get(group, ())) | {oldest} if group is not None else {oldest}
             for name in doomed:
-                if self._objects.pop(name, None) is not None:
+                entry = self._objects.pop(name, None)
+                if entry is not None:
                     self.evictions += 1
+                    self._release(entry)
                 self._unlink(name)
 
 
@@ -294,7 +520,7 @@ class MemoryBackend(PageStoreBackend):
             )
         """Where the pages live; shared with every instance built on the same store."""
         self._name_prefixes: dict[str, tuple[str, str]] = {}
-        self._page_views: dict[str, tuple[torch.Tensor, ...]] = {}
+        self._page_views: dict[str, _HostPages] = {}
 
     def _name(self, key: str, pool: str = KV) -> str:
         """Return ``storage_name(self.namespace, key, pool)`` (NS-6), without its escaping work for plain keys.
@@ -342,23 +568,14 @@ class MemoryBackend(PageStoreBackend):
         self.store.delete_prefix(self.namespace + "/")  # NS-8: the trailing slash keeps sibling namespaces
 
     # ============================================================ the batch primitives of the fast path
-    def _get_pages(self, names: Sequence[str]) -> list[Optional[torch.Tensor]]:
-        """Return the stored tensor of each name, or None (a use of each found one)."""
-        return self.store.get_many(names)
+    def _store_pages(self, names: Sequence[str], groups: Sequence[Optional[str]], host: "_HostPages",
+                     numbers: Sequence[int]) -> list[bool]:
+        """Store host pages ``numbers`` as ``names`` in slab rows; True for each still held after eviction (BE-7, BE-17)."""
+        return self.store.write_pages(names, groups, host.pages, numbers, host.views)
 
-    def _put_pages(self, names: Sequence[str], pages: Sequence[torch.Tensor],
-                   groups: Sequence[Optional[str]]) -> list[bool]:
-        """Hand fresh page tensors to the store; True for each still held after eviction (BE-17)."""
-        return self.store.put_many(names, pages, groups)
-
-    def _copy_into_slots(self, targets: list[torch.Tensor], sources: list[torch.Tensor]) -> bool:
-        """Copy the pages found into their host pages, all in one call (BE-15)."""
-        _foreach_copy(targets, sources)
-        return True
-
-    def _copies_of(self, sources: list[torch.Tensor]) -> list[torch.Tensor]:
-        """Return a fresh tensor holding each host page, each in its own memory (BE-17: later host writes stay out)."""
-        return _foreach_clone(sources)
+    def _load_pages(self, names: Sequence[str], host: "_HostPages", numbers: Sequence[int]) -> list[bool]:
+        """Copy the stored page of each name into host page ``numbers[i]``; True where it landed whole (BE-13, BE-15)."""
+        return self.store.read_pages(names, host.pages, numbers, host.views)
 
     # ============================================================ registration
     def _register(self, pool: Any, name: str) -> None:
@@ -366,67 +583,62 @@ class MemoryBackend(PageStoreBackend):
         pages = buffer_pages(pool)
         if pages is not None and _byte_count(pages[0]) != self._formats[name].byte_count:
             pages = None  # the helpers disagree with the buffer: serve the pool through its helpers
-        views = None if pages is None else pages.unbind(0)  # one view per page, made once
         with self._registration_lock:
-            if views is None:
+            if pages is None:
                 self._page_views.pop(name, None)
             else:
-                self._page_views[name] = views
+                self._page_views[name] = _HostPages(pages)
 
     # ============================================================ page IO, a batch at a time
     def _read_pages(self, pool_name: str, keys: Sequence[str], slots: Sequence[int]) -> list[bool]:
-        """Take every page from the store and size-check it, then copy the found ones into their slots at once.
+        """Copy every found, whole page into its own host page, in one pass under the store's lock.
 
         Clauses: BE-13, BE-15, BE-16. A page addressed twice in the call, or a
         pool whose layout is not known, is read page by page by the base.
         """
-        views = self._page_views.get(pool_name)
-        if views is None or len(set(slots)) != len(slots):
+        host = self._page_views.get(pool_name)
+        if host is None or len(set(slots)) != len(slots):
             return super()._read_pages(pool_name, keys, slots)
         count = len(keys)
         if count == 0:
             return []
         page_format = self._formats[pool_name]
-        size, page_size = page_format.byte_count, page_format.page_size
-        stored = self._guarded(self._get_pages, None, self._names(keys, pool_name))
-        if not isinstance(stored, list) or len(stored) != count:
-            stored = [None] * count
-        shape, dtype = views[0].shape, views[0].dtype
-        results, targets, sources = [], [], []
-        for page, slot in zip(stored, slots):
-            whole = isinstance(page, torch.Tensor) and page.numel() * page.element_size() == size  # BE-13
-            if whole and (page.dtype != dtype or page.shape != shape):  # the same bytes in another geometry
-                page = self._guarded(_reinterpreted, None, page, dtype, shape)
-                whole = page is not None
-            results.append(whole)
-            if whole:
-                sources.append(page)
-                targets.append(views[slot // page_size])  # BE-15: the page's own slots, nothing else (BE-16)
-        if targets and not self._guarded(self._copy_into_slots, False, targets, sources):
-            results = [False] * count
-        return self._count_reads(results, size)
+        page_size = page_format.page_size
+        numbers = [slot // page_size for slot in slots]  # BE-15: the page's own slots, nothing else (BE-16)
+        results = self._flags(self._guarded(self._load_pages, None, self._names(keys, pool_name), host, numbers),
+                              count)
+        return self._count_reads(results, page_format.byte_count)
 
     def _write_pages(
         self, pool_name: str, keys: Sequence[str], slots: Sequence[int], groups: Sequence[Optional[str]]
     ) -> list[bool]:
-        """Copy every host page into its own fresh tensor at once, then hand them all to the store.
+        """Gather every host page into its own slab row, then publish them all. Clauses: BE-7, BE-17.
 
-        Clauses: BE-7, BE-17. A pool whose layout is not known is written page
-        by page by the base.
+        A pool whose layout is not known is written page by page by the base.
         """
-        views = self._page_views.get(pool_name)
-        if views is None:
+        host = self._page_views.get(pool_name)
+        if host is None:
             return super()._write_pages(pool_name, keys, slots, groups)
         count = len(keys)
         if count == 0:
             return []
         page_format = self._formats[pool_name]
         page_size = page_format.page_size
-        copies = self._guarded(self._copies_of, None, [views[slot // page_size] for slot in slots])
-        written = None
-        if isinstance(copies, list) and len(copies) == count:  # BE-7: every page copied whole before any is visible
-            written = self._guarded(self._put_pages, None, self._names(keys, pool_name), copies, list(groups))
+        numbers = [slot // page_size for slot in slots]
+        written = self._guarded(self._store_pages, None, self._names(keys, pool_name), list(groups), host, numbers)
         return self._count_writes(self._flags(written, count), page_format.byte_count)
+
+
+class _HostPages:
+    """A host pool's pages as one tensor (page number first) and one view per page, both made at registration."""
+
+    __slots__ = ("pages", "views")
+
+    def __init__(self, pages: torch.Tensor) -> None:
+        self.pages = pages
+        """``buffer_pages(pool)``: page ``n`` is ``pages[n]``, its elements in flat-page order."""
+        self.views = pages.unbind(0)
+        """``pages[n]`` for every ``n``, made once (a view costs about a microsecond to make)."""
 
 
 def forget_shared_memory_store(name: str) -> None:

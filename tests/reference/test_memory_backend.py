@@ -29,7 +29,7 @@ from hicache_reference.backends import (
     storage_name,
     tensor_bytes,
 )
-from hicache_reference.backends.memory import buffer_pages
+from hicache_reference.backends.memory import _HostPages, buffer_pages
 from hicache_spec import STORAGE_BATCH_SIZE
 from tests.reference.backend_checks import (
     BackendClauseTests,
@@ -100,7 +100,7 @@ class TestMemoryBackend(BackendClauseTests):
     def break_storage(self, backend: Any) -> None:
         """Make every primitive raise, the batch ones of the fast path and the one-lock size query too."""
         super().break_storage(backend)
-        for primitive in ("_object_sizes", "_get_pages", "_put_pages"):
+        for primitive in ("_object_sizes", "_load_pages", "_store_pages"):
             setattr(backend, primitive, backend._object_size)
 
 
@@ -420,10 +420,14 @@ class SharedStagingBuffer(MemoryBackend):
         buffer[:] = self._shared
         return True
 
-    def _get_pages(self, names: Any) -> list:
-        self._shared = super()._get_pages(names)
-        self._meeting.wait(timeout=1)  # the other reader replaces the shared pages meanwhile
-        return self._shared
+    def _load_pages(self, names: Any, host: Any, numbers: Any) -> list:
+        self._shared = torch.empty((len(numbers), *host.pages.shape[1:]), dtype=host.pages.dtype)
+        staged = _HostPages(self._shared)
+        results = super()._load_pages(names, staged, list(range(len(numbers))))
+        self._meeting.wait(timeout=1)  # the other reader replaces the shared buffer meanwhile
+        for position, number in enumerate(numbers):
+            host.pages[number].copy_(self._shared[position])
+        return results
 
 
 class LiesAboutWrites(MemoryBackend):
@@ -436,10 +440,11 @@ class LiesAboutWrites(MemoryBackend):
     def _write_object(self, name: str, data: memoryview, group: Any) -> bool:
         return True if self._lies_now() else super()._write_object(name, data, group)
 
-    def _put_pages(self, names: Any, pages: Any, groups: Any) -> list[bool]:
+    def _store_pages(self, names: Any, groups: Any, host: Any, numbers: Any) -> list[bool]:
         lies = [self._lies_now() for _ in names]
         kept = [index for index, lie in enumerate(lies) if not lie]
-        held = super()._put_pages([names[i] for i in kept], [pages[i] for i in kept], [groups[i] for i in kept])
+        held = super()._store_pages([names[i] for i in kept], [groups[i] for i in kept], host,
+                                    [numbers[i] for i in kept])
         flags = [True] * len(names)
         for index, flag in zip(kept, held):
             flags[index] = flag
@@ -603,9 +608,10 @@ class EvictionLeavesStaleEntries(MemoryBackend):
         self._sizes[name] = len(data)
         return super()._write_object(name, data, group)
 
-    def _put_pages(self, names: Any, pages: Any, groups: Any) -> list[bool]:
-        self._sizes.update((name, page.numel() * page.element_size()) for name, page in zip(names, pages))
-        return super()._put_pages(names, pages, groups)
+    def _store_pages(self, names: Any, groups: Any, host: Any, numbers: Any) -> list[bool]:
+        size = host.views[0].numel() * host.views[0].element_size()
+        self._sizes.update((name, size) for name in names)
+        return super()._store_pages(names, groups, host, numbers)
 
     def _object_size(self, name: str) -> Optional[int]:
         return self._sizes.get(name)
@@ -629,9 +635,9 @@ class RewriteKeepsItsAge(MemoryBackend):
             self._make_oldest([name])
         return written
 
-    def _put_pages(self, names: Any, pages: Any, groups: Any) -> list[bool]:
+    def _store_pages(self, names: Any, groups: Any, host: Any, numbers: Any) -> list[bool]:
         held = set(self.store.names())
-        written = super()._put_pages(names, pages, groups)
+        written = super()._store_pages(names, groups, host, numbers)
         self._make_oldest([name for name in names if name in held])
         return written
 
@@ -726,12 +732,14 @@ def check_batch_with_misses(harness: Harness) -> None:
 
 
 def check_stored_pages_are_own_copies(harness: Harness) -> None:
-    """BE-17: a stored page keeps its bytes when the host page is rewritten, and holds exactly its own memory.
+    """BE-17: a stored page keeps its bytes when the host page is rewritten; the store stays within its memory bound.
 
-    Each page is a tensor of its own: dropping one frees it, so
-    ``capacity_pages`` bounds the memory held.
+    A stored page lives outside the host pool's memory. Rewriting the same
+    keys and clearing then writing again reuse freed slab rows: each slab
+    holds at most ``max(64, 2 x the most pages live at once)`` rows
+    (docs: the memory backend's bound), whatever the number of writes.
     """
-    backend = harness.make(pool=make_pool(page_count=STORAGE_BATCH_SIZE * 2))
+    backend = harness.make(pool=make_pool(page_count=STORAGE_BATCH_SIZE * 2), store=MemoryStore())
     pool = backend.mem_pool_host
     keys = page_keys(STORAGE_BATCH_SIZE, start=7000)
     assert write_pages(backend, keys, list(range(STORAGE_BATCH_SIZE)), seed=42) == [True] * len(keys)
@@ -740,13 +748,21 @@ def check_stored_pages_are_own_copies(harness: Harness) -> None:
     targets = list(range(STORAGE_BATCH_SIZE, 2 * STORAGE_BATCH_SIZE))
     assert backend.batch_get_v1(keys, slots_of(pool, targets)) == [True] * len(keys)
     assert pool_pages_bytes(pool, targets) == expected, "a stored page changed when its host page was rewritten"
-    stored = [harness.peek(backend, key) for key in keys]
-    host = pool.kv_buffer.untyped_storage().data_ptr()
-    for key, page in zip(keys, stored):
-        memory = page.untyped_storage()
-        assert memory.nbytes() == pool.page_bytes, f"page {key[:8]} sits in {memory.nbytes()} bytes of shared memory"
-        assert memory.data_ptr() != host
-    assert len({page.untyped_storage().data_ptr() for page in stored}) == len(stored), "two pages share memory"
+    host_start = pool.kv_buffer.untyped_storage().data_ptr()
+    host_end = host_start + pool.kv_buffer.untyped_storage().nbytes()
+    for key in keys[:4]:
+        address = harness.peek(backend, key).untyped_storage().data_ptr()
+        assert not host_start <= address < host_end, f"page {key[:8]} is stored in the host pool's memory"
+    store = backend.store
+    for round_index in range(8):  # six rewrites of the same keys, then a clear and new keys twice
+        if round_index == 6:
+            backend.clear()
+        sources = list(range(STORAGE_BATCH_SIZE)) if round_index % 2 else targets
+        round_keys = keys if round_index < 6 else page_keys(STORAGE_BATCH_SIZE, start=8000 + round_index)
+        assert write_pages(backend, round_keys, sources, seed=50 + round_index) == [True] * len(keys)
+    live = len(store) + STORAGE_BATCH_SIZE  # the pages stored and one batch in flight
+    bound = max(64, 2 * live) * pool.page_bytes
+    assert store.held_bytes() <= bound, f"the store holds {store.held_bytes()} bytes for {len(store)} pages"
 
 
 def check_names_follow_the_scheme(backend_cls: type) -> None:
@@ -787,32 +803,36 @@ class TransposedPageViews(MemoryBackend):
 
     def _register(self, pool: Any, name: str) -> None:
         super()._register(pool, name)
-        views = self._page_views.get(name)
-        if views is not None and getattr(pool, "layout", None) == "layer_first":
-            self._page_views[name] = tuple(view.transpose(0, 1) for view in views)
+        host = self._page_views.get(name)
+        if host is not None and getattr(pool, "layout", None) == "layer_first":
+            self._page_views[name] = _HostPages(host.pages.transpose(1, 2))
 
 
 class StoreLosesPositions(MemoryBackend):
     """The store answers the found pages first and the misses after them: pages land in others' slots."""
 
-    def _get_pages(self, names: Any) -> list:
-        found = super()._get_pages(names)
-        present = [page for page in found if page is not None]
-        return present + [None] * (len(found) - len(present))
+    def _load_pages(self, names: Any, host: Any, numbers: Any) -> list:
+        sizes = self.store.sizes(names)
+        found = [name for name, size in zip(names, sizes) if size is not None]
+        missing = [name for name, size in zip(names, sizes) if size is None]
+        return super()._load_pages(found + missing, host, numbers)
 
 
 class StoresHostViews(MemoryBackend):
     """Stores views of the host pages instead of copies: the engine's next use of those slots rewrites them."""
 
-    def _copies_of(self, sources: list) -> list:
-        return list(sources)
+    def _store_pages(self, names: Any, groups: Any, host: Any, numbers: Any) -> list[bool]:
+        return self.store.put_many(names, [host.views[number] for number in numbers], groups)
 
 
-class StoresOneBufferPerBatch(MemoryBackend):
-    """Stores every page of a batch as a view of one buffer: one surviving page keeps the whole batch alive."""
+class RewriteLeaksRows(MemoryBackend):
+    """Forgets a rewritten page's old slab row instead of freeing it: memory grows with every rewrite."""
 
-    def _copies_of(self, sources: list) -> list:
-        return list(torch.stack([source.contiguous() for source in sources]).unbind(0))
+    def _store_pages(self, names: Any, groups: Any, host: Any, numbers: Any) -> list[bool]:
+        with self.store._lock:
+            for name in names:
+                self.store._objects.pop(name, None)  # the row it held is never given back
+        return super()._store_pages(names, groups, host, numbers)
 
 
 class SkipsEscaping(MemoryBackend):
@@ -879,7 +899,7 @@ FAST_PATH_PLANTED = [
                  id="lost-positions"),
     pytest.param(check_stored_pages_are_own_copies, StoresHostViews, marks=pytest.mark.clause("BE-17"),
                  id="host-views"),
-    pytest.param(check_stored_pages_are_own_copies, StoresOneBufferPerBatch, id="one-buffer-per-batch"),
+    pytest.param(check_stored_pages_are_own_copies, RewriteLeaksRows, id="rewrite-leaks-rows"),
 ]
 
 
