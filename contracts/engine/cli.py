@@ -1,7 +1,10 @@
 """``hicache-conform trace FILE.json``: check a recorded engine trace (installed by hicache_contracts.cli).
 
+    hicache-conform trace trace.json --junit-xml trace.xml --markdown TRACE.md
+    hicache-conform trace --schema > hicache-trace.schema.json
+
 Exit codes: 0 when every operation conforms, 1 when any breaks a clause,
-2 when the file cannot be read or is not a valid trace.
+2 when the file cannot be read or is not a valid trace (or no file is given).
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from hicache_contracts.errors import ContractViolation
 
@@ -22,17 +26,30 @@ def install(subparsers: argparse._SubParsersAction) -> None:
         help="check a recorded engine trace (JSON, format hicache-trace/1) against the engine-side clauses",
         description="Check every operation of a trace file; print clause / where / message for each violation.",
     )
-    parser.add_argument("file", metavar="FILE.json", help="the trace file (see docs/engines.md for the format)")
+    parser.add_argument("file", metavar="FILE.json", nargs="?",
+                        help="the trace file (see docs/engines.md for the format)")
     parser.add_argument("--json", action="store_true", help="print the reports as JSON instead of tables")
     parser.add_argument("--statements", action="store_true", help="print each violated clause's statement")
+    parser.add_argument("--junit-xml", metavar="PATH",
+                        help="also write the verdicts as JUnit XML (a test suite per operation, a case per clause)")
+    parser.add_argument("--markdown", metavar="PATH", help="also write the verdicts as Markdown tables")
+    parser.add_argument("--schema", action="store_true",
+                        help="print the JSON Schema of the trace format (TraceDocument) and exit")
     parser.set_defaults(func=run_trace_command)
 
 
 def run_trace_command(args: argparse.Namespace) -> int:
     """Check the trace file named by ``args.file``; return the exit code."""
     from hicache_contracts.engine._checker import check_operation
-    from hicache_contracts.engine._trace import load_trace
+    from hicache_contracts.engine._trace import TraceDocument, load_trace
+    from hicache_contracts.engine._trace_files import reports_to_junit_xml, reports_to_markdown
 
+    if args.schema:
+        print(json.dumps(TraceDocument.model_json_schema(), indent=2))
+        return 0
+    if not args.file:
+        print("hicache-conform trace: FILE.json: must be given (or --schema)", file=sys.stderr)
+        return 2
     try:
         document = load_trace(args.file)
     except ContractViolation as error:
@@ -49,4 +66,11 @@ def run_trace_command(args: argparse.Namespace) -> int:
             print()
         failed = sum(not report.ok for report in reports)
         print(f"{len(reports) - failed} of {len(reports)} operation(s) conform")
+    source = Path(args.file).name
+    for path, render in ((args.junit_xml, reports_to_junit_xml), (args.markdown, reports_to_markdown)):
+        if path:
+            target = Path(path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(render(reports, source=source), encoding="utf-8")
+            print(f"wrote {target}", file=sys.stderr if args.json else sys.stdout)
     return 0 if all(report.ok for report in reports) else 1

@@ -1,0 +1,81 @@
+"""The trace checker's verdicts as files: JUnit XML and Markdown, one section per operation.
+
+JUnit: a ``testsuite`` per operation, a ``testcase`` per clause the checker
+had material for (``classname`` ``hicache.trace.<level>``), a ``failure``
+per violated clause listing each violation with where it happened.
+Markdown: per operation a table of clause, verdict, where and message.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ElementTree
+from typing import Sequence
+
+from hicache_spec import UnknownClauseError, clause
+from hicache_contracts.engine._report import TraceReport
+
+__all__ = ["operation_name", "reports_to_junit_xml", "reports_to_markdown"]
+
+
+def operation_name(report: TraceReport, number: int) -> str:
+    """How the files name an operation: its ``operation_id``, else its position in the trace file."""
+    return f"operation {report.operation_id if report.operation_id is not None else number}"
+
+
+def _clauses_of(report: TraceReport) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(report.checked + report.violated))
+
+
+def _level(clause_id: str) -> str:
+    try:
+        return clause(clause_id).level
+    except UnknownClauseError:
+        return "unknown"
+
+
+def reports_to_junit_xml(reports: Sequence[TraceReport], *, source: str = "trace") -> str:
+    """Return the reports as JUnit XML: a test suite per operation, a test case per clause checked."""
+    failures = sum(len(report.violated) for report in reports)
+    tests = sum(len(_clauses_of(report)) for report in reports)
+    root = ElementTree.Element("testsuites", name=f"hicache-conform trace {source}", tests=str(tests),
+                               failures=str(failures), errors="0", skipped="0")
+    for number, report in enumerate(reports):
+        clause_ids = _clauses_of(report)
+        suite = ElementTree.SubElement(root, "testsuite", name=operation_name(report, number),
+                                       tests=str(len(clause_ids)), failures=str(len(report.violated)),
+                                       errors="0", skipped="0")
+        for clause_id in clause_ids:
+            case = ElementTree.SubElement(suite, "testcase", classname=f"hicache.trace.{_level(clause_id)}",
+                                          name=clause_id)
+            found = report.for_clause(clause_id)
+            if found:
+                failure = ElementTree.SubElement(case, "failure", message=f"{found[0].where}: {found[0].message}",
+                                                 type=clause_id)
+                statement = found[0].statement
+                failure.text = "\n".join(([f"rule: {statement}"] if statement else [])
+                                         + [f"{item.where}: {item.message}" for item in found])
+    ElementTree.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def reports_to_markdown(reports: Sequence[TraceReport], *, source: str = "trace") -> str:
+    """Return the reports as Markdown: a summary line, then per operation a clause table."""
+    conforming = sum(report.ok for report in reports)
+    verdict = "PASSED" if conforming == len(reports) else "FAILED"
+    lines = [f"# Engine trace `{_cell(source)}`", "",
+             f"**{verdict}**: {conforming} of {len(reports)} operation(s) conform.", ""]
+    for number, report in enumerate(reports):
+        lines += [f"## {operation_name(report, number)}", "",
+                  "| clause | verdict | where | message |", "|---|---|---|---|"]
+        for clause_id in _clauses_of(report):
+            found = report.for_clause(clause_id)
+            if not found:
+                lines.append(f"| {clause_id} | pass | | |")
+            for item in found:
+                lines.append(f"| {clause_id} | **fail** | {item.where} | {_cell(item.message)} |")
+        lines.append("")
+    return "\n".join(lines)
