@@ -73,13 +73,14 @@ def prefix_calls(suite: SuiteContext) -> list[tuple[str, Callable[[Any], Any]]]:
             return backend.batch_set_v1(keys, pool.slots([0, 1]), info)
         calls += [("batch_set_v1", set_v1),
                   ("batch_get_v1", lambda info: backend.batch_get_v1(suite.new_keys(2), pool.slots([2, 3]), info))]
-    if suite.claims("v2"):
+    if suite.claims("v2"):  # v2 carries the sidecar pools
+        swa = suite.main.sidecars.get(PoolName.SWA.value, pool)
         calls += [
             ("batch_exists_v2", lambda info: backend.batch_exists_v2(suite.new_keys(2), [], info)),
             ("batch_set_v2", lambda info: backend.batch_set_v2(
-                [suite.transfer(PoolName.KV, suite.new_keys(1), pool.slots([4]))], info)),
+                [suite.transfer(PoolName.SWA, suite.new_keys(1), swa.slots([4]))], info)),
             ("batch_get_v2", lambda info: backend.batch_get_v2(
-                [suite.transfer(PoolName.KV, suite.new_keys(1), pool.slots([5]))], info)),
+                [suite.transfer(PoolName.SWA, suite.new_keys(1), swa.slots([5]))], info)),
         ]
     return calls
 
@@ -90,7 +91,7 @@ def prefix_keys_are_never_mutated(suite: SuiteContext) -> None:
     for name, call in prefix_calls(suite):
         prefix = suite.new_keys(3)
         info, watched = watched_info(suite, prefix)
-        suite.call("PFX-6", call, info)
+        suite.call_as("PFX-6", name, call, info)
         changed = list(watched) != prefix
         expect(not watched.mutations and not changed, "PFX-6",
                f"{name} mutated prefix_keys ({', '.join(watched.mutations) or 'its content changed'})",
@@ -104,7 +105,7 @@ def prefix_keys_are_copied_if_kept(suite: SuiteContext) -> None:
     for name, call in prefix_calls(suite):
         prefix = suite.new_keys(3)
         info, watched = watched_info(suite, prefix)
-        suite.call("PFX-6", call, info)
+        suite.call_as("PFX-6", name, call, info)
         watched.append("changed-after-the-call")  # a backend reading its kept reference later would see this
         watchers.append((name, prefix, weakref.ref(watched)))
         del info, watched

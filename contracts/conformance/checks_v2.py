@@ -3,6 +3,12 @@ per policy (BE-21, HYB-6, HYB-7), truthful per-pool hits (HYB-8) and KV-derived 
 
 The suite registers KV and two sidecar pools (``indexer``, ``swa``) with
 every instance when v2 is claimed; ``draft`` is never registered.
+
+Calls follow SGLang's hybrid controller: KV pages move through v1 (or the
+legacy path of a backend without v1), never through ``batch_get_v2`` /
+``batch_set_v2``, which carry the sidecar pools only; a backup writes the
+sidecars first, then KV; ``batch_exists_v2`` takes the whole chain with one
+transfer per sidecar pool.
 """
 
 from __future__ import annotations
@@ -37,8 +43,13 @@ def expected_page(suite: SuiteContext, instance: Instance, name: str, key: str) 
 
 def store_pool(suite: SuiteContext, instance: Instance, name: PoolName, keys: Sequence[str],
                pages: Sequence[int], *, derived: bool = False) -> None:
-    """Write ``keys`` into pool ``name`` alone with batch_set_v2; skip the check if the backend refuses."""
+    """Write ``keys`` into pool ``name`` alone (KV as SGLang writes it, a sidecar with batch_set_v2); skip the
+    check if the backend refuses."""
     if not keys:
+        return
+    if name is PoolName.KV:
+        if not all(suite.write(instance, keys, pages=pages, clause_id="BE-21")):
+            raise CheckSkipped("the backend refused to store KV pages the check needs")
         return
     place(suite, instance, name, keys, pages)
     transfers = [suite.transfer(name, keys, instance.pool_for(name).slots(pages), derived=derived)]
@@ -69,12 +80,10 @@ def v2_results_have_one_entry_per_pool(suite: SuiteContext) -> None:
     for size in (1, 3):
         keys = suite.new_keys(size)
         kv_pages, swa_pages = list(range(size)), list(range(size, 2 * size))
-        place(suite, instance, PoolName.KV, keys, kv_pages)
         place(suite, instance, PoolName.INDEXER, keys, kv_pages)
         place(suite, instance, PoolName.SWA, keys, swa_pages)
         for method in (backend.batch_set_v2, backend.batch_get_v2):
-            transfers = [
-                suite.transfer(PoolName.KV, keys, instance.pool.slots(kv_pages)),
+            transfers = [  # the sidecars of one slice, as SGLang sends them (KV moves through v1)
                 suite.transfer(PoolName.INDEXER, keys, instance.pool.slots(kv_pages), derived=True),
                 suite.transfer(PoolName.SWA, keys, instance.pool_for(PoolName.SWA).slots(swa_pages),
                                policy=PoolHitPolicy.TRAILING_PAGES),
@@ -87,9 +96,10 @@ def v2_unregistered_pool_is_all_false(suite: SuiteContext) -> None:
     """A transfer for a pool never registered yields all False for that pool and never raises; other pools are served."""
     instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
     keys = suite.new_keys(2)
-    place(suite, instance, PoolName.KV, keys, [0, 1])
+    swa = instance.pool_for(PoolName.SWA)
+    place(suite, instance, PoolName.SWA, keys, [0, 1])
     for method in (backend.batch_set_v2, backend.batch_get_v2):
-        transfers = [suite.transfer(PoolName.KV, keys, pool.slots([0, 1])),
+        transfers = [suite.transfer(PoolName.SWA, keys, swa.slots([0, 1])),
                      suite.transfer(UNREGISTERED_POOL, keys, pool.slots([2, 3]))]
         flags = suite.v2_flags(suite.call("BE-20", method, transfers, None), transfers, method.__name__)
         expect(not any(flags[UNREGISTERED_POOL.value]), "BE-20",
@@ -97,8 +107,9 @@ def v2_unregistered_pool_is_all_false(suite: SuiteContext) -> None:
                f"{UNREGISTERED_POOL.value!r}, which was never registered",
                f"{method.__name__}({suite.show(transfers)})")
         if method.__name__ == "batch_set_v2":
-            expect(all(flags[PoolName.KV.value]), "BE-20", f"batch_set_v2 failed the registered KV pool "
-                   f"({flags[PoolName.KV.value]}) because another transfer named an unregistered pool")
+            expect(all(flags[PoolName.SWA.value]), "BE-20", f"batch_set_v2 failed the registered pool 'swa' "
+                   f"({flags[PoolName.SWA.value]}) because another transfer named an unregistered pool",
+                   f"batch_set_v2({suite.show(transfers)}) -> {flags}")
     query = [suite.transfer(UNREGISTERED_POOL, keys)]
     shown = f"batch_exists_v2({suite.show(keys)}, {suite.show(query)})"
     kv_hit, _ = read_result(suite, suite.call("BE-20", backend.batch_exists_v2, keys, query, None), shown)
@@ -122,6 +133,7 @@ def pool_patterns(draw: Any) -> tuple:
 def v2_exists_folds_pool_hits_per_policy(suite: SuiteContext) -> None:
     """batch_exists_v2's kv_hit_pages is the minimum over KV and every pool per its policy; zero-hit pools are left out."""
     instance, backend = suite.main, suite.main.backend
+    suite.require_round_trip(instance)
     start = 2 * STORAGE_BATCH_SIZE
 
     @given(pool_patterns())
@@ -167,77 +179,95 @@ def v2_exists_folds_pool_hits_per_policy(suite: SuiteContext) -> None:
 
 @conformance_check("HYB-8")
 def v2_pool_hits_count_only_pages_that_landed(suite: SuiteContext) -> None:
-    """Per pool, the leading run of True that count_pool_hits takes from batch_get_v2 covers only pages whose bytes landed."""
+    """Per pool, the leading run of True that count_pool_hits takes from a slice's reads covers only pages whose bytes landed."""
     instance, backend = suite.main, suite.main.backend
+    suite.require_round_trip(instance)  # KV moves through v1 here: a broken v1 round trip is BE-15/BE-17's
     for size in suite.profile.batch_sizes:
         keys = suite.new_keys(size)
         sources, targets = list(range(size)), suite.spread(size, start=2 * STORAGE_BATCH_SIZE)
         swa_sources = list(range(size, 2 * size))
-        store = [
-            (PoolName.KV, sources, False), (PoolName.INDEXER, sources, True), (PoolName.SWA, swa_sources, False),
-        ]
-        for name, pages, _ in store:
+        sidecars = [(PoolName.INDEXER, sources, True), (PoolName.SWA, swa_sources, False)]
+        for name, pages, _ in sidecars:
             place(suite, instance, name, keys, pages)
-        transfers = [suite.transfer(name, keys, instance.pool_for(name).slots(pages), derived=derived,
-                                    policy=PoolHitPolicy.TRAILING_PAGES if name is PoolName.SWA else PoolHitPolicy.ALL_PAGES)
-                     for name, pages, derived in store]
-        suite.v2_flags(suite.call("HYB-8", backend.batch_set_v2, transfers, None), transfers, "batch_set_v2")
-        for name, pages, _ in store:
+        writes = [suite.transfer(name, keys, instance.pool_for(name).slots(pages), derived=derived,
+                                 policy=PoolHitPolicy.TRAILING_PAGES if name is PoolName.SWA else PoolHitPolicy.ALL_PAGES)
+                  for name, pages, derived in sidecars]
+        suite.v2_flags(suite.call("HYB-8", backend.batch_set_v2, writes, None), writes, "batch_set_v2")  # sidecars first
+        suite.write(instance, keys, pages=sources, clause_id="HYB-8")  # then KV, as a backup writes them
+        for name, pages, _ in sidecars:
             instance.pool_for(name).fill(pages, value=-1.0)
+        instance.pool.fill(sources, value=-1.0)
+        kv_pages = suite.read(instance, keys, pages=targets, clause_id="HYB-8")  # KV of the slice, then its sidecars
         reads = [suite.transfer(name, keys, instance.pool_for(name).slots(targets), derived=derived)
-                 for name, _, derived in store]
-        for name, _, _ in store:
+                 for name, _, derived in sidecars]
+        for name, _, _ in sidecars:
             instance.pool_for(name).fill(targets)
         flags = suite.v2_flags(suite.call("HYB-8", backend.batch_get_v2, reads, None), reads, "batch_get_v2")
-        hits = dict(count_pool_hits(tuple((name, tuple(value)) for name, value in flags.items())))
+        results = {PoolName.KV.value: [page is not None for page in kv_pages], **flags}
+        hits = dict(count_pool_hits(tuple((name, tuple(value)) for name, value in results.items())))
         for name, loaded in hits.items():
-            pool = instance.pool_for(name)
             for index in range(loaded):
-                page = pool.peek(targets[index])
+                if name == PoolName.KV.value:
+                    page = kv_pages[index]
+                else:
+                    page = instance.pool_for(name).peek(targets[index])
                 wanted = expected_page(suite, instance, name, keys[index])
                 expect(pages_equal(wanted, page), "HYB-8",
                        f"count_pool_hits counts page {index} of pool {name!r} ({suite.label(keys[index])}) as loaded, "
                        f"but its slots hold {describe_page_difference(wanted, page)}",
-                       f"batch_set_v2 then batch_get_v2 of {size} keys {suite.show(keys)} over kv, indexer, swa")
+                       f"batch_set_v2 (indexer, swa) and the KV write, then the KV read and batch_get_v2 of {size} "
+                       f"keys {suite.show(keys)}")
+
+
+def write_with_derived_sidecar(suite: SuiteContext, instance: Instance, keys: Sequence[str],
+                               pages: Sequence[int]) -> tuple[list[bool], list[bool]]:
+    """Back up ``keys`` as SGLang does: the KV-derived indexer with batch_set_v2 first, then KV; return both flags."""
+    pool = instance.pool
+    place(suite, instance, PoolName.INDEXER, keys, pages)
+    sidecar = [suite.transfer(PoolName.INDEXER, keys, pool.slots(pages), derived=True)]
+    indexer = suite.v2_flags(suite.call("BE-22", instance.backend.batch_set_v2, sidecar, None), sidecar,
+                             "batch_set_v2")[PoolName.INDEXER.value]
+    kv = suite.write(instance, keys, pages=pages, clause_id="BE-22")
+    return kv, indexer
 
 
 @conformance_check("BE-22")
 def v2_kv_derived_sidecars_travel_with_kv(suite: SuiteContext) -> None:
-    """A KV-derived sidecar written with KV reads back with it, and one never written is reported missing."""
+    """A KV-derived sidecar written with KV reads back with it, also after a rewrite, and one never written is reported missing."""
     instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
+    suite.require_round_trip(instance)
     keys = suite.new_keys(3)
     pages = [0, 1, 2]
-    place(suite, instance, PoolName.KV, keys, pages)
-    place(suite, instance, PoolName.INDEXER, keys, pages)
-    both = [suite.transfer(PoolName.KV, keys, pool.slots(pages)),
-            suite.transfer(PoolName.INDEXER, keys, pool.slots(pages), derived=True)]
-    written = suite.v2_flags(suite.call("BE-22", backend.batch_set_v2, both, None), both, "batch_set_v2")
-    query = [suite.transfer(PoolName.INDEXER, keys, policy=PoolHitPolicy.ALL_PAGES, derived=True)]
-    shown = f"batch_set_v2(kv + kv-derived indexer, {suite.show(keys)}), then batch_exists_v2 and batch_get_v2"
-    kv_hit, pools = read_result(suite, suite.call("BE-22", backend.batch_exists_v2, keys, query, None), shown)
-    targets = [10, 11, 12]
-    for name in (PoolName.KV, PoolName.INDEXER):
-        instance.pool_for(name).fill(targets)
-    reads = [suite.transfer(PoolName.KV, keys, pool.slots(targets)),
-             suite.transfer(PoolName.INDEXER, keys, pool.slots(targets), derived=True)]
-    loaded = suite.v2_flags(suite.call("BE-22", backend.batch_get_v2, reads, None), reads, "batch_get_v2")
-    indexer_pool = instance.pool_for(PoolName.INDEXER)
-    for index, key in enumerate(keys):
-        reported = pools.get(PoolName.INDEXER.value, 0) > index and kv_hit > index
-        if loaded["indexer"][index]:
-            page = indexer_pool.peek(targets[index])
-            wanted = expected_page(suite, instance, "indexer", key)
-            expect(pages_equal(wanted, page), "BE-22", f"the kv-derived indexer page of {suite.label(key)} read back "
-                   f"as {describe_page_difference(wanted, page)}", shown)
-        elif reported and not suite.may_evict:
-            fail("BE-22", f"batch_exists_v2 reports the kv-derived indexer page of {suite.label(key)} present, but "
-                          "batch_get_v2 cannot read it", shown)
-        if written["indexer"][index] and written["kv"][index] and loaded["kv"][index] and not suite.may_evict:
-            expect(loaded["indexer"][index], "BE-22", f"{suite.label(key)}'s KV page reads back but its kv-derived "
-                   "indexer page, written in the same batch_set_v2, does not", shown)
+    for attempt in ("first backup", "a second backup of the same pages"):  # SGLang may back a page up again
+        written_kv, written_indexer = write_with_derived_sidecar(suite, instance, keys, pages)
+        query = [suite.transfer(PoolName.INDEXER, keys, policy=PoolHitPolicy.ALL_PAGES, derived=True)]
+        shown = (f"{attempt}: batch_set_v2(kv-derived indexer, {suite.show(keys)}) then the KV write; then "
+                 "batch_exists_v2 with the indexer transfer, the KV read and batch_get_v2 of the indexer")
+        kv_hit, pools = read_result(suite, suite.call("BE-22", backend.batch_exists_v2, keys, query, None), shown)
+        targets = [10, 11, 12]
+        kv_pages = suite.read(instance, keys, pages=targets, clause_id="BE-22")
+        indexer_pool = instance.pool_for(PoolName.INDEXER)
+        indexer_pool.fill(targets)
+        reads = [suite.transfer(PoolName.INDEXER, keys, pool.slots(targets), derived=True)]
+        loaded = suite.v2_flags(suite.call("BE-22", backend.batch_get_v2, reads, None), reads,
+                                "batch_get_v2")[PoolName.INDEXER.value]
+        for index, key in enumerate(keys):
+            reported = pools.get(PoolName.INDEXER.value, 0) > index and kv_hit > index
+            if loaded[index]:
+                page = indexer_pool.peek(targets[index])
+                wanted = expected_page(suite, instance, "indexer", key)
+                expect(pages_equal(wanted, page), "BE-22", f"the kv-derived indexer page of {suite.label(key)} "
+                       f"read back as {describe_page_difference(wanted, page)}", shown)
+            elif reported and not suite.may_evict:
+                fail("BE-22", f"batch_exists_v2 reports the kv-derived indexer page of {suite.label(key)} present "
+                              f"(kv_hit_pages {kv_hit}, extra_pool_hit_pages {pools}), but batch_get_v2 cannot "
+                              "read it", shown)
+            if written_indexer[index] and written_kv[index] and kv_pages[index] is not None and not suite.may_evict:
+                expect(loaded[index], "BE-22", f"{suite.label(key)}'s KV page reads back but its kv-derived "
+                       "indexer page, written in the same backup, does not", shown)
     alone = suite.new_keys(2)
     store_pool(suite, instance, PoolName.KV, alone, [20, 21])
-    shown = f"batch_set_v2(kv only, {suite.show(alone)}), then batch_exists_v2 asking for the kv-derived indexer"
+    shown = f"the KV write alone of {suite.show(alone)}, then batch_exists_v2 asking for the kv-derived indexer"
     query = [suite.transfer(PoolName.INDEXER, alone, policy=PoolHitPolicy.ALL_PAGES, derived=True)]
     kv_hit, pools = read_result(suite, suite.call("BE-22", backend.batch_exists_v2, alone, query, None), shown)
     expect(kv_hit == 0 and pools.get(PoolName.INDEXER.value, 0) == 0, "BE-22",
