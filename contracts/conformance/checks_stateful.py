@@ -9,7 +9,9 @@ The model (``attempted``, ``confirmed``, ``cleared`` sets of keys):
   key written since the last ``clear()``;
 - without eviction, every confirmed page is found, at every step.
 
-Rules that need v1 are gated by ``@precondition``; each run builds its own
+Rules follow the backend's mode, as SGLang's controller calls it: the v1
+rules run on a backend that claims v1, the legacy rules (``batch_set`` /
+``batch_get``) on any other, gated by ``@precondition``; each run builds its own
 instance (fresh namespace, fresh keys) in ``@initialize`` and clears it in
 ``teardown``.
 """
@@ -81,6 +83,7 @@ def lossy_write_once_store_machine(suite: SuiteContext) -> type[RuleBasedStateMa
                     fail("BE-17" if writer == "v1" else "BE-9",
                          f"{suite.label(key)} was stored (set returned True through {writer}) but {path} reads miss it")
 
+        @precondition(lambda self: not uses_v1)
         @rule(indices=picks)
         def set_pages(self, indices: list[int]) -> None:
             keys = self.chosen(indices)
@@ -93,6 +96,7 @@ def lossy_write_once_store_machine(suite: SuiteContext) -> type[RuleBasedStateMa
             results = suite.write(self.instance, keys, pages=list(range(len(keys))), path="v1", clause_id="BE-17")
             self.record_writes(keys, results, "v1")
 
+        @precondition(lambda self: not uses_v1)
         @rule(indices=picks)
         def get_pages(self, indices: list[int]) -> None:
             keys = self.chosen(indices)
@@ -134,7 +138,7 @@ def lossy_write_once_store_machine(suite: SuiteContext) -> type[RuleBasedStateMa
                          "no longer finds it")
 
         def teardown(self) -> None:
-            if self.instance is not None:
+            if self.instance is not None and suite.timed_out is None:
                 suite.call("BE-11", self.instance.backend.clear)
                 close = getattr(self.instance.backend, "close", None)
                 if callable(close):
