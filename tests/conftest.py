@@ -34,6 +34,16 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HICACHE_HYPOTHESIS_PROFILE", "ci"))
 
+# HICACHE_SGLANG_RELEASE=V: the whole run holds pinned SGLang release V (importable before any test module
+# loads), and the release tier in tests/sglang is collected too. Without it, that folder is left out;
+# tests/test_release_tier.py runs it once per pinned release, each in a process of its own.
+SGLANG_RELEASE = os.environ.get("HICACHE_SGLANG_RELEASE") or None
+if SGLANG_RELEASE:
+    from hicache_contracts.sglang_release import storage_module
+
+    storage_module(SGLANG_RELEASE)
+collect_ignore = [] if SGLANG_RELEASE else ["sglang"]
+
 _NAMED_CLAUSES: dict[str, list[str]] = {}
 
 
