@@ -14,6 +14,12 @@ redis://127.0.0.1:6390/0).
 - for diagnosis, the backend alone: the same 32 ``batch_set_v1`` and
   ``batch_get_v1`` calls made directly, without the controller.
 
+Everything runs twice, once per reply parser: hiredis (the C parser redis-py
+uses when it is installed, a dependency of the project) and redis-py's
+pure-Python parser, each phase of a run using the same parser as its
+baseline; the speed-up of hiredis over the Python parser is printed for the
+baseline and the controller alike.
+
 Each repeat runs the three in turn (rotating which goes first), and before
 each phase waits until the server has no lazily freed memory pending, so
 that no phase pays for the previous one's deletions. Printed: MB/s of each
@@ -21,7 +27,7 @@ that no phase pays for the previous one's deletions. Printed: MB/s of each
 Every loaded page is compared with its source, outside the timed part. Keys
 live under a fresh prefix and are deleted afterwards (never FLUSHDB).
 
-Run: python benchmarks/bench_redis.py [--quick] [--repeats N] [--url redis://host:port/0]
+Run: python benchmarks/bench_redis.py [--quick] [--repeats N] [--url redis://host:port/0] [--parser hiredis|python|both]
 """
 
 from __future__ import annotations
@@ -31,10 +37,12 @@ import hashlib
 import os
 import time
 import uuid
-from typing import Callable
+from typing import Callable, Optional, Sequence
 
 import redis
 import torch
+from redis._parsers import _HiredisParser, _RESP2Parser
+from redis.utils import HIREDIS_AVAILABLE
 
 from hicache_contracts import HiCacheStorageConfig
 from hicache_contracts.host_pool import HostPagePool
@@ -47,6 +55,8 @@ PAGE_SIZE = 64
 LAYERS, HEADS, HEAD_DIM = 4, 4, 16
 PIPELINE = 128
 """Commands per baseline pipeline, as many as the controller's pages per slice."""
+PARSERS = {"hiredis": _HiredisParser, "python": _RESP2Parser}
+"""redis-py's reply parsers: the C one (hiredis) and the pure-Python one."""
 
 
 def page_keys(count: int) -> list[str]:
@@ -74,9 +84,11 @@ def settle(client: redis.Redis) -> None:
 class Workload:
     """The pages, their keys and the host pool, shared by every phase."""
 
-    def __init__(self, url: str, pages: int) -> None:
+    def __init__(self, url: str, pages: int, parser: type = _RESP2Parser) -> None:
         self.url = url
         self.pages = pages
+        self.parser = parser
+        """The reply parser of every client in this workload, the backend's included."""
         self.pool = HostPagePool(2 * pages, PAGE_SIZE, LAYERS, HEADS, HEAD_DIM, dtype=torch.float16, kind="mha",
                                  layout="page_first", pin_memory=False)
         self.source_slots = self.pool.alloc(pages)
@@ -86,7 +98,7 @@ class Workload:
         self.keys = page_keys(pages)
         self.tokens = pages * PAGE_SIZE
         self.prefix = f"hicache-bench-{uuid.uuid4().hex[:8]}:"
-        self.client = redis.Redis.from_url(url)
+        self.client = redis.Redis.from_url(url, parser_class=parser)
 
     def check_loaded(self, loaded: torch.Tensor) -> None:
         for index in range(self.pages):
@@ -96,7 +108,10 @@ class Workload:
 
     def backend(self) -> tuple[RedisBackend, HiCacheStorageConfig]:
         config = HiCacheStorageConfig.single_rank(model_name=f"bench-{uuid.uuid4().hex[:8]}")
-        return RedisBackend(config, {"redis_url": self.url, "key_prefix": self.prefix}), config
+        backend = RedisBackend(config, {"redis_url": self.url, "key_prefix": self.prefix})
+        # The backend's pool has made no connection yet: each one it makes gets this parser.
+        backend.nodes._standalone.connection_pool.connection_kwargs["parser_class"] = self.parser
+        return backend, config
 
     # ------------------------------------------------------------ phases: each returns (write s, read s)
     def raw(self) -> tuple[float, float]:
@@ -162,18 +177,10 @@ class Workload:
         return written - started, read - written
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1,024 pages, one repeat")
-    parser.add_argument("--url", default=os.environ.get("HICACHE_REDIS_URL") or "redis://127.0.0.1:6390/0")
-    parser.add_argument("--repeats", type=int, default=None)
-    arguments = parser.parse_args()
-    pages = 1024 if arguments.quick else 4096
-    repeats = arguments.repeats or (1 if arguments.quick else 5)
-    workload = Workload(arguments.url, pages)
+def measure(url: str, pages: int, repeats: int, parser: type) -> dict:
+    """Run the three phases ``repeats`` times with ``parser``; return MB/s (best) and ratios to the raw baseline."""
+    workload = Workload(url, pages, parser)
     megabytes = pages * workload.pool.page_bytes / 1e6
-    print(f"{pages} pages x {workload.pool.page_bytes // 1024} KiB = {megabytes:.0f} MB, Redis at {arguments.url}, "
-          f"{repeats} repeat(s), pipelines / slices of {PIPELINE}")
     phases: dict[str, Callable[[], tuple[float, float]]] = {
         "raw": workload.raw, "controller": workload.controller, "backend": workload.backend_alone,
     }
@@ -186,19 +193,70 @@ def main() -> None:
     finally:
         delete_prefix(workload.client, workload.prefix)
         workload.client.close()
+    rates = {}
+    for name in phases:
+        for which, direction in ((0, "write"), (1, "read")):
+            rates[f"{name}_{direction}"] = megabytes / min(timing[which] for timing in timings[name])
+    return {
+        "megabytes": megabytes,
+        "rates_mb_s": rates,
+        "backup_over_raw_set": rates["controller_write"] / rates["raw_write"],
+        "prefetch_over_raw_get": rates["controller_read"] / rates["raw_read"],
+        "backend_set_over_raw_set": rates["backend_write"] / rates["raw_write"],
+        "backend_get_over_raw_get": rates["backend_read"] / rates["raw_read"],
+    }
 
-    def rate(name: str, which: int) -> float:
-        return megabytes / min(timing[which] for timing in timings[name])
 
-    print(f"{'':40s} {'MB/s':>7s}   ratio to raw")
+def run(quick: bool = False, url: Optional[str] = None, repeats: Optional[int] = None,
+        parsers: Sequence[str] = ("hiredis", "python")) -> dict:
+    """Measure with each parser; return the figures per parser and hiredis's speed-up over the Python parser."""
+    url = url or os.environ.get("HICACHE_REDIS_URL") or "redis://127.0.0.1:6390/0"
+    pages = 1024 if quick else 4096
+    repeats = repeats or (1 if quick else 5)
+    if not HIREDIS_AVAILABLE:
+        parsers = [name for name in parsers if name != "hiredis"]
+    results: dict = {"url": url, "pages": pages, "repeats": repeats, "hiredis_available": HIREDIS_AVAILABLE}
+    for name in parsers:
+        results[name] = measure(url, pages, repeats, PARSERS[name])
+    if "hiredis" in results and "python" in results:
+        results["hiredis_speedup"] = {
+            key: results["hiredis"]["rates_mb_s"][key] / results["python"]["rates_mb_s"][key]
+            for key in results["hiredis"]["rates_mb_s"]
+        }
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1,024 pages, one repeat")
+    parser.add_argument("--url", default=os.environ.get("HICACHE_REDIS_URL") or "redis://127.0.0.1:6390/0")
+    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--parser", choices=("hiredis", "python", "both"), default="both")
+    arguments = parser.parse_args()
+    parsers = ("hiredis", "python") if arguments.parser == "both" else (arguments.parser,)
+    results = run(arguments.quick, arguments.url, arguments.repeats, parsers)
+    print(f"{results['pages']} pages x 64 KiB, Redis at {results['url']}, {results['repeats']} repeat(s), "
+          f"pipelines / slices of {PIPELINE}" + ("" if results["hiredis_available"] else "; hiredis not installed"))
     rows = [
-        ("raw pipelined SET (baseline)", "raw", 0), ("backup, controller", "controller", 0),
-        ("batch_set_v1 slices, backend alone", "backend", 0),
-        ("raw pipelined GET (baseline)", "raw", 1), ("prefetch, controller", "controller", 1),
-        ("batch_get_v1 slices, backend alone", "backend", 1),
+        ("raw pipelined SET (baseline)", "raw_write", "raw_write"),
+        ("backup, controller", "controller_write", "raw_write"),
+        ("batch_set_v1 slices, backend alone", "backend_write", "raw_write"),
+        ("raw pipelined GET (baseline)", "raw_read", "raw_read"),
+        ("prefetch, controller", "controller_read", "raw_read"),
+        ("batch_get_v1 slices, backend alone", "backend_read", "raw_read"),
     ]
-    for label, name, which in rows:
-        print(f"{label:40s} {rate(name, which):7.0f}   {rate(name, which) / rate('raw', which):5.2f}x")
+    for name in parsers:
+        if name not in results:
+            continue
+        rates = results[name]["rates_mb_s"]
+        print(f"parser: {name}")
+        print(f"  {'':40s} {'MB/s':>7s}   ratio to raw (same parser)")
+        for label, key, baseline in rows:
+            print(f"  {label:40s} {rates[key]:7.0f}   {rates[key] / rates[baseline]:5.2f}x")
+    if "hiredis_speedup" in results:
+        speedup = results["hiredis_speedup"]
+        print("hiredis / python parser, throughput: "
+              + ", ".join(f"{key} {value:.2f}x" for key, value in speedup.items()))
 
 
 if __name__ == "__main__":
