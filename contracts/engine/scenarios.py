@@ -1,0 +1,398 @@
+"""Standard scenarios for any engine's controller: a small adapter, a scripted store, every trace checked.
+
+An engine whose controller is not a ``CacheController`` subclass implements
+``ScenarioEngine`` — build your controller on a backend, submit a prefetch
+or a backup, wait, read its acks — and ``check_engine`` runs it through the
+standard scenarios (``STANDARD_SCENARIOS``): prefetch and backup with prefix
+None / ``[]`` / a list, 1 to 5 slices, a partial hit, a short slice, a
+raising read, a read that hangs while the operation is terminated,
+termination, and hybrid pools (a KV-derived indexer and a trailing-window
+SWA pool) for engines that say they support them. Each scenario runs on a
+fresh ``ScenarioBackend`` (an in-memory store with scripted faults) behind a
+``RecordingBackend``, and its trace and acks are checked with
+``check_trace``::
+
+    from hicache_contracts.engine.scenarios import check_engine
+
+    for clause_id, passed, detail in check_engine(MyEngineAdapter):
+        print(clause_id, "PASS" if passed else "FAIL", detail)
+
+Nothing here imports ``hicache_reference``.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, runtime_checkable
+
+from hicache_spec import clauses, fold_pool_hits
+from hicache_contracts.engine._checker import check_trace
+from hicache_contracts.engine._recorder import RecordingBackend
+from hicache_contracts.engine._reference import PAGE_SIZE, SWA_WINDOW, ClauseResult, Scenario
+from hicache_contracts.engine._report import TraceReport
+
+__all__ = [
+    "HYBRID_POOLS",
+    "STANDARD_SCENARIOS",
+    "EngineScenario",
+    "EngineSetup",
+    "PoolSpec",
+    "ScenarioBackend",
+    "ScenarioEngine",
+    "ScenarioRun",
+    "check_engine",
+    "run_engine_scenario",
+]
+
+WAIT_S = 10.0
+"""How long a scenario waits for an operation, for the hit-query gate and for a hanging read."""
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """A sidecar pool the engine must set up beside KV for a hybrid scenario."""
+
+    name: str
+    """The pool's name (a ``PoolName`` value): ``indexer``, ``swa``."""
+    kv_derived: bool = False
+    """Whether it reuses KV's slots and travels with every KV read and write."""
+    hit_policy: str = "all_pages"
+    """``all_pages`` or ``trailing_pages``."""
+    window_pages: int = 1
+    """N of a ``trailing_pages`` pool: the pages ending at the hit that it needs."""
+
+
+HYBRID_POOLS: tuple[PoolSpec, ...] = (
+    PoolSpec("indexer", kv_derived=True),
+    PoolSpec("swa", hit_policy="trailing_pages", window_pages=SWA_WINDOW),
+)
+"""The sidecar pools of every hybrid scenario."""
+
+
+@dataclass(frozen=True)
+class EngineSetup:
+    """What the engine's controller is built with for one scenario."""
+
+    page_size: int
+    """Tokens per page."""
+    pools: tuple[PoolSpec, ...] = ()
+    """Sidecar pools beside KV; empty for a base scenario."""
+    pass_prefix_keys: bool = True
+    """Whether the controller hands prefix metadata to the backend (False when the operation's prefix is None)."""
+
+
+@runtime_checkable
+class ScenarioEngine(Protocol):
+    """What a scenario needs from an engine; ``check_engine`` builds one per scenario from a factory.
+
+    Set a class attribute ``supports_hybrid = True`` to run the hybrid
+    scenarios too. Operations must run on a thread of their own (``prefetch``
+    returns before its storage calls finish), so that a scenario can
+    terminate one while it reads.
+    """
+
+    def start(self, backend: Any, setup: EngineSetup) -> None:
+        """Build the controller with ``backend`` as its storage backend (call its register methods as usual)."""
+
+    def prefetch(self, keys: tuple[str, ...], prefix_keys: Optional[tuple[str, ...]]) -> Any:
+        """Start a prefetch of the page keys ``keys`` (after the prefix ``prefix_keys``); return a handle."""
+
+    def backup(self, keys: tuple[str, ...], prefix_keys: Optional[tuple[str, ...]],
+               sidecar_keys: Mapping[str, tuple[str, ...]]) -> Any:
+        """Start a backup of ``keys`` (and of ``sidecar_keys[pool]`` for the non-derived pools); return a handle."""
+
+    def wait(self, operation: Any, timeout_s: float) -> None:
+        """Return once the operation has finished (or after ``timeout_s``)."""
+
+    def acks(self, operation: Any) -> Sequence[Any]:
+        """The prefetch's acks in emission order: ProgressAck / PoolHitsAck / FinalAck, or dicts with a ``kind``."""
+
+    def completed_tokens(self, operation: Any) -> int:
+        """The tokens a backup reports completed."""
+
+    def prefix_of(self, operation: Any) -> Any:
+        """The live prefix object the operation used (PFX-5), or a copy taken when it started."""
+
+    def terminate(self, operation: Any) -> None:
+        """Terminate the prefetch: no slice read may start afterwards."""
+
+    def stop(self) -> None:
+        """Shut the controller down."""
+
+
+@dataclass(frozen=True)
+class EngineScenario(Scenario):
+    """A standard scenario: a ``Scenario`` and, optionally, a read that hangs until the operation is terminated."""
+
+    hang_on_read: Optional[int] = None
+    """The batch_get_v1 call (from 0) that blocks until the scenario has terminated the operation."""
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return text if self.hang_on_read is None else f"{text} hang_on_read={self.hang_on_read}"
+
+
+def _standard_scenarios() -> tuple[EngineScenario, ...]:
+    found = []
+    for hybrid in (False, True):
+        for prefix in ("none", "empty", "anchor"):
+            for pages in (1, 128, 129, 300):  # 1 page, 1 full slice, 2 and 3 slices
+                found.append(EngineScenario("prefetch", pages, prefix, hybrid))
+            for pages in (1, 129, 300):
+                found.append(EngineScenario("backup", pages, prefix, hybrid))
+        found += [
+            EngineScenario("prefetch", 300, "anchor", hybrid, stored=200),            # a partial hit
+            EngineScenario("prefetch", 300, "empty", hybrid, unreadable_from=150),    # a short slice
+            EngineScenario("prefetch", 300, "anchor", hybrid, raise_on_read=1),       # a raising read
+            EngineScenario("prefetch", 300, "empty", hybrid, terminate_after_read=0),  # termination
+            EngineScenario("prefetch", 300, "anchor", hybrid, hang_on_read=1),        # terminated while hanging
+        ]
+    found += [EngineScenario("prefetch", 600, "anchor"), EngineScenario("backup", 600, "empty")]  # 5 slices
+    return tuple(found)
+
+
+STANDARD_SCENARIOS: tuple[EngineScenario, ...] = _standard_scenarios()
+"""Every scenario ``check_engine`` runs: 28 base, 26 hybrid (54 operations)."""
+
+
+# ==================================================================== the scripted store
+def _pool_name(name: Any) -> str:
+    return str(getattr(name, "value", name))
+
+
+class ScenarioBackend:
+    """An in-memory v1/v2 backend with scripted faults, for scenarios; pages hold bytes when a host pool is known.
+
+    ``plant(pool, keys)`` makes pages present without data. Faults: keys in
+    ``unreadable`` read as False; the ``raise_on_read``-th ``batch_get_v1``
+    raises; the ``hang_on_read``-th blocks until ``release`` is set; ``gate``
+    (when set) holds every hit query until it opens; ``after_read(number)``
+    runs after each ``batch_get_v1``.
+    """
+
+    def __init__(self, storage_config: Any = None, kwargs: Optional[dict] = None) -> None:
+        self.pages: dict[tuple[str, str], Optional[bytes]] = {}
+        self.pools: dict[str, Any] = {}
+        self.lock = threading.Lock()
+        self.unreadable: frozenset = frozenset()
+        self.raise_on_read: Optional[int] = None
+        self.hang_on_read: Optional[int] = None
+        self.hanging = threading.Event()
+        self.release = threading.Event()
+        self.gate: Optional[threading.Event] = None
+        self.after_read: Optional[Callable[[int], None]] = None
+        self.reads = 0
+
+    # ---------------------------------------------------------------- setup
+    def plant(self, pool: str, keys: Sequence[str]) -> None:
+        """Make ``keys`` present in ``pool``, without data."""
+        with self.lock:
+            for key in keys:
+                self.pages.setdefault((pool, key), None)
+
+    def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+        self.pools["kv"] = mem_pool_host
+
+    def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
+        self.pools[_pool_name(host_pool_name)] = host_pool
+
+    # ---------------------------------------------------------------- pages
+    def _has(self, pool: str, key: str) -> bool:
+        with self.lock:
+            return (pool, key) in self.pages
+
+    def _read(self, pool: str, keys: Sequence[str], host_indices: Any) -> list[bool]:
+        results = []
+        host_pool = self.pools.get(pool)
+        for position, key in enumerate(keys):
+            with self.lock:
+                present, data = (pool, key) in self.pages, self.pages.get((pool, key))
+            if not present or key in self.unreadable:
+                results.append(False)
+                continue
+            if data is not None and host_pool is not None and host_indices is not None:
+                import torch
+
+                slot = int(host_indices[position * host_pool.page_size])
+                dtype = host_pool.get_dummy_flat_data_page().dtype
+                host_pool.set_from_flat_data_page(slot, torch.frombuffer(bytearray(data), dtype=dtype))
+            results.append(True)
+        return results
+
+    def _write(self, pool: str, keys: Sequence[str], host_indices: Any) -> list[bool]:
+        host_pool = self.pools.get(pool)
+        for position, key in enumerate(keys):
+            data = None
+            if host_pool is not None and host_indices is not None:
+                import torch
+
+                slot = int(host_indices[position * host_pool.page_size])
+                page = host_pool.get_data_page(slot, flat=True)
+                data = page.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+            with self.lock:
+                self.pages[(pool, key)] = data
+        return [True] * len(keys)
+
+    # ---------------------------------------------------------------- the interface
+    def exists(self, key: str) -> bool:
+        return self._has("kv", key)
+
+    def batch_exists(self, keys: list, extra_info: Any = None) -> int:
+        if self.gate is not None:
+            self.gate.wait(WAIT_S)
+        for position, key in enumerate(keys):
+            if not self._has("kv", key):
+                return position
+        return len(keys)
+
+    def batch_get_v1(self, keys: list, host_indices: Any, extra_info: Any = None) -> list[bool]:
+        with self.lock:
+            number, self.reads = self.reads, self.reads + 1
+        if number == self.raise_on_read:
+            raise RuntimeError("storage node unreachable")
+        if number == self.hang_on_read:
+            self.hanging.set()
+            self.release.wait(WAIT_S)
+        results = self._read("kv", list(keys), host_indices)
+        if self.after_read is not None:
+            self.after_read(number)
+        return results
+
+    def batch_set_v1(self, keys: list, host_indices: Any, extra_info: Any = None) -> list[bool]:
+        return self._write("kv", list(keys), host_indices)
+
+    def batch_exists_v2(self, keys: list, pool_transfers: Any = None, extra_info: Any = None) -> Any:
+        from hicache_contracts.models import PoolTransferResult
+
+        if self.gate is not None:
+            self.gate.wait(WAIT_S)
+        keys = list(keys)
+        queries = tuple(
+            (_pool_name(item.name), _pool_name(item.hit_policy), len(item.keys or ()),
+             tuple(self._has(_pool_name(item.name), key) for key in keys))
+            for item in pool_transfers or ())
+        hit, entries = fold_pool_hits(tuple(self._has("kv", key) for key in keys), queries)
+        return PoolTransferResult(kv_hit_pages=hit, extra_pool_hit_pages=dict(entries))
+
+    def batch_get_v2(self, transfers: list, extra_info: Any = None) -> dict:
+        return {_pool_name(item.name): self._read(_pool_name(item.name), list(item.keys or ()), item.host_indices)
+                for item in transfers}
+
+    def batch_set_v2(self, transfers: list, extra_info: Any = None) -> dict:
+        return {_pool_name(item.name): self._write(_pool_name(item.name), list(item.keys or ()), item.host_indices)
+                for item in transfers}
+
+    def clear(self) -> None:
+        with self.lock:
+            self.pages.clear()
+
+    def get_stats(self) -> Any:
+        return None
+
+
+# ==================================================================== running a scenario
+@dataclass
+class ScenarioRun:
+    """What one scenario left: the recorder, the engine's operation handle, and the verdict on its trace."""
+
+    scenario: EngineScenario
+    recorder: RecordingBackend
+    operation: Any
+    report: TraceReport
+
+
+def _setup(scenario: Scenario) -> EngineSetup:
+    return EngineSetup(page_size=PAGE_SIZE, pools=HYBRID_POOLS if scenario.hybrid else (),
+                       pass_prefix_keys=scenario.prefix_keys is not None)
+
+
+def _filled_backend(scenario: EngineScenario) -> ScenarioBackend:
+    backend = ScenarioBackend()
+    if scenario.kind != "prefetch":
+        return backend
+    stored = scenario.chain[:scenario.pages if scenario.stored is None else scenario.stored]
+    backend.plant("kv", stored)
+    if scenario.hybrid:
+        backend.plant("indexer", stored)
+        backend.plant("swa", stored[-SWA_WINDOW:])
+    if scenario.unreadable_from is not None:
+        backend.unreadable = frozenset(scenario.chain[scenario.unreadable_from:])
+    backend.raise_on_read = scenario.raise_on_read
+    backend.hang_on_read = scenario.hang_on_read
+    return backend
+
+
+def run_engine_scenario(engine: ScenarioEngine, scenario: EngineScenario) -> ScenarioRun:
+    """Run one scenario on ``engine`` (started here, stopped at the end) and check its trace."""
+    backend = _filled_backend(scenario)
+    recorder = RecordingBackend(backend)
+    holder: dict[str, Any] = {}
+    terminated_before: Optional[int] = None
+    if scenario.terminate_after_read is not None or scenario.hang_on_read is not None:
+        backend.gate = threading.Event()  # hold the hit query until the scenario holds the operation
+    if scenario.terminate_after_read is not None:
+        target = scenario.terminate_after_read
+        backend.after_read = lambda number: engine.terminate(holder["operation"]) if number == target else None
+        terminated_before = target + 1
+    if scenario.hang_on_read is not None:
+        terminated_before = scenario.hang_on_read + 1
+    engine.start(recorder, _setup(scenario))
+    try:
+        if scenario.kind == "prefetch":
+            operation = engine.prefetch(scenario.chain, scenario.prefix_keys)
+            holder["operation"] = operation
+            if backend.gate is not None:
+                backend.gate.set()
+            if scenario.hang_on_read is not None and backend.hanging.wait(WAIT_S):
+                engine.terminate(operation)
+                backend.release.set()
+        else:
+            sidecars = {"swa": scenario.chain[-SWA_WINDOW:]} if scenario.hybrid else {}
+            operation = engine.backup(scenario.chain, scenario.prefix_keys, sidecars)
+        engine.wait(operation, WAIT_S)
+    finally:
+        backend.release.set()
+        engine.stop()
+    arguments: dict[str, Any] = dict(chain=scenario.chain, prefix_keys=engine.prefix_of(operation),
+                                     page_size=PAGE_SIZE)
+    if scenario.kind == "prefetch":
+        arguments.update(acks=list(engine.acks(operation)), terminated_before_slice=terminated_before)
+    else:
+        arguments.update(backup_completed_tokens=engine.completed_tokens(operation))
+    return ScenarioRun(scenario, recorder, operation, check_trace(recorder.calls, **arguments))
+
+
+def check_engine(
+    engine_factory: Callable[[], ScenarioEngine], *, scenarios: Optional[Sequence[EngineScenario]] = None
+) -> list[ClauseResult]:
+    """Run a fresh engine from ``engine_factory`` through every scenario; return one result per clause exercised.
+
+    Hybrid scenarios run only when the engine's ``supports_hybrid`` is
+    true. Each ``ClauseResult(clause_id, passed, detail)`` covers a clause at
+    least one scenario exercised, in registry order; ``detail`` names how
+    many scenarios checked it and, on failure, the first violation and its
+    scenario.
+    """
+    checked: dict[str, int] = {}
+    failures: dict[str, list[str]] = {}
+    for scenario in STANDARD_SCENARIOS if scenarios is None else scenarios:
+        engine = engine_factory()
+        if scenario.hybrid and not getattr(engine, "supports_hybrid", False):
+            continue
+        report = run_engine_scenario(engine, scenario).report
+        for clause_id in report.checked:
+            checked[clause_id] = checked.get(clause_id, 0) + 1
+        for violation in report.violations:
+            checked.setdefault(violation.clause, 0)
+            failures.setdefault(violation.clause, []).append(f"{scenario}: {violation}")
+    results = []
+    for registered in clauses():
+        if registered.id not in checked:
+            continue
+        found = failures.get(registered.id, [])
+        detail = (f"{len(found)} violation(s); first: {found[0]}" if found
+                  else f"checked in {checked[registered.id]} scenario(s), no violation")
+        results.append(ClauseResult(registered.id, not found, detail))
+    return results
+
