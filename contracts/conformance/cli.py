@@ -157,9 +157,9 @@ _OUTPUTS = (("json", "--json"), ("junit_xml", "--junit-xml"), ("markdown", "--ma
 def _check_output_paths(args: argparse.Namespace) -> None:
     """Raise ValueError naming the option when a report file could not be written, before anything runs.
 
-    Nothing is created here: a path is usable when it is (or its nearest
-    existing folder holds, so that the missing folders can be made) a place
-    the user may write.
+    Nothing is left behind: an existing file is opened for appending and
+    closed untouched; for a new one, a probe file is created in its nearest
+    existing folder (where the missing folders would be made) and removed.
     """
     for attribute, option in _OUTPUTS:
         path = getattr(args, attribute, None)
@@ -168,18 +168,25 @@ def _check_output_paths(args: argparse.Namespace) -> None:
         target = os.path.abspath(os.fspath(path))
         problem = None
         if os.path.isdir(target):
-            problem = "is a directory"
+            problem = "it is a directory"
         elif os.path.lexists(target):
-            if not os.access(target, os.W_OK):
-                problem = "is not writable"
+            try:
+                os.close(os.open(target, os.O_WRONLY | os.O_APPEND))  # opened, not changed
+            except OSError as error:
+                problem = f"it cannot be opened for writing ({error.strerror or error})"
         else:
             folder = os.path.dirname(target)
             while not os.path.lexists(folder):
                 folder = os.path.dirname(folder)
             if not os.path.isdir(folder):
                 problem = f"{folder} is not a folder"
-            elif not os.access(folder, os.W_OK | os.X_OK):
-                problem = f"the folder {folder} is not writable"
+            else:
+                try:  # a probe file, removed at once: the only sure test (root passes every access check)
+                    descriptor, probe = tempfile.mkstemp(prefix=".hicache-conform-probe-", dir=folder)
+                    os.close(descriptor)
+                    os.unlink(probe)
+                except OSError as error:
+                    problem = f"nothing can be created in {folder} ({error.strerror or error})"
         if problem is not None:
             raise ValueError(f"{option}: must be a file the report can be written to; {problem} (got {path!r})")
 
@@ -187,10 +194,10 @@ def _check_output_paths(args: argparse.Namespace) -> None:
 def _run(factory: Any, options: SuiteOptions, printer: "_ProgressPrinter", *, include_engine: bool) -> SuiteReport:
     """Run the vendor's backend (``factory``) or the reference backends; a Ctrl-C gives the partial report.
 
-    On Ctrl-C the check under way is abandoned, the threads the run started
-    are given ``options.timeout_s`` (at most 10 s) to stop, every instance is
-    cleared and closed, the temporary directory is removed, and the report
-    of what ran is marked interrupted. A second Ctrl-C during that cleanup
+    On Ctrl-C the check under way is abandoned, every instance is cleared
+    and closed, the threads the run started are given ``options.timeout_s``
+    (at most 10 s) to stop, the temporary directory is removed, and the
+    report of what ran is marked interrupted. A second Ctrl-C during that cleanup
     is ignored.
     """
     from hicache_contracts.conformance.runner import SuiteRunner, reference_factories
@@ -238,13 +245,18 @@ def _run(factory: Any, options: SuiteOptions, printer: "_ProgressPrinter", *, in
 
 def _cleanup(runners: list, threads_before: set, directory: Optional[str], stores: list[str], options: SuiteOptions,
              interrupted: bool) -> None:
-    """Let the run's threads stop, clear and close every instance, remove the temporary directory."""
+    """Clear and close every instance, let the run's threads stop, remove the temporary directory.
+
+    Closing first makes the threads of an abandoned check finish at once (a
+    closed reference backend answers without doing anything), and a write
+    they still had under way leaves nothing behind.
+    """
+    for runner in runners:
+        runner.close()  # clear() on the instances it built, then close(); safe to repeat
     if interrupted:
         bound = time.monotonic() + min(options.timeout_s, 10.0)
         for thread in set(threading.enumerate()) - threads_before:
             thread.join(max(0.0, bound - time.monotonic()))
-    for runner in runners:
-        runner.close()  # clear() on the instances it built, then close(); safe to repeat
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)
     if stores:

@@ -95,6 +95,9 @@ class SuiteOptions:
     """Run only the checks with these names (see ``hicache-conform run --list-checks``); None: all."""
     timeout_s: float = 60.0
     """Bound on any wait for the backend (threads of the concurrency and visibility checks)."""
+    sglang_version: Optional[str] = None
+    """Whose objects the backend receives: None picks the installed SGLang (contract models when there is
+    none), ``"none"`` the contract models, a pinned version that release (installed, or its cached wheel)."""
     extra: dict = field(default_factory=dict, compare=False)
     """Free-form notes copied into the report's options (the CLI records the backend spec here)."""
 
@@ -142,5 +145,6 @@ class SuiteOptions:
             "model_name": self.model_name, "page_size": self.page_size, "layout": self.layout,
             "kind": self.kind, "levels": None if self.levels is None else list(self.levels),
             "profile": self.profile, "seed": self.seed, "may_evict": self.may_evict,
-            "checks": None if self.checks is None else list(self.checks), **self.extra,
+            "checks": None if self.checks is None else list(self.checks), "sglang_version": self.sglang_version,
+            **self.extra,
         }

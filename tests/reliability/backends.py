@@ -16,17 +16,16 @@ class RefusesToBuild:
 
 
 class InterruptedFileBackend(FileBackend):
-    """A file backend whose main-thread ``exists`` after ``INTERRUPT_AFTER`` writes raises KeyboardInterrupt,
-    as Ctrl-C would land in the middle of a check; worker threads run on meanwhile."""
+    """A file backend whose ``INTERRUPT_AT``-th ``batch_set_v1`` in the main thread raises KeyboardInterrupt once
+    its pages are written, as a Ctrl-C landing in the middle of a check would."""
 
-    INTERRUPT_AFTER = 12
+    INTERRUPT_AT = 12
     writes = 0
 
     def batch_set_v1(self, keys: Any, host_indices: Any, extra_info: Any = None) -> list[bool]:
-        type(self).writes += 1
-        return super().batch_set_v1(keys, host_indices, extra_info)
-
-    def exists(self, key: str) -> bool:
-        if type(self).writes >= self.INTERRUPT_AFTER and threading.current_thread() is threading.main_thread():
-            raise KeyboardInterrupt
-        return super().exists(key)
+        result = super().batch_set_v1(keys, host_indices, extra_info)
+        if threading.current_thread() is threading.main_thread():
+            type(self).writes += 1
+            if type(self).writes == self.INTERRUPT_AT:
+                raise KeyboardInterrupt
+        return result
