@@ -424,6 +424,42 @@ def clear_removes_every_page(suite: SuiteContext) -> None:
     suite.call("BE-11", instance.backend.clear)  # clearing an empty store never raises either
 
 
+@conformance_check("BE-11", requires=("v2",))
+def clear_removes_every_pool(suite: SuiteContext) -> None:
+    """clear() removes KV and every sidecar pool's pages: afterwards nothing reads back from any pool."""
+    instance = suite.build(suite.config(model_name=suite.namespace("clear-pools")), pages=8, v2=True,
+                           tag="clear, every pool")
+    backend, pool = instance.backend, instance.pool
+    keys, pages = suite.new_keys(3), [0, 1, 2]
+    sidecars = [(PoolName.INDEXER, True), (PoolName.SWA, False)]
+    transfers = []
+    for name, derived in sidecars:  # a backup as SGLang writes it: the sidecars first, then KV
+        sidecar = instance.pool_for(name)
+        for key, page in zip(keys, pages):
+            sidecar.poke(page, suite.page_for(key, sidecar, 5))
+        transfers.append(suite.transfer(name, keys, sidecar.slots(pages), derived=derived))
+    written = suite.v2_flags(suite.call("BE-11", backend.batch_set_v2, transfers, None), transfers, "batch_set_v2")
+    suite.store(instance, keys, pages=pages, clause_id="BE-11")
+    if not all(all(flags) for flags in written.values()):
+        raise CheckSkipped(f"the backend refused sidecar pages the check needs (batch_set_v2 -> {written})")
+    suite.call("BE-11", backend.clear)
+    shown = (f"batch_set_v2 of indexer and swa pages for {suite.show(keys)}, the KV write, clear(), then "
+             "batch_exists, the KV read and batch_get_v2 of each sidecar pool")
+    count = suite.count(instance, keys, clause_id="BE-11")
+    expect(count == 0, "BE-11", f"after clear() batch_exists still counts {count} pages", shown)
+    left = [suite.label(key) for key, page in zip(keys, suite.read(instance, keys, pages=[4, 5, 6],
+                                                                    clause_id="BE-11")) if page is not None]
+    expect(not left, "BE-11", f"after clear() the KV pages of {left} still read back", shown)
+    for name, derived in sidecars:
+        sidecar = instance.pool_for(name)
+        reads = [suite.transfer(name, keys, sidecar.slots([4, 5, 6]), derived=derived)]
+        loaded = suite.v2_flags(suite.call("BE-11", backend.batch_get_v2, reads, None), reads,
+                                "batch_get_v2")[name.value]
+        expect(not any(loaded), "BE-11", f"after clear() batch_get_v2 still loads pool {name.value!r}'s pages "
+               f"({loaded}): clear() must remove every pool of the namespace, sidecars included",
+               f"{shown}; batch_get_v2({suite.show(reads)}) -> {loaded}")
+
+
 @conformance_check("BE-12")
 def get_stats_returns_none_or_an_object(suite: SuiteContext) -> None:
     """get_stats() returns None or a metrics object, never a dict."""

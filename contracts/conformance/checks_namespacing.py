@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from hicache_contracts.conformance.context import Instance, SuiteContext
-from hicache_contracts.conformance.framework import conformance_check, expect
+from hicache_contracts.conformance.framework import conformance_check, expect, fail
+from hicache_contracts.models import PoolName
 from hicache_contracts.conformance.pools import describe_page_difference
 
 SPREAD_RANKS = dict(tp_size=2, pp_size=2, attn_cp_size=2)
@@ -76,6 +77,37 @@ def replicated_kv_is_shared_across_tp_ranks(suite: SuiteContext) -> None:
     for key, page in zip(keys, suite.read(reader, keys, pages=[3, 4, 5], clause_id="NS-5")):
         expect(suite.same_page(key, reader.pool, page), "NS-5", f"tp_rank 1 reads {suite.label(key)} as "
                f"{describe_page_difference(suite.page_for(key, reader.pool), page)}", shown)
+
+
+@conformance_check("BE-17", requires=("v1", "v2", "namespacing"))
+def a_non_writer_rank_writes_what_it_reports(suite: SuiteContext) -> None:
+    """A rank that is not the storage writer still writes its sidecars: what batch_set_v2 reports stored reads back from another instance of that rank."""
+    # SGLang's backup on a rank with replicated KV that is not the writer skips KV and writes the sidecar pools,
+    # reporting the backup complete when they succeed; a backend that skips those writes loses them silently.
+    config = suite.config(model_name=suite.namespace("non-writer"), tp_rank=1, tp_size=2, is_mla_model=True)
+    rank = suite.build(config, pages=8, v2=True, tag="tp 1 of 2, replicated KV, not the storage writer")
+    keys, pages, targets = suite.new_keys(3), [0, 1, 2], [4, 5, 6]
+    swa = rank.pool_for(PoolName.SWA)
+    for key, page in zip(keys, pages):
+        swa.poke(page, suite.page_for(key, swa, 3))
+    writes = [suite.transfer(PoolName.SWA, keys, swa.slots(pages))]
+    written = suite.v2_flags(suite.call("BE-17", rank.backend.batch_set_v2, writes, None), writes,
+                             "batch_set_v2")[PoolName.SWA.value]
+    other = suite.build(config, pages=8, v2=True, tag="another instance of tp 1 of 2")
+    other_swa = other.pool_for(PoolName.SWA)
+    other_swa.fill(targets)
+    reads = [suite.transfer(PoolName.SWA, keys, other_swa.slots(targets))]
+    loaded = suite.v2_flags(suite.call("BE-17", other.backend.batch_get_v2, reads, None), reads,
+                            "batch_get_v2")[PoolName.SWA.value]
+    shown = (f"is_mla_model=True, tp_rank 1 of 2 (not the writer): batch_set_v2(swa, {suite.show(keys)}) -> "
+             f"{written}; another instance of that rank: batch_get_v2 -> {loaded}")
+    for index, (key, stored, hit) in enumerate(zip(keys, written, loaded)):
+        if hit:
+            expect(suite.same_page(key, other_swa, other_swa.peek(targets[index]), 3), "BE-17",
+                   f"the swa page of {suite.label(key)} reads back with other bytes", shown)
+        elif stored and not suite.may_evict:
+            fail("BE-17", f"batch_set_v2 on a rank that is not the storage writer returned True for "
+                          f"{suite.label(key)}'s swa page, but it cannot be read back", shown)
 
 
 @conformance_check("NS-6")

@@ -92,3 +92,45 @@ def v1_reads_touch_only_addressed_slots(suite: SuiteContext) -> None:
                               f"({describe_page_difference(guard_page, page)})",
                      f"batch_get_v1 of {size} keys {suite.show(keys)} (every third missing) into odd host pages; "
                      f"guard page {guard} lies next to {which}")
+
+
+@conformance_check("BE-15", "BE-16")
+def v1_hits_after_a_miss_land_in_their_own_scattered_slots(suite: SuiteContext) -> None:
+    """A read whose first keys miss puts each later hit in its own slots, for pages scattered over the host pool."""
+    instance, pool = suite.main, suite.main.pool
+    suite.require_round_trip(instance)  # plain reads work: what fails below is the miss ahead or the scatter
+    for size in suite.profile.batch_sizes:
+        if size < 2:
+            continue
+        keys = suite.new_keys(size)
+        present = [index % 4 != 0 for index in range(size)]  # a miss first, then every fourth page
+        stored = [key for key, here in zip(keys, present) if here]
+        suite.store(instance, stored, pages=suite.spread(len(stored)), path="v1", clause_id="BE-15")
+        # non-consecutive pages, one or two guard pages apart, in a random order: host pages handed out by an
+        # allocator that has been running a while are scattered, never one contiguous run
+        addressed, cursor = [], 2 * STORAGE_BATCH_SIZE
+        for _ in range(size):
+            cursor += 1 + suite.rng.randrange(2)
+            addressed.append(cursor)
+        suite.rng.shuffle(addressed)
+        region = list(range(2 * STORAGE_BATCH_SIZE, cursor + 2))
+        pool.fill(region, value=GUARD_VALUE)
+        guard = pool.peek(region[0])
+        read = suite.read(instance, keys, pages=addressed, path="v1", clause_id="BE-15")
+        pattern = "".join("S" if here else "-" for here in present)
+        shown = (f"batch_get_v1 of {size} keys {suite.show(keys)} (stored pattern '{pattern}', S stored) into "
+                 f"scattered host pages {addressed[:6]}{' ...' if size > 6 else ''}")
+        for index, (key, here, page) in enumerate(zip(keys, present, read)):
+            if page is not None:
+                expected = suite.page_for(key, pool)
+                expect(here, "BE-15", f"batch_get_v1 returned True for {suite.label(key)}, which was never written",
+                       shown)
+                expect(pages_equal(expected, page), "BE-15",
+                       f"batch_get_v1 returned True for {suite.label(key)} (position {index}, after "
+                       f"{present[:index].count(False)} miss(es)) but host page {addressed[index]} holds "
+                       f"{describe_page_difference(expected, page)}", shown)
+        untouched = sorted(set(region) - set(addressed))
+        for page_number in untouched:
+            landed = pool.peek(page_number)
+            expect(pages_equal(guard, landed), "BE-16", f"batch_get_v1 wrote into host page {page_number}, which "
+                   f"lies between the pages it was given ({describe_page_difference(guard, landed)})", shown)

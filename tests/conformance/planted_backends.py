@@ -544,6 +544,88 @@ class ForgetsWritesAfterClear(CorrectBackend):
         return super().put(name, data)
 
 
+# ================================================================ what the suite used to miss
+class BlocksOnLongLookups(CorrectBackend):
+    """batch_exists over more than one batch of keys waits on a lock nobody releases (BE-2, within --timeout)."""
+
+    never = threading.Event()
+
+    def batch_exists(self, keys, extra_info=None):
+        if len(keys) > 128:
+            self.never.wait(600)  # a lost wake-up: blocks as long as the process lives, in practice
+        return super().batch_exists(keys, extra_info)
+
+
+class CapsLookupsAt1024Keys(CorrectBackend):
+    """batch_exists looks at the first 1024 keys only (a per-request key limit of its store) (BE-2)."""
+
+    def batch_exists(self, keys, extra_info=None):
+        return super().batch_exists(list(keys)[:1024], extra_info)
+
+
+class CompactsHitsPastAMiss(CorrectBackend):
+    """batch_get_v1 skips the misses when it places pages: every hit after a miss lands one page early (BE-15)."""
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        keys = list(keys)
+        page_size = self.pools["kv"].page_size
+        hits = [index for index, key in enumerate(keys) if self.exists(key)]
+        slots = host_indices[: len(hits) * page_size]  # the first len(hits) pages' slots, in order
+        landed = self.read_pages("kv", [keys[index] for index in hits], slots)
+        results = [False] * len(keys)
+        for index, ok in zip(hits, landed):
+            results[index] = ok
+        return results
+
+
+class AssumesContiguousSlots(CorrectBackend):
+    """batch_get_v1 reads host_indices[0] only and assumes the pages follow one another (BE-15)."""
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        page_size = self.pools["kv"].page_size
+        first = int(host_indices[0]) if len(keys) else 0
+        contiguous = torch.arange(first, first + len(keys) * page_size, dtype=torch.int64)
+        return self.read_pages("kv", list(keys), contiguous)
+
+
+class ClearLeavesSidecars(CorrectBackend):
+    """clear() removes the KV pages but leaves every sidecar pool's pages (BE-11)."""
+
+    def clear(self):
+        with self.lock:
+            for name in [name for name in self.objects if name.startswith(self.namespace + "|kv|")]:
+                del self.objects[name]
+
+
+class NonWriterSkipsWrites(CorrectBackend):
+    """On a rank that is not the storage writer every write is acknowledged and dropped, "the writer stores it"
+    (BE-17): right for replicated KV, which SGLang never sends there, wrong for the sidecars it does send."""
+
+    def writer(self):
+        return not self.config.is_mla_model or self.config.tp_rank == getattr(self.config, "dcp_rank", 0)
+
+    def write_pages(self, pool, keys, host_indices):
+        return super().write_pages(pool, keys, host_indices) if self.writer() else [True] * len(keys)
+
+
+class SidecarLostOnKvRewrite(CorrectBackend):
+    """A rewrite of a KV page drops its KV-derived indexer page, while batch_exists_v2 still counts the indexer
+    wherever KV is present (BE-22)."""
+
+    def write_pages(self, pool, keys, host_indices):
+        if pool == "kv":
+            with self.lock:
+                for key in keys:
+                    if self.name(key) in self.objects:
+                        self.objects.pop(self.name(key, "indexer"), None)
+        return super().write_pages(pool, keys, host_indices)
+
+    def pool_present(self, pool, keys):
+        if pool == "indexer":
+            return tuple(self.present(self.name(key)) for key in keys)
+        return super().pool_present(pool, keys)
+
+
 PLANTED: dict[type, str] = {
     TwoResultsPerPageV1: "BE-14",
     ScalarV1Result: "BE-14",
@@ -590,6 +672,13 @@ PLANTED: dict[type, str] = {
     PerInstanceSalt: "NS-7",
     SharedStagingBuffer: "BE-23",
     ForgetsWritesAfterClear: ("BE-9", "BE-17"),
+    BlocksOnLongLookups: "BE-2",
+    CapsLookupsAt1024Keys: "BE-2",
+    CompactsHitsPastAMiss: "BE-15",
+    AssumesContiguousSlots: "BE-15",
+    ClearLeavesSidecars: "BE-11",
+    NonWriterSkipsWrites: "BE-17",
+    SidecarLostOnKvRewrite: "BE-22",
 }
 """Every planted backend and the clause the suite must report failed (or the clauses, one of which: the state
 machine reports a lost page under BE-9 or BE-17, depending on whether set or batch_set_v1 wrote it)."""
