@@ -34,10 +34,12 @@ __all__ = [
     "ReleaseError",
     "active_release",
     "cache_root",
+    "describe_choice",
     "fetch_release",
     "installed_release",
     "release_dir",
     "release_of",
+    "resolve_release",
     "storage_module",
     "use_release",
 ]
@@ -221,3 +223,27 @@ def storage_module(version: Optional[str] = None, *, fetch: bool = True) -> Any:
                            f"{type(error).__name__}: {error}") from None
 
 
+
+
+def resolve_release(choice: Optional[str] = None) -> Optional[str]:
+    """Return the release whose objects a suite hands to backends, loading it; None for the contract models.
+
+    ``choice`` is None (automatic: the installed SGLang when there is one,
+    which must then be pinned and importable), ``"none"`` (the contract
+    models, even when SGLang is installed) or a pinned version (installed,
+    or from its cached wheel). Raises ReleaseError with one line naming the
+    incompatibility.
+    """
+    if choice == "none":
+        return None
+    if choice is None and installed_release() is None:
+        return None
+    module = storage_module(choice)
+    return release_of(module) or choice
+
+
+def describe_choice(release: Optional[str]) -> str:
+    """Return the report line that says which objects the backend received."""
+    if release is None:
+        return "SGLang objects: none (SGLang is not importable, or --sglang-version none): the backend receives the contract models"
+    return f"SGLang objects: release {release} (its HiCacheStorageConfig, HiCacheStorageExtraInfo, PoolTransfer, PoolName)"

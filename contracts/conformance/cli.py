@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
+from hicache_contracts.sglang_release import ReleaseError, describe_choice, resolve_release
 from hicache_contracts.conformance.framework import ordered_checks
 from hicache_contracts.conformance.levels import BACKEND_LEVELS, parse_levels
 from hicache_contracts.conformance.loading import parse_extra_config, resolve_factory
@@ -75,6 +76,10 @@ def install(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--markdown", metavar="PATH", help="write the report as a Markdown table")
     parser.add_argument("--no-engine", action="store_true",
                         help="without --backend: skip the reference controller's engine check")
+    parser.add_argument("--sglang-version", metavar="VERSION|none",
+                        help="whose objects the backend receives: a pinned SGLang release (installed, or its wheel "
+                             "fetched into the cache), or none for the contract models (default: the installed "
+                             "SGLang, else the contract models)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines while running")
     parser.add_argument("--no-color", action="store_true", help="no colors in the terminal report")
     parser.set_defaults(func=run_command)
@@ -92,6 +97,7 @@ def build_options(args: argparse.Namespace) -> SuiteOptions:
         model_name=args.model_name, page_size=args.page_size, layout=args.layout, kind=args.kind,
         levels=parse_levels(args.levels, field="--levels"), profile=args.profile, seed=args.seed,
         may_evict=args.may_evict, checks=checks, timeout_s=args.timeout,
+        sglang_version=getattr(args, "sglang_version", None),
         extra={"backend": args.backend} if args.backend else {},
     )
 
@@ -137,9 +143,15 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
         uses_vendor = bool(args.backend) or bool(extra_config and (extra_config.get("module_path")
                                                                     or extra_config.get("class_name")))
         factory = resolve_factory(args.backend, extra_config) if uses_vendor else None
+        release = resolve_release(options.sglang_version)
     except ValueError as error:
         print(f"hicache-conform run: {redact(str(error), secrets)}", file=sys.stderr)
         return 2
+    except ReleaseError as error:
+        print(f"hicache-conform run: --sglang-version: {error}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(describe_choice(release), file=stream, flush=True)
     printer = _ProgressPrinter(stream, args.quiet)
     report = _run(factory, options, printer, include_engine=factory is None and not args.no_engine)
     report = report.with_secrets(secrets)

@@ -58,6 +58,7 @@ from hicache_contracts.conformance.loading import BackendFactory
 from hicache_contracts.conformance.options import SuiteOptions
 from hicache_contracts.conformance.pools import ConformancePool, describe_page_difference, pages_equal
 from hicache_contracts.interop import SGLANG_STORAGE_MODULE, to_sglang
+from hicache_contracts.sglang_release import release_of, resolve_release
 from hicache_contracts.models import (
     HiCacheStorageConfig,
     HiCacheStorageExtraInfo,
@@ -159,7 +160,7 @@ class SuiteContext:
         self._instances: list[Instance] = []
         self._main: Optional[Instance] = None
         self._tags = itertools.count()
-        self.sglang = _sglang_module()
+        self.sglang = _sglang_module(options.sglang_version)
         """SGLang's storage module when importable (its objects are handed to the backend), else None."""
         self.cleanup_notes: list[str] = []
         """What went wrong while cleaning up (reported, never raised)."""
@@ -293,6 +294,9 @@ class SuiteContext:
                 sidecar = self.new_pool(pages, kind="mla", layer_num=1)
                 instance.sidecars[name.value] = sidecar
                 self.call("BE-24", backend.register_mem_host_pool_v2, sidecar, self.pool_name(name))
+        hook = getattr(backend, "on_host_pools_registered", None)
+        if callable(hook):  # 0.5.23: once, after the initial registration burst, before any IO
+            self.call("BE-27", hook)
         return instance
 
     @property
@@ -653,11 +657,14 @@ def _takes_extra_info(name: str) -> bool:
     return name in ("batch_exists", "batch_get_v1", "batch_set_v1", "batch_exists_v2", "batch_get_v2", "batch_set_v2")
 
 
-def _sglang_module() -> Any:
-    try:
-        return importlib.import_module(SGLANG_STORAGE_MODULE)
-    except ImportError:
+def _sglang_module(choice: Optional[str]) -> Any:
+    """Return the storage module of the release ``choice`` selects (see ``SuiteOptions.sglang_version``), or None.
+
+    Raises ReleaseError when the choice cannot be honoured (the CLI checks it before running).
+    """
+    if resolve_release(choice) is None:
         return None
+    return importlib.import_module(SGLANG_STORAGE_MODULE)
 
 
 def _describe_config(config: HiCacheStorageConfig) -> str:

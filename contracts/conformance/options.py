@@ -18,6 +18,7 @@ from typing import Optional
 from hicache_contracts.host_pool import KINDS, LAYOUTS
 from hicache_contracts.conformance.levels import BACKEND_LEVELS
 from hicache_spec import STORAGE_BATCH_SIZE
+from hicache_spec.releases import SGLANG_RELEASES
 
 __all__ = ["MAX_MODEL_NAME_LENGTH", "MAX_PAGE_SIZE", "MAX_TIMEOUT_S", "PROFILES", "Profile", "SuiteOptions"]
 
@@ -102,6 +103,10 @@ class SuiteOptions:
     """Free-form notes copied into the report's options (the CLI records the backend spec here)."""
 
     def __post_init__(self) -> None:
+        if self.sglang_version is not None and self.sglang_version != "none" \
+                and self.sglang_version not in SGLANG_RELEASES:
+            raise _bad("sglang_version", f"must be none or a pinned release ({', '.join(SGLANG_RELEASES)})",
+                       self.sglang_version)
         if not isinstance(self.model_name, str) or not self.model_name:
             raise _bad("model_name", "must be a non-empty str", self.model_name)
         if len(self.model_name) > MAX_MODEL_NAME_LENGTH or not self.model_name.isprintable():

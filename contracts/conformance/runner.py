@@ -62,6 +62,7 @@ from hicache_contracts.conformance import checks_prefix as _checks_prefix  # noq
 from hicache_contracts.conformance import checks_stateful as _checks_stateful  # noqa: F401
 from hicache_contracts.conformance import checks_v1 as _checks_v1  # noqa: F401
 from hicache_contracts.conformance import checks_v2 as _checks_v2  # noqa: F401
+from hicache_contracts.sglang_release import describe_choice, release_of
 from hicache_contracts.conformance.context import SuiteContext
 from hicache_contracts.conformance.framework import (
     CallTimedOut,
@@ -358,9 +359,11 @@ class SuiteRunner:
     def section(self) -> ReportSection:
         """Return the report section of what ran so far."""
         context = self.context
+        release = None if context.sglang is None else (release_of(context.sglang) or "installed")
         options = dict(self.options.as_dict(), seed=context.seed, run_namespace=context.model_name,
-                       sglang_objects=context.sglang is not None)
-        notes = [f"run namespace {context.model_name} (everything written is under it and cleared at the end)"]
+                       sglang_objects=context.sglang is not None, sglang_release=release)
+        notes = [f"run namespace {context.model_name} (everything written is under it and cleared at the end)",
+                 describe_choice(release)]
         notes += context.cleanup_notes
         if self.startup_failure is not None:
             failure = self.startup_failure
