@@ -115,6 +115,38 @@ def batch_exists_counts_the_leading_run(suite: SuiteContext) -> None:
            "batch_exists counted pages that were never written")
 
 
+@conformance_check("BE-21", requires=("v2",))
+def batch_exists_v2_takes_a_whole_chain(suite: SuiteContext) -> None:
+    """One batch_exists_v2 over a chain of thousands of keys, with a transfer per sidecar pool, counts the whole stored prefix."""
+    instance, backend = suite.main, suite.main.backend
+    suite.require_round_trip(instance)
+    size = STORAGE_BATCH_SIZE
+    chain = suite.new_keys(LONG_CHAIN_KEYS)
+    stored = chain[:LONG_CHAIN_STORED]
+    indexer, swa = instance.pool_for(PoolName.INDEXER), instance.pool_for(PoolName.SWA)
+    for start in range(0, len(stored), size):  # a backup slice by slice: its sidecars first, then KV
+        batch = stored[start:start + size]
+        pages = list(range(len(batch)))
+        for sidecar in (indexer, swa):
+            for key, page in zip(batch, pages):
+                sidecar.poke(page, suite.page_for(key, sidecar, 7))
+        transfers = [suite.transfer(PoolName.INDEXER, batch, indexer.slots(pages), derived=True),
+                     suite.transfer(PoolName.SWA, batch, swa.slots(pages))]
+        flags = suite.v2_flags(suite.call("BE-21", backend.batch_set_v2, transfers, None), transfers,
+                               "batch_set_v2")
+        written = suite.write(instance, batch, pages=pages, clause_id="BE-21")
+        if not all(written) or not all(all(value) for value in flags.values()):
+            raise CheckSkipped("the backend refused pages of the chain the check needs")
+    query = [suite.transfer(PoolName.INDEXER, chain, policy=PoolHitPolicy.ALL_PAGES, derived=True),
+             suite.transfer(PoolName.SWA, chain[-1:], policy=PoolHitPolicy.TRAILING_PAGES)]
+    raw = suite.call("BE-21", backend.batch_exists_v2, chain, query, None)
+    kv_hit = getattr(raw, "kv_hit_pages", None)
+    expect(kv_hit == len(stored), "BE-21", f"one batch_exists_v2 over a chain of {len(chain)} keys whose first "
+           f"{len(stored)} pages are stored in KV, indexer and swa returned kv_hit_pages {kv_hit!r}: SGLang 0.5.23 "
+           "sends the whole chain in one call",
+           f"batch_exists_v2({suite.show(chain)}, {suite.show(query)}) -> {suite.show(raw)}")
+
+
 @conformance_check("BE-3")
 def batch_exists_has_no_side_effects(suite: SuiteContext) -> None:
     """batch_exists([]) is 0, and asking twice changes nothing: missing keys stay missing, stored ones stay."""
@@ -555,6 +587,24 @@ def host_pools_register_before_any_io(suite: SuiteContext) -> None:
     expect(all(written) and all(suite.same_page(key, instance.pool, page) for key, page in zip(keys, read)),
            "BE-24", f"the first IO after registration failed (writes {written}, reads "
            f"{[page is not None for page in read]})", "construct, register the pools, write 2 pages, read them")
+
+
+@conformance_check("BE-27")
+def host_pools_registered_hook_accepts_the_pools(suite: SuiteContext) -> None:
+    """on_host_pools_registered, called once after the registration burst (0.5.23), accepts the pools; IO works after it."""
+    if not callable(getattr(suite.main.backend, "on_host_pools_registered", None)):
+        raise CheckSkipped("not applicable: the backend has no on_host_pools_registered (SGLang before 0.5.23 never "
+                           "calls it; 0.5.23's base class gives every subclass a no-op one)")
+    suite.require_round_trip(suite.main)
+    instance = suite.build(suite.config(model_name=suite.namespace("attach")), pages=4, tag="attach",
+                           construct_clause="BE-27")  # registers, then calls the hook (a raise fails BE-27)
+    keys = suite.new_keys(2)
+    written = suite.write(instance, keys, clause_id="BE-27")
+    read = suite.read(instance, keys, pages=[2, 3], clause_id="BE-27")
+    expect(all(written) and all(suite.same_page(key, instance.pool, page) for key, page in zip(keys, read)),
+           "BE-27", f"the first IO after on_host_pools_registered failed (writes {written}, reads "
+           f"{[page is not None for page in read]})",
+           "construct, register the pools, on_host_pools_registered(), write 2 pages, read them")
 
 
 @conformance_check("BE-25")

@@ -66,6 +66,11 @@ class CorrectBackend:
     def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
         self.pools[pool_name(host_pool_name)] = host_pool
 
+    def on_host_pools_registered(self) -> None:
+        if "kv" not in self.pools:
+            raise RuntimeError("register_mem_pool_host must come before on_host_pools_registered")
+        self.attached = True
+
     def page_bytes(self, pool: str = "kv") -> int:
         dummy = self.pools[pool].get_dummy_flat_data_page()
         return dummy.numel() * dummy.element_size()

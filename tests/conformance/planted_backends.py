@@ -626,6 +626,23 @@ class SidecarLostOnKvRewrite(CorrectBackend):
         return super().pool_present(pool, keys)
 
 
+class CapsV2LookupsAt1024Keys(CorrectBackend):
+    """batch_exists_v2 looks at the first 1024 keys only (BE-21)."""
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        return super().batch_exists_v2(list(keys)[:1024], pool_transfers, extra_info)
+
+
+class RefusesSidecarsAtAttach(CorrectBackend):
+    """on_host_pools_registered raises when any pool besides KV was registered: every hybrid attach fails (BE-27)."""
+
+    def on_host_pools_registered(self):
+        extra = sorted(name for name in self.pools if name != "kv")
+        if extra:
+            raise ValueError(f"unsupported host pools {extra}")
+        super().on_host_pools_registered()
+
+
 PLANTED: dict[type, str] = {
     TwoResultsPerPageV1: "BE-14",
     ScalarV1Result: "BE-14",
@@ -679,6 +696,8 @@ PLANTED: dict[type, str] = {
     ClearLeavesSidecars: "BE-11",
     NonWriterSkipsWrites: "BE-17",
     SidecarLostOnKvRewrite: "BE-22",
+    RefusesSidecarsAtAttach: "BE-27",
+    CapsV2LookupsAt1024Keys: "BE-21",
 }
 """Every planted backend and the clause the suite must report failed (or the clauses, one of which: the state
 machine reports a lost page under BE-9 or BE-17, depending on whether set or batch_set_v1 wrote it)."""
