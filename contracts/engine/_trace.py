@@ -28,7 +28,14 @@ checker needs to know about it and the calls its controller made::
     }
 
 Optional fields are read selectively: a field left out means "not recorded",
-which is not the same as ``null``. ``prefix_keys_after`` on a call (the value
+which is not the same as ``null``.
+
+Limits, so that no file can crash or flood the checker: ``method`` must be a
+method of the backend interface (``TRACE_METHODS``; a recorded call of any
+other public method of the backend is left out of the trace); no value may
+nest deeper than ``MAX_NESTING`` arrays and objects; an ``operation_id``
+longer than ``MAX_OPERATION_ID_LENGTH`` characters is kept shortened, with
+its length, so reports never print it whole. ``prefix_keys_after`` on a call (the value
 the object handed to the backend holds once the operation is over) and on the
 operation (the operation's own prefix afterwards) enable the PFX-5 checks.
 """
@@ -39,9 +46,10 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Optional, Union
 
-from pydantic import model_serializer, model_validator
+from pydantic import field_validator, model_serializer, model_validator
 
 from hicache_spec import STORAGE_BATCH_SIZE
+from hicache_contracts.capabilities import ALL_METHODS
 from hicache_contracts.errors import ContractViolation
 from hicache_contracts.models import Ack, ContractModel
 from hicache_contracts.engine._recorder import (
@@ -53,7 +61,10 @@ from hicache_contracts.engine._recorder import (
 )
 
 __all__ = [
+    "MAX_NESTING",
+    "MAX_OPERATION_ID_LENGTH",
     "TRACE_FORMAT",
+    "TRACE_METHODS",
     "TraceCall",
     "TraceDocument",
     "TraceOperation",
@@ -67,6 +78,46 @@ TRACE_FORMAT = "hicache-trace/1"
 """The value of a trace file's ``format`` field; bumped on an incompatible change."""
 
 Keys = tuple[str, ...]
+
+TRACE_METHODS: tuple[str, ...] = ALL_METHODS + ("on_host_pools_registered", "close")
+"""The backend methods a trace call may name: every generation of the interface and its housekeeping calls."""
+MAX_NESTING = 64
+"""Deepest nesting of arrays and objects a trace file may hold (a real trace needs fewer than ten levels)."""
+MAX_OPERATION_ID_LENGTH = 200
+"""Longest operation id kept whole; a longer one is cut (see ``_short_operation_id``)."""
+
+
+def _short_operation_id(value: Any) -> Any:
+    """Return a str operation id longer than ``MAX_OPERATION_ID_LENGTH`` as its start, an ellipsis and its length."""
+    if isinstance(value, str) and len(value) > MAX_OPERATION_ID_LENGTH:
+        return f"{value[:MAX_OPERATION_ID_LENGTH - 40]}... ({len(value)} characters)"
+    return value
+
+
+def _nesting_depth(text: Union[str, bytes]) -> int:
+    """Return how deep arrays and objects nest in JSON ``text``, without parsing it (strings are skipped)."""
+    data = text.encode() if isinstance(text, str) else bytes(text)
+    depth = deepest = 0
+    inside = escaped = False
+    for byte in data:
+        if inside:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                inside = False
+        elif byte == 0x22:
+            inside = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_NESTING:
+                    return deepest
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
 
 
 def _without_unrecorded(model: Any, data: Any) -> Any:
@@ -128,6 +179,14 @@ class TraceCall(ContractModel):
         "keys": "KEY-2", "prefix_keys": "PFX-1", "prefix_keys_after": "PFX-5", "extra_info_state": "PFX-7",
     }
     _default_clause: ClassVar[str] = "PFX-7"
+
+    @field_validator("method")
+    @classmethod
+    def _check_method(cls, method: str) -> str:
+        if method not in TRACE_METHODS:
+            raise ContractViolation("method", "must be a method of the backend interface, such as batch_exists, "
+                                    "batch_get_v1 or batch_set_v2", method, "PFX-7")
+        return method
 
     @model_serializer(mode="wrap")
     def _serialize(self, handler: Any) -> Any:
@@ -217,6 +276,11 @@ class TraceOperation(ContractModel):
     }
     _default_clause: ClassVar[str] = "PFX-2"
 
+    @field_validator("operation_id", mode="before")
+    @classmethod
+    def _shorten_operation_id(cls, value: Any) -> Any:
+        return _short_operation_id(value)
+
     @model_serializer(mode="wrap")
     def _serialize(self, handler: Any) -> Any:
         return _without_unrecorded(self, handler(self))
@@ -289,7 +353,9 @@ def trace_document_from_calls(
         "operation_id": operation_id,
         "chain": tuple(chain),
         "prefix_keys": None if initial is None else tuple(initial),
-        "calls": tuple(TraceCall.from_recorded(call) if isinstance(call, RecordedCall) else call for call in calls),
+        # A backend's own public methods are recorded too; they are no part of the interface, nor of the trace.
+        "calls": tuple(TraceCall.from_recorded(call) if isinstance(call, RecordedCall) else call for call in calls
+                       if getattr(call, "method", None) in TRACE_METHODS or not isinstance(call, RecordedCall)),
         **operation,
     }
     if after_known:
@@ -310,8 +376,12 @@ def load_trace(source: Union[str, Path, bytes]) -> TraceDocument:
                                     str(path), "PFX-2") from None
     else:
         text = source
+    depth = _nesting_depth(text)
+    if depth > MAX_NESTING:
+        raise ContractViolation("TraceDocument", f"must not nest arrays and objects more than {MAX_NESTING} deep",
+                                f"more than {MAX_NESTING} levels", "PFX-2")
     try:
         json.loads(text)
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:
         raise ContractViolation("TraceDocument", f"must be valid JSON ({error})", text[:60], "PFX-2") from None
     return TraceDocument.model_validate_json(text)

@@ -11,7 +11,7 @@ from hicache_contracts import HiCacheStorageConfig
 from hicache_contracts.engine import RecordingBackend, check_trace
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference import CacheController
-from hicache_reference.backends import MemoryBackend
+from hicache_reference.backends import MemoryBackend, forget_shared_memory_store
 from hicache_spec import compute_key_chain
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -52,12 +52,14 @@ def test_example_of_the_controller_guide_runs_as_written():
 @pytest.mark.clause("CTL-3", "CTL-5")
 def test_a_revoked_prefetch_has_no_progress_ack_and_conforms():
     config = HiCacheStorageConfig.single_rank()
-    rec = RecordingBackend(MemoryBackend(config, {}))
+    store = {"store": "revoked-prefetch-example"}  # one instance per controller (BE-24), sharing one store
+    rec = RecordingBackend(MemoryBackend(config, store))
     source = HostPagePool(PAGES, PAGE_SIZE, 2, 1, 8, kind="mha", pin_memory=False)
     token_ids = list(range(PAGES * PAGE_SIZE))
     with CacheController(rec, source, storage_config=config) as controller:
         controller.backup(compute_key_chain(tuple(token_ids), PAGE_SIZE), source.alloc(PAGES)).wait(10)
-    rec.clear_calls()
+    rec = RecordingBackend(MemoryBackend(config, store))
+    forget_shared_memory_store(store["store"])
     small = HostPagePool(PAGES // 2, PAGE_SIZE, 2, 1, 8, kind="mha", pin_memory=False)  # host memory short
     with CacheController(rec, small, storage_config=config) as controller:
         operation = controller.prefetch(token_ids)
