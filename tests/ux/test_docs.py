@@ -1,0 +1,103 @@
+"""The guides as a new user reads them: every code block runs in a test or says it is a sketch; tables are true.
+
+Scenario: every ```bash, ```sh and ```python block of README.md and docs/
+(the generated pages aside); the level and option tables of docs/vendors.md;
+the blocks this file is named as the runner of.
+Expected: each block is preceded by ``<!-- runs: TEST FILE -->`` naming a test
+file that exists and names the document, or by ``<!-- sketch: why -->``; the
+blocks run here run as written; the level table lists exactly the clauses a
+backend is held to and the option table every option of ``run``.
+Why it matters: a vendor or engine developer copies these blocks first.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from hicache_contracts.cli import build_parser
+from hicache_contracts.conformance.levels import BACKEND_LEVELS, level_clause_ids
+
+PROJECT = Path(__file__).resolve().parents[2]
+GENERATED = {"spec.md", "backend-methods.md", "divergences.md"}
+"""Pages rendered from the registry or the protocols: their code blocks are signatures, not examples."""
+RUN_BY_CI = {("README.md", 0): "the setup commands at the top of the README are what .ci/run runs"}
+"""Blocks run by CI itself, by document and position."""
+FENCE = re.compile(r"^```(bash|sh|python)\n(.*?)^```$", re.S | re.M)
+MARKER = re.compile(r"<!-- (runs|sketch): (.+?) -->")
+
+
+def documents() -> list[Path]:
+    return [PROJECT / "README.md", *sorted(path for path in (PROJECT / "docs").glob("*.md")
+                                           if path.name not in GENERATED)]
+
+
+def blocks(path: Path) -> list[tuple[int, str, str, object]]:
+    """Each code block of ``path``: its position, language, text and the marker on the line before it."""
+    text = path.read_text(encoding="utf-8")
+    found = []
+    for position, match in enumerate(FENCE.finditer(text)):
+        before = text[:match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        found.append((position, match.group(1), match.group(2), MARKER.fullmatch(before.strip())))
+    return found
+
+
+def block_to_run(document: str, first_line: str) -> str:
+    (code,) = [code for _, language, code, marker in blocks(PROJECT / document)
+               if language == "python" and code.startswith(first_line)]
+    return code
+
+
+@pytest.mark.parametrize("path", documents(), ids=lambda path: path.name)
+def test_every_code_block_runs_in_a_test_or_is_marked_a_sketch(path: Path) -> None:
+    for position, language, code, marker in blocks(path):
+        where = f"{path.name} block {position} ({language}: {code.splitlines()[0]!r})"
+        if (path.name, position) in RUN_BY_CI:
+            continue
+        assert marker is not None, f"{where}: precede it with <!-- runs: tests/... --> or <!-- sketch: why -->"
+        if marker.group(1) == "runs":
+            runner = PROJECT / marker.group(2)
+            assert runner.is_file(), f"{where}: {marker.group(2)} does not exist"
+            assert path.name in runner.read_text(encoding="utf-8"), f"{where}: {marker.group(2)} never names it"
+
+
+@pytest.mark.clause("BE-2")
+def test_the_host_pool_guide_example_runs_as_written() -> None:
+    names: dict = {}
+    exec(compile(block_to_run("docs/host_pool.md", "import torch\n"), "docs/host_pool.md", "exec"), names)
+    assert names["page"].dim() == 1 and len(names["pointers"]) == len(names["sizes"])
+
+
+@pytest.mark.clause("CTL-5", "CTL-7")
+def test_the_end_to_end_check_of_the_engine_guide_runs_as_written(capsys) -> None:
+    code = block_to_run("docs/engines.md", "from hicache_contracts.engine import check_reference_controller\n")
+    exec(compile(code, "docs/engines.md: end to end", "exec"), {})
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) >= 10 and all(re.fullmatch(r"[A-Z]+-\d+ (PASS|FAIL) .+", line) for line in lines)
+
+
+def table_rows(document: str, header: str) -> list[list[str]]:
+    """The rows of the Markdown table whose header line is ``header``, split into cells."""
+    text = (PROJECT / "docs" / document).read_text(encoding="utf-8")
+    table = text[text.index(header):].split("\n\n", 1)[0].splitlines()[2:]
+    return [[cell.strip() for cell in re.split(r"(?<!\\)\|", row)[1:-1]] for row in table]
+
+
+@pytest.mark.clause("BE-1", "BE-14")
+def test_the_level_table_of_the_vendor_guide_lists_the_clauses_a_backend_is_held_to() -> None:
+    rows = table_rows("vendors.md", "| level | what it covers | clauses |")
+    listed = {row[0].strip("`"): tuple(cell.strip() for cell in row[2].split(",")) for row in rows}
+    assert listed == {level: level_clause_ids(level) for level in BACKEND_LEVELS}
+
+
+def test_the_option_table_of_the_vendor_guide_lists_every_option_of_run() -> None:
+    parser = build_parser()
+    (run,) = [action.choices["run"] for action in parser._subparsers._group_actions]
+    options = {option for action in run._actions for option in action.option_strings
+               if option.startswith("--") and option != "--help"}
+    table = " ".join(" ".join(row) for row in table_rows("vendors.md", "| option | meaning (default) |"))
+    missing = sorted(option for option in options if f"`{option}" not in table and f"{option}`" not in table
+                     and f" {option}" not in table)
+    assert missing == []
