@@ -184,7 +184,7 @@ class TraceCall(ContractModel):
     @classmethod
     def _check_method(cls, method: str) -> str:
         if method not in TRACE_METHODS:
-            raise ContractViolation("method", "must be a method of the backend interface, such as batch_exists, "
+            raise ContractViolation("", "must be a method of the backend interface, such as batch_exists, "
                                     "batch_get_v1 or batch_set_v2", method, "PFX-7")
         return method
 
