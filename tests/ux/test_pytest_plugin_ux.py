@@ -11,6 +11,7 @@ Why it matters: a vendor re-runs the one failing check they are fixing.
 from __future__ import annotations
 
 import inspect
+import re
 import json
 import os
 import subprocess
@@ -115,3 +116,13 @@ def test_a_skipped_check_points_at_its_own_source_through_the_fixture(tmp_path: 
     result = pytest_in(tmp_path, "-k", "v1_results_have_one_bool_per_key")
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
     assert "pytest_plugin.py" not in line and "checks_v1.py:" in line, line
+
+
+def test_the_k_example_of_the_vendor_guide_selects_the_checks_it_says(tmp_path: Path) -> None:
+    guide = (PROJECT / "docs" / "vendors.md").read_text()
+    (expression,) = re.findall(r'-k "([^"]+)"\s+# the v1 and prefix checks', guide)
+    result = pytest_in(tmp_path, *backend_options(), "-k", expression, "--collect-only", "-q")
+    selected = sorted(line.split("hicache[", 1)[1].rstrip("]") for line in result.stdout.splitlines()
+                      if line.startswith("hicache-conform::"))
+    assert selected == sorted(check.name for check in ordered_checks()
+                              if set(check.levels) & {"v1", "prefix"} and check.requires in (("v1",), ("prefix",)))
