@@ -12,6 +12,11 @@ the backend's store).
 
 Secrets in the extra config (URL passwords, password and token options) are
 redacted in every output (see ``redaction``).
+
+``--certify DIR`` makes the run a certification run and writes its bundle
+there; ``--known-failures FILE`` reports the clauses it names without
+failing on them (see ``certify``). On a terminal, stderr shows a live line:
+the check under way and how long it has been running.
 """
 
 from __future__ import annotations
@@ -80,6 +85,12 @@ def install(subparsers: argparse._SubParsersAction) -> None:
                         help="whose objects the backend receives: a pinned SGLang release (installed, or its wheel "
                              "fetched into the cache), or none for the contract models (default: the installed "
                              "SGLang, else the contract models)")
+    parser.add_argument("--certify", metavar="DIR",
+                        help="a certification run: refuse skips, probed levels, --check and the smoke profile; write "
+                             "the results bundle (report.json, junit.xml, report.md, submission.json) into DIR")
+    parser.add_argument("--known-failures", metavar="FILE",
+                        help="clauses not fixed yet, one per line (# comments): reported, not fatal; "
+                             "those that now pass are named")
     parser.add_argument("--quiet", action="store_true", help="no progress lines while running")
     parser.add_argument("--no-color", action="store_true", help="no colors in the terminal report")
     parser.set_defaults(func=run_command)
@@ -103,18 +114,25 @@ def build_options(args: argparse.Namespace) -> SuiteOptions:
 
 
 class _ProgressPrinter:
-    """Prints one line per check, or, on a terminal, one line rewritten in place."""
+    """Prints one line per check, or, on a terminal, one line rewritten in place; ``live_line`` shows the running one."""
 
-    def __init__(self, stream: TextIO, quiet: bool) -> None:
+    def __init__(self, stream: TextIO, quiet: bool, live_stream: Optional[TextIO] = None) -> None:
+        from hicache_contracts.conformance.live import LiveLine
+
         self.stream = stream
         self.quiet = quiet
         self.live = hasattr(stream, "isatty") and stream.isatty()
+        self.live_line = LiveLine(live_stream if live_stream is not None else sys.stderr, enabled=not quiet)
+
+    def starting(self, position: int, total: int, check: Any) -> None:
+        self.live_line.start(f"[{position:>2}/{total}] running {check.name}")
 
     def announce(self, title: str) -> None:
         if not self.quiet:
             print(f"checking {title} ...", file=self.stream, flush=True)
 
     def __call__(self, position: int, total: int, check: Any, outcome: Any) -> None:
+        self.live_line.clear()
         if self.quiet:
             return
         clauses = ",".join(check.clauses)
@@ -144,6 +162,7 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
                                                                     or extra_config.get("class_name")))
         factory = resolve_factory(args.backend, extra_config) if uses_vendor else None
         release = resolve_release(options.sglang_version)
+        known_failures = _read_known_failures(getattr(args, "known_failures", None))
     except ValueError as error:
         print(f"hicache-conform run: {redact(str(error), secrets)}", file=sys.stderr)
         return 2
@@ -153,13 +172,55 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
     if not args.quiet:
         print(describe_choice(release), file=stream, flush=True)
     printer = _ProgressPrinter(stream, args.quiet)
-    report = _run(factory, options, printer, include_engine=factory is None and not args.no_engine)
+    try:
+        report = _run(factory, options, printer, include_engine=factory is None and not args.no_engine)
+    finally:
+        printer.live_line.stop()
     report = report.with_secrets(secrets)
     print(file=stream)
     print(report.render_text(color=False if args.no_color else None), file=stream)
     if not _write_files(report, args, stream):
         return 2
-    return report.exit_code
+    return _verdict(report, args, options, known_failures, stream)
+
+
+def _verdict(report: SuiteReport, args: argparse.Namespace, options: SuiteOptions, known: tuple[str, ...],
+             stream: TextIO) -> int:
+    """Return the exit status, after the known-failures baseline and the certification bundle, if asked for."""
+    from hicache_contracts.conformance.certify import certification_problems, compare_with_baseline, write_bundle
+
+    status = report.exit_code
+    if getattr(args, "known_failures", None):
+        baseline = compare_with_baseline(report, known)
+        for line in baseline.lines():
+            print(line, file=stream)
+        status = baseline.exit_code if not report.interrupted else status
+    if getattr(args, "certify", None):
+        problems = certification_problems(report, profile=options.profile, checks=options.checks,
+                                          known_failures=known)
+        for path in write_bundle(report, args.certify, problems):
+            print(f"wrote {path}", file=stream)
+        if problems:
+            print(f"not certified ({len(problems)} problem{'s' if len(problems) != 1 else ''}):", file=stream)
+            for problem in problems[:20]:
+                print(f"  - {problem}", file=stream)
+            return max(status, 1)
+        print("certified: every check ran, every claimed clause passed", file=stream)
+    return status
+
+
+def _read_known_failures(path: Optional[str]) -> tuple[str, ...]:
+    """Return the clause IDs of a known-failures file; raise ValueError naming the option when it is unusable."""
+    if not path:
+        return ()
+    from hicache_contracts.conformance.certify import parse_known_failures
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise ValueError(f"--known-failures: must be a readable file ({error.strerror or error}) "
+                         f"(got {path!r})") from None
+    return parse_known_failures(text)
 
 
 _OUTPUTS = (("json", "--json"), ("junit_xml", "--junit-xml"), ("markdown", "--markdown"))
@@ -234,7 +295,7 @@ def _run(factory: Any, options: SuiteOptions, printer: "_ProgressPrinter", *, in
             printer.announce(title)
             runner = SuiteRunner(made, options, title=title)
             runners.append(runner)
-            runner.run_all(printer)
+            runner.run_all(printer, printer.starting)
             runner.close()
         if include_engine:
             from hicache_contracts.conformance.engine_section import reference_engine_section

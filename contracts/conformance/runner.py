@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import json
 import os
 import random
 import tempfile
@@ -290,8 +291,11 @@ class SuiteRunner:
         """Return the command that reruns ``check`` alone with this run's seed and settings."""
         options = self.options
         parts = ["hicache-conform run", f"--backend {self.factory.name}"]
-        if self.factory.extra_config:
-            parts.append("--extra-config '<the same extra config>'")
+        if self.factory.extra_config:  # secrets in it are redacted wherever a report is shown
+            try:
+                parts.append(f"--extra-config '{json.dumps(dict(self.factory.extra_config), sort_keys=True)}'")
+            except (TypeError, ValueError):
+                parts.append("--extra-config '<the same extra config>'")
         if options.levels is not None:
             parts.append(f"--levels {','.join(options.levels)}")
         for flag, value, default in (("--profile", options.profile, "standard"),
