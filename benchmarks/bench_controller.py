@@ -161,29 +161,47 @@ def gigabytes_per_second(size: int, seconds: float) -> float:
     return size / seconds / 1e9
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="512 pages, 3 repeats")
-    arguments = parser.parse_args()
-    pages, repeat = (512, 3) if arguments.quick else (4096, 5)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
-    page_bytes = PAGE_SIZE * LAYERS * 2 * HEADS * HEAD_DIM * 2
-    print(f"{pages} pages of {page_bytes // 1024} KiB ({pages * page_bytes / 2**20:.0f} MiB), best of {repeat}")
+def run(quick: bool = False) -> dict:
+    """Measure everything; return GB/s and the ratios (throughput ratios, 1.0 = as fast as the baseline)."""
+    pages, repeat = (512, 3) if quick else (4096, 5)
     result = measure_controller(pages, repeat)
     size = result["bytes"]
+    figures: dict = {"pages": pages, "repeats": repeat, "torch_threads": torch.get_num_threads()}
     for name, baseline in (("backup", "copy_to_store"), ("prefetch", "copy_back")):
         mine = gigabytes_per_second(size, result[name])
         theirs = gigabytes_per_second(size, result[baseline])
         single = gigabytes_per_second(size, result[f"{baseline}_one_thread"])
         direct = gigabytes_per_second(size, result[f"direct_{name}"])
-        print(f"controller {name:9s} {mine:6.2f} GB/s   torch copy {theirs:6.2f} GB/s   ratio {mine / theirs:5.2f}x   "
-              f"one-thread copy {single:6.2f} GB/s   ratio {mine / single:5.2f}x   "
-              f"direct backend calls {direct:6.2f} GB/s   ratio {mine / direct:5.2f}x")
+        figures[name] = {"gb_s": mine, "torch_copy_gb_s": theirs, "one_thread_copy_gb_s": single,
+                         "direct_gb_s": direct, "over_torch_copy": mine / theirs,
+                         "over_one_thread_copy": mine / single, "over_direct": mine / direct,
+                         "direct_over_torch_copy": direct / theirs}
     copier = measure_copier(pages, repeat)
     base = gigabytes_per_second(copier["bytes"], copier["baseline"])
     for name in ("one run", "scattered"):
         mine = gigabytes_per_second(copier["bytes"], copier[name])
-        print(f"PageCopier.load ({name:9s}) {mine:6.2f} GB/s   torch copy {base:6.2f} GB/s   ratio {mine / base:5.2f}x")
+        figures[f"page_copier_{name.replace(' ', '_')}"] = {"gb_s": mine, "torch_copy_gb_s": base,
+                                                             "over_torch_copy": mine / base}
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="512 pages, 3 repeats")
+    figures = run(parser.parse_args().quick)
+    page_bytes = PAGE_SIZE * LAYERS * 2 * HEADS * HEAD_DIM * 2
+    print(f"{figures['pages']} pages of {page_bytes // 1024} KiB ({figures['pages'] * page_bytes / 2**20:.0f} MiB), "
+          f"best of {figures['repeats']}; torch copy on {figures['torch_threads']} threads")
+    for name in ("backup", "prefetch"):
+        row = figures[name]
+        print(f"controller {name:9s} {row['gb_s']:6.2f} GB/s   torch copy {row['torch_copy_gb_s']:6.2f} GB/s   "
+              f"ratio {row['over_torch_copy']:5.2f}x   one-thread copy {row['one_thread_copy_gb_s']:6.2f} GB/s   "
+              f"ratio {row['over_one_thread_copy']:5.2f}x   direct backend calls {row['direct_gb_s']:6.2f} GB/s   "
+              f"ratio {row['over_direct']:5.2f}x")
+    for name in ("one run", "scattered"):
+        row = figures[f"page_copier_{name.replace(' ', '_')}"]
+        print(f"PageCopier.load ({name:9s}) {row['gb_s']:6.2f} GB/s   torch copy {row['torch_copy_gb_s']:6.2f} GB/s   "
+              f"ratio {row['over_torch_copy']:5.2f}x")
 
 
 if __name__ == "__main__":

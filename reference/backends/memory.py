@@ -27,18 +27,23 @@ moves as a whole between the pool's pages (``buffer_pages``: one tensor,
 page number first) and slab rows:
 
 - write: the store reserves one free row per page under its lock; the pages
-  are gathered into their rows with ``torch.index_select`` (one call per run
-  of consecutive rows, usually one per batch) outside the lock, since no one
-  else can see a reserved row; then every name is pointed at its row under
-  the lock. No page is visible before it was copied whole (BE-7); a rewrite
+  are copied into their rows with one ``torch._foreach_copy_`` outside the
+  lock, since no one else can see a reserved row; then every name is pointed
+  at its row under the lock. No page is visible before it was copied whole (BE-7); a rewrite
   frees the old row.
 - read: under the store's lock, every page is looked up and size-checked
   (BE-13), then the found ones are copied into their own host pages with
-  one ``torch._foreach_copy_`` (page by page: a layer_first host page is many
-  separate ranges, which torch's strided copies handle far slower). The copy runs under the lock, so no
+  one ``torch._foreach_copy_``. The copy runs under the lock, so no
   writer can reuse a row while a reader copies it: each page a reader gets is
   one whole stored version (BE-23). A page not found or of the wrong size is
   False and its slots are not touched (BE-15, BE-16).
+
+Page by page, in both directions, rather than one strided copy or
+``index_select`` over the pool's page view: on the pool's permuted view those
+measured 3-30x slower (``index_select`` and advanced indexing copy the whole
+pool first), while a foreach copy costs what the bytes cost. A stored entry
+is a plain int (slab number and row), so millions of stored pages add nothing
+for the garbage collector to visit.
 
 Any other pool (SGLang's, a wrapper, a subclass that hooks its helpers) is
 served page by page through its helpers by ``PageStoreBackend``.
@@ -46,7 +51,6 @@ served page by page through its helpers by ``PageStoreBackend``.
 
 from __future__ import annotations
 
-import bisect
 import threading
 from collections import OrderedDict
 from typing import Any, Optional, Sequence, Union
@@ -95,14 +99,16 @@ _FIRST_CHUNK_ROWS = 64
 class _Slab:
     """Preallocated rows for the pages of one format: chunks that double the slab, and a free list.
 
-    Row ``r`` lives in chunk ``bisect_right(starts, r) - 1`` at offset ``r -
-    starts[chunk]``. Every method runs under the owning store's lock, except
+    Row ``r`` lives in the chunk whose start is the last one not above ``r``;
+    ``views[r]`` is a view of it, made with its chunk. Every method runs under the owning store's lock, except
     the copies into rows a writer has reserved.
     """
 
-    __slots__ = ("dtype", "shape", "row_bytes", "chunks", "starts", "rows", "free", "row_views")
+    __slots__ = ("number", "dtype", "shape", "row_bytes", "chunks", "starts", "rows", "free", "views")
 
-    def __init__(self, dtype: torch.dtype, shape: tuple) -> None:
+    def __init__(self, number: int, dtype: torch.dtype, shape: tuple) -> None:
+        self.number = number
+        """The slab's place in its store: the high bits of each of its entries."""
         self.dtype = dtype
         self.shape = shape
         """The shape of one page (its host view without the page dimension)."""
@@ -117,8 +123,8 @@ class _Slab:
         """Rows in every chunk together."""
         self.free: list[int] = []
         """Free rows; the last ones are taken first (a new chunk's lowest rows sit at the end)."""
-        self.row_views: list[torch.Tensor] = []
-        """A view of every row, made when its chunk is (``row_views[r]`` is row ``r``)."""
+        self.views: list[torch.Tensor] = []
+        """A view of every row (``views[r]`` is row ``r``), made once with its chunk."""
 
     @property
     def live(self) -> int:
@@ -142,60 +148,27 @@ class _Slab:
         self.starts.append(start)
         self.rows += rows
         self.free.extend(range(start + rows - 1, start - 1, -1))
-        self.row_views.extend(chunk.unbind(0))
-
-    def locate(self, row: int) -> tuple[int, int]:
-        """Return (chunk index, offset in the chunk) of ``row``."""
-        chunk = bisect.bisect_right(self.starts, row) - 1
-        return chunk, row - self.starts[chunk]
+        self.views.extend(chunk.unbind(0))  # made once: a view costs about a microsecond
 
     def row(self, row: int) -> torch.Tensor:
         """Return a view of ``row`` (page shaped)."""
-        return self.row_views[row]
+        return self.views[row]
+
+    def row_views(self, rows: Sequence[int]) -> list[torch.Tensor]:
+        """Return a view of each row."""
+        views = self.views
+        return [views[row] for row in rows]
 
     def nbytes(self) -> int:
         return self.rows * self.row_bytes
 
-    def gather(self, rows: Sequence[int], pages: torch.Tensor, numbers: Sequence[int],
-               views: Optional[Sequence[torch.Tensor]] = None) -> None:
-        """Copy host page ``numbers[i]`` of ``pages`` into ``rows[i]``: one ``index_select`` per run of rows."""
-        index = torch.tensor(numbers, dtype=torch.int64)
-        targets, sources = [], []
-        start = 0
-        count = len(rows)
-        while start < count:
-            chunk, offset = self.locate(rows[start])
-            limit = self.starts[chunk] + self.chunks[chunk].shape[0]
-            end = start + 1
-            while end < count and rows[end] == rows[end - 1] + 1 and rows[end] < limit:
-                end += 1
-            if end - start == 1:  # a lone row: one page copy among the others
-                targets.append(self.row_views[rows[start]])
-                sources.append(views[numbers[start]] if views is not None else pages[numbers[start]])
-            else:
-                torch.index_select(pages, 0, index[start:end], out=self.chunks[chunk][offset: offset + end - start])
-            start = end
-        _foreach_copy(targets, sources)
 
-    def scatter(self, rows: Sequence[int], pages: torch.Tensor, numbers: Sequence[int],
-                views: Optional[Sequence[torch.Tensor]] = None) -> None:
-        """Copy ``rows[i]`` into host page ``numbers[i]`` of ``pages``: one ``torch._foreach_copy_`` for the batch.
+_ROW_BITS = 40
+"""A slab entry is ``slab.number << _ROW_BITS | row``: a plain int, which the garbage collector never visits."""
+_ROW_MASK = (1 << _ROW_BITS) - 1
 
-        Page by page rather than one strided copy: a host page of a
-        layer_first pool is many separate ranges, and torch's strided copy
-        into them measured 3-10x slower than copying each page on its own.
-        """
-        row_views = self.row_views
-        targets = [views[number] for number in numbers] if views is not None else [pages[number] for number in numbers]
-        _foreach_copy(targets, [row_views[row] for row in rows])
-
-
-_Entry = Union[torch.Tensor, tuple]
-"""A stored object: a tensor of its own, or ``(slab, row)``."""
-
-
-def _entry_bytes(entry: _Entry) -> int:
-    return entry[0].row_bytes if type(entry) is tuple else _byte_count(entry)
+_Entry = Union[torch.Tensor, int]
+"""A stored object: a tensor of its own, or a slab row (an int, see ``_ROW_BITS``)."""
 
 
 # ---------------------------------------------------------------- the store
@@ -220,6 +193,8 @@ class MemoryStore:
         self._group_of: dict[str, str] = {}
         self._members: dict[str, set[str]] = {}
         self._slabs: dict[tuple, _Slab] = {}
+        self._slab_list: list[_Slab] = []
+        """Every slab, at its number."""
 
     def __len__(self) -> int:
         with self._lock:
@@ -233,7 +208,7 @@ class MemoryStore:
     def held_bytes(self) -> int:
         """Return the bytes of page memory the store holds: every slab's rows, free ones too, and its own tensors."""
         with self._lock:
-            own = sum(_byte_count(entry) for entry in self._objects.values() if type(entry) is not tuple)
+            own = sum(_byte_count(entry) for entry in self._objects.values() if type(entry) is not int)
             return own + sum(slab.nbytes() for slab in self._slabs.values())
 
     def slab_rows(self) -> list[tuple[int, int]]:
@@ -249,7 +224,7 @@ class MemoryStore:
         """Return the size in bytes of each name (None where absent), under one lock; not a use (BE-3)."""
         with self._lock:
             found = [self._objects.get(name) for name in names]
-        return [None if entry is None else _entry_bytes(entry) for entry in found]
+        return [None if entry is None else self._entry_bytes(entry) for entry in found]
 
     def get(self, name: str) -> Optional[torch.Tensor]:
         """Return the page stored as ``name`` (marking it recently used), or None. Never write it."""
@@ -268,8 +243,8 @@ class MemoryStore:
                 entry = objects.get(name)
                 if entry is not None:
                     objects.move_to_end(name)
-                    if type(entry) is tuple:
-                        entry = entry[0].row(entry[1]).clone()
+                    if type(entry) is int:
+                        entry = self._slab_list[entry >> _ROW_BITS].row(entry & _ROW_MASK).clone()
                 found.append(entry)
         return found
 
@@ -312,16 +287,19 @@ class MemoryStore:
         with self._lock:
             slab = self._slabs.get(key)
             if slab is None:
-                slab = self._slabs[key] = _Slab(pages.dtype, key[1])
+                slab = self._slabs[key] = _Slab(len(self._slab_list), pages.dtype, key[1])
+                self._slab_list.append(slab)
             rows = slab.reserve(count)
-        try:
-            slab.gather(rows, pages, numbers, views)
+        try:  # the rows are reserved: no one else reads or writes them
+            sources = [views[number] for number in numbers] if views is not None else [pages[n] for n in numbers]
+            _foreach_copy(slab.row_views(rows), sources)
         except BaseException:
             with self._lock:
                 slab.free.extend(rows)
             raise
+        high = slab.number << _ROW_BITS
         with self._lock:
-            return self._insert_many(names, [(slab, row) for row in rows], groups)
+            return self._insert_many(names, [high | row for row in rows], groups)
 
     def read_pages(self, names: Sequence[str], pages: torch.Tensor, numbers: Sequence[int],
                    views: Optional[Sequence[torch.Tensor]] = None) -> list[bool]:
@@ -336,7 +314,8 @@ class MemoryStore:
         results = []
         with self._lock:
             objects = self._objects
-            by_slab: dict[int, tuple[_Slab, list[int], list[int]]] = {}
+            slab_list = self._slab_list
+            by_slab: dict[int, tuple[list[int], list[int]]] = {}
             targets, sources = [], []
             for name, number in zip(names, numbers):
                 entry = objects.get(name)
@@ -344,15 +323,17 @@ class MemoryStore:
                     results.append(False)
                     continue
                 objects.move_to_end(name)
-                if type(entry) is tuple:
-                    slab, row = entry
+                if type(entry) is int:
+                    slab = slab_list[entry >> _ROW_BITS]
                     if slab.dtype == dtype and slab.shape == shape:
-                        group = by_slab.setdefault(id(slab), (slab, [], []))
-                        group[1].append(row)
-                        group[2].append(number)
+                        group = by_slab.get(slab.number)
+                        if group is None:
+                            group = by_slab[slab.number] = ([], [])
+                        group[0].append(entry & _ROW_MASK)
+                        group[1].append(number)
                         results.append(True)
                         continue
-                    page = slab.row(row)
+                    page = slab.row(entry & _ROW_MASK)
                 else:
                     page = entry
                 if _byte_count(page) != size:  # BE-13: a short or long object is a miss
@@ -362,9 +343,13 @@ class MemoryStore:
                 sources.append(page if page.dtype == dtype and tuple(page.shape) == shape
                                else _reinterpreted(page, dtype, shape))  # the same bytes in another geometry
                 results.append(True)
-            for slab, rows, slab_numbers in by_slab.values():
-                slab.scatter(rows, pages, slab_numbers, views)
-            _foreach_copy(targets, sources)
+            for slab_number, (rows, slab_numbers) in by_slab.items():
+                if views is not None:
+                    targets.extend(views[number] for number in slab_numbers)
+                else:
+                    targets.extend(pages[number] for number in slab_numbers)
+                sources.extend(slab_list[slab_number].row_views(rows))
+            _foreach_copy(targets, sources)  # one call for the batch: each host page is copied whole
         return results
 
     # ------------------------------------------------------------ removal
@@ -407,9 +392,11 @@ class MemoryStore:
 
     def _release(self, entry: Optional[_Entry]) -> None:
         """Give a removed object's slab row back to its slab's free list."""
-        if type(entry) is tuple:
-            slab, row = entry
-            slab.free.append(row)
+        if type(entry) is int:
+            self._slab_list[entry >> _ROW_BITS].free.append(entry & _ROW_MASK)
+
+    def _entry_bytes(self, entry: _Entry) -> int:
+        return self._slab_list[entry >> _ROW_BITS].row_bytes if type(entry) is int else _byte_count(entry)
 
     def _unlink(self, name: str) -> None:
         group = self._group_of.pop(name, None)
@@ -528,14 +515,17 @@ class MemoryBackend(PageStoreBackend):
         The scheme leaves a key of ASCII letters and digits (every hex page key)
         as it is, so its name is the pool's prefix followed by the key.
         """
-        if key.isascii() and key.encode().isalnum():
+        if key.isascii() and key.isalnum():  # on ASCII text, isalnum is exactly [A-Za-z0-9]
+            cached = self._name_prefixes.get(pool)
+            if cached is not None and cached[0] is self.namespace:
+                return cached[1] + key
             return self._name_prefix(pool) + key
         return storage_name(self.namespace, key, pool)
 
     def _names(self, keys: Sequence[str], pool: str) -> list[str]:
         """Return ``_name`` of every key, checking the batch for plain keys at once."""
         joined = "".join(keys)
-        if joined.isascii() and joined.encode().isalnum():
+        if joined.isascii() and joined.isalnum():
             prefix = self._name_prefix(pool)
             return [prefix + key for key in keys]
         return [self._name(key, pool) for key in keys]
