@@ -138,7 +138,7 @@ def installed_release() -> Optional[str]:
     """Return the version of the ``sglang`` that ``import sglang`` would find now, or None."""
     loaded = sys.modules.get("sglang")
     if loaded is not None:
-        return release_of(loaded)
+        return release_of(loaded) or "unknown"
     for entry in sys.path:
         folder = Path(entry or ".")
         if (folder / "sglang" / "__init__.py").is_file():
@@ -158,9 +158,10 @@ def release_of(module: Any) -> Optional[str]:
 
     A stand-in module names its release with ``__sglang_version__``.
     """
-    stated = getattr(module, "__sglang_version__", None)
-    if stated is not None:
-        return str(stated)
+    for candidate in (module, sys.modules.get(STORAGE_MODULE)):
+        stated = getattr(candidate, "__sglang_version__", None)
+        if stated is not None:
+            return str(stated)
     file = getattr(sys.modules.get("sglang"), "__file__", None)
     if file:
         return _version_in(Path(file).parent.parent)

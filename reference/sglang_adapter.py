@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from hicache_contracts.interop import to_sglang
 from hicache_reference.backends.base import pool_key
 from hicache_reference.backends.file import FileBackend
 from hicache_reference.backends.memory import MemoryBackend
@@ -58,10 +59,10 @@ class _SGLangFacing:
         if _sglang_storage is None or not hasattr(_sglang_storage, "PoolTransferResult"):
             return result
         names = {pool_key(transfer.name): transfer.name for transfer in pool_transfers or []}
-        return _sglang_storage.PoolTransferResult(
-            kv_hit_pages=result.kv_hit_pages,
-            extra_pool_hit_pages={names.get(name, name): hits for name, hits in result.extra_pool_hit_pages.items()},
-        )
+        converted = to_sglang(result, storage_module=_sglang_storage)  # the release's class, its fields only
+        converted.extra_pool_hit_pages = {names.get(name, name): hits
+                                          for name, hits in result.extra_pool_hit_pages.items()}
+        return converted
 
     def get_stats(self) -> None:
         return None

@@ -11,7 +11,11 @@ classes, so tests never share state through them.
 
 ``installed(module)`` makes it importable under its real name (its parent
 packages too) for the length of a ``with`` block, and puts back whatever was
-there before.
+there before. ``real_or_stand_in()`` yields the real release's module when the
+run holds one (``HICACHE_SGLANG_RELEASE``), else installs a fresh stand-in.
+
+The stand-in copies SGLang 0.5.23 field for field (``STAND_IN_RELEASE``);
+``tests/sglang/test_standin.py`` compares the two on every release-tier run.
 """
 
 from __future__ import annotations
@@ -24,17 +28,33 @@ import sys
 import types
 from typing import Any, Iterator, List, Optional
 
-__all__ = ["STORAGE_MODULE_NAME", "installed", "make_storage_module"]
+__all__ = ["STAND_IN_RELEASE", "STORAGE_MODULE_NAME", "installed", "make_storage_module", "real_or_stand_in",
+           "real_sglang"]
 
 STORAGE_MODULE_NAME = "sglang.srt.mem_cache.hicache_storage"
 """Where SGLang defines the storage interface."""
 
 _PACKAGES = ("sglang", "sglang.srt", "sglang.srt.mem_cache")
 
+STAND_IN_RELEASE = "0.5.23"
+"""The release whose fields the stand-in copies; tests/sglang/test_standin.py compares it with that wheel."""
+
+POOL_NAMES = (
+    "kv", "mamba", "swa", "auxiliary_swa", "indexer",
+    "deepseek_v4_c1", "deepseek_v4_c1_indexer", "deepseek_v4_c1_indexer_scale",
+    "deepseek_v4_c2", "deepseek_v4_c2_indexer", "deepseek_v4_c2_indexer_scale",
+    "deepseek_v4_c4", "deepseek_v4_c4_indexer", "deepseek_v4_c4_indexer_scale", "deepseek_v4_c128",
+    "deepseek_v4_c4_rope", "deepseek_v4_c128_rope",
+    "deepseek_v4_c4_state", "deepseek_v4_c4_indexer_state", "deepseek_v4_c128_state",
+    "draft", "draft_indexer", "draft_swa",
+)
+"""SGLang 0.5.23's PoolName values, in order."""
+
 
 def make_storage_module() -> types.ModuleType:
     """Return a fresh stand-in for ``sglang.srt.mem_cache.hicache_storage``."""
     module = types.ModuleType(STORAGE_MODULE_NAME)
+    module.__sglang_version__ = STAND_IN_RELEASE
 
     @dataclasses.dataclass
     class HiCacheStorageConfig:
@@ -48,27 +68,30 @@ def make_storage_module() -> types.ModuleType:
         enable_storage_metrics: bool
         is_page_first_layout: bool
         model_name: Optional[str]
-        dp_rank: int = 0
-        dp_size: int = 1
         tp_lcm_size: Optional[int] = None
         should_split_heads: bool = False
+        dp_rank: int = 0
         extra_config: Optional[dict] = None
+        dcp_size: int = 1
+        dcp_rank: int = 0
+        logical_page_size: Optional[int] = None
+
+        @property
+        def is_storage_writer(self) -> bool:
+            return not self.is_mla_model or self.tp_rank == self.dcp_rank
 
     @dataclasses.dataclass
     class HiCacheStorageExtraInfo:
         prefix_keys: Optional[List[str]] = None
         extra_info: Optional[dict] = None
 
-    class PoolName(str, enum.Enum):
-        KV = "kv"
-        MAMBA = "mamba"
-        SWA = "swa"
-        INDEXER = "indexer"
-        DRAFT = "draft"
+    PoolName = enum.Enum("PoolName", [(value.upper(), value) for value in POOL_NAMES], type=str)
+    PoolName.__str__ = lambda self: self.value  # type: ignore[method-assign]
 
     class PoolHitPolicy(str, enum.Enum):
         ALL_PAGES = "all_pages"
         TRAILING_PAGES = "trailing_pages"
+        BLOCK_GROUPS = "block_groups"
 
     @dataclasses.dataclass
     class PoolTransfer:
@@ -79,11 +102,14 @@ def make_storage_module() -> types.ModuleType:
         hit_policy: Any = PoolHitPolicy.ALL_PAGES
         nodes_to_load: Any = None
         indices_from_pool: Any = None
+        block_pages: int = 0
+        group_pages: int = 0
 
     @dataclasses.dataclass
     class PoolTransferResult:
         kv_hit_pages: int
         extra_pool_hit_pages: dict
+        restorable_prefix_pages: Optional[List[int]] = None
 
     class HiCacheStorage(abc.ABC):
         def register_mem_pool_host(self, mem_pool_host: Any) -> None:
@@ -138,3 +164,25 @@ def installed(module: types.ModuleType) -> Iterator[types.ModuleType]:
                 sys.modules.pop(name, None)
             else:
                 sys.modules[name] = previous
+
+
+def real_sglang() -> "types.ModuleType | None":
+    """Return the real storage module when this run holds a pinned release, else None."""
+    from hicache_contracts.sglang_release import active_release
+
+    if active_release() is None:
+        return None
+    import importlib
+
+    return importlib.import_module(STORAGE_MODULE_NAME)
+
+
+@contextlib.contextmanager
+def real_or_stand_in() -> Iterator[types.ModuleType]:
+    """Yield the real release's storage module when the run holds one, else a fresh stand-in, installed."""
+    real = real_sglang()
+    if real is not None:
+        yield real
+        return
+    with installed(make_storage_module()) as stand_in:
+        yield stand_in

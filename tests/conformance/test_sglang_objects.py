@@ -1,7 +1,8 @@
 """With SGLang importable, the backend receives SGLang's own objects.
 
-SGLang is not installed here, so a stand-in ``sglang.srt.mem_cache.hicache_storage``
-(plain dataclasses and str enums with SGLang's names and fields) is put in
+When the run holds a pinned release (``HICACHE_SGLANG_RELEASE``) its real
+module is used; otherwise a stand-in ``sglang.srt.mem_cache.hicache_storage``
+(SGLang 0.5.23's dataclasses and str enums, field for field) is put in
 ``sys.modules`` for the test.
 
 Scenario: the whole smoke suite against the correct in-test backend, which
@@ -22,15 +23,15 @@ import pytest
 from hicache_contracts.conformance import backend_clauses
 from tests.conformance.correct_backend import CorrectBackend
 from tests.conformance.helpers import run, statuses
-from tests.sglang_standin import installed, make_storage_module
+from tests.sglang_standin import real_or_stand_in
 
 SEEN: set = set()
 
 
 @pytest.fixture
 def sglang_stand_in() -> Iterator[types.ModuleType]:
-    with installed(make_storage_module()) as stand_in:
-        yield stand_in
+    with real_or_stand_in() as module:
+        yield module
 
 
 class RecordingBackend(CorrectBackend):
