@@ -4,11 +4,14 @@
 or why there is none. It never raises for the backend's sake:
 
 - an exception from the backend becomes ``error="batch_get_v1 raised ..."``;
-- with a deadline (``call_deadline`` seconds), the call runs on its own
-  thread; one that has not returned in time is *abandoned*: the outcome says
-  it missed its deadline, and the operation's ``quiescence`` counts it until
-  it returns, so that host slots it may still write are freed only then
-  (CTL-12). Abandoned threads are tracked and joined by ``close``.
+- the call runs on a call thread of the calling thread (reused from call
+  to call) and is waited on for ``call_deadline`` seconds
+  (``DEFAULT_CALL_DEADLINE`` unless told; None waits for ever); one that
+  has not returned in time, or is still running when the controller closes
+  (``abandon_calls``), is *abandoned*: the outcome says so, the call thread
+  is left to the backend (it ends when the call returns), and the
+  operation's ``quiescence`` counts the call until it returns, so that host
+  slots it may still write are freed only then (CTL-12).
 
 The validators turn whatever came back into what the controller may count,
 from the first entry that is not a confirmed success on (CTL-11):
@@ -27,7 +30,9 @@ from the first entry that is not a confirmed success on (CTL-11):
 
 from __future__ import annotations
 
+import queue
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -36,6 +41,7 @@ from typing import Any, Callable, Optional
 from hicache_spec import count_leading_run
 
 __all__ = [
+    "DEFAULT_CALL_DEADLINE",
     "BackendCaller",
     "CallOutcome",
     "confirmed_exists",
@@ -59,91 +65,179 @@ class CallOutcome:
         return self.error is None
 
 
+DEFAULT_CALL_DEADLINE = 30.0
+"""Seconds a backend call may take before the controller abandons it (CTL-11), unless told otherwise.
+
+SGLang waits for ever; a backend that never returns then holds its thread,
+the prefetch never gets its final ack and the controller cannot close. A
+healthy call takes milliseconds (a 128-page slice is a few MB to a few
+hundred MB); 30 s is ten times the prefetch budget SGLang's default timeout
+gives a full slice of 64-token pages (1 s + 8 Ki tokens x 0.25 s), so a slow
+but working backend is never cut off, while a hung one costs one deadline,
+not the process."""
+_CLOSING_POLL_S = 0.05
+"""How often a call that is waited on looks whether the controller started closing."""
+
+
 class _PendingCall:
-    """A backend call on its own thread, which the caller may abandon at its deadline."""
+    """One backend call handed to a ``_CallThread``: its outcome, and what to do if it returns after being abandoned."""
 
     def __init__(self, function: Callable[..., Any], arguments: tuple, label: str) -> None:
-        self._function = function
-        self._arguments = arguments
-        self._label = label
-        self._lock = threading.Lock()
-        self._finished = threading.Event()
-        self._abandoned = False
-        self._on_return_after_abandon: Optional[Callable[[], None]] = None
+        self.function = function
+        self.arguments = arguments
+        self.label = label
+        self.lock = threading.Lock()
+        self.finished = threading.Event()
+        self.abandoned = False
+        self.on_return_after_abandon: Optional[Callable[[], None]] = None
         self.outcome = CallOutcome(error=f"{label} did not return")
-        self.thread = threading.Thread(target=self._run, name=f"hicache-call-{label}", daemon=True)
 
-    def _run(self) -> None:
+    def run(self) -> None:
         try:
-            outcome = CallOutcome(result=self._function(*self._arguments))
+            outcome = CallOutcome(result=self.function(*self.arguments))
         except Exception as error:  # CTL-11: the backend's failure is a result, never a dead thread
-            outcome = CallOutcome(error=f"{self._label} raised {type(error).__name__}: {error}")
-        with self._lock:
+            outcome = CallOutcome(error=f"{self.label} raised {type(error).__name__}: {error}")
+        with self.lock:
             self.outcome = outcome
-            self._finished.set()
-            callback = self._on_return_after_abandon if self._abandoned else None
+            self.finished.set()
+            callback = self.on_return_after_abandon if self.abandoned else None
         if callback is not None:
             callback()
 
-    def wait(self, deadline: float, on_return_after_abandon: Callable[[], None]) -> Optional[CallOutcome]:
-        """Return the outcome, or None after abandoning a call that missed ``deadline`` seconds."""
-        self._finished.wait(deadline)
-        with self._lock:
-            if self._finished.is_set():
+    def wait(self, deadline: Optional[float], closing: threading.Event,
+             on_return_after_abandon: Callable[[], None]) -> Optional[CallOutcome]:
+        """Return the outcome, or None after abandoning a call that missed ``deadline`` seconds (None: no deadline)
+        or was still running when the controller started closing."""
+        end = None if deadline is None else time.monotonic() + deadline
+        while not self.finished.is_set() and not closing.is_set():
+            left = _CLOSING_POLL_S if end is None else min(_CLOSING_POLL_S, end - time.monotonic())
+            if left <= 0:
+                break
+            self.finished.wait(left)
+        with self.lock:
+            if self.finished.is_set():
                 return self.outcome
-            self._abandoned = True
-            self._on_return_after_abandon = on_return_after_abandon
+            self.abandoned = True
+            self.on_return_after_abandon = on_return_after_abandon
             return None
+
+
+class _CallThread:
+    """A thread that runs one calling thread's backend calls, one at a time, so each can be waited on with a deadline.
+
+    Reused from call to call (a new thread per call would cost more than many
+    calls do); once a call on it is abandoned it is the backend's: it finishes
+    that call and ends.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._queue: "queue.SimpleQueue[Optional[_PendingCall]]" = queue.SimpleQueue()
+        self.stuck = False
+        """Whether a call on it was abandoned (it ends once that call returns)."""
+        self.thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self.thread.start()
+
+    def submit(self, pending: _PendingCall) -> None:
+        self._queue.put(pending)
+
+    def stop(self) -> None:
+        """Let the thread end once it is idle."""
+        self._queue.put(None)
+
+    def _serve(self) -> None:
+        while True:
+            pending = self._queue.get()
+            if pending is None:
+                return
+            pending.run()
+            if pending.abandoned:
+                return  # abandoned: its caller has a new thread by now
 
 
 class BackendCaller:
     """Runs backend methods, turning exceptions and missed deadlines into ``CallOutcome`` errors."""
 
-    def __init__(self, backend: Any, call_deadline: Optional[float] = None) -> None:
+    def __init__(self, backend: Any, call_deadline: Optional[float] = DEFAULT_CALL_DEADLINE) -> None:
         if call_deadline is not None and (
-            isinstance(call_deadline, bool) or not isinstance(call_deadline, (int, float)) or not call_deadline > 0
+            isinstance(call_deadline, bool) or not isinstance(call_deadline, (int, float))
+            or not 0 < call_deadline < float("inf")
         ):
-            raise ValueError(f"CacheController.call_deadline: must be None or a number > 0 (got {call_deadline!r})")
+            raise ValueError("CacheController.call_deadline: must be a finite number of seconds > 0, or None to wait "
+                             f"for ever (got {call_deadline!r})")
         self.backend = backend
         self.call_deadline = call_deadline
-        """Seconds a backend call may take before it is abandoned; None waits for ever."""
+        """Seconds a backend call may take before it is abandoned; None waits for ever (as SGLang does)."""
         self._lock = threading.Lock()
         self._abandoned_threads: set[threading.Thread] = set()
+        self._call_threads: dict[int, _CallThread] = {}
+        self._closing = threading.Event()
 
     def call(self, method: str, *arguments: Any, quiescence: Any = None) -> CallOutcome:
         """Call ``backend.<method>(*arguments)``; never raise for the backend. Clause: CTL-11.
 
         ``quiescence`` (an operation's) counts the call while it is abandoned.
+        Once ``abandon_calls`` was called, no backend method is called any more.
         """
         function = getattr(self.backend, method, None)
         if function is None or not callable(function):
             return CallOutcome(error=f"backend has no method {method}")
-        if self.call_deadline is None:
-            try:
-                return CallOutcome(result=function(*arguments))
-            except Exception as error:  # CTL-11
-                return CallOutcome(error=f"{method} raised {type(error).__name__}: {error}")
+        if self._closing.is_set():
+            return CallOutcome(error=f"{method} not called: the controller is closing")
         pending = _PendingCall(function, arguments, method)
-        pending.thread.start()
+        runner = self._call_thread()
+        runner.submit(pending)
         if quiescence is not None:
             quiescence.begin_call()  # counted until the call really returns, in time or late
 
         def returned_late() -> None:
             with self._lock:
-                self._abandoned_threads.discard(pending.thread)
+                self._abandoned_threads.discard(runner.thread)
             if quiescence is not None:
                 quiescence.returned()
 
-        outcome = pending.wait(self.call_deadline, returned_late)
+        outcome = pending.wait(self.call_deadline, self._closing, returned_late)
         if outcome is None:
             with self._lock:
-                if pending.thread.is_alive():
-                    self._abandoned_threads.add(pending.thread)
+                runner.stuck = True
+                self._call_threads.pop(threading.get_ident(), None)
+                if runner.thread.is_alive():
+                    self._abandoned_threads.add(runner.thread)
+            if self._closing.is_set():
+                return CallOutcome(error=f"{method} abandoned: the controller is closing")
             return CallOutcome(error=f"{method} missed its deadline of {self.call_deadline} s")
-        pending.thread.join()
         if quiescence is not None:
             quiescence.returned()
         return outcome
+
+    def _call_thread(self) -> _CallThread:
+        """Return the calling thread's call thread, made on first use."""
+        ident = threading.get_ident()
+        with self._lock:
+            runner = self._call_threads.get(ident)
+            if runner is None:
+                name = f"hicache-call-{threading.current_thread().name}"
+                runner = self._call_threads[ident] = _CallThread(name)
+            return runner
+
+    def abandon_calls(self) -> None:
+        """Abandon every call under way now, and call nothing from now on (the controller is closing)."""
+        self._closing.set()
+
+    def reopen(self) -> None:
+        """Call the backend again (after ``abandon_calls``, when the controller starts again)."""
+        self._closing.clear()
+
+    def stop_call_threads(self, timeout: Optional[float] = None) -> bool:
+        """End every idle call thread; return whether they all ended within ``timeout`` (stuck ones do not count)."""
+        with self._lock:
+            runners = list(self._call_threads.values())
+            self._call_threads.clear()
+        for runner in runners:
+            runner.stop()
+        end = None if timeout is None else time.monotonic() + timeout
+        for runner in runners:
+            runner.thread.join(None if end is None else max(0.0, end - time.monotonic()))
+        return not any(runner.thread.is_alive() for runner in runners)
 
     def abandoned_threads(self) -> list[threading.Thread]:
         """Threads of abandoned calls that have not returned yet."""

@@ -12,7 +12,7 @@ Public API::
         prefetch_threshold=256,          # tokens; below it a prefetch is revoked (CTL-3)
         prefetch_timeout_base=2.0, prefetch_timeout_per_ki_token=0.1, prefetch_timeout_max=30.0,  # CTL-10
         pass_prefix_keys=False,          # the prefix metadata feature (PFX-1)
-        call_deadline=None,              # seconds before a hung backend call is abandoned (CTL-11)
+        call_deadline=30.0,              # seconds before a hung backend call is abandoned (CTL-11); None: never
         clock=time.monotonic,            # the policies' clock; inject one in tests
         on_ack=None,                     # on_ack(operation, ack), from the IO thread
         on_backup_done=None,             # on_backup_done(operation), from the backup thread
@@ -124,6 +124,7 @@ from hicache_contracts import (
 )
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.calls import (
+    DEFAULT_CALL_DEADLINE,
     BackendCaller,
     CallOutcome,
     confirmed_exists,
@@ -222,7 +223,7 @@ class CacheController:
         prefetch_timeout_per_ki_token: float = DEFAULT_PREFETCH_TIMEOUT_PER_KI_TOKEN,
         prefetch_timeout_max: float = DEFAULT_PREFETCH_TIMEOUT_MAX,
         pass_prefix_keys: bool = False,
-        call_deadline: Optional[float] = None,
+        call_deadline: Optional[float] = DEFAULT_CALL_DEADLINE,
         clock: Callable[[], float] = time.monotonic,
         on_ack: Optional[Callable[[PrefetchOperation, Any], None]] = None,
         on_backup_done: Optional[Callable[[BackupOperation], None]] = None,
@@ -327,6 +328,7 @@ class CacheController:
         with self._state_lock:
             if self._running:
                 return
+            self.caller.reopen()
             self._hit_queue = queue.Queue()
             self._io_queue = queue.Queue()
             self._backup_queue = queue.Queue()
@@ -340,10 +342,15 @@ class CacheController:
             self._running = True
 
     def close(self, timeout: Optional[float] = 10.0) -> bool:
-        """Finish every submitted operation, stop the threads, and wait for abandoned calls.
+        """Finish every submitted operation and stop the threads; return whether they stopped within ``timeout``.
 
-        Returns whether every thread stopped within ``timeout`` seconds (None
-        waits for ever). Safe to call twice.
+        Operations still running when ``timeout`` is nearly spent (its last
+        quarter, at most 1 s) have their backend calls abandoned and call
+        nothing more (CTL-11): each still ends with its final ack, carrying
+        the error. A call still inside the backend keeps its own thread until
+        the backend returns (``caller.abandoned_threads()``); the operation's
+        ``quiescence`` counts it, and it holds nothing of the controller's.
+        None waits for ever. Safe to call twice.
         """
         with self._state_lock:
             if not self._running:
@@ -353,9 +360,16 @@ class CacheController:
             self._backup_queue.put(_STOP)
             threads = list(self._threads)
         end = None if timeout is None else time.monotonic() + timeout
-        for thread in threads + self.caller.abandoned_threads():
-            thread.join(None if end is None else max(0.0, end - time.monotonic()))
-        return not any(thread.is_alive() for thread in threads + self.caller.abandoned_threads())
+        grace = 0.0 if timeout is None else min(1.0, timeout / 4)
+        for thread in threads:
+            thread.join(None if end is None else max(0.0, end - grace - time.monotonic()))
+        if any(thread.is_alive() for thread in threads):
+            self.caller.abandon_calls()  # CTL-11: a hung call no longer holds its operation, nor close()
+            for thread in threads:
+                thread.join(None if end is None else max(0.0, end - time.monotonic()))
+        stopped = not any(thread.is_alive() for thread in threads)
+        self.caller.stop_call_threads(None if end is None else max(0.0, end - time.monotonic()))
+        return stopped
 
     @property
     def running(self) -> bool:
