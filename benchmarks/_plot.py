@@ -94,9 +94,9 @@ def _label(value: float) -> str:
     if value == int(value) and magnitude < 100_000:
         return str(int(value))
     if magnitude >= 1_000_000:
-        return f"{value / 1_000_000:g}M"
+        return f"{value / 1_000_000:.3g}M"
     if magnitude >= 1000:
-        return f"{value / 1000:g}k"
+        return f"{value / 1000:.3g}k"
     if magnitude >= 10:
         return f"{value:.0f}"
     return f"{value:.2g}"

@@ -1,0 +1,170 @@
+"""Run every benchmark, write one JSON of all their figures and ratios, and draw the scaling curves as PNGs.
+
+    python benchmarks/run_all.py [--quick] [--json PATH] [--figures DIR] [--skip NAME ...]
+
+- Scripts with a ``run(quick)`` function (bench_controller,
+  bench_controller_prefix, bench_memory_scaling, bench_redis) are called in
+  this process and their figures go into the JSON as they return them.
+- The others are run as scripts (``--quick`` passed where they take it);
+  their output is kept, and every ratio they print (``1.23x``) is listed
+  with the line it is on.
+- The conformance suite against the reference backends is timed per
+  profile (``--quick``: smoke; otherwise smoke and standard).
+- Charts (PNG, in ``--figures``, default benchmarks/figures): memory backend
+  throughput against pages (1k-64k), the controller's per-call prefix cost
+  against prefix depth and against the number of slices, suite time per
+  profile.
+
+It reports; it never fails on a ratio. A benchmark that cannot run (no
+Redis server, a broken import) is recorded with its error and the run goes
+on; the exit status is 0 unless the runner itself breaks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+import traceback
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from _plot import line_chart  # noqa: E402  (the benchmarks folder is not a package)
+
+IN_PROCESS = ("bench_controller_prefix", "bench_memory_scaling", "bench_controller", "bench_redis")
+"""Benchmarks with a ``run(quick)`` function."""
+AS_SCRIPTS = {
+    "bench_prefix_keys": True, "bench_validation": True, "bench_host_pool": False,
+    "bench_file_backend": True, "bench_recorder": True,
+}
+"""Benchmarks run as scripts, and whether each takes ``--quick``."""
+PROFILES = ("smoke", "standard")
+_RATIO = re.compile(r"(\d+(?:\.\d+)?)x\b")
+
+
+def run_in_process(name: str, quick: bool) -> dict:
+    started = time.perf_counter()
+    try:
+        figures = importlib.import_module(name).run(quick)
+        return {"figures": figures, "seconds": time.perf_counter() - started}
+    except Exception as error:  # recorded, never raised: the runner reports
+        return {"error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc(),
+                "seconds": time.perf_counter() - started}
+
+
+def run_script(name: str, takes_quick: bool, quick: bool) -> dict:
+    command = [sys.executable, os.path.join(HERE, f"{name}.py")] + (["--quick"] if quick and takes_quick else [])
+    started = time.perf_counter()
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    lines = completed.stdout.splitlines()
+    ratios = [{"line": line.strip(), "ratios": [float(value) for value in _RATIO.findall(line)]}
+              for line in lines if _RATIO.search(line)]
+    result: dict = {"returncode": completed.returncode, "seconds": time.perf_counter() - started,
+                    "ratios": ratios, "output": completed.stdout}
+    if completed.returncode:
+        result["error"] = completed.stderr[-2000:]
+    return result
+
+
+def time_suite(profile: str) -> dict:
+    command = [sys.executable, "-m", "hicache_contracts.cli", "run", "--profile", profile, "--no-color", "--quiet"]
+    started = time.perf_counter()
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+    return {"profile": profile, "seconds": time.perf_counter() - started, "returncode": completed.returncode}
+
+
+def draw(results: dict, directory: str) -> list[str]:
+    """Draw every chart the results allow; return the files written."""
+    os.makedirs(directory, exist_ok=True)
+    written = []
+    scaling = results["benchmarks"].get("bench_memory_scaling", {}).get("figures")
+    if scaling:
+        rows = scaling["by_pages"]
+        path = os.path.join(directory, "memory_scaling.png")
+        line_chart(path, f"memory backend, {scaling['page_bytes'] // 1024} KiB pages: throughput vs pages",
+                   "pages", "GB/s", {
+                       "batch_set_v1 (write)": [(int(p), row["write_gb_s"]) for p, row in rows.items()],
+                       "batch_get_v1 (read)": [(int(p), row["read_gb_s"]) for p, row in rows.items()],
+                       "torch copy_": [(int(p), row["torch_copy_gb_s"]) for p, row in rows.items()],
+                   }, log_x=True)
+        written.append(path)
+    prefix = results["benchmarks"].get("bench_controller_prefix", {}).get("figures")
+    if prefix:
+        controller, rebuilt = prefix["controller"], prefix["rebuilt"]
+
+        def series(table: dict, slices: int = None, depth: int = None) -> list:
+            points = []
+            for label, row in table.items():
+                count, prefix_depth = (int(part) for part in label.split("x"))
+                if slices is not None and count == slices:
+                    points.append((max(prefix_depth, 1), row["mean_us"]))
+                if depth is not None and prefix_depth == depth:
+                    points.append((count, row["mean_us"]))
+            return points
+
+        path = os.path.join(directory, "prefix_cost_vs_depth.png")
+        line_chart(path, "controller extra info per call vs prefix depth (1 = no prefix)", "prefix pages",
+                   "us per call", {"1024 slices": series(controller, slices=1024),
+                                   "64 slices": series(controller, slices=64)}, log_x=True)
+        written.append(path)
+        path = os.path.join(directory, "prefix_cost_vs_slices.png")
+        line_chart(path, "extra info per call vs slices (no prefix)", "slices of 128 pages", "us per call",
+                   {"controller": series(controller, depth=0),
+                    "rebuilt per call": series(rebuilt, depth=0)}, log_x=True)
+        written.append(path)
+    suite = results.get("suite_time")
+    if suite:
+        path = os.path.join(directory, "suite_time.png")
+        line_chart(path, "conformance suite time (1 = smoke, 2 = standard, 3 = exhaustive)", "profile",
+                   "seconds", {"reference backends + engine": [(PROFILES.index(row["profile"]) + 1, row["seconds"])
+                                                               for row in suite if row["profile"] in PROFILES]})
+        written.append(path)
+    return written
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="every benchmark's quick mode; smoke profile only")
+    parser.add_argument("--json", default=os.path.join(HERE, "results.json"), help="where the JSON goes")
+    parser.add_argument("--figures", default=os.path.join(HERE, "figures"), help="where the PNGs go")
+    parser.add_argument("--skip", nargs="*", default=[], help="benchmarks (or 'suite') to leave out")
+    arguments = parser.parse_args()
+    results: dict[str, Any] = {
+        "quick": arguments.quick, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "python": platform.python_version(), "cpus": os.cpu_count(),
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None, "benchmarks": {},
+    }
+    for name in IN_PROCESS:
+        if name not in arguments.skip:
+            print(f"== {name}", flush=True)
+            results["benchmarks"][name] = run_in_process(name, arguments.quick)
+    for name, takes_quick in AS_SCRIPTS.items():
+        if name not in arguments.skip:
+            print(f"== {name}", flush=True)
+            results["benchmarks"][name] = run_script(name, takes_quick, arguments.quick)
+    if "suite" not in arguments.skip:
+        results["suite_time"] = []
+        for profile in PROFILES[:1] if arguments.quick else PROFILES:
+            print(f"== conformance suite, profile {profile}", flush=True)
+            results["suite_time"].append(time_suite(profile))
+    results["load_average_after"] = os.getloadavg() if hasattr(os, "getloadavg") else None
+    results["figures"] = draw(results, arguments.figures)
+    with open(arguments.json, "w") as handle:
+        json.dump(results, handle, indent=1, default=str)
+    for name, outcome in results["benchmarks"].items():
+        state = f"error: {outcome['error'].splitlines()[-1] if outcome['error'] else ''}" if outcome.get("error") \
+            else "ok"
+        print(f"{name:28s} {outcome['seconds']:7.1f} s  {state}")
+    print(f"results: {arguments.json}; figures: {', '.join(results['figures']) or 'none'}")
+
+
+if __name__ == "__main__":
+    main()
