@@ -9,14 +9,14 @@ Public API::
         sidecar_pools=(),                # SidecarPool(name, host_pool, hit_policy, window_pages, kv_derived)
         rank_group=None,                 # RankGroup (LocalRankGroup when None)
         batch_size=STORAGE_BATCH_SIZE,   # pages per storage call (CTL-2)
-        prefetch_threshold=256,          # tokens; below it a prefetch is revoked (CTL-3)
-        prefetch_timeout_base=2.0, prefetch_timeout_per_ki_token=0.1, prefetch_timeout_max=30.0,  # CTL-10
+        prefetch_threshold=256,          # tokens; shorter spans are declined, shorter hits revoked (CTL-3)
+        prefetch_timeout_base=1.0, prefetch_timeout_per_ki_token=0.25, prefetch_timeout_max=None,  # CTL-14
         pass_prefix_keys=False,          # the prefix metadata feature (PFX-1)
         call_deadline=30.0,              # seconds before a hung backend call is abandoned (CTL-11); None: never
         clock=time.monotonic,            # the policies' clock; inject one in tests
         on_ack=None,                     # on_ack(operation, ack), from the IO thread
         on_backup_done=None,             # on_backup_done(operation), from the backup thread
-        register_host_pools=True,        # call register_mem_pool_host / register_mem_host_pool_v2 (BE-24)
+        register_host_pools=True,        # register_mem_pool_host / _v2, then on_host_pools_registered (BE-24, BE-27)
     )
     operation = controller.prefetch(token_ids, prior_key=None, prefix_keys=None,
                                     policy="best_effort", operation_id=None)
@@ -39,20 +39,28 @@ the root), and the call whose first key is ``keys[start]`` gets the prefix
 followed by ``keys[:start]`` (PFX-2, PFX-4), built as a new immutable value
 (PFX-5). The prefetch prefix holds the anchor's own pages (PFX-10), so its
 last key is the ``prior_key`` of the key chain (KEY-3). Sidecar v2 reads and
-v2 writes carry the operation-level prefix (PFX-9).
+writes are one call per trailing-length group, each carrying the prefix that
+joins its keys (PFX-9, ``plan_sidecar_groups``), as SGLang 0.5.21+ does.
 
 Prefetch, step by step (each a method a subclass may override):
 
-1. hit query (``_hit_query``: ``_hit_query_v1`` slice by slice,
-   ``_exists_slice``, stopping after the first slice not fully hit, CTL-1;
-   ``_hit_query_v2``, one ``batch_exists_v2`` over the chain when there are
-   sidecar pools); a terminated operation queries nothing and counts 0;
+1. hit query (``_hit_query``), as SGLang 0.5.23: a span shorter than
+   max(prefetch_threshold, page_size) tokens is declined before any query
+   (``_span_worth_querying``, CTL-3); else one unbatched call over the whole
+   chain (CTL-1): ``_hit_query_v1`` (``batch_exists``) or, with sidecar
+   pools, ``_hit_query_v2`` (``batch_exists_v2``, whose restorable lengths
+   and per-pool boundaries are kept); a terminated operation queries nothing
+   and counts 0;
 2. host allocation for this rank's hit when it reaches the threshold
    (``_allocate``); when host memory is short the rank counts 0, so the
    agreement revokes the operation everywhere (CTL-3);
-3. agreement (``_agree_hit``): MIN over ranks, exactly once (RANK-1); the
-   keys are cut to it and the surplus slots freed (RANK-2, CTL-12); below
-   the threshold the operation is revoked (``_is_worth_prefetching``, CTL-3);
+3. agreement (``_agree_hit``): one MIN all-reduce of a packed vector,
+   exactly once (RANK-1, RANK-5): the hit, or with a TRAILING_PAGES pool one
+   restorable flag per prefix length (RANK-6, the agreed hit being the
+   largest length every rank restores), then every sidecar pool's own
+   boundary; the keys are cut to it and the surplus slots freed (RANK-2,
+   CTL-12); below the threshold the operation is revoked
+   (``_is_worth_prefetching``, CTL-3);
 4. IO (``_load_kv``): per slice of the agreed keys, ``_read_slice`` reads KV
    (``_read_kv_slice``, ``batch_get_v1``) and the KV-derived sidecars
    (``_read_derived_slice``, ``batch_get_v2``) with the same extra info
@@ -63,22 +71,26 @@ Prefetch, step by step (each a method a subclass may override):
    ``_emit_ack``; CTL-5, RANK-3, RANK-4);
 5. when KV fully completed, the other sidecars are read once
    (``_load_sidecars`` → ``_read_sidecars``; windows re-aligned to the
-   agreed hit by ``_sidecar_window``, HYB-3; in ``batch_get_v2`` calls of at
-   most ``batch_size`` keys per pool by ``_read_sidecar_parts``, CTL-2;
+   agreed hit by ``_sidecar_window``, HYB-3; one ``batch_get_v2`` per
+   trailing-length group by ``_read_sidecar_parts``, CTL-2, PFX-9;
    all-or-nothing by ``_sidecar_read_succeeded``, HYB-4), agreed per pool and
    acked (HYB-2);
 6. always a final ack (``_finish_prefetch``), after the unloaded slots were
    freed (``_free_host_slots``; CTL-6, CTL-12). The final ack's ``tokens`` is the last agreed
    progress; a failed sidecar read shows as pool hits of 0 and an ``error``.
 
-Backup (``_run_backup``): sidecars first in one ``batch_set_v2`` per slice
-of at most ``batch_size`` keys (``_write_sidecars``, HYB-5), then KV slice by
-slice (``_write_slice``, ``batch_set_v1``), a slice counting only if every
-page succeeded, stopping at the first failed slice (CTL-7); never cancelled
-(CTL-13). With replicated KV (``is_mla_model``) only TP rank 0 writes
-(``_writes_kv``, sidecars included); every
-rank agrees on the outcome (``_agree_backup``: MIN, where a rank that does
-not write offers the whole operation, CTL-8).
+Backup (``_run_backup``): sidecars first in one ``batch_set_v2`` per
+trailing-length group over the whole span (``_write_sidecars``, HYB-5,
+PFX-9), then KV slice by slice (``_write_slice``, ``batch_set_v1``), a slice
+counting only if every page succeeded, stopping at the first failed slice
+(CTL-7); never cancelled (CTL-13). With replicated KV (``is_mla_model``)
+only the storage writer (tp_rank == dcp_rank, ``_writes_kv``) writes KV and
+the replicated sidecars; every rank writes the rank-sharded ones (MAMBA,
+``_writes_sidecar``, CTL-8). A non-writer's own outcome is the whole span
+iff it wrote at least one sidecar and all succeeded (CTL-15,
+``local_completed_tokens``); every rank agrees on the outcome
+(``_agree_backup``: MIN, where a non-writer offers the whole operation unless
+one of its sidecar writes failed).
 
 Robustness (CTL-11): backend calls go through ``BackendCaller`` (exceptions
 and missed deadlines become failures at that slice) and the ``confirmed_*``
@@ -93,8 +105,9 @@ ack is emitted whatever happened.
 Decisions the clauses leave open, documented in docs/controller.md: a rank
 short of host memory offers a hit of 0; a rank below the threshold
 allocates nothing but offers its true hit; termination is agreed through
-the ack reduction; the hybrid hit query is one ``batch_exists_v2`` over the
-whole chain (CTL-2's exception).
+the ack reduction; the prefetch timeout runs from submission (SGLang starts
+it at the first blocked admission poll, which the reference has not); the
+agreed backup outcome is the writer's.
 """
 
 from __future__ import annotations
@@ -134,19 +147,29 @@ from hicache_reference.calls import (
 )
 from hicache_reference.operations import BackupOperation, PrefetchOperation
 from hicache_reference.policies import PREFETCH_POLICIES, TimeoutSettings, compute_deadline, is_terminated
-from hicache_reference.rank_group import LocalRankGroup, RankGroup
+from hicache_reference.rank_group import LocalRankGroup, RankGroup, all_reduce_min_vector
 from hicache_spec import (
     DEFAULT_PREFETCH_THRESHOLD_TOKENS,
     DEFAULT_PREFETCH_TIMEOUT_BASE,
     DEFAULT_PREFETCH_TIMEOUT_MAX,
     DEFAULT_PREFETCH_TIMEOUT_PER_KI_TOKEN,
     STORAGE_BATCH_SIZE,
+    agree_restorable_hit_pages,
     compute_backup_progress,
     compute_key_chain,
+    compute_non_writer_backup_tokens,
+    compute_restorable_flags,
     compute_trailing_window,
+    is_prefetch_span_long_enough,
     is_prefetch_worth_it,
+    is_storage_writer,
     plan_batches,
+    plan_sidecar_groups,
+    writes_pool,
 )
+
+_NO_POOL_VERDICT = -1
+"""The packed agreement's value for a pool without a verdict on a rank (RANK-5)."""
 
 __all__ = ["CacheController", "SidecarPool"]
 
@@ -221,7 +244,7 @@ class CacheController:
         prefetch_threshold: int = DEFAULT_PREFETCH_THRESHOLD_TOKENS,
         prefetch_timeout_base: float = DEFAULT_PREFETCH_TIMEOUT_BASE,
         prefetch_timeout_per_ki_token: float = DEFAULT_PREFETCH_TIMEOUT_PER_KI_TOKEN,
-        prefetch_timeout_max: float = DEFAULT_PREFETCH_TIMEOUT_MAX,
+        prefetch_timeout_max: Optional[float] = DEFAULT_PREFETCH_TIMEOUT_MAX,
         pass_prefix_keys: bool = False,
         call_deadline: Optional[float] = DEFAULT_CALL_DEADLINE,
         clock: Callable[[], float] = time.monotonic,
@@ -240,7 +263,7 @@ class CacheController:
         if isinstance(prefetch_threshold, bool) or not isinstance(prefetch_threshold, int) or prefetch_threshold < 0:
             raise _violation("prefetch_threshold", "must be an int >= 0", prefetch_threshold, "CTL-3")
         self.prefetch_threshold = prefetch_threshold
-        """Agreed hits below this many tokens are revoked (CTL-3)."""
+        """Spans below max(this, page_size) tokens are declined before any query; agreed hits below it revoked (CTL-3)."""
         self.timeout_settings = TimeoutSettings(prefetch_timeout_base, prefetch_timeout_per_ki_token,
                                                 prefetch_timeout_max)
         if not isinstance(pass_prefix_keys, bool):
@@ -292,7 +315,12 @@ class CacheController:
         return checked
 
     def _register_host_pools(self) -> None:
-        """Hand the host pools to the backend, once, before any IO. Clause: BE-24."""
+        """Hand the host pools to the backend, once, before any IO, then end the burst. Clauses: BE-24, BE-27.
+
+        ``on_host_pools_registered`` is called once after the burst, where the
+        backend has it (SGLang 0.5.23); a backend that raises from it fails the
+        construction, as it fails SGLang's attach.
+        """
         register = getattr(self.backend, "register_mem_pool_host", None)
         if callable(register):
             register(self.host_pool)
@@ -302,6 +330,9 @@ class CacheController:
                 register_v2(self.host_pool, PoolName.KV)
                 for pool in self.sidecar_pools:
                     register_v2(pool.host_pool, pool.name)
+        registered = getattr(self.backend, "on_host_pools_registered", None)
+        if callable(registered):
+            registered()  # BE-27
 
     @property
     def derived_pools(self) -> tuple[SidecarPool, ...]:
@@ -316,6 +347,10 @@ class CacheController:
     @property
     def tp_rank(self) -> int:
         return int(getattr(self.storage_config, "tp_rank", 0))
+
+    @property
+    def dcp_rank(self) -> int:
+        return int(getattr(self.storage_config, "dcp_rank", 0) or 0)
 
     @property
     def is_replicated_kv(self) -> bool:
@@ -578,8 +613,13 @@ class CacheController:
     # ================================================================ prefetch: hit query and agreement
     def _run_hit_query_stage(self, operation: PrefetchOperation) -> None:
         """Query, allocate, agree, cut, and revoke if not worth it (CTL-1, CTL-3, RANK-1, RANK-2)."""
+        operation.local_restorable = None
+        operation.local_pool_hits = {}
         if self._should_terminate(operation):
             local_hit = 0  # RANK-1: a terminated operation still takes part in the agreement
+        elif not self._span_worth_querying(operation):
+            local_hit = 0  # CTL-3: declined before any query; every rank declines alike
+            operation.declined = True
         else:
             local_hit = self._hit_query(operation)
         operation.local_hit_pages = local_hit
@@ -596,11 +636,18 @@ class CacheController:
             slots = slots[: agreed * self.page_size]
         operation.host_indices = slots
         if not self._is_worth_prefetching(operation, agreed):  # CTL-3
-            self._revoke(operation, f"agreed hit of {agreed * self.page_size} tokens is below the threshold "
-                                    f"of {self.prefetch_threshold}" if agreed else "miss")
+            if getattr(operation, "declined", False):
+                reason = (f"span of {len(operation.keys) * self.page_size} tokens is below the threshold of "
+                          f"{max(self.prefetch_threshold, self.page_size)}; declined before any query")
+            elif agreed:
+                reason = f"agreed hit of {agreed * self.page_size} tokens is below the threshold of {self.prefetch_threshold}"
+            else:
+                reason = "miss"
+            self._revoke(operation, reason)
             return
-        operation.deadline = compute_deadline(operation.submitted_at, agreed * self.page_size,
-                                              self.timeout_settings)  # CTL-10
+        # CTL-14: the wait budget follows the requested span, not the hit.
+        operation.deadline = compute_deadline(operation.submitted_at, len(operation.keys) * self.page_size,
+                                              self.timeout_settings)
 
     def _hit_query(self, operation: PrefetchOperation) -> int:
         """Return this rank's hit in pages: v2 when there are sidecar pools, else v1. Clauses: CTL-1, BE-21."""
@@ -608,15 +655,16 @@ class CacheController:
             return self._hit_query_v2(operation)
         return self._hit_query_v1(operation)
 
+    def _span_worth_querying(self, operation: PrefetchOperation) -> bool:
+        """Whether the span reaches max(prefetch_threshold, page_size) tokens; shorter ones get no query. Clause: CTL-3."""
+        return is_prefetch_span_long_enough(len(operation.keys) * self.page_size, self.prefetch_threshold,
+                                            self.page_size)
+
     def _hit_query_v1(self, operation: PrefetchOperation) -> int:
-        """Query slice by slice; stop after the first slice not fully hit. Clauses: CTL-1, CTL-2."""
-        hit = 0
-        for slice_index, (start, end) in enumerate(plan_batches(len(operation.keys), self.batch_size)):
-            found = self._exists_slice(operation, slice_index, start, end)
-            hit += found
-            if found < end - start:  # CTL-1
-                break
-        return hit
+        """Query the whole chain in one ``batch_exists``, unsliced, as SGLang 0.5.21+ does. Clause: CTL-1."""
+        if not operation.keys:
+            return 0
+        return self._exists_slice(operation, 0, 0, len(operation.keys))
 
     def _exists_slice(self, operation: PrefetchOperation, slice_index: int, start: int, end: int) -> int:
         """Return the leading hit of one slice, as the backend confirms it. Clauses: PFX-2, PFX-7, CTL-11."""
@@ -632,7 +680,22 @@ class CacheController:
             return 0
         outcome = self.caller.call("batch_exists_v2", keys, self._exists_transfers(operation),
                                    self._extra_info_for_slice(operation, 0), quiescence=operation.quiescence)
-        return confirmed_kv_hit(outcome.result, len(keys)) if outcome.returned else 0
+        if not outcome.returned:
+            return 0
+        hit = confirmed_kv_hit(outcome.result, len(keys))
+        restorable = getattr(outcome.result, "restorable_prefix_pages", None)
+        if restorable is not None:
+            try:
+                operation.local_restorable = tuple(int(length) for length in restorable)  # RANK-6
+            except (TypeError, ValueError):
+                operation.local_restorable = ()  # CTL-11: a malformed set restores nothing beyond 0
+        entries = getattr(outcome.result, "extra_pool_hit_pages", None)
+        if callable(getattr(entries, "get", None)):  # a dict, or the models' read-only mapping
+            for pool in self.sidecar_pools:
+                value = entries.get(pool.name, entries.get(pool.name.value))
+                if type(value) is int and 0 <= value <= len(keys):
+                    operation.local_pool_hits[pool.name.value] = value  # RANK-5: the pool's own boundary
+        return hit
 
     def _exists_transfers(self, operation: PrefetchOperation) -> list[PoolTransfer]:
         """The sidecar part of the v2 hit query: ALL_PAGES pools name the chain, TRAILING_PAGES pools N keys (HYB-7)."""
@@ -650,8 +713,31 @@ class CacheController:
         return self.host_pool.alloc(pages)
 
     def _agree_hit(self, operation: PrefetchOperation, local_hit: int) -> int:
-        """All-reduce the hit with MIN, exactly once per operation. Clauses: RANK-1, RANK-2."""
-        return self._hit_group.all_reduce_min(local_hit)
+        """Agree on the hit in one MIN all-reduce of a packed vector, exactly once per operation. Clauses: RANK-1, RANK-2, RANK-5, RANK-6.
+
+        The vector holds the hit (or, when any pool is TRAILING_PAGES, one
+        restorable flag per prefix length of the span), then every sidecar
+        pool's own boundary (-1: no verdict). The agreed boundaries are kept
+        in ``operation.agreed_pool_hits``.
+        """
+        trailing = any(pool.is_trailing for pool in self.sidecar_pools)
+        span = len(operation.keys)
+        if trailing:
+            head = tuple(int(flag) for flag in compute_restorable_flags(
+                local_hit, getattr(operation, "local_restorable", None), span))  # RANK-6
+        else:
+            head = (local_hit,)
+        local_pools = getattr(operation, "local_pool_hits", {})
+        names = [pool.name.value for pool in self.sidecar_pools]
+        packed = head + tuple(local_pools.get(name, _NO_POOL_VERDICT) for name in names)
+        reduced = all_reduce_min_vector(self._hit_group, packed)  # RANK-5: one collective
+        operation.agreed_pool_hits = {
+            name: value for name, value in zip(names, reduced[len(head):]) if value != _NO_POOL_VERDICT
+        }
+        if not trailing:
+            return int(reduced[0])
+        flags = tuple(bool(flag) for flag in reduced[: len(head)])
+        return agree_restorable_hit_pages((flags,))
 
     def _is_worth_prefetching(self, operation: PrefetchOperation, agreed_pages: int) -> bool:
         """Whether the agreed hit reaches the threshold. Clause: CTL-3."""
@@ -809,25 +895,35 @@ class CacheController:
         return {pool.name.value: hit_pages for pool in self.separate_pools}
 
     def _read_sidecar_parts(self, operation: PrefetchOperation, transfers: list[PoolTransfer]) -> bool:
-        """Read the transfers in ``batch_get_v2`` calls of at most ``batch_size`` keys per transfer. Clauses: CTL-2, HYB-4, PFX-9.
+        """Read the transfers in one ``batch_get_v2`` per trailing-length group, unsliced. Clauses: CTL-2, HYB-2, HYB-4, PFX-9.
 
-        Call ``k`` holds the pages ``[k * batch_size, (k + 1) * batch_size)``
-        of every transfer that long (``_transfer_part``): an ALL_PAGES
-        window starts at the operation's first page, so its calls start at
-        multiples of ``batch_size`` of the operation. One call when every
-        window holds at most ``batch_size`` pages, as the sidecar writes
-        (HYB-5). All or nothing: True only if every call returned every pool
-        with every page True; the first call that does not stops the read.
+        The span is the agreed hit; each group's extra info carries the
+        operation's prefix followed by the span up to its transfers' first key
+        (``plan_sidecar_groups``). All or nothing: True only if every call
+        returned every pool with every page True; the first call that does
+        not stops the read.
         """
-        extra_info = self._extra_info_for_slice(operation, 0)  # PFX-9: the operation-level prefix, every call
-        longest = max((len(transfer.keys) for transfer in transfers), default=0)
-        for start, end in plan_batches(longest, self.batch_size):  # CTL-2
-            part = [self._transfer_part(transfer, start, end) for transfer in transfers if len(transfer.keys) > start]
-            outcome = self.caller.call("batch_get_v2", part, extra_info, quiescence=operation.quiescence)
+        for extra_info, group in self._sidecar_groups(operation, operation.keys[: operation.hit_pages], transfers):
+            outcome = self.caller.call("batch_get_v2", group, extra_info, quiescence=operation.quiescence)
             self._note_failure(operation, outcome)
-            if not self._sidecar_read_succeeded(outcome, part):  # HYB-4
+            if not self._sidecar_read_succeeded(outcome, group):  # HYB-4
                 return False
         return True
+
+    def _sidecar_groups(self, operation: Union[PrefetchOperation, BackupOperation], span: Sequence[str],
+                        transfers: list[PoolTransfer]) -> list[tuple[HiCacheStorageExtraInfo, list[PoolTransfer]]]:
+        """Group sidecar transfers by the span keys they cover, each with its own extra info. Clauses: PFX-9, PFX-2, PFX-5.
+
+        A transfer covers the span up to its first key: ``len(span)`` minus its
+        key count, SGLang's rule for the trailing keys it sends.
+        """
+        counts = tuple(min(len(transfer.keys), len(span)) for transfer in transfers)
+        groups = plan_sidecar_groups(None if not self.pass_prefix_keys else (), tuple(span), counts)
+        planned = []
+        for prefix, members in groups:
+            covered = 0 if prefix is None else len(prefix)  # prefix = () + span[:covered]
+            planned.append((self._extra_info_for_slice(operation, covered), [transfers[i] for i in members]))
+        return planned
 
     def _sidecar_read_succeeded(self, outcome: CallOutcome, transfers: list[PoolTransfer]) -> bool:
         """Whether every pool is present in the result with every page True. Clause: HYB-4."""
@@ -880,27 +976,35 @@ class CacheController:
         """Write sidecars, then KV slice by slice; agree on the outcome. Clauses: CTL-7, CTL-8, CTL-13, HYB-5."""
         slices = plan_batches(len(operation.keys), self.batch_size)
         total_tokens = len(operation.keys) * self.page_size
-        if self._writes_kv():
-            operation.wrote_kv = True
-            slice_ok: list[bool] = []
-            if self._write_sidecars(operation):  # HYB-5: sidecars first
-                for slice_index, (start, end) in enumerate(slices):
-                    ok = self._write_slice(operation, slice_index, start, end)
-                    slice_ok.append(ok)
-                    if not ok:  # CTL-7: stop at the first failed slice
-                        break
-            local = compute_backup_progress(tuple(end - start for start, end in slices), tuple(slice_ok),
-                                            self.page_size) if slice_ok else 0
-            if not slices:
-                local = 0
-        else:
-            local = total_tokens  # CTL-8: this rank does not write; the writer's outcome is the minimum
+        if not self._writes_kv():
+            # CTL-8, CTL-15: a non-writer writes only the rank-sharded sidecars and no KV.
+            outcomes: list[bool] = []
+            written = self._write_sidecars(operation, outcomes)
+            operation.local_completed_tokens = compute_non_writer_backup_tokens(
+                tuple(outcomes), len(operation.keys), self.page_size)
+            offered = total_tokens if written else 0  # the agreed outcome is the writer's, unless ours failed
+            operation.completed_tokens = self._agree_backup(operation, offered)
+            return
+        operation.wrote_kv = True
+        slice_ok: list[bool] = []
+        if self._write_sidecars(operation):  # HYB-5: sidecars first
+            for slice_index, (start, end) in enumerate(slices):
+                ok = self._write_slice(operation, slice_index, start, end)
+                slice_ok.append(ok)
+                if not ok:  # CTL-7: stop at the first failed slice
+                    break
+        local = compute_backup_progress(tuple(end - start for start, end in slices), tuple(slice_ok),
+                                        self.page_size) if slice_ok else 0
         operation.local_completed_tokens = local
         operation.completed_tokens = self._agree_backup(operation, local)
 
     def _writes_kv(self) -> bool:
-        """Whether this rank writes: every rank, or only TP rank 0 when KV is replicated. Clause: CTL-8."""
-        return not self.is_replicated_kv or self.tp_rank == 0
+        """Whether this rank is the storage writer: every rank, or tp_rank == dcp_rank when KV is replicated. Clause: CTL-8."""
+        return is_storage_writer(self.is_replicated_kv, self.tp_rank, self.dcp_rank)
+
+    def _writes_sidecar(self, transfer: PoolTransfer) -> bool:
+        """Whether this rank writes a sidecar: the writer all, other ranks the rank-sharded ones (MAMBA). Clause: CTL-8."""
+        return writes_pool(transfer.name.value, self._writes_kv())
 
     def _write_slice(self, operation: BackupOperation, slice_index: int, start: int, end: int) -> bool:
         """``batch_set_v1`` of one slice; True only if every page succeeded. Clauses: CTL-7, CTL-11, PFX-2, PFX-7."""
@@ -922,25 +1026,28 @@ class CacheController:
         ]
         return derived + list(operation.sidecar_transfers)
 
-    def _write_sidecars(self, operation: BackupOperation) -> bool:
-        """Write every sidecar before KV, in ``batch_set_v2`` calls of at most ``batch_size`` keys per transfer. Clauses: HYB-5, HYB-4, PFX-9, CTL-2.
+    def _write_sidecars(self, operation: BackupOperation, outcomes: Optional[list] = None) -> bool:
+        """Write this rank's sidecars before KV, one ``batch_set_v2`` per trailing-length group over the whole span. Clauses: HYB-5, HYB-4, PFX-9, CTL-2, CTL-8.
 
-        One call when every transfer holds at most ``batch_size`` keys. All
-        or nothing: True only if every pool is present with every page True.
+        All or nothing: True only if every pool is present with every page
+        True. ``outcomes`` receives, per transfer written, whether it fully
+        succeeded (CTL-15).
         """
-        transfers = self._backup_sidecar_transfers(operation)
+        transfers = [transfer for transfer in self._backup_sidecar_transfers(operation) if self._writes_sidecar(transfer)]
         if not transfers:
             return True
-        longest = max(len(transfer.keys) for transfer in transfers)
-        extra_info = self._extra_info_for_slice(operation, 0)  # PFX-9: the operation-level prefix
-        for start, end in plan_batches(longest, self.batch_size):
-            part = [self._transfer_part(transfer, start, end) for transfer in transfers if len(transfer.keys) > start]
-            outcome = self.caller.call("batch_set_v2", part, extra_info, quiescence=operation.quiescence)
+        for extra_info, group in self._sidecar_groups(operation, operation.keys, transfers):
+            outcome = self.caller.call("batch_set_v2", group, extra_info, quiescence=operation.quiescence)
             if not outcome.returned:
                 operation.error = operation.error or outcome.error
+                if outcomes is not None:
+                    outcomes.extend(False for _ in group)
                 return False
-            if not all(confirmed_pool_pages(outcome.result, transfer.name, len(transfer.keys)) == len(transfer.keys)
-                       for transfer in part):  # HYB-4
+            oks = [confirmed_pool_pages(outcome.result, transfer.name, len(transfer.keys)) == len(transfer.keys)
+                   for transfer in group]  # HYB-4
+            if outcomes is not None:
+                outcomes.extend(oks)
+            if not all(oks):
                 operation.error = operation.error or "sidecar write failed"
                 return False
         return True

@@ -107,10 +107,18 @@ class PrefetchOperation:
         """The controller clock when the prefetch was submitted; the timeout counts from here."""
         self.local_hit_pages: Optional[int] = None
         """This rank's hit before agreement."""
+        self.local_restorable: Optional[tuple[int, ...]] = None
+        """The restorable prefix lengths this rank's backend reported (None: 1..hit; RANK-6, BE-26)."""
+        self.local_pool_hits: dict[str, int] = {}
+        """Each sidecar pool's own boundary as this rank's backend reported it (RANK-5)."""
+        self.agreed_pool_hits: dict[str, int] = {}
+        """Each pool's boundary agreed by every rank; a pool any rank left out is absent (RANK-5)."""
+        self.declined = False
+        """Whether the span was too short to query at all (CTL-3)."""
         self.hit_pages: Optional[int] = None
         """The hit agreed by every rank (RANK-1); the keys are cut to it (RANK-2)."""
         self.deadline: Optional[float] = None
-        """When the timeout policy gives up (CTL-10); set once the hit is agreed."""
+        """When the timeout policy gives up (CTL-14: from the requested span); set once the hit is agreed."""
         self.revoked = False
         """Whether the prefetch was revoked before IO (CTL-3)."""
         self.revoke_reason: Optional[str] = None
@@ -228,9 +236,9 @@ class BackupOperation:
         self.completed_tokens: Optional[int] = None
         """Tokens backed up, agreed across ranks (CTL-7, CTL-8); None until done."""
         self.local_completed_tokens: Optional[int] = None
-        """Tokens this rank wrote (or, on a rank that does not write replicated KV, the whole operation)."""
+        """Tokens this rank completed: its KV writes, or on a non-writer the whole span iff it wrote sidecars and all succeeded (CTL-15)."""
         self.wrote_kv = False
-        """Whether this rank issued KV writes (False on TP ranks > 0 with replicated KV, CTL-8)."""
+        """Whether this rank issued KV writes (False on ranks that are not the storage writer, CTL-8)."""
         self.error: Optional[str] = None
         self.quiescence = _Quiescence()
         self._done = threading.Event()

@@ -1,11 +1,13 @@
-"""Prefetch policies: when a prefetch stops early (CTL-9, CTL-10).
+"""Prefetch policies: when a prefetch stops early (CTL-9, CTL-14).
 
 ``best_effort``    terminate as soon as the scheduler asks
 ``wait_complete``  never terminate early; a request to terminate is ignored
 ``timeout``        terminate once the prefetch timeout has passed since the
-                   operation was submitted (CTL-10: computed from the agreed
-                   hit, so it is known from the start of IO); a request to
-                   terminate before then is ignored
+                   operation was submitted (CTL-14, SGLang 0.5.21+: base plus
+                   per_ki_token per 1024 tokens of the requested span, no
+                   maximum unless one is given, CTL-10's 0.5.20 cap); a
+                   request to terminate before then is ignored; once KV has
+                   landed a deadline no longer cuts the prefetch
 
 Termination is checked before each slice is read; a slice already being read
 completes. What one rank decides, every rank follows: the progress acks are
@@ -26,24 +28,26 @@ PREFETCH_POLICIES: tuple[str, ...] = ("best_effort", "wait_complete", "timeout")
 
 
 class TimeoutSettings:
-    """The three numbers of the prefetch timeout (CTL-10), in seconds."""
+    """The numbers of the prefetch timeout (CTL-14; ``maximum`` None: no cap, CTL-10's 0.5.20 cap otherwise), in seconds."""
 
     __slots__ = ("base", "per_ki_token", "maximum")
 
-    def __init__(self, base: float, per_ki_token: float, maximum: float) -> None:
+    def __init__(self, base: float, per_ki_token: float, maximum: Optional[float] = None) -> None:
         for name, value in (("base", base), ("per_ki_token", per_ki_token), ("maximum", maximum)):
+            if name == "maximum" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
                 raise ValueError(f"CacheController.prefetch_timeout_{name}: must be a number >= 0 (got {value!r})")
         self.base = float(base)
         self.per_ki_token = float(per_ki_token)
-        self.maximum = float(maximum)
+        self.maximum = None if maximum is None else float(maximum)
 
     def __repr__(self) -> str:
         return f"TimeoutSettings(base={self.base}, per_ki_token={self.per_ki_token}, maximum={self.maximum})"
 
 
 def compute_deadline(start: float, tokens: int, settings: TimeoutSettings) -> float:
-    """Return when a prefetch of ``tokens`` agreed tokens submitted at ``start`` times out. Clause: CTL-10."""
+    """Return when a prefetch of ``tokens`` requested tokens submitted at ``start`` times out. Clauses: CTL-10, CTL-14."""
     return start + compute_prefetch_timeout(tokens, settings.base, settings.per_ki_token, settings.maximum)
 
 

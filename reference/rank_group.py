@@ -18,6 +18,11 @@ every rank (operations are submitted in the same order everywhere).
 Channels must be opened in the same order on every rank: the controller
 opens them in its constructor.
 
+The hit agreement of SGLang 0.5.22+ is one MIN all-reduce of a packed
+vector (RANK-5, RANK-6): ``all_reduce_min_vector(group, values)`` uses a
+group's own ``all_reduce_min_vector`` when it has one (every implementation
+here does: one collective) and otherwise reduces element by element.
+
 Implementations:
 
 - ``LocalRankGroup``: one rank; the reduction returns its input.
@@ -41,6 +46,7 @@ from typing import Any, Optional, Protocol, runtime_checkable
 import torch
 
 __all__ = [
+    "all_reduce_min_vector",
     "LocalRankGroup",
     "RankAgreementError",
     "RankGroup",
@@ -76,6 +82,14 @@ class RankGroup(Protocol):
         ...
 
 
+def all_reduce_min_vector(group: Any, values: "tuple[int, ...]") -> "tuple[int, ...]":
+    """Return the element-wise minimum of ``values`` over the group's ranks: one collective where the group has one. Clause: RANK-5."""
+    reduce = getattr(group, "all_reduce_min_vector", None)
+    if callable(reduce):
+        return tuple(int(value) for value in reduce(tuple(values)))
+    return tuple(group.all_reduce_min(int(value)) for value in values)
+
+
 class LocalRankGroup:
     """A group of one: every reduction returns its input."""
 
@@ -85,6 +99,10 @@ class LocalRankGroup:
     def all_reduce_min(self, value: int) -> int:
         """Return ``value``: the minimum over one rank."""
         return int(value)
+
+    def all_reduce_min_vector(self, values: "tuple[int, ...]") -> "tuple[int, ...]":
+        """Return ``values``: the element-wise minimum over one rank."""
+        return tuple(int(value) for value in values)
 
     def channel(self, name: str) -> "LocalRankGroup":
         """Return a new group of one."""
@@ -102,11 +120,13 @@ class _Exchange:
         self._values = [0] * world_size
         self._timeout = timeout
 
-    def reduce_min(self, rank: int, value: int) -> int:
-        self._values[rank] = int(value)
+    def reduce_min(self, rank: int, value: Any) -> Any:
+        self._values[rank] = value
         try:
             self._barrier.wait(self._timeout)  # every rank has written
-            result = min(self._values)
+            values = list(self._values)
+            result = (tuple(min(column) for column in zip(*values)) if isinstance(values[0], tuple)
+                      else min(values))
             self._barrier.wait(self._timeout)  # every rank has read, before anyone writes again
         except threading.BrokenBarrierError:
             self._barrier.abort()
@@ -172,7 +192,11 @@ class ThreadRankGroup:
 
     def all_reduce_min(self, value: int) -> int:
         """Return the minimum of ``value`` over every rank of this channel."""
-        return self._hub.exchange(self._channel_name).reduce_min(self._rank, value)
+        return self._hub.exchange(self._channel_name).reduce_min(self._rank, int(value))
+
+    def all_reduce_min_vector(self, values: "tuple[int, ...]") -> "tuple[int, ...]":
+        """Return the element-wise minimum of ``values`` over every rank of this channel (one exchange)."""
+        return self._hub.exchange(self._channel_name).reduce_min(self._rank, tuple(int(v) for v in values))
 
     def channel(self, name: str) -> "ThreadRankGroup":
         """Return the channel ``name`` of this family, for this rank."""
@@ -234,6 +258,15 @@ class TorchDistributedRankGroup:
         except RuntimeError as error:
             raise RankAgreementError(f"TorchDistributedRankGroup.all_reduce_min: {error}") from error
         return int(tensor.item())
+
+    def all_reduce_min_vector(self, values: "tuple[int, ...]") -> "tuple[int, ...]":
+        """Return the element-wise minimum of ``values`` over the group's ranks, in one all-reduce."""
+        tensor = torch.tensor([int(value) for value in values], dtype=torch.int64, device=self._device)
+        try:
+            self._distributed.all_reduce(tensor, op=self._distributed.ReduceOp.MIN, group=self._group)
+        except RuntimeError as error:
+            raise RankAgreementError(f"TorchDistributedRankGroup.all_reduce_min_vector: {error}") from error
+        return tuple(int(value) for value in tensor.tolist())
 
     def channel(self, name: str) -> "TorchDistributedRankGroup":
         """Return a new group over the same ranks with the same backend."""

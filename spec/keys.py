@@ -52,6 +52,7 @@ def compute_namespace_seed(extra_key: Optional[str], cache_salt: Optional[str]) 
     Each part is 0x00 when absent, else 0x01, its UTF-8 length as 8 bytes
     little-endian, and its bytes; so absent, empty and joined parts differ.
 
+    raises: UnicodeEncodeError
     post: (extra_key is None and cache_salt is None) == (__return__ is None)
     post: __return__ is None or is_page_key(__return__)
     """
@@ -132,6 +133,8 @@ def compute_key_chain(
     pre: page_size >= 1
     pre: prior_key is None or is_page_key(prior_key)
     pre: not bigram or all(isinstance(t, int) for t in token_ids)
+    pre: all(0 <= w < 2 ** 63 for t in token_ids for w in ((t,) if isinstance(t, int) else t))
+    raises: UnicodeEncodeError
     post: len(__return__) == max(0, len(token_ids) - (1 if bigram else 0)) // page_size
     """
     logical = max(0, len(token_ids) - 1) if bigram else len(token_ids)

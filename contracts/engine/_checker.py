@@ -21,14 +21,17 @@ transfers are KV-derived):
 
 Other methods (get, set, exists, clear, get_stats, register_*) are not checked.
 
-Two readings where clauses meet (documented in docs/engines.md):
+How SGLang 0.5.23 calls backends, and so what the checker accepts:
 
-- the hybrid hit query is one ``batch_exists_v2`` over the whole chain
-  (CONTRACT.md §4.1): its pool fold (BE-21, HYB-7) is defined over the whole
-  chain, so the CTL-2 size limit is not applied to it;
-- HYB-5's "one batch_set_v2" is read together with CTL-2: a sidecar write of
-  more than batch_size pages per pool is split into as few calls as CTL-2
-  allows, all before the first KV write.
+- the hit query (CTL-1) is one call over the whole chain (``batch_exists_v2``
+  with the pool transfers, else ``batch_exists``) or slice by slice, stopping
+  after the first slice not fully hit; it is not held to CTL-2's size limit;
+- sidecar v2 reads and writes (HYB-2, HYB-5) are one call per trailing-length
+  group (``plan_sidecar_groups``), not sliced by batch_size; each call's
+  prefix joins its transfers' keys (PFX-9). A controller that instead splits
+  a long pool into batch_size parts (as few as CTL-2 needs) is accepted too;
+- KV reads, KV-derived reads and KV writes are the only calls sliced by
+  batch_size (CTL-2).
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ from hicache_spec import (
     plan_batches,
     prefix_before,
 )
+# PFX-9's grouping rule (hicache_spec.plan_sidecar_groups) is applied per call below: a call's
+# prefix is the operation's prefix followed by the chain up to its transfers' first key.
 from hicache_contracts.capabilities import EXTRA_INFO_METHODS
 from hicache_contracts.errors import ContractViolation
 from hicache_contracts.prefix_keys import PrefixKeys
@@ -256,11 +261,7 @@ class _Checker:
     def check_prefix_value(self, call: Any, kind: Optional[str]) -> None:
         received = call.prefix_keys
         if kind in (SIDECAR_READ, SIDECAR_WRITE):
-            self.check("PFX-9")
-            if received != self.initial:
-                self.fail("PFX-9", f"{kind} {call.method}: received a prefix of {_describe(received)}; sidecar "
-                          f"reads and v2 writes carry the operation-level prefix ({_describe(self.initial)})"
-                          f"{_first_difference(received, self.initial)}", call)
+            self.check_sidecar_prefix(call, kind, received)
             return
         offset = self.offsets.get(id(call))
         if offset is None and kind == HIT_QUERY and not call.all_keys:
@@ -278,6 +279,31 @@ class _Checker:
         self.fail("PFX-2", f"{kind} {call.method} at page {offset}: received a prefix of {_describe(received)}, "
                   f"expected the operation's prefix ({_describe(self.initial)}) followed by chain[:{offset}] "
                   f"= {_describe(expected)}{_first_difference(received, expected)}", call)
+
+    def check_sidecar_prefix(self, call: Any, kind: Optional[str], received: Any) -> None:
+        """PFX-9: a sidecar call's prefix is the operation's prefix followed by the chain before its transfers' keys."""
+        self.check("PFX-9")
+        starts = {}
+        for transfer in call.transfers or ():
+            keys = tuple(transfer.keys or ())
+            if not keys:
+                continue  # an empty transfer joins any prefix
+            start = self.position.get(keys[0])
+            if start is None or keys != self.chain[start:start + len(keys)]:
+                continue  # keys outside the chain are HYB-2/HYB-3 findings, not prefix ones
+            starts[start] = transfer.name
+        if len(starts) > 1:
+            self.fail("PFX-9", f"{kind} {call.method}: transfers whose keys start at pages {sorted(starts)} share "
+                      "one prefix, which cannot join all of them; one call per trailing-length group", call)
+            return
+        if not starts:
+            return
+        (start, name), = starts.items()
+        expected = prefix_before(self.initial, self.chain, start)
+        if received != expected:
+            self.fail("PFX-9", f"{kind} {call.method}: received a prefix of {_describe(received)}; transfer "
+                      f"{name!r} starts at page {start}, so its prefix is the operation's prefix followed by "
+                      f"chain[:{start}] = {_describe(expected)}{_first_difference(received, expected)}", call)
 
     def check_prefix_immutability(self) -> None:
         for call in self.calls:
@@ -324,8 +350,8 @@ class _Checker:
             counts = [len(call.keys)] if call.keys is not None else []
             counts += [len(transfer.keys) for transfer in call.transfers or () if transfer.keys is not None]
             largest = max(counts, default=0)
-            if call.method == "batch_exists_v2":
-                continue  # the hybrid hit query: one call over the whole chain, see the module docstring
+            if kind in (HIT_QUERY, SIDECAR_READ, SIDECAR_WRITE):
+                continue  # not sliced: the whole-chain hit query and the trailing-length groups (module docstring)
             if largest > self.batch_size:
                 self.fail("CTL-2", f"{kind} {call.method} carries {largest} keys, more than batch_size "
                           f"{self.batch_size}", call)
@@ -350,7 +376,7 @@ class _Checker:
                           f"{short_slice} was not fully hit", call)
                 continue
             if tuple(keys) != self.slice_keys(slice_index) and not (
-                call.method == "batch_exists_v2" and slice_index == 0 and tuple(keys) == self.chain
+                slice_index == 0 and tuple(keys) == self.chain  # one call over the whole chain
             ):
                 self.fail("CTL-1", f"hit query call {slice_index} asks for {_describe(keys)} at page "
                           f"{self.offsets.get(id(call))}; slice {slice_index} is pages "
@@ -449,12 +475,12 @@ class _Checker:
             for transfer in call.transfers or ():
                 keys_per_pool.setdefault(transfer.name, []).extend(transfer.keys or ())
                 policy_per_pool[transfer.name] = transfer.hit_policy
-        longest = max((len(set(keys)) for keys in keys_per_pool.values()), default=0)
-        needed = max(1, len(plan_batches(longest, self.batch_size)))
+        needed = self.sidecar_calls_allowed(keys_per_pool)
         for number, call in enumerate(sidecars):
             if number >= needed:
                 self.fail("HYB-2", f"sidecar read number {number + 1}: other sidecars are read once per prefetch "
-                          f"(in {needed} call(s), as CTL-2 splits the longest pool's pages)", call)
+                          f"(in {needed} call(s): one per trailing-length group, or as few as CTL-2 needs to "
+                          "split the longest pool)", call)
             if not kv_complete:
                 self.fail("HYB-2", "sidecar read although KV IO did not complete (a short slice, termination "
                           "or a partial read)", call)
@@ -474,6 +500,12 @@ class _Checker:
                           f"its window is pages [{start}, {end}), ending at the hit of {loaded_pages} pages",
                           sidecars[0])
 
+    def sidecar_calls_allowed(self, keys_per_pool: dict) -> int:
+        """How many sidecar v2 calls an operation may make: one per trailing-length group (PFX-9), or CTL-2's split."""
+        groups = len({len(set(keys)) for keys in keys_per_pool.values()})
+        longest = max((len(set(keys)) for keys in keys_per_pool.values()), default=0)
+        return max(1, groups, len(plan_batches(longest, self.batch_size)))
+
     def check_backup(self) -> None:
         """CTL-7, CTL-13, HYB-5."""
         writes = self.of_kind(KV_WRITE)
@@ -481,18 +513,23 @@ class _Checker:
         if sidecar_writes:
             self.check("HYB-5")
             first_kv = min((call.index for call in writes), default=None)
-            pages_per_pool: dict[Any, int] = {}
+            keys_per_pool: dict[Any, list] = {}
             for call in sidecar_writes:
                 for transfer in call.transfers or ():
-                    pages_per_pool[transfer.name] = pages_per_pool.get(transfer.name, 0) + len(transfer.keys or ())
-            needed = max(1, len(plan_batches(max(pages_per_pool.values(), default=0), self.batch_size)))
+                    keys_per_pool.setdefault(transfer.name, []).extend(transfer.keys or ())
+            needed = self.sidecar_calls_allowed(keys_per_pool)
             for number, call in enumerate(sidecar_writes):
                 if number >= needed:
-                    self.fail("HYB-5", f"sidecar write number {number + 1}: sidecars are written in one "
-                              f"batch_set_v2 (or {needed}, when CTL-2 splits the longest pool's pages)", call)
+                    self.fail("HYB-5", f"sidecar write number {number + 1}: sidecars are written in {needed} "
+                              "batch_set_v2 call(s): one per trailing-length group, or as few as CTL-2 needs to "
+                              "split the longest pool", call)
                 if first_kv is not None and call.index > first_kv:
                     self.fail("HYB-5", f"sidecar write after the KV write call #{first_kv}; sidecars go first",
                               call)
+            for name, keys in keys_per_pool.items():
+                if len(set(keys)) != len(keys):
+                    self.fail("HYB-5", f"sidecar pool {name!r} had a page written twice; each sidecar page is "
+                              "written once per backup", sidecar_writes[-1])
         if not writes:
             return
         self.check("CTL-7", "CTL-13")

@@ -71,17 +71,11 @@ class DerivedReadWithoutExtraInfoController(CacheController):
         return min(confirmed_pool_pages(outcome.result, pool.name, len(keys)) for pool in self.derived_pools)
 
 
-class WindowPrefixForSidecarsController(CacheController):
-    """PFX-9: sidecar reads carry a prefix contiguous with their trailing window, not the operation's prefix."""
+class OperationPrefixForSidecarsController(CacheController):
+    """PFX-9: every sidecar call carries the operation-level prefix, also a trailing window's (the old decision)."""
 
-    def _read_sidecars(self, operation: Any, hit_pages: int) -> dict:
-        start = min(self._sidecar_window(pool, hit_pages)[0] for pool in self.separate_pools)
-        original = operation.base_info
-        operation.base_info = original.extend(operation.keys[:start])  # the bug: a per-window prefix
-        try:
-            return super()._read_sidecars(operation, hit_pages)
-        finally:
-            operation.base_info = original
+    def _sidecar_groups(self, operation: Any, span: Any, transfers: list) -> list:
+        return [(operation.base_info, group) for _, group in super()._sidecar_groups(operation, span, transfers)]
 
 
 class HitQueryIgnoresShortSliceController(CacheController):

@@ -85,11 +85,17 @@ PLANTED = {
         "PFX-2", lambda: replace_call(_prefetch(), 4, prefix_keys=PREFIX + CHAIN[1:4])),
     "a hit query whose prefix repeats the slice before": (
         "PFX-2", lambda: replace_call(_prefetch(), 2, prefix_keys=PREFIX + CHAIN[:4])),
-    "a sidecar read with the window's prefix": (
+    "a sidecar read with the operation-level prefix": (
         "PFX-9", lambda: replace_call(_prefetch(hybrid=True), find(_prefetch(hybrid=True), "batch_get_v2", 0,
-                                                                   derived=False), prefix_keys=PREFIX + CHAIN[:8])),
-    "a v2 write with an extended prefix": (
+                                                                   derived=False), prefix_keys=PREFIX)),
+    "a v2 write whose prefix does not join its keys": (
         "PFX-9", lambda: replace_call(backup_trace(hybrid=True), 1, prefix_keys=PREFIX + CHAIN[:4])),
+    "a KV-derived v2 write with an extended prefix": (
+        "PFX-9", lambda: replace_call(backup_trace(hybrid=True), 0, prefix_keys=PREFIX + CHAIN[:1])),
+    "trailing groups merged into one call with one prefix": (
+        "PFX-9", lambda: replace_call(backup_trace(hybrid=True), 0, transfers=(
+            {"name": "indexer", "keys": CHAIN, "indices_from_pool": "kv"},
+            {"name": "swa", "keys": CHAIN[-2:], "hit_policy": "trailing_pages"}))),
     "a KV-derived read with the operation's prefix": (
         "PFX-8", lambda: replace_call(_prefetch(hybrid=True), _read(_prefetch(hybrid=True), 1, derived=True),
                                       prefix_keys=PREFIX)),
@@ -143,7 +149,11 @@ PLANTED = {
     "sidecars written after KV": (
         "HYB-5", lambda: move_call(backup_trace(hybrid=True), 0, 4)),
     "sidecars written in more calls than needed": (
-        "HYB-5", lambda: duplicate_call(backup_trace(hybrid=True), 2)),
+        "HYB-5", lambda: duplicate_call(duplicate_call(backup_trace(hybrid=True), 1), 1)),
+    "a sidecar page written twice": (
+        "HYB-5", lambda: duplicate_call(backup_trace(hybrid=True), 1)),
+    "whole-chain hit query goes on after a short answer": (
+        "CTL-1", lambda: replace_call(duplicate_call(_prefetch(whole_chain_query=True), 0), 0, result=7)),
     # ---- backup (CTL-7, CTL-13)
     "backup goes on after a failed slice": (
         "CTL-7", lambda: replace_call(backup_trace(), 0, result=[True, False, True, True])),

@@ -46,7 +46,7 @@ def test_a_planted_trace_gives_the_same_verdict_from_json():
     outcome, document = recorded_document(Scenario("prefetch", 300, "anchor"), planted.InPlacePrefixController)
     live = outcome.check()
     from_file = check_operation(load_trace(document.model_dump_json()).operations[0])
-    assert live.violated == from_file.violated == ("PFX-2", "PFX-5")
+    assert live.violated == from_file.violated == ("PFX-5",)
     assert [str(violation) for violation in live.violations] == [str(violation) for violation in from_file.violations]
 
 

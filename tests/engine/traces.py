@@ -46,10 +46,17 @@ class _Calls:
         self.calls.append(TraceCall(index=len(self.calls), method=method, **fields))
 
 
-def prefetch_trace(prefix: str = "anchor", *, hybrid: bool = False, **operation: Any) -> TraceOperation:
-    """A conforming prefetch of the whole chain: hit query, reads (and sidecars), acks."""
+def prefetch_trace(prefix: str = "anchor", *, hybrid: bool = False, whole_chain_query: bool = False,
+                   **operation: Any) -> TraceOperation:
+    """A conforming prefetch of the whole chain: hit query, reads (and sidecars), acks.
+
+    The plain hit query is slice by slice unless ``whole_chain_query`` (SGLang 0.5.21+: one
+    ``batch_exists`` over the chain); the hybrid one is always one ``batch_exists_v2``.
+    """
     calls = _Calls(PREFIXES[prefix])
-    if hybrid:
+    if whole_chain_query and not hybrid:
+        calls.add("batch_exists", keys=CHAIN, result=len(CHAIN), **calls.info(0))
+    elif hybrid:
         calls.add("batch_exists_v2", keys=CHAIN, transfers=(
             TraceTransfer(name="indexer", keys=CHAIN, indices_from_pool="kv"),
             TraceTransfer(name="swa", keys=CHAIN[-SWA_WINDOW:], hit_policy="trailing_pages"),
@@ -69,7 +76,7 @@ def prefetch_trace(prefix: str = "anchor", *, hybrid: bool = False, **operation:
     if hybrid:
         calls.add("batch_get_v2", transfers=(
             TraceTransfer(name="swa", keys=CHAIN[-SWA_WINDOW:], hit_policy="trailing_pages"),
-        ), result={"swa": [True] * SWA_WINDOW}, **calls.info(None))
+        ), result={"swa": [True] * SWA_WINDOW}, **calls.info(len(CHAIN) - SWA_WINDOW))  # PFX-9: joins its keys
         acks.append(PoolHitsAck(operation_id="op", pool_hits={"swa": 10}))
     acks.append(FinalAck(operation_id="op", tokens=10 * PAGE_SIZE))
     fields = dict(operation_id="op", chain=CHAIN, prefix_keys=PREFIXES[prefix], batch_size=BATCH,
@@ -79,19 +86,19 @@ def prefetch_trace(prefix: str = "anchor", *, hybrid: bool = False, **operation:
 
 
 def backup_trace(prefix: str = "anchor", *, hybrid: bool = False, **operation: Any) -> TraceOperation:
-    """A conforming backup of the whole chain: sidecars first (hybrid), then KV slice by slice."""
+    """A conforming backup of the whole chain: sidecars first (hybrid), then KV slice by slice.
+
+    Sidecars as SGLang 0.5.23 writes them: one ``batch_set_v2`` per trailing-length group over the
+    whole span, each with the prefix that joins its keys (PFX-9, HYB-5).
+    """
     calls = _Calls(PREFIXES[prefix])
     if hybrid:
         calls.add("batch_set_v2", transfers=(
-            TraceTransfer(name="indexer", keys=CHAIN[:BATCH], indices_from_pool="kv"),
+            TraceTransfer(name="indexer", keys=CHAIN, indices_from_pool="kv"),
+        ), result={"indexer": [True] * len(CHAIN)}, **calls.info(0))
+        calls.add("batch_set_v2", transfers=(
             TraceTransfer(name="swa", keys=CHAIN[-SWA_WINDOW:], hit_policy="trailing_pages"),
-        ), result={"indexer": [True] * BATCH, "swa": [True] * SWA_WINDOW}, **calls.info(None))
-        calls.add("batch_set_v2", transfers=(
-            TraceTransfer(name="indexer", keys=CHAIN[BATCH:2 * BATCH], indices_from_pool="kv"),
-        ), result={"indexer": [True] * BATCH}, **calls.info(None))
-        calls.add("batch_set_v2", transfers=(
-            TraceTransfer(name="indexer", keys=CHAIN[2 * BATCH:], indices_from_pool="kv"),
-        ), result={"indexer": [True] * 2}, **calls.info(None))
+        ), result={"swa": [True] * SWA_WINDOW}, **calls.info(len(CHAIN) - SWA_WINDOW))
     for start, end in SLICES:
         calls.add("batch_set_v1", keys=CHAIN[start:end], result=[True] * (end - start), **calls.info(start))
     fields = dict(operation_id="backup", chain=CHAIN, prefix_keys=PREFIXES[prefix], batch_size=BATCH,

@@ -48,17 +48,18 @@ class PrefixMutatedInPlace(CacheController):
         return shared
 
 
-class OversizedHitSlices(CacheController):
-    """CTL-2: the hit query asks for two slices' keys at once."""
+class OversizedKvSlices(CacheController):
+    """CTL-2: each KV read asks for the keys of two slices at once."""
 
-    def _hit_query_v1(self, operation):
-        hit = 0
-        for index, (start, end) in enumerate(plan_batches(len(operation.keys), 2 * self.batch_size)):
-            found = self._exists_slice(operation, index, start, end)
-            hit += found
-            if found < end - start:
-                break
-        return hit
+    def _read_slice(self, operation, slice_index, start, end):
+        return super()._read_slice(operation, slice_index, start, min(operation.hit_pages, end + self.batch_size))
+
+
+class QueriesShortSpans(CacheController):
+    """CTL-3: a span below the threshold is queried anyway (and revoked only after the query)."""
+
+    def _span_worth_querying(self, operation):
+        return True
 
 
 class HitQueryNeverStops(CacheController):

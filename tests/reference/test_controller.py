@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from hicache_contracts import ContractViolation, FinalAck, HiCacheStorageExtraInfo
-from hicache_reference import CacheController, PrefetchOperation
+from hicache_reference import CacheController, PrefetchOperation, SidecarPool
 from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain, compute_page_key
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
@@ -118,9 +118,10 @@ def test_prior_key_that_is_not_the_prefix_end_is_rejected():
     )
 
 
-@pytest.mark.clause("CTL-1")
-@pytest.mark.parametrize("stored,expected_calls", [(0, 1), (127, 1), (128, 2), (200, 2), (256, 3)])
-def test_hit_query_stops_after_first_partial_slice(stored, expected_calls):
+@pytest.mark.clause("CTL-1", "CTL-2")
+@pytest.mark.parametrize("stored", [0, 1, 127, 128, 129, 200, 300])
+def test_hit_query_is_one_unsliced_call_over_the_whole_chain(stored):
+    """SGLang 0.5.21+ queries the whole chain in one batch_exists, also beyond 128 pages."""
     keys = keys_for(300)
     pool = make_pool()
     backend = memory_backend()
@@ -134,10 +135,25 @@ def test_hit_query_stops_after_first_partial_slice(stored, expected_calls):
         operation = controller.prefetch(keys=keys)
         wait_all(operation)
     exists = recorder.calls_of("batch_exists")
-    assert len(exists) == expected_calls
+    assert [call.keys for call in exists] == [tuple(keys)]
     check_hit_query(recorder.calls, keys, STORAGE_BATCH_SIZE)
     assert operation.hit_pages == stored
     assert operation.loaded_tokens == stored * PAGE_SIZE
+
+
+@pytest.mark.clause("CTL-3")
+@pytest.mark.parametrize("pages, threshold, queried",
+                         [(3, 4 * PAGE_SIZE, False), (4, 4 * PAGE_SIZE, True), (1, 0, True), (1, 1, True), (0, 0, False)])
+def test_a_span_below_the_threshold_is_declined_before_any_query(pages, threshold, queried):
+    """The effective threshold is max(prefetch_threshold, page_size); a shorter span gets no hit query."""
+    pool = make_pool()
+    recorder = RecordingBackend(memory_backend())
+    with CacheController(recorder, pool, prefetch_threshold=threshold) as controller:
+        operation = controller.prefetch(keys=keys_for(pages))
+        wait_all(operation)
+    assert bool(recorder.calls_of("batch_exists")) is queried
+    assert operation.revoked and operation.final_ack.tokens == 0
+    assert operation.declined is (not queried)
 
 
 @pytest.mark.clause("CTL-3", "CTL-6", "CTL-12")
@@ -191,7 +207,26 @@ def test_host_pools_are_registered_once_before_io():
     recorder = RecordingBackend(memory_backend())
     with CacheController(recorder, pool, prefetch_threshold=0) as controller:
         wait_all(controller.prefetch(keys=keys_for(3)))
-    assert recorder.registered == [("register_mem_pool_host", pool)]
+    assert recorder.registered == [("register_mem_pool_host", pool), ("on_host_pools_registered", None)]
+
+
+@pytest.mark.clause("BE-27", "BE-24")
+def test_on_host_pools_registered_fires_once_after_the_burst_and_a_raise_fails_construction():
+    pool = make_pool()
+    recorder = RecordingBackend(memory_backend())
+    sidecar = SidecarPool("indexer", make_pool(), kv_derived=True)
+    with CacheController(recorder, pool, sidecar_pools=(sidecar,), prefetch_threshold=0) as controller:
+        wait_all(controller.prefetch(keys=keys_for(3)))
+    names = [name for name, _ in recorder.registered]
+    assert names == ["register_mem_pool_host", "kv", "indexer", "on_host_pools_registered"]
+    assert not recorder.calls or recorder.calls[0].method.startswith("batch")
+
+    class Refusing(RecordingBackend):
+        def on_host_pools_registered(self) -> None:
+            raise RuntimeError("remote manager refused the pool set")
+
+    with pytest.raises(RuntimeError, match="remote manager refused"):
+        CacheController(Refusing(memory_backend()), make_pool())
 
 
 def test_close_restart_and_no_leaked_threads(threads_before):

@@ -108,7 +108,7 @@ def test_error_of_a_raising_read_is_on_the_final_ack():
 EXISTS_FAULTS = {
     "raises": raising(),
     "None": returning(None),
-    "more than asked": returning(STORAGE_BATCH_SIZE + 1),
+    "more than asked": returning(10**6),
     "negative": returning(-1),
     "a bool": returning(True),
     "a float": returning(128.0),

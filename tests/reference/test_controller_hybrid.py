@@ -107,14 +107,14 @@ def test_backup_writes_sidecars_first_then_kv(stored):
     pools, recorder, backup, kv_slots, swa_slots = stored
     assert backup.completed_tokens == STORED * PAGE_SIZE and backup.error is None
     methods = [call.method for call in recorder.calls]
+    # One batch_set_v2 per trailing-length group over the whole span (SGLang 0.5.23), then KV by slices.
     assert methods == ["batch_set_v2", "batch_set_v2", "batch_set_v1", "batch_set_v1"]
-    first = recorder.calls[0]
-    assert [name for name, _, _ in first.transfers] == ["indexer", "swa"]
-    assert [name for name, _, _ in recorder.calls[1].transfers] == ["indexer"]  # the rest of the indexer pages
-    for call in recorder.calls_of("batch_set_v2"):
-        assert call.prefix_at_call == ANCHOR  # PFX-9: the operation-level prefix
-        assert all(len(keys) <= STORAGE_BATCH_SIZE for _, keys, _ in call.transfers)
-    check_prefixes(recorder.calls_of("batch_set_v1"), KEYS, ANCHOR)
+    indexer, swa = recorder.calls_of("batch_set_v2")
+    assert [(name, keys) for name, keys, _ in indexer.transfers] == [("indexer", KEYS[:STORED])]  # unsliced
+    assert [(name, keys) for name, keys, _ in swa.transfers] == [("swa", KEYS[STORED - WINDOW: STORED])]
+    assert indexer.prefix_at_call == ANCHOR  # PFX-9: covers no span key before its first
+    assert swa.prefix_at_call == ANCHOR + KEYS[:STORED - WINDOW]  # PFX-9: the prefix joins the window's keys
+    check_prefixes(recorder.calls, KEYS, ANCHOR)
 
 
 @pytest.mark.clause("HYB-1", "HYB-2", "HYB-3", "PFX-7", "PFX-8", "PFX-9", "CTL-5", "CTL-6", "CTL-12")
@@ -132,7 +132,7 @@ def test_prefetch_round_trip_of_every_pool(stored):
     sidecar_read = [call for call in recorder.calls_of("batch_get_v2") if call.transfers[0][0] == "swa"]
     assert len(sidecar_read) == 1
     assert sidecar_read[0].transfers[0][1] == KEYS[STORED - WINDOW: STORED]  # HYB-3: ends at the agreed hit
-    assert sidecar_read[0].prefix_at_call == ANCHOR  # PFX-9
+    assert sidecar_read[0].prefix_at_call == ANCHOR + KEYS[:STORED - WINDOW]  # PFX-9: joins the window
     loaded = operation.loaded_host_indices
     check_loaded_bytes(source.kv, kv_slots, pools.kv, loaded, STORED)
     check_loaded_bytes(source.indexer, kv_slots, pools.indexer, loaded, STORED)
@@ -289,13 +289,14 @@ def sidecar_reads(recorder) -> list:
             and not any(transfer.indices_from_pool == "kv" for transfer in call.transfers)]
 
 
-def check_sidecar_read_in_slices(recorder, operation, windows: dict, batch_size: int = STORAGE_BATCH_SIZE) -> None:
-    """CTL-2, HYB-2, HYB-3, PFX-9: the other sidecars are read once after KV, in calls of at most batch_size keys.
+def check_sidecar_read_in_groups(recorder, operation, windows: dict) -> None:
+    """CTL-2, HYB-2, HYB-3, PFX-9: the other sidecars are read once after KV, one call per trailing-length group.
 
-    Call k holds pages [k * batch_size, (k + 1) * batch_size) of each pool's
-    window, as few calls as the longest window needs, each with the
-    operation-level prefix, all after the last KV read; together they read
-    every page of every window exactly once, each into its own host slots.
+    As SGLang 0.5.23's ``_trailing_chain_groups``: pools whose windows start
+    at the same page of the agreed hit share one unsliced ``batch_get_v2``,
+    whose prefix is the operation's prefix followed by the chain up to that
+    page; all after the last KV read, every window read once into the slots
+    the operation hands over.
     """
     reads = sidecar_reads(recorder)
     assert reads, "[HYB-2] the other sidecars were not read although KV completed"
@@ -303,26 +304,21 @@ def check_sidecar_read_in_slices(recorder, operation, windows: dict, batch_size:
     assert min(call.index for call in reads) > last_kv, "[HYB-2] a sidecar read came before the last KV read"
     assert [call.index for call in reads] == list(range(reads[0].index, reads[0].index + len(reads))), \
         "[HYB-2] the sidecar read is not one run of calls"
-    longest = max(end - start for start, end in windows.values())
-    assert len(reads) == len(plan_batches(longest, batch_size)), \
-        f"[CTL-2] {len(reads)} sidecar read calls for a longest window of {longest} pages"
+    groups = {start for start, _ in windows.values()}
+    assert len(reads) == len(groups), f"[HYB-2] {len(reads)} sidecar read calls for {len(groups)} trailing-length groups"
     for number, call in enumerate(reads):
-        assert call.prefix_keys == ANCHOR, f"[PFX-9] sidecar read {number} carries another prefix"
-        for transfer in call.transfers:
-            assert len(transfer.keys) <= batch_size, \
-                f"[CTL-2] sidecar read {number} carries {len(transfer.keys)} {transfer.name} keys"
-            start, end = windows[transfer.name]
-            part = (start + number * batch_size, min(end, start + (number + 1) * batch_size))
-            assert transfer.keys == operation.keys[part[0]:part[1]], \
-                f"[HYB-3] sidecar read {number} reads other {transfer.name} pages than [{part[0]}, {part[1]})"
+        starts = {windows[transfer.name][0] for transfer in call.transfers}
+        assert len(starts) == 1, f"[PFX-9] sidecar read {number} mixes windows starting at pages {sorted(starts)}"
+        (start,) = starts
+        assert call.prefix_keys == ANCHOR + operation.keys[:start], \
+            f"[PFX-9] sidecar read {number} carries a prefix that does not join its keys (page {start})"
     for name, (start, end) in windows.items():
         parts = [transfer for call in reads for transfer in call.transfers if transfer.name == name]
-        keys = tuple(key for transfer in parts for key in transfer.keys)
-        assert keys == operation.keys[start:end], f"[HYB-3] {name} read other pages than its window [{start}, {end})"
-        slots = torch.cat([transfer.host_indices for call in reads for transfer in call.args[0]
-                           if transfer.name.value == name])
+        assert len(parts) == 1, f"[CTL-2] {name} was read in {len(parts)} parts; sidecar reads are not sliced"
+        assert parts[0].keys == operation.keys[start:end], f"[HYB-3] {name} read other pages than [{start}, {end})"
+        slots = next(transfer.host_indices for call in reads for transfer in call.args[0] if transfer.name.value == name)
         assert torch.equal(slots, operation.pool_host_indices[name]), \
-            f"[HYB-2] {name} parts were not read into the slots the operation hands over"
+            f"[HYB-2] {name} was not read into the slots the operation hands over"
 
 
 def checked_by_the_trace_checker(recorder, operation) -> Any:
@@ -333,13 +329,13 @@ def checked_by_the_trace_checker(recorder, operation) -> Any:
 
 @pytest.mark.clause("CTL-2", "HYB-2", "HYB-3", "PFX-9")
 @pytest.mark.parametrize("trailing", [False, True], ids=["all-pages-300", "all-pages-and-long-window"])
-def test_sidecar_read_longer_than_a_slice_is_sliced(trailing):
+def test_sidecar_read_longer_than_a_slice_is_one_call_per_group(trailing):
     stored = LONG if not trailing else LONG_STORED
     store, source, source_slots = store_long_prefix(stored, trailing)
     pools, recorder, operation = prefetch_long_prefix(store, trailing=trailing)
     assert operation.hit_pages == stored and operation.error is None
     windows = pools.windows(stored)
-    check_sidecar_read_in_slices(recorder, operation, windows)
+    check_sidecar_read_in_groups(recorder, operation, windows)
     assert pool_hits(operation) == {name: stored for name in windows}  # HYB-2: acked with per-pool hits
     report = checked_by_the_trace_checker(recorder, operation)
     assert {"CTL-2", "HYB-2", "PFX-9"} <= set(report.checked)
@@ -356,9 +352,9 @@ def test_sidecar_read_longer_than_a_slice_is_sliced(trailing):
 
 def check_a_failed_part_fails_the_read(controller_class=CacheController, failing_call: int = 1,
                                        result=None) -> None:
-    """HYB-4, CTL-12: one failed part of a sliced sidecar read fails every pool, stops the read, frees the slots."""
+    """HYB-4, CTL-12: one failed group call of a sidecar read fails every pool, stops the read, frees the slots."""
     store, _, _ = store_long_prefix()
-    faults = {"batch_get_v2": on_call(failing_call, returning(result))}  # the only v2 reads are the sidecar parts
+    faults = {"batch_get_v2": on_call(failing_call, returning(result))}  # the only v2 reads are the sidecar groups
     pools, recorder, operation = prefetch_long_prefix(store, controller_class, faults=faults)
     assert operation.loaded_tokens == LONG_STORED * PAGE_SIZE
     assert len(sidecar_reads(recorder)) == failing_call + 1, "[HYB-4] the read went on after a failed part"
@@ -371,17 +367,17 @@ def check_a_failed_part_fails_the_read(controller_class=CacheController, failing
 @pytest.mark.clause("HYB-4", "CTL-12", "CTL-6")
 @pytest.mark.parametrize("failing_call, result", [
     (0, {}),
-    (1, {"mamba": [True] * 127 + [False], "swa": [True] * (LONG_WINDOW - STORAGE_BATCH_SIZE)}),
-    (1, {"mamba": [True] * STORAGE_BATCH_SIZE}),
+    (1, {"swa": [True] * (LONG_WINDOW - 1) + [False]}),
+    (1, {"mamba": [True] * LONG_STORED}),
     (1, None),
 ], ids=["first-part-empty", "a-false-page", "a-pool-missing", "none"])
 def test_a_failed_part_fails_the_whole_sidecar_read(failing_call, result):
     check_a_failed_part_fails_the_read(failing_call=failing_call, result=result)
 
 
-# ---------------------------------------------------------------- planted bugs for the sliced read
+# ---------------------------------------------------------------- planted bugs for the grouped read
 class OneSidecarReadController(CacheController):
-    """CTL-2: every pool's whole window in one batch_get_v2, however long."""
+    """PFX-9, HYB-2: every pool in one batch_get_v2 with the operation-level prefix, whatever its window."""
 
     def _read_sidecar_parts(self, operation, transfers):
         outcome = self.caller.call("batch_get_v2", transfers, self._extra_info_for_slice(operation, 0),
@@ -389,14 +385,21 @@ class OneSidecarReadController(CacheController):
         return self._sidecar_read_succeeded(outcome, transfers)
 
 
-class PartPrefixController(CacheController):
-    """PFX-9: each part carries the prefix of its first page, not the operation-level prefix."""
+class OperationPrefixController(CacheController):
+    """PFX-9 (the old decision): one call per group, each with the operation-level prefix."""
+
+    def _sidecar_groups(self, operation, span, transfers):
+        return [(self._extra_info_for_slice(operation, 0), group) for _, group in super()._sidecar_groups(
+            operation, span, transfers)]
+
+
+class SlicedSidecarReadController(CacheController):
+    """CTL-2, HYB-2: the windows cut into batch_size parts, as this project once read them."""
 
     def _read_sidecar_parts(self, operation, transfers):
         longest = max(len(transfer.keys) for transfer in transfers)
         for start, end in plan_batches(longest, self.batch_size):
-            part = [self._transfer_part(transfer, start, end) for transfer in transfers
-                    if len(transfer.keys) > start]
+            part = [self._transfer_part(transfer, start, end) for transfer in transfers if len(transfer.keys) > start]
             first = operation.keys.index(part[0].keys[0])
             outcome = self.caller.call("batch_get_v2", part, self._extra_info_for_slice(operation, first),
                                        quiescence=operation.quiescence)
@@ -405,46 +408,36 @@ class PartPrefixController(CacheController):
         return True
 
 
-class PartsFromTheEndController(CacheController):
-    """HYB-3: a window is cut into slices counted from its end, so its first call holds the short rest."""
-
-    def _transfer_part(self, transfer, start, end):
-        count = len(transfer.keys)
-        return super()._transfer_part(transfer, max(0, count - end), count - start)
-
-
 class LastPartDecidesController(CacheController):
-    """HYB-4: every part is read, and the sidecar read counts if the last part succeeded."""
+    """HYB-4: every group is read, and the sidecar read counts if the last group succeeded."""
 
     def _read_sidecar_parts(self, operation, transfers):
-        longest = max(len(transfer.keys) for transfer in transfers)
         succeeded = False
-        for start, end in plan_batches(longest, self.batch_size):
-            part = [self._transfer_part(transfer, start, end) for transfer in transfers
-                    if len(transfer.keys) > start]
-            outcome = self.caller.call("batch_get_v2", part, self._extra_info_for_slice(operation, 0),
-                                       quiescence=operation.quiescence)
-            succeeded = self._sidecar_read_succeeded(outcome, part)
+        for extra_info, group in self._sidecar_groups(operation, operation.keys[: operation.hit_pages], transfers):
+            outcome = self.caller.call("batch_get_v2", group, extra_info, quiescence=operation.quiescence)
+            succeeded = self._sidecar_read_succeeded(outcome, group)
         return succeeded
 
 
-@pytest.mark.clause("CTL-2", "HYB-3", "PFX-9")
-@pytest.mark.parametrize("controller_class", [OneSidecarReadController, PartPrefixController,
-                                              PartsFromTheEndController],
-                         ids=["one-call", "part-prefix", "parts-from-the-end"])
-def test_sliced_read_check_catches_planted_bug(controller_class):
+@pytest.mark.clause("CTL-2", "HYB-2", "PFX-9")
+@pytest.mark.parametrize("controller_class", [OneSidecarReadController, OperationPrefixController,
+                                              SlicedSidecarReadController],
+                         ids=["one-call", "operation-prefix", "sliced"])
+def test_grouped_read_check_catches_planted_bug(controller_class):
     store, _, _ = store_long_prefix()
     pools, recorder, operation = prefetch_long_prefix(store, controller_class)
     with pytest.raises(AssertionError):
-        check_sidecar_read_in_slices(recorder, operation, pools.windows(LONG_STORED))
+        check_sidecar_read_in_groups(recorder, operation, pools.windows(LONG_STORED))
 
 
-@pytest.mark.clause("CTL-2")
-def test_trace_checker_catches_the_unsliced_sidecar_read():
-    store, _, _ = store_long_prefix(LONG, trailing=False)
-    _, recorder, operation = prefetch_long_prefix(store, OneSidecarReadController, trailing=False)
+@pytest.mark.clause("PFX-9")
+@pytest.mark.parametrize("controller_class", [OneSidecarReadController, OperationPrefixController],
+                         ids=["one-call", "operation-prefix"])
+def test_trace_checker_catches_a_sidecar_prefix_that_does_not_join_its_keys(controller_class):
+    store, _, _ = store_long_prefix()
+    _, recorder, operation = prefetch_long_prefix(store, controller_class)
     report = checked_by_the_trace_checker(recorder, operation)
-    assert "CTL-2" in {violation.clause for violation in report.violations}
+    assert "PFX-9" in {violation.clause for violation in report.violations}
 
 
 @pytest.mark.clause("HYB-4")

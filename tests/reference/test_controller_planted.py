@@ -41,6 +41,7 @@ from tests.reference.controller_helpers import (
     keys_for,
     make_pool,
     memory_backend,
+    wait_all,
     on_call,
     raising,
     returning,
@@ -125,6 +126,17 @@ def revoke(cls):
         checks.append(lambda o=operation, r=recorder: check_revoked_without_io(r.calls, o, 256, PAGE_SIZE))
         checks.append(lambda o=operation, p=pool: check_frees(p, o.loaded_host_indices))
     all_checks(*checks)
+
+
+def short_span(cls):
+    """A span of 3 pages (6 tokens) under a threshold of 8 tokens: declined before any query (CTL-3)."""
+    recorder = RecordingBackend(memory_backend())
+    with cls(recorder, make_pool(), prefetch_threshold=4 * PAGE_SIZE) as controller:
+        operation = controller.prefetch(keys=keys_for(3))
+        wait_all(operation)
+    queried = recorder.calls_of("batch_exists", "batch_exists_v2")
+    assert not queried, f"[CTL-3] a span below the threshold was queried ({len(queried)} call(s))"
+    assert operation.revoked and operation.final_ack.tokens == 0, "[CTL-3] a declined span was not revoked"
 
 
 def timeout_policy(cls):
@@ -255,7 +267,8 @@ CASES = [
     ("PFX-4", planted.EmptyPrefixCollapsed, lambda cls: round_trip(cls, prefix=())),
     ("PFX-3", planted.PrefixAlwaysOn, lambda cls: round_trip(cls, prefix=None)),
     ("PFX-5", planted.PrefixMutatedInPlace, lambda cls: round_trip(cls)),
-    ("CTL-2", planted.OversizedHitSlices, lambda cls: round_trip(cls)),
+    ("CTL-2", planted.OversizedKvSlices, lambda cls: round_trip(cls)),
+    ("CTL-3", planted.QueriesShortSpans, short_span),
     ("CTL-1", planted.HitQueryNeverStops, lambda cls: round_trip(cls, stored=200)),
     ("CTL-4", planted.ReadsOnAfterShortSlice, lambda cls: faulty_read(cls, on_call(0, short_by(3)), (125,))),
     ("CTL-5", planted.SkipsFrozenAcks, lambda cls: faulty_read(cls, on_call(0, short_by(3)), (125,))),

@@ -1,4 +1,4 @@
-"""Prefetch policies with a hand-moved clock: best_effort, wait_complete and timeout (CTL-9, CTL-10).
+"""Prefetch policies with a hand-moved clock: best_effort, wait_complete and timeout (CTL-9, CTL-10, CTL-14).
 
 Termination is requested, or the clock moved, from inside a backend call, so
 each scenario is deterministic: the controller checks its policy before
@@ -89,24 +89,41 @@ def test_timeout_ignores_requests_before_the_deadline():
     assert operation.loaded_tokens == TOKENS and not operation.terminated
 
 
-@pytest.mark.clause("CTL-9", "CTL-10")
-@pytest.mark.parametrize("step,reads", [(0.5, 3), (1.0, 3), (1.5, 2), (2.1, 1)])
+@pytest.mark.clause("CTL-9", "CTL-14")
+@pytest.mark.parametrize("step,reads", [(0.3, 3), (0.5, 3), (1.0, 2), (1.5, 1), (2.1, 1)])
 def test_timeout_terminates_once_the_timeout_passed(step, reads):
-    """Each read moves the clock by ``step``; the default timeout of 600 tokens is 2.0 + 0.1 * 600 / 1024 s."""
+    """Each read moves the clock by ``step``; the default timeout of a 600-token span is 1.0 + 0.25 * 600 / 1024 s."""
     operation, recorder = run_policy("timeout", lambda operation, clock: clock.advance(step))
     timeout = compute_prefetch_timeout(TOKENS)
+    assert timeout == pytest.approx(1.0 + 0.25 * TOKENS / 1024)  # CTL-14: no maximum
     assert operation.deadline == pytest.approx(operation.submitted_at + timeout)
     assert len(recorder.calls_of("batch_get_v1")) == reads
     assert operation.terminated is (reads < 3)
     check_prefetch_acks(operation, PAGE_SIZE, STORAGE_BATCH_SIZE, loaded_pages=(128, 128, 44)[:reads])
 
 
-@pytest.mark.clause("CTL-10")
-@pytest.mark.parametrize("base,per_ki,maximum", [(1.0, 2.0, 3.0), (1.0, 2.0, 1.5), (0.0, 0.0, 0.0)])
+@pytest.mark.clause("CTL-10", "CTL-14")
+@pytest.mark.parametrize("base,per_ki,maximum", [(1.0, 2.0, 3.0), (1.0, 2.0, 1.5), (0.0, 0.0, 0.0), (2.0, 0.1, 30.0),
+                                                 (1.0, 2.0, None), (0.5, 0.0, None)])
 def test_timeout_setting_gives_the_deadline(base, per_ki, maximum):
+    """The deadline follows the requested span; a maximum (0.5.20's cap) bounds it, None (0.5.21+) does not."""
     operation, _ = run_policy("timeout", lambda operation, clock: None, prefetch_timeout_base=base,
                               prefetch_timeout_per_ki_token=per_ki, prefetch_timeout_max=maximum)
-    assert operation.deadline == pytest.approx(min(maximum, base + per_ki * TOKENS / 1024))
+    linear = base + per_ki * TOKENS / 1024
+    assert operation.deadline == pytest.approx(linear if maximum is None else min(maximum, linear))
+
+
+@pytest.mark.clause("CTL-14")
+def test_timeout_follows_the_requested_span_not_the_hit():
+    """Half the span stored: the deadline is still that of the whole requested span."""
+    recorder = RecordingBackend(memory_backend(store=stored_store()))
+    with CacheController(recorder, make_pool(), prefetch_threshold=0, clock=FakeClock()) as controller:
+        longer = keys_for(PAGES * 2)
+        assert longer[:PAGES] == KEYS
+        operation = controller.prefetch(keys=longer, policy="timeout")
+        wait_all(operation)
+    assert operation.hit_pages == PAGES
+    assert operation.deadline == pytest.approx(operation.submitted_at + compute_prefetch_timeout(2 * TOKENS))
 
 
 @pytest.mark.clause("CTL-9", "RANK-1")
