@@ -39,6 +39,7 @@ from typing import Any, Iterator, Optional
 import pytest
 
 from hicache_spec import clause as lookup_clause
+from hicache_contracts.sglang_release import ReleaseError, resolve_release
 from hicache_contracts.conformance.framework import Check, ordered_checks
 from hicache_contracts.conformance.levels import parse_levels
 from hicache_contracts.conformance.loading import BackendFactory, parse_extra_config, resolve_factory
@@ -87,6 +88,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--hicache-model-name", default="hicache-conform", help="base of the run's model name")
     group.addoption("--hicache-may-evict", action="store_true", default=None,
                     help="the backend may drop pages it accepted")
+    group.addoption("--hicache-sglang-version", metavar="VERSION|none", default=None,
+                    help="whose objects the backend receives: a pinned SGLang release or none (default: the "
+                         "installed SGLang, else the contract models)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -97,7 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def options_from(config: pytest.Config) -> SuiteOptions:
     """Return the suite options the ``--hicache-*`` command-line options describe."""
     try:
-        return SuiteOptions(
+        options = SuiteOptions(
             model_name=config.getoption("--hicache-model-name"),
             page_size=config.getoption("--hicache-page-size"),
             layout=config.getoption("--hicache-layout"),
@@ -106,9 +110,14 @@ def options_from(config: pytest.Config) -> SuiteOptions:
             profile=config.getoption("--hicache-profile"),
             seed=config.getoption("--hicache-seed"),
             may_evict=config.getoption("--hicache-may-evict"),
+            sglang_version=config.getoption("--hicache-sglang-version"),
         )
+        resolve_release(options.sglang_version)  # the release is loaded (or refused) before any item runs
+        return options
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
+    except ReleaseError as error:
+        raise pytest.UsageError(f"--hicache-sglang-version: {error}") from None
 
 
 def factory_from(config: pytest.Config) -> Optional[BackendFactory]:
