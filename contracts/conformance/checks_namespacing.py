@@ -81,7 +81,7 @@ def replicated_kv_is_shared_across_tp_ranks(suite: SuiteContext) -> None:
 
 @conformance_check("BE-17", requires=("v1", "v2", "namespacing"))
 def a_non_writer_rank_writes_what_it_reports(suite: SuiteContext) -> None:
-    """A rank that is not the storage writer still writes its sidecars: what batch_set_v2 reports stored reads back from another instance of that rank."""
+    """A rank that is not the storage writer still writes its sidecars: what batch_set_v2 reports stored reads back on that rank."""
     # SGLang's backup on a rank with replicated KV that is not the writer skips KV and writes the sidecar pools,
     # reporting the backup complete when they succeed; a backend that skips those writes loses them silently.
     config = suite.config(model_name=suite.namespace("non-writer"), tp_rank=1, tp_size=2, is_mla_model=True)
@@ -93,14 +93,14 @@ def a_non_writer_rank_writes_what_it_reports(suite: SuiteContext) -> None:
     writes = [suite.transfer(PoolName.SWA, keys, swa.slots(pages))]
     written = suite.v2_flags(suite.call("BE-17", rank.backend.batch_set_v2, writes, None), writes,
                              "batch_set_v2")[PoolName.SWA.value]
-    other = suite.build(config, pages=8, v2=True, tag="another instance of tp 1 of 2")
-    other_swa = other.pool_for(PoolName.SWA)
-    other_swa.fill(targets)
-    reads = [suite.transfer(PoolName.SWA, keys, other_swa.slots(targets))]
-    loaded = suite.v2_flags(suite.call("BE-17", other.backend.batch_get_v2, reads, None), reads,
+    swa.fill(pages, value=-1.0)  # what lands below can only come from storage
+    swa.fill(targets)
+    reads = [suite.transfer(PoolName.SWA, keys, swa.slots(targets))]  # that rank's next prefetch reads them
+    loaded = suite.v2_flags(suite.call("BE-17", rank.backend.batch_get_v2, reads, None), reads,
                             "batch_get_v2")[PoolName.SWA.value]
+    other_swa = swa
     shown = (f"is_mla_model=True, tp_rank 1 of 2 (not the writer): batch_set_v2(swa, {suite.show(keys)}) -> "
-             f"{written}; another instance of that rank: batch_get_v2 -> {loaded}")
+             f"{written}; then batch_get_v2 of them on the same rank -> {loaded}")
     for index, (key, stored, hit) in enumerate(zip(keys, written, loaded)):
         if hit:
             expect(suite.same_page(key, other_swa, other_swa.peek(targets[index]), 3), "BE-17",

@@ -565,16 +565,17 @@ class SuiteContext:
                                                   f"{describe_page_difference(expected, page)}", shown)
 
     def require_round_trip(self, instance: Instance) -> None:
-        """Check once per instance that a v1 batch of ``ROUND_TRIP_PAGES`` pages written to host pages reads back
-        bit for bit; raise ``PreconditionFailed`` (on BE-14, BE-15 or BE-17) whenever it did not.
+        """Check once per instance that a batch of ``ROUND_TRIP_PAGES`` pages written from host pages reads back
+        bit for bit and is counted by batch_exists; raise ``PreconditionFailed`` whenever it did not: on BE-14,
+        BE-15 or BE-17 through v1, on BE-9 through the legacy batch_set/batch_get (a backend without v1), on
+        BE-2 for the count.
 
         Checks whose subject is something else (a key form, a batch size, a
         rank) call this before moving pages, so that a broken basic read or
         write is reported on its own clause instead of theirs. A backend
         that refuses the round trip's pages is not held to it here.
         """
-        if not self.claims("v1"):
-            return
+        path = self.io_path()
         if id(instance) in self._round_trips:
             known = self._round_trips[id(instance)][1]
             if known is not None:
@@ -584,21 +585,42 @@ class SuiteContext:
         pages = self.spread(ROUND_TRIP_PAGES)
         try:
             with self.setup_step():
-                results = self.write(instance, keys, pages=pages, path="v1")
+                results = self.write(instance, keys, pages=pages, path=path)
             stored = [(key, page) for key, page, ok in zip(keys, pages, results) if ok]
             if stored:
-                self.verify_stored(instance, [key for key, _ in stored], [page for _, page in stored])
+                if path == "v1":
+                    self.verify_stored(instance, [key for key, _ in stored], [page for _, page in stored])
+                else:
+                    self.verify_stored_legacy(instance, [key for key, _ in stored])
                 if len(stored) == len(keys):  # every page reads back: batch_exists must count them all
                     with self.setup_step():
                         counted = self.count(instance, keys)
                     if counted != len(keys):
-                        raise PreconditionFailed("BE-2", f"batch_exists counts {counted} of {len(keys)} pages that "
-                                                         "batch_get_v1 reads back", f"batch_set_v1 then "
+                        read = "batch_get_v1" if path == "v1" else "batch_get"
+                        # none found: the lookup looks where the write did not put them, a key scheme of its own
+                        root = "NS-6" if counted == 0 else "BE-2"
+                        raise PreconditionFailed(root, f"batch_exists counts {counted} of {len(keys)} pages that "
+                                                       f"{read} reads back", f"the write, then "
                                                  f"batch_exists({self.show(keys)}) -> {counted}")
         except PreconditionFailed as failure:
             self._round_trips[id(instance)] = (instance, failure)
             raise
         self._round_trips[id(instance)] = (instance, None)
+
+    def verify_stored_legacy(self, instance: Instance, keys: Sequence[str], *, variant: int = 0) -> None:
+        """Read ``keys`` back through the legacy batch_get; raise ``PreconditionFailed`` on BE-9 unless each is
+        exactly the suite's page (a miss is allowed when the backend may evict)."""
+        shown = f"batch_set then batch_get of {self.show(list(keys))}"
+        with self.setup_step():
+            read = self.read(instance, keys, path="legacy")
+        for key, page in zip(keys, read):
+            expected = self.page_for(key, instance.pool, variant)
+            if page is None and not self.may_evict:
+                raise PreconditionFailed("BE-9", f"batch_set returned True for {self.label(key)} but batch_get "
+                                                 "gives None for it", shown)
+            if page is not None and not pages_equal(expected, page):
+                raise PreconditionFailed("BE-9", f"batch_get gives {self.label(key)} as "
+                                                 f"{describe_page_difference(expected, page)}", shown)
 
     @contextlib.contextmanager
     def setup_step(self) -> Iterator[None]:
