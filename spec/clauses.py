@@ -440,10 +440,11 @@ CLAUSES: tuple[Clause, ...] = (
       "count_pool_hits maps each pool to the length of the leading run of True in its results.",
       "Loaded pages count only up to the first failure.",
       "CONTRACT.md §1"),
-    C("HYB-9", "v2", "both",
+    C("HYB-9", "hybrid", "engine",
       "A BLOCK_GROUPS pool never gates the hit nor the restorable lengths; its entry, where "
       "reported, is the pages its leading complete groups cover.",
-      "Compressed blocks are a second form of the FULL pages; their absence must not shrink the KV hit.",
+      "Compressed blocks are a second form of the FULL pages; their absence must not shrink the KV hit. "
+      "No controller sends such a pool yet (and HiCacheFile refuses one), so backends are not checked for it.",
       "sglang 0.5.22+ mem_cache/hicache_storage.py PoolHitPolicy.BLOCK_GROUPS",
       releases="0.5.22+"),
     # ---------------------------------------------------------------- RANK

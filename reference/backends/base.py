@@ -60,7 +60,7 @@ from hicache_contracts.errors import ContractViolation
 from hicache_contracts.host_pool import HostPagePool
 from hicache_contracts.models import PoolName, PoolTransferResult, validate_host_indices, validate_page_keys
 from hicache_reference.backends.namespace import namespace_for, storage_name
-from hicache_spec import ALL_PAGES, KV, fold_pool_hits
+from hicache_spec import ALL_PAGES, KV, fold_pool_query
 
 __all__ = ["BackendStats", "PageFormat", "PageStoreBackend", "PoolResults", "flat_order_range_count",
            "host_bytes", "pool_key", "tensor_bytes"]
@@ -382,6 +382,9 @@ class PageStoreBackend:
         if self._already_registered(host_pool, name, "register_mem_host_pool_v2"):
             return
         self._register(host_pool, name)
+
+    def on_host_pools_registered(self) -> None:
+        """The initial registration burst is over (SGLang 0.5.23, once per attach); nothing to finalize here (BE-27)."""
 
     def _already_registered(self, pool: Any, name: str, method: str) -> bool:
         """Whether ``pool`` is already the host pool of ``name``; raise ContractViolation if another one is (BE-24)."""
@@ -815,14 +818,17 @@ class PageStoreBackend:
             present = tuple(within) + (False,) * (len(keys) - kv_hit)
             policy = pool_key(getattr(transfer, "hit_policy", ALL_PAGES))
             queries.append((name, policy, len(_transfer_keys(transfer)), present))
-        folded, entries = fold_pool_hits(kv_flags, tuple(queries))  # BE-21
+        folded, entries, restorable = fold_pool_query(kv_flags, tuple(queries))  # BE-21: 0.5.23's fold
         # BE-22: KV-derived sidecars seen before but not asked about still cap the hit, as missing KV would.
         unasked = sorted(self._known_derived() - {query[0] for query in queries})
         if unasked and folded:
             with_sidecars = self._kv_present(keys[:folded], unasked)
-            folded = next((index for index, flag in enumerate(with_sidecars) if not flag), folded)
-        return PoolTransferResult(kv_hit_pages=folded,
-                                  extra_pool_hit_pages={name: hit for name, hit in entries if name != KV})
+            cap = next((index for index, flag in enumerate(with_sidecars) if not flag), folded)
+            restorable = tuple(length for length in restorable if length <= cap)
+            folded = restorable[-1] if restorable else 0
+        # Each pool's own boundary, KV's included; the lengths every pool can restore (BE-26).
+        return PoolTransferResult(kv_hit_pages=folded, extra_pool_hit_pages=dict(entries),
+                                  restorable_prefix_pages=list(restorable))
 
     def _plan_v2(self, transfers: list) -> list[tuple[Any, str, list[str], Optional[list[int]]]]:
         """Return (transfer, pool name, keys, first slots or None when the pool cannot be served) per transfer.

@@ -37,7 +37,7 @@ from hicache_contracts import (
 from hicache_contracts.capabilities import detect_capabilities
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends import MemoryBackend, storage_name
-from hicache_spec import STORAGE_BATCH_SIZE, fold_pool_hits
+from hicache_spec import STORAGE_BATCH_SIZE, fold_pool_query
 
 PAGE_SIZE = 4
 """Tokens per page in every test pool."""
@@ -563,7 +563,7 @@ def check_unregistered_pool(harness: Harness) -> None:
 def check_v2_exists_folds(harness: Harness, kv_present: tuple, pools: tuple) -> None:
     """BE-21: batch_exists_v2 equals the spec's fold over KV and every requested pool.
 
-    ``pools`` holds (name, policy, window, presence) as in ``fold_pool_hits``.
+    ``pools`` holds (name, policy, window, presence) as in ``fold_pool_query`` (SGLang 0.5.23's HiCacheFile).
     """
     backend = harness.make()
     backend.clear()
@@ -581,9 +581,9 @@ def check_v2_exists_folds(harness: Harness, kv_present: tuple, pools: tuple) -> 
                 harness.plant(backend, key, b"\x04" * sidecar.page_bytes, pool=name)
         transfers.append(PoolTransfer(name=name, keys=keys[len(keys) - window:] if window else None,
                                       hit_policy=policy))
-    folded, entries = fold_pool_hits(kv_present, pools)
-    expected = PoolTransferResult(kv_hit_pages=folded,
-                                  extra_pool_hit_pages={name: hit for name, hit in entries if name != "kv"})
+    folded, entries, restorable = fold_pool_query(kv_present, pools)
+    expected = PoolTransferResult(kv_hit_pages=folded, extra_pool_hit_pages=dict(entries),
+                                  restorable_prefix_pages=list(restorable))
     assert backend.batch_exists_v2(keys, transfers) == expected
 
 
@@ -606,7 +606,7 @@ def check_fold_measures_pools_against_kv(harness: Harness) -> None:
     assert backend.batch_set_v2(rest) == {"kv": [True, True], "swa": [True, True, True]}
     query = [PoolTransfer(name="swa", keys=keys[-1:], hit_policy="trailing_pages")]
     result = backend.batch_exists_v2(keys, query)
-    assert result.extra_pool_hit_pages == {"swa": 3}, f"swa must be measured against the KV run of 3: {result}"
+    assert result.extra_pool_hit_pages == {"kv": 3, "swa": 3}, f"swa must be measured against the KV run of 3: {result}"
     assert result.kv_hit_pages == 1, f"the indexer, derived from KV, holds page 0 only: {result}"
 
 

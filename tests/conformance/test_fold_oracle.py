@@ -1,0 +1,90 @@
+"""The vendor suite's fold oracle (BE-21, HYB-6, HYB-7, BE-26) follows SGLang 0.5.23's HiCacheFile.
+
+A backend that folds with the minimum of each pool's largest hit (SGLang
+#39147) fails BE-21; one that also reports pools after the restorable set
+became empty, each with its own boundary, passes (SGLang's own backends stop
+examining there, so the suite demands no such entry, and refuses none); one
+that reports a restorable set other than the intersection fails BE-26.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hicache_contracts import PoolTransferResult
+from hicache_spec import compute_pool_hit, count_leading_run, fold_pool_query
+from tests.conformance.correct_backend import CorrectBackend
+from tests.conformance.helpers import checks_for, failed, run, statuses
+from tests.spec import planted_spec
+
+FOLD_CLAUSES = ("BE-21", "HYB-6", "HYB-7", "BE-26")
+
+
+class MinOfMaximaFold(CorrectBackend):
+    """batch_exists_v2 takes the minimum of each pool's largest hit (SGLang's sim backend; HiCacheFile before 0.5.23)."""
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        keys = list(keys)
+        queries = tuple(self.pool_query(transfer, keys) for transfer in pool_transfers or ())
+        hit, entries, _ = planted_spec.fold_pool_query_min_of_maxima(self.pool_present("kv", keys), queries)
+        return PoolTransferResult(kv_hit_pages=hit, extra_pool_hit_pages=dict(entries))
+
+
+class WithRestorableSet(CorrectBackend):
+    """The correct fold, reporting restorable_prefix_pages as 0.5.23's HiCacheFile does."""
+
+    def restorable(self, restorable: tuple) -> Any:
+        return list(restorable)
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        keys = list(keys)
+        queries = tuple(self.pool_query(transfer, keys) for transfer in pool_transfers or ())
+        hit, entries, restorable = fold_pool_query(self.pool_present("kv", keys), queries)
+        return PoolTransferResult(kv_hit_pages=hit, extra_pool_hit_pages=dict(entries),
+                                  restorable_prefix_pages=self.restorable(restorable))
+
+
+class ContiguousRestorableSet(WithRestorableSet):
+    """Reports 1..hit as restorable, also where a trailing pool cannot restore some of those lengths (BE-26)."""
+
+    def restorable(self, restorable: tuple) -> Any:
+        return list(range(1, (restorable[-1] if restorable else 0) + 1))
+
+
+class ReportsEveryPool(CorrectBackend):
+    """Examines every pool, also after no length is left to restore, each entry its own boundary (allowed)."""
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        keys = list(keys)
+        queries = tuple(self.pool_query(transfer, keys) for transfer in pool_transfers or ())
+        kv_present = self.pool_present("kv", keys)
+        hit, entries, _ = fold_pool_query(kv_present, queries)
+        kv_hit = count_leading_run(kv_present)
+        everything = dict(entries)
+        for name, policy, window, present in queries:
+            own = compute_pool_hit(policy, window, present, kv_hit)
+            if own and kv_hit:
+                everything.setdefault(name, own)
+        return PoolTransferResult(kv_hit_pages=hit, extra_pool_hit_pages=everything)
+
+
+@pytest.mark.clause("BE-21", "HYB-7")
+def test_min_of_maxima_fold_fails_be21():
+    report = run(MinOfMaximaFold, checks=checks_for(FOLD_CLAUSES), profile="standard")
+    assert "BE-21" in failed(report), statuses(report)
+
+
+@pytest.mark.clause("BE-26")
+def test_a_restorable_set_that_is_not_the_intersection_fails_be26():
+    report = run(ContiguousRestorableSet, checks=checks_for(FOLD_CLAUSES), profile="standard")
+    assert "BE-26" in failed(report), statuses(report)
+
+
+@pytest.mark.clause("BE-21", "BE-26", "HYB-6", "HYB-7")
+@pytest.mark.parametrize("backend", [CorrectBackend, WithRestorableSet, ReportsEveryPool],
+                         ids=["no-restorable-set", "restorable-set", "reports-every-pool"])
+def test_correct_folds_pass(backend):
+    report = run(backend, checks=checks_for(FOLD_CLAUSES), profile="standard")
+    assert not [clause for clause in failed(report) if clause in FOLD_CLAUSES], statuses(report)
