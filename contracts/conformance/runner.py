@@ -76,6 +76,7 @@ from hicache_contracts.conformance.framework import (
 )
 from hicache_contracts.conformance.levels import BACKEND_LEVELS, level_clauses
 from hicache_contracts.conformance.loading import BackendFactory, resolve_factory
+from hicache_contracts.conformance.machines import forget_state_machines, state_machines
 from hicache_contracts.conformance.options import SuiteOptions
 from hicache_contracts.conformance.report import (
     FAIL,
@@ -183,6 +184,7 @@ class SuiteRunner:
         self.capabilities: Optional[Capabilities] = None
         self._started = time.monotonic()
         self._started_up = False
+        self._machines_before = state_machines()
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -219,8 +221,9 @@ class SuiteRunner:
         self.context.may_evict = may_evict
 
     def close(self) -> None:
-        """Clear and close every instance the run built."""
+        """Clear and close every instance the run built; let go of the run's state machine classes."""
         self.context.close()
+        forget_state_machines(self._machines_before)
 
     def __enter__(self) -> "SuiteRunner":
         self.start()
