@@ -913,3 +913,87 @@ def test_fast_path_check_catches_planted_bug(memory_harness: MemoryHarness, chec
 def test_names_check_catches_planted_bug() -> None:
     with pytest.raises(AssertionError):
         check_names_follow_the_scheme(SkipsEscaping)
+
+
+# ================================================================== reads never see a reused row
+class StoreCopiesAfterUnlock(MemoryStore):
+    """Looks pages up under the lock but copies them after releasing it; ``between`` runs in that gap."""
+
+    between: Any = None
+
+    def read_pages(self, names: Any, pages: Any, numbers: Any, views: Any = None) -> list[bool]:
+        from hicache_reference.backends.memory import _ROW_BITS, _ROW_MASK
+
+        with self._lock:
+            entries = [self._objects.get(name) for name in names]
+        if self.between is not None:
+            self.between()
+        results = []
+        for entry, number in zip(entries, numbers):
+            if not isinstance(entry, int):
+                results.append(False)
+                continue
+            views[number].copy_(self._slab_list[entry >> _ROW_BITS].row(entry & _ROW_MASK))
+            results.append(True)
+        return results
+
+
+def uniform_pages(pool: Any, pages: list[int]) -> list[float]:
+    """The one value each page holds (pages are written uniform); NaN for a page holding two values."""
+    values = []
+    for page in pages:
+        data = pool.get_data_page(page * pool.page_size).float()
+        values.append(float(data[0]) if bool((data == data[0]).all()) else float("nan"))
+    return values
+
+
+def check_read_gets_one_stored_version(store: MemoryStore, interleave: bool) -> None:
+    """BE-23: a page read while its key is deleted and its row reused by another write is one stored version.
+
+    Pages are uniform (value 1.0 for the key read, 2.0 for the other key);
+    the read must return 1.0 (the version it found) or miss, never the other
+    key's bytes. ``interleave`` runs the delete and the other write inside
+    the store's read where the store offers that gap (the planted store);
+    the real store is also hammered from two threads.
+    """
+    writer = MemoryBackend(config(), {"store": store})
+    writer.register_mem_pool_host(make_pool(page_count=4))
+    reader = MemoryBackend(config(), {"store": store})
+    reader.register_mem_pool_host(make_pool(page_count=4))
+    pool = writer.mem_pool_host
+    key, other = page_keys(2, start=9100)
+
+    def put(which: str, value: float, page: int) -> None:
+        pool.set_from_flat_data_page(page * pool.page_size, torch.full((pool.page_element_count,), value,
+                                                                       dtype=pool.dtype))
+        assert writer.batch_set_v1([which], slots_of(pool, [page])) == [True]
+
+    def replace() -> None:
+        store.delete(writer._name(key))
+        put(other, 2.0, 1)  # takes the row just freed
+
+    for _ in range(20 if not interleave else 1):
+        put(key, 1.0, 0)
+        if interleave:
+            store.between = replace
+            found = reader.batch_get_v1([key], slots_of(reader.mem_pool_host, [2]))
+            store.between = None
+        else:
+            thread = threading.Thread(target=replace)
+            thread.start()
+            found = reader.batch_get_v1([key], slots_of(reader.mem_pool_host, [2]))
+            thread.join()
+        if found == [True]:
+            assert uniform_pages(reader.mem_pool_host, [2]) == [1.0], "a read returned bytes of another key's page"
+        store.delete(writer._name(other))
+
+
+@pytest.mark.clause("BE-23")
+def test_read_gets_one_stored_version() -> None:
+    check_read_gets_one_stored_version(MemoryStore(), interleave=False)
+
+
+@pytest.mark.clause("BE-23")
+def test_read_version_check_catches_planted_bug() -> None:
+    with pytest.raises(AssertionError):
+        check_read_gets_one_stored_version(StoreCopiesAfterUnlock(), interleave=True)
