@@ -1,8 +1,8 @@
 """The divergence registry: well formed, rendered, and each entry still visible in the release it names.
 
 Each entry's evidence is matched against the named function's source in that
-release's wheel (``HICACHE_SGLANG_WHEELS``, default ``/tmp/sgl-wheels``, one
-folder per release holding ``sglang/``). An upstream fix makes the match fail,
+release's wheel (fetched into the release cache when missing, see
+``tests/sglang_wheels.py``). An upstream fix makes the match fail,
 which is the signal to retire the entry.
 """
 
@@ -18,16 +18,15 @@ import pytest
 from hicache_spec.divergences import DIVERGENCES, Divergence, divergences, divergences_for_release, render_divergences
 from hicache_spec.registry import holds_for, clause
 from hicache_spec.releases import SGLANG_RELEASES
+from tests.sglang_wheels import wheel_root
 
 ROOT = Path(__file__).resolve().parents[2]
-WHEELS = Path(os.environ.get("HICACHE_SGLANG_WHEELS", "/tmp/sgl-wheels"))
 
 
 def function_source(version: str, file: str, function: str) -> str:
     """Return the source of ``Class.method`` or ``function`` in a release's wheel; skip if the wheel is absent."""
-    path = WHEELS / version / "sglang" / "srt" / file
-    if not path.is_file():
-        pytest.skip(f"SGLang {version} wheel not unpacked at {WHEELS / version}")
+    path = wheel_root(version) / "sglang" / "srt" / file
+    assert path.is_file(), f"SGLang {version}'s wheel has no {file}"
     text = path.read_text(encoding="utf-8")
     tree = ast.parse(text)
     *owners, name = function.split(".")

@@ -21,10 +21,10 @@ from hicache_contracts import protocols
 from hicache_contracts.cli import main
 from hicache_contracts.methods import backend_methods, render_backend_methods
 from hicache_spec.releases import SGLANG_RELEASES
+from tests.sglang_wheels import wheel_root
 
 PROJECT = Path(__file__).resolve().parents[2]
 DOCUMENT = PROJECT / "docs" / "backend-methods.md"
-WHEELS = Path(os.environ.get("HICACHE_SGLANG_WHEELS", "/tmp/sgl-wheels"))
 
 
 def test_the_committed_reference_is_fresh(capsys) -> None:
@@ -61,9 +61,9 @@ def test_every_protocol_method_is_listed_with_its_signature_and_clauses() -> Non
 
 def declared_methods(version: str) -> set[str]:
     """The method names ``HiCacheStorage`` declares in a release's wheel; skip if the wheel is absent."""
-    path = WHEELS / version / "sglang" / "srt" / "mem_cache" / "hicache_storage.py"
+    path = wheel_root(version) / "sglang" / "srt" / "mem_cache" / "hicache_storage.py"
     if not path.is_file():
-        pytest.skip(f"SGLang {version} wheel not unpacked at {WHEELS / version}")
+        pytest.fail(f"SGLang {version}'s wheel has no mem_cache/hicache_storage.py")
     tree = ast.parse(path.read_text())
     (storage,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "HiCacheStorage"]
     return {node.name for node in storage.body if isinstance(node, ast.FunctionDef)}
