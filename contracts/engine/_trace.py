@@ -51,7 +51,7 @@ from pydantic import field_validator, model_serializer, model_validator
 from hicache_spec import STORAGE_BATCH_SIZE
 from hicache_contracts.capabilities import ALL_METHODS
 from hicache_contracts.errors import ContractViolation
-from hicache_contracts.models import Ack, ContractModel
+from hicache_contracts.models import Ack, ContractModel, validate_page_keys
 from hicache_contracts.engine._recorder import (
     EXTRA_INFO_ABSENT,
     EXTRA_INFO_PRESENT,
@@ -92,6 +92,12 @@ def _short_operation_id(value: Any) -> Any:
     if isinstance(value, str) and len(value) > MAX_OPERATION_ID_LENGTH:
         return f"{value[:MAX_OPERATION_ID_LENGTH - 40]}... ({len(value)} characters)"
     return value
+
+
+def _checked_keys(keys: Keys) -> Keys:
+    """Return ``keys`` once every one is a non-empty str (KEY-2); the field's name is added by the model."""
+    validate_page_keys(keys, field="")
+    return keys
 
 
 def _nesting_depth(text: Union[str, bytes]) -> int:
@@ -179,6 +185,11 @@ class TraceCall(ContractModel):
         "keys": "KEY-2", "prefix_keys": "PFX-1", "prefix_keys_after": "PFX-5", "extra_info_state": "PFX-7",
     }
     _default_clause: ClassVar[str] = "PFX-7"
+
+    @field_validator("keys", "prefix_keys", "prefix_keys_after")
+    @classmethod
+    def _check_keys(cls, keys: Any) -> Any:
+        return keys if keys is None else _checked_keys(keys)
 
     @field_validator("method")
     @classmethod
@@ -276,6 +287,11 @@ class TraceOperation(ContractModel):
     }
     _default_clause: ClassVar[str] = "PFX-2"
 
+    @field_validator("chain", "prefix_keys", "prefix_keys_after")
+    @classmethod
+    def _check_keys(cls, keys: Any) -> Any:
+        return keys if keys is None else _checked_keys(keys)
+
     @field_validator("operation_id", mode="before")
     @classmethod
     def _shorten_operation_id(cls, value: Any) -> Any:
@@ -367,7 +383,8 @@ def trace_document_from_calls(
 
 def load_trace(source: Union[str, Path, bytes]) -> TraceDocument:
     """Return the TraceDocument in a file (a path) or a JSON text; raise ContractViolation for a malformed one."""
-    if isinstance(source, Path) or (isinstance(source, str) and not source.lstrip().startswith("{")):
+    if isinstance(source, Path) or (isinstance(source, str) and source.strip()
+                                    and not source.lstrip().startswith(("{", "["))):
         path = Path(source)
         try:
             text = path.read_bytes()
@@ -383,5 +400,6 @@ def load_trace(source: Union[str, Path, bytes]) -> TraceDocument:
     try:
         json.loads(text)
     except (ValueError, RecursionError) as error:
-        raise ContractViolation("TraceDocument", f"must be valid JSON ({error})", text[:60], "PFX-2") from None
+        shown = text[:60].decode("utf-8", "replace") if isinstance(text, bytes) else text[:60]
+        raise ContractViolation("TraceDocument", f"must be valid JSON ({error})", shown, "PFX-2") from None
     return TraceDocument.model_validate_json(text)

@@ -853,7 +853,7 @@ class PageStoreBackend:
 
     def batch_get_v2(self, transfers: list, extra_info: Optional[Any] = None) -> PoolResults:
         """Read every transfer; one list of len(keys) bools per pool name. Clauses: BE-19, BE-20, BE-22, BE-15, BE-16."""
-        plan = self._plan_v2(list(transfers or []))
+        plan = self._plan_v2(transfers)
         results = PoolResults()
         # Derived sidecars first, so the KV page can be judged by them (BE-22).
         for transfer, name, keys, slots in sorted(plan, key=lambda step: not _is_kv_derived(step[0])):
@@ -863,7 +863,7 @@ class PageStoreBackend:
 
     def batch_set_v2(self, transfers: list, extra_info: Optional[Any] = None) -> PoolResults:
         """Write every transfer; derived sidecars before their KV page. Clauses: BE-19, BE-20, BE-22, BE-17."""
-        plan = self._plan_v2(list(transfers or []))
+        plan = self._plan_v2(transfers)
         results = PoolResults()
         derived_steps = [step for step in plan if _is_kv_derived(step[0])]
         with self._registration_lock:
