@@ -622,6 +622,8 @@ def every_rank_inside_its_group_is_accepted(suite: SuiteContext) -> None:
         ("tp_lcm_size 4 with tp_size 2", dict(tp_rank=1, tp_size=2, tp_lcm_size=4, should_split_heads=False)),
     ]
     for label, overrides in edges:
+        if not suite.release_has_fields(overrides):
+            continue  # only configurations the release handing over its objects can build
         config = suite.config(model_name=suite.namespace("edge"), **overrides)
         instance = suite.build(config, pages=4, v2=False, tag=label, construct_clause="BE-25")
         keys = suite.new_keys(2)

@@ -326,6 +326,16 @@ class SuiteContext:
             return model
         return to_sglang(model, storage_module=self.sglang)
 
+    def release_has_fields(self, fields: Any) -> bool:
+        """Whether the SGLang release whose objects the backend receives has every config field in ``fields``.
+
+        Always true for the contract models; an older release lacks fields (``dp_rank`` before 0.5.21).
+        """
+        if self.sglang is None:
+            return True
+        known = getattr(self.sglang.HiCacheStorageConfig, "__dataclass_fields__", None)
+        return known is None or all(name in known for name in fields)
+
     def pool_name(self, name: PoolName) -> Any:
         """Return ``name`` as SGLang's ``PoolName`` when SGLang is importable, else the contract enum."""
         return name if self.sglang is None else self.sglang.PoolName(name.value)
