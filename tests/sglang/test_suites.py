@@ -20,6 +20,7 @@ import pytest
 from hicache_contracts.conformance import SuiteOptions, backend_clauses, run_reference_suite, run_suite
 from hicache_contracts.conformance.sglang_in_tree import IN_TREE_BACKENDS, in_tree_factory
 from hicache_reference.backends import MemoryBackend
+from hicache_spec.releases import SGLANG_RELEASES
 
 
 @pytest.mark.clause(*[item.id for item in backend_clauses()])
@@ -56,6 +57,8 @@ def test_the_backend_receives_the_release_classes(sglang_storage, release):
 
 @pytest.mark.clause("BE-1")
 def test_the_main_job_names_the_release(release):
+    if release not in (SGLANG_RELEASES[0], SGLANG_RELEASES[-1]):
+        pytest.skip("the CLI's release choice is checked on the oldest and the newest pinned release")
     done = subprocess.run([sys.executable, "-m", "hicache_contracts.cli", "run", "--no-color", "--no-engine",
                            "--profile", "smoke", "--seed", "0", "--sglang-version", release],
                           capture_output=True, text=True, timeout=900)
@@ -65,8 +68,8 @@ def test_the_main_job_names_the_release(release):
 
 @pytest.mark.clause("BE-1")
 def test_another_release_in_the_same_process_is_one_clear_line(release):
-    from hicache_spec.releases import SGLANG_RELEASES
-
+    if release != SGLANG_RELEASES[-1]:
+        pytest.skip("checked once, on the newest pinned release")
     other = next(version for version in SGLANG_RELEASES if version != release)
     done = subprocess.run([sys.executable, "-c",
                            "import sys; from hicache_contracts.cli import main\n"
