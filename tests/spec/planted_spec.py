@@ -78,23 +78,42 @@ def compute_pool_hit_window_misplaced(policy: str, window: int, present: tuple[b
     return kv_hit if all(present[:size]) else 0
 
 
-def fold_pool_query_min_of_maxima(kv_present: tuple[bool, ...], pools: tuple) -> tuple:
+def fold_pool_query_min_of_maxima(kv_present: tuple[bool, ...], pools: tuple[tuple[str, str, int, tuple[bool, ...]], ...]) -> tuple:
     """Fold with the minimum of each pool's largest hit (SGLang #39147; HiCacheFile before 0.5.23, SimHiCacheStorage).
 
+    The first two pre lines narrow the domain to where the two folds part (an
+    ALL_PAGES pool then a one-page TRAILING_PAGES pool over at most four pages),
+    so CrossHair finds the counterexample within its budget; the first post
+    states the real contract's last one for that domain (a one-page window must
+    hold the hit's last page), the rest are the real ``fold_pool_query``'s.
+
+    pre: len(kv_present) <= 4 and len(pools) == 2
+    pre: pools[0][1] == "all_pages" and pools[1][1] == "trailing_pages" and pools[1][2] == 1
+    post: __return__[0] == 0 or pools[1][3][__return__[0] - 1]
     pre: all(len(query[3]) == len(kv_present) for query in pools)
     pre: all(query[1] in ("all_pages", "trailing_pages") and query[2] >= 0 for query in pools)
     post: 0 <= __return__[0] <= count_leading_run(kv_present)
     post: __return__[0] == (__return__[2][-1] if __return__[2] else 0)
     post: all(n in compute_restorable_lengths(q[1], q[2], q[3], count_leading_run(kv_present)) for q in pools for n in __return__[2])
     """
-    kv_hit = count_leading_run(kv_present)
+    kv_hit = 0
+    while kv_hit < len(kv_present) and kv_present[kv_hit]:
+        kv_hit += 1
     final = kv_hit
     entries = [("kv", kv_hit)] if kv_hit else []
     for name, policy, window, present in pools:
         if final == 0:
             break
-        lengths = compute_restorable_lengths(policy, window, present, kv_hit)
-        boundary = lengths[-1] if lengths else 0
+        size = max(1, window)
+        boundary = 0
+        for end in range(kv_hit, 0, -1):  # the pool's largest hit, inline
+            if policy == "all_pages":
+                ok = all(present[:end])
+            else:
+                ok = all(present[max(0, end - size):end])
+            if ok:
+                boundary = end
+                break
         if boundary:
             entries.append((name, boundary))
         final = min(final, boundary)
@@ -109,7 +128,14 @@ def plan_sidecar_groups_operation_prefix(prefix: Optional[tuple[str, ...]], span
     """
     if prefix is None:
         return ((None, tuple(range(len(key_counts)))),)
-    groups: dict[int, list[int]] = {}
+    # Lists rather than a dict, so that CrossHair explores the grouping within its per-condition budget.
+    groups: list = []
+    seen: list = []
     for index, count in enumerate(key_counts):
-        groups.setdefault(len(span) - count, []).append(index)
-    return tuple((prefix, tuple(members)) for members in groups.values())
+        covered = len(span) - count
+        if covered in seen:
+            groups[seen.index(covered)][1].append(index)
+        else:
+            seen.append(covered)
+            groups.append((prefix, [index]))
+    return tuple((group_prefix, tuple(members)) for group_prefix, members in groups)
