@@ -104,8 +104,8 @@ def check_v2_result_speaks_sglang(backend: Any, sglang: types.ModuleType) -> Non
     result = backend.batch_exists_v2(keys, [sglang_transfer], None)
     assert isinstance(result, sglang.PoolTransferResult), f"got {type(result).__name__}"
     assert result.kv_hit_pages == 2
-    assert result.extra_pool_hit_pages == {sglang.PoolName.SWA: 2}
-    assert list(result.extra_pool_hit_pages)[0] is sglang.PoolName.SWA
+    assert result.extra_pool_hit_pages == {sglang.PoolName.KV: 2, sglang.PoolName.SWA: 2}  # KV's own entry too
+    assert list(result.extra_pool_hit_pages)[1] is sglang.PoolName.SWA
 
 
 # ================================================================== tests
