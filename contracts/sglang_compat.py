@@ -196,38 +196,13 @@ def render_table(project: dict[str, Any], releases: dict[str, dict[str, Any]]) -
         "",
     ]
     rows = 0
-    for name in CLASSES:
-        lines += [f"## {name}", "", header, rule]
-        fields = [field for field, _ in project["classes"][name]]
-        for version in versions:
-            for field, _ in releases[version]["classes"].get(name, []):
-                if field not in fields:
-                    fields.append(field)
-        ours = dict(map(tuple, project["classes"][name]))
-        for field in fields:
-            cells = [f"`{field}`", f"`{ours[field]}`" if field in ours else "—"]
-            for version in versions:
-                theirs = dict(map(tuple, releases[version]["classes"].get(name, [])))
-                cells.append(f"`{theirs[field]}`" if field in theirs else "—")
-            lines.append("| " + " | ".join(cells) + " |")
-            rows += 1
-        lines.append("")
-    for name in ENUMS:
-        lines += [f"## {name}", "", header, rule]
-        members = [member for member, _ in project["enums"][name]]
-        for version in versions:
-            for member, _ in releases[version]["enums"].get(name, []):
-                if member not in members:
-                    members.append(member)
-        ours = dict(map(tuple, project["enums"][name]))
-        for member in members:
-            cells = [f"`{member}`", f"`{ours[member]}`" if member in ours else "—"]
-            for version in versions:
-                theirs = dict(map(tuple, releases[version]["enums"].get(name, [])))
-                cells.append("✓" if member in theirs else "—")
-            lines.append("| " + " | ".join(cells) + " |")
-            rows += 1
-        lines.append("")
+    for kind, names in (("classes", CLASSES), ("enums", ENUMS)):
+        for name in names:
+            lines += [f"## {name}", "", header, rule]
+            table = _table(name, project[kind].get(name, []), {version: releases[version][kind].get(name, [])
+                                                              for version in versions}, member=kind == "enums")
+            lines += table + [""]
+            rows += len(table)
     lines += ["## Known differences", ""]
     for (name, field), why in KNOWN_DIFFERENCES.items():
         lines.append(f"- `{name}.{field}` (default): {why}.")
@@ -236,6 +211,22 @@ def render_table(project: dict[str, Any], releases: dict[str, dict[str, Any]]) -
     lines.append("")
     lines.append(f"{rows} rows × {len(versions)} releases.")
     return "\n".join(lines) + "\n"
+
+
+def _table(name: str, ours: list, theirs: dict[str, list], *, member: bool) -> list[str]:
+    """Return one Markdown row per field (or enum member) of ``name``: the project's column, then each release's."""
+    items = [item for item, _ in ours]
+    for pairs in theirs.values():
+        items += [item for item, _ in pairs if item not in items]
+    mine = dict(map(tuple, ours))
+    rows = []
+    for item in items:
+        cells = [f"`{item}`", f"`{mine[item]}`" if item in mine else "—"]
+        for pairs in theirs.values():
+            present = dict(map(tuple, pairs))
+            cells.append("—" if item not in present else ("✓" if member else f"`{present[item]}`"))
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
 
 
 def _probe_main(version: str) -> int:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from pydantic import PlainSerializer
 
 import hicache_spec
+from tests.sglang_standin import POOL_NAMES
 from hicache_contracts import (
     BackupOperationSnapshot,
     ContractViolation,
@@ -178,16 +179,8 @@ def test_models_are_frozen() -> None:
 
 # ---------------------------------------------------------------- enums and config
 def test_enums_have_sglang_values() -> None:
-    # The order and values of SGLang 0.5.23 (the release tier compares them with every pinned wheel).
-    assert [member.value for member in PoolName] == [
-        "kv", "mamba", "swa", "auxiliary_swa", "indexer",
-        "deepseek_v4_c1", "deepseek_v4_c1_indexer", "deepseek_v4_c1_indexer_scale",
-        "deepseek_v4_c2", "deepseek_v4_c2_indexer", "deepseek_v4_c2_indexer_scale",
-        "deepseek_v4_c4", "deepseek_v4_c4_indexer", "deepseek_v4_c4_indexer_scale", "deepseek_v4_c128",
-        "deepseek_v4_c4_rope", "deepseek_v4_c128_rope",
-        "deepseek_v4_c4_state", "deepseek_v4_c4_indexer_state", "deepseek_v4_c128_state",
-        "draft", "draft_indexer", "draft_swa",
-    ]
+    # The order and values of SGLang 0.5.23: the stand-in's list, which the release tier checks against the wheel.
+    assert tuple(member.value for member in PoolName) == POOL_NAMES
     assert [member.value for member in PoolHitPolicy] == ["all_pages", "trailing_pages", "block_groups"]
     assert str(PoolName.KV) == "kv" == f"{PoolName.KV}" == PoolName.KV == hicache_spec.KV
     assert str(PoolHitPolicy.ALL_PAGES) == hicache_spec.ALL_PAGES == "all_pages"
