@@ -218,5 +218,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return status
 
 
+INTERRUPTED = 130
+"""The exit status of a run stopped by Ctrl-C."""
+
+
+def entry() -> None:
+    """The console script: ``main()``'s status as the process's exit status.
+
+    An interrupted run ends the process at once (``os._exit``) once its
+    report is out: a thread abandoned inside a backend call (possibly inside
+    torch's native code) cannot be finalised safely, and letting the
+    interpreter try can abort the process instead of exiting with 130.
+    """
+    status = main()
+    if status == INTERRUPTED:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(INTERRUPTED)
+    sys.exit(status)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    entry()
