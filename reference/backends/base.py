@@ -23,6 +23,10 @@ backend, with ``os.readv``) also supplies a fifth primitive and sets
 
     _read_object_into_ranges(name, views) -> bool           (fill the views in order, exactly)
 
+With ``writes_from_ranges`` set, ``_write_object`` receives a page of such a
+pool as the list of its host byte ranges (views of the pool, in flat-page
+order) instead of one copied buffer, and sends them as they are.
+
 How the clauses are kept, once for every backend:
 
 - a read lands in its page's own host byte ranges directly when the backend
@@ -277,6 +281,10 @@ class PageStoreBackend:
     reads_into_ranges: bool = False
     """Whether the backend supplies ``_read_object_into_ranges``, so reads may land in host memory directly."""
 
+    writes_from_ranges: bool = False
+    """Whether ``_write_object`` takes a page as the list of its host byte ranges (views of the pool, in
+    flat-page order), so a write sends the pool's own memory without a copy."""
+
     def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
         merged = dict(getattr(storage_config, "extra_config", None) or {})
         merged.update(extra_config or {})
@@ -494,12 +502,24 @@ class PageStoreBackend:
         (a failed read could then spoil a page that arrived) or the pool's
         ranges do not add up to the page.
         """
+        if not self.reads_into_ranges or len(set(slots)) != len(slots):
+            return None
+        return self._range_views(pool, page_format, slots)
+
+    def _range_views(self, pool: Any, page_format: PageFormat,
+                     slots: Sequence[int]) -> Optional[list[list[memoryview]]]:
+        """Return each page's host byte ranges as writable views in flat-page order, or None when not known.
+
+        None when the pool does not list its ranges in flat-page order or they
+        do not add up to the page. The views do not keep the pool alive: the
+        registered pool outlives the call.
+        """
         per_page = page_format.flat_range_count
-        if not self.reads_into_ranges or per_page is None or len(set(slots)) != len(slots):
+        if per_page is None:
             return None
         try:
             pointers, sizes = self._range_lists(pool, page_format, slots, per_page)
-        except Exception:  # the pool could not say where its pages are: read staged instead
+        except Exception:  # the pool could not say where its pages are: go through a copy instead
             return None
         # One view over the call's whole address span, cut into the ranges: a slice costs far less than a view.
         low = min(pointers)
@@ -601,7 +621,9 @@ class PageStoreBackend:
         if count == 0:
             return []
         pool, page_format = self._pools[pool_name], self._formats[pool_name]
-        datas = [self._guarded(self._page_bytes, None, pool, page_format, slot) for slot in slots]
+        datas = self._range_views(pool, page_format, slots) if self.writes_from_ranges else None
+        if datas is None:
+            datas = [self._guarded(self._page_bytes, None, pool, page_format, slot) for slot in slots]
         names = [self._name(key, pool_name) for key in keys]
         written = self._guarded(self._write_objects, None, names, datas, groups)
         return self._count_writes(self._flags(written, count), page_format.byte_count)

@@ -7,8 +7,10 @@ shares the TP level (NS-5), and the same configuration finds the same files
 after a restart (NS-7). A file holds the raw bytes of one flat page and
 nothing else.
 
-Writes go to a temporary file in the same directory (its name holds ``%tmp``,
-which no escaped key contains), optionally ``fsync``-ed, then
+Writes send the page's host byte ranges with one ``os.writev`` (no copy out
+of the pool, ``writes_from_ranges``) to a temporary file in the same
+directory (its name holds ``%tmp``, which no escaped key contains),
+optionally ``fsync``-ed, then
 ``os.replace``-d over the final name: a page is never visible half written
 (BE-7). Reads check with ``fstat`` that the file is exactly one page long (an
 empty, short or long file is a miss and touches nothing, BE-13), then
@@ -80,6 +82,19 @@ def read_exactly(descriptor: int, views: Sequence[memoryview], byte_count: int) 
     return True
 
 
+def write_all(descriptor: int, parts: Sequence[memoryview], byte_count: int) -> None:
+    """Write ``parts`` (``byte_count`` bytes together) one after the other to ``descriptor`` with ``os.writev``.
+
+    A short ``writev`` is continued where it stopped. OSError propagates.
+    """
+    written = os.writev(descriptor, parts) if len(parts) <= IOV_MAX else 0
+    while written < byte_count:
+        count = os.writev(descriptor, _after(parts, written)[:IOV_MAX])
+        if count <= 0:
+            raise OSError(errno.EIO, "writev wrote nothing")
+        written += count
+
+
 def _after(views: Sequence[memoryview], count: int) -> list[memoryview]:
     """Return what is left of ``views`` once their first ``count`` bytes are filled."""
     index = 0
@@ -132,6 +147,7 @@ class FileBackend(PageStoreBackend):
 
     hicache_levels = ("core", "v1", "v2", "prefix", "namespacing", "concurrency", "durability")
     reads_into_ranges = True
+    writes_from_ranges = True
 
     def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
         super().__init__(storage_config, extra_config)
@@ -257,9 +273,8 @@ class FileBackend(PageStoreBackend):
             descriptor = os.open(temporary, _OPEN_FOR_WRITE, FILE_MODE)
         try:
             try:
-                written = 0
-                while written < len(data):
-                    written += os.write(descriptor, data[written:])
+                parts = [data] if isinstance(data, memoryview) else data  # the page's ranges in the pool
+                write_all(descriptor, parts, sum(part.nbytes for part in parts))
                 if self.fsync:
                     os.fsync(descriptor)
             finally:

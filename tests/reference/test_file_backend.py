@@ -79,7 +79,7 @@ def check_never_visible_half_written(harness: Harness) -> None:
     observer = harness.make()
     key = page_keys(1, start=700)[0]
     seen: list[tuple[bool, int]] = []
-    real_write = os.write
+    real_write, real_writev = os.write, os.writev
 
     def write_half_then_look(descriptor: int, data: Any) -> int:
         half = max(1, len(data) // 2)
@@ -87,12 +87,15 @@ def check_never_visible_half_written(harness: Harness) -> None:
         seen.append((observer.exists(key), observer.batch_exists([key])))
         return count
 
-    os.write = write_half_then_look
+    def writev_half_then_look(descriptor: int, parts: Any) -> int:
+        return write_half_then_look(descriptor, b"".join(bytes(part) for part in parts))
+
+    os.write, os.writev = write_half_then_look, writev_half_then_look
     try:
         assert write_pages(backend, [key], [0], seed=30) == [True]
     finally:
-        os.write = real_write
-    assert seen, "the write went through os.write at least once"
+        os.write, os.writev = real_write, real_writev
+    assert seen, "the write went through os.write or os.writev at least once"
     assert all(visible == (False, 0) for visible in seen), f"a half-written page was visible: {seen}"
     assert observer.batch_get_v1([key], slots_of(observer.mem_pool_host, [3])) == [True]
     assert page_bytes(observer.mem_pool_host, 3) == page_bytes(backend.mem_pool_host, 0)
@@ -470,11 +473,10 @@ class WritesInPlace(FileBackend):
         final = self._path(name)
         self._ensure_directory(os.path.dirname(final))
         descriptor = os.open(final, os.O_WRONLY | os.O_CREAT, 0o644)
+        parts = [data] if isinstance(data, memoryview) else data
         try:
-            os.ftruncate(descriptor, len(data))
-            written = 0
-            while written < len(data):
-                written += os.write(descriptor, data[written:])
+            os.ftruncate(descriptor, sum(part.nbytes for part in parts))
+            file_module.write_all(descriptor, parts, sum(part.nbytes for part in parts))
         finally:
             os.close(descriptor)
         return True

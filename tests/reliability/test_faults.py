@@ -52,11 +52,15 @@ def test_a_full_disk_fails_writes_and_spoils_no_page(tmp_path: Any, monkeypatch:
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(descriptor, data)
 
+    def filling_up_vectored(descriptor: int, parts: Any) -> int:
+        return filling_up(descriptor, b"".join(bytes(part) for part in parts))
+
     monkeypatch.setattr(file_module.os, "write", filling_up)
+    monkeypatch.setattr(file_module.os, "writev", filling_up_vectored)
     for page in range(BATCH):
         fill(pool, page, 500.0 + page)
     rewritten = backend.batch_set_v1(stored, torch.arange(BATCH * PAGE_SIZE))  # rewrites: some fail
-    monkeypatch.setattr(file_module.os, "write", real_write)
+    monkeypatch.undo()
     assert rewritten.count(False) == BATCH // 2
     leftovers = [name for _, _, files in os.walk(tmp_path) for name in files if "%tmp" in name]
     assert leftovers == []

@@ -207,18 +207,23 @@ def test_clear_leaves_no_empty_directory_but_keeps_other_namespaces(place: dict[
 
 def test_a_write_under_way_at_close_leaves_nothing(place: dict[str, str]) -> None:
     backend = backend_for(place)
-    real_write = os.write
+    real_write, real_writev = os.write, os.writev
 
     def close_mid_write(descriptor: int, data: Any) -> int:
         backend.clear()
         backend.close()
         return real_write(descriptor, data)
 
-    file_module.os.write = close_mid_write
+    def close_mid_writev(descriptor: int, parts: Any) -> int:
+        backend.clear()
+        backend.close()
+        return real_writev(descriptor, parts)
+
+    file_module.os.write, file_module.os.writev = close_mid_write, close_mid_writev
     try:
         assert backend.batch_set_v1([KEY], slots()) == [False]
     finally:
-        file_module.os.write = real_write
+        file_module.os.write, file_module.os.writev = real_write, real_writev
     assert snapshot(place["root"]) == {}
 
 
