@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Optional
 
-from hicache_spec.registry import FAMILIES, LEVELS, clauses, clauses_for_release, describe_releases
+from hicache_spec.registry import FAMILIES, LEVELS, Clause, clauses, clauses_for_release, describe_releases
 from hicache_spec.releases import SGLANG_RELEASES
 
 __all__ = ["render_markdown", "summarize"]
 
 
-def _live(version: Optional[str]) -> tuple:
+def _live(version: Optional[str]) -> tuple[Clause, ...]:
     return clauses() if version is None else clauses_for_release(version)
 
 
