@@ -865,7 +865,8 @@ def validate_host_indices(
 ) -> torch.Tensor:
     """Check the host slots of ``key_count`` pages and return the tensor itself (never a copy). Clauses: BE-15, BE-16.
 
-    Rules, in order: a 1-D integer tensor; exactly ``key_count * page_size``
+    Rules, in order: a tensor on the CPU or a CUDA device (a meta tensor has
+    no slots to read); a 1-D integer tensor; exactly ``key_count * page_size``
     slots; each page's first slot a non-negative multiple of ``page_size``;
     each page's slots consecutive. Raises ContractViolation naming ``field``
     (with the page index where one applies) and the rule.
@@ -874,6 +875,9 @@ def validate_host_indices(
         raise ContractViolation("page_size", "must be an int >= 1", page_size, "BE-15")
     if type(key_count) is not int or key_count < 0:
         raise ContractViolation("key_count", "must be an int >= 0", key_count, "BE-15")
+    if isinstance(host_indices, torch.Tensor) and host_indices.device.type not in ("cpu", "cuda"):
+        raise ContractViolation(field, "must be a tensor on the CPU (or a CUDA device), whose slots can be read",
+                                f"tensor on {host_indices.device}", "BE-15")  # a meta tensor holds no slots
     problem = _index_tensor_problem(host_indices)
     if problem is not None:
         raise ContractViolation(field, problem, host_indices, "BE-15")

@@ -440,6 +440,23 @@ FILE_CONFIG_ROWS: list[tuple[str, Any, dict, str]] = [
 ]
 """The file backend's configuration: (label, model name, extra config, message)."""
 
+HOST_INDEX_ROWS: list[tuple[str, Any, str]] = [
+    ("validate_host_indices on the meta device", lambda: torch.arange(PAGE_SIZE, device="meta"),
+     "host_indices: must be a tensor on the CPU (or a CUDA device), whose slots can be read (got 'tensor on meta') "
+     "[BE-15]"),
+    ("backup host_indices on the meta device", lambda: torch.arange(PAGE_SIZE, device="meta"),
+     "CacheController.backup.host_indices: must be a tensor on the CPU (or a CUDA device), whose slots can be read "
+     "(got 'tensor on meta') [BE-15]"),
+    ("backup host_indices of floats", lambda: torch.arange(float(PAGE_SIZE)),
+     "CacheController.backup.host_indices: must be a 1-D integer torch.Tensor, not torch.float32 (got "
+     "Tensor(shape=(4,), dtype=torch.float32)) [BE-15]"),
+    ("backup host_indices too few", lambda: torch.arange(PAGE_SIZE - 1),
+     "CacheController.backup.host_indices: must hold key_count * page_size = 1 * 4 = 4 slots (got "
+     "Tensor(shape=(3,), dtype=torch.int64)) [BE-15]"),
+]
+"""Host slots handed to ``validate_host_indices`` directly and through the reference controller's backup:
+(label, slots, message)."""
+
 TRACE_CLI_ROWS = ["method rm_rf", "result nested 1000 deep", "chain with an empty key", "not JSON", "empty text",
                   "an unknown call field", "format unknown", "operations empty"]
 """Trace rows also run through ``hicache-conform trace`` (exit 2, the message on stderr, nothing on stdout)."""
@@ -465,7 +482,7 @@ def test_the_matrix_has_at_least_250_cases_and_every_row_a_message() -> None:
     assert set(TRACE_MESSAGES) == {label for label, _ in rows.TRACE_ACTIONS}
     sizes = {"backend API": len(BACKEND_CASES), "suite options": len(OPTION_MESSAGES),
              "trace format": len(TRACE_MESSAGES) + len(TRACE_CLI_ROWS), "CLI": len(CLI_ROWS),
-             "file backend config": len(FILE_CONFIG_ROWS)}
+             "file backend config": len(FILE_CONFIG_ROWS), "host slots": len(HOST_INDEX_ROWS)}
     assert sum(sizes.values()) >= 250, sizes
 
 
@@ -561,3 +578,23 @@ def test_planted_backend_that_trusts_its_transfers_is_caught(tmp_path: Any, monk
         except (Exception, pytest.fail.Exception):  # a wrong message, an escaped error or nothing raised
             caught += 1
     assert caught == 2 * 3 * len(rows.BAD_TRANSFERS)  # every transfer row, on both backends
+
+
+@pytest.mark.clause("BE-15")
+@pytest.mark.parametrize(("label", "make", "message"), HOST_INDEX_ROWS, ids=[row[0] for row in HOST_INDEX_ROWS])
+def test_host_slots_are_refused_before_any_io(label: str, make: Any, message: str, tmp_path: Any) -> None:
+    from hicache_contracts import validate_host_indices
+    from hicache_reference import CacheController
+
+    scene = scene_for("memory", str(tmp_path))
+    stats = scene.backend.get_stats()
+    with pytest.raises(ContractViolation) as raised:
+        if label.startswith("validate_host_indices"):
+            validate_host_indices(make(), 1, PAGE_SIZE)
+        else:
+            controller = CacheController(scene.backend, scene.backend.mem_pool_host, start=False)
+            controller.backup(["ef" * 32], make())
+    assert str(raised.value) == message
+    assert scene.backend.get_stats() == stats  # nothing read, nothing written
+    assert scene.backend.batch_exists(["ef" * 32]) == 0
+    assert scene.backend.batch_exists([KEY, SECOND_KEY]) == 2
