@@ -16,13 +16,17 @@
 # Unless the installed torch already has a torchvision that imports, this installs
 # the pair in HICACHE_SGLANG_TORCH (default "torch==2.14.1 torchvision==0.29.1",
 # which imports and runs on a CPU-only machine), replacing the torch above.
+#
+# Redis: the tests start their own Redis servers and need redis-server and redis-cli;
+# scripts/install_redis.sh installs them where it can (Debian, as root or with
+# passwordless sudo) and otherwise prints how. HICACHE_NO_REDIS=1 skips that step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 with_sglang=${HICACHE_SGLANG:-0}
 for argument in "$@"; do
   case "$argument" in
     --sglang) with_sglang=1 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -e/{/^set -e/!p;}' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option $argument (known: --sglang)" >&2; exit 2 ;;
   esac
 done
@@ -51,4 +55,9 @@ if [ "$with_sglang" = 1 ]; then
     || { echo "setup.sh: torchvision does not import with this torch; set HICACHE_SGLANG_TORCH to a matching pair" >&2; exit 1; }
 else
   pip_quiet -e '.[test]'
+fi
+if [ "${HICACHE_NO_REDIS:-0}" = 1 ]; then
+  echo "setup.sh: HICACHE_NO_REDIS=1: not installing a Redis server (the Redis tests skip without one)"
+else
+  bash scripts/install_redis.sh
 fi

@@ -4,6 +4,9 @@ Profiles (choose with ``HICACHE_HYPOTHESIS_PROFILE`` or ``--hypothesis-profile``
   ci    small and derandomized, the default
   deep  many more examples and longer state-machine runs, for a nightly run
 
+Redis: tests/redis_support.py starts the Redis tests' servers on free loopback
+ports unless the environment names servers; they stop when the session ends.
+
 The audit (``--clause-audit``) fails the session when a registered clause has no
 test naming it; a test naming an unknown clause fails collection always.
 """
@@ -11,6 +14,7 @@ test naming it; a test naming an unknown clause fails collection always.
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -78,6 +82,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _stop_redis_servers()
     if not session.config.getoption("--clause-audit"):
         return
     missing = [c.id for c in clauses() if c.id not in _NAMED_CLAUSES]
@@ -94,3 +99,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             f"clause audit: every one of {len(clauses())} clauses is named by at least one test",
             green=True,
         )
+
+
+def _stop_redis_servers() -> None:
+    """Stop the Redis servers the session started for the Redis tests (tests/redis_support.py), if any."""
+    support = sys.modules.get("tests.redis_support")
+    if support is not None:
+        support.stop_session_servers()

@@ -1,11 +1,15 @@
-"""Finding Redis servers for the tests, and starting private ones for fault tests.
+"""Finding Redis servers for the tests, and starting private ones.
 
-The shared servers come from the environment that ``.ci/services.sh`` exports:
+Each mode's server comes from the environment when it names one, and is
+started by the tests otherwise:
 
-    HICACHE_REDIS_URL            redis://127.0.0.1:6390/0 when unset
-    HICACHE_REDIS_CLUSTER_NODES  127.0.0.1:7100,127.0.0.1:7101,127.0.0.1:7102 when unset
-    HICACHE_REQUIRE_REDIS        "1": a server that cannot be reached fails the test instead of skipping it
+    HICACHE_REDIS_URL            a standalone server to use; unset: the session starts one on a free loopback port
+    HICACHE_REDIS_CLUSTER_NODES  a cluster to use; unset: the session starts a 3-master cluster on free loopback ports
+    HICACHE_REQUIRE_REDIS        "1": a server that cannot be reached or started fails the test instead of skipping it
+    HICACHE_NO_REDIS             "1": start nothing; tests without a named server skip
 
+The session's servers start on the first test that needs them and stop when
+the session ends (``stop_session_servers``, called from tests/conftest.py).
 Private servers (``RedisServer``, ``RedisClusterServers``) run ``redis-server``
 from PATH on free loopback ports, as children of the test process, so a test
 can kill and restart them; they keep nothing on disk.
@@ -18,6 +22,7 @@ never see or remove each other's keys.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import socket
@@ -32,10 +37,6 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6390/0"
-"""The CI standalone server (.ci/services.sh)."""
-DEFAULT_CLUSTER_NODES = "127.0.0.1:7100,127.0.0.1:7101,127.0.0.1:7102"
-"""The CI cluster (.ci/services.sh)."""
 MODES = ("standalone", "cluster")
 """The two deployments every correctness test runs against."""
 
@@ -56,32 +57,25 @@ def unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-def redis_url() -> str:
-    return os.environ.get("HICACHE_REDIS_URL") or DEFAULT_REDIS_URL
+_ENV = {"standalone": "HICACHE_REDIS_URL", "cluster": "HICACHE_REDIS_CLUSTER_NODES"}
+"""Mode → the variable naming an external server of that mode."""
 
 
-def cluster_nodes() -> list[str]:
-    text = os.environ.get("HICACHE_REDIS_CLUSTER_NODES") or DEFAULT_CLUSTER_NODES
+def _split_nodes(text: str) -> list[str]:
     return [node.strip() for node in text.split(",") if node.strip()]
 
 
-_REACHABLE: dict[str, Optional[str]] = {}
-"""Mode → None when reachable, else why not; probed once per session."""
-
-
-def _probe_standalone() -> Optional[str]:
-    url = redis_url()
+def _probe_standalone(url: str) -> Optional[str]:
     try:
         client = redis.Redis.from_url(url, socket_timeout=_PROBE_TIMEOUT, socket_connect_timeout=_PROBE_TIMEOUT)
         client.ping()
         client.close()
     except Exception as error:
-        return f"no Redis server at {url} ({type(error).__name__}: {error}); run .ci/services.sh's start_services"
+        return f"no Redis server at {url} (HICACHE_REDIS_URL; {type(error).__name__}: {error})"
     return None
 
 
-def _probe_cluster() -> Optional[str]:
-    nodes = cluster_nodes()
+def _probe_cluster(nodes: list[str]) -> Optional[str]:
     try:
         client = RedisCluster(
             startup_nodes=[ClusterNode(*_host_port(node)) for node in nodes],
@@ -90,8 +84,8 @@ def _probe_cluster() -> Optional[str]:
         state = client.cluster_info(target_nodes=RedisCluster.RANDOM).get("cluster_state")
         client.close()
     except Exception as error:
-        return (f"no Redis cluster at {','.join(nodes)} ({type(error).__name__}: {error}); "
-                "run .ci/services.sh's start_services")
+        return (f"no Redis cluster at {','.join(nodes)} (HICACHE_REDIS_CLUSTER_NODES; "
+                f"{type(error).__name__}: {error})")
     if state != "ok":
         return f"the Redis cluster at {','.join(nodes)} reports cluster_state:{state}"
     return None
@@ -102,16 +96,86 @@ def _host_port(node: str) -> tuple[str, int]:
     return host, int(port)
 
 
+class SessionServers:
+    """Each mode's server for a test session: the one the environment names, else one started here.
+
+    ``extra(mode)`` returns the extra config reaching it, or the reason there is
+    none; it resolves each mode once. ``close`` stops what this object started.
+    """
+
+    _ATTEMPTS = 3
+    """Starts tried per mode (a free port can be taken between choosing it and binding it)."""
+
+    def __init__(self, environ: Optional[Any] = None) -> None:
+        self.environ = os.environ if environ is None else environ
+        self.started: dict[str, Any] = {}
+        self._resolved: dict[str, Any] = {}
+
+    def extra(self, mode: str) -> Any:
+        """Return ``{"redis_url": ...}`` / ``{"redis_cluster_nodes": [...]}`` for ``mode``, or a reason (str)."""
+        if mode not in _ENV:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if mode not in self._resolved:
+            self._resolved[mode] = self._resolve(mode)
+        return self._resolved[mode]
+
+    def _resolve(self, mode: str) -> Any:
+        named = self.environ.get(_ENV[mode]) or ""
+        if named:
+            if mode == "standalone":
+                return _probe_standalone(named) or {"redis_url": named}
+            nodes = _split_nodes(named)
+            return _probe_cluster(nodes) or {"redis_cluster_nodes": nodes}
+        if self.environ.get("HICACHE_NO_REDIS", "") == "1":
+            return f"HICACHE_NO_REDIS=1 and {_ENV[mode]} is unset: no {mode} Redis server"
+        if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
+            return (f"redis-server and redis-cli are not installed, so no {mode} Redis server can be started "
+                    f"(bash scripts/setup.sh installs them where it can; or apt-get install redis-server), "
+                    f"and {_ENV[mode]} names none")
+        return self._start(mode)
+
+    def _start(self, mode: str) -> Any:
+        error: Optional[BaseException] = None
+        for _ in range(self._ATTEMPTS):
+            servers = RedisServer() if mode == "standalone" else RedisClusterServers()
+            try:
+                servers.start()
+            except Exception as caught:  # a port taken meanwhile, a server that would not start
+                servers.close()
+                error = caught
+                continue
+            self.started[mode] = servers
+            if mode == "standalone":
+                return {"redis_url": servers.url}
+            return {"redis_cluster_nodes": servers.nodes}
+        return f"could not start a {mode} Redis server on loopback ({type(error).__name__}: {error})"
+
+    def close(self) -> None:
+        """Stop every server this object started."""
+        for servers in self.started.values():
+            servers.close()
+        self.started.clear()
+        self._resolved.clear()
+
+
+_SESSION = SessionServers()
+"""This test process's servers."""
+
+
+def stop_session_servers() -> None:
+    """Stop the servers the session started (tests/conftest.py calls this when the session ends)."""
+    _SESSION.close()
+
+
+atexit.register(stop_session_servers)
+
+
 def require_mode(mode: str) -> dict:
-    """Return the extra config that reaches the shared server of ``mode``, or skip/fail the test."""
-    if mode not in _REACHABLE:
-        _REACHABLE[mode] = _probe_standalone() if mode == "standalone" else _probe_cluster()
-    reason = _REACHABLE[mode]
-    if reason is not None:
-        unavailable(reason)
-    if mode == "standalone":
-        return {"redis_url": redis_url()}
-    return {"redis_cluster_nodes": cluster_nodes()}
+    """Return the extra config that reaches the session's server of ``mode``, or skip/fail the test."""
+    extra = _SESSION.extra(mode)
+    if isinstance(extra, str):
+        unavailable(extra)
+    return dict(extra)
 
 
 def require_redis_server_binary() -> str:
