@@ -43,10 +43,12 @@ from hicache_contracts.conformance.report import (
 from hicache_contracts.conformance.runner import (
     SuiteRunner,
     decide_levels,
-    run_reference_suite,
     run_suite,
     tool_version,
 )
+from hicache_contracts._moved import moved_names
+
+__getattr__ = moved_names(__name__, {"run_reference_suite": "hicache_reference.main_job"})
 
 __all__ = [
     "BACKEND_LEVELS",
@@ -79,7 +81,6 @@ __all__ = [
     "parse_extra_config",
     "parse_levels",
     "resolve_factory",
-    "run_reference_suite",
     "run_suite",
     "tool_version",
 ]

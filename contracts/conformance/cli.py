@@ -38,9 +38,11 @@ from hicache_contracts.sglang_release import ReleaseError, describe_choice, reso
 from hicache_contracts.conformance.framework import ordered_checks
 from hicache_contracts.conformance.levels import BACKEND_LEVELS, parse_levels
 from hicache_contracts.conformance.loading import parse_extra_config, resolve_factory
+from hicache_contracts.conformance.main_job import MainJob, Subjects, load_main_job
 from hicache_contracts.conformance.options import PROFILES, SuiteOptions
 from hicache_contracts.conformance.redaction import redact, secret_values
 from hicache_contracts.conformance.report import FAIL, SuiteReport
+from hicache_contracts.conformance.runner import SuiteRunner
 from hicache_contracts.host_pool import KINDS, LAYOUTS
 
 __all__ = ["build_options", "install", "run_command"]
@@ -161,6 +163,7 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
         uses_vendor = bool(args.backend) or bool(extra_config and (extra_config.get("module_path")
                                                                     or extra_config.get("class_name")))
         factory = resolve_factory(args.backend, extra_config) if uses_vendor else None
+        job = None if uses_vendor else load_main_job()
         release = resolve_release(options.sglang_version)
         known_failures = _read_known_failures(getattr(args, "known_failures", None))
     except ValueError as error:
@@ -173,7 +176,7 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
         print(describe_choice(release), file=stream, flush=True)
     printer = _ProgressPrinter(stream, args.quiet)
     try:
-        report = _run(factory, options, printer, include_engine=factory is None and not args.no_engine)
+        report = _run(factory, job, options, printer, include_engine=not args.no_engine)
     finally:
         printer.live_line.stop()
     report = report.with_secrets(secrets)
@@ -264,8 +267,9 @@ def _check_output_paths(args: argparse.Namespace) -> None:
             raise ValueError(f"{option}: must be a file the report can be written to; {problem} (got {path!r})")
 
 
-def _run(factory: Any, options: SuiteOptions, printer: "_ProgressPrinter", *, include_engine: bool) -> SuiteReport:
-    """Run the vendor's backend (``factory``) or the reference backends; a Ctrl-C gives the partial report.
+def _run(factory: Any, job: Optional[MainJob], options: SuiteOptions, printer: "_ProgressPrinter", *,
+         include_engine: bool) -> SuiteReport:
+    """Run the vendor's backend (``factory``) or the main job's subjects; a Ctrl-C gives the partial report.
 
     On Ctrl-C the check under way is abandoned, every instance is cleared
     and closed, the threads the run started are given ``options.timeout_s``
@@ -273,41 +277,37 @@ def _run(factory: Any, options: SuiteOptions, printer: "_ProgressPrinter", *, in
     report of what ran is marked interrupted. A second Ctrl-C during that cleanup
     is ignored.
     """
-    from hicache_contracts.conformance.runner import SuiteRunner, reference_factories
-
     threads_before = set(threading.enumerate())
     runners: list[SuiteRunner] = []
     directory: Optional[str] = None
-    stores: list[str] = []
+    subjects: Subjects = ()
     interrupted = False
     engine: Optional[SuiteReport] = None
     try:
-        if factory is not None:
+        if job is None:
             subjects = [(f"backend {factory.name}", factory)]
         else:
             if options.seed is None:  # one seed for every section, so that one --seed replays the whole run
                 options = dataclasses.replace(options, seed=random.SystemRandom().randrange(2**31))
             directory = tempfile.mkdtemp(prefix="hicache-conform-")
-            subjects = reference_factories(directory)
-            stores = [store for _, made in subjects
-                      if isinstance(store := (made.extra_config or {}).get("store"), str)]
+            subjects = job.subjects(directory)
         for title, made in subjects:
             printer.announce(title)
             runner = SuiteRunner(made, options, title=title)
             runners.append(runner)
             runner.run_all(printer, printer.starting)
             runner.close()
-        if include_engine:
-            from hicache_contracts.conformance.engine_section import reference_engine_section
-
+        if include_engine and job is not None and job.engine_section is not None:
             printer.announce("reference controller (engine conformance)")
-            engine = SuiteReport((reference_engine_section(),))
+            engine = SuiteReport((job.engine_section(),))
     except KeyboardInterrupt:
         interrupted = True
     finally:
         previous = _ignore_interrupts()
         try:
-            _cleanup(runners, threads_before, directory, stores, options, interrupted)
+            _cleanup(runners, threads_before, directory, options, interrupted)
+            if job is not None:
+                job.release(subjects)
         finally:
             _restore_interrupts(previous)
     report = SuiteReport(tuple(runner.section() for runner in runners))
@@ -316,7 +316,7 @@ def _run(factory: Any, options: SuiteOptions, printer: "_ProgressPrinter", *, in
     return report.marked_interrupted() if interrupted else report
 
 
-def _cleanup(runners: list, threads_before: set, directory: Optional[str], stores: list[str], options: SuiteOptions,
+def _cleanup(runners: list, threads_before: set, directory: Optional[str], options: SuiteOptions,
              interrupted: bool) -> None:
     """Clear and close every instance, let the run's threads stop, remove the temporary directory.
 
@@ -332,11 +332,6 @@ def _cleanup(runners: list, threads_before: set, directory: Optional[str], store
             thread.join(max(0.0, bound - time.monotonic()))
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)
-    if stores:
-        from hicache_reference.backends import forget_shared_memory_store
-
-        for store in stores:
-            forget_shared_memory_store(store)
 
 
 def _ignore_interrupts() -> Any:

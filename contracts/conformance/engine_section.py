@@ -1,39 +1,41 @@
-"""The main job's engine half: the reference controller's traces, as a report section.
+"""The main job's engine half: a controller's per-clause trace results, as a report section.
 
-``hicache-conform run`` without a backend checks the reference backends with
-the vendor suite, then drives the reference controller through the engine
-scenarios of ``hicache_contracts.engine`` and reports every engine-side clause
-here. Clauses a single-rank trace cannot decide (several ranks, a clock, the
-engine's allocator) are listed as skipped with the tests that check them.
+``hicache-conform run`` without a backend checks the default backends with
+the vendor suite, then runs the default controller through the engine
+scenarios (``hicache_reference.main_job``) and reports every engine-side
+clause with ``engine_section``. Clauses a single-rank trace cannot decide
+(several ranks, a clock, the engine's allocator) are listed as skipped with
+the tests that check them.
 """
 
 from __future__ import annotations
 
-import time
-from typing import Optional
+from typing import Iterable
 
+from hicache_contracts._moved import moved_names
 from hicache_contracts.conformance.report import FAIL, PASS, SKIP, ClauseVerdict, Failure, LevelVerdict, ReportSection
+from hicache_contracts.engine._reference import ClauseResult
 from hicache_spec import LEVELS, clauses
 
-__all__ = ["ENGINE_LEVELS", "reference_engine_section"]
+__all__ = ["ENGINE_LEVELS", "engine_section"]
 
 ENGINE_LEVELS = ("prefix", "controller", "hybrid", "ranks")
 """The levels whose engine-side clauses the section reports, in order."""
 
 _NOT_BY_TRACE = "not decidable from one rank's trace; checked by the project's tests of the reference controller"
 
+__getattr__ = moved_names(__name__, {"reference_engine_section": "hicache_reference.main_job"})
 
-def reference_engine_section(controller_class: Optional[type] = None) -> ReportSection:
-    """Run the reference controller (or ``controller_class``) through the engine scenarios; return the verdict per engine clause."""
-    from hicache_contracts.engine import check_reference_controller
 
-    started = time.monotonic()
-    results = {result[0]: result for result in check_reference_controller(controller_class)}
+def engine_section(results: Iterable[ClauseResult], *, subject: str, duration_s: float = 0.0,
+                   title: str = "reference controller (engine conformance)") -> ReportSection:
+    """Return the section of one controller's ``ClauseResult`` list: a verdict per engine clause."""
+    by_clause = {result[0]: result for result in results}
     verdicts = []
     for registered in clauses():
         if registered.role == "backend" or registered.level not in ENGINE_LEVELS + ("core", "v2"):
             continue
-        result = results.get(registered.id)
+        result = by_clause.get(registered.id)
         if result is None:
             if registered.level not in ENGINE_LEVELS:
                 continue
@@ -50,10 +52,10 @@ def reference_engine_section(controller_class: Optional[type] = None) -> ReportS
         for level in dict.fromkeys(verdict.level for verdict in verdicts)
     )
     return ReportSection(
-        title="reference controller (engine conformance)",
-        subject="hicache_reference.CacheController",
+        title=title,
+        subject=subject,
         levels=levels,
         clauses=tuple(verdicts),
         notes=("each scenario records the controller's backend calls and acks and checks the trace",),
-        duration_s=time.monotonic() - started,
+        duration_s=duration_s,
     )

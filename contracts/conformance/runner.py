@@ -1,7 +1,8 @@
 """Running the suite: decide what the backend claims, run every check, turn outcomes into clause verdicts.
 
     run_suite(factory, options)        -> SuiteReport   one backend
-    run_reference_suite(options)       -> SuiteReport   the reference memory and file backends
+
+(``run_reference_suite``, the reference backends, is ``hicache_reference.main_job``'s.)
 
 What a backend claims (``decide_levels``):
 
@@ -42,12 +43,8 @@ an attribution never hides a failure.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.metadata
 import json
-import os
-import random
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass
@@ -55,7 +52,8 @@ from typing import Any, Callable, Optional
 
 from hicache_spec import LEVELS
 from hicache_spec import clause as lookup_clause
-from hicache_contracts.capabilities import CAPABILITY_LEVELS, Capabilities, detect_capabilities
+from hicache_contracts._moved import moved_names
+from hicache_contracts.capabilities import CAPABILITY_LEVELS, Capabilities, declared_levels, detect_capabilities
 from hicache_contracts.conformance import checks_concurrency as _checks_concurrency  # noqa: F401  (registers)
 from hicache_contracts.conformance import checks_core as _checks_core  # noqa: F401
 from hicache_contracts.conformance import checks_namespacing as _checks_namespacing  # noqa: F401
@@ -74,7 +72,7 @@ from hicache_contracts.conformance.framework import (
     check_named,
     ordered_checks,
 )
-from hicache_contracts.conformance.levels import BACKEND_LEVELS, level_clauses
+from hicache_contracts.conformance.levels import BACKEND_LEVELS, level_clauses, level_of
 from hicache_contracts.conformance.loading import BackendFactory, resolve_factory
 from hicache_contracts.conformance.machines import forget_state_machines, state_machines
 from hicache_contracts.conformance.options import SuiteOptions
@@ -95,7 +93,6 @@ __all__ = [
     "Progress",
     "SuiteRunner",
     "decide_levels",
-    "run_reference_suite",
     "run_suite",
     "tool_version",
 ]
@@ -111,6 +108,9 @@ Starting = Callable[[int, int, Check], None]
 
 ZERO_COPY_CORE_METHODS: tuple[str, ...] = ("batch_exists",)
 """The legacy methods SGLang calls on a backend that claims v1 (the hit query; KV moves through v1)."""
+
+__getattr__ = moved_names(__name__, dict.fromkeys(("reference_factories", "run_reference_suite"),
+                                                  "hicache_reference.main_job"))
 
 
 def tool_version() -> str:
@@ -194,7 +194,7 @@ class SuiteRunner:
         self._started_up = True
         klass = self.factory.backend_class
         try:
-            declared = self.options.levels or (None if klass is None else _declared(klass))
+            declared = self.options.levels or (None if klass is None else declared_levels(klass))
             probe = self.context.build(self.context.config(model_name=self.context.namespace("probe")), pages=2,
                                        v2=False, tag="probe")
             finished, capabilities = self.context._deadline.run(detect_capabilities, (probe.backend,), {},
@@ -282,7 +282,7 @@ class SuiteRunner:
             return CheckOutcome(check.name, check.clauses, SKIP, message=str(skipped),
                                 duration_s=time.monotonic() - started)
         except Exception as error:  # the suite must report, never crash, whatever the backend does
-            primary = next((item for item in check.clauses if _level(item) in decision.claimed), check.clauses[0])
+            primary = next((item for item in check.clauses if level_of(item) in decision.claimed), check.clauses[0])
             where = traceback.extract_tb(error.__traceback__)[-1]
             return CheckOutcome(check.name, check.clauses, FAIL, primary,
                                 f"the check stopped on {type(error).__name__}: {error} "
@@ -338,8 +338,8 @@ class SuiteRunner:
             return CheckOutcome(check.name, check.clauses, FAIL, root, finding.message, finding.counterexample,
                                 duration_s)
         decision = self.decision
-        if _level(root) not in decision.claimed and _level(root) not in decision.dishonoured:
-            primary = next((item for item in check.clauses if _level(item) in decision.claimed), check.clauses[0])
+        if level_of(root) not in decision.claimed and level_of(root) not in decision.dishonoured:
+            primary = next((item for item in check.clauses if level_of(item) in decision.claimed), check.clauses[0])
             return CheckOutcome(check.name, check.clauses, FAIL, primary,
                                 f"its setup found {root} broken: {finding.message}", finding.counterexample,
                                 duration_s)
@@ -440,18 +440,6 @@ def setup_reason(root: str) -> str:
     return f"not checked: its setup needs {root}, which failed (see {root})"
 
 
-def _declared(klass: type) -> Optional[tuple[str, ...]]:
-    from hicache_contracts.capabilities import declared_levels
-
-    return declared_levels(klass)
-
-
-def _level(clause_id: str) -> str:
-    from hicache_contracts.conformance.levels import level_of
-
-    return level_of(clause_id)
-
-
 # ---------------------------------------------------------------- entry points
 def run_suite(factory: Any, options: Optional[SuiteOptions] = None, *, title: Optional[str] = None,
               progress: Optional[Progress] = None, starting: Optional[Starting] = None) -> SuiteReport:
@@ -463,37 +451,3 @@ def run_suite(factory: Any, options: Optional[SuiteOptions] = None, *, title: Op
     with SuiteRunner(factory, options, title=title) as runner:
         runner.run_all(progress, starting)
     return SuiteReport((runner.section(),))
-
-
-def reference_factories(directory: str) -> list[tuple[str, BackendFactory]]:
-    """Return the reference backends (imported now, not before) with the extra config each needs."""
-    from hicache_reference.backends import FileBackend, MemoryBackend
-
-    store = f"hicache-conform-{os.path.basename(directory)}"  # one store shared by every instance, as ranks share L3
-    return [
-        ("reference backend: memory", BackendFactory(MemoryBackend, {"store": store},
-                                                     "hicache_reference.backends:MemoryBackend")),
-        ("reference backend: file", BackendFactory(FileBackend, {"path": directory},
-                                                   "hicache_reference.backends:FileBackend")),
-    ]
-
-
-def run_reference_suite(options: Optional[SuiteOptions] = None, *, progress: Optional[Progress] = None,
-                        starting: Optional[Starting] = None,
-                        announce: Optional[Callable[[str], None]] = None) -> SuiteReport:
-    """Run the suite against the reference memory backend and the file backend in a temporary directory."""
-    from hicache_reference.backends import forget_shared_memory_store
-
-    options = options or SuiteOptions()
-    if options.seed is None:  # one seed for every section, so that one --seed replays the whole run
-        options = dataclasses.replace(options, seed=random.SystemRandom().randrange(2**31))
-    report = SuiteReport()
-    with tempfile.TemporaryDirectory(prefix="hicache-conform-") as directory:
-        for title, factory in reference_factories(directory):
-            if announce is not None:
-                announce(title)
-            report = report.merged(run_suite(factory, options, title=title, progress=progress, starting=starting))
-            store = (factory.extra_config or {}).get("store")
-            if isinstance(store, str):
-                forget_shared_memory_store(store)
-    return report

@@ -18,7 +18,6 @@ See docs/engines.md for the format and every rule with its clause.
 from hicache_contracts.engine._assertions import assert_trace_conforms, format_failure
 from hicache_contracts.engine._checker import check_acks, check_operation, check_trace
 from hicache_contracts.engine._recorder import RecordedCall, RecordedTransfer, RecordingBackend, snapshot_prefix
-from hicache_contracts.engine._reference import check_reference_controller
 from hicache_contracts.engine._report import TraceReport, TraceViolation
 from hicache_contracts.engine._trace import (
     TRACE_FORMAT,
@@ -28,6 +27,9 @@ from hicache_contracts.engine._trace import (
     TraceTransfer,
     load_trace,
 )
+from hicache_contracts._moved import moved_names
+
+__getattr__ = moved_names(__name__, {"check_reference_controller": "hicache_reference.engine_check"})
 
 __all__ = [
     "TRACE_FORMAT",
@@ -43,7 +45,6 @@ __all__ = [
     "assert_trace_conforms",
     "check_acks",
     "check_operation",
-    "check_reference_controller",
     "check_trace",
     "format_failure",
     "load_trace",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hicache_contracts.conformance.engine_section import reference_engine_section
 from hicache_contracts.conformance.report import FAIL, PASS, SKIP
+from hicache_reference.main_job import reference_engine_section
 from tests.engine.planted_controllers import EmptyPrefixAsNoneInHitQueryController, InPlacePrefixController
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from hicache_contracts.conformance import SuiteOptions, backend_clauses, run_reference_suite
+from hicache_contracts.conformance import SuiteOptions, backend_clauses
+from hicache_reference.main_job import run_reference_suite
 
 
 @pytest.mark.clause(*[item.id for item in backend_clauses()])

@@ -14,8 +14,9 @@ import re
 
 import pytest
 
-from hicache_contracts.engine import assert_trace_conforms, check_reference_controller
-from hicache_contracts.engine._reference import REFERENCE_SCENARIOS, Scenario, run_scenario
+from hicache_contracts.engine import assert_trace_conforms
+from hicache_contracts.engine._reference import REFERENCE_SCENARIOS, Scenario
+from hicache_reference.engine_check import check_reference_controller, run_scenario
 from tests.engine import planted_controllers as planted
 
 PREFETCH_CLAUSES = ("PFX-1", "PFX-2", "PFX-3", "PFX-4", "PFX-5", "PFX-7", "CTL-1", "CTL-2", "CTL-4", "CTL-5",

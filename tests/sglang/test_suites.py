@@ -17,9 +17,10 @@ import tempfile
 
 import pytest
 
-from hicache_contracts.conformance import SuiteOptions, backend_clauses, run_reference_suite, run_suite
+from hicache_contracts.conformance import SuiteOptions, backend_clauses, run_suite
 from hicache_contracts.conformance.sglang_in_tree import IN_TREE_BACKENDS, in_tree_factory
 from hicache_reference.backends import MemoryBackend
+from hicache_reference.main_job import run_reference_suite
 from hicache_spec.releases import SGLANG_RELEASES
 
 

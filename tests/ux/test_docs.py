@@ -72,7 +72,7 @@ def test_the_host_pool_guide_example_runs_as_written() -> None:
 
 @pytest.mark.clause("CTL-5", "CTL-7")
 def test_the_end_to_end_check_of_the_engine_guide_runs_as_written(capsys) -> None:
-    code = block_to_run("docs/engines.md", "from hicache_contracts.engine import check_reference_controller\n")
+    code = block_to_run("docs/engines.md", "from hicache_reference.engine_check import check_reference_controller\n")
     exec(compile(code, "docs/engines.md: end to end", "exec"), {})
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) >= 10 and all(re.fullmatch(r"[A-Z]+-\d+ (PASS|FAIL) .+", line) for line in lines)
