@@ -1,8 +1,7 @@
 """``hicache-conform init NAME``: write a backend skeleton a vendor fills in with their storage calls.
 
-The skeleton implements every method SGLang calls (legacy, v1; v2 as
-documented ``NotImplementedError`` stubs, BE-18) on top of four storage
-primitives the vendor writes: store bytes under a name, fetch them, say
+The skeleton implements every method SGLang calls (legacy, v1, v2) on top
+of four storage primitives the vendor writes: store bytes under a name, fetch them, say
 whether a name is stored, and drop every name under a namespace. Names are
 ``<namespace>/<pool>/<key>`` with the namespace built from the model and the
 rank coordinates (NS family), so the contract-facing logic — result shapes,
@@ -46,16 +45,52 @@ except ImportError:  # pragma: no cover - depends on the environment
     _Base = object
 
 
+try:  # batch_exists_v2's result type; SGLang's own when installed
+    from sglang.srt.mem_cache.hicache_storage import PoolName as _PoolName, PoolTransferResult as _HitResult
+
+    _KV: Any = _PoolName.KV
+except ImportError:  # pragma: no cover - depends on the environment
+    _HitResult, _KV = None, "kv"
+
+
+class _PlainHitResult:
+    """PoolTransferResult's fields, where SGLang is not installed."""
+
+    def __init__(self, kv_hit_pages: int, extra_pool_hit_pages: dict, restorable_prefix_pages: list) -> None:
+        self.kv_hit_pages = kv_hit_pages
+        self.extra_pool_hit_pages = extra_pool_hit_pages
+        self.restorable_prefix_pages = restorable_prefix_pages
+
+
+def _hit_result(kv_hit_pages: int, extra_pool_hit_pages: dict, restorable_prefix_pages: list) -> Any:
+    cls = _HitResult or _PlainHitResult
+    return cls(kv_hit_pages=kv_hit_pages, extra_pool_hit_pages=extra_pool_hit_pages,
+               restorable_prefix_pages=restorable_prefix_pages)
+
+
 def _pool_name(name: Any) -> str:
     """A pool name (an enum member or a str) as its plain value: "kv", "indexer", ..."""
     return str(getattr(name, "value", name))
 
 
+def _derives_from_kv(transfer: Any) -> bool:
+    """Whether a transfer is a KV-derived sidecar (indices_from_pool is KV)."""
+    source = getattr(transfer, "indices_from_pool", None)
+    return source is not None and _pool_name(source) == "kv"
+
+
+def _leading_run(flags: list) -> int:
+    run = 0
+    while run < len(flags) and flags[run]:
+        run += 1
+    return run
+
+
 class $class_name(_Base):
     """Pages stored as bytes under ``<namespace>/<pool>/<key>``."""
 
-    hicache_levels = ("core", "v1", "namespacing")
-    """The levels this backend claims (add "v2" once batch_*_v2 are implemented)."""
+    hicache_levels = ("core", "v1", "v2", "namespacing")
+    """The levels this backend claims (the suite checks each)."""
     hicache_host_pool_faults = True
     """Pages move through the host pool's page helpers, so the suite may fail those to check BE-5."""
 
@@ -193,15 +228,65 @@ class $class_name(_Base):
                 results.append(False)
         return results
 
-    # ---------------------------------------------------------------- pool-aware v2 (level v2, not claimed)
+    # ---------------------------------------------------------------- pool-aware v2 (level v2)
     def batch_exists_v2(self, keys: list, pool_transfers: Any = None, extra_info: Any = None) -> Any:
-        raise NotImplementedError("batch_exists_v2: v2 not implemented (BE-18)")
+        """The largest prefix KV and every gating pool can restore (BE-21); each pool's own boundary (HYB-6, HYB-7)."""
+        try:
+            keys = list(keys)
+            kv_hit = _leading_run([self.has_page(key) for key in keys])
+            restorable = list(range(1, kv_hit + 1))
+            entries: dict = {_KV: kv_hit} if kv_hit else {}
+            for transfer in pool_transfers or []:
+                pool = _pool_name(transfer.name)
+                if pool == "kv":
+                    continue
+                if not restorable:
+                    break  # nothing left to restore: later pools need not be examined
+                present = [self.has_page(key, pool) for key in keys[:kv_hit]]
+                policy = _pool_name(getattr(transfer, "hit_policy", "all_pages"))
+                window = max(1, len(getattr(transfer, "keys", None) or []))  # N is len(transfer.keys)
+                if policy == "block_groups":  # whole groups; reports its own verdict and never gates
+                    run = _leading_run(present)
+                    if run - run % window:
+                        entries[transfer.name] = run - run % window
+                    continue
+                if policy == "trailing_pages":  # every n whose window of N pages ending at n is present
+                    allowed = [n for n in range(1, kv_hit + 1) if all(present[max(0, n - window):n])]
+                else:  # all_pages: the leading run
+                    allowed = list(range(1, _leading_run(present) + 1))
+                if allowed:
+                    entries[transfer.name] = allowed[-1]
+                restorable = [n for n in restorable if n in allowed]
+            return _hit_result(restorable[-1] if restorable else 0, entries, restorable)
+        except Exception:  # a storage error is a miss (BE-5)
+            return _hit_result(0, {}, [])
 
     def batch_get_v2(self, transfers: list, extra_info: Any = None) -> dict:
-        raise NotImplementedError("batch_get_v2: v2 not implemented (BE-18)")
+        """One list of len(keys) bools per transfer name (BE-19); an unregistered pool is all False (BE-20)."""
+        results = {}
+        for transfer in transfers:
+            keys, indices = list(transfer.keys or []), self.indices_of(transfer, transfers)
+            pool = _pool_name(transfer.name)
+            results[transfer.name] = [False] * len(keys) if indices is None else self.read_pages(pool, keys, indices)
+        return results
 
     def batch_set_v2(self, transfers: list, extra_info: Any = None) -> dict:
-        raise NotImplementedError("batch_set_v2: v2 not implemented (BE-18)")
+        """Write every transfer; KV-derived sidecars before KV, so a KV page never outlives its sidecar (BE-22)."""
+        results = {}
+        for transfer in sorted(transfers, key=lambda item: not _derives_from_kv(item)):
+            keys, indices = list(transfer.keys or []), self.indices_of(transfer, transfers)
+            pool = _pool_name(transfer.name)
+            results[transfer.name] = [False] * len(keys) if indices is None else self.write_pages(pool, keys, indices)
+        return results
+
+    @staticmethod
+    def indices_of(transfer: Any, transfers: list) -> Any:
+        """A transfer's host slots; a KV-derived sidecar without its own reuses the KV transfer's."""
+        indices = getattr(transfer, "host_indices", None)
+        if indices is None and _derives_from_kv(transfer):
+            indices = next((getattr(item, "host_indices", None) for item in transfers
+                            if _pool_name(item.name) == "kv"), None)
+        return indices
 
     # ---------------------------------------------------------------- housekeeping
     def clear(self) -> None:

@@ -4,8 +4,8 @@ Scenario: ``init my_store`` in a scratch directory; the skeleton as written,
 and the skeleton with its five storage calls filled in with a dict (a few
 lines, as a vendor would write their client calls).
 Expected: the unfilled skeleton builds and gets verdicts (failures, not a
-crash); the filled one passes every clause of core, v1 and namespacing the
-suite checks; a bad name or an existing file is refused and nothing is
+crash); the filled one passes every clause of core, v1, v2 and namespacing
+the suite checks; a bad name or an existing file is refused and nothing is
 written.
 Why it matters: a vendor's first green run should take minutes, not a
 reading of the whole contract.
@@ -66,13 +66,14 @@ def fill_in(path: Path) -> Path:
     return filled
 
 
-def suite(backend: type, levels: tuple[str, ...] = ("core", "v1", "namespacing")):
+def suite(backend: type, levels: tuple[str, ...] = ("core", "v1", "v2", "namespacing")):
     return run_suite(BackendFactory(backend, {"store": f"init-{id(backend)}"}),
                      SuiteOptions(profile="smoke", seed=0, levels=levels))
 
 
-@pytest.mark.clause("BE-14", "BE-15", "BE-16", "BE-17", "NS-1", "NS-5", "NS-8")
-def test_the_filled_skeleton_passes_core_v1_and_namespacing(tmp_path: Path, capsys) -> None:
+@pytest.mark.clause("BE-14", "BE-15", "BE-16", "BE-17", "BE-19", "BE-21", "BE-22", "HYB-6", "HYB-7",
+                    "HYB-8", "NS-1", "NS-5", "NS-8")
+def test_the_filled_skeleton_passes_core_v1_v2_and_namespacing(tmp_path: Path, capsys) -> None:
     assert main(["init", "my_store", "--directory", str(tmp_path)]) == 0
     assert f"wrote {tmp_path / 'my_store.py'}" in capsys.readouterr().out
     module = load_module(fill_in(tmp_path / "my_store.py"))
@@ -82,7 +83,8 @@ def test_the_filled_skeleton_passes_core_v1_and_namespacing(tmp_path: Path, caps
     assert report.exit_code == 0 and failed == [], report.render_text(color=False)
     passed = {verdict.clause_id for verdict in section.clauses if verdict.status == "pass"}
     assert {"BE-2", "BE-11", "BE-14", "BE-15", "BE-16", "BE-17", "NS-1", "NS-5", "NS-8"} <= passed
-    assert {level.level for level in section.levels if level.claimed} == {"core", "v1", "namespacing"}
+    assert {"BE-19", "BE-21", "BE-22", "BE-26", "HYB-6", "HYB-7", "HYB-8"} <= passed
+    assert {level.level for level in section.levels if level.claimed} == {"core", "v1", "v2", "namespacing"}
 
 
 @pytest.mark.clause("BE-10", "BE-14")
@@ -117,3 +119,24 @@ def test_an_existing_file_is_never_overwritten(tmp_path: Path, capsys) -> None:
     assert capsys.readouterr().err.strip() == (f"hicache-conform init: init NAME: {tmp_path / 'my_store.py'} must "
                                                "not exist yet; nothing was written (got 'my_store')")
     assert (tmp_path / "my_store.py").read_text() == "# mine\n"
+
+
+@pytest.mark.clause("BE-21", "BE-22", "BE-26")
+@pytest.mark.parametrize("mutation, clause_ids", [
+    (("restorable = [n for n in restorable if n in allowed]",  # each pool's largest hit, then the minimum
+      "restorable = list(range(1, min(len(restorable), allowed[-1] if allowed else 0) + 1))"), {"BE-21", "BE-26"}),
+    (("results[transfer.name] = [False] * len(keys) if indices is None else self.read_pages(pool, keys, indices)",
+      "results[transfer.name] = [True] * len(keys)"), {"BE-22"}),  # sidecar reads claimed, none done
+], ids=["min-of-maxima", "claims-reads"])
+def test_the_v2_checks_catch_a_planted_skeleton(tmp_path: Path, mutation: tuple[str, str],
+                                                clause_ids: set) -> None:
+    path = tmp_path / "my_store.py"
+    path.write_text(render_skeleton("my_store"))
+    filled = fill_in(path)
+    text = filled.read_text()
+    assert mutation[0] in text
+    planted = filled.with_name("planted_store.py")
+    planted.write_text(text.replace(mutation[0], mutation[1]))
+    report = suite(load_module(planted).MyStore)
+    failed = {verdict.clause_id for verdict in report.sections[0].clauses if verdict.status == "fail"}
+    assert clause_ids & failed, report.render_text(color=False)
