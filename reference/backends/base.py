@@ -460,6 +460,10 @@ class PageStoreBackend:
     def _name(self, key: str, pool: str = KV) -> str:
         return storage_name(self.namespace, key, pool)
 
+    def _names(self, keys: Sequence[str], pool: str) -> list[str]:
+        """Return ``_name`` of every key (a backend may compute the batch at once)."""
+        return [self._name(key, pool) for key in keys]
+
     # ============================================================ page IO
     def _read_pages(self, pool_name: str, keys: Sequence[str], slots: Sequence[int]) -> list[bool]:
         """Read each page into its own host slots; True only for a page that arrived whole (BE-15, BE-16).
@@ -473,7 +477,7 @@ class PageStoreBackend:
             return []
         pool, page_format = self._pools[pool_name], self._formats[pool_name]
         size = page_format.byte_count
-        names = [self._name(key, pool_name) for key in keys]
+        names = self._names(keys, pool_name)
         page_views = self._direct_views(pool, page_format, slots)
         if page_views is not None:
             results = self._flags(self._guarded(self._read_objects_into_ranges, None, names, page_views), count)
@@ -624,7 +628,7 @@ class PageStoreBackend:
         datas = self._range_views(pool, page_format, slots) if self.writes_from_ranges else None
         if datas is None:
             datas = [self._guarded(self._page_bytes, None, pool, page_format, slot) for slot in slots]
-        names = [self._name(key, pool_name) for key in keys]
+        names = self._names(keys, pool_name)
         written = self._guarded(self._write_objects, None, names, datas, groups)
         return self._count_writes(self._flags(written, count), page_format.byte_count)
 
@@ -645,7 +649,7 @@ class PageStoreBackend:
         if not keys:
             return []
         page_format = self._formats.get(pool_name)
-        names = [self._name(key, pool_name) for key in keys]
+        names = self._names(keys, pool_name)
         sizes = self._guarded(self._object_sizes, None, names)
         if not isinstance(sizes, list) or len(sizes) != len(keys):
             return [False] * len(keys)
@@ -809,7 +813,7 @@ class PageStoreBackend:
         if page_format is None or self._closed:
             return [False] * len(keys)
         slots = self._page_slots(page_format, host_indices, len(keys))
-        return self._write_pages(KV, keys, slots, [self._name(key) for key in keys])
+        return self._write_pages(KV, keys, slots, self._names(keys, KV))
 
     # ============================================================ pool-aware v2
     def batch_exists_v2(self, keys: list[str], pool_transfers: Optional[list] = None,
@@ -891,7 +895,7 @@ class PageStoreBackend:
         with self._registration_lock:
             self._derived_pools.update(name for _, name, _, slots in derived_steps if slots is not None)
         for transfer, name, keys, slots in derived_steps:
-            groups = [self._name(key) for key in keys]
+            groups = self._names(keys, KV)
             results[name] = [False] * len(keys) if slots is None else self._write_pages(name, keys, slots, groups)
         for transfer, name, keys, slots in plan:
             if _is_kv_derived(transfer):

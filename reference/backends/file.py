@@ -170,11 +170,22 @@ class FileBackend(PageStoreBackend):
         self._checked_directories: set[str] = set()
         self._directories_lock = threading.Lock()
         self._temporary_numbers = itertools.count()
+        self._name_prefixes: dict[str, tuple[str, str]] = {}
 
     # ------------------------------------------------------------ paths
     def _name(self, key: str, pool: str = KV) -> str:
         # NS-6: one scheme for every call; each part made a safe path component (module docstring).
         return f"{self.namespace}/{_file_component(_safe(str(pool)))}/{_file_component(_safe(key))}"
+
+    def _names(self, keys: Sequence[str], pool: str = KV) -> list[str]:
+        """Return ``_name`` of every key; a batch of plain keys (ASCII letters and digits) is named at once."""
+        joined = "".join(keys)
+        if joined.isascii() and joined.isalnum() and max(map(len, keys), default=0) <= NAME_MAX_BYTES:
+            cached = self._name_prefixes.get(pool)  # plain keys are their own file names: prefix + key
+            if cached is None or cached[0] is not self.namespace:  # the namespace may be set after construction
+                cached = self._name_prefixes[pool] = (self.namespace, self._name("", pool))
+            return [cached[1] + key for key in keys]
+        return [self._name(key, pool) for key in keys]
 
     def _path(self, name: str) -> str:
         """Return the absolute path of ``name``; raise ValueError unless it lies under the root."""
@@ -247,7 +258,7 @@ class FileBackend(PageStoreBackend):
                 return False  # the page file is a link: not followed, a miss
             raise
         try:
-            self._check_no_links(os.path.dirname(path))
+            self._check_no_links(path[: path.rindex("/")])  # os.path.dirname, without its cost
             byte_count = sum(map(len, views))
             status = os.fstat(descriptor)
             if not stat.S_ISREG(status.st_mode) or status.st_size != byte_count:
@@ -258,7 +269,7 @@ class FileBackend(PageStoreBackend):
 
     def _write_object(self, name: str, data: memoryview, group: Optional[str]) -> bool:
         final = self._path(name)
-        directory = os.path.dirname(final)
+        directory = final[: final.rindex("/")]  # os.path.dirname, without its cost
         self._ensure_directory(directory)
         temporary = (
             f"{final}{_TEMPORARY_MARK}.{os.getpid()}.{threading.get_ident()}.{next(self._temporary_numbers)}"

@@ -387,8 +387,20 @@ def test_pools_with_page_views(file_harness: FileHarness, layout: str, order: st
     """SGLang-shaped pools: read in place when their ranges come in flat-page order, through staging otherwise."""
     harness = view_pools(file_harness, order)
     check_round_trip_between_pools(harness, "mha", layout)
+    check_stored_pages_are_flat(harness, "mha", layout)
     check_reads_stay_in_their_slots(harness)
     check_failed_read_stays_in_its_page(harness, "shrank")
+
+
+@clause_check
+def check_stored_pages_are_flat(harness: Harness, kind: str, layout: str) -> None:
+    """BE-17: a written file holds the flat page (``get_data_page(flat=True)``), whatever order the pool lists
+    its ranges in, so any reader of the format reads it back."""
+    writer = harness.make(pool=make_pool(kind=kind, layout=layout))
+    keys = page_keys(3, start=80)
+    assert write_pages(writer, keys, [2, 7, 11], seed=8) == [True] * 3
+    assert [harness.peek(writer, key) for key in keys] == [page_bytes(writer.mem_pool_host, page)
+                                                           for page in (2, 7, 11)]
 
 
 @clause_check
@@ -539,11 +551,24 @@ def test_failed_read_check_catches_planted_bug(file_harness: FileHarness, fault:
         check_failed_read_stays_in_its_page(file_harness.using(buggy_class), fault)
 
 
+class ReadsInAnyRangeOrder(TrustsAnyRangeOrder):
+    """Writes the flat page through a copy, reads into the pool's ranges in whatever order it lists them."""
+
+    writes_from_ranges = False
+
+
 @pytest.mark.clause("BE-15")
 def test_round_trip_catches_ranges_in_the_wrong_order(file_harness: FileHarness) -> None:
-    harness = view_pools(file_harness.using(TrustsAnyRangeOrder), "per_layer")
+    harness = view_pools(file_harness.using(ReadsInAnyRangeOrder), "per_layer")
     with pytest.raises(AssertionError):
         check_round_trip_between_pools(harness, "mha", "layer_first")
+
+
+@pytest.mark.clause("BE-17")
+def test_flat_page_check_catches_writes_in_the_wrong_range_order(file_harness: FileHarness) -> None:
+    harness = view_pools(file_harness.using(TrustsAnyRangeOrder), "per_layer")
+    with pytest.raises(AssertionError):
+        check_stored_pages_are_flat(harness, "mha", "layer_first")
 
 
 @pytest.mark.clause("BE-15")
