@@ -1,43 +1,53 @@
-"""The file backend's v1 calls against plain os.write / os.readv of the same bytes, measured in one run.
+"""The file backend's v1 calls against plain file IO of the same pages, and against SGLang's HiCacheFile.
 
 N pages of 64 KiB (16 tokens x 2 components x 4 layers x 4 heads x 64, float16)
-move between a host page pool and files under one directory:
+move between a host page pool and files under one directory, in slices of
+128 pages:
 
-  write  batch_set_v1 in slices of 128 pages   vs  open + os.write + close per page, from prepared bytes
-  read   batch_get_v1 in slices of 128 pages   vs  open + os.readv + close per page, into one reused
-                                                   buffer, and into the pool's own page ranges
+  write  batch_set_v1          vs  open + os.write + close per page, from prepared bytes (plain write),
+                                   and open + os.writev of the pool's own page ranges + close (plain writev)
+  read   batch_get_v1          vs  open + os.readv + close per page into one reused buffer (plain read),
+                                   and into the pool's own page ranges (plain read into pool)
 
-The backend does more per page than the baseline: a copy out of the host pool
-(get_data_page), a temporary file and an os.replace per write (atomicity,
-BE-7); an object name, an fstat size check and the page's byte ranges from
-get_page_buffer_meta per read (BE-13, BE-15), which then lands straight in
-those ranges. Each figure is the best of several rounds, the ways alternating
-round by round so that all meet the same machine load; reads run against the
-page cache. Target: the backend moves at least 0.7x the baseline's bytes per
-second.
+Peer: SGLang's ``HiCacheFile`` (``batch_set_v2`` / ``batch_get_v2`` of the
+same pages on the same pools) when a pinned release is importable
+(``--sglang-version``, default ``$HICACHE_SGLANG_RELEASE`` or the newest
+pinned release in the release cache); the output says when it is not.
+
+The backend does more per page than the plain ways: a temporary file and an
+``os.replace`` per write (atomicity, BE-7), an object name and an ``fstat``
+size check per read (BE-13). Every write round writes new files (as a backup
+writes new pages; HiCacheFile skips a page whose file exists); the ways
+alternate round by round, and each round's files are removed untimed. Each
+figure is the best of the rounds; reads run against the page cache.
+Targets: backend >= 0.9x the plain write / plain read into the pool's pages;
+>= 1.2x HiCacheFile's write and >= 2x its read.
 
 Run: python benchmarks/bench_file_backend.py [--quick] [--pages N] [--layout L] [--directory PATH]
+         [--sglang-version V|none]
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import shutil
 import tempfile
 import time
-from typing import Callable
+from typing import Any, Callable, Optional
 
 import torch
 
 from hicache_contracts import HiCacheStorageConfig
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends import FileBackend, tensor_bytes
+from hicache_reference.backends.base import host_bytes
 from hicache_spec import STORAGE_BATCH_SIZE
 
 PAGE_SIZE, LAYERS, HEADS, HEAD_DIM = 16, 4, 4, 64
 """Pool geometry: 16 tokens x (2 x 4 x 4 x 64 x 2 bytes) = 64 KiB per page."""
+TARGETS = {"write / plain write": 0.9, "read / plain read into pool": 0.9, "write / HiCacheFile write": 1.2,
+           "read / HiCacheFile read": 2.0}
 
 
 def make_pool(pages: int, layout: str = "page_first") -> HostPagePool:
@@ -47,15 +57,42 @@ def make_pool(pages: int, layout: str = "page_first") -> HostPagePool:
     return pool
 
 
-def measure(pages: int, rounds: int, directory: str, layout: str = "page_first") -> dict[str, float]:
-    """Return bytes per second of each way; every write round writes new files, as a backup writes new pages."""
+def load_peer(version: Optional[str]) -> tuple[Any, str]:
+    """Return (SGLang's storage module or None, a line saying which release or why none)."""
+    if version == "none":
+        return None, "HiCacheFile peer: not run (--sglang-version none)"
+    try:
+        from hicache_contracts.sglang_release import cache_root, storage_module
+        from hicache_spec.releases import SGLANG_RELEASES
+        if version is None:
+            cached = [release for release in SGLANG_RELEASES if (cache_root() / release / "sglang").is_dir()]
+            if not cached:
+                return None, "HiCacheFile peer: not run (no pinned SGLang release in the release cache)"
+            version = cached[-1]
+        module = storage_module(version, fetch=False)
+        return module, f"HiCacheFile peer: SGLang {version}"
+    except Exception as error:  # the peer is optional: say why and go on
+        return None, f"HiCacheFile peer: not run ({type(error).__name__}: {error})"
+
+
+def page_ranges(pool: HostPagePool, pages: int) -> list[list[memoryview]]:
+    """Each page's byte ranges in ``pool`` as writable views, in flat-page order."""
+    pointers, sizes = pool.get_page_buffer_meta(torch.arange(pages * PAGE_SIZE))
+    per_page = pool.ranges_per_page()
+    views = [host_bytes(pointer, size) for pointer, size in zip(pointers, sizes)]
+    return [views[page * per_page : (page + 1) * per_page] for page in range(pages)]
+
+
+def measure(pages: int, rounds: int, directory: str, layout: str = "page_first",
+            peer: Any = None) -> dict[str, float]:
+    """Return bytes per second of each way."""
     writer_pool, reader_pool = make_pool(pages, layout), make_pool(pages, layout)
     page_bytes = writer_pool.page_bytes
     slots = torch.arange(pages * PAGE_SIZE, dtype=torch.int64)
     slices = [(start, min(start + STORAGE_BATCH_SIZE, pages)) for start in range(0, pages, STORAGE_BATCH_SIZE)]
-    backend = FileBackend(HiCacheStorageConfig.single_rank(), {"path": os.path.join(directory, "backend")})
-    reader = FileBackend(HiCacheStorageConfig.single_rank(), {"path": os.path.join(directory, "backend")})
-    staged_reader = FileBackend(HiCacheStorageConfig.single_rank(), {"path": os.path.join(directory, "backend")})
+    root = os.path.join(directory, "backend")
+    backend, reader, staged_reader = (FileBackend(HiCacheStorageConfig.single_rank(), {"path": root})
+                                      for _ in range(3))
     staged_reader.reads_into_ranges = False  # the fallback: a staging buffer, then a copy into the host slots
     backend.register_mem_pool_host(writer_pool)
     reader.register_mem_pool_host(reader_pool)
@@ -64,13 +101,15 @@ def measure(pages: int, rounds: int, directory: str, layout: str = "page_first")
     os.makedirs(plain_directory, exist_ok=True)
     prepared = [tensor_bytes(writer_pool.get_data_page(index * PAGE_SIZE)) for index in range(pages)]
     buffer = memoryview(bytearray(page_bytes))
-    rounds_written = [0]
+    writer_ranges, reader_ranges = page_ranges(writer_pool, pages), page_ranges(reader_pool, pages)
+    current = [0]
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 
     def keys_of(round_number: int) -> list[str]:
         return [f"{round_number:08x}{index:056x}" for index in range(pages)]
 
     def backend_write() -> None:
-        keys = keys_of(rounds_written[0])
+        keys = keys_of(current[0])
         for start, end in slices:
             if not all(backend.batch_set_v1(keys[start:end], slots[start * PAGE_SIZE : end * PAGE_SIZE])):
                 raise RuntimeError("batch_set_v1 failed")
@@ -84,9 +123,15 @@ def measure(pages: int, rounds: int, directory: str, layout: str = "page_first")
         return read
 
     def plain_write() -> None:
-        for key, data in zip(keys_of(rounds_written[0]), prepared):
-            descriptor = os.open(os.path.join(plain_directory, key), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        for key, data in zip(keys_of(current[0]), prepared):
+            descriptor = os.open(os.path.join(plain_directory, key), flags, 0o644)
             os.write(descriptor, data)
+            os.close(descriptor)
+
+    def plain_writev() -> None:
+        for key, parts in zip(keys_of(current[0]), writer_ranges):
+            descriptor = os.open(os.path.join(plain_directory, key + ".v"), flags, 0o644)
+            os.writev(descriptor, parts)
             os.close(descriptor)
 
     def plain_read() -> None:
@@ -96,46 +141,68 @@ def measure(pages: int, rounds: int, directory: str, layout: str = "page_first")
                 raise RuntimeError("short read")
             os.close(descriptor)
 
-    # Each page's byte ranges in the reader pool, as writable views: readv can scatter straight into them.
-    pointers, sizes = reader_pool.get_page_buffer_meta(slots)
-    per_page = reader_pool.ranges_per_page()
-    ranges = [
-        [memoryview((ctypes.c_char * size).from_address(pointer)).cast("B")
-         for pointer, size in zip(pointers[page * per_page : (page + 1) * per_page],
-                                  sizes[page * per_page : (page + 1) * per_page])]
-        for page in range(pages)
-    ]
-
     def plain_read_into_pool() -> None:
-        for key, page_ranges in zip(keys_of(0), ranges):
+        for key, parts in zip(keys_of(0), reader_ranges):
             descriptor = os.open(os.path.join(plain_directory, key), os.O_RDONLY)
-            if os.readv(descriptor, page_ranges) != page_bytes:
+            if os.readv(descriptor, parts) != page_bytes:
                 raise RuntimeError("short read")
             os.close(descriptor)
 
+    write_ways = [("plain write", plain_write), ("plain writev", plain_writev), ("backend write", backend_write)]
+    read_ways = [("plain read", plain_read), ("plain read into pool", plain_read_into_pool),
+                 ("backend read", read_with(reader)), ("backend read, staged", read_with(staged_reader))]
+    peer_directory = os.path.join(directory, "hicache_file")
+    if peer is not None:
+        from hicache_contracts.interop import to_sglang
+        from hicache_contracts.models import PoolTransfer
+
+        def peer_instance(pool: HostPagePool) -> Any:
+            config = HiCacheStorageConfig.single_rank(model_name="bench", extra_config={"file_storage_path":
+                                                                                          peer_directory})
+            instance = peer.HiCacheFile(to_sglang(config, storage_module=peer))
+            instance.register_mem_pool_host(pool)
+            instance.register_mem_host_pool_v2(pool, peer.PoolName.KV)
+            return instance
+
+        peer_writer, peer_reader = peer_instance(writer_pool), peer_instance(reader_pool)
+
+        def transfers(keys: list[str]) -> list[Any]:
+            return [to_sglang(PoolTransfer(name="kv", keys=keys[start:end],
+                                           host_indices=slots[start * PAGE_SIZE : end * PAGE_SIZE]),
+                              storage_module=peer) for start, end in slices]
+
+        def peer_io(method: Callable, keys_for_round: Callable[[], list[str]]) -> Callable[[], None]:
+            def io() -> None:
+                for transfer in transfers(keys_for_round()):
+                    if not all(next(iter(method([transfer]).values()))):
+                        raise RuntimeError(f"HiCacheFile.{method.__name__} failed")
+            return io
+
+        write_ways.append(("HiCacheFile write", peer_io(peer_writer.batch_set_v2, lambda: keys_of(current[0]))))
+        read_ways.append(("HiCacheFile read", peer_io(peer_reader.batch_get_v2, lambda: keys_of(0))))
+
     def remove_round(round_number: int) -> None:
+        backend_directory = os.path.join(root, backend.namespace, "kv")
         for key in keys_of(round_number):
             os.unlink(os.path.join(plain_directory, key))
-        backend_directory = os.path.join(directory, "backend", backend.namespace, "kv")
-        for key in keys_of(round_number):
+            os.unlink(os.path.join(plain_directory, key + ".v"))
             os.unlink(os.path.join(backend_directory, key))
+            if peer is not None:
+                os.unlink(os.path.join(peer_directory, f"{peer_writer._get_suffixed_key(key)}.bin"))
 
-    # Writes alternate between the two ways, round by round, so both meet the same page-cache state;
-    # each round's files are removed (untimed) before the next, except round 0, which the reads use.
-    write_times: dict[str, list[float]] = {"plain write": [], "backend write": []}
+    # Round 0 (untimed) leaves the files the reads use; later rounds' files are removed untimed.
+    write_times: dict[str, list[float]] = {name: [] for name, _ in write_ways}
     for round_number in range(rounds + 1):
-        rounds_written[0] = round_number
-        for name, write in (("plain write", plain_write), ("backend write", backend_write)):
+        current[0] = round_number
+        for name, write in write_ways:
             start = time.perf_counter()
             write()
             write_times[name].append(time.perf_counter() - start)
         if round_number:
             remove_round(round_number)
     total = pages * page_bytes
-    results = {name: total / min(times[1:] or times) for name, times in write_times.items()}
+    results = {name: total / min(times[1:]) for name, times in write_times.items()}
     # Reads: each way first runs once into a zeroed pool and is checked, then the ways alternate round by round.
-    read_ways = (("plain read", plain_read), ("plain read into pool", plain_read_into_pool),
-                 ("backend read", read_with(reader)), ("backend read, staged", read_with(staged_reader)))
     for name, function in read_ways:
         reader_pool.kv_buffer.zero_()
         function()
@@ -151,6 +218,37 @@ def measure(pages: int, rounds: int, directory: str, layout: str = "page_first")
     return results
 
 
+def ratios(results: dict[str, float]) -> dict[str, float]:
+    """The ratios the targets are on (and the diagnostic ones), from ``measure``'s figures."""
+    write, read = results["backend write"], results["backend read"]
+    out = {"write / plain write": write / results["plain write"],
+           "write / plain writev": write / results["plain writev"],
+           "read / plain read into pool": read / results["plain read into pool"],
+           "read / plain read": read / results["plain read"],
+           "staged read / plain read into pool": results["backend read, staged"] / results["plain read into pool"]}
+    if "HiCacheFile write" in results:
+        out["write / HiCacheFile write"] = write / results["HiCacheFile write"]
+        out["read / HiCacheFile read"] = read / results["HiCacheFile read"]
+    return out
+
+
+def run(quick: bool = False, pages: Optional[int] = None, layout: str = "page_first",
+        directory: Optional[str] = None, sglang_version: Optional[str] = None) -> dict:
+    """Measure once; return the figures (GiB/s per way), the ratios and which peer ran."""
+    pages = pages or (128 if quick else 512)
+    rounds = 3 if quick else 7
+    peer, peer_line = load_peer(sglang_version if sglang_version is not None
+                                else os.environ.get("HICACHE_SGLANG_RELEASE") or None)
+    where = tempfile.mkdtemp(prefix="hicache-bench-", dir=directory)
+    try:
+        results = measure(pages, rounds, where, layout, peer)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+    return {"pages": pages, "rounds": rounds, "layout": layout, "peer": peer_line,
+            "gib_s": {name: value / 1024 ** 3 for name, value in results.items()},
+            "ratios": ratios(results), "targets": TARGETS}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer pages and rounds")
@@ -158,26 +256,18 @@ def main() -> None:
     parser.add_argument("--layout", choices=("page_first", "layer_first"), default="page_first",
                         help="host pool layout: 2 byte ranges per page (page_first) or 8 (layer_first)")
     parser.add_argument("--directory", default=None, help="where to write (default: a temporary directory)")
+    parser.add_argument("--sglang-version", default=None,
+                        help="SGLang release whose HiCacheFile runs as a peer, or 'none'")
     arguments = parser.parse_args()
-    pages = arguments.pages or (128 if arguments.quick else 512)
-    rounds = 3 if arguments.quick else 7
-    directory = tempfile.mkdtemp(prefix="hicache-bench-", dir=arguments.directory)
-    try:
-        results = measure(pages, rounds, directory, arguments.layout)
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-    gib = 1024 ** 3
-    print(f"{pages} pages x 64 KiB = {pages * 64 / 1024:.1f} MiB, {arguments.layout}, best of {rounds} rounds, "
-          f"in {directory}")
-    for name in ("plain write", "backend write", "plain read", "plain read into pool", "backend read",
-                 "backend read, staged"):
-        print(f"{name:20s} {results[name] / gib:7.2f} GiB/s")
-    read, staged = results["backend read"], results["backend read, staged"]
-    print(f"write ratio (backend / plain): {results['backend write'] / results['plain write']:.2f}x  (target >= 0.7x)")
-    print(f"read ratio  (backend / plain): {read / results['plain read']:.2f}x  (target >= 0.7x)"
-          f"  staged: {staged / results['plain read']:.2f}x")
-    print(f"read ratio  (backend / plain read into the pool's pages): {read / results['plain read into pool']:.2f}x"
-          f"  staged: {staged / results['plain read into pool']:.2f}x")
+    figures = run(arguments.quick, arguments.pages, arguments.layout, arguments.directory, arguments.sglang_version)
+    print(f"{figures['pages']} pages x 64 KiB = {figures['pages'] * 64 / 1024:.1f} MiB, {figures['layout']}, "
+          f"best of {figures['rounds']} rounds")
+    print(figures["peer"])
+    for name, value in figures["gib_s"].items():
+        print(f"{name:22s} {value:7.2f} GiB/s")
+    for name, value in figures["ratios"].items():
+        target = TARGETS.get(name)
+        print(f"{name:36s} {value:5.2f}x" + (f"  (target >= {target}x)" if target else ""))
 
 
 if __name__ == "__main__":
