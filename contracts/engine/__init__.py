@@ -10,6 +10,9 @@ Wrap the storage backend the controller uses, run an operation, check what it di
     report = check_trace(rec.calls, chain=page_keys, prefix_keys=operation.prefix_keys)
     assert report.ok, report.format_table()
 
+A controller of any design runs the standard scenarios through a small
+adapter (``ScenarioEngine``; ``check_engine``, ``run_engine_scenario``,
+``STANDARD_SCENARIOS``, from ``hicache_contracts.engine.scenarios`` or here).
 Traces can also be written as JSON (``rec.to_trace(...)``, ``TraceDocument``)
 by engines in any language and checked with ``hicache-conform trace FILE.json``.
 See docs/engines.md for the format and every rule with its clause.
@@ -27,15 +30,37 @@ from hicache_contracts.engine._trace import (
     TraceTransfer,
     load_trace,
 )
+from hicache_contracts.engine._reference import ClauseResult
+from hicache_contracts.engine.scenarios import (
+    HYBRID_POOLS,
+    STANDARD_SCENARIOS,
+    EngineScenario,
+    EngineSetup,
+    PoolSpec,
+    ScenarioBackend,
+    ScenarioEngine,
+    ScenarioRun,
+    check_engine,
+    run_engine_scenario,
+)
 from hicache_contracts._moved import moved_names
 
 __getattr__ = moved_names(__name__, {"check_reference_controller": "hicache_reference.engine_check"})
 
 __all__ = [
+    "HYBRID_POOLS",
+    "STANDARD_SCENARIOS",
     "TRACE_FORMAT",
+    "ClauseResult",
+    "EngineScenario",
+    "EngineSetup",
+    "PoolSpec",
     "RecordedCall",
     "RecordedTransfer",
     "RecordingBackend",
+    "ScenarioBackend",
+    "ScenarioEngine",
+    "ScenarioRun",
     "TraceCall",
     "TraceDocument",
     "TraceOperation",
@@ -44,9 +69,11 @@ __all__ = [
     "TraceViolation",
     "assert_trace_conforms",
     "check_acks",
+    "check_engine",
     "check_operation",
     "check_trace",
     "format_failure",
     "load_trace",
+    "run_engine_scenario",
     "snapshot_prefix",
 ]

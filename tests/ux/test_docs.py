@@ -101,3 +101,45 @@ def test_the_option_table_of_the_vendor_guide_lists_every_option_of_run() -> Non
     missing = sorted(option for option in options if f"`{option}" not in table and f"{option}`" not in table
                      and f" {option}" not in table)
     assert missing == []
+
+
+IMPORT = re.compile(r"^(from (hicache_\w+(?:\.\w+)*) import ([^#\n(]+)|import (hicache_\w+(?:\.\w+)*))", re.M)
+"""An import of one of the project's packages, on one line."""
+
+
+def project_imports(code: str) -> list[str]:
+    """The project imports of a block, each a statement that runs on its own."""
+    return [match.group(1).strip() for match in IMPORT.finditer(code)]
+
+
+def unresolved_imports(documents_and_code: list[tuple[str, str]]) -> list[str]:
+    """Each project import of the blocks that fails, with the document and the error."""
+    failures = []
+    for where, code in documents_and_code:
+        for statement in project_imports(code):
+            try:
+                exec(compile(statement, where, "exec"), {})
+            except Exception as error:  # ImportError mostly; anything else is as wrong
+                failures.append(f"{where}: {statement}: {type(error).__name__}: {error}")
+    return failures
+
+
+def test_every_project_import_in_the_guides_resolves_sketches_included() -> None:
+    found = [(path.name, code) for path in documents() for _, language, code, _ in blocks(path)
+             if language == "python"]
+    assert sum(len(project_imports(code)) for _, code in found) >= 20  # the guides' imports are all seen
+    assert unresolved_imports(found) == []
+    # ...the scenarios API among them, from the package and from its module (the same objects)
+    import hicache_contracts.engine as engine
+    import hicache_contracts.engine.scenarios as scenarios
+    assert [name for name in scenarios.__all__ if getattr(engine, name, None) is not getattr(scenarios, name)] == []
+
+
+def test_an_import_that_does_not_resolve_is_reported() -> None:
+    planted = [("planted.md", "from hicache_contracts.engine import check_engine, no_such_name\n"
+                              "import hicache_spec\nfrom hicache_reference.nowhere import X  # a sketch\n")]
+    assert unresolved_imports(planted) == [
+        "planted.md: from hicache_contracts.engine import check_engine, no_such_name: ImportError: cannot import "
+        "name 'no_such_name' from 'hicache_contracts.engine' (" + str(PROJECT / "contracts/engine/__init__.py") + ")",
+        "planted.md: from hicache_reference.nowhere import X: ModuleNotFoundError: No module named "
+        "'hicache_reference.nowhere'"]
