@@ -35,6 +35,7 @@ from typing import Any, Iterable, Optional
 
 from hicache_spec import clause as lookup_clause
 from hicache_contracts.conformance.report import FAIL, SKIP, SuiteReport
+from hicache_contracts.conformance.version import tool_version
 
 __all__ = [
     "NOT_APPLICABLE",
@@ -150,8 +151,6 @@ def _claimed(section: Any, level: str) -> bool:
 def submission(report: SuiteReport, problems: list[str]) -> dict:
     """Return the ``submission.json`` document of a certification run."""
     import torch
-
-    from hicache_contracts.conformance.runner import tool_version
 
     sections = []
     for section in report.sections:

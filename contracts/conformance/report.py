@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Union
 
 from hicache_contracts.conformance.redaction import redact_value
+from hicache_contracts.conformance.version import tool_version
 
 __all__ = [
     "CheckOutcome",
@@ -251,8 +252,6 @@ class SuiteReport:
     # ------------------------------------------------------------ renderings
     def to_dict(self) -> dict:
         """Return the report as plain data (redacted)."""
-        from hicache_contracts.conformance.runner import tool_version
-
         report = self.redacted()
         return {"tool": "hicache-conform", "version": tool_version(), "passed": not self.failed and not self.interrupted,
                 "interrupted": self.interrupted, "counts": self.counts(),
@@ -300,8 +299,6 @@ class SuiteReport:
 
     def to_markdown(self) -> str:
         """Return the report as Markdown: per section a level summary and a clause table (redacted)."""
-        from hicache_contracts.conformance.runner import tool_version
-
         lines: list[str] = [f"**{_INTERRUPTED.upper()}**", ""] if self.interrupted else []
         for section in self.redacted().sections:
             options = section.options

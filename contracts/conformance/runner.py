@@ -43,7 +43,6 @@ an attribution never hides a failure.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import time
 import traceback
@@ -87,6 +86,7 @@ from hicache_contracts.conformance.report import (
     ReportSection,
     SuiteReport,
 )
+from hicache_contracts.conformance.version import tool_version
 
 __all__ = [
     "ALWAYS_PROBED",
@@ -111,14 +111,6 @@ ZERO_COPY_CORE_METHODS: tuple[str, ...] = ("batch_exists",)
 
 __getattr__ = moved_names(__name__, dict.fromkeys(("reference_factories", "run_reference_suite"),
                                                   "hicache_reference.main_job"))
-
-
-def tool_version() -> str:
-    """Return the installed version of the project."""
-    try:
-        return importlib.metadata.version("hicache-spec")
-    except importlib.metadata.PackageNotFoundError:
-        return "0+unknown"
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ LINT = Path(sys.executable).parent / "lint-imports"
 SPEC_CONTRACT = "hicache_spec imports only the standard library"
 FORBIDDEN_CONTRACT = "hicache_contracts never imports hicache_reference"
 LAYERS_CONTRACT = "layers: hicache_reference above hicache_contracts above hicache_spec, no cycle between them"
+CYCLES_CONTRACT = "no import cycles between the modules of a package"
 
 
 def _tree(root: Path) -> Path:
@@ -48,7 +49,7 @@ def _broken(output: str) -> set[str]:
     """The contracts the summary calls BROKEN (each summary line is the name, then KEPT or BROKEN)."""
     flat = " ".join(output.split())
     verdicts = {name: re.search(re.escape(name) + r" (KEPT|BROKEN)\b", flat)
-                for name in (SPEC_CONTRACT, FORBIDDEN_CONTRACT, LAYERS_CONTRACT)}
+                for name in (SPEC_CONTRACT, FORBIDDEN_CONTRACT, LAYERS_CONTRACT, CYCLES_CONTRACT)}
     assert all(verdicts.values()), output
     return {name for name, found in verdicts.items() if found.group(1) == "BROKEN"}
 
@@ -69,7 +70,9 @@ def test_the_project_keeps_every_import_contract(tmp_path: Path) -> None:
     ("hicache_spec/prefix.py", "from hicache_contracts import models", {SPEC_CONTRACT, LAYERS_CONTRACT}),
     ("hicache_contracts/conformance/runner.py", "from hicache_reference.backends import MemoryBackend",
      {FORBIDDEN_CONTRACT, LAYERS_CONTRACT}),
-], ids=["spec-imports-pydantic", "spec-imports-contracts", "contracts-imports-reference"])
+    ("hicache_contracts/conformance/report.py", "from hicache_contracts.conformance.runner import SuiteRunner",
+     {CYCLES_CONTRACT}),
+], ids=["spec-imports-pydantic", "spec-imports-contracts", "contracts-imports-reference", "report-imports-runner"])
 def test_a_planted_violation_breaks_its_contracts(tmp_path: Path, module: str, body: str, broken: set) -> None:
     root = _tree(tmp_path)
     _plant(root, module, body)
