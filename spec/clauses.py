@@ -156,7 +156,7 @@ CLAUSES: tuple[Clause, ...] = (
       "The controller passes it positionally; a backend without the parameter raises TypeError "
       "on the first hit query. Mooncake reads extra_info['session_id'] in batch_set_v2.",
       "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo; storage/mooncake_store batch_set_v2"),
-    C("BE-9", "core", "backend",
+    C("BE-9", "legacy", "backend",
       "Legacy results have their documented shapes: get gives a tensor or None, batch_get one "
       "tensor-or-None per key, set and batch_set a bool.",
       "The engine indexes the results; a different shape is a crash or a silent miscount.",
@@ -174,7 +174,7 @@ CLAUSES: tuple[Clause, ...] = (
       "get_stats() returns None or a metrics object, never a dict.",
       "The scheduler calls it every tick and reads attributes; a dict raises AttributeError.",
       "CONTRACT.md §2, §6"),
-    C("BE-13", "core", "backend",
+    C("BE-13", "legacy", "backend",
       "A stored object that is empty or shorter than a page is a miss, never a hit.",
       "A zero-length file left by a crashed writer was counted as a hit and loaded as garbage.",
       "CONTRACT.md §6"),
@@ -208,10 +208,12 @@ CLAUSES: tuple[Clause, ...] = (
       "bools.",
       "The controller looks each pool up by name and zips its list with the keys.",
       "CONTRACT.md §3.11"),
-    C("BE-20", "v2", "backend",
+    C("BE-20", "robustness", "backend",
       "A transfer for an unregistered pool yields all False for that pool, never an exception.",
-      "A pool the backend cannot serve is a miss, not a crash of the IO thread.",
-      "CONTRACT.md §3.11"),
+      "A pool the backend cannot serve is a miss, not a crash of the IO thread. No pinned release "
+      "sends such a transfer (every pool is registered before a transfer names it), so the rule "
+      "binds only a backend that claims robustness.",
+      "CONTRACT.md §3.11; sglang hybrid_cache_controller.py attach_storage_backend, register_host_pool_entry"),
     C("BE-21", "v2", "backend",
       "batch_exists_v2 returns as kv_hit_pages the largest prefix length that KV and every gating "
       "pool can restore (the maximum of the intersection of their restorable lengths, HYB-6, "

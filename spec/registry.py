@@ -41,13 +41,16 @@ FAMILIES: dict[str, str] = {
 """Clause families, by ID prefix."""
 
 LEVELS: dict[str, str] = {
-    "core": "legacy interface and batch_exists; what every backend must honour",
+    "core": "batch_exists and housekeeping; what every backend must honour",
+    "legacy": "legacy page methods (get / set / exists / batch_get / batch_set), SGLang's path for a backend "
+              "without v1",
     "v1": "zero-copy v1 interface (batch_get_v1 / batch_set_v1)",
     "v2": "pool-aware v2 interface (batch_exists_v2 / batch_get_v2 / batch_set_v2)",
     "prefix": "prefix metadata carried in extra_info",
     "namespacing": "keys kept apart per model and rank, shared for replicated KV",
     "concurrency": "safety under concurrent calls from the engine's threads",
     "durability": "pages survive a restart of a persistent backend",
+    "robustness": "inputs no pinned SGLang release sends, checked only when claimed",
     "controller": "the engine-side controller's calls and acks",
     "hybrid": "hybrid-model sidecar pools on the engine side",
     "ranks": "multi-rank agreement on the engine side",

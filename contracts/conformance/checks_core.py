@@ -28,9 +28,6 @@ from hicache_contracts.conformance.properties import run_property
 from hicache_contracts.conformance.pools import describe_page_difference, pages_equal
 from hicache_contracts.models import PoolHitPolicy, PoolName
 
-NOT_ASKED_OF_V1 = ("not applicable: SGLang moves KV through batch_get_v1/batch_set_v1 on a backend that claims "
-                   "v1 and never calls its legacy methods")
-"""The skip reason of a legacy-only check on a v1 backend (``--certify`` accepts it)."""
 LONG_CHAIN_KEYS = 4096
 """Keys of the long hit query (BE-2): a 256k-token prompt at page size 64, one unbatched call in 0.5.23."""
 LONG_CHAIN_STORED = 8 * STORAGE_BATCH_SIZE + 5
@@ -181,7 +178,7 @@ def missing_keys_are_misses_not_errors(suite: SuiteContext) -> None:
                                missing, "batch_get_v1")
         expect(not any(flags), "BE-4", f"batch_get_v1 on missing keys returned {flags}",
                f"batch_get_v1({suite.show(missing)}, <host slots>, None) -> {flags}")
-    else:  # the legacy methods: only on a backend SGLang drives through them
+    if suite.claims("legacy"):  # the legacy methods: on a backend SGLang drives through them, or that claims them
         key = missing[0]
         hit = suite.call("BE-4", backend.exists, key)
         expect(not hit, "BE-4", f"exists({suite.label(key)}) returned {hit!r} for a key never written")
@@ -370,9 +367,7 @@ def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
 @conformance_check("BE-9")
 def legacy_results_have_their_shapes(suite: SuiteContext) -> None:
     """get gives a tensor or None, batch_get one tensor-or-None per key, set and batch_set a bool."""
-    if suite.claims("v1"):
-        raise CheckSkipped(NOT_ASKED_OF_V1 + " (get, set, batch_get, batch_set)")
-    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
+    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool  # runs only when legacy is claimed
     key = suite.new_keys(1)[0]
     outcome = suite.call("BE-9", backend.set, key, suite.page_for(key, pool))
     expect(is_bool(outcome), "BE-9", f"set returned {outcome!r}, not a bool", f"set({suite.label(key)}, page)")
@@ -508,9 +503,7 @@ def get_stats_returns_none_or_an_object(suite: SuiteContext) -> None:
 @conformance_check("BE-13")
 def short_objects_are_misses(suite: SuiteContext) -> None:
     """A stored object that is empty or shorter than a page is a miss for exists, batch_exists and get."""
-    if suite.claims("v1"):
-        raise CheckSkipped(NOT_ASKED_OF_V1 + "; a short object can be planted only through set")
-    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
+    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool  # a short object is planted with set
     for label, length in (("an empty value", 0), ("half a page", pool.page_element_count // 2)):
         key = suite.new_keys(1)[0]
         value = suite.page_for(key, pool)[:length].clone()

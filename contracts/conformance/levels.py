@@ -2,7 +2,10 @@
 
 A level's clauses are the live clauses of that level whose role is
 ``backend`` or ``both`` (``hicache_spec.clauses``). ``core`` binds every
-backend; the others are claimed (declared or probed, see ``runner``).
+backend; the others are claimed (declared or probed, see ``runner``);
+``legacy`` is also required of a backend without v1 (SGLang moves its KV
+through ``batch_get``/``batch_set``), and ``robustness`` (inputs no pinned
+release sends) only counts when declared.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ __all__ = [
     "parse_levels",
 ]
 
-BACKEND_LEVELS: tuple[str, ...] = ("core", "v1", "v2", "prefix", "namespacing", "concurrency", "durability")
+BACKEND_LEVELS: tuple[str, ...] = ("core", "legacy", "v1", "v2", "prefix", "namespacing", "concurrency", "durability",
+                                   "robustness")
 """The levels that bind storage backends, in report order."""
 
 BACKEND_ROLES: tuple[str, ...] = ("backend", "both")

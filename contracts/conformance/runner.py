@@ -6,9 +6,12 @@
 
 What a backend claims (``decide_levels``):
 
-- ``core`` always: it binds every backend; a backend that claims v1 needs
-  only ``batch_exists`` of the legacy methods, because SGLang moves KV
-  through v1 on such a backend and never calls get/set/batch_get/batch_set;
+- ``core`` always: it binds every backend and needs only ``batch_exists``;
+- ``legacy`` (get/set/exists/batch_get/batch_set) when declared, and always
+  for a backend without v1: SGLang's generic path moves its KV through
+  ``batch_get``/``batch_set`` in every pinned release; a backend that claims
+  v1 is never asked them, so it is not held to them unless it declares
+  ``legacy``;
 - the levels the vendor declares (``SuiteOptions.levels``, else the class
   attribute ``hicache_levels``); a declared level whose methods are absent or
   only raise NotImplementedError fails every clause of that level ("declared
@@ -16,7 +19,9 @@ What a backend claims (``decide_levels``):
 - without a declaration, what probing finds (``detect_capabilities``): v1, v2
   and prefix when their methods are implemented, namespacing and concurrency
   always (every multi-rank, multi-threaded engine needs them), durability
-  never (it cannot be probed; declare it).
+  and robustness never (they cannot be probed; declare them). Robustness
+  holds inputs no pinned release sends (a v2 transfer for a pool never
+  registered, BE-20): a backend is held to them only when it says so.
 
 Every backend call runs under the run's deadline (``--timeout``, per call).
 A call past it fails its check's clause ("did not return within T s") and
@@ -106,8 +111,15 @@ Progress = Callable[[int, int, Check, CheckOutcome], None]
 Starting = Callable[[int, int, Check], None]
 """Called before each check: ``(position from 1, total, check)`` (the live line)."""
 
-ZERO_COPY_CORE_METHODS: tuple[str, ...] = ("batch_exists",)
-"""The legacy methods SGLang calls on a backend that claims v1 (the hit query; KV moves through v1)."""
+CORE_METHODS: tuple[str, ...] = ("batch_exists",)
+"""The methods of level core: the hit query SGLang asks of every backend."""
+
+OPT_IN_LEVELS: tuple[str, ...] = ("durability", "robustness")
+"""Levels never probed: a backend claims them only by declaring them."""
+
+LEGACY_NOT_ASKED = ("SGLang moves KV through batch_get_v1/batch_set_v1 on a backend that claims v1 and never calls "
+                    "get, set, exists, batch_get or batch_set; declare legacy to have them checked")
+"""Why ``legacy`` is not claimed by a v1 backend that does not declare it."""
 
 __getattr__ = moved_names(__name__, dict.fromkeys(("reference_factories", "run_reference_suite"),
                                                   "hicache_reference.main_job"))
@@ -131,23 +143,31 @@ def decide_levels(capabilities: Capabilities, declared: Optional[tuple[str, ...]
     dishonoured: dict[str, str] = {}
     verdicts = []
     zero_copy = not capabilities.missing_for("v1") and (declared is None or "v1" in declared)
+    legacy_missing = tuple(name for name in capabilities.missing_for("core") if name not in CORE_METHODS)
     for level in BACKEND_LEVELS:
-        missing = capabilities.missing_for(level) if level in CAPABILITY_LEVELS else ()
-        if level == "core" and zero_copy:
-            missing = tuple(name for name in missing if name in ZERO_COPY_CORE_METHODS)
+        if level == "core":
+            missing = tuple(name for name in capabilities.missing_for("core") if name in CORE_METHODS)
+        elif level == "legacy":
+            missing = legacy_missing
+        else:
+            missing = capabilities.missing_for(level) if level in CAPABILITY_LEVELS else ()
         problems = [capabilities.method(name).problem or f"{name} does not accept extra_info both ways"
                     for name in missing]
         if level == "core":
             source, wanted = "required", True
+        elif level == "legacy" and not zero_copy and not (declared is not None and level in declared):
+            source, wanted = "required", True  # SGLang's generic path is the only one left
         elif declared is not None:
             source, wanted = "declared", level in declared
         else:
             source = "probed"
             wanted = level in ALWAYS_PROBED or (level in CAPABILITY_LEVELS and not missing)
         if not wanted:
-            if declared is not None:
+            if level == "legacy":
+                reason = LEGACY_NOT_ASKED
+            elif declared is not None:
                 reason = "not declared"
-            elif level == "durability":
+            elif level in OPT_IN_LEVELS:
                 reason = "cannot be probed; declare it with --levels or hicache_levels"
             else:
                 reason = "; ".join(problems) or "not found"

@@ -275,7 +275,8 @@ class PageStoreBackend:
     passes an empty dict there). Unknown extra keys are ignored (BE-1).
     """
 
-    hicache_levels: tuple[str, ...] = ("core", "v1", "v2", "prefix", "namespacing", "concurrency")
+    hicache_levels: tuple[str, ...] = ("core", "legacy", "v1", "v2", "prefix", "namespacing", "concurrency",
+                                       "robustness")
     """The capability levels the backend claims."""
 
     reads_into_ranges: bool = False

@@ -145,7 +145,7 @@ def _check_writable_directory(root: str, given: Any) -> None:
 class FileBackend(PageStoreBackend):
     """Pages as files under ``extra_config["path"]``. Extra config: ``path`` (required), ``fsync`` (default False)."""
 
-    hicache_levels = ("core", "v1", "v2", "prefix", "namespacing", "concurrency", "durability")
+    hicache_levels = ("core", "legacy", "v1", "v2", "prefix", "namespacing", "concurrency", "durability", "robustness")
     reads_into_ranges = True
     writes_from_ranges = True
 

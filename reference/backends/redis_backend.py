@@ -536,7 +536,7 @@ class RedisBackend(PageStoreBackend):
     the first calls miss.
     """
 
-    hicache_levels = ("core", "v1", "v2", "prefix", "namespacing", "concurrency", "durability")
+    hicache_levels = ("core", "legacy", "v1", "v2", "prefix", "namespacing", "concurrency", "durability", "robustness")
     """The capability levels the backend claims."""
     reads_into_ranges = True
     """Replies are copied straight into the host page ranges where the pool lists them (one copy per page)."""

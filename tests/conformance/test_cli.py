@@ -71,8 +71,8 @@ def test_module_path_and_class_name_inside_the_extra_config_name_the_backend(tmp
     (["--backend", CORRECT, "--extra-config", "[]"],
      "hicache-conform run: --extra-config: must be an object (a dict of options) (got [])"),
     (["--levels", "core,hybrid"],
-     "hicache-conform run: --levels: must name backend levels from ['core', 'v1', 'v2', 'prefix', 'namespacing', "
-     "'concurrency', 'durability'] (got 'hybrid', an engine level)"),
+     "hicache-conform run: --levels: must name backend levels from ['core', 'legacy', 'v1', 'v2', 'prefix', "
+     "'namespacing', 'concurrency', 'durability', 'robustness'] (got 'hybrid', an engine level)"),
     (["--check", "no_such_check"],
      "hicache-conform run: --check: must name a check from --list-checks (got 'no_such_check')"),
     (["--page-size", "0"], "hicache-conform run: SuiteOptions.page_size: must be an int >= 1 (got 0)"),

@@ -76,9 +76,9 @@ def test_factory_builds_the_sglang_way() -> None:
     (dict(page_size=0), "SuiteOptions.page_size: must be an int >= 1 (got 0)"),
     (dict(layout="rows"), "SuiteOptions.layout: must be one of ['layer_first', 'page_first'] (got 'rows')"),
     (dict(profile="fast"), "SuiteOptions.profile: must be one of ['smoke', 'standard', 'exhaustive'] (got 'fast')"),
-    (dict(levels=("core", "controller")), "SuiteOptions.levels: must be a tuple of levels from ['core', 'v1', "
-                                          "'v2', 'prefix', 'namespacing', 'concurrency', 'durability'] "
-                                          "(got ('core', 'controller'))"),
+    (dict(levels=("core", "controller")), "SuiteOptions.levels: must be a tuple of levels from ['core', 'legacy', "
+                                          "'v1', 'v2', 'prefix', 'namespacing', 'concurrency', 'durability', "
+                                          "'robustness'] (got ('core', 'controller'))"),
     (dict(seed="1"), "SuiteOptions.seed: must be an int or None (got '1')"),
 ])
 def test_bad_options_name_the_field_and_the_rule(options: dict, message: str) -> None:
@@ -93,5 +93,6 @@ def test_levels_parse_from_a_comma_list() -> None:
     assert parse_levels("  ") is None
     with pytest.raises(ValueError) as error:
         parse_levels("core,controller", field="--levels")
-    assert str(error.value) == ("--levels: must name backend levels from ['core', 'v1', 'v2', 'prefix', "
-                                "'namespacing', 'concurrency', 'durability'] (got 'controller', an engine level)")
+    assert str(error.value) == ("--levels: must name backend levels from ['core', 'legacy', 'v1', 'v2', 'prefix', "
+                                "'namespacing', 'concurrency', 'durability', 'robustness'] (got 'controller', an "
+                                "engine level)")

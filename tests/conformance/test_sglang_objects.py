@@ -58,7 +58,7 @@ def test_backend_receives_sglang_objects_and_passes(sglang_stand_in: types.Modul
     SEEN.clear()
     report = run(RecordingBackend)
     not_passing = {clause_id for clause_id, status in statuses(report).items() if status != "pass"}
-    assert not_passing == {"BE-13"}, report.render_text(color=False)  # legacy-only: not applicable to a v1 backend
+    assert not_passing == set(), report.render_text(color=False)
     assert report.sections[0].options["sglang_objects"] is True
     for name in ("HiCacheStorageConfig", "HiCacheStorageExtraInfo", "PoolTransfer", "PoolName"):
         assert getattr(sglang_stand_in, name) in SEEN

@@ -265,9 +265,9 @@ OPTION_MESSAGES: dict[str, str] = {
     "SuiteOptions(profile='quick')":
         "SuiteOptions.profile: must be one of ['smoke', 'standard', 'exhaustive'] (got 'quick')",
     "SuiteOptions(levels=['core'])":
-        "SuiteOptions.levels: must be a tuple of levels from ['core', 'v1', 'v2', 'prefix', 'namespacing', 'concurrency', 'durability'] (got ['core'])",
+        "SuiteOptions.levels: must be a tuple of levels from ['core', 'legacy', 'v1', 'v2', 'prefix', 'namespacing', 'concurrency', 'durability', 'robustness'] (got ['core'])",
     "SuiteOptions(levels=('hybrid',))":
-        "SuiteOptions.levels: must be a tuple of levels from ['core', 'v1', 'v2', 'prefix', 'namespacing', 'concurrency', 'durability'] (got ('hybrid',))",
+        "SuiteOptions.levels: must be a tuple of levels from ['core', 'legacy', 'v1', 'v2', 'prefix', 'namespacing', 'concurrency', 'durability', 'robustness'] (got ('hybrid',))",
     "SuiteOptions(seed='1')":
         "SuiteOptions.seed: must be an int or None (got '1')",
     'SuiteOptions(seed=True)':
@@ -397,8 +397,8 @@ CLI_ROWS: list[tuple[str, list[str], str]] = [
      "--markdown: must be a file the report can be written to; nothing can be created in /proc (No such file or "
      "directory) (got '/proc/new/report.md')"),
     ("unknown level", ["--levels", "core,fast"],
-     "--levels: must name backend levels from ['core', 'v1', 'v2', 'prefix', 'namespacing', 'concurrency', "
-     "'durability'] (got 'fast', not a level)"),
+     "--levels: must name backend levels from ['core', 'legacy', 'v1', 'v2', 'prefix', 'namespacing', "
+     "'concurrency', 'durability', 'robustness'] (got 'fast', not a level)"),
     ("unknown check", ["--check", "rm_rf"], "--check: must name a check from --list-checks (got 'rm_rf')"),
     ("extra config not JSON", ["--extra-config", "{path: x}"],
      "--extra-config: must be a JSON object or @file (Expecting property name enclosed in double quotes) "
