@@ -10,6 +10,7 @@ __all__ = [
     "DEFAULT_PREFETCH_TIMEOUT_MAX",
     "DEFAULT_PREFETCH_TIMEOUT_PER_KI_TOKEN",
     "agree_hit_pages",
+    "agree_pool_boundaries",
     "compute_backup_progress",
     "LEGACY_PREFETCH_TIMEOUT_BASE",
     "LEGACY_PREFETCH_TIMEOUT_MAX",
@@ -101,6 +102,28 @@ def agree_hit_pages(rank_hits: tuple[int, ...]) -> int:
     post: all(__return__ <= h for h in rank_hits)
     """
     return min(rank_hits)
+
+
+def agree_pool_boundaries(rank_boundaries: tuple[tuple[tuple[str, int], ...], ...]) -> tuple[tuple[str, int], ...]:
+    """Return each pool's agreed own boundary: the MIN over ranks, kept only where every rank gave one. Clause: RANK-5.
+
+    ``rank_boundaries[r]`` holds rank r's (pool, boundary) verdicts; a pool
+    a rank left out carries no verdict afterwards (SGLang packs it as -1,
+    which MIN keeps). Pools come in the first rank's order.
+
+    pre: len(rank_boundaries) >= 1
+    pre: all(hits >= 0 for rank in rank_boundaries for _, hits in rank)
+    pre: all(len({name for name, _ in rank}) == len(rank) for rank in rank_boundaries)
+    post: all(any(n == name for n, _ in rank) for name, _ in __return__ for rank in rank_boundaries)
+    post: all(hits == min(h for rank in rank_boundaries for n, h in rank if n == name) for name, hits in __return__)
+    post: all(any(n == name for n, _ in __return__) for name, _ in rank_boundaries[0] if all(any(m == name for m, _ in rank) for rank in rank_boundaries))
+    """
+    agreed: list[tuple[str, int]] = []
+    for name, hits in rank_boundaries[0]:
+        others = [dict(rank).get(name) for rank in rank_boundaries[1:]]
+        if all(other is not None for other in others):
+            agreed.append((name, min([hits, *(other for other in others if other is not None)])))
+    return tuple(agreed)
 
 
 def compute_restorable_flags(
