@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import random
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -92,6 +93,41 @@ def snapshot_prefix(value: Any) -> tuple[Any, Optional[str]]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         return None, f"prefix_keys is a {type(value).__name__}, not a sequence of keys"
     return tuple(value), None
+
+
+_REUSE_LOOKBACK = 8
+"""How many of the latest calls are searched for a snapshot of the same list."""
+_EXACT_UP_TO = 256
+"""Lists up to this length are always copied: a copy costs less than checking whether one is needed."""
+_SAMPLES = 48
+"""Elements compared by identity before an earlier snapshot of the same list is reused."""
+
+
+def _reused_snapshot(prefix: Any, earlier: Sequence["RecordedCall"]) -> Optional[tuple]:
+    """Return an earlier call's snapshot of this very list if the list still looks the same, else None.
+
+    Engines hand one list to several calls (SGLang: one per batch, to its
+    exists, get and sidecar calls). The list counts as unchanged when it has
+    the snapshot's length and its first and last 8 elements and 32 more at a
+    random stride offset are the same objects. A change in place that this
+    misses is still seen by ``current_prefix`` of the earlier call, which
+    compares its snapshot with the whole list (PFX-5).
+    """
+    if type(prefix) is not list or len(prefix) <= _EXACT_UP_TO:
+        return None
+    for call in reversed(earlier):
+        if call.prefix_object is prefix:
+            snapshot = call.prefix_keys
+            if type(snapshot) is not tuple or len(snapshot) != len(prefix):
+                return None
+            count = len(prefix)
+            step = count // (_SAMPLES - 16)
+            positions = itertools.chain(range(8), range(count - 8, count),
+                                        range(random.randrange(step), count, step))
+            if all(prefix[position] is snapshot[position] for position in positions):
+                return snapshot
+            return None
+    return None
 
 
 def _name_of(value: Any) -> Any:
@@ -254,8 +290,12 @@ class RecordedCall:
                 f"extra_info={self.extra_info_state}, prefix_keys={prefix}, thread={self.thread!r})")
 
 
-def _record_arguments(call: RecordedCall, method: str, args: tuple, kwargs: dict) -> None:
-    """Fill ``call`` with the keys, transfers and extra_info of a call, by the contract's positions."""
+def _record_arguments(call: RecordedCall, method: str, args: tuple, kwargs: dict,
+                      earlier: Sequence[RecordedCall] = ()) -> None:
+    """Fill ``call`` with the keys, transfers and extra_info of a call, by the contract's positions.
+
+    ``earlier`` are the latest calls before it, whose snapshot of the same prefix list may be reused.
+    """
     if method in _KEYS_METHODS:
         keys = args[0] if args else kwargs.get("keys")
         call.keys = _keys_tuple(keys)
@@ -286,6 +326,10 @@ def _record_arguments(call: RecordedCall, method: str, args: tuple, kwargs: dict
         call.prefix_keys_problem = f"extra_info ({type(extra_info).__name__}) has no prefix_keys attribute"
         return
     call.prefix_object = prefix
+    reused = _reused_snapshot(prefix, earlier)
+    if reused is not None:
+        call.prefix_keys = reused
+        return
     call.prefix_keys, call.prefix_keys_problem = snapshot_prefix(prefix)
 
 
@@ -359,8 +403,9 @@ class RecordingBackend:
         try:
             with self._recording_lock:
                 call = RecordedCall(next(self._recording_counter), method, args, kwargs)
+                earlier = self._recording_calls[-_REUSE_LOOKBACK:]
                 self._recording_calls.append(call)
-            _record_arguments(call, method, args, kwargs)
+            _record_arguments(call, method, args, kwargs, earlier)
         except Exception as error:  # recording must never break the engine's call
             if call is not None:
                 call.recording_problem = f"{type(error).__name__}: {error}"
