@@ -7,9 +7,12 @@ Measured in one run, as ratios against baselines from the same run:
    - ``batch_get_v1`` (the IO call; pages of 64 KiB and of 64 B) and
      ``batch_exists`` (the cheapest call, the worst case for relative cost);
    - the prefix handed over as an immutable ``PrefixKeys`` (what the
-     contract models carry: recorded without a copy) and as a plain ``list``
-     (what SGLang's dataclass carries: copied into a snapshot), each as long
-     as it is for the last slice of a 16,384-page operation;
+     contract models carry: recorded without a copy), as one plain ``list``
+     handed to every call (what SGLang's dataclass carries, one list per
+     batch for the batch's calls: copied once, the snapshot reused while
+     the list looks unchanged) and as a new list each call (copied every
+     time), each as long as it is for the last slice of a 16,384-page
+     operation;
 2. a 16,384-page prefetch by the reference controller, with and without the
    recorder, then ``check_trace`` on its 256 recorded calls and 130 acks
    (the check time is given as a ratio to the prefetch itself).
@@ -20,6 +23,7 @@ Run: python benchmarks/bench_recorder.py [--quick]
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 import timeit
 from dataclasses import dataclass
@@ -98,17 +102,21 @@ def measure_batch(page_size: int, layers: int, heads: int, head_dim: int, number
     recorder = RecordingBackend(MemoryBackend(config, {"store": store}))
     recorder.register_mem_pool_host(pool)
     slots = pool.alloc(STORAGE_BATCH_SIZE)
+    # "list": one list handed to every call (as SGLang hands one batch's list to its calls);
+    # "new list": a different list object each call (16 in turn), so no snapshot can be reused.
     infos = {
-        "PrefixKeys": HiCacheStorageExtraInfo(prefix_keys=PrefixKeys(chain[:prefix_length])),
-        "list": SGLangStyleExtraInfo(prefix_keys=list(chain[:prefix_length])),
+        "PrefixKeys": itertools.repeat(HiCacheStorageExtraInfo(prefix_keys=PrefixKeys(chain[:prefix_length]))),
+        "list": itertools.repeat(SGLangStyleExtraInfo(prefix_keys=list(chain[:prefix_length]))),
+        "new list": itertools.cycle([SGLangStyleExtraInfo(prefix_keys=list(chain[:prefix_length]))
+                                     for _ in range(16)]),
     }
     null = NullBackend(STORAGE_BATCH_SIZE)
     recorded_null = RecordingBackend(NullBackend(STORAGE_BATCH_SIZE))
     ratios = {}
     for prefix_kind, info in infos.items():
         for method, call in (
-            ("batch_get_v1", lambda backend, info=info: backend.batch_get_v1(keys, slots, info)),
-            ("batch_exists", lambda backend, info=info: backend.batch_exists(keys, info)),
+            ("batch_get_v1", lambda backend, info=info: backend.batch_get_v1(keys, slots, next(info))),
+            ("batch_exists", lambda backend, info=info: backend.batch_exists(keys, next(info))),
         ):
             baseline, recorded = interleaved_best(lambda: call(bare), lambda: call(recorder), number, repeat,
                                                   recorder.clear_calls)
