@@ -365,7 +365,9 @@ CLAUSES: tuple[Clause, ...] = (
       "The prefetch timeout is min(max, base + per_ki_token * tokens / 1024), with defaults "
       "base 2.0 s, per_ki_token 0.1 s, max 30 s.",
       "Longer prefixes deserve longer waits, up to a bound.",
-      "sglang 0.5.20 mem_cache/hicache_storage.py PrefetchTimeoutConfig; hiradix_cache.py",
+      "sglang 0.5.20 mem_cache/hicache_storage.py PrefetchTimeoutConfig; hiradix_cache.py "
+      "HiRadixCache._prefetch_timeout_check_linear_func (tokens: the operation's key list times "
+      "page_size). 0.5.20's cache registry builds UnifiedRadixCache, which follows CTL-16.",
       releases="0.5.20"),
     C("CTL-11", "controller", "engine",
       "A backend that raises, returns None, returns the wrong number of results or misses its "
@@ -390,9 +392,10 @@ CLAUSES: tuple[Clause, ...] = (
       "and a deadline never cuts a prefetch whose KV already landed.",
       "The wait budget scales with the span asked for; cutting a prefetch whose KV is loaded "
       "salvages nothing.",
-      "sglang 0.5.21+ mem_cache/unified_radix_cache.py _start_storage_prefetch_wait, "
-      "_prefetch_deadline_expired; hybrid_cache_controller.py parse_storage_backend_extra_config",
-      releases="0.5.21+"),
+      "sglang 0.5.23 mem_cache/unified_radix_cache.py _start_storage_prefetch_wait, "
+      "_prefetch_deadline_expired; unified_cache/storage_attachment.py apply_runtime_config; "
+      "hybrid_cache_controller.py parse_storage_backend_extra_config (0.5.20-0.5.22: CTL-16)",
+      releases="0.5.23"),
     C("CTL-15", "controller", "engine",
       "A rank that is not the storage writer skips the KV backup and reports the whole span as "
       "completed if and only if it wrote at least one sidecar and every sidecar write returned "
@@ -400,6 +403,17 @@ CLAUSES: tuple[Clause, ...] = (
       "Completion must not claim pages the rank never confirmed, and ranks must still ack.",
       "sglang 0.5.23 mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout",
       releases="0.5.23"),
+    C("CTL-16", "controller", "engine",
+      "The prefetch timeout is base + pages * page_size / 1024 * per_ki_token seconds, defaults "
+      "1.0 s and 0.25 s, with no maximum, where pages is the length of the operation's key list "
+      "when the deadline is checked (the agreed hit, cut to the host allocation); it is timed from "
+      "the operation's creation.",
+      "Before 0.5.23 the unified cache's wait budget follows what is being loaded, not the span "
+      "asked for, as 0.5.23's does.",
+      "sglang 0.5.20-0.5.22 mem_cache/unified_radix_cache.py _prefetch_timeout_check_linear_func; "
+      "unified_cache/storage_attachment.py apply_runtime_config; managers/cache_controller.py "
+      "prefetch_thread_func (hash_value cut to the hit)",
+      releases="0.5.20-0.5.22"),
     # ---------------------------------------------------------------- HYB
     C("HYB-1", "hybrid", "engine",
       "A KV-derived sidecar (indices_from_pool=KV) is read in the same slice as the KV pages it "

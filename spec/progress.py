@@ -27,17 +27,17 @@ __all__ = [
 DEFAULT_PREFETCH_THRESHOLD_TOKENS = 256
 """Below this span or agreed hit, in tokens, a prefetch is declined or revoked (CTL-3)."""
 DEFAULT_PREFETCH_TIMEOUT_BASE = 1.0
-"""Seconds every prefetch may take under the timeout policy, SGLang 0.5.21+ (CTL-14)."""
+"""Seconds every prefetch may take under the timeout policy (CTL-14, CTL-16)."""
 DEFAULT_PREFETCH_TIMEOUT_PER_KI_TOKEN = 0.25
-"""Extra seconds per 1024 tokens of the requested span, SGLang 0.5.21+ (CTL-14)."""
+"""Extra seconds per 1024 tokens (CTL-14: of the requested span; CTL-16: of the key list when checked)."""
 DEFAULT_PREFETCH_TIMEOUT_MAX = None
-"""No upper bound on the prefetch timeout since SGLang 0.5.21 (CTL-14)."""
+"""No upper bound on the unified cache's prefetch timeout (CTL-14, CTL-16)."""
 LEGACY_PREFETCH_TIMEOUT_BASE = 2.0
-"""SGLang 0.5.20's base timeout, seconds (CTL-10)."""
+"""SGLang 0.5.20 HiRadixCache's base timeout, seconds (CTL-10)."""
 LEGACY_PREFETCH_TIMEOUT_PER_KI_TOKEN = 0.1
-"""SGLang 0.5.20's seconds per 1024 tokens (CTL-10)."""
+"""SGLang 0.5.20 HiRadixCache's seconds per 1024 tokens (CTL-10)."""
 LEGACY_PREFETCH_TIMEOUT_MAX = 30.0
-"""SGLang 0.5.20's upper bound on the timeout, seconds (CTL-10)."""
+"""SGLang 0.5.20 HiRadixCache's upper bound on the timeout, seconds (CTL-10)."""
 
 
 def compute_prefetch_acks(
@@ -200,11 +200,13 @@ def compute_prefetch_timeout(
     per_ki_token: float = DEFAULT_PREFETCH_TIMEOUT_PER_KI_TOKEN,
     maximum: Optional[float] = DEFAULT_PREFETCH_TIMEOUT_MAX,
 ) -> float:
-    """Return the prefetch timeout in seconds: base + per_ki_token * tokens / 1024, capped by ``maximum`` when given. Clauses: CTL-10, CTL-14.
+    """Return the prefetch timeout in seconds: base + per_ki_token * tokens / 1024, capped by ``maximum`` when given. Clauses: CTL-10, CTL-14, CTL-16.
 
-    SGLang 0.5.21+ (CTL-14): ``tokens`` is the requested span (pages times
-    page_size), defaults 1.0 s and 0.25 s, no maximum. SGLang 0.5.20 (CTL-10):
-    ``min(maximum, ...)`` with 2.0 s, 0.1 s and 30 s (the LEGACY_ constants).
+    ``tokens`` is whole pages times page_size: the requested span's pages in
+    SGLang 0.5.23 (CTL-14), the operation's key list when the deadline is
+    checked in 0.5.20-0.5.22's UnifiedRadixCache (CTL-16); defaults 1.0 s and
+    0.25 s, no maximum. 0.5.20's HiRadixCache (CTL-10): ``min(maximum, ...)``
+    with 2.0 s, 0.1 s and 30 s (the LEGACY_ constants).
 
     pre: 0 <= tokens <= 2 ** 53
     pre: 0 <= base <= 1e9 and 0 <= per_ki_token <= 1e9
