@@ -264,6 +264,17 @@ CLAUSES: tuple[Clause, ...] = (
       "Backends derive namespaces and shard layouts from these numbers; an impossible "
       "coordinate must be rejected at the boundary rather than become a key.",
       "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorageConfig.__post_init__"),
+    C("BE-28", "robustness", "backend",
+      "An instance given a second, different host pool under a name that already has one either "
+      "serves both (pages written and read through each pool carry that pool's bytes) or refuses "
+      "the second registration by raising an error with a message; it never silently replaces "
+      "the first.",
+      "Two controllers sharing one instance otherwise read and write each other's host slots: "
+      "wrong pages and no error. No pinned release does this (each attach builds its own backend), "
+      "so the rule binds only a backend that claims robustness.",
+      "sglang managers/cache_controller.py attach_storage_backend (StorageBackendFactory.create_backend "
+      "per attach)",
+      releases="decision"),
     # ---------------------------------------------------------------- NS
     C("NS-1", "namespacing", "backend",
       "Two instances that differ only in tp_rank (same tp_size) never see each other's pages, "

@@ -1,4 +1,5 @@
-"""Checks of the core level: what every backend honours (KEY-2, BE-1..BE-13, BE-18, BE-24).
+"""Checks of the core level: what every backend honours (KEY-2, BE-1..BE-13, BE-18, BE-24), and a second host
+pool under one name (BE-28, level robustness).
 
 Each check writes fresh keys (so checks do not depend on each other or on
 their order) and moves pages the way SGLang's controller does for the
@@ -22,8 +23,15 @@ from hypothesis import example, given, strategies as st
 
 from hicache_spec import STORAGE_BATCH_SIZE, count_leading_run
 from hicache_contracts.capabilities import V1_METHODS, V2_METHODS, detect_capabilities
-from hicache_contracts.conformance.context import SuiteContext, is_storage_writer
-from hicache_contracts.conformance.framework import CheckSkipped, ClauseFailure, conformance_check, expect, fail
+from hicache_contracts.conformance.context import Instance, SuiteContext, is_storage_writer
+from hicache_contracts.conformance.framework import (
+    CallTimedOut,
+    CheckSkipped,
+    ClauseFailure,
+    conformance_check,
+    expect,
+    fail,
+)
 from hicache_contracts.conformance.properties import run_property
 from hicache_contracts.conformance.pools import describe_page_difference, pages_equal
 from hicache_contracts.models import PoolHitPolicy, PoolName
@@ -580,6 +588,54 @@ def host_pools_register_before_any_io(suite: SuiteContext) -> None:
     expect(all(written) and all(suite.same_page(key, instance.pool, page) for key, page in zip(keys, read)),
            "BE-24", f"the first IO after registration failed (writes {written}, reads "
            f"{[page is not None for page in read]})", "construct, register the pools, write 2 pages, read them")
+
+
+def _round_trip(suite: SuiteContext, instance: Instance, keys: list, targets: list, shown: str) -> None:
+    """Read ``keys`` into host pages ``targets`` of ``instance``'s pool; fail BE-28 on other bytes."""
+    for key, page in zip(keys, suite.read(instance, keys, pages=targets, clause_id="BE-28")):
+        wanted = suite.page_for(key, instance.pool)
+        expect(pages_equal(wanted, page), "BE-28", f"after a second host pool was registered under 'kv', "
+               f"{suite.label(key)} read through {instance.tag}'s pool holds "
+               f"{describe_page_difference(wanted, page)}", shown)
+
+
+@conformance_check("BE-28", requires=("robustness",))
+def second_host_pool_is_served_or_refused(suite: SuiteContext) -> None:
+    """A second, different host pool under 'kv' is either served beside the first or refused with an error; never a silent swap."""
+    suite.require_round_trip(suite.main)
+    first = suite.build(suite.config(model_name=suite.namespace("two-pools")), pages=8, tag="the first controller")
+    backend, config = first.backend, first.config
+    second = Instance(backend, config, suite.new_pool(8, kind="mla" if config.is_mla_model else "mha"), {},
+                      "the second controller")  # shares the instance; cleared with the first
+    early, late, theirs = suite.new_keys(2), suite.new_keys(2), suite.new_keys(2)
+    if not all(suite.write(first, early, pages=[0, 1], clause_id="BE-28")):
+        raise CheckSkipped("the backend refused the pages the check needs")
+    calls = [("register_mem_pool_host", (second.pool,))]
+    if suite.claims("v2"):
+        calls.append(("register_mem_host_pool_v2", (second.pool, suite.pool_name(PoolName.KV))))
+    refused = None
+    for name, arguments in calls:  # the second controller attaches to the same instance
+        try:
+            suite.call("BE-28", getattr(backend, name), *arguments)
+        except CallTimedOut:
+            raise
+        except ClauseFailure as failure:
+            refused = failure.__cause__ or failure
+            expect(str(refused).strip(), "BE-28", f"{name} refused the second host pool with "
+                   f"{type(refused).__name__} and no message; say why (one instance serves one host pool per name)",
+                   f"{name}(<a second host pool>) -> raised {type(refused).__name__}()")
+            break
+    shown = (f"write {suite.show(early)} through the first pool, register a second host pool under 'kv'"
+             f"{' (refused: ' + type(refused).__name__ + ')' if refused else ''}, write "
+             f"{suite.show(late)} through the first{'' if refused else ' and ' + suite.show(theirs) + ' through the second'}"
+             f", read each back through its own pool")
+    if refused is None and not all(suite.write(second, theirs, pages=[0, 1], clause_id="BE-28")):
+        raise CheckSkipped("the backend refused the second controller's pages the check needs")
+    if not all(suite.write(first, late, pages=[2, 3], clause_id="BE-28")):
+        raise CheckSkipped("the backend refused the pages the check needs")
+    _round_trip(suite, first, early + late, [4, 5, 6, 7], shown)
+    if refused is None:
+        _round_trip(suite, second, theirs, [4, 5], shown)
 
 
 @conformance_check("BE-27")

@@ -61,10 +61,17 @@ class CorrectBackend:
 
     # ------------------------------------------------------------ registration
     def register_mem_pool_host(self, mem_pool_host: Any) -> None:
-        self.pools["kv"] = mem_pool_host
+        self.register_pool("kv", mem_pool_host)
 
     def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
-        self.pools[pool_name(host_pool_name)] = host_pool
+        self.register_pool(pool_name(host_pool_name), host_pool)
+
+    def register_pool(self, name: str, host_pool: Any) -> None:
+        """Keep ``host_pool`` as pool ``name``; refuse a second, different one (v1 calls cannot say which) (BE-28)."""
+        known = self.pools.get(name)
+        if known is not None and known is not host_pool:
+            raise ValueError(f"pool {name!r} already has another host pool; build one instance per controller")
+        self.pools[name] = host_pool
 
     def on_host_pools_registered(self) -> None:
         if "kv" not in self.pools:

@@ -643,6 +643,24 @@ class RefusesSidecarsAtAttach(CorrectBackend):
         super().on_host_pools_registered()
 
 
+class ReplacesFirstHostPool(CorrectBackend):
+    """A second host pool under a name silently replaces the first: v1 calls of the first controller then move
+    the second one's slots (BE-28)."""
+
+    def register_pool(self, name, host_pool):
+        self.pools[name] = host_pool
+
+
+class RefusesWithoutSaying(CorrectBackend):
+    """Refuses a second host pool, but with an exception that says nothing (BE-28)."""
+
+    def register_pool(self, name, host_pool):
+        known = self.pools.get(name)
+        if known is not None and known is not host_pool:
+            raise RuntimeError()
+        self.pools[name] = host_pool
+
+
 PLANTED: dict[type, str] = {
     TwoResultsPerPageV1: "BE-14",
     ScalarV1Result: "BE-14",
@@ -698,6 +716,8 @@ PLANTED: dict[type, str] = {
     SidecarLostOnKvRewrite: "BE-22",
     RefusesSidecarsAtAttach: "BE-27",
     CapsV2LookupsAt1024Keys: "BE-21",
+    ReplacesFirstHostPool: "BE-28",
+    RefusesWithoutSaying: "BE-28",
 }
 """Every planted backend and the clause the suite must report failed (or the clauses, one of which: the state
 machine reports a lost page under BE-9 or BE-17, depending on whether set or batch_set_v1 wrote it)."""

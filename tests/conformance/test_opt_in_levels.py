@@ -94,3 +94,26 @@ def test_a_backend_without_v1_is_held_to_the_legacy_methods() -> None:
     line = level_line(report, "legacy")
     assert (line.claimed, line.source) == (True, "required")
     assert statuses(report)["BE-9"] == "pass"
+
+
+@pytest.mark.clause("BE-28")
+def test_a_second_host_pool_is_refused_or_served_never_swapped() -> None:
+    from tests.conformance.planted_backends import RefusesWithoutSaying, ReplacesFirstHostPool
+
+    checks = checks_for(("BE-28",))
+    refusing = run(CorrectBackend, checks=checks)  # refuses the second pool, with a message
+    assert statuses(refusing)["BE-28"] == "pass", refusing.render_text(color=False)
+    swapping = run(ReplacesFirstHostPool, checks=checks)
+    verdict = next(item for item in swapping.sections[0].clauses if item.clause_id == "BE-28")
+    assert verdict.status == "fail"
+    assert "read through the first controller's pool holds" in verdict.failures[0].message
+    silent = run(RefusesWithoutSaying, checks=checks)
+    assert statuses(silent)["BE-28"] == "fail"
+    assert "no message" in next(item for item in silent.sections[0].clauses
+                                if item.clause_id == "BE-28").failures[0].message
+    # Driven through the legacy methods, pages travel as tensors: the same backend serves both pools.
+    legacy = tuple(level for level in ALL_LEVELS if level != "v1")
+    serving = run(ReplacesFirstHostPool, checks=checks, levels=legacy)
+    assert statuses(serving)["BE-28"] == "pass", serving.render_text(color=False)
+    unclaimed = run(ReplacesFirstHostPool, checks=checks, levels=WITHOUT_ROBUSTNESS)
+    assert statuses(unclaimed)["BE-28"] == "skip" and unclaimed.exit_code == 0
