@@ -6,6 +6,8 @@ Subcommands:
   divergences  render docs/divergences.md from the divergence registry (``--check`` fails when stale)
   methods   render docs/backend-methods.md from the protocols (``--check`` fails when stale)
   init      write a backend skeleton to fill in with storage calls
+  run       the backend suite (``conformance.cli``)
+  trace     check a recorded trace file (``engine.cli``)
 """
 
 from __future__ import annotations
@@ -14,16 +16,12 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
-__all__ = ["main", "register_subcommand"]
+from hicache_contracts.conformance.cli import install as install_run
+from hicache_contracts.engine.cli import install as install_trace
 
-_EXTRA_SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
-
-
-def register_subcommand(installer: Callable[[argparse._SubParsersAction], None]) -> None:
-    """Register a function that adds a subcommand parser (its ``func`` default runs it)."""
-    _EXTRA_SUBCOMMANDS.append(installer)
+__all__ = ["main"]
 
 
 def _cmd_clauses(args: argparse.Namespace) -> int:
@@ -44,21 +42,7 @@ def _cmd_clauses(args: argparse.Namespace) -> int:
 def _cmd_divergences(args: argparse.Namespace) -> int:
     from hicache_spec.divergences import render_divergences
 
-    text = render_divergences()
-    if args.check:
-        current = Path(args.check).read_text(encoding="utf-8") if Path(args.check).exists() else ""
-        if current != text:
-            print(f"{args.check}: stale; regenerate with `hicache-conform divergences --write {args.check}`",
-                  file=sys.stderr)
-            return 1
-        print(f"{args.check}: up to date")
-        return 0
-    if args.write:
-        Path(args.write).write_text(text, encoding="utf-8")
-        print(f"wrote {args.write}")
-        return 0
-    sys.stdout.write(text)
-    return 0
+    return _render_command(args, render_divergences(), "divergences")
 
 
 def _cmd_spec(args: argparse.Namespace) -> int:
@@ -89,6 +73,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 
 def _render_command(args: argparse.Namespace, text: str, command: str) -> int:
+    """Write ``text`` to ``--write``, compare it with ``--check`` (1 when stale), or print it."""
     if args.check:
         path = Path(args.check)
         current = path.read_text(encoding="utf-8") if path.exists() else ""
@@ -141,21 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
                              help="the class name (default: NAME in CamelCase)")
     init_parser.add_argument("--directory", default=".", metavar="DIR", help="where to write (default: .)")
     init_parser.set_defaults(func=_cmd_init)
-    _install_optional_subcommands(sub)
+    install_run(sub)
+    install_trace(sub)
     return parser
-
-
-def _install_optional_subcommands(sub: argparse._SubParsersAction) -> None:
-    for module_name in ("hicache_contracts.conformance.cli", "hicache_contracts.engine.cli"):
-        try:
-            module = __import__(module_name, fromlist=["install"])
-        except ModuleNotFoundError as error:
-            if error.name != module_name:
-                raise
-            continue
-        module.install(sub)
-    for installer in _EXTRA_SUBCOMMANDS:
-        installer(sub)
 
 
 class _ReaderGoneStream:

@@ -29,7 +29,7 @@ import subprocess
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from hicache_spec.releases import LATEST_RELEASE, SGLANG_RELEASES
 
@@ -123,51 +123,43 @@ def compare(project: dict[str, Any], release: dict[str, Any], version: str) -> l
     exact = version == LATEST_RELEASE
     problems = []
     for name in CLASSES:
-        ours = project["classes"].get(name)
-        theirs = release["classes"].get(name)
-        if theirs is None:
-            problems.append(f"{name}: missing in SGLang {version}")
+        ours, theirs = project["classes"].get(name), release["classes"].get(name)
+        if theirs is None or ours is None:
+            problems.append(f"{name}: missing in SGLang {version}" if theirs is None
+                            else f"{name}: not modelled by the project")
             continue
-        if ours is None:
-            problems.append(f"{name}: not modelled by the project")
-            continue
-        our_fields = dict((field, default) for field, default in ours)
-        our_order = [field for field, _ in ours]
-        their_order = [field for field, _ in theirs]
-        for field, default in theirs:
-            if (version, name, field) in RELEASE_ONLY_FIELDS:
-                continue
-            if field not in our_fields:
-                problems.append(f"{name}.{field}: a field of SGLang {version} the project lacks")
-            elif our_fields[field] != default and (name, field) not in KNOWN_DIFFERENCES:
-                problems.append(f"{name}.{field}: default {our_fields[field]} in the project, {default} in "
-                                f"SGLang {version}")
-        their_order = [field for field in their_order if (version, name, field) not in RELEASE_ONLY_FIELDS]
-        shared = [field for field in our_order if field in their_order]
-        if shared != [field for field in their_order if field in our_fields]:
+        theirs = [pair for pair in theirs if (version, name, pair[0]) not in RELEASE_ONLY_FIELDS]
+        problems += _compare_items(name, ours, theirs, version, exact, item="field", quantity="default",
+                                   show=str, allowed=lambda field, name=name: (name, field) in KNOWN_DIFFERENCES)
+        our_order, their_order = [field for field, _ in ours], [field for field, _ in theirs]
+        if [field for field in our_order if field in their_order] != [field for field in their_order
+                                                                     if field in our_order]:
             problems.append(f"{name}: field order differs from SGLang {version}: project {our_order}, "
                             f"release {their_order}")
-        if exact:
-            for field in our_order:
-                if field not in their_order:
-                    problems.append(f"{name}.{field}: a project field SGLang {version} does not have")
     for name in ENUMS:
-        ours = dict((member, value) for member, value in project["enums"].get(name, []))
         theirs = release["enums"].get(name)
         if theirs is None:
             problems.append(f"{name}: missing in SGLang {version}")
             continue
-        their_members = dict((member, value) for member, value in theirs)
-        for member, value in theirs:
-            if member not in ours:
-                problems.append(f"{name}.{member}: a member of SGLang {version} the project lacks")
-            elif ours[member] != value:
-                problems.append(f"{name}.{member}: value {ours[member]!r} in the project, {value!r} in "
-                                f"SGLang {version}")
-        if exact:
-            for member in ours:
-                if member not in their_members:
-                    problems.append(f"{name}.{member}: a project member SGLang {version} does not have")
+        problems += _compare_items(name, project["enums"].get(name, []), theirs, version, exact, item="member",
+                                   quantity="value", show=repr, allowed=lambda member: False)
+    return problems
+
+
+def _compare_items(name: str, ours: list, theirs: list, version: str, exact: bool, *, item: str, quantity: str,
+                   show: Callable[[Any], str], allowed: Callable[[str], bool]) -> list[str]:
+    """The differences between two ``[[item, value], ...]`` lists of class ``name`` (fields or enum members)."""
+    mine, present = dict(map(tuple, ours)), dict(map(tuple, theirs))
+    problems = []
+    for key, value in present.items():
+        if key not in mine:
+            problems.append(f"{name}.{key}: a {item} of SGLang {version} the project lacks")
+        elif mine[key] != value and not allowed(key):
+            problems.append(f"{name}.{key}: {quantity} {show(mine[key])} in the project, {show(value)} in "
+                            f"SGLang {version}")
+    if exact:
+        problems += [f"{name}.{key}: a project {item} SGLang {version} does not have"
+                     for key in mine if key not in present]
     return problems
 
 
