@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable, Optional
 
-from hicache_spec import count_leading_run
+from hicache_spec.confirmation import confirmed_hit
+from hicache_spec.confirmation import confirmed_pages as spec_confirmed_pages
 
 __all__ = [
     "DEFAULT_CALL_DEADLINE",
@@ -252,16 +253,12 @@ def confirmed_pages(result: Any, count: int) -> int:
     Anything but a list of exactly ``count`` entries confirms nothing; within
     such a list, counting stops at the first entry that is not ``True``.
     """
-    if type(result) is not list or len(result) != count:
-        return 0
-    return count_leading_run(tuple(entry is True for entry in result))
+    return spec_confirmed_pages(result, count)
 
 
 def confirmed_exists(result: Any, count: int) -> int:
     """Return the hit a ``batch_exists`` result confirms: an int in [0, count], else 0. Clauses: CTL-11, BE-2."""
-    if type(result) is int and 0 <= result <= count:
-        return result
-    return 0
+    return confirmed_hit(result, count)
 
 
 def _pool_entry(result: Mapping, name: Any) -> Any:

@@ -4,7 +4,7 @@ The spec functions are the oracle; nothing here re-derives a rule:
 
     expected_prefixes / prefix_before   the prefix each call must carry (PFX-2)
     plan_batches                        the slices of an operation (CTL-2)
-    count_leading_run                   pages a read loaded, slices a backup completed
+    confirmed_pages / confirmed_hit     pages a call confirmed (CTL-11, hicache_spec.confirmation)
     compute_prefetch_acks               the progress ack after each slice (CTL-5)
     compute_backup_progress             the tokens a backup completed (CTL-7)
     compute_trailing_window             the pages a TRAILING_PAGES sidecar reads (HYB-3)
@@ -32,6 +32,25 @@ How SGLang 0.5.23 calls backends, and so what the checker accepts:
   a long pool into batch_size parts (as few as CTL-2 needs) is accepted too;
 - KV reads, KV-derived reads and KV writes are the only calls sliced by
   batch_size (CTL-2).
+
+A ``batch_get_v2`` is a KV-derived read when every transfer says
+``indices_from_pool = kv``, or when none is TRAILING_PAGES and it follows the
+KV read of a slice on the same thread with that read's keys in every transfer:
+SGLang builds each slice's KV-derived transfers afresh, without
+``indices_from_pool`` (``HiCacheController._page_transfer_kv_batch``).
+
+``chain`` may stop at the hit (SGLang cuts ``operation.hash_value`` to it
+after the query): when it is a strict start of the keys the recorded hit query
+asked for, and no longer than the hit that query found, the checker takes the
+queried keys as the chain.
+
+Page confirmation (CTL-11) is ``hicache_spec.confirmation``: the rule the
+reference controller counts by.
+
+With ``sglang_version=V``, a finding whose clause the divergence registry
+(``hicache_spec.divergences``) records for release V — for a call, by an entry
+whose SGLang function makes that kind of call — moves from ``violations`` to
+``divergences``, naming the entries; it is shown but does not fail the verdict.
 """
 
 from __future__ import annotations
@@ -44,13 +63,15 @@ from hicache_spec import (
     compute_backup_progress,
     compute_prefetch_acks,
     compute_trailing_window,
-    count_leading_run,
     expected_prefixes,
     plan_batches,
     prefix_before,
 )
 # PFX-9's grouping rule (hicache_spec.plan_sidecar_groups) is applied per call below: a call's
 # prefix is the operation's prefix followed by the chain up to its transfers' first key.
+from hicache_spec.confirmation import confirmed_hit, confirmed_pages
+from hicache_spec.divergences import divergences_for_release
+from hicache_spec.releases import UnknownReleaseError, check_release
 from hicache_contracts.capabilities import EXTRA_INFO_METHODS
 from hicache_contracts.errors import ContractViolation
 from hicache_contracts.prefix_keys import PrefixKeys
@@ -93,6 +114,81 @@ def _kind_of(call: Any) -> Optional[str]:
     return _KIND_BY_METHOD.get(call.method)
 
 
+def _kinds_of(calls: Sequence) -> dict[int, Optional[str]]:
+    """Return each call's role (by ``id``), a batch_get_v2 that reads a slice's KV keys counted as KV-derived."""
+    kinds = {id(call): _kind_of(call) for call in calls}
+    last_kv_read: dict[Any, Any] = {}
+    for call in calls:
+        kind = kinds[id(call)]
+        if kind == KV_READ:
+            last_kv_read[call.thread_id] = call
+        elif kind == SIDECAR_READ:
+            read = last_kv_read.get(call.thread_id)
+            transfers = call.transfers or ()
+            if read is not None and transfers and all(
+                transfer.hit_policy != _TRAILING_PAGES and tuple(transfer.keys or ()) == tuple(read.all_keys)
+                for transfer in transfers
+            ):
+                kinds[id(call)] = DERIVED_READ
+        if kind not in (KV_READ, None):
+            last_kv_read.pop(call.thread_id, None)
+    return kinds
+
+
+def _queried_chain(calls: Sequence, kinds: dict, chain: tuple) -> tuple:
+    """Return ``chain``, or the keys the hit query asked for when ``chain`` stops at the hit they found."""
+    queried: list = []
+    hit = 0
+    for call in calls:
+        if kinds[id(call)] != HIT_QUERY:
+            continue
+        keys = tuple(call.all_keys)
+        found = _hit_count(call)
+        queried.extend(keys)
+        hit += found
+        if found < len(keys):
+            break
+    queried_keys = tuple(queried)
+    if len(chain) < len(queried_keys) and len(chain) <= hit and queried_keys[:len(chain)] == chain:
+        return queried_keys
+    return chain
+
+
+# The SGLang function a divergence entry names, and the kinds of call it makes.
+_KINDS_BY_FUNCTION = {
+    "_storage_hit_query": (HIT_QUERY,),
+    "_page_transfer": (KV_READ, DERIVED_READ, SIDECAR_READ),
+    "_page_transfer_kv_batch": (KV_READ, DERIVED_READ),
+    "_page_transfer_sidecar": (SIDECAR_READ,),
+    "_page_backup": (KV_WRITE, SIDECAR_WRITE),
+    "_page_backup_with_stable_layout": (KV_WRITE, SIDECAR_WRITE),
+    "submit_prefetch": (HIT_QUERY, KV_READ, DERIVED_READ, SIDECAR_READ),
+}
+
+
+def _split_divergences(report: TraceReport, kinds_by_index: dict, version: str) -> TraceReport:
+    """Move the findings the registry records for release ``version`` from violations to divergences."""
+    recorded = divergences_for_release(version)
+    violations, diverging = [], []
+    for violation in report.violations:
+        entries = [item for item in recorded if item.clause_id == violation.clause]
+        kind = kinds_by_index.get(violation.call_index)
+        # A call's finding: the entries whose function makes that kind of call; an operation's: those whose
+        # function makes a kind of call the trace holds (a prefetch's, not a backup's), when there are such.
+        wanted = {kind} if kind is not None else set(kinds_by_index.values()) - {None}
+        narrowed = [item for item in entries
+                    if wanted & set(_KINDS_BY_FUNCTION.get(item.function.rsplit(".", 1)[-1], wanted))]
+        if kind is not None or narrowed:
+            entries = narrowed
+        if entries:
+            diverging.append(violation.model_copy(update={"divergence": tuple(item.id for item in entries),
+                                                          "release": version}))
+        else:
+            violations.append(violation)
+    return report.model_copy(update={"violations": tuple(violations),
+                                     "divergences": report.divergences + tuple(diverging)})
+
+
 def _describe(keys: Any) -> str:
     if keys is None:
         return "None"
@@ -107,10 +203,11 @@ def _first_difference(received: Sequence, expected: Sequence) -> str:
 
 
 def _leading_flags(result: Any, count: int) -> int:
-    """Return the pages a v1/v2/legacy read or write confirmed: the leading run of True (CTL-11: a malformed result is 0)."""
-    if not isinstance(result, (list, tuple)) or len(result) != count:
-        return 0
-    return count_leading_run(tuple(bool(flag) for flag in result))
+    """Return the pages a v1/v2/legacy read or write confirmed, by the controller's rule (CTL-11).
+
+    The recorder keeps a list result as a tuple copy, so either is taken as the list the engine received.
+    """
+    return confirmed_pages(result, count, snapshot=True)
 
 
 def _written_pages(call: Any, count: int) -> int:
@@ -129,9 +226,7 @@ def _hit_count(call: Any) -> int:
     result = call.result
     if isinstance(result, dict):
         result = result.get("kv_hit_pages")
-    if type(result) is not int:
-        return 0
-    return max(0, min(result, len(call.all_keys)))
+    return confirmed_hit(result, len(call.all_keys))
 
 
 def _check_int(name: str, value: Any, minimum: int, clause_id: str, *, optional: bool = True) -> None:
@@ -147,9 +242,12 @@ class _Checker:
     def __init__(self, calls: Sequence, chain: tuple, initial: Optional[tuple], after_known: bool, after: Any,
                  batch_size: int, page_size: Optional[int], acks: Optional[Sequence], agreed_pages: Optional[int],
                  terminated_before_slice: Optional[int], backup_completed_tokens: Optional[int],
-                 operation_id: Any) -> None:
+                 operation_id: Any, sglang_version: Optional[str] = None) -> None:
         self.calls = list(calls)
+        self.kinds = _kinds_of(self.calls)
+        chain = _queried_chain(self.calls, self.kinds, chain)
         self.chain = chain
+        self.sglang_version = sglang_version
         self.initial = initial
         self.after_known = after_known
         self.after = after
@@ -168,7 +266,6 @@ class _Checker:
         self.expected_by_slice = (
             None if initial is None else expected_prefixes(initial, chain, batch_size)
         )
-        self.kinds = {id(call): _kind_of(call) for call in self.calls}
         self.offsets: dict[int, Optional[int]] = {}
         self.confirmed_pages = 0
         """Pages every KV read confirmed, the reads that broke a rule included (CTL-11)."""
@@ -588,6 +685,9 @@ class _Checker:
             report = report.merged(check_acks(self.acks, slice_pages=slice_pages, loaded_pages=loaded_pages,
                                               page_size=self.page_size, operation_id=self.operation_id))
             report = report.merged(self.check_unconfirmed_acks())
+        if self.sglang_version is not None:
+            kinds_by_index = {call.index: self.kinds[id(call)] for call in self.calls}
+            report = _split_divergences(report, kinds_by_index, self.sglang_version)
         return report
 
     def check_unconfirmed_acks(self) -> TraceReport:
@@ -622,11 +722,14 @@ def check_trace(
     terminated_before_slice: Optional[int] = None,
     backup_completed_tokens: Optional[int] = None,
     operation_id: Any = None,
+    sglang_version: Optional[str] = None,
 ) -> TraceReport:
     """Return the verdict on one operation's calls (``rec.calls``, or ``TraceCall`` objects).
 
     ``chain`` is the operation's ordered page keys, after its prefix; a call's
-    offset is where its first key sits in it. ``prefix_keys`` is the
+    offset is where its first key sits in it. A chain cut at the hit (SGLang's
+    ``operation.hash_value`` once the query ran) is completed from the recorded
+    hit query. ``prefix_keys`` is the
     operation's prefix: pass the live object the controller used (for
     example ``operation.prefix_keys``), not a copy, so that a change the
     controller made to it can be seen (PFX-5); when a call received that very
@@ -639,7 +742,9 @@ def check_trace(
     happened and no termination is given: a prefetch revoked before IO);
     ``terminated_before_slice``
     (no read may start for a later slice); ``backup_completed_tokens`` with
-    ``page_size``. Bad arguments raise ContractViolation naming the argument.
+    ``page_size``; ``sglang_version`` (a pinned release: findings the
+    divergence registry records for it are reported in ``report.divergences``,
+    not as violations). Bad arguments raise ContractViolation naming the argument.
     """
     chain_keys = _keys_argument(chain, "chain")
     if prefix_keys is not None:
@@ -651,21 +756,28 @@ def check_trace(
     initial, after_known, after = resolve_operation_prefix(calls, prefix_keys)
     return _run(calls, chain_keys, None if initial is None else tuple(initial), after_known,
                 None if after is None else tuple(after), batch_size, page_size, acks, agreed_pages,
-                terminated_before_slice, backup_completed_tokens, operation_id)
+                terminated_before_slice, backup_completed_tokens, operation_id, sglang_version)
 
 
-def check_operation(operation: TraceOperation) -> TraceReport:
-    """Return the verdict on one operation of a trace file."""
+def check_operation(operation: TraceOperation, *, sglang_version: Optional[str] = None) -> TraceReport:
+    """Return the verdict on one operation of a trace file (``sglang_version`` as for ``check_trace``)."""
     after_known = "prefix_keys_after" in operation.model_fields_set
     return _run(operation.calls, operation.chain, operation.prefix_keys, after_known, operation.prefix_keys_after,
                 operation.batch_size, operation.page_size, operation.acks, operation.agreed_pages,
-                operation.terminated_before_slice, operation.backup_completed_tokens, operation.operation_id)
+                operation.terminated_before_slice, operation.backup_completed_tokens, operation.operation_id,
+                sglang_version)
 
 
 def _run(calls: Sequence, chain: tuple, initial: Optional[tuple], after_known: bool, after: Any, batch_size: int,
          page_size: Optional[int], acks: Optional[Sequence], agreed_pages: Optional[int],
          terminated_before_slice: Optional[int], backup_completed_tokens: Optional[int],
-         operation_id: Any) -> TraceReport:
+         operation_id: Any, sglang_version: Optional[str] = None) -> TraceReport:
+    if sglang_version is not None:
+        try:
+            check_release(sglang_version)
+        except UnknownReleaseError as error:
+            raise ContractViolation("check_trace.sglang_version", f"must be a pinned SGLang release ({error})",
+                                    sglang_version, "PFX-2") from None
     _check_int("check_trace.batch_size", batch_size, 1, "CTL-2", optional=False)
     _check_int("check_trace.page_size", page_size, 1, "CTL-5")
     _check_int("check_trace.agreed_pages", agreed_pages, 0, "RANK-2")
@@ -684,7 +796,7 @@ def _run(calls: Sequence, chain: tuple, initial: Optional[tuple], after_known: b
             raise ContractViolation(f"check_trace.calls[{position}]", "must be a RecordedCall or TraceCall", call,
                                     "PFX-2")
     checker = _Checker(calls, chain, initial, after_known, after, batch_size, page_size, acks, agreed_pages,
-                       terminated_before_slice, backup_completed_tokens, operation_id)
+                       terminated_before_slice, backup_completed_tokens, operation_id, sglang_version)
     return checker.run()
 
 

@@ -21,6 +21,10 @@ class TraceViolation(ContractModel):
     """The offending call's ``index`` in the trace, or None when no single call is at fault."""
     ack_index: Optional[int] = None
     """The offending ack's position among the operation's acks, or None."""
+    divergence: tuple[str, ...] = ()
+    """The divergence registry entries (``DIV-N``) that record this finding for ``release``; empty for a violation."""
+    release: Optional[str] = None
+    """The SGLang release the finding was judged for, when it is a recorded divergence."""
 
     _default_clause: ClassVar[str] = "PFX-2"
 
@@ -43,7 +47,8 @@ class TraceViolation(ContractModel):
         return ", ".join(parts) or "operation"
 
     def __str__(self) -> str:
-        return f"[{self.clause}] {self.where}: {self.message}"
+        recorded = f" (recorded divergence {', '.join(self.divergence)} of SGLang {self.release})" if self.divergence else ""
+        return f"[{self.clause}] {self.where}: {self.message}{recorded}"
 
 
 class TraceReport(ContractModel):
@@ -55,10 +60,13 @@ class TraceReport(ContractModel):
     """The clause IDs the checker had material to check in this trace (a clause not listed was not exercised)."""
     operation_id: Optional[Union[int, str]] = None
     """The operation checked, when the trace names it."""
+    divergences: tuple[TraceViolation, ...] = ()
+    """Findings the divergence registry records for the release judged (``check_trace(..., sglang_version=V)``):
+    shown, each with its entry, but not failing the verdict."""
 
     @property
     def ok(self) -> bool:
-        """Whether the trace breaks no rule."""
+        """Whether the trace breaks no rule (recorded divergences of the release judged do not count)."""
         return not self.violations
 
     @property
@@ -76,13 +84,22 @@ class TraceReport(ContractModel):
             violations=self.violations + other.violations,
             checked=tuple(dict.fromkeys(self.checked + other.checked)),
             operation_id=self.operation_id if self.operation_id is not None else other.operation_id,
+            divergences=self.divergences + other.divergences,
         )
+
+    def _divergence_lines(self) -> list[str]:
+        if not self.divergences:
+            return []
+        lines = [f"{len(self.divergences)} recorded divergence(s) of SGLang {self.divergences[0].release} "
+                 "(not failing the verdict):"]
+        lines += [f"  {', '.join(v.divergence)}  {v.clause}  {v.where}  {v.message}" for v in self.divergences]
+        return lines
 
     def format_table(self, *, statements: bool = False) -> str:
         """Return the violations as a plain-text table: clause, where, message (and the statement)."""
         if self.ok:
             checked = ", ".join(self.checked) or "nothing"
-            return f"trace conforms (checked: {checked})"
+            return "\n".join([f"trace conforms (checked: {checked})"] + self._divergence_lines())
         rows = [("clause", "where", "message")]
         rows += [(v.clause, v.where, v.message) for v in self.violations]
         clause_width = max(len(row[0]) for row in rows)
@@ -98,4 +115,4 @@ class TraceReport(ContractModel):
                     lines.append(f"{'':<{clause_width}}  {'':<{where_width}}  rule: {statement}")
         lines.append(f"{len(self.violations)} violation(s) of {len(self.violated)} clause(s): "
                      f"{', '.join(self.violated)}")
-        return "\n".join(lines)
+        return "\n".join(lines + self._divergence_lines())
