@@ -35,23 +35,37 @@ method of the backend interface (``TRACE_METHODS``; a recorded call of any
 other public method of the backend is left out of the trace); no value may
 nest deeper than ``MAX_NESTING`` arrays and objects; an ``operation_id``
 longer than ``MAX_OPERATION_ID_LENGTH`` characters is kept shortened, with
-its length, so reports never print it whole. ``prefix_keys_after`` on a call (the value
+its length, so reports never print it whole. A file that is not a valid trace
+raises ``TraceFormatError`` naming the field and the rule, tagged with the
+clause that governs the value (a page key KEY-2, a prefix PFX-1, a batch
+size CTL-2, an ack's fields their ack's clause ...) or with none when the
+rule is the format's own (JSON, nesting, a missing or unknown field, a
+method name). ``prefix_keys_after`` on a call (the value
 the object handed to the backend holds once the operation is over) and on the
 operation (the operation's own prefix afterwards) enable the PFX-5 checks.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Optional, Union
 
-from pydantic import field_validator, model_serializer, model_validator
+from pydantic import BaseModel, ValidationError, field_validator, model_serializer, model_validator
 
 from hicache_spec import STORAGE_BATCH_SIZE
 from hicache_contracts.capabilities import ALL_METHODS
-from hicache_contracts.errors import ContractViolation
-from hicache_contracts.models import Ack, ContractModel, validate_page_keys
+from hicache_contracts.errors import ContractViolation, _short_repr
+from hicache_contracts.models import (
+    FIELD_CLAUSE,
+    Ack,
+    ContractModel,
+    FinalAck,
+    PoolHitsAck,
+    ProgressAck,
+    validate_page_keys,
+)
 from hicache_contracts.engine._recorder import (
     EXTRA_INFO_ABSENT,
     EXTRA_INFO_PRESENT,
@@ -67,6 +81,7 @@ __all__ = [
     "TRACE_METHODS",
     "TraceCall",
     "TraceDocument",
+    "TraceFormatError",
     "TraceOperation",
     "TraceTransfer",
     "load_trace",
@@ -133,7 +148,124 @@ def _without_unrecorded(model: Any, data: Any) -> Any:
     return data
 
 
-class TraceTransfer(ContractModel):
+# ==================================================================== validation errors
+class TraceFormatError(ContractViolation):
+    """A trace that is not valid: ``field: rule (got value)``, with `` [CLAUSE]`` when a clause governs the value."""
+
+    def __init__(self, field: str, rule: str, value: Any, clause_id: Optional[str]) -> None:
+        self.field, self.rule, self.value, self.clause_id = field, rule, value, clause_id
+        tag = f" [{clause_id}]" if clause_id else ""
+        ValueError.__init__(self, f"{field}: {rule} (got {_short_repr(value)}){tag}")
+
+
+class _Nothing:
+    def __repr__(self) -> str:
+        return "nothing"
+
+
+_ACK_MODELS: dict[str, type] = {"progress": ProgressAck, "pool_hits": PoolHitsAck, "final": FinalAck}
+
+
+def _location_text(location: tuple) -> str:
+    """``('operations', 0, 'acks', 1, 'final', 'tokens')`` as ``operations[0].acks[1].tokens`` (no union tag)."""
+    text = ""
+    for position, part in enumerate(location):
+        if part in _ACK_MODELS and position >= 2 and location[position - 2] == "acks":
+            continue
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _walk(root: type, location: tuple) -> tuple[Any, Optional[str], int, Any]:
+    """Follow ``location`` through the trace models.
+
+    Returns the model declaring the last field reached, that field (None if
+    none), how many parts of ``location`` lead to it, and the model holding
+    the value ``location`` ends at (None when it is not an object).
+    """
+    model, owner, field, depth = root, root, None, 0
+    for position, part in enumerate(location):
+        if isinstance(part, int):
+            continue
+        if model == "ack" and part in _ACK_MODELS:  # a tagged union: the tag names the ack's model
+            model = _ACK_MODELS[part]
+        elif model not in (None, "ack") and part in model.model_fields:
+            owner, field, depth = model, part, position + 1
+            model = getattr(owner, "_children", {}).get(part)
+        else:
+            break
+    return owner, field, depth, model
+
+
+def _field_clause(model: Any, field: Optional[str]) -> Optional[str]:
+    """The clause that governs ``model.field``'s value, or None where the rule is the format's own."""
+    if field is None:
+        return None
+    if model in _ACK_MODELS.values():
+        return model._field_clauses.get(field, model._default_clause)
+    return getattr(model, "_trace_clauses", {}).get(field)
+
+
+def trace_error(root: type, error: ValidationError) -> TraceFormatError:
+    """Return the TraceFormatError of the first error of ``error``, raised while building trace model ``root``."""
+    first = error.errors(include_url=False)[0]
+    location = tuple(first["loc"])
+    path = _location_text(location)
+    where = f"{root.__name__}.{path}" if path else root.__name__
+    owner, field, depth, holder = _walk(root, location)
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, ContractViolation):  # a validator's own rule
+        if cause.field and not cause.field.startswith("["):  # a model validator, naming a field of its model
+            owner, field = holder, cause.field
+            where = f"{where}.{cause.field}"
+        else:
+            where += cause.field
+        clause_id = _field_clause(owner, field) if cause.clause_id == FIELD_CLAUSE else cause.clause_id
+        return TraceFormatError(where, cause.rule, cause.value, clause_id)
+    if first["type"] == "missing":
+        return TraceFormatError(where, "is required", _Nothing(), None)
+    if first["type"] == "extra_forbidden":
+        container = _walk(root, location[:-1])[3]
+        known = ", ".join(getattr(container, "model_fields", {}))
+        return TraceFormatError(where, f"is not a field of {getattr(container, '__name__', 'this object')} "
+                                f"(its fields: {known})", first.get("input"), None)
+    within = all(isinstance(part, int) for part in location[depth:])  # the field itself, or an item of it
+    rule = first["msg"][:1].lower() + first["msg"][1:]
+    return TraceFormatError(where, rule, first.get("input"), _field_clause(owner, field) if within else None)
+
+
+class _TraceModel(ContractModel):
+    """A trace model: validation errors become TraceFormatError, tagged per ``_trace_clauses``."""
+
+    _trace_clauses: ClassVar[dict[str, str]] = {}
+    """The clause governing each field's value; a field not listed is the format's own (no clause)."""
+    _children: ClassVar[dict[str, Any]] = {}
+    """The model of each field that holds nested trace objects."""
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            self.__pydantic_validator__.validate_python(data, self_instance=self)
+        except ValidationError as error:
+            raise trace_error(type(self), error) from None
+
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return BaseModel.model_validate.__func__(cls, obj, *args, **kwargs)
+        except ValidationError as error:
+            raise trace_error(cls, error) from None
+
+    @classmethod
+    def model_validate_json(cls, json_data: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return BaseModel.model_validate_json.__func__(cls, json_data, *args, **kwargs)
+        except ValidationError as error:
+            raise trace_error(cls, error) from None
+
+
+class TraceTransfer(_TraceModel):
     """One PoolTransfer of a v2 call."""
 
     name: str
@@ -145,11 +277,15 @@ class TraceTransfer(ContractModel):
     hit_policy: Optional[str] = None
     """``"all_pages"`` or ``"trailing_pages"``."""
 
-    _field_clauses: ClassVar[dict[str, str]] = {"keys": "KEY-2", "indices_from_pool": "HYB-1", "hit_policy": "HYB-7"}
-    _default_clause: ClassVar[str] = "BE-19"
+    _trace_clauses: ClassVar[dict[str, str]] = {"keys": "KEY-2", "indices_from_pool": "HYB-1"}
+
+    @field_validator("keys")
+    @classmethod
+    def _check_keys(cls, keys: Any) -> Any:
+        return keys if keys is None else _checked_keys(keys)
 
 
-class TraceCall(ContractModel):
+class TraceCall(_TraceModel):
     """One storage call, as the engine made it."""
 
     index: int
@@ -181,10 +317,10 @@ class TraceCall(ContractModel):
     finished: Optional[float] = None
     """Monotonic seconds when it returned or raised."""
 
-    _field_clauses: ClassVar[dict[str, str]] = {
+    _trace_clauses: ClassVar[dict[str, str]] = {
         "keys": "KEY-2", "prefix_keys": "PFX-1", "prefix_keys_after": "PFX-5", "extra_info_state": "PFX-7",
     }
-    _default_clause: ClassVar[str] = "PFX-7"
+    _children: ClassVar[dict[str, Any]] = {"transfers": TraceTransfer}
 
     @field_validator("keys", "prefix_keys", "prefix_keys_after")
     @classmethod
@@ -195,8 +331,9 @@ class TraceCall(ContractModel):
     @classmethod
     def _check_method(cls, method: str) -> str:
         if method not in TRACE_METHODS:
-            raise ContractViolation("", "must be a method of the backend interface, such as batch_exists, "
-                                    "batch_get_v1 or batch_set_v2", method, "PFX-7")
+            close = difflib.get_close_matches(method.lower(), TRACE_METHODS, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ", such as batch_exists, batch_get_v1 or batch_set_v2"
+            raise ContractViolation("", f"must be a method of the backend interface{hint}", method, FIELD_CLAUSE)
         return method
 
     @model_serializer(mode="wrap")
@@ -254,7 +391,7 @@ def _jsonable(value: Any) -> Any:
     return repr(value)
 
 
-class TraceOperation(ContractModel):
+class TraceOperation(_TraceModel):
     """One operation (a prefetch or a backup): what it was asked to do, the calls it made and its acks."""
 
     operation_id: Optional[Union[int, str]] = None
@@ -280,12 +417,12 @@ class TraceOperation(ContractModel):
     acks: Optional[tuple[Ack, ...]] = None
     """The prefetch's acks in emission order (progress, pool_hits, final), when recorded."""
 
-    _field_clauses: ClassVar[dict[str, str]] = {
+    _trace_clauses: ClassVar[dict[str, str]] = {
         "chain": "KEY-2", "prefix_keys": "PFX-1", "prefix_keys_after": "PFX-5", "batch_size": "CTL-2",
         "page_size": "CTL-5", "agreed_pages": "RANK-2", "terminated_before_slice": "CTL-4",
-        "backup_completed_tokens": "CTL-7", "acks": "CTL-5",
+        "backup_completed_tokens": "CTL-7",
     }
-    _default_clause: ClassVar[str] = "PFX-2"
+    _children: ClassVar[dict[str, Any]] = {"calls": TraceCall, "acks": "ack"}
 
     @field_validator("chain", "prefix_keys", "prefix_keys_after")
     @classmethod
@@ -316,12 +453,13 @@ class TraceOperation(ContractModel):
         if self.page_size is None:
             needs = "acks" if self.acks is not None else (
                 "backup_completed_tokens" if self.backup_completed_tokens is not None else None)
-            if needs is not None:
-                raise ContractViolation("page_size", f"must be given with {needs}", None, "CTL-5")
+            if needs is not None:  # the clause the missing page size keeps from being checked
+                raise ContractViolation("page_size", f"must be given with {needs}", None,
+                                        "CTL-5" if needs == "acks" else "CTL-7")
         return self
 
 
-class TraceDocument(ContractModel):
+class TraceDocument(_TraceModel):
     """A trace file: a format tag and one or more operations."""
 
     format: Literal["hicache-trace/1"] = TRACE_FORMAT
@@ -329,13 +467,13 @@ class TraceDocument(ContractModel):
     operations: tuple[TraceOperation, ...]
     """The operations recorded, each checked on its own; at least one (an empty trace checks nothing)."""
 
-    _default_clause: ClassVar[str] = "PFX-2"
+    _children: ClassVar[dict[str, Any]] = {"operations": TraceOperation}
 
     @model_validator(mode="after")
     def _check_not_empty(self) -> "TraceDocument":
         if not self.operations:
             raise ContractViolation("operations", "must hold at least one operation (an empty trace checks "
-                                    "nothing)", self.operations, "PFX-2")
+                                    "nothing)", self.operations, FIELD_CLAUSE)
         return self
 
 
@@ -382,24 +520,24 @@ def trace_document_from_calls(
 
 
 def load_trace(source: Union[str, Path, bytes]) -> TraceDocument:
-    """Return the TraceDocument in a file (a path) or a JSON text; raise ContractViolation for a malformed one."""
+    """Return the TraceDocument in a file (a path) or a JSON text; raise TraceFormatError for a malformed one."""
     if isinstance(source, Path) or (isinstance(source, str) and source.strip()
                                     and not source.lstrip().startswith(("{", "["))):
         path = Path(source)
         try:
             text = path.read_bytes()
         except OSError as error:
-            raise ContractViolation("TraceDocument", f"must be a readable file ({error.strerror})",
-                                    str(path), "PFX-2") from None
+            raise TraceFormatError("TraceDocument", f"must be a readable file ({error.strerror})",
+                                   str(path), None) from None
     else:
         text = source
     depth = _nesting_depth(text)
     if depth > MAX_NESTING:
-        raise ContractViolation("TraceDocument", f"must not nest arrays and objects more than {MAX_NESTING} deep",
-                                f"more than {MAX_NESTING} levels", "PFX-2")
+        raise TraceFormatError("TraceDocument", f"must not nest arrays and objects more than {MAX_NESTING} deep",
+                               f"more than {MAX_NESTING} levels", None)
     try:
         json.loads(text)
     except (ValueError, RecursionError) as error:
         shown = text[:60].decode("utf-8", "replace") if isinstance(text, bytes) else text[:60]
-        raise ContractViolation("TraceDocument", f"must be valid JSON ({error})", shown, "PFX-2") from None
+        raise TraceFormatError("TraceDocument", f"must be valid JSON ({error})", shown, None) from None
     return TraceDocument.model_validate_json(text)

@@ -118,14 +118,14 @@ def test_cli_json_output(tmp_path, capsys):
 
 @pytest.mark.parametrize("change,message", [
     (lambda document: document.update(format="hicache-trace/9"),
-     "TraceDocument.format: input should be 'hicache-trace/1' (got 'hicache-trace/9') [PFX-2]"),
+     "TraceDocument.format: input should be 'hicache-trace/1' (got 'hicache-trace/9')"),
     (lambda document: document["operations"][0].pop("chain"),
-     "TraceDocument.operations[0].chain: field required (got nothing) [PFX-2]"),
+     "TraceDocument.operations[0].chain: is required (got nothing)"),
     (lambda document: document["operations"][0]["calls"][0].update(extra_info_state="maybe"),
      "TraceDocument.operations[0].calls[0].extra_info_state: input should be 'absent', 'none' or 'present' "
-     "(got 'maybe') [PFX-2]"),
+     "(got 'maybe') [PFX-7]"),
     (lambda document: document.update(operations=[]),
-     "TraceDocument.operations: must hold at least one operation (an empty trace checks nothing) (got ()) [PFX-2]"),
+     "TraceDocument.operations: must hold at least one operation (an empty trace checks nothing) (got ())"),
     (lambda document: document["operations"][0].update(page_size=0),
      "TraceDocument.operations[0].page_size: must be >= 1 (got 0) [CTL-5]"),
     (lambda document: document["operations"][0].pop("page_size"),

@@ -284,43 +284,43 @@ OPTION_MESSAGES: dict[str, str] = {
 
 TRACE_MESSAGES: dict[str, str] = {
     'method rm_rf':
-        "TraceDocument.operations[0].calls[0].method: must be a method of the backend interface, such as batch_exists, batch_get_v1 or batch_set_v2 (got 'rm_rf') [PFX-7]",
+        "TraceDocument.operations[0].calls[0].method: must be a method of the backend interface, such as batch_exists, batch_get_v1 or batch_set_v2 (got 'rm_rf')",
     'method empty':
-        "TraceDocument.operations[0].calls[0].method: must be a method of the backend interface, such as batch_exists, batch_get_v1 or batch_set_v2 (got '') [PFX-7]",
+        "TraceDocument.operations[0].calls[0].method: must be a method of the backend interface, such as batch_exists, batch_get_v1 or batch_set_v2 (got '')",
     'method an int':
-        'TraceDocument.operations[0].calls[0].method: input should be a valid string (got 5) [PFX-2]',
+        'TraceDocument.operations[0].calls[0].method: input should be a valid string (got 5)',
     'method with a dot':
-        "TraceDocument.operations[0].calls[0].method: must be a method of the backend interface, such as batch_exists, batch_get_v1 or batch_set_v2 (got 'backend.clear') [PFX-7]",
+        "TraceDocument.operations[0].calls[0].method: must be a method of the backend interface, such as batch_exists, batch_get_v1 or batch_set_v2 (got 'backend.clear')",
     'method in capitals':
-        "TraceDocument.operations[0].calls[0].method: must be a method of the backend interface, such as batch_exists, batch_get_v1 or batch_set_v2 (got 'BATCH_EXISTS') [PFX-7]",
+        "TraceDocument.operations[0].calls[0].method: must be a method of the backend interface (did you mean batch_exists?) (got 'BATCH_EXISTS')",
     'result nested 1000 deep':
-        "TraceDocument: must not nest arrays and objects more than 64 deep (got 'more than 64 levels') [PFX-2]",
+        "TraceDocument: must not nest arrays and objects more than 64 deep (got 'more than 64 levels')",
     'result nested 65 deep':
-        "TraceDocument: must not nest arrays and objects more than 64 deep (got 'more than 64 levels') [PFX-2]",
+        "TraceDocument: must not nest arrays and objects more than 64 deep (got 'more than 64 levels')",
     'format unknown':
-        "TraceDocument.format: input should be 'hicache-trace/1' (got 'hicache-trace/2') [PFX-2]",
+        "TraceDocument.format: input should be 'hicache-trace/1' (got 'hicache-trace/2')",
     'no operations':
-        'TraceDocument.operations: field required (got nothing) [PFX-2]',
+        'TraceDocument.operations: is required (got nothing)',
     'operations empty':
-        'TraceDocument.operations: must hold at least one operation (an empty trace checks nothing) (got ()) [PFX-2]',
+        'TraceDocument.operations: must hold at least one operation (an empty trace checks nothing) (got ())',
     'operations an object':
-        'TraceDocument.operations: input should be a valid array (got {}) [PFX-2]',
+        'TraceDocument.operations: input should be a valid array (got {})',
     'chain missing':
-        'TraceDocument.operations[0].chain: field required (got nothing) [PFX-2]',
+        'TraceDocument.operations[0].chain: is required (got nothing)',
     'chain of ints':
-        'TraceDocument.operations[0].chain[0]: input should be a valid string (got 1) [PFX-2]',
+        'TraceDocument.operations[0].chain[0]: input should be a valid string (got 1) [KEY-2]',
     'chain a str':
-        "TraceDocument.operations[0].chain: input should be a valid array (got 'abababababababababababababababababababababababababababababababab') [PFX-2]",
+        "TraceDocument.operations[0].chain: input should be a valid array (got 'abababababababababababababababababababababababababababababababab') [KEY-2]",
     'chain with an empty key':
         "TraceDocument.operations[0].chain[0]: page key must be a non-empty str (got '') [KEY-2]",
     'prefix_keys a str':
-        "TraceDocument.operations[0].prefix_keys: input should be a valid array (got 'abababababababababababababababababababababababababababababababab') [PFX-2]",
+        "TraceDocument.operations[0].prefix_keys: input should be a valid array (got 'abababababababababababababababababababababababababababababababab') [PFX-1]",
     'prefix_keys missing':
-        'TraceDocument.operations[0].prefix_keys: field required (got nothing) [PFX-2]',
+        'TraceDocument.operations[0].prefix_keys: is required (got nothing)',
     'batch_size 0':
         'TraceDocument.operations[0].batch_size: must be >= 1 (got 0) [CTL-2]',
     'batch_size a str':
-        "TraceDocument.operations[0].batch_size: input should be a valid integer (got '128') [PFX-2]",
+        "TraceDocument.operations[0].batch_size: input should be a valid integer (got '128') [CTL-2]",
     'page_size 0':
         'TraceDocument.operations[0].page_size: must be >= 1 (got 0) [CTL-5]',
     'agreed_pages beyond the chain':
@@ -330,35 +330,35 @@ TRACE_MESSAGES: dict[str, str] = {
     'terminated_before_slice negative':
         'TraceDocument.operations[0].terminated_before_slice: must be >= 0 (got -1) [CTL-4]',
     'backup_completed_tokens without page_size':
-        'TraceDocument.operations[0].page_size: must be given with backup_completed_tokens (got None) [CTL-5]',
+        'TraceDocument.operations[0].page_size: must be given with backup_completed_tokens (got None) [CTL-7]',
     'an unknown operation field':
-        "TraceDocument.operations[0].colour: extra inputs are not permitted (got 'red') [PFX-2]",
+        "TraceDocument.operations[0].colour: is not a field of TraceOperation (its fields: operation_id, chain, prefix_keys, prefix_keys_after, batch_size, page_size, agreed_pages, terminated_before_slice, backup_completed_tokens, calls, acks) (got 'red')",
     'an unknown call field':
-        "TraceDocument.operations[0].calls[0].colour: extra inputs are not permitted (got 'red') [PFX-2]",
+        "TraceDocument.operations[0].calls[0].colour: is not a field of TraceCall (its fields: index, method, keys, transfers, extra_info_state, prefix_keys, prefix_keys_problem, prefix_keys_after, result, raised, thread, thread_id, started, finished) (got 'red')",
     'call index missing':
-        'TraceDocument.operations[0].calls[0].index: field required (got nothing) [PFX-2]',
+        'TraceDocument.operations[0].calls[0].index: is required (got nothing)',
     'call index a str':
-        "TraceDocument.operations[0].calls[0].index: input should be a valid integer (got '0') [PFX-2]",
+        "TraceDocument.operations[0].calls[0].index: input should be a valid integer (got '0')",
     'call keys a str':
-        "TraceDocument.operations[0].calls[0].keys: input should be a valid array (got 'abababababababababababababababababababababababababababababababab') [PFX-2]",
+        "TraceDocument.operations[0].calls[0].keys: input should be a valid array (got 'abababababababababababababababababababababababababababababababab') [KEY-2]",
     'call keys of ints':
-        'TraceDocument.operations[0].calls[0].keys[0]: input should be a valid string (got 1) [PFX-2]',
+        'TraceDocument.operations[0].calls[0].keys[0]: input should be a valid string (got 1) [KEY-2]',
     'extra_info_state unknown':
-        "TraceDocument.operations[0].calls[0].extra_info_state: input should be 'absent', 'none' or 'present' (got 'maybe') [PFX-2]",
+        "TraceDocument.operations[0].calls[0].extra_info_state: input should be 'absent', 'none' or 'present' (got 'maybe') [PFX-7]",
     'calls an object':
-        'TraceDocument.operations[0].calls: input should be a valid array (got {}) [PFX-2]',
+        'TraceDocument.operations[0].calls: input should be a valid array (got {})',
     'acks without page_size':
         'TraceDocument.operations[0].page_size: must be given with acks (got None) [CTL-5]',
     'ack kind unknown':
-        "TraceDocument.operations[0].acks[0]: input tag 'x' found using 'kind' does not match any of the expected tags: 'progress', 'pool_hits', 'final' (got {'kind': 'x'}) [PFX-2]",
+        "TraceDocument.operations[0].acks[0]: input tag 'x' found using 'kind' does not match any of the expected tags: 'progress', 'pool_hits', 'final' (got {'kind': 'x'})",
     'not JSON':
-        "TraceDocument: must be valid JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1)) (got '{not json') [PFX-2]",
+        "TraceDocument: must be valid JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1)) (got '{not json')",
     'an array':
-        "TraceDocument: input should be an object (got []) [PFX-2]",
+        'TraceDocument: input should be an object (got [])',
     'a number':
-        "TraceDocument: must be a readable file (No such file or directory) (got '7') [PFX-2]",
+        "TraceDocument: must be a readable file (No such file or directory) (got '7')",
     'empty text':
-        "TraceDocument: must be valid JSON (Expecting value: line 1 column 1 (char 0)) (got '') [PFX-2]",
+        "TraceDocument: must be valid JSON (Expecting value: line 1 column 1 (char 0)) (got '')",
 }
 
 CLI_ROWS: list[tuple[str, list[str], str]] = [
