@@ -4,6 +4,7 @@
   every page stored before still reads back exactly;
 - kill -9: a writer killed in the middle of its writes leaves only whole
   pages: every page file present reads back exactly what was written;
+- Redis killed and restarted mid-backup and mid-prefetch: see test_redis_faults.py;
 - a hung backend: see test_controller_hang.py (every operation gets its
   final ack, close returns in time).
 """
