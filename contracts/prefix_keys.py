@@ -174,10 +174,6 @@ class PrefixKeys:
         _set_attribute(self, "_flat", flat)
         return flat
 
-    def to_list(self) -> list:
-        """Return a new list of the keys."""
-        return list(self.as_tuple())
-
     def copy(self) -> list:
         """Return a new list of the keys, like ``list.copy`` (PFX-6: what a backend keeps)."""
         return list(self.as_tuple())

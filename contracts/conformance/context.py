@@ -306,10 +306,6 @@ class SuiteContext:
             self._main = self.build(pages=MAIN_POOL_PAGES, tag="main")
         return self._main
 
-    def set_main(self, instance: Instance) -> None:
-        """Use ``instance`` (built by this context) as the main instance."""
-        self._main = instance
-
     def claims(self, level: str) -> bool:
         """Whether ``level`` is claimed."""
         return level in self.claimed

@@ -159,7 +159,7 @@ def test_no_mutating_method_exists() -> None:
 def test_copies_and_slices_are_new_lists() -> None:
     """A backend that keeps a copy (PFX-6) gets a list it may change without touching the prefix."""
     prefix = PrefixKeys(["a", "b"]).extended(["c"])
-    for kept in (prefix.copy(), prefix[:], prefix.to_list(), list(prefix)):
+    for kept in (prefix.copy(), prefix[:], list(prefix)):
         assert type(kept) is list
         kept.append("x")
         assert prefix == ["a", "b", "c"]
