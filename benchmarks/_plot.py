@@ -1,9 +1,11 @@
-"""A tiny line-chart writer for the benchmark runner: PNG files from the standard library alone (zlib).
+"""Line charts for the benchmark runner: matplotlib when installed (the ``bench`` extra), else a tiny writer.
 
-The benchmarks must run wherever the project's tests run, and plotting
-libraries are not among its dependencies, so the charts are drawn here: axes
-(linear or log 2), one polyline per series in its own colour, point markers,
-tick labels and a legend in a 5 x 7 pixel font (digits, letters, a few signs).
+The benchmarks must run wherever the project's tests run, where plotting
+libraries need not be installed, so ``line_chart`` falls back to a writer
+of its own (PNG from the standard library alone, zlib): axes (linear or
+log 2), one polyline per series in its own colour, point markers, tick
+labels and a legend in a 5 x 7 pixel font (digits, letters, a few signs).
+``chart_engine()`` says which one draws.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import struct
 import zlib
 from typing import Optional, Sequence
 
-__all__ = ["line_chart"]
+__all__ = ["chart_engine", "line_chart"]
 
 _GLYPHS = {
     "0": "01110100011001110101110011000101110", "1": "00100011000010000100001000010001110",
@@ -102,9 +104,55 @@ def _label(value: float) -> str:
     return f"{value:.2g}"
 
 
+def chart_engine() -> str:
+    """Return what draws the charts: ``"matplotlib"`` when it can be imported, else ``"built-in"``."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return "built-in"
+    return "matplotlib"
+
+
 def line_chart(path: str, title: str, x_label: str, y_label: str, series: dict[str, Sequence[tuple[float, float]]],
                *, log_x: bool = False, y_min: Optional[float] = 0.0) -> None:
-    """Write a PNG line chart of ``series`` (name → [(x, y), ...]) to ``path``."""
+    """Write a PNG line chart of ``series`` (name → [(x, y), ...]) to ``path``, with matplotlib when installed."""
+    if chart_engine() == "matplotlib":
+        _matplotlib_chart(path, title, x_label, y_label, series, log_x=log_x, y_min=y_min)
+    else:
+        _builtin_chart(path, title, x_label, y_label, series, log_x=log_x, y_min=y_min)
+
+
+def _matplotlib_chart(path: str, title: str, x_label: str, y_label: str,
+                      series: dict[str, Sequence[tuple[float, float]]], *, log_x: bool, y_min: Optional[float]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    from matplotlib import pyplot
+
+    figure, axes = pyplot.subplots(figsize=(7, 4.2), dpi=110)
+    try:
+        for name, points in series.items():
+            if points:
+                xs, ys = zip(*sorted(points))
+                axes.plot(xs, ys, marker="o", label=name)
+        if log_x:
+            axes.set_xscale("log", base=2)
+        if y_min is not None:
+            axes.set_ylim(bottom=y_min)
+        axes.set_title(title, fontsize=10)
+        axes.set_xlabel(x_label)
+        axes.set_ylabel(y_label)
+        axes.grid(True, alpha=0.3)
+        axes.legend(fontsize=8)
+        figure.tight_layout()
+        figure.savefig(path)
+    finally:
+        pyplot.close(figure)
+
+
+def _builtin_chart(path: str, title: str, x_label: str, y_label: str, series: dict[str, Sequence[tuple[float, float]]],
+                   *, log_x: bool = False, y_min: Optional[float] = 0.0) -> None:
+    """Write a PNG line chart of ``series`` (name → [(x, y), ...]) to ``path`` with the built-in writer."""
     width, height = 640, 400
     left, right, top, bottom = 60, 40, 30, 50
     canvas = _Canvas(width, height)

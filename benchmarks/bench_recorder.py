@@ -160,26 +160,40 @@ def measure_operation(quick: bool) -> dict:
     return timings
 
 
+def run(quick: bool = False) -> dict:
+    """Measure everything; return the per-call ratios (keyed "pages method prefix") and the operation's timings."""
+    number, repeat = (5, 3) if quick else (30, 7)
+    calls = {}
+    for label, shape in (("64 KiB pages", (16, 4, 4, 64)), ("64 B pages", (2, 2, 1, 4))):
+        for (method, prefix_kind), (direct, isolated, baseline, overhead) in measure_batch(
+                *shape, number, repeat).items():
+            calls[f"{label}, {method}, {prefix_kind}"] = {
+                "pages": label, "method": method, "prefix": prefix_kind, "direct": direct, "isolated": isolated,
+                "bare_us": baseline * 1e6, "recorder_us": overhead * 1e6}
+    timings = measure_operation(quick)
+    return {"calls": calls, "operation": timings,
+            "prefetch_recorded_over_bare": timings["recorded"] / timings["bare"],
+            "check_over_recorded_prefetch": timings["check"] / timings["recorded"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, noisier ratios)")
-    args = parser.parse_args()
-    number, repeat = (5, 3) if args.quick else (30, 7)
+    figures = run(parser.parse_args().quick)
     print(f"one {STORAGE_BATCH_SIZE}-page call, prefix of {OPERATION_PAGES - STORAGE_BATCH_SIZE} keys "
           "(the last slice of a 16,384-page operation); ratio = recorder / bare backend")
     print("  (direct: timed side by side; isolated: 1 + the recorder's own cost, measured on a backend that")
     print("   answers at once, over the bare call; the isolated ratio is the stable one on a loaded machine)")
-    for label, shape in (("64 KiB pages", (16, 4, 4, 64)), ("64 B pages", (2, 2, 1, 4))):
-        for (method, prefix_kind), (direct, isolated, baseline, overhead) in measure_batch(
-                *shape, number, repeat).items():
-            print(f"  {label:12s} {method:13s} prefix as {prefix_kind:10s} direct {direct:6.3f}x  "
-                  f"isolated {isolated:6.3f}x  (bare {baseline * 1e6:7.1f} us, recorder {overhead * 1e6:5.1f} us)")
-    timings = measure_operation(args.quick)
+    for row in figures["calls"].values():
+        label, method, prefix_kind = row["pages"], row["method"], row["prefix"]
+        print(f"  {label:12s} {method:13s} prefix as {prefix_kind:10s} direct {row['direct']:6.3f}x  "
+              f"isolated {row['isolated']:6.3f}x  (bare {row['bare_us']:7.1f} us, recorder {row['recorder_us']:5.1f} us)")
+    timings = figures["operation"]
     print(f"{OPERATION_PAGES}-page prefetch by the reference controller "
           f"({timings['calls']} recorded calls, {timings['acks']} acks)")
-    print(f"  prefetch, recorder / bare backend   {timings['recorded'] / timings['bare']:6.3f}x  "
+    print(f"  prefetch, recorder / bare backend   {figures['prefetch_recorded_over_bare']:6.3f}x  "
           f"(bare {timings['bare'] * 1e3:.0f} ms)")
-    print(f"  check_trace / recorded prefetch     {timings['check'] / timings['recorded']:6.3f}x  "
+    print(f"  check_trace / recorded prefetch     {figures['check_over_recorded_prefetch']:6.3f}x  "
           f"(check {timings['check'] * 1e3:.0f} ms)")
 
 

@@ -3,8 +3,9 @@
     python benchmarks/run_all.py [--quick] [--json PATH] [--figures DIR] [--skip NAME ...]
 
 - Scripts with a ``run(quick)`` function (bench_controller,
-  bench_controller_prefix, bench_memory_scaling, bench_redis) are called in
-  this process and their figures go into the JSON as they return them.
+  bench_controller_prefix, bench_memory_scaling, bench_redis,
+  bench_file_backend) are called in this process and their figures go into
+  the JSON as they return them.
 - The others are run as scripts (``--quick`` passed where they take it);
   their output is kept, and every ratio they print (``1.23x``) is listed
   with the line it is on.
@@ -13,41 +14,105 @@
 - Charts (PNG, in ``--figures``, default benchmarks/figures): memory backend
   throughput against pages (1k-64k), the controller's per-call prefix cost
   against prefix depth and against the number of slices, suite time per
-  profile.
+  profile. Drawn with matplotlib when it is installed (the ``bench``
+  extra), else with the built-in PNG writer of ``_plot.py``.
 
 It reports; it never fails on a ratio. A benchmark that cannot run (no
 Redis server, a broken import) is recorded with its error and the run goes
-on; the exit status is 0 unless the runner itself breaks.
+on; the exit status is 0 unless the runner itself breaks, or, with
+``--strict`` (CI), a benchmark crashed. bench_redis uses
+``$HICACHE_REDIS_URL`` (or the CI port 6390) when a server answers there,
+else a throwaway ``redis-server`` on a free loopback port when one is
+installed. The last lines list every ratio that has a target, its value
+in this run, and whether it is met.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
 import platform
 import re
+import shutil
+import socket
 import subprocess
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, Iterator, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _plot import line_chart  # noqa: E402  (the benchmarks folder is not a package)
+from _plot import chart_engine, line_chart  # noqa: E402  (the benchmarks folder is not a package)
 
-IN_PROCESS = ("bench_controller_prefix", "bench_memory_scaling", "bench_controller", "bench_redis")
+IN_PROCESS = ("bench_controller_prefix", "bench_memory_scaling", "bench_controller", "bench_redis",
+              "bench_file_backend", "bench_recorder")
 """Benchmarks with a ``run(quick)`` function."""
 AS_SCRIPTS = {
     "bench_prefix_keys": True, "bench_validation": True, "bench_host_pool": False,
-    "bench_file_backend": True, "bench_recorder": True,
 }
 """Benchmarks run as scripts, and whether each takes ``--quick``."""
 PROFILES = ("smoke", "standard")
+TARGETS = (
+    # (name, benchmark, path into its figures, ">=" or "<=", target)
+    ("prefix cost, last / first slice at 1,024 slices (worst depth)", "bench_controller_prefix",
+     ("worst_last_over_first_at_1024",), "<=", 1.5),
+    ("controller backup / torch copy (two threads)", "bench_controller", ("backup", "over_torch_copy"), ">=", 0.8),
+    ("controller prefetch / torch copy (two threads)", "bench_controller", ("prefetch", "over_torch_copy"), ">=", 0.8),
+    ("Redis backup / raw SET (hiredis)", "bench_redis", ("hiredis", "backup_over_raw_set"), ">=", 0.9),
+    ("Redis prefetch / raw GET (hiredis)", "bench_redis", ("hiredis", "prefetch_over_raw_get"), ">=", 0.9),
+    ("file write / plain os.write", "bench_file_backend", ("ratios", "write / plain write"), ">=", 0.9),
+    ("file read / plain os.readv into the pool's pages", "bench_file_backend",
+     ("ratios", "read / plain read into pool"), ">=", 0.9),
+    ("file write / HiCacheFile write", "bench_file_backend", ("ratios", "write / HiCacheFile write"), ">=", 1.2),
+    ("file read / HiCacheFile read", "bench_file_backend", ("ratios", "read / HiCacheFile read"), ">=", 2.0),
+    ("recorder / bare, PrefixKeys prefix, batch_exists (isolated)", "bench_recorder",
+     ("calls", "64 KiB pages, batch_exists, PrefixKeys", "isolated"), "<=", 1.05),
+    ("recorder / bare, 16k-key list prefix, batch_exists (isolated)", "bench_recorder",
+     ("calls", "64 KiB pages, batch_exists, list", "isolated"), "<=", 1.5),
+    ("recorder / bare, new 16k-key list each call, batch_exists (isolated)", "bench_recorder",
+     ("calls", "64 KiB pages, batch_exists, new list", "isolated"), "<=", 1.5),
+)
+"""The ratios with a target (issue: performance), read from the in-process benchmarks' figures."""
 _RATIO = re.compile(r"(\d+(?:\.\d+)?)x\b")
+
+
+def redis_reachable(url: str) -> bool:
+    host, _, port = url.split("//", 1)[-1].split("/", 1)[0].rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port or 6379)), timeout=1).close()
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def redis_for_benchmarks() -> Iterator[Optional[str]]:
+    """Yield a Redis URL for bench_redis: ``$HICACHE_REDIS_URL`` or the CI port when reachable, else a
+    throwaway ``redis-server`` on a free loopback port (stopped afterwards), else None."""
+    url = os.environ.get("HICACHE_REDIS_URL") or "redis://127.0.0.1:6390/0"
+    if redis_reachable(url) or shutil.which("redis-server") is None:
+        yield url if redis_reachable(url) else None
+        return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        for _ in range(100):
+            if redis_reachable(url) or server.poll() is not None:
+                break
+            time.sleep(0.05)
+        yield url if redis_reachable(url) else None
+    finally:
+        server.terminate()
+        server.wait(10)
 
 
 def run_in_process(name: str, quick: bool) -> dict:
@@ -79,6 +144,19 @@ def time_suite(profile: str) -> dict:
     started = time.perf_counter()
     completed = subprocess.run(command, capture_output=True, text=True, timeout=3600)
     return {"profile": profile, "seconds": time.perf_counter() - started, "returncode": completed.returncode}
+
+
+def summarize(results: dict) -> list[dict]:
+    """Return one row per target: its ratio in this run (None when its benchmark did not run), and whether met."""
+    rows = []
+    for name, benchmark, path, sense, target in TARGETS:
+        value: Any = results["benchmarks"].get(benchmark, {}).get("figures")
+        for part in path:
+            value = value.get(part) if isinstance(value, dict) else None
+        met = None if not isinstance(value, (int, float)) else (value >= target if sense == ">=" else value <= target)
+        rows.append({"name": name, "benchmark": benchmark, "ratio": value, "target": f"{sense} {target}",
+                     "met": met})
+    return rows
 
 
 def draw(results: dict, directory: str) -> list[str]:
@@ -136,16 +214,21 @@ def main() -> None:
     parser.add_argument("--json", default=os.path.join(HERE, "results.json"), help="where the JSON goes")
     parser.add_argument("--figures", default=os.path.join(HERE, "figures"), help="where the PNGs go")
     parser.add_argument("--skip", nargs="*", default=[], help="benchmarks (or 'suite') to leave out")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 when a benchmark crashed (never for a ratio); for CI")
     arguments = parser.parse_args()
     results: dict[str, Any] = {
         "quick": arguments.quick, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "python": platform.python_version(), "cpus": os.cpu_count(),
         "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None, "benchmarks": {},
     }
-    for name in IN_PROCESS:
-        if name not in arguments.skip:
-            print(f"== {name}", flush=True)
-            results["benchmarks"][name] = run_in_process(name, arguments.quick)
+    with redis_for_benchmarks() as redis_url:
+        if redis_url is not None:
+            os.environ["HICACHE_REDIS_URL"] = redis_url
+        for name in IN_PROCESS:
+            if name not in arguments.skip:
+                print(f"== {name}", flush=True)
+                results["benchmarks"][name] = run_in_process(name, arguments.quick)
     for name, takes_quick in AS_SCRIPTS.items():
         if name not in arguments.skip:
             print(f"== {name}", flush=True)
@@ -156,14 +239,27 @@ def main() -> None:
             print(f"== conformance suite, profile {profile}", flush=True)
             results["suite_time"].append(time_suite(profile))
     results["load_average_after"] = os.getloadavg() if hasattr(os, "getloadavg") else None
+    results["summary"] = summarize(results)
+    results["chart_engine"] = chart_engine()
     results["figures"] = draw(results, arguments.figures)
+    os.makedirs(os.path.dirname(os.path.abspath(arguments.json)), exist_ok=True)
     with open(arguments.json, "w") as handle:
         json.dump(results, handle, indent=1, default=str)
     for name, outcome in results["benchmarks"].items():
         state = f"error: {outcome['error'].splitlines()[-1] if outcome['error'] else ''}" if outcome.get("error") \
             else "ok"
         print(f"{name:28s} {outcome['seconds']:7.1f} s  {state}")
-    print(f"results: {arguments.json}; figures: {', '.join(results['figures']) or 'none'}")
+    for row in results["summary"]:
+        shown = "not run" if row["ratio"] is None else f"{row['ratio']:.3f}"
+        state = "" if row["met"] is None else ("met" if row["met"] else "missed")
+        print(f"  {row['name']:70s} {shown:>8s}  target {row['target']:7s} {state}")
+    print(f"results: {arguments.json}; figures ({results['chart_engine']}): {', '.join(results['figures']) or 'none'}")
+    crashed = [name for name, outcome in results["benchmarks"].items() if outcome.get("error")]
+    crashed += [f"suite {row['profile']}" for row in results.get("suite_time", []) if row["returncode"] not in (0, 1)]
+    if crashed:
+        print(f"crashed: {', '.join(crashed)}")
+        if arguments.strict:
+            sys.exit(1)
 
 
 if __name__ == "__main__":
