@@ -53,6 +53,7 @@ from hicache_contracts.conformance.framework import (
     ClauseFailure,
     PreconditionFailed,
     fail,
+    record_assertions,
 )
 from hicache_contracts.conformance.loading import BackendFactory
 from hicache_contracts.conformance.options import SuiteOptions
@@ -375,8 +376,9 @@ class SuiteContext:
         return value
 
     def begin_check(self) -> None:
-        """Start a fresh transcript (the runner calls this before each check)."""
+        """Start a fresh transcript and record of asserted clauses (the runner calls this before each check)."""
         self.transcript.clear()
+        self.asserted = record_assertions()
 
     def describe_call(self, function: Any, args: Sequence[Any], kwargs: Optional[dict] = None) -> str:
         """Return ``name(arguments)`` as messages show a call."""

@@ -104,8 +104,18 @@ def fail(clause_id: str, message: str, counterexample: Optional[str] = None) -> 
     raise ClauseFailure(clause_id, message, counterexample)
 
 
+_asserted: list[set[str]] = [set()]
+
+
+def record_assertions() -> set[str]:
+    """Start a fresh record of the clause IDs whose ``expect`` runs from now on, and return it."""
+    _asserted[0] = set()
+    return _asserted[0]
+
+
 def expect(condition: Any, clause_id: str, message: str, counterexample: Optional[str] = None) -> None:
-    """Raise ``ClauseFailure`` unless ``condition`` holds."""
+    """Raise ``ClauseFailure`` unless ``condition`` holds (the clause is recorded as asserted either way)."""
+    _asserted[0].add(clause_id)
     if not condition:
         raise ClauseFailure(clause_id, message, counterexample)
 

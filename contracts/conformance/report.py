@@ -88,6 +88,13 @@ class CheckOutcome:
     """Seconds it took."""
     needs: Optional[str] = None
     """When skipped because its setup found another clause broken: that clause (the root cause)."""
+    asserted: tuple[str, ...] = ()
+    """Of its clauses, those whose assertions ran (when it passed)."""
+
+    def passed(self, clause_id: str) -> bool:
+        """Whether it passed with ``clause_id``'s own assertions run (a check of one clause: it passed)."""
+        return self.status == "pass" and clause_id in self.clauses and (
+            len(self.clauses) == 1 or clause_id in self.asserted)
 
     def to_dict(self) -> dict:
         return {"check": self.check, "clauses": list(self.clauses), "status": self.status,

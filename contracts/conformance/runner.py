@@ -300,7 +300,8 @@ class SuiteRunner:
                                 f"the check stopped on {type(error).__name__}: {error} "
                                 f"(at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})",
                                 self._actionable(check, primary, None), time.monotonic() - started)
-        return CheckOutcome(check.name, check.clauses, PASS, duration_s=time.monotonic() - started)
+        asserted = tuple(item for item in check.clauses if item in self.context.asserted)
+        return CheckOutcome(check.name, check.clauses, PASS, duration_s=time.monotonic() - started, asserted=asserted)
 
     def replay_command(self, check: Check) -> str:
         """Return the command that reruns ``check`` alone with this run's seed and settings."""
@@ -432,7 +433,7 @@ class SuiteRunner:
         if failures:
             return ClauseVerdict(item.id, item.level, item.statement, FAIL, failures=failures, checks=names)
         reasons = [setup_reason(outcome.needs) for outcome in related if outcome.needs is not None]
-        if not reasons and any(outcome.status == PASS and item.id in outcome.clauses for outcome in related):
+        if not reasons and any(outcome.passed(item.id) for outcome in related):
             return ClauseVerdict(item.id, item.level, item.statement, PASS, checks=names)
         for outcome in related:
             if outcome.needs is not None:
@@ -441,6 +442,8 @@ class SuiteRunner:
                 reasons.append(outcome.message or "skipped")
             elif outcome.status == FAIL:
                 reasons.append(f"not reached: {outcome.check} stopped at {outcome.clause_id}")
+            elif outcome.status == PASS:
+                reasons.append(f"not checked: {outcome.check} passed without running {item.id}'s assertions")
         if not related:
             reasons.append("not run in this selection of checks" if item.id in covered else "no check covers it")
         return ClauseVerdict(item.id, item.level, item.statement, SKIP, reason="; ".join(dict.fromkeys(reasons)),
