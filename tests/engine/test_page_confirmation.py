@@ -1,0 +1,120 @@
+"""CTL-11 has one page-confirmation rule, ``hicache_spec.confirmation``; the controller counts by it, the checker judges by it.
+
+Scenario: results a backend may give for a v1 read or a hit query —
+``[True]*4``, ``[1]*4``, a short list, ``None``, a bool hit — counted by the
+reference controller's validators and by the checker; a hand-written trace
+whose read returned ``[1, 1, 1, 1]`` with acks counting those pages; a
+planted controller that, like SGLang's ``_page_get_zero_copy``, counts any
+truthy entry, run over a backend that answers ``1`` for every page it read.
+Expected: both count the same pages for every result; the checker names the
+trace and the planted controller for CTL-11; the reference controller over
+the same backend counts nothing and conforms.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hicache_contracts.engine import RecordingBackend, check_operation, check_trace
+from hicache_contracts.models import HiCacheStorageConfig
+from hicache_reference import CacheController
+from hicache_reference.calls import confirmed_exists, confirmed_pages
+from hicache_contracts.engine._reference import Scenario
+from hicache_reference.engine_check import _filled_store, _host_pool, scripted_backend_class
+from hicache_spec.confirmation import confirmed_hit
+from hicache_spec.confirmation import confirmed_pages as spec_confirmed_pages
+from tests.engine.traces import BATCH, PAGE_SIZE, find, prefetch_trace, replace_call
+
+V1_RESULTS = [[True] * 4, [True, True, False, True], [1, 1, 1, 1], [True, 1, True, True], [True] * 3, [True] * 5,
+              None, True, "TTTT", [None] * 4, [True, "yes", True, True]]
+HIT_RESULTS = [0, 3, 4, 5, -1, True, False, 2.0, None, "4"]
+
+
+@pytest.mark.clause("CTL-11")
+@pytest.mark.parametrize("result", V1_RESULTS, ids=repr)
+def test_controller_and_checker_count_the_same_pages(result):
+    counted = confirmed_pages(result, 4)
+    assert counted == spec_confirmed_pages(result, 4)
+    snapshot = tuple(result) if isinstance(result, list) else result  # what the recorder keeps
+    assert spec_confirmed_pages(snapshot, 4, snapshot=True) == counted
+    assert (counted == 4) == (result == [True] * 4 and all(entry is True for entry in result))
+
+
+@pytest.mark.clause("CTL-11")
+@pytest.mark.parametrize("result", HIT_RESULTS, ids=repr)
+def test_controller_and_checker_take_the_same_hit(result):
+    assert confirmed_exists(result, 4) == confirmed_hit(result, 4)
+    assert confirmed_hit(result, 4) == (result if type(result) is int and 0 <= result <= 4 else 0)
+
+
+@pytest.mark.clause("CTL-11")
+def test_a_read_of_ones_confirms_nothing_the_acks_may_count():
+    trace = prefetch_trace("anchor")
+    ones = replace_call(trace, find(trace, "batch_get_v1", 0), result=[1] * BATCH)
+    report = check_operation(ones)
+    assert "CTL-11" in report.violated, report.format_table()
+    confirmed = (10 - BATCH) * PAGE_SIZE  # the two slices read with [True, ...]
+    assert any(violation.message.endswith(f"but the backend confirmed only {confirmed} (a raise, a False or a "
+                                          "malformed result is a failure at that page)")
+               for violation in report.for_clause("CTL-11")), report.format_table()
+    assert check_operation(trace).ok  # the same trace with [True]*4 conforms
+
+
+def _ones_backend(config: HiCacheStorageConfig, store: Any) -> Any:
+    class OnesBackend(scripted_backend_class()):
+        """Reads as the memory backend does, but answers 1 for a page read (BE-14 asks for True)."""
+
+        def batch_get_v1(self, keys, host_indices, extra_info=None):
+            return [1 if ok is True else ok for ok in super().batch_get_v1(keys, host_indices, extra_info)]
+
+    return OnesBackend(config, {"store": store})
+
+
+class CountsTruthyEntriesController(CacheController):
+    """CTL-11: a page counts as read when its entry is truthy (as SGLang's ``_page_get_zero_copy`` counts)."""
+
+    def _read_kv_slice(self, operation, keys, slots, extra_info):
+        outcome = self.caller.call("batch_get_v1", keys, slots, extra_info, quiescence=operation.quiescence)
+        if not outcome.returned or not isinstance(outcome.result, list):
+            return 0
+        count = 0
+        for entry in outcome.result:
+            if not entry:
+                break
+            count += 1
+        return count
+
+
+def _prefetch_over_ones(controller_class: type) -> tuple[Any, Any, Scenario]:
+    scenario = Scenario("prefetch", 4, "anchor")
+    config = HiCacheStorageConfig.single_rank()
+    recorder = RecordingBackend(_ones_backend(config, _filled_store(scenario)))
+    with controller_class(recorder, _host_pool(), storage_config=config, pass_prefix_keys=True,
+                          prefetch_threshold=0) as controller:
+        operation = controller.prefetch(keys=scenario.chain, prefix_keys=scenario.prefix_keys)
+        assert operation.wait(10)
+    return recorder, operation, scenario
+
+
+def _check(recorder: Any, operation: Any, scenario: Scenario) -> Any:
+    return check_trace(recorder.calls, chain=scenario.chain, prefix_keys=operation.base_info.prefix_keys,
+                       page_size=_host_pool().page_size, acks=operation.acks)
+
+
+@pytest.mark.clause("CTL-11")
+def test_reference_controller_counts_no_page_of_ones_and_conforms():
+    recorder, operation, scenario = _prefetch_over_ones(CacheController)
+    assert operation.loaded_tokens == 0
+    report = _check(recorder, operation, scenario)
+    assert report.ok, report.format_table()
+    assert "CTL-11" in report.checked
+
+
+@pytest.mark.clause("CTL-11")
+def test_controller_counting_truthy_entries_is_caught():
+    recorder, operation, scenario = _prefetch_over_ones(CountsTruthyEntriesController)
+    assert operation.loaded_tokens == 4 * _host_pool().page_size  # the bug took effect
+    report = _check(recorder, operation, scenario)
+    assert "CTL-11" in report.violated, report.format_table()
