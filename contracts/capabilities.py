@@ -38,6 +38,9 @@ from typing import Any, Callable
 
 import torch
 
+from hicache_contracts.protocols import LegacyBackend, PoolAwareV2Backend, ZeroCopyV1Backend, protocol_methods
+from hicache_spec import LEVELS
+
 __all__ = [
     "ALL_METHODS",
     "CAPABILITY_LEVELS",
@@ -55,23 +58,23 @@ __all__ = [
     "is_not_implemented_stub",
 ]
 
-LEGACY_METHODS: tuple[str, ...] = (
-    "get", "set", "exists", "batch_get", "batch_set", "batch_exists",
-    "clear", "get_stats", "register_mem_pool_host",
-)
-"""The first generation, with its housekeeping calls (CONTRACT.md §2)."""
+LEGACY_METHODS: tuple[str, ...] = protocol_methods(LegacyBackend)
+"""The first generation, with its housekeeping calls (CONTRACT.md §2), as ``LegacyBackend`` declares them."""
 
-V1_METHODS: tuple[str, ...] = ("batch_get_v1", "batch_set_v1")
+V1_METHODS: tuple[str, ...] = protocol_methods(ZeroCopyV1Backend)
 """The zero-copy generation."""
 
-V2_METHODS: tuple[str, ...] = ("batch_exists_v2", "batch_get_v2", "batch_set_v2", "register_mem_host_pool_v2")
+V2_METHODS: tuple[str, ...] = protocol_methods(PoolAwareV2Backend)
 """The pool-aware generation."""
+
+HOUSEKEEPING_METHODS: tuple[str, ...] = ("clear", "get_stats", "register_mem_pool_host")
+"""Legacy-generation calls that no level needs implemented (SGLang's base class has them)."""
 
 ALL_METHODS: tuple[str, ...] = LEGACY_METHODS + V1_METHODS + V2_METHODS
 """Every method detection reports on, in a fixed order."""
 
 LEVEL_METHODS: dict[str, tuple[str, ...]] = {
-    "core": ("get", "set", "exists", "batch_get", "batch_set", "batch_exists"),
+    "core": tuple(name for name in LEGACY_METHODS if name not in HOUSEKEEPING_METHODS),
     "v1": V1_METHODS,
     "v2": V2_METHODS,
 }
@@ -367,8 +370,6 @@ def declared_levels(backend: Any) -> tuple[str, ...] | None:
     Raises ValueError naming the attribute when it is not a tuple or list of
     known level names (a bare string such as ``"core"`` is the usual mistake).
     """
-    from hicache_spec import LEVELS
-
     klass = backend if isinstance(backend, type) else type(backend)
     levels = getattr(klass, "hicache_levels", None)
     if levels is None:

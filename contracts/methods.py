@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from hicache_contracts import protocols
+from hicache_contracts.protocols import GENERATIONS, protocol_methods
 from hicache_spec import clause, describe_releases
 from hicache_spec.releases import SGLANG_RELEASES, release_key
 
@@ -25,11 +27,7 @@ __all__ = ["BackendMethod", "backend_methods", "render_backend_methods"]
 
 _CLAUSE_ID = re.compile(r"\b([A-Z]{2,5}-\d+)\b")
 _SINCE = re.compile(r"SGLang (\d+\.\d+\.\d+)\+")
-_GENERATIONS: dict[str, str] = {
-    "LegacyBackend": "core",
-    "ZeroCopyV1Backend": "v1",
-    "PoolAwareV2Backend": "v2",
-}
+_GENERATIONS: dict[str, str] = {protocol.__name__: level for level, protocol in GENERATIONS.items()}
 """The level a generation's methods belong to; a protocol not listed here is called whatever the level."""
 
 
@@ -66,8 +64,6 @@ def _since(*texts: Optional[str]) -> tuple[str, ...]:
 
 
 def _protocol_classes() -> list[type]:
-    from hicache_contracts import protocols
-
     classes = [getattr(protocols, name) for name in protocols.__all__]
     classes = [item for item in classes if isinstance(item, type) and getattr(item, "_is_protocol", False)]
     return sorted(classes, key=lambda item: inspect.getsourcelines(item)[1])
@@ -98,9 +94,7 @@ def backend_methods() -> list[BackendMethod]:
     """Return every method of every backend protocol, in the order the protocols module declares them."""
     found = []
     for protocol in _protocol_classes():
-        members = [(name, value) for name, value in vars(protocol).items()
-                   if inspect.isfunction(value) and not name.startswith("_")]
-        members.sort(key=lambda member: inspect.getsourcelines(member[1])[1])
+        members = [(name, vars(protocol)[name]) for name in protocol_methods(protocol)]
         for name, function in members:
             doc = inspect.getdoc(function) or ""
             clause_ids = tuple(dict.fromkeys(_CLAUSE_ID.findall(doc)))

@@ -21,9 +21,12 @@ beyond the standard library; the names are SGLang's wire names.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Optional, Protocol, runtime_checkable
 
 __all__ = ["AttachHooks", "LegacyBackend", "PoolAwareV2Backend", "ZeroCopyV1Backend"]
+"""The protocol classes only (docs/backend-methods.md has a section per name); ``GENERATIONS`` and
+``protocol_methods`` are importable beside them."""
 
 
 @runtime_checkable
@@ -184,3 +187,12 @@ class AttachHooks(Protocol):
         raising fails the attach. Clause: BE-24.
         """
         ...
+
+
+GENERATIONS: dict[str, type] = {"core": LegacyBackend, "v1": ZeroCopyV1Backend, "v2": PoolAwareV2Backend}
+"""The protocol of each interface generation, by the level its methods belong to."""
+
+
+def protocol_methods(protocol: type) -> tuple[str, ...]:
+    """Return the public method names ``protocol`` declares, in declaration order: the one list of each generation."""
+    return tuple(name for name, value in vars(protocol).items() if inspect.isfunction(value) and not name.startswith("_"))

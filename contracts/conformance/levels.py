@@ -24,12 +24,13 @@ __all__ = [
     "parse_levels",
 ]
 
-BACKEND_LEVELS: tuple[str, ...] = ("core", "legacy", "v1", "v2", "prefix", "namespacing", "concurrency", "durability",
-                                   "robustness")
-"""The levels that bind storage backends, in report order."""
-
 BACKEND_ROLES: tuple[str, ...] = ("backend", "both")
 """Clause roles that a backend must honour."""
+
+BACKEND_LEVELS: tuple[str, ...] = tuple(level for level in LEVELS
+                                        if any(item.level == level and item.role in BACKEND_ROLES
+                                               for item in clauses()))
+"""The levels that bind storage backends (those with a live backend clause), in the registry's order."""
 
 
 def level_clauses(level: str) -> tuple[Clause, ...]:
