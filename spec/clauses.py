@@ -24,7 +24,7 @@ CLAUSES: tuple[Clause, ...] = (
       "A page key is a non-empty str; in strict mode it is exactly 64 lowercase hex characters.",
       "Keys are used as object names and dictionary keys; a non-str or empty key is a caller bug "
       "that must be caught at the boundary, not deep in a backend.",
-      "CONTRACT.md §1"),
+      "sglang mem_cache/hicache_storage.py HiCacheStorage (keys: List[str]); mem_cache/utils.py get_hash_str"),
     C("KEY-3", "core", "engine",
       "The key chain of a prefetch starts from the anchor node's last page hash, or, at the root, "
       "from the request's namespace seed (KEY-4), so a key names the whole token prefix up to and "
@@ -60,44 +60,52 @@ CLAUSES: tuple[Clause, ...] = (
       "call's first key, root first.",
       "A backend uses the prefix to place or look up pages; it must be able to tell 'off' from "
       "'on, at the root'.",
-      "CONTRACT.md §5"),
+      "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo; managers/cache_controller.py "
+      "_storage_hit_query, _page_transfer, _page_backup"),
     C("PFX-2", "prefix", "engine",
       "The prefix a call receives equals the operation's prefix followed by every key of the "
       "operation's chain before that call's first key.",
       "A prefix that skips or repeats keys tells the backend a different token history than the "
       "one the keys stand for.",
-      "CONTRACT.md §5 (spec)"),
+      "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
+      "batch_hashes per batch); the rule where releases differ is the spec's (docs/divergences.md)"),
     C("PFX-3", "prefix", "engine",
       "When the operation's prefix is None, no call carries prefix metadata: extra_info is None "
       "or its prefix_keys is None.",
       "None means the feature is off; a backend must not receive a list it did not ask for.",
-      "CONTRACT.md §5 (spec)"),
+      "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
+      "batch_hashes per batch); the rule where releases differ is the spec's (docs/divergences.md)"),
     C("PFX-4", "prefix", "engine",
       "An empty prefix [] accumulates like any list, and a list is never turned into None.",
       "SGLang releases extended the prefix only when it was non-empty, so [] never grew and "
       "backends saw [] for every batch; collapsing [] to None switches the feature off silently.",
-      "CONTRACT.md §5 (spec)"),
+      "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
+      "batch_hashes per batch); the rule where releases differ is the spec's (docs/divergences.md)"),
     C("PFX-5", "prefix", "engine",
       "The engine never changes a prefix object after handing it to a backend, nor the "
       "operation's own prefix; every batch receives a new value.",
       "An in-place += rewrote metadata a backend had already received and possibly queued.",
-      "CONTRACT.md §5 (spec)"),
+      "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
+      "batch_hashes per batch); the rule where releases differ is the spec's (docs/divergences.md)"),
     C("PFX-6", "prefix", "backend",
       "A backend never mutates prefix_keys and copies it if it keeps it after the call returns.",
       "The engine may reuse the object; a backend that holds the reference reads a history "
       "that is not its call's.",
-      "CONTRACT.md §3.7"),
+      "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo (the controller's own list, handed to the "
+      "backend); managers/cache_controller.py extend_storage_prefix"),
     C("PFX-7", "prefix", "engine",
       "When the feature is on, every call that accepts extra_info receives one carrying the "
       "prefix: hit query, v1 get and set, the KV-derived v2 read, the sidecar v2 read and the "
       "v2 write.",
       "SGLang's v2 calls omitted the prefix, so hybrid backends lost the context v1 backends had.",
-      "CONTRACT.md §5"),
+      "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup; "
+      "mem_cache/hybrid_cache/hybrid_cache_controller.py _storage_hit_query, _page_transfer_sidecar, _page_backup_with_stable_layout"),
     C("PFX-8", "prefix", "engine",
       "The KV-derived v2 read of a slice carries the same prefix as the KV read of that slice.",
       "A KV page and its derived sidecar are one logical page; they must be described by the "
       "same history.",
-      "CONTRACT.md §5"),
+      "sglang mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout, "
+      "_page_transfer_sidecar"),
     C("PFX-9", "prefix", "engine",
       "Sidecar v2 reads and writes are grouped by the number of span keys a transfer covers: "
       "each group's call carries prefix P + span[:covered], covered being len(span) minus the "
@@ -120,35 +128,40 @@ CLAUSES: tuple[Clause, ...] = (
     C("BE-1", "core", "backend",
       "A backend accepts an extra_config that is None or holds keys it does not know.",
       "The engine passes its loading keys and other vendors' keys through the same object.",
-      "CONTRACT.md §3.1"),
+      "sglang mem_cache/storage/backend_factory.py (a dynamic backend built as cls(storage_config, kwargs)); "
+      "the in-tree backends under mem_cache/storage/"),
     C("BE-2", "core", "backend",
       "batch_exists returns an int n with 0 <= n <= len(keys): the length of the leading run of "
       "keys that exist, counted in pages.",
       "Backends that counted component objects (K and V halves) reported 2N hits and made the "
       "engine read pages that were never written.",
-      "CONTRACT.md §3.2"),
+      "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_exists; managers/cache_controller.py "
+      "_storage_hit_query"),
     C("BE-3", "core", "backend",
       "batch_exists has no side effects, and an empty key list gives 0.",
       "The hit query runs for every request; it must be safe to repeat and to call on nothing.",
-      "CONTRACT.md §3.2"),
+      "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_exists; managers/cache_controller.py "
+      "_storage_hit_query"),
     C("BE-4", "core", "backend",
       "A missing key yields None or False, never an exception.",
       "An exception kills the engine's IO thread and every later prefetch with it.",
-      "CONTRACT.md §3.5"),
+      "sglang mem_cache/hicache_storage.py HiCacheFile.get, _read_page; the in-tree backends under mem_cache/storage/"),
     C("BE-5", "core", "backend",
       "A storage error yields False, 0 or None, never an exception.",
       "The same thread-killing failure as BE-4, from the other cause.",
-      "CONTRACT.md §3.5"),
+      "sglang mem_cache/hicache_storage.py HiCacheFile.get, _read_page; the in-tree backends under mem_cache/storage/"),
     C("BE-6", "core", "backend",
       "Writing an existing key returns True and leaves correct bytes, whether it skips or "
       "overwrites.",
       "The engine backs up the same prefix from many requests; a second write must not fail or "
       "corrupt the first.",
-      "CONTRACT.md §3.6"),
+      "sglang mem_cache/hicache_storage.py HiCacheFile.set, _write_page; the in-tree backends under "
+      "mem_cache/storage/"),
     C("BE-7", "core", "backend",
       "A page is never visible to exists or get before it is fully written.",
       "A reader that sees a half-written page loads garbage into the KV cache.",
-      "CONTRACT.md §3.6"),
+      "sglang mem_cache/hicache_storage.py HiCacheFile.set, _write_page; the in-tree backends under "
+      "mem_cache/storage/"),
     C("BE-8", "core", "backend",
       "Every method that takes extra_info accepts it positionally and by keyword, and accepts "
       "None, an empty info, prefix_keys None, [] or a list, and extra_info None or a dict with "
@@ -160,43 +173,48 @@ CLAUSES: tuple[Clause, ...] = (
       "Legacy results have their documented shapes: get gives a tensor or None, batch_get one "
       "tensor-or-None per key, set and batch_set a bool.",
       "The engine indexes the results; a different shape is a crash or a silent miscount.",
-      "CONTRACT.md §2"),
+      "sglang mem_cache/hicache_storage.py HiCacheStorage.get, batch_get, set, batch_set"),
     C("BE-10", "core", "backend",
       "Batches of STORAGE_BATCH_SIZE (128) pages work.",
       "Every engine call carries up to 128 pages; a backend tested only on a few pages may "
       "break on a full slice.",
-      "CONTRACT.md §3.10"),
+      "sglang mem_cache/hicache_storage.py STORAGE_BATCH_SIZE; managers/cache_controller.py _page_transfer, "
+      "_page_backup"),
     C("BE-11", "core", "backend",
       "clear() never raises, and afterwards batch_exists is 0 for every key written before.",
       "clear() is how an operator drops a stale cache; keys left behind are served as hits.",
-      "CONTRACT.md §3.13"),
+      "sglang mem_cache/hicache_storage.py HiCacheStorage.clear, HiCacheFile.clear; "
+      "mem_cache/hybrid_cache/hybrid_cache_controller.py clear_storage_backend"),
     C("BE-12", "core", "backend",
       "get_stats() returns None or a metrics object, never a dict.",
       "The scheduler calls it every tick and reads attributes; a dict raises AttributeError.",
-      "CONTRACT.md §2, §6"),
+      "sglang mem_cache/hicache_storage.py HiCacheStorage.get_stats; a bug class of in-tree backends"),
     C("BE-13", "legacy", "backend",
       "A stored object that is empty or shorter than a page is a miss, never a hit.",
       "A zero-length file left by a crashed writer was counted as a hit and loaded as garbage.",
-      "CONTRACT.md §6"),
+      "sglang mem_cache/hicache_storage.py HiCacheFile.get, _read_page; a bug class of in-tree backends"),
     C("BE-14", "v1", "backend",
       "batch_get_v1 and batch_set_v1 return a list of exactly len(keys) bools.",
       "3FS and EIC returned 2N entries for MHA and one path returned a bare True; the engine "
       "then miscounts loaded pages.",
-      "CONTRACT.md §3.3"),
+      "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_get_v1, batch_set_v1; "
+      "managers/cache_controller.py _page_transfer_kv_batch, _page_backup"),
     C("BE-15", "v1", "backend",
       "get result i is True only if page i's whole byte range landed in host slots "
       "host_indices[i*page_size:(i+1)*page_size].",
       "A True for a page that did not land makes the engine attend over garbage.",
-      "CONTRACT.md §3.4"),
+      "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_get_v1; managers/cache_controller.py "
+      "_page_transfer_kv_batch"),
     C("BE-16", "v1", "backend",
       "A read writes nothing outside the addressed host slots, also when it fails.",
       "Host pages around the addressed ones belong to other requests.",
-      "CONTRACT.md §3.4"),
+      "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_get_v1; managers/cache_controller.py "
+      "_page_transfer_kv_batch"),
     C("BE-17", "v1", "backend",
       "set result i is True only if page i can be read back from then on (until evicted).",
       "The engine marks a node as backed up on True; a lie loses the page for every later "
       "request.",
-      "CONTRACT.md §3.4"),
+      "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_set_v1; managers/cache_controller.py _page_backup"),
     C("BE-18", "core", "backend",
       "An unimplemented v2 method raises NotImplementedError; the base class's v1 methods return "
       "None, so a backend that declares interface_v1 implements batch_get_v1 and batch_set_v1.",
@@ -207,13 +225,15 @@ CLAUSES: tuple[Clause, ...] = (
       "batch_get_v2 and batch_set_v2 return one entry per transfer name, holding len(keys) "
       "bools.",
       "The controller looks each pool up by name and zips its list with the keys.",
-      "CONTRACT.md §3.11"),
+      "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_get_v2, batch_set_v2, "
+      "HiCacheFile._batch_io_v2; mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_sidecar"),
     C("BE-20", "robustness", "backend",
       "A transfer for an unregistered pool yields all False for that pool, never an exception.",
       "A pool the backend cannot serve is a miss, not a crash of the IO thread. No pinned release "
       "sends such a transfer (every pool is registered before a transfer names it), so the rule "
       "binds only a backend that claims robustness.",
-      "CONTRACT.md §3.11; sglang hybrid_cache_controller.py attach_storage_backend, register_host_pool_entry"),
+      "sglang mem_cache/hicache_storage.py HiCacheFile._batch_io_v2; sglang hybrid_cache_controller.py "
+      "attach_storage_backend, register_host_pool_entry"),
     C("BE-21", "v2", "backend",
       "batch_exists_v2 returns as kv_hit_pages the largest prefix length that KV and every gating "
       "pool can restore (the maximum of the intersection of their restorable lengths, HYB-6, "
@@ -244,12 +264,14 @@ CLAUSES: tuple[Clause, ...] = (
       "missing.",
       "An indexer page that was never persisted, restored beside its KV page, corrupted "
       "attention silently.",
-      "CONTRACT.md §3.12"),
+      "sglang mem_cache/hicache_storage.py HiCacheFile.batch_exists_v2, _collect_existing_component_keys; "
+      "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout"),
     C("BE-23", "concurrency", "backend",
       "A backend is safe under concurrent calls from at least three threads (hit query, IO, "
       "backup) plus get_stats from a fourth.",
       "The engine runs these threads for real; a race corrupts pages or results.",
-      "CONTRACT.md §3.9"),
+      "sglang managers/cache_controller.py prefetch_thread_func, prefetch_io_aux_func, backup_thread_func "
+      "(three threads on one backend)"),
     C("BE-24", "core", "backend",
       "register_mem_pool_host is called once, after construction and before any IO; v2 pools "
       "are registered with register_mem_host_pool_v2, KV included.",
@@ -281,20 +303,24 @@ CLAUSES: tuple[Clause, ...] = (
       "unless KV is replicated (NS-5).",
       "Each TP rank holds a different shard of the heads; reading another rank's shard is "
       "silent corruption.",
-      "CONTRACT.md §3.8"),
+      "sglang mem_cache/hicache_storage.py HiCacheStorageConfig, HiCacheFile.__init__, _get_suffixed_key; the "
+      "in-tree backends under mem_cache/storage/"),
     C("NS-2", "namespacing", "backend",
       "Two instances that differ only in pp_rank never see each other's pages.",
       "Pipeline stages hold different layers; a backend without PP in its keys let stages "
       "overwrite each other.",
-      "CONTRACT.md §3.8, §6"),
+      "sglang mem_cache/hicache_storage.py HiCacheStorageConfig, HiCacheFile.__init__, _get_suffixed_key; the "
+      "in-tree backends under mem_cache/storage/"),
     C("NS-3", "namespacing", "backend",
       "Two instances that differ only in attn_cp_rank never see each other's pages.",
       "Context-parallel ranks hold different token shards.",
-      "CONTRACT.md §3.8"),
+      "sglang mem_cache/hicache_storage.py HiCacheStorageConfig, HiCacheFile.__init__, _get_suffixed_key; the "
+      "in-tree backends under mem_cache/storage/"),
     C("NS-4", "namespacing", "backend",
       "Two instances that differ only in model_name never see each other's pages.",
       "Keys carry no model; two models sharing a store must not read each other's KV.",
-      "CONTRACT.md §3.8"),
+      "sglang mem_cache/hicache_storage.py HiCacheStorageConfig, HiCacheFile.__init__, _get_suffixed_key; the "
+      "in-tree backends under mem_cache/storage/"),
     C("NS-5", "namespacing", "backend",
       "With is_mla_model=True a KV page written by the storage writer (tp_rank == dcp_rank) is "
       "visible to every TP rank with the same PP, CP and DCP coordinates.",
@@ -303,11 +329,12 @@ CLAUSES: tuple[Clause, ...] = (
     C("NS-6", "namespacing", "backend",
       "exists, get and set use the same key scheme.",
       "A tag applied in set but not in exists meant L3 never hit.",
-      "CONTRACT.md §3.8, §6"),
+      "sglang mem_cache/hicache_storage.py HiCacheFile._get_suffixed_key (one scheme for get, set and exists); "
+      "a bug class of in-tree backends (#17265)"),
     C("NS-7", "durability", "backend",
       "A persistent backend rebuilt with the same configuration finds the pages it wrote before.",
       "A restart must not throw away the cache, nor derive keys from process-local state.",
-      "CONTRACT.md §3.8"),
+      "sglang mem_cache/hicache_storage.py HiCacheFile._scan_existing_files_to_metadata_cache"),
     C("NS-8", "namespacing", "backend",
       "clear() removes only this instance's namespace: pages of other models and ranks survive.",
       "A shared store serves many engines; one operator's clear must not flush the others.",
@@ -343,23 +370,27 @@ CLAUSES: tuple[Clause, ...] = (
       "Prefetch IO reads each slice of the agreed keys in order; a slice that loads fewer pages "
       "than requested, or termination, stops further reads.",
       "Pages after a hole are unusable; reading them wastes bandwidth and host memory.",
-      "CONTRACT.md §4.4"),
+      "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func; "
+      "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout"),
     C("CTL-5", "controller", "engine",
       "Prefetch emits exactly one progress ack per slice of the agreed keys: cumulative loaded "
       "tokens, non-decreasing, frozen after the first short slice or termination.",
       "Every ack is all-reduced across ranks; a rank that emits fewer acks hangs the others.",
-      "CONTRACT.md §4.4"),
+      "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func; "
+      "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout"),
     C("CTL-6", "controller", "engine",
       "Every prefetch ends with exactly one final ack, also when the backend raises or the "
       "operation was terminated.",
       "The scheduler waits for the final ack to release the request and its host pages.",
-      "CONTRACT.md §4.4"),
+      "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func; "
+      "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout"),
     C("CTL-7", "controller", "engine",
       "Backup writes slice by slice, counts a slice only if every page of it succeeded, stops at "
       "the first failed slice, and reports completed tokens as the successful slices' pages "
       "times page_size.",
       "A node is backed up only as far as its prefix is contiguous in storage.",
-      "CONTRACT.md §4"),
+      "sglang managers/cache_controller.py _page_backup, backup_thread_func; "
+      "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout"),
     C("CTL-8", "controller", "engine",
       "With replicated KV (is_mla_model) only the storage writer (tp_rank == dcp_rank; TP rank 0 "
       "without DCP) writes KV pages and KV-derived and other replicated sidecars; every rank writes "
@@ -371,7 +402,7 @@ CLAUSES: tuple[Clause, ...] = (
       "Prefetch policies: best_effort terminates when the scheduler asks, wait_complete never "
       "terminates early, timeout terminates after the prefetch timeout (CTL-10).",
       "The engine trades time-to-first-token against hit length; the policy names the trade.",
-      "CONTRACT.md §4.5"),
+      "sglang managers/cache_controller.py terminate_prefetch; mem_cache/unified_radix_cache.py prefetch_stop_policy"),
     C("CTL-10", "controller", "engine",
       "The prefetch timeout is min(max, base + per_ki_token * tokens / 1024), with defaults "
       "base 2.0 s, per_ki_token 0.1 s, max 30 s.",
@@ -386,7 +417,8 @@ CLAUSES: tuple[Clause, ...] = (
       "did not confirm; such a result counts as a failure at that page.",
       "Storage is outside the engine's control; the engine must degrade to recomputation, not "
       "to garbage or a hang.",
-      "CONTRACT.md §3.5, §6"),
+      "sglang managers/cache_controller.py prefetch_io_aux_func, backup_thread_func; a bug class of SGLang's "
+      "controller (#38428)"),
     C("CTL-12", "controller", "engine",
       "Host pages allocated for a prefetch are freed exactly once: the unloaded tail when IO "
       "stops, everything when the operation is revoked.",
@@ -396,7 +428,8 @@ CLAUSES: tuple[Clause, ...] = (
     C("CTL-13", "controller", "engine",
       "Backup is never cancelled once started.",
       "A half-written node would leave a hole that the hit query cannot see past.",
-      "CONTRACT.md §4"),
+      "sglang managers/cache_controller.py _page_backup, backup_thread_func; "
+      "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout"),
     C("CTL-14", "controller", "engine",
       "The prefetch timeout is base + requested pages * page_size / 1024 * per_ki_token seconds, "
       "defaults 1.0 s and 0.25 s, with no maximum; it starts at the first blocked admission poll, "
@@ -430,7 +463,8 @@ CLAUSES: tuple[Clause, ...] = (
       "A KV-derived sidecar (indices_from_pool=KV) is read in the same slice as the KV pages it "
       "derives from, and the slice's loaded count is the minimum of the KV and sidecar counts.",
       "A KV page without its derived sidecar is unusable.",
-      "CONTRACT.md §1, §4.4"),
+      "sglang mem_cache/hicache_storage.py PoolTransfer.indices_from_pool; "
+      "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout, _page_transfer_sidecar"),
     C("HYB-2", "hybrid", "engine",
       "Other sidecars (SWA, Mamba) are read once, after KV fully completed, in one batch_get_v2 "
       "per trailing-length group (PFX-9), their trailing keys re-aligned to the hit, and acked with "
@@ -440,12 +474,14 @@ CLAUSES: tuple[Clause, ...] = (
     C("HYB-3", "hybrid", "engine",
       "A TRAILING_PAGES transfer reads the window of its N pages ending at the agreed hit.",
       "The window must end where the prefix ends, not where the query began.",
-      "CONTRACT.md §1, §4.4"),
+      "sglang mem_cache/hicache_storage.py PoolHitPolicy.TRAILING_PAGES; "
+      "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_sidecar"),
     C("HYB-4", "hybrid", "engine",
       "A sidecar read succeeds only if every pool is present in the result with every page True; "
       "a pool missing from the result is a failure.",
       "A missing pool counted as a hit restored KV beside stale sidecar state.",
-      "CONTRACT.md §6"),
+      "sglang mem_cache/hicache_storage.py count_pool_hits; mem_cache/hybrid_cache/hybrid_cache_controller.py "
+      "_page_transfer_sidecar"),
     C("HYB-5", "hybrid", "engine",
       "A hybrid backup writes its sidecars first, in one batch_set_v2 per trailing-length group "
       "(PFX-9) over the whole span, then KV in STORAGE_BATCH_SIZE slices.",
@@ -455,7 +491,7 @@ CLAUSES: tuple[Clause, ...] = (
     C("HYB-6", "v2", "both",
       "An ALL_PAGES pool's hit is the leading run of its pages present within the KV hit.",
       "Every page of the prefix needs that pool's state.",
-      "CONTRACT.md §1"),
+      "sglang mem_cache/hicache_storage.py PoolHitPolicy.ALL_PAGES, HiCacheFile.batch_exists_v2"),
     C("HYB-7", "v2", "both",
       "A TRAILING_PAGES pool can restore every length n within the KV hit whose window of "
       "max(1, N) pages ending at n is present, N being len(transfer.keys); its own boundary is "
@@ -466,7 +502,7 @@ CLAUSES: tuple[Clause, ...] = (
     C("HYB-8", "v2", "both",
       "count_pool_hits maps each pool to the length of the leading run of True in its results.",
       "Loaded pages count only up to the first failure.",
-      "CONTRACT.md §1"),
+      "sglang mem_cache/hicache_storage.py count_pool_hits"),
     C("HYB-9", "hybrid", "engine",
       "A BLOCK_GROUPS pool never gates the hit nor the restorable lengths; its entry, where "
       "reported, is the pages its leading complete groups cover.",
@@ -483,15 +519,16 @@ CLAUSES: tuple[Clause, ...] = (
     C("RANK-2", "ranks", "engine",
       "Every rank cuts its key list to the agreed count before allocating and reading.",
       "Ranks that load different lengths disagree on the cached prefix.",
-      "CONTRACT.md §4.2"),
+      "sglang managers/cache_controller.py prefetch_thread_func, _all_reduce"),
     C("RANK-3", "ranks", "engine",
       "Every rank emits the same number of acks per operation, each all-reduced with MIN.",
       "A mismatched count leaves a collective waiting forever.",
-      "CONTRACT.md §4.4"),
+      "sglang managers/cache_controller.py prefetch_io_aux_func, _all_reduce"),
     C("RANK-4", "ranks", "engine",
       "If any rank terminates a prefetch (timeout or request), every rank terminates it.",
       "Ranks must stop at the same slice to keep their caches equal.",
-      "CONTRACT.md §4.5"),
+      "sglang managers/cache_controller.py terminate_prefetch, _all_reduce; mem_cache/unified_radix_cache.py "
+      "prefetch_stop_policy"),
     C("RANK-5", "ranks", "engine",
       "The hit agreement is one MIN all-reduce of a packed vector: the hit (or the restorable "
       "flags, RANK-6) followed by every PoolName's own boundary, -1 for a pool without a verdict; "

@@ -80,7 +80,7 @@ class Clause:
     rationale: str
     """Why the rule exists: the failure it prevents."""
     source: str
-    """Where the rule comes from: a section of CONTRACT.md or a project decision."""
+    """Where the rule comes from: the SGLang source it was read from, or a project decision."""
     retired: bool = False
     """A retired clause keeps its ID and is no longer checked."""
     releases: str = "0.5.20+"
