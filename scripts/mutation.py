@@ -1,0 +1,422 @@
+"""Mutation testing of the project's contract code, with cosmic-ray's mutation operators.
+
+Mutants never touch a file: each runs in a forked child that holds the mutated code in memory.
+The fast path swaps the mutated function's code object into the already-imported function; a
+mutant outside any function, or one that survives the fast path, is run again in a child that
+imports the project afresh from the mutated source, so a survivor is never an artefact of the swap.
+
+    python scripts/mutation.py --target spec                      # every mutant of spec/
+    python scripts/mutation.py --target checker --sample 120 --seed 3 --budget 900
+    python scripts/mutation.py --target spec --sample 40 --seed 1 --budget 75 --floor 0.9   # CI
+
+Targets, their tests and score floors are in TARGETS; mutants judged equivalent are listed with a
+reason in docs/mutation.md (a row whose first cell is the mutant's id in backticks) and leave the score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.abc
+import importlib.util
+import json
+import os
+import random
+import re
+import signal
+import sys
+import time
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = {"spec": "hicache_spec", "contracts": "hicache_contracts", "reference": "hicache_reference"}
+PROJECT_PREFIXES = tuple(PACKAGES.values()) + ("tests", "conftest")
+
+
+@dataclass(frozen=True)
+class Target:
+    files: tuple[str, ...]
+    tests: tuple[str, ...]
+    floor: float
+    by_file: dict[str, tuple[str, ...]] = field(default_factory=dict)  # narrower tests for one file
+
+    def tests_for(self, path: str) -> tuple[str, ...]:
+        return self.by_file.get(path, self.tests)
+
+
+TARGETS: dict[str, Target] = {
+    "spec": Target(
+        files=tuple(
+            f"spec/{n}.py"
+            for n in ("batching", "clauses", "divergences", "keys", "pools", "prefix", "progress",
+                      "registry", "releases", "render", "writers")
+        ),
+        tests=("tests/spec",),
+        floor=0.95,
+        by_file={
+            f"spec/{n}.py": tuple(f"tests/spec/test_{t}.py" for t in (*tests, "boundaries"))
+            for n, tests in {
+                "batching": ("batching",), "clauses": ("registry",), "divergences": ("divergences",),
+                "keys": ("keys",), "pools": ("pools",), "prefix": ("prefix",), "progress": ("progress",),
+                "registry": ("registry",), "releases": ("registry", "divergences"), "render": ("registry",),
+                "writers": ("writers",),
+            }.items()
+        },
+    ),
+    "prefix_keys": Target(files=("contracts/prefix_keys.py",), floor=0.95,
+                          tests=("tests/contracts/test_prefix_keys.py", "tests/contracts/test_prefix_keys_equality.py")),
+    "checker": Target(files=("contracts/engine/_checker.py",), tests=("tests/engine",), floor=0.90),
+    "checks": Target(
+        files=tuple(
+            f"contracts/conformance/checks_{n}.py"
+            for n in ("concurrency", "core", "namespacing", "prefix", "stateful", "v1", "v2")
+        ),
+        tests=("tests/conformance/test_planted.py", "tests/conformance/test_single_check.py"),
+        floor=0.90,
+    ),
+    "controller": Target(files=("reference/controller.py",), tests=("tests/reference",), floor=0.85),
+}
+
+# One replacement per operator site (cosmic-ray's full cross product multiplies the run for little).
+_KEPT_PAIRS = {
+    "ReplaceBinaryOperator": {
+        "Add_Sub", "Sub_Add", "Mul_FloorDiv", "Div_Mul", "FloorDiv_Mul", "Mod_FloorDiv", "Pow_Mul",
+        "LShift_RShift", "RShift_LShift", "BitOr_BitAnd", "BitAnd_BitOr", "BitXor_BitOr",
+    },
+    "ReplaceComparisonOperator": {
+        "Eq_NotEq", "NotEq_Eq", "Lt_LtE", "LtE_Lt", "Gt_GtE", "GtE_Gt", "Is_IsNot", "IsNot_Is",
+    },
+    "ReplaceUnaryOperator": {"USub_UAdd", "UAdd_USub", "Delete_Not", "Invert_UAdd"},
+}
+
+
+def kept_operators() -> list[str]:
+    import cosmic_ray.plugins as plugins
+
+    kept = []
+    for name in plugins.operator_names():
+        if plugins.get_operator(name).arguments():
+            continue
+        base = name.split("/", 1)[1]
+        family, _, pair = base.partition("_")
+        if family in _KEPT_PAIRS and pair not in _KEPT_PAIRS[family]:
+            continue
+        kept.append(name)
+    return kept
+
+
+@dataclass
+class Mutant:
+    path: str
+    operator: str
+    occurrence: int
+    line: int
+    definition: str  # qualname of the outermost enclosing def, "" at module or class level
+    ident: str = ""
+    source: str = field(default="", repr=False)
+    status: str = "pending"
+    mode: str = ""
+
+
+def _outermost_defs(tree: ast.Module) -> list[tuple[int, int, str]]:
+    """(first line, last line, qualname) of every top-level function and every method of a top-level class."""
+    spans = []
+
+    def walk(body, prefix):
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                spans.append((node.lineno, node.end_lineno, prefix + node.name, first))
+            elif isinstance(node, ast.ClassDef):
+                walk(node.body, prefix + node.name + ".")
+
+    walk(tree.body, "")
+    return spans
+
+
+def enumerate_mutants(rel_path: str) -> list[Mutant]:
+    import cosmic_ray.plugins as plugins
+    from cosmic_ray.ast import ast_nodes, get_ast
+
+    text = (ROOT / rel_path).read_text()
+    spans = _outermost_defs(ast.parse(text))
+    lines = text.splitlines()
+    module_ast = get_ast(text)
+    mutants: list[Mutant] = []
+    for name in kept_operators():
+        operator = plugins.get_operator(name)()
+        positions = [pos for node in ast_nodes(module_ast) for pos in operator.mutation_positions(node)]
+        for occurrence, (start, _end) in enumerate(positions):
+            line = start[0]
+            definition = next((q for first, last, q, _ in spans if first <= line <= last), "")
+            mutants.append(Mutant(rel_path, name, occurrence, line, definition))
+    counts: dict[tuple, int] = {}
+    for m in mutants:
+        key = (m.path, m.definition, m.operator, lines[m.line - 1].strip())
+        counts[key] = counts.get(key, 0) + 1
+        m.ident = f"{m.path}::{m.definition or '<module>'}::{m.operator.split('/', 1)[1]}::{lines[m.line - 1].strip()[:60]}#{counts[key]}"
+    return mutants
+
+
+def mutated_source(m: Mutant) -> str | None:
+    import cosmic_ray.plugins as plugins
+    from cosmic_ray.mutating import mutate_code
+
+    return mutate_code((ROOT / m.path).read_text(), plugins.get_operator(m.operator)(), m.occurrence)
+
+
+def module_name(rel_path: str) -> str:
+    top, *rest = Path(rel_path).with_suffix("").parts
+    parts = [PACKAGES[top], *rest]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+# ---------------------------------------------------------------- running one mutant (in a child)
+
+
+def _find_code(code: types.CodeType, qualname: str) -> types.CodeType | None:
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            if const.co_qualname == qualname:
+                return const
+            found = _find_code(const, qualname)
+            if found is not None:
+                return found
+    return None
+
+
+def _live_function(module: types.ModuleType, qualname: str):
+    obj = module
+    for part in qualname.split("."):
+        holder = obj
+        obj = holder.__dict__.get(part) if hasattr(holder, "__dict__") else None
+        if obj is None:
+            obj = getattr(holder, part, None)
+        if obj is None:
+            return None
+    for _ in range(6):
+        if isinstance(obj, types.FunctionType):
+            return obj
+        for attr in ("__func__", "fget", "wrapped", "func", "__wrapped__"):
+            inner = getattr(obj, attr, None)
+            if inner is not None:
+                obj = inner
+                break
+        else:
+            return None
+    return None
+
+
+def swap_in(m: Mutant) -> bool:
+    """Install the mutant into the imported module by replacing one function's code; False if it cannot."""
+    if not m.definition:
+        return False
+    module = sys.modules.get(module_name(m.path))
+    if module is None:
+        return False
+    function = _live_function(module, m.definition)
+    if function is None or function.__code__.co_qualname != m.definition:
+        return False
+    try:
+        new_code = _find_code(compile(m.source, str(ROOT / m.path), "exec"), m.definition)
+    except SyntaxError:
+        return False
+    if new_code is None or new_code.co_freevars != function.__code__.co_freevars:
+        return False
+    function.__code__ = new_code
+    return True
+
+
+class _MutatedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def __init__(self, name: str, path: Path, source: str):
+        self.name, self.path, self.source = name, path, source
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        is_package = self.path.name == "__init__.py"
+        spec = importlib.util.spec_from_loader(fullname, self, origin=str(self.path), is_package=is_package)
+        if is_package:
+            spec.submodule_search_locations = [str(self.path.parent)]
+        spec.has_location = True
+        return spec
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        module.__file__ = str(self.path)
+        exec(compile(self.source, str(self.path), "exec"), module.__dict__)
+
+
+def fresh_import(m: Mutant) -> None:
+    for name in list(sys.modules):
+        if name.split(".")[0] in PROJECT_PREFIXES:
+            del sys.modules[name]
+    sys.meta_path.insert(0, _MutatedFinder(module_name(m.path), ROOT / m.path, m.source))
+
+
+def run_child(m: Mutant, tests: tuple[str, ...], mode: str, quiet: bool = True) -> int:
+    """Fork; the child installs the mutant and runs the tests. Returns the child's exit code (or -1)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if quiet:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 1)
+                os.dup2(devnull, 2)
+            if mode == "swap" and not swap_in(m):
+                os._exit(200)
+            if mode == "fresh":
+                fresh_import(m)
+            import pytest
+
+            code = pytest.main([*tests, "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"])
+            os._exit(int(code))
+        except BaseException:  # noqa: BLE001 - any escape from the test run is a killed mutant
+            os._exit(199)
+    return pid
+
+
+def wait_child(pid: int, timeout: float) -> int | None:
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(0.05)
+
+
+def judge(m: Mutant, tests: tuple[str, ...], timeout: float) -> None:
+    for mode in ("swap", "fresh"):
+        if mode == "swap" and not m.definition:
+            continue
+        code = wait_child(run_child(m, tests, mode), timeout)
+        if code == 200:
+            continue  # the swap could not be made: run it fresh
+        m.mode = mode
+        if code is None:
+            m.status = "timeout"  # counted as killed
+            return
+        if code == 0:
+            m.status = "survived"
+            continue  # a swap survivor is confirmed by a fresh import
+        if code == 5:
+            m.status = "no-tests"
+            return
+        m.status = "killed"
+        return
+
+
+# ---------------------------------------------------------------- the run
+
+
+def equivalents(doc: Path) -> dict[str, str]:
+    """Mutant id -> reason, from the rows of docs/mutation.md whose first cell is an id in backticks."""
+    found = {}
+    if doc.exists():
+        for line in doc.read_text().splitlines():
+            hit = re.match(r"\|\s*`([^`]+::[^`]+)`\s*\|\s*(.*?)\s*\|\s*$", line)
+            if hit:
+                found[hit.group(1)] = hit.group(2)
+    return found
+
+
+def preload(tests: tuple[str, ...]) -> float:
+    """Import the heavy dependencies, the project and the test modules once; returns the baseline time."""
+    import pytest
+
+    started = time.monotonic()
+    code = pytest.main([*tests, "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--co"], plugins=[])
+    if code != 0:
+        raise SystemExit(f"collecting {' '.join(tests)} failed (exit {code})")
+    return time.monotonic() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", required=True, choices=sorted(TARGETS))
+    parser.add_argument("--sample", type=int, default=0, help="run N mutants drawn with --seed (0: all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budget", type=float, default=0.0, help="start no mutant after this many seconds (0: none)")
+    parser.add_argument("--timeout", type=float, default=0.0, help="seconds per mutant (default: 2x the clean run + 20)")
+    parser.add_argument("--floor", type=float, default=None, help="exit 1 below this killed fraction (default: the target's)")
+    parser.add_argument("--only", default="", help="run only mutants whose id contains this text")
+    parser.add_argument("--rerun", default="", help="run only the survivors listed in this earlier --out file")
+    parser.add_argument("--out", default="mutation-survivors.json", help="where the survivors list is written")
+    args = parser.parse_args(argv)
+
+    target = TARGETS[args.target]
+    os.chdir(ROOT)
+    started = time.monotonic()
+    mutants = [m for path in target.files for m in enumerate_mutants(path)]
+    total = len(mutants)
+    if args.only:
+        mutants = [m for m in mutants if args.only in m.ident]
+    if args.rerun:
+        wanted = {item["id"] for item in json.loads(Path(args.rerun).read_text())["survivors"]}
+        mutants = [m for m in mutants if m.ident in wanted]
+    if args.sample and args.sample < len(mutants):
+        mutants = sorted(random.Random(args.seed).sample(mutants, args.sample), key=lambda m: (m.path, m.line))
+    known = equivalents(ROOT / "docs" / "mutation.md")
+
+    preload(target.tests)
+    clean = wait_child(run_child(Mutant("", "", 0, 0, "", source=""), target.tests, "clean"), 3600)
+    baseline = time.monotonic() - started
+    if clean != 0:
+        print(f"the tests fail without any mutant (exit {clean}): {' '.join(target.tests)}")
+        return 2
+    timeout = args.timeout or 2 * baseline + 20
+    print(f"{args.target}: {len(mutants)} of {total} mutants; clean run {baseline:.1f}s; timeout {timeout:.0f}s", flush=True)
+
+    for index, m in enumerate(mutants, 1):
+        if args.budget and time.monotonic() - started > args.budget:
+            break
+        if m.ident in known:
+            m.status = "equivalent"
+            continue
+        m.source = mutated_source(m) or ""
+        if not m.source:
+            m.status = "no-mutation"
+            continue
+        judge(m, target.tests_for(m.path), timeout)
+        if m.status == "survived":
+            print(f"  survived: {m.ident}", flush=True)
+        if index % 25 == 0:
+            print(f"  {index}/{len(mutants)} ({time.monotonic() - started:.0f}s)", flush=True)
+
+    ran = [m for m in mutants if m.status in ("killed", "timeout", "survived")]
+    killed = [m for m in ran if m.status != "survived"]
+    survivors = [m for m in ran if m.status == "survived"]
+    score = len(killed) / len(ran) if ran else 0.0
+    floor = target.floor if args.floor is None else args.floor
+    elapsed = time.monotonic() - started
+    summary = {
+        "target": args.target, "mutants": total, "drawn": len(mutants), "ran": len(ran), "killed": len(killed),
+        "survived": len(survivors), "equivalent": sum(m.status == "equivalent" for m in mutants),
+        "not_run": sum(m.status == "pending" for m in mutants), "score": round(score, 4), "floor": floor,
+        "seconds": round(elapsed, 1), "seed": args.seed, "sample": args.sample,
+        "survivors": [{"id": m.ident, "line": m.line} for m in survivors],
+    }
+    Path(args.out).write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"{args.target}: {len(killed)}/{len(ran)} killed ({score:.1%}), {summary['equivalent']} equivalent, "
+          f"{summary['not_run']} not run in the budget, {elapsed:.0f}s; survivors in {args.out}")
+    if not ran:
+        print("no mutant ran")
+        return 1
+    if score < floor:
+        print(f"below the floor of {floor:.0%}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
