@@ -14,11 +14,11 @@ checker needs to know about it and the calls its controller made::
           "page_size": 64,                     # needed when acks or backup_completed_tokens are given
           "calls": [
             {"index": 0, "method": "batch_exists", "keys": [...],
-             "extra_info": "present", "prefix_keys": [...], "result": 128,
+             "extra_info_state": "present", "prefix_keys": [...], "result": 128,
              "thread": "hit-query", "started": 12.5, "finished": 12.6},
             {"index": 1, "method": "batch_get_v2",
              "transfers": [{"name": "indexer", "keys": [...], "indices_from_pool": "kv"}],
-             "extra_info": "present", "prefix_keys": [...], "result": {"indexer": [true, ...]}},
+             "extra_info_state": "present", "prefix_keys": [...], "result": {"indexer": [true, ...]}},
             ...
           ],
           "acks": [{"kind": "progress", "operation_id": "req-7", "slice_index": 0, "tokens": 8192},
