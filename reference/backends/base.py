@@ -307,6 +307,7 @@ class PageStoreBackend:
         self._derived_pools: set[str] = set()
         self._counters = _Counters()
         self._staging = threading.local()
+        self._layouts: dict[int, tuple[Any, Any]] = {}
         self._closed = False
         self.mem_pool_host: Any = None
         """The registered KV host pool, or None (a plain attribute, as SGLang's base class has it)."""
@@ -523,7 +524,14 @@ class PageStoreBackend:
         if per_page is None:
             return None
         try:
-            pointers, sizes = self._range_lists(pool, page_format, slots, per_page)
+            layout = self._pool_layout(pool, page_format, per_page)
+            if layout is not None:  # a HostPagePool: the ranges by arithmetic, as get_page_buffer_meta lists them
+                offsets, slot_bytes, per_page_sizes = layout
+                base = pool.kv_buffer.data_ptr()
+                pointers = [base + offset + slot * slot_bytes for slot in slots for offset in offsets]
+                sizes = per_page_sizes * len(slots)
+            else:
+                pointers, sizes = self._range_lists(pool, page_format, slots, per_page)
         except Exception:  # the pool could not say where its pages are: go through a copy instead
             return None
         # One view over the call's whole address span, cut into the ranges: a slice costs far less than a view.
@@ -531,6 +539,29 @@ class PageStoreBackend:
         span = host_bytes(low, max(map(operator.add, pointers, sizes)) - low)
         views = [span[pointer - low : pointer - low + size] for pointer, size in zip(pointers, sizes)]
         return [views[first : first + per_page] for first in range(0, len(views), per_page)]
+
+    def _pool_layout(self, pool: Any, page_format: PageFormat,
+                     per_page: int) -> Optional[tuple[list[int], int, list[int]]]:
+        """Return ``(offsets, slot_bytes, sizes)`` of a ``HostPagePool``, else None (cached per pool).
+
+        ``HostPagePool.get_page_buffer_meta`` lists the ranges of the page at
+        slot ``s`` at ``kv_buffer.data_ptr() + offset + s * slot_bytes``
+        (docs/host_pool.md); the offsets and the stride are read from its
+        answers for the first two pages, so a call need not ask it again.
+        """
+        if type(pool) is not HostPagePool or "get_page_buffer_meta" in vars(pool) or pool.page_count < 2:
+            return None  # only the class itself: a subclass or a patched instance may list other ranges
+        cached = self._layouts.get(id(pool))
+        if cached is not None and cached[0] is pool:
+            return cached[1]
+        page_size = page_format.page_size
+        first, sizes = self._range_lists(pool, page_format, [0], per_page)
+        second, _ = self._range_lists(pool, page_format, [page_size], per_page)
+        strides = {(later - earlier) // page_size for earlier, later in zip(first, second)}
+        base = pool.kv_buffer.data_ptr()
+        layout = ([pointer - base for pointer in first], strides.pop(), sizes) if len(strides) == 1 else None
+        self._layouts[id(pool)] = (pool, layout)
+        return layout
 
     def _copy_pages_into_pool(self, pool: Any, page_format: PageFormat, staging: bytearray, whole: list[bool],
                               slots: Sequence[int]) -> list[bool]:
