@@ -70,6 +70,7 @@ __all__ = [
     "PrefetchPolicy",
     "ProgressAck",
     "ReadOnlyMapping",
+    "pool_value",
     "validate_ack",
     "validate_ack_json",
     "validate_host_indices",
@@ -116,6 +117,15 @@ class PoolName(str, Enum):
 
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)
+
+
+def pool_value(name: Any) -> str:
+    """Return a pool name — our ``PoolName``, SGLang's, or its value — as the plain str value (``"kv"``).
+
+    The one normalisation of pool names: results and registrations are keyed
+    by it, since an enum member of another class hashes apart from its value.
+    """
+    return str(name.value) if isinstance(name, Enum) else str(name)
 
 
 class PoolHitPolicy(str, Enum):

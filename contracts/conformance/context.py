@@ -66,6 +66,7 @@ from hicache_contracts.models import (
     PoolHitPolicy,
     PoolName,
     PoolTransfer,
+    pool_value,
 )
 
 __all__ = ["FAULT_HOOK", "HOST_POOL_FAULTS", "Instance", "SIDECAR_POOLS", "SuiteContext", "is_storage_writer"]
@@ -119,7 +120,7 @@ class Instance:
 
     def pool_for(self, name: Any) -> ConformancePool:
         """Return the host pool of pool ``name`` (KV or a sidecar)."""
-        text = str(getattr(name, "value", name))
+        text = pool_value(name)
         return self.pool if text == PoolName.KV.value else self.sidecars[text]
 
 
@@ -467,8 +468,8 @@ class SuiteContext:
         if not isinstance(raw, Mapping):
             fail("BE-19", f"{method} must return a dict of pool name -> list of bools, got {type(raw).__name__}",
                  shown)
-        by_name = {str(getattr(name, "value", name)): flags for name, flags in raw.items()}
-        expected = {str(getattr(item.name, "value", item.name)): len(item.keys or ()) for item in transfers}
+        by_name = {pool_value(name): flags for name, flags in raw.items()}
+        expected = {pool_value(item.name): len(item.keys or ()) for item in transfers}
         for name, length in expected.items():
             flags = by_name.get(name)
             if flags is None:

@@ -31,6 +31,7 @@ from hicache_contracts.engine._checker import check_trace
 from hicache_contracts.engine._recorder import RecordingBackend
 from hicache_contracts.engine._reference import PAGE_SIZE, SWA_WINDOW, ClauseResult, Scenario
 from hicache_contracts.engine._report import TraceReport
+from hicache_contracts.models import pool_value as _pool_name
 
 __all__ = [
     "HYBRID_POOLS",
@@ -157,10 +158,6 @@ STANDARD_SCENARIOS: tuple[EngineScenario, ...] = _standard_scenarios()
 
 
 # ==================================================================== the scripted store
-def _pool_name(name: Any) -> str:
-    return str(getattr(name, "value", name))
-
-
 class ScenarioBackend:
     """An in-memory v1/v2 backend with scripted faults, for scenarios; pages hold bytes when a host pool is known.
 
