@@ -110,6 +110,7 @@ class SessionServers:
         self.environ = os.environ if environ is None else environ
         self.started: dict[str, Any] = {}
         self._resolved: dict[str, Any] = {}
+        self._owner = os.getpid()
 
     def extra(self, mode: str) -> Any:
         """Return ``{"redis_url": ...}`` / ``{"redis_cluster_nodes": [...]}`` for ``mode``, or a reason (str)."""
@@ -151,7 +152,9 @@ class SessionServers:
         return f"could not start a {mode} Redis server on loopback ({type(error).__name__}: {error})"
 
     def close(self) -> None:
-        """Stop every server this object started."""
+        """Stop every server this object started (in the process that started them; a forked child leaves them)."""
+        if os.getpid() != self._owner:
+            return
         for servers in self.started.values():
             servers.close()
         self.started.clear()
