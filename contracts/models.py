@@ -43,6 +43,7 @@ from pydantic import (
 from pydantic_core import core_schema
 
 from hicache_spec import STORAGE_BATCH_SIZE, is_page_key
+from hicache_spec.values import is_count
 from hicache_contracts.errors import ContractViolation
 from hicache_contracts.prefix_keys import (
     KeysInput,
@@ -660,7 +661,7 @@ def _check_pool_hits(value: ReadOnlyMapping, minimum: int, clause_id: str) -> Re
     for name, hits in value.items():
         if name not in names:
             raise ContractViolation(f"[{name!r}]", "must be a pool name", name, clause_id)
-        if type(hits) is not int or hits < minimum:
+        if not is_count(hits, minimum):
             raise ContractViolation(f"[{name!r}]", f"must be an int >= {minimum}", hits, clause_id)
         clean[str(name)] = hits
     return ReadOnlyMapping(clean)
@@ -674,7 +675,7 @@ def _check_restorable(value: Any) -> Optional[tuple[int, ...]]:
         raise ContractViolation("", "must be a list of prefix lengths in pages", value, "BE-21")
     lengths = list(value)
     for length in lengths:
-        if type(length) is not int or length < 0:
+        if not is_count(length):
             raise ContractViolation("", "must hold only ints >= 0 (prefix lengths in pages)", length, "BE-21")
     return tuple(sorted(set(lengths)))
 
@@ -881,9 +882,9 @@ def validate_host_indices(
     each page's slots consecutive. Raises ContractViolation naming ``field``
     (with the page index where one applies) and the rule.
     """
-    if type(page_size) is not int or page_size < 1:
+    if not is_count(page_size, 1):
         raise ContractViolation("page_size", "must be an int >= 1", page_size, "BE-15")
-    if type(key_count) is not int or key_count < 0:
+    if not is_count(key_count):
         raise ContractViolation("key_count", "must be an int >= 0", key_count, "BE-15")
     if isinstance(host_indices, torch.Tensor) and host_indices.device.type not in ("cpu", "cuda"):
         raise ContractViolation(field, "must be a tensor on the CPU (or a CUDA device), whose slots can be read",
