@@ -143,3 +143,52 @@ def test_an_import_that_does_not_resolve_is_reported() -> None:
         "name 'no_such_name' from 'hicache_contracts.engine' (" + str(PROJECT / "contracts/engine/__init__.py") + ")",
         "planted.md: from hicache_reference.nowhere import X: ModuleNotFoundError: No module named "
         "'hicache_reference.nowhere'"]
+
+
+JSON_FENCE = re.compile(r"^```json\n(.*?)^```$", re.S | re.M)
+
+
+def json_blocks() -> list[tuple[str, str]]:
+    return [(path.name, match.group(1)) for path in documents()
+            for match in JSON_FENCE.finditer(path.read_text(encoding="utf-8"))]
+
+
+def check_json_block(document: str, text: str) -> str:
+    """Check one JSON block for what it is; return its kind. Parses; an extra config is one the Redis
+    backend accepts; a trace loads and conforms."""
+    import json
+
+    from hicache_contracts.engine import check_operation, load_trace
+    from hicache_reference.backends.redis_backend import RedisSettings
+
+    value = json.loads(text)
+    if value.get("format") == "hicache-trace/1":
+        reports = [check_operation(operation) for operation in load_trace(text).operations]
+        assert all(report.ok for report in reports), (document, [report.format_table() for report in reports])
+        return "trace"
+    if "redis_url" in value or "redis_cluster_nodes" in value:
+        RedisSettings.from_extra_config(value)  # raises, naming the key, on a bad one
+        return "redis extra config"
+    return f"unchecked block of {document}"
+
+
+@pytest.mark.clause("BE-1", "PFX-2", "CTL-5")
+def test_every_json_block_of_the_guides_is_what_it_says() -> None:
+    kinds = [check_json_block(document, text) for document, text in json_blocks()]
+    assert len(kinds) >= 4 and sorted(set(kinds)) == ["redis extra config", "trace"], kinds
+
+
+@pytest.mark.parametrize("old, new", [
+    ('"tokens": 64}\n      ]', '"tokens": 32}\n      ]'),          # a final ack that disagrees with progress
+    ('"result": 2},\n        {"index": 1', '"result": 2,},\n        {"index": 1'),  # not JSON
+], ids=["final-ack", "not-json"])
+def test_a_broken_trace_block_is_caught(old: str, new: str) -> None:
+    (text,) = [text for document, text in json_blocks() if '"hicache-trace/1"' in text]
+    assert old in text
+    with pytest.raises((AssertionError, ValueError)):
+        check_json_block("engines.md", text.replace(old, new))
+
+
+def test_a_bad_extra_config_block_is_caught() -> None:
+    with pytest.raises(ValueError):
+        check_json_block("distributed.md", '{"redis_url": "redis://10.0.0.5:6379/0", "socket_timeout": "2 s"}')
