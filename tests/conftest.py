@@ -7,8 +7,9 @@ Profiles (choose with ``HICACHE_HYPOTHESIS_PROFILE`` or ``--hypothesis-profile``
 Redis: tests/redis_support.py starts the Redis tests' servers on free loopback
 ports unless the environment names servers; they stop when the session ends.
 
-The audit (``--clause-audit``) fails the session when a registered clause has no
-test naming it; a test naming an unknown clause fails collection always.
+The audit (``--clause-audit``, tests/clause_audit.py) fails the session when a
+registered clause has no test naming it that ran and passed (a clause whose
+tests all skip is uncovered); a test naming an unknown clause fails collection always.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from hicache_spec import UnknownClauseError, clause, clauses
+from tests.clause_audit import ClauseAudit
 
 settings.register_profile(
     "ci",
@@ -48,7 +50,7 @@ if SGLANG_RELEASE:
     storage_module(SGLANG_RELEASE)
 collect_ignore = [] if SGLANG_RELEASE else ["sglang"]
 
-_NAMED_CLAUSES: dict[str, list[str]] = {}
+_AUDIT = ClauseAudit()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -56,7 +58,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--clause-audit",
         action="store_true",
         default=False,
-        help="fail when a registered clause has no test marked @pytest.mark.clause(ID)",
+        help="fail when a registered clause has no test marked @pytest.mark.clause(ID) that ran and passed",
     )
 
 
@@ -78,25 +80,29 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                     raise pytest.UsageError(
                         f"{item.nodeid}: @pytest.mark.clause names unknown clause {clause_id!r}"
                     ) from None
-                _NAMED_CLAUSES.setdefault(clause_id, []).append(item.nodeid)
+                _AUDIT.name(clause_id, item.nodeid)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _AUDIT.record(report)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     _stop_redis_servers()
     if not session.config.getoption("--clause-audit"):
         return
-    missing = [c.id for c in clauses() if c.id not in _NAMED_CLAUSES]
+    missing = _AUDIT.uncovered(c.id for c in clauses())
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if missing:
         if reporter:
-            reporter.write_line(
-                f"clause audit: FAILED — {len(missing)} clause(s) with no test: {', '.join(missing)}",
-                red=True,
-            )
+            reporter.write_line(f"clause audit: FAILED — {len(missing)} clause(s) with no executed, passing test:",
+                                red=True)
+            for clause_id, why in missing.items():
+                reporter.write_line(f"  {clause_id}: {why}", red=True)
         session.exitstatus = 1
     elif reporter:
         reporter.write_line(
-            f"clause audit: every one of {len(clauses())} clauses is named by at least one test",
+            f"clause audit: every one of {len(clauses())} clauses has a test naming it that ran and passed",
             green=True,
         )
 
