@@ -38,6 +38,7 @@ from typing import Any, Callable
 
 import torch
 
+from hicache_contracts.errors import bad_value
 from hicache_contracts.protocols import LegacyBackend, PoolAwareV2Backend, ZeroCopyV1Backend, protocol_methods
 from hicache_spec import LEVELS
 
@@ -195,13 +196,13 @@ class Capabilities:
         for entry in self.methods:
             if entry.name == name:
                 return entry
-        raise ValueError(f"Capabilities.method: must be one of {list(ALL_METHODS)} (got {name!r})")
+        raise bad_value("Capabilities.method", f"must be one of {list(ALL_METHODS)}", name)
 
     def missing_for(self, level: str) -> tuple[str, ...]:
         """Return the names of the methods ``level`` needs that are absent, unimplemented or,
         for ``prefix``, do not accept extra_info both ways (BE-8)."""
         if level not in CAPABILITY_LEVELS:
-            raise ValueError(f"Capabilities.level: must be one of {list(CAPABILITY_LEVELS)} (got {level!r})")
+            raise bad_value("Capabilities.level", f"must be one of {list(CAPABILITY_LEVELS)}", level)
         if level != "prefix":
             return tuple(name for name in LEVEL_METHODS[level] if not self.method(name).implemented)
         missing = []
@@ -376,10 +377,10 @@ def declared_levels(backend: Any) -> tuple[str, ...] | None:
         return None
     field = f"{klass.__qualname__}.hicache_levels"
     if not isinstance(levels, (tuple, list)) or not all(isinstance(level, str) for level in levels):
-        raise ValueError(f"{field}: must be a tuple of level names (got {levels!r})")
+        raise bad_value(field, "must be a tuple of level names", levels)
     unknown = [level for level in levels if level not in LEVELS]
     if unknown:
-        raise ValueError(f"{field}: must name levels from {sorted(LEVELS)} (got {unknown[0]!r})")
+        raise bad_value(field, f"must name levels from {sorted(LEVELS)}", unknown[0])
     return tuple(levels)
 
 

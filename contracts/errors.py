@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ContractViolation", "format_violation"]
+__all__ = ["ContractViolation", "bad_value", "format_problem", "format_violation"]
 
 _MAX_VALUE_REPR = 120
 """Characters of ``repr(value)`` kept in a message; longer reprs are cut with an ellipsis."""
@@ -38,9 +38,19 @@ def _short_repr(value: Any) -> str:
     return text
 
 
+def format_problem(field: str, rule: str, value: Any) -> str:
+    """Return the message ``field: rule (got value)``: the one shape of every bad-input message."""
+    return f"{field}: {rule} (got {_short_repr(value)})"
+
+
 def format_violation(field: str, rule: str, value: Any, clause_id: str) -> str:
     """Return the message ``field: rule (got value) [clause_id]``; ``field`` is ``Class.field``."""
-    return f"{field}: {rule} (got {_short_repr(value)}) [{clause_id}]"
+    return f"{format_problem(field, rule, value)} [{clause_id}]"
+
+
+def bad_value(field: str, rule: str, value: Any) -> ValueError:
+    """Return the ValueError for a bad input no clause governs (an option, a setting): ``field: rule (got value)``."""
+    return ValueError(format_problem(field, rule, value))
 
 
 class ContractViolation(ValueError):

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
+from hicache_contracts.errors import bad_value
 from hicache_contracts.sglang_release import ReleaseError, describe_choice, resolve_release
 from hicache_contracts.conformance.framework import ordered_checks
 from hicache_contracts.conformance.levels import BACKEND_LEVELS, parse_levels
@@ -105,7 +106,7 @@ def build_options(args: argparse.Namespace) -> SuiteOptions:
         known = {check.name for check in ordered_checks()}
         for name in checks:
             if name not in known:
-                raise ValueError(f"--check: must name a check from --list-checks (got {name!r})")
+                raise bad_value("--check", "must name a check from --list-checks", name)
     return SuiteOptions(
         model_name=args.model_name, page_size=args.page_size, layout=args.layout, kind=args.kind,
         levels=parse_levels(args.levels, field="--levels"), profile=args.profile, seed=args.seed,
@@ -221,8 +222,7 @@ def _read_known_failures(path: Optional[str]) -> tuple[str, ...]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as error:
-        raise ValueError(f"--known-failures: must be a readable file ({error.strerror or error}) "
-                         f"(got {path!r})") from None
+        raise bad_value("--known-failures", f"must be a readable file ({error.strerror or error})", path) from None
     return parse_known_failures(text)
 
 
@@ -264,7 +264,7 @@ def _check_output_paths(args: argparse.Namespace) -> None:
                 except OSError as error:
                     problem = f"nothing can be created in {folder} ({error.strerror or error})"
         if problem is not None:
-            raise ValueError(f"{option}: must be a file the report can be written to; {problem} (got {path!r})")
+            raise bad_value(option, f"must be a file the report can be written to; {problem}", path)
 
 
 def _run(factory: Any, job: Optional[MainJob], options: SuiteOptions, printer: "_ProgressPrinter", *,

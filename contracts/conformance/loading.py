@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
+from hicache_contracts.errors import bad_value
+
 __all__ = ["BackendFactory", "import_backend_module", "load_object", "parse_extra_config", "resolve_factory"]
 
 LOADING_KEYS: tuple[str, ...] = ("backend_name", "module_path", "class_name", "interface_v1")
@@ -34,7 +36,7 @@ LOADING_KEYS: tuple[str, ...] = ("backend_name", "module_path", "class_name", "i
 
 
 def _config_error(field_name: str, rule: str, value: object) -> ValueError:
-    return ValueError(f"{field_name}: {rule} (got {value!r})")
+    return bad_value(field_name, rule, value)
 
 
 def parse_extra_config(text: Optional[str], *, field_name: str = "--extra-config") -> Optional[dict]:

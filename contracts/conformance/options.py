@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional
 
+from hicache_contracts.errors import bad_value
 from hicache_contracts.host_pool import KINDS, LAYOUTS
 from hicache_contracts.conformance.levels import BACKEND_LEVELS
 from hicache_spec import STORAGE_BATCH_SIZE
@@ -69,7 +70,7 @@ PROFILES: dict[str, Profile] = {
 
 
 def _bad(field_name: str, rule: str, value: object) -> ValueError:
-    return ValueError(f"SuiteOptions.{field_name}: {rule} (got {value!r})")
+    return bad_value(f"SuiteOptions.{field_name}", rule, value)
 
 
 @dataclass(frozen=True)
