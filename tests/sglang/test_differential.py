@@ -25,6 +25,7 @@ from hicache_spec.divergences import divergences_for_release
 from hicache_spec.keys import compute_key_chain, compute_namespace_seed
 from hicache_spec.pools import count_pool_hits, fold_pool_query
 from hicache_spec.releases import release_key
+from tests.spec.planted_spec import fold_pool_query_min_of_maxima
 
 EXAMPLES = 10_000 if os.environ.get("HICACHE_HYPOTHESIS_PROFILE") == "deep" else 200
 differential = settings(max_examples=EXAMPLES, deadline=None, derandomize=True)
@@ -113,7 +114,8 @@ def _hicache_file_answer(module, root, kv, pools):
 
     config = to_sglang(HiCacheStorageConfig.single_rank(model_name="diff", extra_config={"file_storage_path": root}),
                        storage_module=module)
-    backend = module.HiCacheFile(config)
+    backend = module.HiCacheFile(config, root)  # 0.5.20 and 0.5.21 ignore file_storage_path
+    assert backend.file_path == root, f"HiCacheFile stores under {backend.file_path!r}, not the test's {root!r}"
     keys = ["%064x" % index for index in range(len(kv))]
     transfers = []
     for index, present in enumerate(kv):
@@ -151,6 +153,8 @@ def test_fold_matches_hicache_file_over_a_real_store(sglang_storage, release):
         hit, entries, restorable = fold_pool_query(kv, pools)
         ours = (hit, entries, restorable)
         if diverges:
+            # DIV-5: exactly the recorded rule (minimum of maxima, no restorable set), so a new difference fails.
+            assert theirs == fold_pool_query_min_of_maxima(kv, pools)[:2] + (None,), store
             if theirs[:2] != ours[:2]:
                 disagreements.append((store, theirs, ours))
             return
