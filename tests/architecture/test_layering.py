@@ -124,3 +124,12 @@ def test_the_main_job_is_the_reference_one() -> None:
 def test_a_group_without_a_main_job_is_refused_naming_the_group() -> None:
     with pytest.raises(ValueError, match=r"exactly one entry point in group 'hicache_spec\.no_such_group'"):
         load_main_job("hicache_spec.no_such_group")
+
+
+def test_a_run_without_a_main_job_is_a_usage_error(monkeypatch, capsys) -> None:
+    from hicache_contracts import cli
+    from hicache_contracts.conformance import cli as run_cli
+
+    monkeypatch.setattr(run_cli, "load_main_job", lambda: load_main_job("hicache_spec.no_such_group"))
+    assert cli.main(["run", "--quiet"]) == 2
+    assert "hicache_spec.no_such_group" in capsys.readouterr().err
