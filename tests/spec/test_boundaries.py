@@ -157,3 +157,14 @@ def test_latest_release_is_the_newest_and_versions_order_numerically() -> None:
     assert release_key(" 0.5.9 ") < release_key("0.5.10")
     with pytest.raises(UnknownReleaseError, match="expected numbers separated by dots"):
         release_key("0.5.x")
+
+
+def test_a_retired_clause_is_left_out_unless_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hicache_spec import clauses_for_release, registry
+
+    live = clauses()[0]
+    retired = dataclasses.replace(live, id=f"{live.family}-999", retired=True)
+    monkeypatch.setattr(registry, "_BY_ID", {**registry._registry(), retired.id: retired})
+    assert retired not in clauses() and retired in clauses(include_retired=True)
+    assert retired not in clauses_for_release(LATEST_RELEASE)
+    assert retired in clauses_for_release(LATEST_RELEASE, include_retired=True)
