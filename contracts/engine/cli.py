@@ -1,6 +1,7 @@
 """``hicache-conform trace FILE.json``: check a recorded engine trace (installed by hicache_contracts.cli).
 
     hicache-conform trace trace.json --junit-xml trace.xml --markdown TRACE.md
+    hicache-conform trace trace.json --sglang-version 0.5.23
     hicache-conform trace --schema > hicache-trace.schema.json
 
 Exit codes: 0 when every operation conforms, 1 when any breaks a clause,
@@ -33,6 +34,9 @@ def install(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--junit-xml", metavar="PATH",
                         help="also write the verdicts as JUnit XML (a test suite per operation, a case per clause)")
     parser.add_argument("--markdown", metavar="PATH", help="also write the verdicts as Markdown tables")
+    parser.add_argument("--sglang-version", metavar="V",
+                        help="judge the trace as pinned SGLang release V: findings its divergence registry records "
+                             "are shown as divergences and do not fail the verdict")
     parser.add_argument("--schema", action="store_true",
                         help="print the JSON Schema of the trace format (TraceDocument) and exit")
     parser.set_defaults(func=run_trace_command)
@@ -55,7 +59,12 @@ def run_trace_command(args: argparse.Namespace) -> int:
     except ContractViolation as error:
         print(f"{args.file}: not a valid trace: {error}", file=sys.stderr)
         return 2
-    reports = [check_operation(operation) for operation in document.operations]
+    try:
+        reports = [check_operation(operation, sglang_version=args.sglang_version)
+                   for operation in document.operations]
+    except ContractViolation as error:
+        print(f"hicache-conform trace: --sglang-version: {error}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps([report.model_dump(mode="json") for report in reports], indent=2))
     else:

@@ -138,3 +138,19 @@ def test_unknown_release_is_refused_naming_the_argument(version):
     assert "check_trace.sglang_version" in str(raised.value)
     with pytest.raises(ContractViolation):
         check_operation(with_fields(prefetch_trace()), sglang_version=version)
+
+
+@pytest.mark.clause("PFX-5")
+def test_trace_command_judges_a_release(tmp_path, capsys):
+    from hicache_contracts.cli import main
+    from hicache_contracts.engine import TraceDocument
+
+    path = tmp_path / "trace.json"
+    path.write_text(TraceDocument(operations=(_in_place_prefix_trace(),)).model_dump_json(), encoding="utf-8")
+    assert main(["trace", str(path)]) == 1
+    capsys.readouterr()
+    assert main(["trace", str(path), "--sglang-version", "0.5.20"]) == 0
+    out = capsys.readouterr().out
+    assert "1 recorded divergence(s) of SGLang 0.5.20 (not failing the verdict):" in out and "DIV-3  PFX-5" in out
+    assert main(["trace", str(path), "--sglang-version", "0.4"]) == 2
+    assert capsys.readouterr().err.startswith("hicache-conform trace: --sglang-version: check_trace.sglang_version")
