@@ -168,3 +168,11 @@ def test_a_retired_clause_is_left_out_unless_asked_for(monkeypatch: pytest.Monke
     assert retired not in clauses() and retired in clauses(include_retired=True)
     assert retired not in clauses_for_release(LATEST_RELEASE)
     assert retired in clauses_for_release(LATEST_RELEASE, include_retired=True)
+
+
+def test_a_family_without_clauses_does_not_end_the_document(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hicache_spec import render
+
+    monkeypatch.setattr(render, "FAMILIES", {"EMPTY": "no clauses", **FAMILIES})
+    text = render.render_markdown()
+    assert "## EMPTY" not in text and all(f"#### {item.id}\n" in text for item in clauses())
