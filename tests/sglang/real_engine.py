@@ -116,6 +116,8 @@ class RealEngine:
         mha = importlib.import_module("sglang.srt.mem_cache.pool_host.mha")
         self.page_size = page_size
         self.hybrid = hybrid
+        self.written: dict[str, torch.Tensor] = {}
+        """The KV page each backed-up key was written from (flat, as the host pool hands it out)."""
         device = _device_pool(memory_pool, page_size, tokens)
         kv_host = _host_pool(mha, device, page_size, "kv")
         self.pools = {"kv": kv_host}
@@ -186,11 +188,25 @@ class RealEngine:
         """A KV-derived INDEXER transfer (its rows and keys are the KV ones)."""
         return self.storage.PoolTransfer(name=self.storage.PoolName.INDEXER, indices_from_pool=self.storage.PoolName.KV)
 
+    def loaded_pages(self, operation: Any, tokens: int) -> list:
+        """``(written, now in the host rows)`` for each page of the ``tokens`` the prefetch's acks report loaded."""
+        pool = self.pools["kv"]
+        pages = tokens // self.page_size
+        return [(self.written[key], pool.get_data_page(operation.host_indices[number * self.page_size]).flatten())
+                for number, key in enumerate(operation.hash_value[:pages])]
+
     # ------------------------------------------------------------ operations
     def backup(self, token_ids: list, *, prefix_keys: Optional[list], extra_pools: Optional[list] = None) -> Any:
         """Write ``token_ids``' pages from freshly allocated host rows; return the finished StorageOperation."""
         keys = self.keys(token_ids)
-        rows = self.pools["kv"].alloc(len(keys) * self.page_size)
+        pool = self.pools["kv"]
+        rows = pool.alloc(len(keys) * self.page_size)
+        generator = torch.Generator().manual_seed(len(self.written))
+        for number, key in enumerate(keys):  # distinct bytes per page, so a read of the wrong page shows
+            page = torch.randn(pool.get_dummy_flat_data_page().shape, generator=generator).to(
+                pool.get_dummy_flat_data_page().dtype)
+            pool.set_from_flat_data_page(rows[number * self.page_size], page)
+            self.written[key] = page
         kwargs = {"extra_pools": extra_pools} if self.hybrid else {}
         self.controller.write_storage(rows, token_ids, hash_value=keys, prefix_keys=prefix_keys, **kwargs)
         return self.controller.ack_backup_queue.get(timeout=WAIT_S)

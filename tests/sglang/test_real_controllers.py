@@ -9,7 +9,7 @@ controller hands every KV read and write its ``extra_info``) — see
 ``tests/sglang/real_engine.py`` for the stand-ins. Each controller backs up
 200 pages and then prefetches 300 (a partial hit of 200 pages, 2 slices),
 once with the prefix ``["p0"]`` and once with ``[]``.
-Expected: judged with ``sglang_version`` = the release, every trace passes
+Expected: the 200 pages land in the host rows byte for byte; judged with ``sglang_version`` = the release, every trace passes
 and every plain finding is reported as a divergence the registry records
 for that release; 0.5.20's prefix bugs are violations on their clauses
 (PFX-4, PFX-5, PFX-7, PFX-8) without it; from 0.5.21 on the only finding is
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import pytest
+import torch
 
 from hicache_contracts.engine import check_trace
 from hicache_spec.divergences import divergences_for_release
@@ -73,6 +74,8 @@ def _run_controller(engine: RealEngine, hybrid: bool) -> dict:
         operation, acks = engine.prefetch(tokens, prefix_keys=prefetch_prefix, extra_pools=extra)
         assert operation.storage_hit_count == STORED  # a partial hit: 200 of the 300 pages asked
         assert list(operation.all_hash_values) == keys
+        loaded = engine.loaded_pages(operation, acks[-1].tokens)
+        assert len(loaded) == STORED and all(torch.equal(written, now) for written, now in loaded)
         runs["prefetch", prefix_name] = Run(list(engine.rec.calls), list(operation.all_hash_values), prefetch_prefix,
                                             {"acks": acks}, cut_chain=list(operation.hash_value))
         engine.rec.clear_calls()
