@@ -397,7 +397,7 @@ class PageStoreBackend:
         """The initial registration burst is over (SGLang 0.5.23, once per attach); nothing to finalize here (BE-27)."""
 
     def _already_registered(self, pool: Any, name: str, method: str) -> bool:
-        """Whether ``pool`` is already the host pool of ``name``; raise ContractViolation if another one is (BE-24)."""
+        """Whether ``pool`` is already the host pool of ``name``; raise ContractViolation if another one is (BE-28)."""
         with self._registration_lock:
             known = self._pools.get(name)
         if known is None:
@@ -406,7 +406,7 @@ class PageStoreBackend:
             return True
         raise ContractViolation(f"{type(self).__name__}.{method}",
                                 f"pool {name!r} already has another host pool; one instance serves one host pool "
-                                "per name (build one instance per controller)", type(pool).__name__, "BE-24")
+                                "per name (build one instance per controller)", type(pool).__name__, "BE-28")
 
     def _register(self, pool: Any, name: str) -> None:
         for helper in ("get_data_page", "set_from_flat_data_page"):

@@ -207,9 +207,9 @@ BACKEND_MESSAGES: dict[str, str] = {
     'register pool name in capitals':
         "{backend}.register_mem_host_pool_v2.host_pool_name: must be a PoolName or its value, such as 'kv' or 'indexer' (got 'KV') [BE-24]",
     'register a second KV pool':
-        "{backend}.register_mem_pool_host: pool 'kv' already has another host pool; one instance serves one host pool per name (build one instance per controller) (got 'HostPagePool') [BE-24]",
+        "{backend}.register_mem_pool_host: pool 'kv' already has another host pool; one instance serves one host pool per name (build one instance per controller) (got 'HostPagePool') [BE-28]",
     'register a second KV pool through v2':
-        "{backend}.register_mem_host_pool_v2: pool 'kv' already has another host pool; one instance serves one host pool per name (build one instance per controller) (got 'HostPagePool') [BE-24]",
+        "{backend}.register_mem_host_pool_v2: pool 'kv' already has another host pool; one instance serves one host pool per name (build one instance per controller) (got 'HostPagePool') [BE-28]",
     'register something that is no pool':
         "{backend}.host_pool: must provide get_data_page() (got 'object') [BE-24]",
     'batch_get targets of the wrong length':
@@ -486,7 +486,7 @@ def test_the_matrix_has_at_least_250_cases_and_every_row_a_message() -> None:
     assert sum(sizes.values()) >= 250, sizes
 
 
-@pytest.mark.clause("KEY-2", "BE-15", "BE-19", "BE-24")
+@pytest.mark.clause("KEY-2", "BE-15", "BE-19", "BE-24", "BE-28")
 @pytest.mark.parametrize(("kind", "label", "action"), BACKEND_CASES,
                          ids=[f"{kind}: {label}" for kind, label, _ in BACKEND_CASES])
 def test_backend_refuses_bad_input_and_writes_nothing(kind: str, label: str, action: Any, tmp_path: Any) -> None:

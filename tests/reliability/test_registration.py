@@ -1,4 +1,5 @@
-"""One backend instance, one host pool per name: a second pool is refused, the same one again is a no-op (BE-24).
+"""One backend instance, one host pool per name: a second pool is refused (BE-28), the same one again is a no-op
+(BE-24).
 
 Two controllers sharing one instance used to read each other's slots: the
 second registration silently replaced the first pool. The reference
@@ -45,7 +46,7 @@ def refused(call: Any, message: str) -> None:
     assert str(raised.value) == message
 
 
-@pytest.mark.clause("BE-24")
+@pytest.mark.clause("BE-28")
 def test_a_second_host_pool_for_one_name_is_refused(backend: Any) -> None:
     first, second = make_pool(), make_pool()
     name = type(backend).__name__
@@ -54,10 +55,10 @@ def test_a_second_host_pool_for_one_name_is_refused(backend: Any) -> None:
     backend.register_mem_pool_host(first)
     refused(lambda: backend.register_mem_pool_host(second),
             f"{name}.register_mem_pool_host: pool 'kv' already has another host pool; one instance serves one host "
-            "pool per name (build one instance per controller) (got 'HostPagePool') [BE-24]")
+            "pool per name (build one instance per controller) (got 'HostPagePool') [BE-28]")
     refused(lambda: backend.register_mem_host_pool_v2(second, "kv"),
             f"{name}.register_mem_host_pool_v2: pool 'kv' already has another host pool; one instance serves one "
-            "host pool per name (build one instance per controller) (got 'HostPagePool') [BE-24]")
+            "host pool per name (build one instance per controller) (got 'HostPagePool') [BE-28]")
     backend.register_mem_host_pool_v2(second, PoolName.INDEXER)  # another name: its own pool
     assert backend.mem_pool_host is first
 
@@ -71,14 +72,14 @@ def test_a_pool_name_that_is_no_pool_name_is_refused(backend: Any, name: Any) ->
     assert backend.mem_pool_host is None  # nothing registered
 
 
-@pytest.mark.clause("BE-24")
+@pytest.mark.clause("BE-28")
 def test_two_controllers_cannot_share_one_instance(backend: Any) -> None:
     from hicache_reference import CacheController
 
     first = CacheController(backend, make_pool(8), prefetch_threshold=0, start=False)
     with pytest.raises(ContractViolation) as raised:
         CacheController(backend, make_pool(8), prefetch_threshold=0, start=False)
-    assert raised.value.clause_id == "BE-24"
+    assert raised.value.clause_id == "BE-28"
     first.close()
 
 
@@ -93,7 +94,7 @@ class PlantedMemory(ReplacesThePool, MemoryBackend):
     pass
 
 
-@pytest.mark.clause("BE-24")
+@pytest.mark.clause("BE-28")
 def test_planted_pool_replacement_is_caught(tmp_path: Any) -> None:
     backend = PlantedMemory(HiCacheStorageConfig.single_rank(model_name="planted"), {"store": f"p-{tmp_path.name}"})
     with pytest.raises(pytest.fail.Exception):  # pytest.raises finds nothing raised
