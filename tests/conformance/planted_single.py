@@ -26,7 +26,18 @@ class CloseDropsThePages(CorrectBackend):
         self.clear()
 
 
+class RootPrefixCapsTheCount(CorrectBackend):
+    """With the prefix at the root ([]) batch_exists counts at most 2 pages (PFX-1): an index keyed by prefix
+    that holds only the first batch written under []."""
+
+    def batch_exists(self, keys, extra_info=None):
+        count = super().batch_exists(keys, extra_info)
+        prefix = getattr(extra_info, "prefix_keys", None)
+        return min(count, 2) if prefix is not None and len(prefix) == 0 else count
+
+
 SINGLE: dict[type, str] = {
     FullBatchOfUnknownKeysHitsOnce: "batch_exists_counts_the_leading_run",
     CloseDropsThePages: "pages_survive_a_rebuild",
+    RootPrefixCapsTheCount: "prefix_states_none_empty_and_list_all_work",
 }
