@@ -15,7 +15,8 @@ What is not SGLang's here, each the smallest stand-in:
 - the process groups: ``tp_group=None`` (single rank: no sync group is
   created, so every all-reduce is a no-op);
 - ``StorageBackendFactory.create_backend``: replaced while attaching, to
-  return ``RecordingBackend(HiCacheFile(config, file_path=<tmp>))``;
+  return ``RecordingBackend(HiCacheFile(config, file_path=<tmp>))``, built with
+  ``SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR`` unset (it would win over ``file_path``);
 - on 0.5.20-0.5.22, whose ``get_device_module()`` is ``torch.get_device_module()``
   (``torch.cuda`` on a CUDA wheel even with no usable device), the module-level
   ``device_module`` of ``cache_controller`` and ``l2_transfer`` is set to
@@ -28,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import os
 import threading
 import time
 from queue import Empty
@@ -39,6 +41,7 @@ import torch
 from hicache_contracts.engine import RecordingBackend
 from hicache_contracts.models import FinalAck, PoolHitsAck, ProgressAck
 
+_FILE_DIR_ENV = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
 WAIT_S = 60.0
 """How long a test waits for one controller step (the storage threads poll their queues each second)."""
 
@@ -116,6 +119,7 @@ class RealEngine:
         mha = importlib.import_module("sglang.srt.mem_cache.pool_host.mha")
         self.page_size = page_size
         self.hybrid = hybrid
+        self.folder = folder
         self.written: dict[str, torch.Tensor] = {}
         """The KV page each backed-up key was written from (flat, as the host pool hands it out)."""
         device = _device_pool(memory_pool, page_size, tokens)
@@ -152,7 +156,12 @@ class RealEngine:
         backend_class = _with_v1(self.storage.HiCacheFile) if v1 else self.storage.HiCacheFile
 
         def create_backend(cls, name, config, mem_pool_host, **kwargs):
-            return RecordingBackend(backend_class(config, file_path=folder))
+            saved = os.environ.pop(_FILE_DIR_ENV, None)  # it would take precedence over file_path
+            try:
+                return RecordingBackend(backend_class(config, file_path=folder))
+            finally:
+                if saved is not None:
+                    os.environ[_FILE_DIR_ENV] = saved
 
         factory.create_backend = classmethod(create_backend)
         dp_attention = self.cc.is_dp_attention_enabled

@@ -21,6 +21,7 @@ the hit (``operation.hash_value``) gets the verdict of the whole chain
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -64,6 +65,7 @@ def _run_controller(engine: RealEngine, hybrid: bool) -> dict:
         extra = [engine.trailing(keys, WINDOW), engine.derived()] if hybrid else None
         backup_prefix = list(prefix)
         backup = engine.backup(tokens, prefix_keys=backup_prefix, extra_pools=extra)
+        assert backup.completed_tokens == STORED and len(os.listdir(engine.folder)) >= STORED  # the test's own store
         runs["backup", prefix_name] = Run(list(engine.rec.calls), keys, backup_prefix,
                                           {"backup_completed_tokens": backup.completed_tokens})
         engine.rec.clear_calls()
