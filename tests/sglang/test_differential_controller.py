@@ -306,17 +306,21 @@ def test_scalar_rank_agreement_refutes_max():
 
 
 @st.composite
-def vector_ranks(draw):
-    """A hybrid hit query on several ranks: pool policies, span, and per rank its hit, restorable set and pool verdicts."""
+def vector_ranks(draw, min_ranks: int = 1, trailing: bool = False):
+    """A hybrid hit query on several ranks: pool policies, span, and per rank its hit, restorable set and pool verdicts.
+
+    ``trailing`` forces a TRAILING_PAGES pool; ``min_ranks`` the fewest ranks (to aim a planted search).
+    """
     page_size = draw(st.sampled_from([1, 4, 16]))
     # At least one page: CTL-3 declines a shorter span before any query. (On a span of no whole page
     # SGLang 0.5.23 packs the single flag 1 and reads it back as a 1-token hit; no engine reaches it.)
     span = draw(st.integers(1, 10))
     extra_tokens = draw(st.integers(0, page_size - 1))
     policies = tuple(draw(st.lists(st.sampled_from(["all_pages", "trailing_pages"]), max_size=3)))
+    policies += ("trailing_pages",) if trailing else ()
     pools = ("swa", "mamba", "indexer")
     ranks = []
-    for _ in range(draw(st.integers(1, 4))):
+    for _ in range(draw(st.integers(min_ranks, 4))):
         hit = draw(st.integers(0, span))
         restorable = draw(st.none() | st.lists(st.integers(-1, span + 1), max_size=span + 2).map(tuple))
         verdicts = tuple((name, draw(st.integers(0, span))) for name in pools if draw(st.booleans()))
@@ -347,13 +351,14 @@ def _hybrid_agreement(storage, case) -> list[tuple[int, dict]]:
     return _over_ranks(run_rank, len(ranks))
 
 
-def _spec_vector_agreement(release, case, agree_flags=agree_restorable_hit_pages) -> tuple[int, dict]:
+def _spec_vector_agreement(release, case, agree_flags=agree_restorable_hit_pages,
+                           agree_pools=agree_pool_boundaries) -> tuple[int, dict]:
     page_size, span, _, policies, ranks = case
     if release_key(release) >= (0, 5, 23) and "trailing_pages" in policies:  # RANK-6
         agreed = agree_flags(tuple(compute_restorable_flags(hit, restorable, span) for hit, restorable, _ in ranks))
     else:
         agreed = agree_hit_pages(tuple(hit for hit, _, _ in ranks))
-    pools = agree_pool_boundaries(tuple(verdicts for _, _, verdicts in ranks))  # RANK-5
+    pools = agree_pools(tuple(verdicts for _, _, verdicts in ranks))  # RANK-5
     return agreed * page_size, dict(pools)
 
 
@@ -374,7 +379,23 @@ def test_packed_rank_vector_matches_the_release(sglang_storage, release, case):
 @pytest.mark.clause("RANK-6")
 def test_packed_rank_vector_refutes_min_of_largest_lengths(sglang_storage, release):
     _needs(release, "0.5.23", "per-length restorable flags")
-    planted_search(vector_ranks(), lambda case: any(
+    planted_search(vector_ranks(min_ranks=2, trailing=True), lambda case: any(
         answer != _spec_vector_agreement(release, case, _min_of_largest_flag)
         for answer in _hybrid_agreement(sglang_storage, case)))
 
+
+def _pools_any_rank_named(rank_boundaries) -> tuple:
+    """Planted: a pool keeps the MIN of the verdicts given, even when some rank gave none."""
+    agreed: dict = {}
+    for rank in rank_boundaries:
+        for name, hits in rank:
+            agreed[name] = min(hits, agreed.get(name, hits))
+    return tuple(agreed.items())
+
+
+@pytest.mark.clause("RANK-5")
+def test_packed_rank_vector_refutes_verdicts_some_rank_lacks(sglang_storage, release):
+    _needs(release, "0.5.22", "packed rank-agreement vector")
+    planted_search(vector_ranks(min_ranks=2), lambda case: any(
+        answer != _spec_vector_agreement(release, case, agree_pools=_pools_any_rank_named)
+        for answer in _hybrid_agreement(sglang_storage, case)))
