@@ -121,6 +121,7 @@ LEGACY_NOT_ASKED = ("SGLang moves KV through batch_get_v1/batch_set_v1 on a back
                     "get, set, exists, batch_get or batch_set; declare legacy to have them checked")
 """Why ``legacy`` is not claimed by a v1 backend that does not declare it."""
 
+
 __getattr__ = moved_names(__name__, dict.fromkeys(("reference_factories", "run_reference_suite"),
                                                   "hicache_reference.main_job"))
 
