@@ -117,6 +117,17 @@ def test_prefetch_timeout_per_page_form(pages, page_size):
     assert compute_prefetch_timeout(pages * page_size) == pytest.approx(1.0 + pages * per_page)
 
 
+@pytest.mark.clause("CTL-16")
+@given(st.integers(min_value=0, max_value=4096), st.integers(min_value=0, max_value=4096), st.sampled_from([1, 16, 64]))
+def test_unified_cache_timeout_follows_the_key_list_when_checked(requested_pages, agreed_pages, page_size):
+    """0.5.20-0.5.22: the budget is over the pages of the key list when checked (the agreed hit), not the span asked."""
+    agreed_pages = min(agreed_pages, requested_pages)
+    budget = compute_prefetch_timeout(agreed_pages * page_size)
+    assert budget == pytest.approx(1.0 + agreed_pages * page_size / 1024 * 0.25)
+    if agreed_pages < requested_pages:
+        assert budget < compute_prefetch_timeout(requested_pages * page_size)
+
+
 @pytest.mark.clause("CTL-10", "CTL-14")
 @given(st.integers(min_value=0, max_value=10**7), st.floats(0, 100), st.floats(0, 10), st.one_of(st.none(), st.floats(0, 100)))
 def test_prefetch_timeout_formula(tokens, base, per_ki, maximum):
