@@ -27,7 +27,7 @@ def run_cli(*arguments: str) -> int:
     return main(["run", "--profile", "smoke", "--seed", "0", "--quiet", "--no-color", *arguments])
 
 
-@pytest.mark.clause("BE-2", "BE-14", "BE-15")
+@pytest.mark.clause("BE-2", "BE-15", "BE-17")
 def test_conformant_backend_exits_0_and_writes_every_report(tmp_path, capsys) -> None:
     paths = {name: tmp_path / "out" / name for name in ("report.json", "report.xml", "report.md")}
     status = run_cli("--backend", CORRECT, "--extra-config", json.dumps({"store": fresh_store()}),
@@ -37,7 +37,7 @@ def test_conformant_backend_exits_0_and_writes_every_report(tmp_path, capsys) ->
                      "--markdown", str(paths["report.md"]))
     output = capsys.readouterr().out
     assert status == 0, output
-    assert "PASSED: 3 passed, 0 failed" in output
+    assert "PASSED: 3 passed, 0 failed" in output  # BE-2, BE-15 and BE-17: the round trip asserts both of its clauses
     assert json.loads(paths["report.json"].read_text())["passed"] is True
     assert ElementTree.parse(paths["report.xml"]).getroot().get("failures") == "0"
     assert "| BE-15 | v1 | ✅ pass |" in paths["report.md"].read_text()
