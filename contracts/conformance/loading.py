@@ -177,12 +177,17 @@ class BackendFactory:
     """How the report names the backend (``module:Class`` by default)."""
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     """The second constructor argument; empty, as SGLang passes it."""
+    not_asked: Mapping[str, str] = field(default_factory=dict)
+    """Levels the engine never drives this backend in, each with why: not claimed unless declared."""
 
     def __post_init__(self) -> None:
         if not callable(self.target):
             raise _config_error("BackendFactory.target", "must be a backend class or callable", self.target)
         if self.extra_config is not None and not isinstance(self.extra_config, Mapping):
             raise _config_error("BackendFactory.extra_config", "must be a dict or None", self.extra_config)
+        if not isinstance(self.not_asked, Mapping) or not all(
+                isinstance(level, str) and isinstance(why, str) for level, why in self.not_asked.items()):
+            raise _config_error("BackendFactory.not_asked", "must map level names to reasons", self.not_asked)
         if not self.name:
             object.__setattr__(self, "name", _describe_target(self.target))
 

@@ -52,7 +52,7 @@ import json
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from hicache_spec import LEVELS
 from hicache_spec import clause as lookup_clause
@@ -138,12 +138,18 @@ class LevelDecision:
     """One per backend level, for the report."""
 
 
-def decide_levels(capabilities: Capabilities, declared: Optional[tuple[str, ...]]) -> LevelDecision:
-    """Return what a backend with ``capabilities`` claims, given the levels it declares (or None)."""
+def decide_levels(capabilities: Capabilities, declared: Optional[tuple[str, ...]],
+                  not_asked: Optional[Mapping[str, str]] = None) -> LevelDecision:
+    """Return what a backend with ``capabilities`` claims, given the levels it declares (or None).
+
+    ``not_asked`` maps a level the engine never drives this backend in to why; such a level is not
+    claimed unless declared, whatever probing finds.
+    """
     claimed: set[str] = set()
     dishonoured: dict[str, str] = {}
     verdicts = []
-    zero_copy = not capabilities.missing_for("v1") and (declared is None or "v1" in declared)
+    unasked = {level: why for level, why in (not_asked or {}).items() if declared is None or level not in declared}
+    zero_copy = not capabilities.missing_for("v1") and (declared is None or "v1" in declared) and "v1" not in unasked
     legacy_missing = tuple(name for name in capabilities.missing_for("core") if name not in CORE_METHODS)
     for level in BACKEND_LEVELS:
         if level == "core":
@@ -154,6 +160,9 @@ def decide_levels(capabilities: Capabilities, declared: Optional[tuple[str, ...]
             missing = capabilities.missing_for(level) if level in CAPABILITY_LEVELS else ()
         problems = [capabilities.method(name).problem or f"{name} does not accept extra_info both ways"
                     for name in missing]
+        if level in unasked:
+            verdicts.append(LevelVerdict(level, False, "probed", unasked[level], LEVELS[level]))
+            continue
         if level == "core":
             source, wanted = "required", True
         elif level == "legacy" and not zero_copy and not (declared is not None and level in declared):
@@ -226,7 +235,7 @@ class SuiteRunner:
         except ValueError as error:  # a malformed hicache_levels
             self.startup_failure = ClauseFailure("BE-1", str(error))
             return
-        self.decision = decide_levels(self.capabilities, declared)
+        self.decision = decide_levels(self.capabilities, declared, self.factory.not_asked)
         self.context.claimed = self.decision.claimed
         may_evict = self.options.may_evict
         if may_evict is None:

@@ -45,6 +45,11 @@ IN_TREE_BACKENDS: dict[str, InTreeBackend] = {
 }
 """The built-in backends that need no external service, by SGLang's ``--hicache-storage-backend`` name."""
 
+GENERIC_PATH = ("not asked: SGLang drives its built-in file, sim and shm backends through batch_get/batch_set "
+                "(cache_controller.py takes the zero-copy v1 path only for the vendor backends it lists, "
+                "hf3fs, mooncake, nixl and others, and for a dynamic backend with interface_v1)")
+"""Why v1 is not claimed for an in-tree backend, whatever it implements."""
+
 
 def in_tree_factory(name: str, *, directory: Optional[str] = None, extra_config: Optional[dict] = None) -> BackendFactory:
     """Return a factory that builds SGLang's built-in backend ``name`` the way SGLang's factory does.
@@ -70,4 +75,4 @@ def in_tree_factory(name: str, *, directory: Optional[str] = None, extra_config:
     build.__qualname__ = entry.class_name
     build.__module__ = entry.module
     build.backend_class = cls  # type: ignore[attr-defined]
-    return BackendFactory(build, config or None, f"{entry.module}:{entry.class_name}")
+    return BackendFactory(build, config or None, f"{entry.module}:{entry.class_name}", not_asked={"v1": GENERIC_PATH})

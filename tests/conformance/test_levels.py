@@ -21,6 +21,7 @@ from hicache_contracts.conformance import decide_levels, level_clause_ids
 from hicache_contracts.host_pool import HostPagePool
 from hicache_contracts.models import HiCacheStorageConfig
 from tests.conformance.correct_backend import STORES, CorrectBackend
+from hicache_contracts.conformance.loading import BackendFactory
 from tests.conformance.helpers import fresh_store, run, statuses
 
 
@@ -89,6 +90,23 @@ def test_decide_levels_claims_namespacing_and_concurrency_without_a_declaration(
     declared = decide_levels(detect_capabilities(backend), ("core", "durability"))
     assert declared.claimed == {"core", "legacy", "durability"}  # without v1, SGLang moves KV through batch_get/set
     assert [verdict.source for verdict in declared.verdicts] == ["required", "required"] + ["declared"] * 7
+
+
+@pytest.mark.clause("BE-9", "BE-14")
+def test_a_level_the_engine_never_drives_is_not_claimed_and_v1_unasked_requires_legacy() -> None:
+    backend = CorrectBackend(HiCacheStorageConfig.single_rank("unasked", extra_config={"store": fresh_store()}))
+    why = "not asked: driven through batch_get/batch_set"
+    decision = decide_levels(detect_capabilities(backend), None, {"v1": why})
+    assert decision.claimed == {"core", "legacy", "v2", "prefix", "namespacing", "concurrency"}
+    (v1,) = [verdict for verdict in decision.verdicts if verdict.level == "v1"]
+    assert (v1.claimed, v1.reason) == (False, why)
+    declared = decide_levels(detect_capabilities(backend), ("core", "v1"), {"v1": why})
+    assert declared.claimed == {"core", "v1"}  # a declaration wins over what the factory says is not asked
+
+
+def test_a_factory_refuses_not_asked_that_is_not_a_mapping_of_reasons() -> None:
+    with pytest.raises(ValueError, match=r"^BackendFactory.not_asked: must map level names to reasons"):
+        BackendFactory(CorrectBackend, not_asked={"v1": 1})
 
 
 @pytest.mark.clause("NS-8", "BE-11")

@@ -18,7 +18,7 @@ import tempfile
 import pytest
 
 from hicache_contracts.conformance import SuiteOptions, backend_clauses, run_suite
-from hicache_contracts.conformance.sglang_in_tree import IN_TREE_BACKENDS, in_tree_factory
+from hicache_contracts.conformance.sglang_in_tree import GENERIC_PATH, IN_TREE_BACKENDS, in_tree_factory
 from hicache_reference.backends import MemoryBackend
 from hicache_reference.main_job import run_reference_suite
 from hicache_spec.releases import SGLANG_RELEASES
@@ -91,6 +91,9 @@ def test_in_tree_backends_get_a_verdict_not_a_crash(name, release):
         report = run_suite(factory, SuiteOptions(profile="smoke", seed=0, sglang_version=release, timeout_s=30))
     (section,) = report.sections
     assert section.clauses, report.render_text(color=False)
+    levels = {verdict.level: verdict for verdict in section.levels}
+    assert (levels["v1"].claimed, levels["v1"].reason) == (False, GENERIC_PATH)  # SGLang never calls their v1
+    assert levels["legacy"].claimed and levels["legacy"].source == "required"
     for verdict in section.clauses:
         assert "Traceback" not in (verdict.reason or ""), verdict
     print(f"{name}: " + " ".join(f"{verdict.clause_id}={verdict.status}" for verdict in section.clauses))
