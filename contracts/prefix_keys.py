@@ -40,7 +40,7 @@ history.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from itertools import chain
 from typing import Any, Optional, Union
 

@@ -26,7 +26,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, Optional
 
-from hicache_spec.releases import LATEST_RELEASE, SGLANG_RELEASES, UnknownReleaseError, check_release
+from hicache_spec.releases import SGLANG_RELEASES, UnknownReleaseError, check_release
 
 __all__ = [
     "CACHE_ENV",

@@ -26,7 +26,7 @@ def release_key(version: str) -> tuple[int, ...]:
     try:
         return tuple(int(part) for part in parts)
     except ValueError:
-        raise UnknownReleaseError(f"sglang version {version!r}: expected numbers separated by dots, e.g. 0.5.23")
+        raise UnknownReleaseError(f"sglang version {version!r}: expected numbers separated by dots, e.g. 0.5.23") from None
 
 
 def check_release(version: str) -> str:

@@ -269,7 +269,7 @@ def pages_are_invisible_until_fully_written(suite: SuiteContext) -> None:
     if not suite.claims("v1"):
         raise CheckSkipped("visibility is observed by holding the backend's read of a host page, which only v1 "
                            "writes do; v1 is not claimed")
-    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
+    backend, pool = suite.main.backend, suite.main.pool
     keys = suite.new_keys(3)
     pages = [0, 1, 2]
     for key, page in zip(keys, pages):
@@ -375,7 +375,7 @@ def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
 @conformance_check("BE-9")
 def legacy_results_have_their_shapes(suite: SuiteContext) -> None:
     """get gives a tensor or None, batch_get one tensor-or-None per key, set and batch_set a bool."""
-    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool  # runs only when legacy is claimed
+    backend, pool = suite.main.backend, suite.main.pool  # runs only when legacy is claimed
     key = suite.new_keys(1)[0]
     outcome = suite.call("BE-9", backend.set, key, suite.page_for(key, pool))
     expect(is_bool(outcome), "BE-9", f"set returned {outcome!r}, not a bool", f"set({suite.label(key)}, page)")
@@ -464,7 +464,7 @@ def clear_removes_every_pool(suite: SuiteContext) -> None:
     """clear() removes KV and every sidecar pool's pages: afterwards nothing reads back from any pool."""
     instance = suite.build(suite.config(model_name=suite.namespace("clear-pools")), pages=8, v2=True,
                            tag="clear, every pool")
-    backend, pool = instance.backend, instance.pool
+    backend = instance.backend
     keys, pages = suite.new_keys(3), [0, 1, 2]
     sidecars = [(PoolName.INDEXER, True), (PoolName.SWA, False)]
     transfers = []

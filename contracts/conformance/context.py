@@ -59,7 +59,7 @@ from hicache_contracts.conformance.loading import BackendFactory
 from hicache_contracts.conformance.options import SuiteOptions
 from hicache_contracts.conformance.pools import ConformancePool, describe_page_difference, pages_equal
 from hicache_contracts.interop import SGLANG_STORAGE_MODULE, to_sglang
-from hicache_contracts.sglang_release import release_of, resolve_release
+from hicache_contracts.sglang_release import resolve_release
 from hicache_contracts.models import (
     HiCacheStorageConfig,
     HiCacheStorageExtraInfo,

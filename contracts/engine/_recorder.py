@@ -494,6 +494,6 @@ def _build_proxy_class(base: type, inner_class: type) -> type:
         static = isinstance(inspect.getattr_static(inner_class, name, None), staticmethod)
         namespace[name] = _make_method(name, target, static)
     if hasattr(inner_class, "hicache_levels"):
-        namespace["hicache_levels"] = getattr(inner_class, "hicache_levels")
+        namespace["hicache_levels"] = inner_class.hicache_levels
     namespace["__class__"] = property(lambda self: inner_class)  # isinstance(rec, InnerClass) holds
     return type(f"RecordingBackend[{inner_class.__qualname__}]", (base,), namespace)

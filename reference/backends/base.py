@@ -914,7 +914,7 @@ class PageStoreBackend:
         plan = self._plan_v2(transfers)
         results = PoolResults()
         # Derived sidecars first, so the KV page can be judged by them (BE-22).
-        for transfer, name, keys, slots in sorted(plan, key=lambda step: not _is_kv_derived(step[0])):
+        for _, name, keys, slots in sorted(plan, key=lambda step: not _is_kv_derived(step[0])):
             results[name] = [False] * len(keys) if slots is None else self._read_pages(name, keys, slots)
         self._couple_kv_group(plan, results, reading=True)
         return results
@@ -926,7 +926,7 @@ class PageStoreBackend:
         derived_steps = [step for step in plan if _is_kv_derived(step[0])]
         with self._registration_lock:
             self._derived_pools.update(name for _, name, _, slots in derived_steps if slots is not None)
-        for transfer, name, keys, slots in derived_steps:
+        for _, name, keys, slots in derived_steps:
             groups = self._names(keys, KV)
             results[name] = [False] * len(keys) if slots is None else self._write_pages(name, keys, slots, groups)
         for transfer, name, keys, slots in plan:

@@ -112,7 +112,7 @@ def test_an_unknown_name_is_still_an_attribute_error() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
-            importlib.import_module("hicache_contracts.conformance.runner").no_such_name
+            _ = importlib.import_module("hicache_contracts.conformance.runner").no_such_name
 
 
 def test_the_main_job_is_the_reference_one() -> None:

@@ -283,15 +283,15 @@ def test_structured_page_follows_documented_order(kind, layout):
     flat = pool.get_data_page(start).to(torch.float32)
     heads, components = pool.head_num, pool.component_count
     for c in range(components):
-        for l in range(LAYER_NUM):
+        for layer in range(LAYER_NUM):
             for t in range(PAGE_SIZE):
                 h, d = heads - 1, HEAD_DIM - 1
                 if layout == "layer_first":
-                    position = (((c * LAYER_NUM + l) * PAGE_SIZE + t) * heads + h) * HEAD_DIM + d
-                    stored = pool.kv_buffer[c, l, start + t, h, d]
+                    position = (((c * LAYER_NUM + layer) * PAGE_SIZE + t) * heads + h) * HEAD_DIM + d
+                    stored = pool.kv_buffer[c, layer, start + t, h, d]
                 else:
-                    position = (((c * PAGE_SIZE + t) * LAYER_NUM + l) * heads + h) * HEAD_DIM + d
-                    stored = pool.kv_buffer[c, start + t, l, h, d]
+                    position = (((c * PAGE_SIZE + t) * LAYER_NUM + layer) * heads + h) * HEAD_DIM + d
+                    stored = pool.kv_buffer[c, start + t, layer, h, d]
                 assert float(flat[position]) == float(stored)
 
 

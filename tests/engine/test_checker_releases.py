@@ -80,7 +80,6 @@ def test_sglang_kv_derived_reads_without_indices_from_pool_are_recognised():
     assert {"HYB-1", "PFX-8"} <= set(report.checked)
     # Other keys than the KV read of the slice: not a KV-derived read, so a second sidecar read before KV ended.
     position = find(trace, "batch_get_v2", 0)
-    call = trace.calls[position]
     other = replace_call(trace, position, transfers=(TraceTransfer(name="indexer", keys=CHAIN[1:4]),))
     assert "HYB-2" in check_operation(other).violated
 

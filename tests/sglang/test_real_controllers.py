@@ -30,7 +30,6 @@ import torch
 
 from hicache_contracts.engine import check_trace
 from hicache_spec.divergences import divergences_for_release
-from tests.sglang.conftest import RELEASE
 from tests.sglang.real_engine import RealEngine
 
 STORED, ASKED, WINDOW = 200, 300, 4

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-from hicache_spec.batching import count_leading_run
-from hicache_spec.pools import compute_restorable_lengths
 
 
 def extend_prefix_in_place(prefix: Optional[list[str]], batch: list[str]) -> Optional[list[str]]:

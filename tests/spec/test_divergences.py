@@ -9,7 +9,6 @@ which is the signal to retire the entry.
 from __future__ import annotations
 
 import ast
-import os
 import re
 from pathlib import Path
 

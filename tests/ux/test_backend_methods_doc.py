@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import inspect
-import os
 from pathlib import Path
 
 import pytest
