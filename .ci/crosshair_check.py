@@ -21,7 +21,13 @@ PLANTED = ROOT / "tests" / "spec" / "planted_spec.py"
 
 def crosshair(target: str, per_condition_timeout: float, budget: float) -> tuple[int, str]:
     executable = shutil.which("crosshair") or str(Path(sys.executable).with_name("crosshair"))
-    command = [executable, "check", "--analysis_kind=PEP316", f"--per_condition_timeout={per_condition_timeout}", target]
+    command = [
+        executable,
+        "check",
+        "--analysis_kind=PEP316",
+        f"--per_condition_timeout={per_condition_timeout}",
+        target,
+    ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=budget, cwd=ROOT)
     except subprocess.TimeoutExpired as expired:
@@ -51,9 +57,7 @@ def main() -> int:
     started = time.monotonic()
     status, output = crosshair(str(PLANTED.relative_to(ROOT)), args.per_condition_timeout, args.budget)
     error_lines = [int(match) for match in re.findall(r"planted_spec\.py:(\d+): error", output)]
-    refuted = {
-        node.name for node in functions if any(node.lineno <= line <= node.end_lineno for line in error_lines)
-    }
+    refuted = {node.name for node in functions if any(node.lineno <= line <= node.end_lineno for line in error_lines)}
     missed = [name for name in planted if name not in refuted]
     print(f"crosshair: planted variants run in {time.monotonic() - started:.1f} s")
     for name in planted:

@@ -59,14 +59,14 @@ def direct_round(writer, reader, source_slots, target, keys, pages) -> tuple[flo
     """The same backend calls as the controller makes, slice by slice, on this thread."""
     start = time.perf_counter()
     for first in range(0, pages, BATCH):
-        writer.batch_set_v1(keys[first: first + BATCH], source_slots[first * PAGE_SIZE: (first + BATCH) * PAGE_SIZE])
+        writer.batch_set_v1(keys[first : first + BATCH], source_slots[first * PAGE_SIZE : (first + BATCH) * PAGE_SIZE])
     backup = time.perf_counter() - start
     slots = target.alloc(pages)
     start = time.perf_counter()
     for first in range(0, pages, BATCH):
-        reader.batch_exists(keys[first: first + BATCH])
+        reader.batch_exists(keys[first : first + BATCH])
     for first in range(0, pages, BATCH):
-        reader.batch_get_v1(keys[first: first + BATCH], slots[first * PAGE_SIZE: (first + BATCH) * PAGE_SIZE])
+        reader.batch_get_v1(keys[first : first + BATCH], slots[first * PAGE_SIZE : (first + BATCH) * PAGE_SIZE])
     prefetch = time.perf_counter() - start
     target.free(slots)
     return backup, prefetch
@@ -81,8 +81,16 @@ def measure_controller(pages: int, repeat: int) -> dict[str, float]:
     writer = MemoryBackend(config, {})
     reader = MemoryBackend(config, {"store": writer.store})
     source_slots = source.alloc(pages)
-    names = ("backup", "copy_to_store", "copy_to_store_one_thread", "prefetch", "copy_back", "copy_back_one_thread",
-             "direct_backup", "direct_prefetch")
+    names = (
+        "backup",
+        "copy_to_store",
+        "copy_to_store_one_thread",
+        "prefetch",
+        "copy_back",
+        "copy_back_one_thread",
+        "direct_backup",
+        "direct_prefetch",
+    )
     times: dict[str, list[float]] = {name: [] for name in names}
 
     def timed(name: str, function) -> Any:
@@ -91,8 +99,10 @@ def measure_controller(pages: int, repeat: int) -> dict[str, float]:
         times[name].append(time.perf_counter() - start)
         return value
 
-    with CacheController(writer, source, storage_config=config) as backup_side, \
-            CacheController(reader, target, storage_config=config, prefetch_threshold=0) as prefetch_side:
+    with (
+        CacheController(writer, source, storage_config=config) as backup_side,
+        CacheController(reader, target, storage_config=config, prefetch_threshold=0) as prefetch_side,
+    ):
         for round_index in range(repeat):  # every way alternates with the others, so noise hits all alike
             keys = keys_for(pages, 2 * round_index)  # new keys each round: every write is a real write
             backup = timed("backup", lambda: _waited(backup_side.backup(keys, source_slots)))
@@ -104,8 +114,9 @@ def measure_controller(pages: int, repeat: int) -> dict[str, float]:
             if operation.loaded_tokens != pages * PAGE_SIZE:
                 raise RuntimeError(f"prefetch loaded {operation.loaded_tokens} tokens")
             loaded = operation.loaded_host_indices
-            if round_index == 0 and not torch.equal(target.kv_buffer[:, :, loaded],
-                                                    source.kv_buffer[:, :, source_slots]):
+            if round_index == 0 and not torch.equal(
+                target.kv_buffer[:, :, loaded], source.kv_buffer[:, :, source_slots]
+            ):
                 raise RuntimeError("prefetched bytes differ from the backed-up bytes")
             target.free(loaded)
             timed("copy_back", lambda: target.kv_buffer.copy_(baseline_store))
@@ -172,16 +183,25 @@ def run(quick: bool = False) -> dict:
         theirs = gigabytes_per_second(size, result[baseline])
         single = gigabytes_per_second(size, result[f"{baseline}_one_thread"])
         direct = gigabytes_per_second(size, result[f"direct_{name}"])
-        figures[name] = {"gb_s": mine, "torch_copy_gb_s": theirs, "one_thread_copy_gb_s": single,
-                         "direct_gb_s": direct, "over_torch_copy": mine / theirs,
-                         "over_one_thread_copy": mine / single, "over_direct": mine / direct,
-                         "direct_over_torch_copy": direct / theirs}
+        figures[name] = {
+            "gb_s": mine,
+            "torch_copy_gb_s": theirs,
+            "one_thread_copy_gb_s": single,
+            "direct_gb_s": direct,
+            "over_torch_copy": mine / theirs,
+            "over_one_thread_copy": mine / single,
+            "over_direct": mine / direct,
+            "direct_over_torch_copy": direct / theirs,
+        }
     copier = measure_copier(pages, repeat)
     base = gigabytes_per_second(copier["bytes"], copier["baseline"])
     for name in ("one run", "scattered"):
         mine = gigabytes_per_second(copier["bytes"], copier[name])
-        figures[f"page_copier_{name.replace(' ', '_')}"] = {"gb_s": mine, "torch_copy_gb_s": base,
-                                                             "over_torch_copy": mine / base}
+        figures[f"page_copier_{name.replace(' ', '_')}"] = {
+            "gb_s": mine,
+            "torch_copy_gb_s": base,
+            "over_torch_copy": mine / base,
+        }
     return figures
 
 
@@ -190,18 +210,24 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="512 pages, 3 repeats")
     figures = run(parser.parse_args().quick)
     page_bytes = PAGE_SIZE * LAYERS * 2 * HEADS * HEAD_DIM * 2
-    print(f"{figures['pages']} pages of {page_bytes // 1024} KiB ({figures['pages'] * page_bytes / 2**20:.0f} MiB), "
-          f"best of {figures['repeats']}; torch copy on {figures['torch_threads']} threads")
+    print(
+        f"{figures['pages']} pages of {page_bytes // 1024} KiB ({figures['pages'] * page_bytes / 2**20:.0f} MiB), "
+        f"best of {figures['repeats']}; torch copy on {figures['torch_threads']} threads"
+    )
     for name in ("backup", "prefetch"):
         row = figures[name]
-        print(f"controller {name:9s} {row['gb_s']:6.2f} GB/s   torch copy {row['torch_copy_gb_s']:6.2f} GB/s   "
-              f"ratio {row['over_torch_copy']:5.2f}x   one-thread copy {row['one_thread_copy_gb_s']:6.2f} GB/s   "
-              f"ratio {row['over_one_thread_copy']:5.2f}x   direct backend calls {row['direct_gb_s']:6.2f} GB/s   "
-              f"ratio {row['over_direct']:5.2f}x")
+        print(
+            f"controller {name:9s} {row['gb_s']:6.2f} GB/s   torch copy {row['torch_copy_gb_s']:6.2f} GB/s   "
+            f"ratio {row['over_torch_copy']:5.2f}x   one-thread copy {row['one_thread_copy_gb_s']:6.2f} GB/s   "
+            f"ratio {row['over_one_thread_copy']:5.2f}x   direct backend calls {row['direct_gb_s']:6.2f} GB/s   "
+            f"ratio {row['over_direct']:5.2f}x"
+        )
     for name in ("one run", "scattered"):
         row = figures[f"page_copier_{name.replace(' ', '_')}"]
-        print(f"PageCopier.load ({name:9s}) {row['gb_s']:6.2f} GB/s   torch copy {row['torch_copy_gb_s']:6.2f} GB/s   "
-              f"ratio {row['over_torch_copy']:5.2f}x")
+        print(
+            f"PageCopier.load ({name:9s}) {row['gb_s']:6.2f} GB/s   torch copy {row['torch_copy_gb_s']:6.2f} GB/s   "
+            f"ratio {row['over_torch_copy']:5.2f}x"
+        )
 
 
 if __name__ == "__main__":

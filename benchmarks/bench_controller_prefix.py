@@ -116,12 +116,16 @@ def run(quick: bool = False) -> dict:
             if slices <= BASELINE_MAX_SLICES:
                 results["rebuilt"][label] = measure(rebuilt_slices, keys, prefix, slices, max(1, repeats // 3))
         del prefix, keys
-    flat = [figures["last_over_first"] for label, figures in results["controller"].items()
-            if label.startswith(f"{max(SLICE_COUNTS)}x")]
+    flat = [
+        figures["last_over_first"]
+        for label, figures in results["controller"].items()
+        if label.startswith(f"{max(SLICE_COUNTS)}x")
+    ]
     results["worst_last_over_first_at_1024"] = max(flat)
     at_256 = f"{BASELINE_MAX_SLICES}x0"
     results["rebuilt_over_controller_256_slices"] = (
-        results["rebuilt"][at_256]["mean_us"] / results["controller"][at_256]["mean_us"])
+        results["rebuilt"][at_256]["mean_us"] / results["controller"][at_256]["mean_us"]
+    )
     return results
 
 
@@ -129,19 +133,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats, depths up to 64k pages")
     results = run(parser.parse_args().quick)
-    print(f"controller per-slice extra info, {STORAGE_BATCH_SIZE}-page slices, "
-          f"minimum per slice over {results['repeats']} operations")
-    print(f"{'slices':>7}{'depth':>10}{'mean µs':>10}{'first µs':>10}{'last µs':>10}{'last/first':>11}"
-          f"{'rebuilt mean µs':>17}{'last/first':>11}")
+    print(
+        f"controller per-slice extra info, {STORAGE_BATCH_SIZE}-page slices, "
+        f"minimum per slice over {results['repeats']} operations"
+    )
+    print(
+        f"{'slices':>7}{'depth':>10}{'mean µs':>10}{'first µs':>10}{'last µs':>10}{'last/first':>11}"
+        f"{'rebuilt mean µs':>17}{'last/first':>11}"
+    )
     for label, figures in results["controller"].items():
         slices, depth = label.split("x")
         rebuilt = results["rebuilt"].get(label)
-        tail = (f"{rebuilt['mean_us']:17.1f}{rebuilt['last_over_first']:11.1f}" if rebuilt else f"{'—':>17}{'':>11}")
-        print(f"{slices:>7}{depth:>10}{figures['mean_us']:10.2f}{figures['first_us']:10.2f}"
-              f"{figures['last_us']:10.2f}{figures['last_over_first']:11.2f}{tail}")
+        tail = f"{rebuilt['mean_us']:17.1f}{rebuilt['last_over_first']:11.1f}" if rebuilt else f"{'—':>17}{'':>11}"
+        print(
+            f"{slices:>7}{depth:>10}{figures['mean_us']:10.2f}{figures['first_us']:10.2f}"
+            f"{figures['last_us']:10.2f}{figures['last_over_first']:11.2f}{tail}"
+        )
     print(f"worst last/first at 1,024 slices: {results['worst_last_over_first_at_1024']:.2f} (target <= 1.5)")
-    print(f"rebuilt / controller, mean per call at 256 slices, no prefix: "
-          f"{results['rebuilt_over_controller_256_slices']:.0f}x")
+    print(
+        f"rebuilt / controller, mean per call at 256 slices, no prefix: "
+        f"{results['rebuilt_over_controller_256_slices']:.0f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -46,13 +46,18 @@ from hicache_spec import STORAGE_BATCH_SIZE
 
 PAGE_SIZE, LAYERS, HEADS, HEAD_DIM = 16, 4, 4, 64
 """Pool geometry: 16 tokens x (2 x 4 x 4 x 64 x 2 bytes) = 64 KiB per page."""
-TARGETS = {"write / plain write": 0.9, "read / plain read into pool": 0.9, "write / HiCacheFile write": 1.2,
-           "read / HiCacheFile read": 2.0}
+TARGETS = {
+    "write / plain write": 0.9,
+    "read / plain read into pool": 0.9,
+    "write / HiCacheFile write": 1.2,
+    "read / HiCacheFile read": 2.0,
+}
 
 
 def make_pool(pages: int, layout: str = "page_first") -> HostPagePool:
-    pool = HostPagePool(pages, PAGE_SIZE, LAYERS, HEADS, HEAD_DIM, dtype=torch.float16, kind="mha",
-                        layout=layout, pin_memory=False)
+    pool = HostPagePool(
+        pages, PAGE_SIZE, LAYERS, HEADS, HEAD_DIM, dtype=torch.float16, kind="mha", layout=layout, pin_memory=False
+    )
     pool.kv_buffer.normal_()
     return pool
 
@@ -64,6 +69,7 @@ def load_peer(version: Optional[str]) -> tuple[Any, str]:
     try:
         from hicache_contracts.sglang_release import cache_root, storage_module
         from hicache_spec.releases import SGLANG_RELEASES
+
         if version is None:
             cached = [release for release in SGLANG_RELEASES if (cache_root() / release / "sglang").is_dir()]
             if not cached:
@@ -83,16 +89,14 @@ def page_ranges(pool: HostPagePool, pages: int) -> list[list[memoryview]]:
     return [views[page * per_page : (page + 1) * per_page] for page in range(pages)]
 
 
-def measure(pages: int, rounds: int, directory: str, layout: str = "page_first",
-            peer: Any = None) -> dict[str, float]:
+def measure(pages: int, rounds: int, directory: str, layout: str = "page_first", peer: Any = None) -> dict[str, float]:
     """Return bytes per second of each way."""
     writer_pool, reader_pool = make_pool(pages, layout), make_pool(pages, layout)
     page_bytes = writer_pool.page_bytes
     slots = torch.arange(pages * PAGE_SIZE, dtype=torch.int64)
     slices = [(start, min(start + STORAGE_BATCH_SIZE, pages)) for start in range(0, pages, STORAGE_BATCH_SIZE)]
     root = os.path.join(directory, "backend")
-    backend, reader, staged_reader = (FileBackend(HiCacheStorageConfig.single_rank(), {"path": root})
-                                      for _ in range(3))
+    backend, reader, staged_reader = (FileBackend(HiCacheStorageConfig.single_rank(), {"path": root}) for _ in range(3))
     staged_reader.reads_into_ranges = False  # the fallback: a staging buffer, then a copy into the host slots
     backend.register_mem_pool_host(writer_pool)
     reader.register_mem_pool_host(reader_pool)
@@ -120,6 +124,7 @@ def measure(pages: int, rounds: int, directory: str, layout: str = "page_first",
             for start, end in slices:
                 if not all(instance.batch_get_v1(keys[start:end], slots[start * PAGE_SIZE : end * PAGE_SIZE])):
                     raise RuntimeError("batch_get_v1 failed")
+
         return read
 
     def plain_write() -> None:
@@ -149,16 +154,21 @@ def measure(pages: int, rounds: int, directory: str, layout: str = "page_first",
             os.close(descriptor)
 
     write_ways = [("plain write", plain_write), ("plain writev", plain_writev), ("backend write", backend_write)]
-    read_ways = [("plain read", plain_read), ("plain read into pool", plain_read_into_pool),
-                 ("backend read", read_with(reader)), ("backend read, staged", read_with(staged_reader))]
+    read_ways = [
+        ("plain read", plain_read),
+        ("plain read into pool", plain_read_into_pool),
+        ("backend read", read_with(reader)),
+        ("backend read, staged", read_with(staged_reader)),
+    ]
     peer_directory = os.path.join(directory, "hicache_file")
     if peer is not None:
         from hicache_contracts.interop import to_sglang
         from hicache_contracts.models import PoolTransfer
 
         def peer_instance(pool: HostPagePool) -> Any:
-            config = HiCacheStorageConfig.single_rank(model_name="bench", extra_config={"file_storage_path":
-                                                                                          peer_directory})
+            config = HiCacheStorageConfig.single_rank(
+                model_name="bench", extra_config={"file_storage_path": peer_directory}
+            )
             instance = peer.HiCacheFile(to_sglang(config, storage_module=peer))
             instance.register_mem_pool_host(pool)
             instance.register_mem_host_pool_v2(pool, peer.PoolName.KV)
@@ -167,15 +177,22 @@ def measure(pages: int, rounds: int, directory: str, layout: str = "page_first",
         peer_writer, peer_reader = peer_instance(writer_pool), peer_instance(reader_pool)
 
         def transfers(keys: list[str]) -> list[Any]:
-            return [to_sglang(PoolTransfer(name="kv", keys=keys[start:end],
-                                           host_indices=slots[start * PAGE_SIZE : end * PAGE_SIZE]),
-                              storage_module=peer) for start, end in slices]
+            return [
+                to_sglang(
+                    PoolTransfer(
+                        name="kv", keys=keys[start:end], host_indices=slots[start * PAGE_SIZE : end * PAGE_SIZE]
+                    ),
+                    storage_module=peer,
+                )
+                for start, end in slices
+            ]
 
         def peer_io(method: Callable, keys_for_round: Callable[[], list[str]]) -> Callable[[], None]:
             def io() -> None:
                 for transfer in transfers(keys_for_round()):
                     if not all(next(iter(method([transfer]).values()))):
                         raise RuntimeError(f"HiCacheFile.{method.__name__} failed")
+
             return io
 
         write_ways.append(("HiCacheFile write", peer_io(peer_writer.batch_set_v2, lambda: keys_of(current[0]))))
@@ -221,47 +238,68 @@ def measure(pages: int, rounds: int, directory: str, layout: str = "page_first",
 def ratios(results: dict[str, float]) -> dict[str, float]:
     """The ratios the targets are on (and the diagnostic ones), from ``measure``'s figures."""
     write, read = results["backend write"], results["backend read"]
-    out = {"write / plain write": write / results["plain write"],
-           "write / plain writev": write / results["plain writev"],
-           "read / plain read into pool": read / results["plain read into pool"],
-           "read / plain read": read / results["plain read"],
-           "staged read / plain read into pool": results["backend read, staged"] / results["plain read into pool"]}
+    out = {
+        "write / plain write": write / results["plain write"],
+        "write / plain writev": write / results["plain writev"],
+        "read / plain read into pool": read / results["plain read into pool"],
+        "read / plain read": read / results["plain read"],
+        "staged read / plain read into pool": results["backend read, staged"] / results["plain read into pool"],
+    }
     if "HiCacheFile write" in results:
         out["write / HiCacheFile write"] = write / results["HiCacheFile write"]
         out["read / HiCacheFile read"] = read / results["HiCacheFile read"]
     return out
 
 
-def run(quick: bool = False, pages: Optional[int] = None, layout: str = "page_first",
-        directory: Optional[str] = None, sglang_version: Optional[str] = None) -> dict:
+def run(
+    quick: bool = False,
+    pages: Optional[int] = None,
+    layout: str = "page_first",
+    directory: Optional[str] = None,
+    sglang_version: Optional[str] = None,
+) -> dict:
     """Measure once; return the figures (GiB/s per way), the ratios and which peer ran."""
     pages = pages or (128 if quick else 512)
     rounds = 3 if quick else 7
-    peer, peer_line = load_peer(sglang_version if sglang_version is not None
-                                else os.environ.get("HICACHE_SGLANG_RELEASE") or None)
+    peer, peer_line = load_peer(
+        sglang_version if sglang_version is not None else os.environ.get("HICACHE_SGLANG_RELEASE") or None
+    )
     where = tempfile.mkdtemp(prefix="hicache-bench-", dir=directory)
     try:
         results = measure(pages, rounds, where, layout, peer)
     finally:
         shutil.rmtree(where, ignore_errors=True)
-    return {"pages": pages, "rounds": rounds, "layout": layout, "peer": peer_line,
-            "gib_s": {name: value / 1024 ** 3 for name, value in results.items()},
-            "ratios": ratios(results), "targets": TARGETS}
+    return {
+        "pages": pages,
+        "rounds": rounds,
+        "layout": layout,
+        "peer": peer_line,
+        "gib_s": {name: value / 1024**3 for name, value in results.items()},
+        "ratios": ratios(results),
+        "targets": TARGETS,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer pages and rounds")
     parser.add_argument("--pages", type=int, default=None, help="pages per run (default 512, quick 128)")
-    parser.add_argument("--layout", choices=("page_first", "layer_first"), default="page_first",
-                        help="host pool layout: 2 byte ranges per page (page_first) or 8 (layer_first)")
+    parser.add_argument(
+        "--layout",
+        choices=("page_first", "layer_first"),
+        default="page_first",
+        help="host pool layout: 2 byte ranges per page (page_first) or 8 (layer_first)",
+    )
     parser.add_argument("--directory", default=None, help="where to write (default: a temporary directory)")
-    parser.add_argument("--sglang-version", default=None,
-                        help="SGLang release whose HiCacheFile runs as a peer, or 'none'")
+    parser.add_argument(
+        "--sglang-version", default=None, help="SGLang release whose HiCacheFile runs as a peer, or 'none'"
+    )
     arguments = parser.parse_args()
     figures = run(arguments.quick, arguments.pages, arguments.layout, arguments.directory, arguments.sglang_version)
-    print(f"{figures['pages']} pages x 64 KiB = {figures['pages'] * 64 / 1024:.1f} MiB, {figures['layout']}, "
-          f"best of {figures['rounds']} rounds")
+    print(
+        f"{figures['pages']} pages x 64 KiB = {figures['pages'] * 64 / 1024:.1f} MiB, {figures['layout']}, "
+        f"best of {figures['rounds']} rounds"
+    )
     print(figures["peer"])
     for name, value in figures["gib_s"].items():
         print(f"{name:22s} {value:7.2f} GiB/s")

@@ -55,14 +55,20 @@ def measure(pages: int, rounds: int) -> dict:
         keys = [f"{round_index:08x}{page:056x}" for page in range(pages)]
         started = time.perf_counter()
         for first in range(0, pages, BATCH):
-            if not all(writer.batch_set_v1(keys[first: first + BATCH],
-                                           source_slots[first * PAGE_SIZE: (first + BATCH) * PAGE_SIZE])):
+            if not all(
+                writer.batch_set_v1(
+                    keys[first : first + BATCH], source_slots[first * PAGE_SIZE : (first + BATCH) * PAGE_SIZE]
+                )
+            ):
                 raise RuntimeError("a write failed")
         best["write"] = min(best["write"], time.perf_counter() - started)
         started = time.perf_counter()
         for first in range(0, pages, BATCH):
-            if not all(reader.batch_get_v1(keys[first: first + BATCH],
-                                           target_slots[first * PAGE_SIZE: (first + BATCH) * PAGE_SIZE])):
+            if not all(
+                reader.batch_get_v1(
+                    keys[first : first + BATCH], target_slots[first * PAGE_SIZE : (first + BATCH) * PAGE_SIZE]
+                )
+            ):
                 raise RuntimeError("a read missed")
         best["read"] = min(best["read"], time.perf_counter() - started)
         if round_index == 0 and not torch.equal(target.kv_buffer, source.kv_buffer):
@@ -74,9 +80,13 @@ def measure(pages: int, rounds: int) -> dict:
     size = source.kv_buffer.numel() * source.element_size
     rates = {name: size / seconds / 1e9 for name, seconds in best.items()}
     return {
-        "write_gb_s": rates["write"], "read_gb_s": rates["read"], "torch_copy_gb_s": rates["copy"],
-        "write_over_copy": rates["write"] / rates["copy"], "read_over_copy": rates["read"] / rates["copy"],
-        "held_bytes_after_clear": store.held_bytes(), "bytes": size,
+        "write_gb_s": rates["write"],
+        "read_gb_s": rates["read"],
+        "torch_copy_gb_s": rates["copy"],
+        "write_over_copy": rates["write"] / rates["copy"],
+        "read_over_copy": rates["read"] / rates["copy"],
+        "held_bytes_after_clear": store.held_bytes(),
+        "bytes": size,
     }
 
 
@@ -84,20 +94,28 @@ def run(quick: bool = False) -> dict:
     """Measure every page count; return the figures keyed by page count."""
     counts = QUICK_PAGE_COUNTS if quick else PAGE_COUNTS
     rounds = 3 if quick else 4
-    return {"page_bytes": make_pool(1).page_bytes, "rounds": rounds, "torch_threads": torch.get_num_threads(),
-            "by_pages": {str(pages): measure(pages, rounds) for pages in counts}}
+    return {
+        "page_bytes": make_pool(1).page_bytes,
+        "rounds": rounds,
+        "torch_threads": torch.get_num_threads(),
+        "by_pages": {str(pages): measure(pages, rounds) for pages in counts},
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1,024 and 4,096 pages")
     results = run(parser.parse_args().quick)
-    print(f"memory backend, pages of {results['page_bytes']} B, best of {results['rounds']} rounds, "
-          f"torch copy on {results['torch_threads']} threads")
+    print(
+        f"memory backend, pages of {results['page_bytes']} B, best of {results['rounds']} rounds, "
+        f"torch copy on {results['torch_threads']} threads"
+    )
     print(f"{'pages':>7}{'write GB/s':>12}{'read GB/s':>11}{'copy GB/s':>11}{'write/copy':>12}{'read/copy':>11}")
     for pages, row in results["by_pages"].items():
-        print(f"{pages:>7}{row['write_gb_s']:12.2f}{row['read_gb_s']:11.2f}{row['torch_copy_gb_s']:11.2f}"
-              f"{row['write_over_copy']:12.2f}{row['read_over_copy']:11.2f}")
+        print(
+            f"{pages:>7}{row['write_gb_s']:12.2f}{row['read_gb_s']:11.2f}{row['torch_copy_gb_s']:11.2f}"
+            f"{row['write_over_copy']:12.2f}{row['read_over_copy']:11.2f}"
+        )
 
 
 if __name__ == "__main__":

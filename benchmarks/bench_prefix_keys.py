@@ -92,8 +92,8 @@ def check_same_metadata(prefix_list: list, batches: list) -> None:
     expected = run_list_rebuild(prefix_list, batches, [])
     actual = run_prefix_keys(PrefixKeys(prefix_list), batches, [])
     if len(expected) != len(actual) or any(
-        plain.prefix_keys != info.prefix_keys for plain, info in zip(expected[:: len(expected) - 1],
-                                                                     actual[:: len(actual) - 1])
+        plain.prefix_keys != info.prefix_keys
+        for plain, info in zip(expected[:: len(expected) - 1], actual[:: len(actual) - 1])
     ):
         raise SystemExit("the two ways disagree on the metadata; the benchmark is meaningless")
 
@@ -112,13 +112,19 @@ def main() -> None:
     list_total, list_first, list_last = measure(run_list_rebuild, prefix_list, batches, repeats)
     keys_total, keys_first, keys_last = measure(run_prefix_keys, prefix_keys, batches, repeats)
 
-    print(f"per-batch prefix metadata: {OPERATION_PAGES} pages behind a {PREFIX_PAGES}-page prefix, "
-          f"{len(batches)} batches of {STORAGE_BATCH_SIZE}, median of {repeats} runs")
+    print(
+        f"per-batch prefix metadata: {OPERATION_PAGES} pages behind a {PREFIX_PAGES}-page prefix, "
+        f"{len(batches)} batches of {STORAGE_BATCH_SIZE}, median of {repeats} runs"
+    )
     print(f"{'':32}{'total µs':>12}{'first µs':>12}{'last µs':>12}{'last/first':>12}")
-    print(f"{'list rebuild + dataclass':32}{list_total:12.1f}{list_first:12.2f}{list_last:12.2f}"
-          f"{list_last / list_first:12.2f}")
-    print(f"{'PrefixKeys + frozen model':32}{keys_total:12.1f}{keys_first:12.2f}{keys_last:12.2f}"
-          f"{keys_last / keys_first:12.2f}")
+    print(
+        f"{'list rebuild + dataclass':32}{list_total:12.1f}{list_first:12.2f}{list_last:12.2f}"
+        f"{list_last / list_first:12.2f}"
+    )
+    print(
+        f"{'PrefixKeys + frozen model':32}{keys_total:12.1f}{keys_first:12.2f}{keys_last:12.2f}"
+        f"{keys_last / keys_first:12.2f}"
+    )
     print(f"ratio (list rebuild / PrefixKeys), total: {list_total / keys_total:.1f}x  (target >= 20x)")
 
 

@@ -107,8 +107,7 @@ def measure_batch(page_size: int, layers: int, heads: int, head_dim: int, number
     infos = {
         "PrefixKeys": itertools.repeat(HiCacheStorageExtraInfo(prefix_keys=PrefixKeys(chain[:prefix_length]))),
         "list": itertools.repeat(SGLangStyleExtraInfo(prefix_keys=list(chain[:prefix_length]))),
-        "new list": itertools.cycle([SGLangStyleExtraInfo(prefix_keys=list(chain[:prefix_length]))
-                                     for _ in range(16)]),
+        "new list": itertools.cycle([SGLangStyleExtraInfo(prefix_keys=list(chain[:prefix_length])) for _ in range(16)]),
     }
     null = NullBackend(STORAGE_BATCH_SIZE)
     recorded_null = RecordingBackend(NullBackend(STORAGE_BATCH_SIZE))
@@ -118,10 +117,12 @@ def measure_batch(page_size: int, layers: int, heads: int, head_dim: int, number
             ("batch_get_v1", lambda backend, info=info: backend.batch_get_v1(keys, slots, next(info))),
             ("batch_exists", lambda backend, info=info: backend.batch_exists(keys, next(info))),
         ):
-            baseline, recorded = interleaved_best(lambda: call(bare), lambda: call(recorder), number, repeat,
-                                                  recorder.clear_calls)
-            null_bare, null_recorded = interleaved_best(lambda: call(null), lambda: call(recorded_null),
-                                                        number * 20, repeat, recorded_null.clear_calls)
+            baseline, recorded = interleaved_best(
+                lambda: call(bare), lambda: call(recorder), number, repeat, recorder.clear_calls
+            )
+            null_bare, null_recorded = interleaved_best(
+                lambda: call(null), lambda: call(recorded_null), number * 20, repeat, recorded_null.clear_calls
+            )
             overhead = max(0.0, null_recorded - null_bare)
             ratios[(method, prefix_kind)] = (recorded / baseline, 1 + overhead / baseline, baseline, overhead)
     return ratios
@@ -142,16 +143,18 @@ def measure_operation(quick: bool) -> dict:
             backend = RecordingBackend(inner) if wrapped else inner
             target = HostPagePool(OPERATION_PAGES, page_size, 2, 1, 4, kind="mha", pin_memory=False)
             start = time.perf_counter()
-            with CacheController(backend, target, storage_config=config, pass_prefix_keys=True,
-                                 prefetch_threshold=0) as controller:
+            with CacheController(
+                backend, target, storage_config=config, pass_prefix_keys=True, prefetch_threshold=0
+            ) as controller:
                 operation = controller.prefetch(keys=keys, prefix_keys=[])
                 if not operation.wait(600) or operation.loaded_tokens != OPERATION_PAGES * page_size:
                     raise RuntimeError(f"the prefetch did not complete: {operation!r}")
             best = min(best, time.perf_counter() - start)
         timings["recorded" if wrapped else "bare"] = best
     start = time.perf_counter()
-    report = check_trace(backend.calls, chain=keys, prefix_keys=operation.base_info.prefix_keys,
-                         page_size=page_size, acks=operation.acks)
+    report = check_trace(
+        backend.calls, chain=keys, prefix_keys=operation.base_info.prefix_keys, page_size=page_size, acks=operation.acks
+    )
     timings["check"] = time.perf_counter() - start
     if not report.ok:
         raise RuntimeError(report.format_table())
@@ -166,35 +169,55 @@ def run(quick: bool = False) -> dict:
     calls = {}
     for label, shape in (("64 KiB pages", (16, 4, 4, 64)), ("64 B pages", (2, 2, 1, 4))):
         for (method, prefix_kind), (direct, isolated, baseline, overhead) in measure_batch(
-                *shape, number, repeat).items():
+            *shape, number, repeat
+        ).items():
             calls[f"{label}, {method}, {prefix_kind}"] = {
-                "pages": label, "method": method, "prefix": prefix_kind, "direct": direct, "isolated": isolated,
-                "bare_us": baseline * 1e6, "recorder_us": overhead * 1e6}
+                "pages": label,
+                "method": method,
+                "prefix": prefix_kind,
+                "direct": direct,
+                "isolated": isolated,
+                "bare_us": baseline * 1e6,
+                "recorder_us": overhead * 1e6,
+            }
     timings = measure_operation(quick)
-    return {"calls": calls, "operation": timings,
-            "prefetch_recorded_over_bare": timings["recorded"] / timings["bare"],
-            "check_over_recorded_prefetch": timings["check"] / timings["recorded"]}
+    return {
+        "calls": calls,
+        "operation": timings,
+        "prefetch_recorded_over_bare": timings["recorded"] / timings["bare"],
+        "check_over_recorded_prefetch": timings["check"] / timings["recorded"],
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, noisier ratios)")
     figures = run(parser.parse_args().quick)
-    print(f"one {STORAGE_BATCH_SIZE}-page call, prefix of {OPERATION_PAGES - STORAGE_BATCH_SIZE} keys "
-          "(the last slice of a 16,384-page operation); ratio = recorder / bare backend")
+    print(
+        f"one {STORAGE_BATCH_SIZE}-page call, prefix of {OPERATION_PAGES - STORAGE_BATCH_SIZE} keys "
+        "(the last slice of a 16,384-page operation); ratio = recorder / bare backend"
+    )
     print("  (direct: timed side by side; isolated: 1 + the recorder's own cost, measured on a backend that")
     print("   answers at once, over the bare call; the isolated ratio is the stable one on a loaded machine)")
     for row in figures["calls"].values():
         label, method, prefix_kind = row["pages"], row["method"], row["prefix"]
-        print(f"  {label:12s} {method:13s} prefix as {prefix_kind:10s} direct {row['direct']:6.3f}x  "
-              f"isolated {row['isolated']:6.3f}x  (bare {row['bare_us']:7.1f} us, recorder {row['recorder_us']:5.1f} us)")
+        print(
+            f"  {label:12s} {method:13s} prefix as {prefix_kind:10s} direct {row['direct']:6.3f}x  "
+            f"isolated {row['isolated']:6.3f}x  (bare {row['bare_us']:7.1f} us, recorder {row['recorder_us']:5.1f} us)"
+        )
     timings = figures["operation"]
-    print(f"{OPERATION_PAGES}-page prefetch by the reference controller "
-          f"({timings['calls']} recorded calls, {timings['acks']} acks)")
-    print(f"  prefetch, recorder / bare backend   {figures['prefetch_recorded_over_bare']:6.3f}x  "
-          f"(bare {timings['bare'] * 1e3:.0f} ms)")
-    print(f"  check_trace / recorded prefetch     {figures['check_over_recorded_prefetch']:6.3f}x  "
-          f"(check {timings['check'] * 1e3:.0f} ms)")
+    print(
+        f"{OPERATION_PAGES}-page prefetch by the reference controller "
+        f"({timings['calls']} recorded calls, {timings['acks']} acks)"
+    )
+    print(
+        f"  prefetch, recorder / bare backend   {figures['prefetch_recorded_over_bare']:6.3f}x  "
+        f"(bare {timings['bare'] * 1e3:.0f} ms)"
+    )
+    print(
+        f"  check_trace / recorded prefetch     {figures['check_over_recorded_prefetch']:6.3f}x  "
+        f"(check {timings['check'] * 1e3:.0f} ms)"
+    )
 
 
 if __name__ == "__main__":

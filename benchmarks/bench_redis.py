@@ -89,12 +89,22 @@ class Workload:
         self.pages = pages
         self.parser = parser
         """The reply parser of every client in this workload, the backend's included."""
-        self.pool = HostPagePool(2 * pages, PAGE_SIZE, LAYERS, HEADS, HEAD_DIM, dtype=torch.float16, kind="mha",
-                                 layout="page_first", pin_memory=False)
+        self.pool = HostPagePool(
+            2 * pages,
+            PAGE_SIZE,
+            LAYERS,
+            HEADS,
+            HEAD_DIM,
+            dtype=torch.float16,
+            kind="mha",
+            layout="page_first",
+            pin_memory=False,
+        )
         self.source_slots = self.pool.alloc(pages)
         self.pool.kv_buffer.copy_(torch.randn(self.pool.kv_buffer.shape, generator=torch.Generator().manual_seed(0)))
-        self.payloads = [bytes(tensor_bytes(self.pool.get_data_page(int(start))))
-                         for start in self.source_slots[::PAGE_SIZE]]
+        self.payloads = [
+            bytes(tensor_bytes(self.pool.get_data_page(int(start)))) for start in self.source_slots[::PAGE_SIZE]
+        ]
         self.keys = page_keys(pages)
         self.tokens = pages * PAGE_SIZE
         self.prefix = f"hicache-bench-{uuid.uuid4().hex[:8]}:"
@@ -161,13 +171,14 @@ class Workload:
         started = time.perf_counter()
         for start in range(0, self.pages, PIPELINE):
             end = min(start + PIPELINE, self.pages)
-            if not all(backend.batch_set_v1(self.keys[start:end],
-                                            self.source_slots[start * PAGE_SIZE:end * PAGE_SIZE])):
+            if not all(
+                backend.batch_set_v1(self.keys[start:end], self.source_slots[start * PAGE_SIZE : end * PAGE_SIZE])
+            ):
                 raise RuntimeError("batch_set_v1 failed")
         written = time.perf_counter()
         for start in range(0, self.pages, PIPELINE):
             end = min(start + PIPELINE, self.pages)
-            if not all(backend.batch_get_v1(self.keys[start:end], target[start * PAGE_SIZE:end * PAGE_SIZE])):
+            if not all(backend.batch_get_v1(self.keys[start:end], target[start * PAGE_SIZE : end * PAGE_SIZE])):
                 raise RuntimeError("batch_get_v1 missed")
         read = time.perf_counter()
         self.check_loaded(target)
@@ -182,13 +193,15 @@ def measure(url: str, pages: int, repeats: int, parser: type) -> dict:
     workload = Workload(url, pages, parser)
     megabytes = pages * workload.pool.page_bytes / 1e6
     phases: dict[str, Callable[[], tuple[float, float]]] = {
-        "raw": workload.raw, "controller": workload.controller, "backend": workload.backend_alone,
+        "raw": workload.raw,
+        "controller": workload.controller,
+        "backend": workload.backend_alone,
     }
     timings: dict[str, list[tuple[float, float]]] = {name: [] for name in phases}
     order = list(phases)
     try:
         for repeat in range(repeats):
-            for name in order[repeat % 3:] + order[: repeat % 3]:
+            for name in order[repeat % 3 :] + order[: repeat % 3]:
                 timings[name].append(phases[name]())
     finally:
         delete_prefix(workload.client, workload.prefix)
@@ -207,8 +220,12 @@ def measure(url: str, pages: int, repeats: int, parser: type) -> dict:
     }
 
 
-def run(quick: bool = False, url: Optional[str] = None, repeats: Optional[int] = None,
-        parsers: Sequence[str] = ("hiredis", "python")) -> dict:
+def run(
+    quick: bool = False,
+    url: Optional[str] = None,
+    repeats: Optional[int] = None,
+    parsers: Sequence[str] = ("hiredis", "python"),
+) -> dict:
     """Measure with each parser; return the figures per parser and hiredis's speed-up over the Python parser."""
     url = url or os.environ.get("HICACHE_REDIS_URL") or "redis://127.0.0.1:6390/0"
     pages = 1024 if quick else 4096
@@ -235,8 +252,10 @@ def main() -> None:
     arguments = parser.parse_args()
     parsers = ("hiredis", "python") if arguments.parser == "both" else (arguments.parser,)
     results = run(arguments.quick, arguments.url, arguments.repeats, parsers)
-    print(f"{results['pages']} pages x 64 KiB, Redis at {results['url']}, {results['repeats']} repeat(s), "
-          f"pipelines / slices of {PIPELINE}" + ("" if results["hiredis_available"] else "; hiredis not installed"))
+    print(
+        f"{results['pages']} pages x 64 KiB, Redis at {results['url']}, {results['repeats']} repeat(s), "
+        f"pipelines / slices of {PIPELINE}" + ("" if results["hiredis_available"] else "; hiredis not installed")
+    )
     rows = [
         ("raw pipelined SET (baseline)", "raw_write", "raw_write"),
         ("backup, controller", "controller_write", "raw_write"),
@@ -255,8 +274,9 @@ def main() -> None:
             print(f"  {label:40s} {rates[key]:7.0f}   {rates[key] / rates[baseline]:5.2f}x")
     if "hiredis_speedup" in results:
         speedup = results["hiredis_speedup"]
-        print("hiredis / python parser, throughput: "
-              + ", ".join(f"{key} {value:.2f}x" for key, value in speedup.items()))
+        print(
+            "hiredis / python parser, throughput: " + ", ".join(f"{key} {value:.2f}x" for key, value in speedup.items())
+        )
 
 
 if __name__ == "__main__":

@@ -75,12 +75,16 @@ def main() -> None:
     prefix = PrefixKeys(prefix_list)
 
     def plain() -> Any:
-        return (PlainPoolTransfer(name=PoolName.KV, host_indices=host, keys=keys),
-                PlainExtraInfo(prefix_keys=prefix_list))
+        return (
+            PlainPoolTransfer(name=PoolName.KV, host_indices=host, keys=keys),
+            PlainExtraInfo(prefix_keys=prefix_list),
+        )
 
     def contract() -> Any:
-        return (PoolTransfer(name=PoolName.KV, host_indices=host, keys=keys),
-                HiCacheStorageExtraInfo(prefix_keys=prefix))
+        return (
+            PoolTransfer(name=PoolName.KV, host_indices=host, keys=keys),
+            HiCacheStorageExtraInfo(prefix_keys=prefix),
+        )
 
     built_transfer, _ = contract()
     if built_transfer.host_indices is not host:
@@ -91,28 +95,42 @@ def main() -> None:
     rows = [
         ("plain dataclasses (baseline)", microseconds(plain, repeats, number)),
         ("PoolTransfer + HiCacheStorageExtraInfo", microseconds(contract, repeats, number)),
-        ("  PoolTransfer alone", microseconds(
-            lambda: PoolTransfer(name=PoolName.KV, host_indices=host, keys=keys), repeats, number)),
-        ("  HiCacheStorageExtraInfo alone", microseconds(
-            lambda: HiCacheStorageExtraInfo(prefix_keys=prefix), repeats, number)),
+        (
+            "  PoolTransfer alone",
+            microseconds(lambda: PoolTransfer(name=PoolName.KV, host_indices=host, keys=keys), repeats, number),
+        ),
+        (
+            "  HiCacheStorageExtraInfo alone",
+            microseconds(lambda: HiCacheStorageExtraInfo(prefix_keys=prefix), repeats, number),
+        ),
         ("HiCacheStorageExtraInfo.extend(128 keys)", microseconds(lambda: info.extend(keys), repeats, number)),
-        ("validate_host_indices(128 x 64 slots)", microseconds(
-            lambda: validate_host_indices(host, STORAGE_BATCH_SIZE, PAGE_SIZE), repeats, number // 10)),
-        ("validate_page_keys(128 keys, strict)", microseconds(
-            lambda: validate_page_keys(keys, strict=True), repeats, number)),
-        ("extra info JSON round trip (128-key prefix)", microseconds(
-            lambda: HiCacheStorageExtraInfo.model_validate_json(info_json), repeats, number // 10)),
+        (
+            "validate_host_indices(128 x 64 slots)",
+            microseconds(lambda: validate_host_indices(host, STORAGE_BATCH_SIZE, PAGE_SIZE), repeats, number // 10),
+        ),
+        (
+            "validate_page_keys(128 keys, strict)",
+            microseconds(lambda: validate_page_keys(keys, strict=True), repeats, number),
+        ),
+        (
+            "extra info JSON round trip (128-key prefix)",
+            microseconds(lambda: HiCacheStorageExtraInfo.model_validate_json(info_json), repeats, number // 10),
+        ),
     ]
     baseline = rows[0][1]
-    print(f"validation of one {STORAGE_BATCH_SIZE}-page batch (page_size {PAGE_SIZE}, prefix {PREFIX_PAGES} pages), "
-          f"best of {repeats} x {number} calls")
+    print(
+        f"validation of one {STORAGE_BATCH_SIZE}-page batch (page_size {PAGE_SIZE}, prefix {PREFIX_PAGES} pages), "
+        f"best of {repeats} x {number} calls"
+    )
     print(f"{'':46}{'µs':>10}{'x baseline':>12}")
     for label, cost in rows:
         print(f"{label:46}{cost:10.2f}{cost / baseline:12.1f}")
     contract_cost = rows[1][1]
     verdict = "met" if contract_cost < TARGET_MICROSECONDS else "NOT met"
-    print(f"PoolTransfer + HiCacheStorageExtraInfo: {contract_cost:.2f} µs, "
-          f"{contract_cost / baseline:.1f}x the plain dataclasses (target < {TARGET_MICROSECONDS:.0f} µs: {verdict})")
+    print(
+        f"PoolTransfer + HiCacheStorageExtraInfo: {contract_cost:.2f} µs, "
+        f"{contract_cost / baseline:.1f}x the plain dataclasses (target < {TARGET_MICROSECONDS:.0f} µs: {verdict})"
+    )
 
 
 if __name__ == "__main__":

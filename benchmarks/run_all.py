@@ -50,33 +50,66 @@ sys.path.insert(0, HERE)
 
 from _plot import chart_engine, line_chart  # noqa: E402  (the benchmarks folder is not a package)
 
-IN_PROCESS = ("bench_controller_prefix", "bench_memory_scaling", "bench_controller", "bench_redis",
-              "bench_file_backend", "bench_recorder")
+IN_PROCESS = (
+    "bench_controller_prefix",
+    "bench_memory_scaling",
+    "bench_controller",
+    "bench_redis",
+    "bench_file_backend",
+    "bench_recorder",
+)
 """Benchmarks with a ``run(quick)`` function."""
 AS_SCRIPTS = {
-    "bench_prefix_keys": True, "bench_validation": True, "bench_host_pool": False,
+    "bench_prefix_keys": True,
+    "bench_validation": True,
+    "bench_host_pool": False,
 }
 """Benchmarks run as scripts, and whether each takes ``--quick``."""
 PROFILES = ("smoke", "standard")
 TARGETS = (
     # (name, benchmark, path into its figures, ">=" or "<=", target)
-    ("prefix cost, last / first slice at 1,024 slices (worst depth)", "bench_controller_prefix",
-     ("worst_last_over_first_at_1024",), "<=", 1.5),
+    (
+        "prefix cost, last / first slice at 1,024 slices (worst depth)",
+        "bench_controller_prefix",
+        ("worst_last_over_first_at_1024",),
+        "<=",
+        1.5,
+    ),
     ("controller backup / torch copy (two threads)", "bench_controller", ("backup", "over_torch_copy"), ">=", 0.8),
     ("controller prefetch / torch copy (two threads)", "bench_controller", ("prefetch", "over_torch_copy"), ">=", 0.8),
     ("Redis backup / raw SET (hiredis)", "bench_redis", ("hiredis", "backup_over_raw_set"), ">=", 0.9),
     ("Redis prefetch / raw GET (hiredis)", "bench_redis", ("hiredis", "prefetch_over_raw_get"), ">=", 0.9),
     ("file write / plain os.write", "bench_file_backend", ("ratios", "write / plain write"), ">=", 0.9),
-    ("file read / plain os.readv into the pool's pages", "bench_file_backend",
-     ("ratios", "read / plain read into pool"), ">=", 0.9),
+    (
+        "file read / plain os.readv into the pool's pages",
+        "bench_file_backend",
+        ("ratios", "read / plain read into pool"),
+        ">=",
+        0.9,
+    ),
     ("file write / HiCacheFile write", "bench_file_backend", ("ratios", "write / HiCacheFile write"), ">=", 1.2),
     ("file read / HiCacheFile read", "bench_file_backend", ("ratios", "read / HiCacheFile read"), ">=", 2.0),
-    ("recorder / bare, PrefixKeys prefix, batch_exists (isolated)", "bench_recorder",
-     ("calls", "64 KiB pages, batch_exists, PrefixKeys", "isolated"), "<=", 1.05),
-    ("recorder / bare, 16k-key list prefix, batch_exists (isolated)", "bench_recorder",
-     ("calls", "64 KiB pages, batch_exists, list", "isolated"), "<=", 1.5),
-    ("recorder / bare, new 16k-key list each call, batch_exists (isolated)", "bench_recorder",
-     ("calls", "64 KiB pages, batch_exists, new list", "isolated"), "<=", 1.5),
+    (
+        "recorder / bare, PrefixKeys prefix, batch_exists (isolated)",
+        "bench_recorder",
+        ("calls", "64 KiB pages, batch_exists, PrefixKeys", "isolated"),
+        "<=",
+        1.05,
+    ),
+    (
+        "recorder / bare, 16k-key list prefix, batch_exists (isolated)",
+        "bench_recorder",
+        ("calls", "64 KiB pages, batch_exists, list", "isolated"),
+        "<=",
+        1.5,
+    ),
+    (
+        "recorder / bare, new 16k-key list each call, batch_exists (isolated)",
+        "bench_recorder",
+        ("calls", "64 KiB pages, batch_exists, new list", "isolated"),
+        "<=",
+        1.5,
+    ),
 )
 """The ratios with a target (issue: performance), read from the in-process benchmarks' figures."""
 _RATIO = re.compile(r"(\d+(?:\.\d+)?)x\b")
@@ -102,8 +135,11 @@ def redis_for_benchmarks() -> Iterator[Optional[str]]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                               "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"redis://127.0.0.1:{port}/0"
     try:
         for _ in range(100):
@@ -122,8 +158,11 @@ def run_in_process(name: str, quick: bool) -> dict:
         figures = importlib.import_module(name).run(quick)
         return {"figures": figures, "seconds": time.perf_counter() - started}
     except Exception as error:  # recorded, never raised: the runner reports
-        return {"error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc(),
-                "seconds": time.perf_counter() - started}
+        return {
+            "error": f"{type(error).__name__}: {error}",
+            "traceback": traceback.format_exc(),
+            "seconds": time.perf_counter() - started,
+        }
 
 
 def run_script(name: str, takes_quick: bool, quick: bool) -> dict:
@@ -131,10 +170,17 @@ def run_script(name: str, takes_quick: bool, quick: bool) -> dict:
     started = time.perf_counter()
     completed = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     lines = completed.stdout.splitlines()
-    ratios = [{"line": line.strip(), "ratios": [float(value) for value in _RATIO.findall(line)]}
-              for line in lines if _RATIO.search(line)]
-    result: dict = {"returncode": completed.returncode, "seconds": time.perf_counter() - started,
-                    "ratios": ratios, "output": completed.stdout}
+    ratios = [
+        {"line": line.strip(), "ratios": [float(value) for value in _RATIO.findall(line)]}
+        for line in lines
+        if _RATIO.search(line)
+    ]
+    result: dict = {
+        "returncode": completed.returncode,
+        "seconds": time.perf_counter() - started,
+        "ratios": ratios,
+        "output": completed.stdout,
+    }
     if completed.returncode:
         result["error"] = completed.stderr[-2000:]
     return result
@@ -155,8 +201,7 @@ def summarize(results: dict) -> list[dict]:
         for part in path:
             value = value.get(part) if isinstance(value, dict) else None
         met = None if not isinstance(value, (int, float)) else (value >= target if sense == ">=" else value <= target)
-        rows.append({"name": name, "benchmark": benchmark, "ratio": value, "target": f"{sense} {target}",
-                     "met": met})
+        rows.append({"name": name, "benchmark": benchmark, "ratio": value, "target": f"{sense} {target}", "met": met})
     return rows
 
 
@@ -168,12 +213,18 @@ def draw(results: dict, directory: str) -> list[str]:
     if scaling:
         rows = scaling["by_pages"]
         path = os.path.join(directory, "memory_scaling.png")
-        line_chart(path, f"memory backend, {scaling['page_bytes'] // 1024} KiB pages: throughput vs pages",
-                   "pages", "GB/s", {
-                       "batch_set_v1 (write)": [(int(p), row["write_gb_s"]) for p, row in rows.items()],
-                       "batch_get_v1 (read)": [(int(p), row["read_gb_s"]) for p, row in rows.items()],
-                       "torch copy_": [(int(p), row["torch_copy_gb_s"]) for p, row in rows.items()],
-                   }, log_x=True)
+        line_chart(
+            path,
+            f"memory backend, {scaling['page_bytes'] // 1024} KiB pages: throughput vs pages",
+            "pages",
+            "GB/s",
+            {
+                "batch_set_v1 (write)": [(int(p), row["write_gb_s"]) for p, row in rows.items()],
+                "batch_get_v1 (read)": [(int(p), row["read_gb_s"]) for p, row in rows.items()],
+                "torch copy_": [(int(p), row["torch_copy_gb_s"]) for p, row in rows.items()],
+            },
+            log_x=True,
+        )
         written.append(path)
     prefix = results["benchmarks"].get("bench_controller_prefix", {}).get("figures")
     if prefix:
@@ -190,21 +241,39 @@ def draw(results: dict, directory: str) -> list[str]:
             return points
 
         path = os.path.join(directory, "prefix_cost_vs_depth.png")
-        line_chart(path, "controller extra info per call vs prefix depth (1 = no prefix)", "prefix pages",
-                   "us per call", {"1024 slices": series(controller, slices=1024),
-                                   "64 slices": series(controller, slices=64)}, log_x=True)
+        line_chart(
+            path,
+            "controller extra info per call vs prefix depth (1 = no prefix)",
+            "prefix pages",
+            "us per call",
+            {"1024 slices": series(controller, slices=1024), "64 slices": series(controller, slices=64)},
+            log_x=True,
+        )
         written.append(path)
         path = os.path.join(directory, "prefix_cost_vs_slices.png")
-        line_chart(path, "extra info per call vs slices (no prefix)", "slices of 128 pages", "us per call",
-                   {"controller": series(controller, depth=0),
-                    "rebuilt per call": series(rebuilt, depth=0)}, log_x=True)
+        line_chart(
+            path,
+            "extra info per call vs slices (no prefix)",
+            "slices of 128 pages",
+            "us per call",
+            {"controller": series(controller, depth=0), "rebuilt per call": series(rebuilt, depth=0)},
+            log_x=True,
+        )
         written.append(path)
     suite = results.get("suite_time")
     if suite:
         path = os.path.join(directory, "suite_time.png")
-        line_chart(path, "conformance suite time (1 = smoke, 2 = standard, 3 = exhaustive)", "profile",
-                   "seconds", {"reference backends + engine": [(PROFILES.index(row["profile"]) + 1, row["seconds"])
-                                                               for row in suite if row["profile"] in PROFILES]})
+        line_chart(
+            path,
+            "conformance suite time (1 = smoke, 2 = standard, 3 = exhaustive)",
+            "profile",
+            "seconds",
+            {
+                "reference backends + engine": [
+                    (PROFILES.index(row["profile"]) + 1, row["seconds"]) for row in suite if row["profile"] in PROFILES
+                ]
+            },
+        )
         written.append(path)
     return written
 
@@ -215,13 +284,17 @@ def main() -> None:
     parser.add_argument("--json", default=os.path.join(HERE, "results.json"), help="where the JSON goes")
     parser.add_argument("--figures", default=os.path.join(HERE, "figures"), help="where the PNGs go")
     parser.add_argument("--skip", nargs="*", default=[], help="benchmarks (or 'suite') to leave out")
-    parser.add_argument("--strict", action="store_true",
-                        help="exit 1 when a benchmark crashed (never for a ratio); for CI")
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 1 when a benchmark crashed (never for a ratio); for CI"
+    )
     arguments = parser.parse_args()
     results: dict[str, Any] = {
-        "quick": arguments.quick, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "python": platform.python_version(), "cpus": os.cpu_count(),
-        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None, "benchmarks": {},
+        "quick": arguments.quick,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        "benchmarks": {},
     }
     with redis_for_benchmarks() as redis_url:
         if redis_url is not None:
@@ -249,8 +322,9 @@ def main() -> None:
     with open(arguments.json, "w") as handle:
         json.dump(results, handle, indent=1, default=str)
     for name, outcome in results["benchmarks"].items():
-        state = f"error: {outcome['error'].splitlines()[-1] if outcome['error'] else ''}" if outcome.get("error") \
-            else "ok"
+        state = (
+            f"error: {outcome['error'].splitlines()[-1] if outcome['error'] else ''}" if outcome.get("error") else "ok"
+        )
         print(f"{name:28s} {outcome['seconds']:7.1f} s  {state}")
     for row in results["summary"]:
         shown = "not run" if row["ratio"] is None else f"{row['ratio']:.3f}"

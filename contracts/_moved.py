@@ -25,8 +25,11 @@ def moved_names(module: str, homes: Mapping[str, str]) -> Callable[[str], Any]:
         home = homes.get(name)
         if home is None:
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
-        warnings.warn(f"{module}.{name} moved to {home}.{name}; the old name goes in the next release",
-                      DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"{module}.{name} moved to {home}.{name}; the old name goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return getattr(importlib.import_module(home), name)
 
     return __getattr__

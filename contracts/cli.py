@@ -67,8 +67,10 @@ def _cmd_init(args: argparse.Namespace) -> int:
         return 2
     class_name = args.class_name or class_name_for(args.name)
     print(f"wrote {path}")
-    print(f"next: fill in the storage calls at the end of {path.name} (store, fetch, contains, delete_namespace), "
-          f"then run\n  hicache-conform run --backend {args.name}:{class_name} --extra-config '{{}}'")
+    print(
+        f"next: fill in the storage calls at the end of {path.name} (store, fetch, contains, delete_namespace), "
+        f"then run\n  hicache-conform run --backend {args.name}:{class_name} --extra-config '{{}}'"
+    )
     return 0
 
 
@@ -99,9 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Check HiCache L3 storage backends and engines against the contract.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    clauses_parser = sub.add_parser("clauses", help="print the clause count per family and the levels each family spans")
-    clauses_parser.add_argument("--sglang-version", metavar="V",
-                                help="list the clauses that hold for pinned SGLang release V, with their releases")
+    clauses_parser = sub.add_parser(
+        "clauses", help="print the clause count per family and the levels each family spans"
+    )
+    clauses_parser.add_argument(
+        "--sglang-version",
+        metavar="V",
+        help="list the clauses that hold for pinned SGLang release V, with their releases",
+    )
     clauses_parser.set_defaults(func=_cmd_clauses)
     divergences_parser = sub.add_parser("divergences", help="render where released SGLang diverges from the clauses")
     group = divergences_parser.add_mutually_exclusive_group()
@@ -118,12 +125,16 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--write", metavar="PATH", help="write the reference to PATH")
     group.add_argument("--check", metavar="PATH", help="exit 1 if PATH differs from a fresh render")
     methods_parser.set_defaults(func=_cmd_methods)
-    init_parser = sub.add_parser("init", help="write a backend skeleton NAME.py to fill in with storage calls",
-                                 description="Write NAME.py: a backend class that follows the contract once its "
-                                             "four storage calls are filled in.")
+    init_parser = sub.add_parser(
+        "init",
+        help="write a backend skeleton NAME.py to fill in with storage calls",
+        description="Write NAME.py: a backend class that follows the contract once its "
+        "four storage calls are filled in.",
+    )
     init_parser.add_argument("name", metavar="NAME", help="the module name, such as my_store")
-    init_parser.add_argument("--class", dest="class_name", metavar="CLASS",
-                             help="the class name (default: NAME in CamelCase)")
+    init_parser.add_argument(
+        "--class", dest="class_name", metavar="CLASS", help="the class name (default: NAME in CamelCase)"
+    )
     init_parser.add_argument("--directory", default=".", metavar="DIR", help="where to write (default: .)")
     init_parser.set_defaults(func=_cmd_init)
     install_run(sub)

@@ -198,7 +198,9 @@ class HostPagePool:
             for start, page in zip(starts, pages):
                 if not self._page_in_use[page]:
                     raise _violation(
-                        "BE-16", "indices", "must name allocated pages only (double free of the page at this slot)",
+                        "BE-16",
+                        "indices",
+                        "must name allocated pages only (double free of the page at this slot)",
                         start,
                     )
             for page in pages:
@@ -240,7 +242,9 @@ class HostPagePool:
             try:
                 slots = torch.tensor([operator.index(value) for value in indices], dtype=torch.int64)
             except TypeError:
-                raise _violation("BE-15", field, "must be a 1-D tensor or sequence of int slot indices", indices) from None
+                raise _violation(
+                    "BE-15", field, "must be a 1-D tensor or sequence of int slot indices", indices
+                ) from None
         if slots.numel() % self.page_size != 0:
             raise _violation(
                 "BE-15", field, f"must hold whole pages, a multiple of page_size {self.page_size} slots", slots.numel()
@@ -255,14 +259,18 @@ class HostPagePool:
         misaligned = (starts % self.page_size) != 0
         if bool(misaligned.any()):
             raise _violation(
-                "BE-15", field, f"must start each page at a multiple of page_size {self.page_size}",
+                "BE-15",
+                field,
+                f"must start each page at a multiple of page_size {self.page_size}",
                 int(starts[misaligned][0]),
             )
         expected = starts[:, None] + torch.arange(self.page_size, dtype=torch.int64)[None, :]
         broken = (pages != expected).any(dim=1)
         if bool(broken.any()):
             raise _violation(
-                "BE-15", field, "must hold each page's slots consecutively (the page at this slot does not)",
+                "BE-15",
+                field,
+                "must hold each page's slots consecutively (the page at this slot does not)",
                 int(starts[broken][0]),
             )
         return starts.tolist()
@@ -340,7 +348,9 @@ class HostPagePool:
             range_offsets = torch.arange(self.component_count, dtype=torch.int64) * self.size * token_bytes
         else:  # one range per (component, layer): P tokens of one layer, component-major
             token_bytes = head_bytes
-            range_offsets = torch.arange(self.component_count * self.layer_num, dtype=torch.int64) * self.size * token_bytes
+            range_offsets = (
+                torch.arange(self.component_count * self.layer_num, dtype=torch.int64) * self.size * token_bytes
+            )
         pointers = self.kv_buffer.data_ptr() + starts[:, None] * token_bytes + range_offsets[None, :]
         sizes = [self.page_size * token_bytes] * pointers.numel()
         return pointers.reshape(-1).tolist(), sizes

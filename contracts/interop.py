@@ -39,8 +39,7 @@ SGLANG_STORAGE_MODULE = STORAGE_MODULE
 """The SGLang module that defines the storage interface's classes."""
 
 MODELS: dict[str, type[ContractModel]] = {
-    model.__name__: model
-    for model in (HiCacheStorageExtraInfo, HiCacheStorageConfig, PoolTransfer, PoolTransferResult)
+    model.__name__: model for model in (HiCacheStorageExtraInfo, HiCacheStorageConfig, PoolTransfer, PoolTransferResult)
 }
 """The contract models that have an SGLang class of the same name."""
 
@@ -104,8 +103,12 @@ def _kind_of(obj: Any) -> type[ContractModel]:
         return PoolTransfer
     if hasattr(obj, "kv_hit_pages"):
         return PoolTransferResult
-    raise ContractViolation("from_sglang.obj", "must be an extra info, a storage config, a pool transfer or a "
-                            "pool transfer result", obj, "BE-8")
+    raise ContractViolation(
+        "from_sglang.obj",
+        "must be an extra info, a storage config, a pool transfer or a pool transfer result",
+        obj,
+        "BE-8",
+    )
 
 
 def _clause_of(model: type[ContractModel], field: str) -> str:
@@ -117,8 +120,12 @@ def _to_member(enum: Any, value: Any, model: type[ContractModel], field: str, mo
     try:
         return enum(raw)
     except ValueError:
-        raise ContractViolation(f"{model.__name__}.{field}", f"{_release_name(module)} has no {enum.__name__} "
-                                f"member {raw!r}", raw, _clause_of(model, field)) from None
+        raise ContractViolation(
+            f"{model.__name__}.{field}",
+            f"{_release_name(module)} has no {enum.__name__} member {raw!r}",
+            raw,
+            _clause_of(model, field),
+        ) from None
 
 
 def to_sglang(model: Any, *, storage_module: Any = None) -> Any:
@@ -134,13 +141,18 @@ def to_sglang(model: Any, *, storage_module: Any = None) -> Any:
         return None
     kind = MODELS.get(type(model).__name__)
     if kind is None or not isinstance(model, kind):
-        raise ContractViolation("to_sglang.model", "must be an extra info, a storage config, a pool transfer or "
-                                "a pool transfer result", model, "BE-8")
+        raise ContractViolation(
+            "to_sglang.model",
+            "must be an extra info, a storage config, a pool transfer or a pool transfer result",
+            model,
+            "BE-8",
+        )
     module = storage_module if storage_module is not None else importlib.import_module(SGLANG_STORAGE_MODULE)
     cls = getattr(module, kind.__name__, None)
     if cls is None:
-        raise ContractViolation(f"{kind.__name__}", f"{_release_name(module)} has no class {kind.__name__}",
-                                None, kind._default_clause)
+        raise ContractViolation(
+            f"{kind.__name__}", f"{_release_name(module)} has no class {kind.__name__}", None, kind._default_clause
+        )
     theirs = _class_fields(cls)
     arguments = {}
     for field, info in kind.model_fields.items():
@@ -148,17 +160,23 @@ def to_sglang(model: Any, *, storage_module: Any = None) -> Any:
         if theirs is not None and field not in theirs:
             if value == info.default:
                 continue
-            raise ContractViolation(f"{kind.__name__}.{field}", f"is not a field of {_release_name(module)}'s "
-                                    f"{kind.__name__}; it can only be dropped while it holds its default "
-                                    f"{info.default!r}", value, _clause_of(kind, field))
+            raise ContractViolation(
+                f"{kind.__name__}.{field}",
+                f"is not a field of {_release_name(module)}'s "
+                f"{kind.__name__}; it can only be dropped while it holds its default "
+                f"{info.default!r}",
+                value,
+                _clause_of(kind, field),
+            )
         if field in _ENUM_FIELDS and value is not None:
             value = _to_member(getattr(module, _ENUM_FIELDS[field]), value, kind, field, module)
         arguments[field] = _plain(value)
     try:
         return cls(**arguments)
     except (TypeError, ValueError) as error:
-        raise ContractViolation(f"{kind.__name__}", f"{_release_name(module)} refused it: {error}", None,
-                                kind._default_clause) from None
+        raise ContractViolation(
+            f"{kind.__name__}", f"{_release_name(module)} refused it: {error}", None, kind._default_clause
+        ) from None
 
 
 def _enum_value(value: Any) -> Any:
@@ -185,10 +203,14 @@ def from_sglang(obj: Any) -> Any:
             if default is not _MISSING and value == default:
                 continue
             module = sys.modules.get(type(obj).__module__)
-            raise ContractViolation(f"{kind.__name__}.{field}", f"is a field of {_release_name(module)}'s "
-                                    f"{kind.__name__} that the contract does not model; it can only be dropped "
-                                    f"while it holds its default {default if default is not _MISSING else None!r}",
-                                    value, kind._default_clause)
+            raise ContractViolation(
+                f"{kind.__name__}.{field}",
+                f"is a field of {_release_name(module)}'s "
+                f"{kind.__name__} that the contract does not model; it can only be dropped "
+                f"while it holds its default {default if default is not _MISSING else None!r}",
+                value,
+                kind._default_clause,
+            )
     fields = {name: getattr(obj, name) for name in kind.model_fields if hasattr(obj, name)}
     for name in _ENUM_FIELDS:
         if fields.get(name) is not None:
@@ -200,6 +222,7 @@ def from_sglang(obj: Any) -> Any:
     if kind is PoolTransfer and fields.get("keys") is not None and not isinstance(fields["keys"], (list, tuple)):
         fields["keys"] = list(fields["keys"])
     if kind is PoolTransferResult and fields.get("extra_pool_hit_pages") is not None:
-        fields["extra_pool_hit_pages"] = {str(_enum_value(name)): hits
-                                          for name, hits in dict(fields["extra_pool_hit_pages"]).items()}
+        fields["extra_pool_hit_pages"] = {
+            str(_enum_value(name)): hits for name, hits in dict(fields["extra_pool_hit_pages"]).items()
+        }
     return kind(**fields)

@@ -98,8 +98,16 @@ def backend_methods() -> list[BackendMethod]:
         for name, function in members:
             doc = inspect.getdoc(function) or ""
             clause_ids = tuple(dict.fromkeys(_CLAUSE_ID.findall(doc)))
-            found.append(BackendMethod(protocol.__name__, name, _signature(name, function), doc, clause_ids,
-                                       _since(function.__doc__, protocol.__doc__)))
+            found.append(
+                BackendMethod(
+                    protocol.__name__,
+                    name,
+                    _signature(name, function),
+                    doc,
+                    clause_ids,
+                    _since(function.__doc__, protocol.__doc__),
+                )
+            )
     return found
 
 
@@ -144,8 +152,7 @@ def render_backend_methods() -> str:
             protocol = next(item for item in _protocol_classes() if item.__name__ == current)
             level = _GENERATIONS.get(current)
             lines += ["", f"## {current}", ""]
-            lines.append((inspect.getdoc(protocol) or "").splitlines()[0]
-                         + (f" Level `{level}`." if level else ""))
+            lines.append((inspect.getdoc(protocol) or "").splitlines()[0] + (f" Level `{level}`." if level else ""))
         lines += ["", f"### {method.name}", "", "```python", method.signature, "```", ""]
         lines.append(method.doc)
         lines += ["", f"SGLang releases: {', '.join(method.releases)}."]

@@ -470,14 +470,20 @@ class HiCacheStorageExtraInfo(ContractModel):
         prefix = self.prefix_keys
         if prefix is None:  # PFX-3: off stays off
             if not isinstance(batch, (list, tuple, PrefixKeys)):
-                raise ContractViolation("HiCacheStorageExtraInfo.extend.batch",
-                                        "must be a list, tuple or key sequence of str", batch, "PFX-1")
+                raise ContractViolation(
+                    "HiCacheStorageExtraInfo.extend.batch",
+                    "must be a list, tuple or key sequence of str",
+                    batch,
+                    "PFX-1",
+                )
             return self._evolve()
         try:
             extended = prefix.extended(batch)  # PFX-4: [] grows like any list
         except ContractViolation as violation:
             raise ContractViolation(
-                f"HiCacheStorageExtraInfo.extend.{violation.field}", violation.rule, violation.value,
+                f"HiCacheStorageExtraInfo.extend.{violation.field}",
+                violation.rule,
+                violation.value,
                 violation.clause_id,
             ) from None
         # Built without validation: both parts were validated already. Once per batch, so kept lean.
@@ -539,11 +545,19 @@ class HiCacheStorageConfig(ContractModel):
 
     _field_clauses: ClassVar[dict[str, str]] = {
         "extra_config": "BE-1",
-        "tp_rank": "BE-25", "tp_size": "BE-25", "tp_lcm_size": "BE-25", "dp_rank": "BE-25",
-        "dcp_size": "BE-25", "dcp_rank": "BE-25", "logical_page_size": "BE-25",
-        "pp_rank": "BE-25", "pp_size": "BE-25",
-        "attn_cp_rank": "BE-25", "attn_cp_size": "BE-25",
-        "model_name": "NS-4", "is_mla_model": "NS-5",
+        "tp_rank": "BE-25",
+        "tp_size": "BE-25",
+        "tp_lcm_size": "BE-25",
+        "dp_rank": "BE-25",
+        "dcp_size": "BE-25",
+        "dcp_rank": "BE-25",
+        "logical_page_size": "BE-25",
+        "pp_rank": "BE-25",
+        "pp_size": "BE-25",
+        "attn_cp_rank": "BE-25",
+        "attn_cp_size": "BE-25",
+        "model_name": "NS-4",
+        "is_mla_model": "NS-5",
     }
     _default_clause: ClassVar[str] = "BE-1"
 
@@ -555,12 +569,14 @@ class HiCacheStorageConfig(ContractModel):
                 raise ContractViolation(size_field, "must be >= 1", size, clause_id)
             rank = getattr(self, rank_field)
             if not 0 <= rank < size:
-                raise ContractViolation(rank_field, f"must satisfy 0 <= {rank_field} < {size_field} = {size}",
-                                        rank, clause_id)
+                raise ContractViolation(
+                    rank_field, f"must satisfy 0 <= {rank_field} < {size_field} = {size}", rank, clause_id
+                )
         lcm = self.tp_lcm_size
         if lcm is not None and (lcm < 1 or lcm % self.tp_size != 0):
-            raise ContractViolation("tp_lcm_size", f"must be a positive multiple of tp_size = {self.tp_size}",
-                                    lcm, "BE-25")
+            raise ContractViolation(
+                "tp_lcm_size", f"must be a positive multiple of tp_size = {self.tp_size}", lcm, "BE-25"
+            )
         if self.dp_rank < 0:
             raise ContractViolation("dp_rank", "must be >= 0", self.dp_rank, "BE-25")
         self._check_dcp()
@@ -571,16 +587,22 @@ class HiCacheStorageConfig(ContractModel):
         if self.dcp_size == 1:
             return
         if not self.is_mla_model:
-            raise ContractViolation("dcp_size", "may exceed 1 only for an MLA model (is_mla_model=True)",
-                                    self.dcp_size, "BE-25")
+            raise ContractViolation(
+                "dcp_size", "may exceed 1 only for an MLA model (is_mla_model=True)", self.dcp_size, "BE-25"
+            )
         if self.tp_size % self.dcp_size != 0 or self.tp_rank % self.dcp_size != self.dcp_rank:
             raise ContractViolation(
-                "dcp_rank", f"must equal tp_rank % dcp_size = {self.tp_rank % self.dcp_size}, with dcp_size "
-                f"dividing tp_size = {self.tp_size} (contiguous DCP groups within TP)", self.dcp_rank, "BE-25")
+                "dcp_rank",
+                f"must equal tp_rank % dcp_size = {self.tp_rank % self.dcp_size}, with dcp_size "
+                f"dividing tp_size = {self.tp_size} (contiguous DCP groups within TP)",
+                self.dcp_rank,
+                "BE-25",
+            )
         page = self.logical_page_size
         if page is None or page <= 0 or page % self.dcp_size != 0:
-            raise ContractViolation("logical_page_size", f"must be a positive multiple of dcp_size = {self.dcp_size}",
-                                    page, "BE-25")
+            raise ContractViolation(
+                "logical_page_size", f"must be a positive multiple of dcp_size = {self.dcp_size}", page, "BE-25"
+            )
 
     @property
     def is_storage_writer(self) -> bool:
@@ -591,8 +613,15 @@ class HiCacheStorageConfig(ContractModel):
     def single_rank(cls, model_name: Optional[str] = "test-model", **overrides: Any) -> "HiCacheStorageConfig":
         """Return the configuration of a lone rank (every size 1, every flag off), with ``overrides`` applied."""
         fields: dict[str, Any] = dict(
-            tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_cp_rank=0, attn_cp_size=1,
-            is_mla_model=False, enable_storage_metrics=False, is_page_first_layout=False,
+            tp_rank=0,
+            tp_size=1,
+            pp_rank=0,
+            pp_size=1,
+            attn_cp_rank=0,
+            attn_cp_size=1,
+            is_mla_model=False,
+            enable_storage_metrics=False,
+            is_page_first_layout=False,
             model_name=model_name,
         )
         fields.update(overrides)
@@ -623,8 +652,12 @@ class PoolTransfer(ContractModel):
     """BLOCK_GROUPS geometry: keys (pages) per group (0 when the policy is not BLOCK_GROUPS); 0.5.22+."""
 
     _field_clauses: ClassVar[dict[str, str]] = {
-        "name": "BE-19", "keys": "KEY-2", "host_indices": "BE-15", "device_indices": "BE-15",
-        "hit_policy": "HYB-7", "indices_from_pool": "HYB-1",
+        "name": "BE-19",
+        "keys": "KEY-2",
+        "host_indices": "BE-15",
+        "device_indices": "BE-15",
+        "hit_policy": "HYB-7",
+        "indices_from_pool": "HYB-1",
     }
     _default_clause: ClassVar[str] = "BE-19"
 
@@ -643,8 +676,10 @@ class PoolTransfer(ContractModel):
             mine, theirs = getattr(self, field), getattr(other, field)
             if (mine is None) != (theirs is None):
                 return False
-            if mine is not None and mine is not theirs and not (
-                mine.shape == theirs.shape and bool((mine.cpu() == theirs.cpu()).all())
+            if (
+                mine is not None
+                and mine is not theirs
+                and not (mine.shape == theirs.shape and bool((mine.cpu() == theirs.cpu()).all()))
             ):
                 return False
         return self.nodes_to_load is other.nodes_to_load or self.nodes_to_load == other.nodes_to_load
@@ -727,7 +762,10 @@ class PrefetchOperationSnapshot(ContractModel):
     """The prefetch policy (CTL-9)."""
 
     _field_clauses: ClassVar[dict[str, str]] = {
-        "keys": "KEY-2", "prefix_keys": "PFX-1", "batch_size": "CTL-2", "policy": "CTL-9",
+        "keys": "KEY-2",
+        "prefix_keys": "PFX-1",
+        "batch_size": "CTL-2",
+        "policy": "CTL-9",
     }
     _default_clause: ClassVar[str] = "CTL-2"
 
@@ -805,8 +843,7 @@ def _ack_violation(error: ValidationError) -> ContractViolation:
     location = tuple(first["loc"])
     if location and location[0] in _ACK_CLASSES:
         return violation_from(_ACK_CLASSES[location[0]], error, location_offset=1)
-    return ContractViolation("Ack.kind", "must be one of progress, pool_hits, final",
-                             first.get("input"), "CTL-5")
+    return ContractViolation("Ack.kind", "must be one of progress, pool_hits, final", first.get("input"), "CTL-5")
 
 
 def validate_ack(data: Any) -> Union[ProgressAck, PoolHitsAck, FinalAck]:
@@ -849,15 +886,12 @@ def validate_page_keys(keys: Any, *, strict: bool = False, field: str = "keys") 
     if strict and flat:
         # Fast path: every key 64 long and only lowercase hex digits overall means every key is a page key.
         joined = "".join(flat)
-        if (
-            set(map(len, flat)) != {64}
-            or not joined.isascii()
-            or joined.encode("ascii").translate(None, _HEX_DIGITS)
-        ):
+        if set(map(len, flat)) != {64} or not joined.isascii() or joined.encode("ascii").translate(None, _HEX_DIGITS):
             for index, key in enumerate(flat):
                 if not is_page_key(key):
-                    raise ContractViolation(f"{field}[{index}]", "page key must be 64 lowercase hex characters",
-                                            key, "KEY-2")
+                    raise ContractViolation(
+                        f"{field}[{index}]", "page key must be 64 lowercase hex characters", key, "KEY-2"
+                    )
     return keys
 
 
@@ -887,16 +921,22 @@ def validate_host_indices(
     if not is_count(key_count):
         raise ContractViolation("key_count", "must be an int >= 0", key_count, "BE-15")
     if isinstance(host_indices, torch.Tensor) and host_indices.device.type not in ("cpu", "cuda"):
-        raise ContractViolation(field, "must be a tensor on the CPU (or a CUDA device), whose slots can be read",
-                                f"tensor on {host_indices.device}", "BE-15")  # a meta tensor holds no slots
+        raise ContractViolation(
+            field,
+            "must be a tensor on the CPU (or a CUDA device), whose slots can be read",
+            f"tensor on {host_indices.device}",
+            "BE-15",
+        )  # a meta tensor holds no slots
     problem = _index_tensor_problem(host_indices)
     if problem is not None:
         raise ContractViolation(field, problem, host_indices, "BE-15")
     expected = key_count * page_size
     if host_indices.numel() != expected:
         raise ContractViolation(
-            field, f"must hold key_count * page_size = {key_count} * {page_size} = {expected} slots",
-            host_indices, "BE-15",
+            field,
+            f"must hold key_count * page_size = {key_count} * {page_size} = {expected} slots",
+            host_indices,
+            "BE-15",
         )
     if key_count == 0:
         return host_indices
@@ -922,11 +962,13 @@ def validate_host_indices(
             raise ContractViolation(
                 f"{field}[{page * page_size}]",
                 f"page {page}'s first slot must be a non-negative multiple of page_size = {page_size}",
-                int(first_slots[page]), "BE-15",
+                int(first_slots[page]),
+                "BE-15",
             )
         raise ContractViolation(
             f"{field}[{page * page_size}:{(page + 1) * page_size}]",
             f"page {page}'s slots must be consecutive",
-            pages[page].tolist(), "BE-15",
+            pages[page].tolist(),
+            "BE-15",
         )
     return host_indices

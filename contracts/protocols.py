@@ -195,4 +195,6 @@ GENERATIONS: dict[str, type] = {"core": LegacyBackend, "v1": ZeroCopyV1Backend, 
 
 def protocol_methods(protocol: type) -> tuple[str, ...]:
     """Return the public method names ``protocol`` declares, in declaration order: the one list of each generation."""
-    return tuple(name for name, value in vars(protocol).items() if inspect.isfunction(value) and not name.startswith("_"))
+    return tuple(
+        name for name, value in vars(protocol).items() if inspect.isfunction(value) and not name.startswith("_")
+    )

@@ -46,7 +46,10 @@ __all__ = [
 ]
 
 CLASSES: tuple[str, ...] = (
-    "HiCacheStorageConfig", "HiCacheStorageExtraInfo", "PoolTransfer", "PoolTransferResult",
+    "HiCacheStorageConfig",
+    "HiCacheStorageExtraInfo",
+    "PoolTransfer",
+    "PoolTransferResult",
 )
 """SGLang's dataclasses the contract models mirror."""
 
@@ -57,16 +60,21 @@ REQUIRED = "<required>"
 """How a field without a default is described."""
 
 KNOWN_DIFFERENCES: dict[tuple[str, str], str] = {
-    ("PoolTransferResult", "extra_pool_hit_pages"):
-        "the project gives it a default (an empty mapping) so a complete miss needs one argument; "
-        "SGLang's positional construction is unaffected",
+    (
+        "PoolTransferResult",
+        "extra_pool_hit_pages",
+    ): "the project gives it a default (an empty mapping) so a complete miss needs one argument; "
+    "SGLang's positional construction is unaffected",
 }
 """(class, field) → why the project's default differs from every release's, on purpose."""
 
 RELEASE_ONLY_FIELDS: dict[tuple[str, str, str], str] = {
-    ("0.5.21", "PoolTransfer", "anchor_index_parts"):
-        "engine-internal device slots for a dependent allocation, set by the engine's tree after a load and "
-        "never read by a backend; gone again in 0.5.22. Interop drops it while None and refuses it otherwise",
+    (
+        "0.5.21",
+        "PoolTransfer",
+        "anchor_index_parts",
+    ): "engine-internal device slots for a dependent allocation, set by the engine's tree after a load and "
+    "never read by a backend; gone again in 0.5.22. Interop drops it while None and refuses it otherwise",
 }
 """(release, class, field) → why the project does not model a field one release has."""
 
@@ -86,8 +94,10 @@ def describe_models() -> dict[str, Any]:
     classes = {}
     for name in CLASSES:
         model = getattr(models, name)
-        classes[name] = [[field, REQUIRED if info.is_required() else _default_text(info.default)]
-                         for field, info in model.model_fields.items()]
+        classes[name] = [
+            [field, REQUIRED if info.is_required() else _default_text(info.default)]
+            for field, info in model.model_fields.items()
+        ]
     enums = {name: [[member.name, member.value] for member in getattr(models, name)] for name in ENUMS}
     return {"classes": classes, "enums": enums}
 
@@ -109,8 +119,11 @@ def describe_release(module: Any) -> dict[str, Any]:
                 default = REQUIRED
             fields.append([field.name, default])
         classes[name] = fields
-    enums = {name: [[member.name, member.value] for member in getattr(module, name)]
-             for name in ENUMS if getattr(module, name, None) is not None}
+    enums = {
+        name: [[member.name, member.value] for member in getattr(module, name)]
+        for name in ENUMS
+        if getattr(module, name, None) is not None
+    }
     return {"classes": classes, "enums": enums}
 
 
@@ -125,29 +138,60 @@ def compare(project: dict[str, Any], release: dict[str, Any], version: str) -> l
     for name in CLASSES:
         ours, theirs = project["classes"].get(name), release["classes"].get(name)
         if theirs is None or ours is None:
-            problems.append(f"{name}: missing in SGLang {version}" if theirs is None
-                            else f"{name}: not modelled by the project")
+            problems.append(
+                f"{name}: missing in SGLang {version}" if theirs is None else f"{name}: not modelled by the project"
+            )
             continue
         theirs = [pair for pair in theirs if (version, name, pair[0]) not in RELEASE_ONLY_FIELDS]
-        problems += _compare_items(name, ours, theirs, version, exact, item="field", quantity="default",
-                                   show=str, allowed=lambda field, name=name: (name, field) in KNOWN_DIFFERENCES)
+        problems += _compare_items(
+            name,
+            ours,
+            theirs,
+            version,
+            exact,
+            item="field",
+            quantity="default",
+            show=str,
+            allowed=lambda field, name=name: (name, field) in KNOWN_DIFFERENCES,
+        )
         our_order, their_order = [field for field, _ in ours], [field for field, _ in theirs]
-        if [field for field in our_order if field in their_order] != [field for field in their_order
-                                                                     if field in our_order]:
-            problems.append(f"{name}: field order differs from SGLang {version}: project {our_order}, "
-                            f"release {their_order}")
+        if [field for field in our_order if field in their_order] != [
+            field for field in their_order if field in our_order
+        ]:
+            problems.append(
+                f"{name}: field order differs from SGLang {version}: project {our_order}, release {their_order}"
+            )
     for name in ENUMS:
         theirs = release["enums"].get(name)
         if theirs is None:
             problems.append(f"{name}: missing in SGLang {version}")
             continue
-        problems += _compare_items(name, project["enums"].get(name, []), theirs, version, exact, item="member",
-                                   quantity="value", show=repr, allowed=lambda member: False)
+        problems += _compare_items(
+            name,
+            project["enums"].get(name, []),
+            theirs,
+            version,
+            exact,
+            item="member",
+            quantity="value",
+            show=repr,
+            allowed=lambda member: False,
+        )
     return problems
 
 
-def _compare_items(name: str, ours: list, theirs: list, version: str, exact: bool, *, item: str, quantity: str,
-                   show: Callable[[Any], str], allowed: Callable[[str], bool]) -> list[str]:
+def _compare_items(
+    name: str,
+    ours: list,
+    theirs: list,
+    version: str,
+    exact: bool,
+    *,
+    item: str,
+    quantity: str,
+    show: Callable[[Any], str],
+    allowed: Callable[[str], bool],
+) -> list[str]:
     """The differences between two ``[[item, value], ...]`` lists of class ``name`` (fields or enum members)."""
     mine, present = dict(map(tuple, ours)), dict(map(tuple, theirs))
     problems = []
@@ -155,18 +199,24 @@ def _compare_items(name: str, ours: list, theirs: list, version: str, exact: boo
         if key not in mine:
             problems.append(f"{name}.{key}: a {item} of SGLang {version} the project lacks")
         elif mine[key] != value and not allowed(key):
-            problems.append(f"{name}.{key}: {quantity} {show(mine[key])} in the project, {show(value)} in "
-                            f"SGLang {version}")
+            problems.append(
+                f"{name}.{key}: {quantity} {show(mine[key])} in the project, {show(value)} in SGLang {version}"
+            )
     if exact:
-        problems += [f"{name}.{key}: a project {item} SGLang {version} does not have"
-                     for key in mine if key not in present]
+        problems += [
+            f"{name}.{key}: a project {item} SGLang {version} does not have" for key in mine if key not in present
+        ]
     return problems
 
 
 def probe_release(version: str, *, timeout: float = 600) -> dict[str, Any]:
     """Describe release ``version`` from a subprocess of its own (fetching its wheel if needed)."""
-    done = subprocess.run([sys.executable, "-m", "hicache_contracts.sglang_compat", "--probe", version],
-                          capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-m", "hicache_contracts.sglang_compat", "--probe", version],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines()
         raise RuntimeError(f"probing sglang {version} failed: {lines[-1] if lines else done.returncode}")
@@ -191,8 +241,12 @@ def render_table(project: dict[str, Any], releases: dict[str, dict[str, Any]]) -
     for kind, names in (("classes", CLASSES), ("enums", ENUMS)):
         for name in names:
             lines += [f"## {name}", "", header, rule]
-            table = _table(name, project[kind].get(name, []), {version: releases[version][kind].get(name, [])
-                                                              for version in versions}, member=kind == "enums")
+            table = _table(
+                name,
+                project[kind].get(name, []),
+                {version: releases[version][kind].get(name, []) for version in versions},
+                member=kind == "enums",
+            )
             lines += table + [""]
             rows += len(table)
     lines += ["## Known differences", ""]
@@ -234,8 +288,10 @@ def _probe_main(version: str) -> int:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hicache_contracts.sglang_compat",
-                                     description="Compare the contract models with the pinned SGLang releases.")
+    parser = argparse.ArgumentParser(
+        prog="python -m hicache_contracts.sglang_compat",
+        description="Compare the contract models with the pinned SGLang releases.",
+    )
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--probe", metavar="VERSION", help="print one release's description as JSON")
     group.add_argument("--write", metavar="FILE", help="write the compatibility table")

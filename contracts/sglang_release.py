@@ -99,8 +99,17 @@ def fetch_release(version: str, *, quiet: bool = True) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".sglang-{version}-", dir=target.parent) as work:
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-                   f"sglang=={version}", "-d", work]
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            f"sglang=={version}",
+            "-d",
+            work,
+        ]
         if quiet:
             command.append("--quiet")
         try:
@@ -147,6 +156,7 @@ def installed_release() -> Optional[str]:
                 return found
             try:
                 from importlib.metadata import version
+
                 return version("sglang")
             except Exception:
                 return "unknown"
@@ -184,8 +194,9 @@ def use_release(version: Optional[str] = None, *, fetch: bool = True) -> str:
     installed = installed_release()
     if version is None:
         if installed is None:
-            raise ReleaseError("no SGLang is importable; name a pinned release with --sglang-version "
-                               f"({', '.join(SGLANG_RELEASES)})")
+            raise ReleaseError(
+                f"no SGLang is importable; name a pinned release with --sglang-version ({', '.join(SGLANG_RELEASES)})"
+            )
         version = installed
     try:
         check_release(version)
@@ -194,8 +205,9 @@ def use_release(version: Optional[str] = None, *, fetch: bool = True) -> str:
     active = active_release()
     if active is not None:
         if active != version:
-            raise ReleaseError(f"sglang {active} is already imported in this process; "
-                               f"sglang {version} needs a process of its own")
+            raise ReleaseError(
+                f"sglang {active} is already imported in this process; sglang {version} needs a process of its own"
+            )
         return version
     if installed == version:
         return version
@@ -217,13 +229,14 @@ def storage_module(version: Optional[str] = None, *, fetch: bool = True) -> Any:
         return importlib.import_module(STORAGE_MODULE)
     except ImportError as error:
         missing = getattr(error, "name", None) or str(error)
-        raise ReleaseError(f"sglang {used}: importing {STORAGE_MODULE} needs the Python package {missing!r} "
-                           "(install this project's 'sglang' extra: pip install -e '.[sglang]')") from None
+        raise ReleaseError(
+            f"sglang {used}: importing {STORAGE_MODULE} needs the Python package {missing!r} "
+            "(install this project's 'sglang' extra: pip install -e '.[sglang]')"
+        ) from None
     except Exception as error:  # SGLang's own import-time code failed
-        raise ReleaseError(f"sglang {used}: importing {STORAGE_MODULE} failed: "
-                           f"{type(error).__name__}: {error}") from None
-
-
+        raise ReleaseError(
+            f"sglang {used}: importing {STORAGE_MODULE} failed: {type(error).__name__}: {error}"
+        ) from None
 
 
 def resolve_release(choice: Optional[str] = None) -> Optional[str]:
@@ -247,4 +260,6 @@ def describe_choice(release: Optional[str]) -> str:
     """Return the report line that says which objects the backend received."""
     if release is None:
         return "SGLang objects: none (SGLang is not importable, or --sglang-version none): the backend receives the contract models"
-    return f"SGLang objects: release {release} (its HiCacheStorageConfig, HiCacheStorageExtraInfo, PoolTransfer, PoolName)"
+    return (
+        f"SGLang objects: release {release} (its HiCacheStorageConfig, HiCacheStorageExtraInfo, PoolTransfer, PoolName)"
+    )

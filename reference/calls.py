@@ -105,8 +105,9 @@ class _PendingCall:
         if callback is not None:
             callback()
 
-    def wait(self, deadline: Optional[float], closing: threading.Event,
-             on_return_after_abandon: Callable[[], None]) -> Optional[CallOutcome]:
+    def wait(
+        self, deadline: Optional[float], closing: threading.Event, on_return_after_abandon: Callable[[], None]
+    ) -> Optional[CallOutcome]:
         """Return the outcome, or None after abandoning a call that missed ``deadline`` seconds (None: no deadline)
         or was still running when the controller started closing."""
         end = None if deadline is None else time.monotonic() + deadline
@@ -160,11 +161,14 @@ class BackendCaller:
 
     def __init__(self, backend: Any, call_deadline: Optional[float] = DEFAULT_CALL_DEADLINE) -> None:
         if call_deadline is not None and (
-            isinstance(call_deadline, bool) or not isinstance(call_deadline, (int, float))
+            isinstance(call_deadline, bool)
+            or not isinstance(call_deadline, (int, float))
             or not 0 < call_deadline < float("inf")
         ):
-            raise ValueError("CacheController.call_deadline: must be a finite number of seconds > 0, or None to wait "
-                             f"for ever (got {call_deadline!r})")
+            raise ValueError(
+                "CacheController.call_deadline: must be a finite number of seconds > 0, or None to wait "
+                f"for ever (got {call_deadline!r})"
+            )
         self.backend = backend
         self.call_deadline = call_deadline
         """Seconds a backend call may take before it is abandoned; None waits for ever (as SGLang does)."""

@@ -209,7 +209,9 @@ class SidecarPool:
         try:
             policy = PoolHitPolicy(self.hit_policy)
         except ValueError:
-            raise ValueError(f"SidecarPool.hit_policy: must be a PoolHitPolicy value (got {self.hit_policy!r})") from None
+            raise ValueError(
+                f"SidecarPool.hit_policy: must be a PoolHitPolicy value (got {self.hit_policy!r})"
+            ) from None
         window = self.window_pages
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ValueError(f"SidecarPool.window_pages: must be an int >= 1 (got {window!r})")
@@ -264,8 +266,9 @@ class CacheController:
             raise _violation("prefetch_threshold", "must be an int >= 0", prefetch_threshold, "CTL-3")
         self.prefetch_threshold = prefetch_threshold
         """Spans below max(this, page_size) tokens are declined before any query; agreed hits below it revoked (CTL-3)."""
-        self.timeout_settings = TimeoutSettings(prefetch_timeout_base, prefetch_timeout_per_ki_token,
-                                                prefetch_timeout_max)
+        self.timeout_settings = TimeoutSettings(
+            prefetch_timeout_base, prefetch_timeout_per_ki_token, prefetch_timeout_max
+        )
         if not isinstance(pass_prefix_keys, bool):
             raise _violation("pass_prefix_keys", "must be a bool", pass_prefix_keys, "PFX-1")
         self.pass_prefix_keys = pass_prefix_keys
@@ -305,13 +308,19 @@ class CacheController:
                 raise _violation(f"sidecar_pools[{index}].name", "must be unique", pool.name.value, "BE-19")
             names.add(pool.name)
             if int(pool.host_pool.page_size) != self.page_size:
-                raise _violation(f"sidecar_pools[{index}].host_pool.page_size",
-                                 f"must equal the KV pool's page_size {self.page_size}",
-                                 pool.host_pool.page_size, "HYB-1")
+                raise _violation(
+                    f"sidecar_pools[{index}].host_pool.page_size",
+                    f"must equal the KV pool's page_size {self.page_size}",
+                    pool.host_pool.page_size,
+                    "HYB-1",
+                )
             if pool.kv_derived and int(pool.host_pool.size) < int(self.host_pool.size):
-                raise _violation(f"sidecar_pools[{index}].host_pool.size",
-                                 f"must hold every KV slot ({self.host_pool.size}) for a KV-derived pool",
-                                 pool.host_pool.size, "HYB-1")
+                raise _violation(
+                    f"sidecar_pools[{index}].host_pool.size",
+                    f"must hold every KV slot ({self.host_pool.size}) for a KV-derived pool",
+                    pool.host_pool.size,
+                    "HYB-1",
+                )
         return checked
 
     def _register_host_pools(self) -> None:
@@ -443,8 +452,12 @@ class CacheController:
             if prior_key is None:
                 prior_key = anchor_key
             elif prior_key != anchor_key:
-                raise _violation("prefetch.prior_key", "must be the last key of prefix_keys, the anchor's last "
-                                 "page (None when prefix_keys is empty)", prior_key, "PFX-10")
+                raise _violation(
+                    "prefetch.prior_key",
+                    "must be the last key of prefix_keys, the anchor's last page (None when prefix_keys is empty)",
+                    prior_key,
+                    "PFX-10",
+                )
         chain = self._key_chain(token_ids, keys, prior_key)
         operation = PrefetchOperation(
             operation_id=self._next_id(operation_id),
@@ -485,12 +498,16 @@ class CacheController:
             if not isinstance(transfer, PoolTransfer):
                 raise _violation(f"backup.sidecar_transfers[{index}]", "must be a PoolTransfer", transfer, "HYB-5")
             if transfer.name not in known:
-                raise _violation(f"backup.sidecar_transfers[{index}].name",
-                                 "must name a non-KV-derived sidecar pool of the controller",
-                                 transfer.name.value, "HYB-5")
+                raise _violation(
+                    f"backup.sidecar_transfers[{index}].name",
+                    "must name a non-KV-derived sidecar pool of the controller",
+                    transfer.name.value,
+                    "HYB-5",
+                )
             if transfer.keys is None or transfer.host_indices is None:
-                raise _violation(f"backup.sidecar_transfers[{index}]", "must have keys and host_indices",
-                                 transfer, "HYB-5")
+                raise _violation(
+                    f"backup.sidecar_transfers[{index}]", "must have keys and host_indices", transfer, "HYB-5"
+                )
         operation = BackupOperation(
             operation_id=self._next_id(operation_id),
             keys=chain,
@@ -527,8 +544,9 @@ class CacheController:
         validate_page_keys(prefix_keys, field=f"{_CLASS}.{field}")
         return prefix_keys if isinstance(prefix_keys, PrefixKeys) else PrefixKeys(tuple(prefix_keys))
 
-    def _key_chain(self, token_ids: Optional[Sequence[int]], keys: Optional[Sequence[str]],
-                   prior_key: Optional[str]) -> tuple[str, ...]:
+    def _key_chain(
+        self, token_ids: Optional[Sequence[int]], keys: Optional[Sequence[str]], prior_key: Optional[str]
+    ) -> tuple[str, ...]:
         """Return the operation's key chain, from the anchor's last page key (KEY-3)."""
         if (token_ids is None) == (keys is None):
             raise _violation("prefetch.token_ids", "give exactly one of token_ids and keys", token_ids, "KEY-3")
@@ -550,8 +568,9 @@ class CacheController:
             return HiCacheStorageExtraInfo(prefix_keys=None)  # PFX-3: off everywhere
         return HiCacheStorageExtraInfo(prefix_keys=prefix if prefix is not None else PrefixKeys(()))
 
-    def _extra_info_for_slice(self, operation: Union[PrefetchOperation, BackupOperation],
-                              start: int) -> HiCacheStorageExtraInfo:
+    def _extra_info_for_slice(
+        self, operation: Union[PrefetchOperation, BackupOperation], start: int
+    ) -> HiCacheStorageExtraInfo:
         """Return a new extra info for the call whose first key is ``operation.keys[start]``. Clauses: PFX-2, PFX-4, PFX-5.
 
         O(batch) per call: the operation's calls move forward slice by slice,
@@ -607,8 +626,9 @@ class CacheController:
                 self._notify_backup(operation)
 
     def _record_internal_error(self, stage: str, operation: Any, error: BaseException) -> None:
-        self.internal_errors.append(f"{stage} of operation {getattr(operation, 'operation_id', '?')!r}: "
-                                    f"{type(error).__name__}: {error}")
+        self.internal_errors.append(
+            f"{stage} of operation {getattr(operation, 'operation_id', '?')!r}: {type(error).__name__}: {error}"
+        )
 
     # ================================================================ prefetch: hit query and agreement
     def _run_hit_query_stage(self, operation: PrefetchOperation) -> None:
@@ -632,13 +652,15 @@ class CacheController:
         agreed = self._agree_hit(operation, local_hit)  # RANK-1
         operation.hit_pages = agreed
         if slots is not None and agreed < local_hit:  # RANK-2: cut to the agreed count (CTL-12: free the rest)
-            self._free_host_slots(operation, self.host_pool, slots[agreed * self.page_size:])
+            self._free_host_slots(operation, self.host_pool, slots[agreed * self.page_size :])
             slots = slots[: agreed * self.page_size]
         operation.host_indices = slots
         if not self._is_worth_prefetching(operation, agreed):  # CTL-3
             if getattr(operation, "declined", False):
-                reason = (f"span of {len(operation.keys) * self.page_size} tokens is below the threshold of "
-                          f"{max(self.prefetch_threshold, self.page_size)}; declined before any query")
+                reason = (
+                    f"span of {len(operation.keys) * self.page_size} tokens is below the threshold of "
+                    f"{max(self.prefetch_threshold, self.page_size)}; declined before any query"
+                )
             elif agreed:
                 reason = f"agreed hit of {agreed * self.page_size} tokens is below the threshold of {self.prefetch_threshold}"
             else:
@@ -646,8 +668,9 @@ class CacheController:
             self._revoke(operation, reason)
             return
         # CTL-14: the wait budget follows the requested span, not the hit.
-        operation.deadline = compute_deadline(operation.submitted_at, len(operation.keys) * self.page_size,
-                                              self.timeout_settings)
+        operation.deadline = compute_deadline(
+            operation.submitted_at, len(operation.keys) * self.page_size, self.timeout_settings
+        )
 
     def _hit_query(self, operation: PrefetchOperation) -> int:
         """Return this rank's hit in pages: v2 when there are sidecar pools, else v1. Clauses: CTL-1, BE-21."""
@@ -657,8 +680,9 @@ class CacheController:
 
     def _span_worth_querying(self, operation: PrefetchOperation) -> bool:
         """Whether the span reaches max(prefetch_threshold, page_size) tokens; shorter ones get no query. Clause: CTL-3."""
-        return is_prefetch_span_long_enough(len(operation.keys) * self.page_size, self.prefetch_threshold,
-                                            self.page_size)
+        return is_prefetch_span_long_enough(
+            len(operation.keys) * self.page_size, self.prefetch_threshold, self.page_size
+        )
 
     def _hit_query_v1(self, operation: PrefetchOperation) -> int:
         """Query the whole chain in one ``batch_exists``, unsliced, as SGLang 0.5.21+ does. Clause: CTL-1."""
@@ -669,8 +693,9 @@ class CacheController:
     def _exists_slice(self, operation: PrefetchOperation, slice_index: int, start: int, end: int) -> int:
         """Return the leading hit of one slice, as the backend confirms it. Clauses: PFX-2, PFX-7, CTL-11."""
         keys = list(operation.keys[start:end])
-        outcome = self.caller.call("batch_exists", keys, self._extra_info_for_slice(operation, start),
-                                   quiescence=operation.quiescence)
+        outcome = self.caller.call(
+            "batch_exists", keys, self._extra_info_for_slice(operation, start), quiescence=operation.quiescence
+        )
         return confirmed_exists(outcome.result, len(keys)) if outcome.returned else 0
 
     def _hit_query_v2(self, operation: PrefetchOperation) -> int:
@@ -678,8 +703,13 @@ class CacheController:
         keys = list(operation.keys)
         if not keys:
             return 0
-        outcome = self.caller.call("batch_exists_v2", keys, self._exists_transfers(operation),
-                                   self._extra_info_for_slice(operation, 0), quiescence=operation.quiescence)
+        outcome = self.caller.call(
+            "batch_exists_v2",
+            keys,
+            self._exists_transfers(operation),
+            self._extra_info_for_slice(operation, 0),
+            quiescence=operation.quiescence,
+        )
         if not outcome.returned:
             return 0
         hit = confirmed_kv_hit(outcome.result, len(keys))
@@ -701,11 +731,15 @@ class CacheController:
         """The sidecar part of the v2 hit query: ALL_PAGES pools name the chain, TRAILING_PAGES pools N keys (HYB-7)."""
         transfers = []
         for pool in self.sidecar_pools:
-            keys = operation.keys[-pool.window_pages:] if pool.is_trailing else operation.keys
-            transfers.append(PoolTransfer(
-                name=pool.name, keys=keys, hit_policy=pool.hit_policy,
-                indices_from_pool=PoolName.KV if pool.kv_derived else None,
-            ))
+            keys = operation.keys[-pool.window_pages :] if pool.is_trailing else operation.keys
+            transfers.append(
+                PoolTransfer(
+                    name=pool.name,
+                    keys=keys,
+                    hit_policy=pool.hit_policy,
+                    indices_from_pool=PoolName.KV if pool.kv_derived else None,
+                )
+            )
         return transfers
 
     def _allocate(self, operation: PrefetchOperation, pages: int) -> Optional[torch.Tensor]:
@@ -723,8 +757,10 @@ class CacheController:
         trailing = any(pool.is_trailing for pool in self.sidecar_pools)
         span = len(operation.keys)
         if trailing:
-            head = tuple(int(flag) for flag in compute_restorable_flags(
-                local_hit, getattr(operation, "local_restorable", None), span))  # RANK-6
+            head = tuple(
+                int(flag)
+                for flag in compute_restorable_flags(local_hit, getattr(operation, "local_restorable", None), span)
+            )  # RANK-6
         else:
             head = (local_hit,)
         local_pools = getattr(operation, "local_pool_hits", {})
@@ -732,7 +768,7 @@ class CacheController:
         packed = head + tuple(local_pools.get(name, _NO_POOL_VERDICT) for name in names)
         reduced = all_reduce_min_vector(self._hit_group, packed)  # RANK-5: one collective
         operation.agreed_pool_hits = {
-            name: value for name, value in zip(names, reduced[len(head):]) if value != _NO_POOL_VERDICT
+            name: value for name, value in zip(names, reduced[len(head) :]) if value != _NO_POOL_VERDICT
         }
         if not trailing:
             return int(reduced[0])
@@ -768,8 +804,9 @@ class CacheController:
             except Exception as error:
                 self._record_internal_error("final ack", operation, error)
                 if not operation.done:
-                    operation._record(FinalAck(operation_id=operation.operation_id,
-                                               tokens=operation.loaded_tokens, error=str(error)))
+                    operation._record(
+                        FinalAck(operation_id=operation.operation_id, tokens=operation.loaded_tokens, error=str(error))
+                    )
                     operation._finish()
 
     def _load_kv(self, operation: PrefetchOperation) -> None:
@@ -792,8 +829,10 @@ class CacheController:
                 stopped = True
             agreed_tokens = agreed
             operation.loaded_tokens = agreed_tokens
-            self._emit_ack(operation, ProgressAck(operation_id=operation.operation_id,
-                                                  slice_index=slice_index, tokens=agreed_tokens))  # CTL-5
+            self._emit_ack(
+                operation,
+                ProgressAck(operation_id=operation.operation_id, slice_index=slice_index, tokens=agreed_tokens),
+            )  # CTL-5
 
     def _stops_after(self, operation: PrefetchOperation, loaded: int, asked: int) -> bool:
         """Whether a slice that loaded ``loaded`` of ``asked`` pages stops further reads. Clause: CTL-4."""
@@ -802,22 +841,24 @@ class CacheController:
     def _read_slice(self, operation: PrefetchOperation, slice_index: int, start: int, end: int) -> int:
         """Read one slice of KV and its KV-derived sidecars with one extra info; return the pages loaded. Clauses: HYB-1, PFX-8."""
         keys = list(operation.keys[start:end])
-        slots = operation.host_indices[start * self.page_size: end * self.page_size]
+        slots = operation.host_indices[start * self.page_size : end * self.page_size]
         extra_info = self._extra_info_for_slice(operation, start)  # PFX-2: one value for both reads (PFX-8)
         loaded = self._read_kv_slice(operation, keys, slots, extra_info)
         if self.derived_pools and loaded:
             loaded = min(loaded, self._read_derived_slice(operation, keys, slots, extra_info))  # HYB-1
         return loaded
 
-    def _read_kv_slice(self, operation: PrefetchOperation, keys: list[str], slots: torch.Tensor,
-                       extra_info: HiCacheStorageExtraInfo) -> int:
+    def _read_kv_slice(
+        self, operation: PrefetchOperation, keys: list[str], slots: torch.Tensor, extra_info: HiCacheStorageExtraInfo
+    ) -> int:
         """``batch_get_v1`` of one slice; return the leading pages confirmed. Clauses: CTL-11, PFX-7."""
         outcome = self.caller.call("batch_get_v1", keys, slots, extra_info, quiescence=operation.quiescence)
         self._note_failure(operation, outcome)
         return confirmed_pages(outcome.result, len(keys)) if outcome.returned else 0
 
-    def _read_derived_slice(self, operation: PrefetchOperation, keys: list[str], slots: torch.Tensor,
-                            extra_info: HiCacheStorageExtraInfo) -> int:
+    def _read_derived_slice(
+        self, operation: PrefetchOperation, keys: list[str], slots: torch.Tensor, extra_info: HiCacheStorageExtraInfo
+    ) -> int:
         """``batch_get_v2`` of the KV-derived sidecars of one slice; return the minimum confirmed. Clauses: HYB-1, HYB-4, PFX-8."""
         transfers = [
             PoolTransfer(name=pool.name, host_indices=slots, keys=keys, indices_from_pool=PoolName.KV)
@@ -883,8 +924,11 @@ class CacheController:
             if slots is None:
                 break
             allocated.append((pool, slots))
-            transfers.append(PoolTransfer(name=pool.name, host_indices=slots, keys=operation.keys[start:end],
-                                          hit_policy=pool.hit_policy))
+            transfers.append(
+                PoolTransfer(
+                    name=pool.name, host_indices=slots, keys=operation.keys[start:end], hit_policy=pool.hit_policy
+                )
+            )
         success = len(allocated) == len(self.separate_pools) and self._read_sidecar_parts(operation, transfers)
         if not success:
             for pool, slots in allocated:
@@ -910,8 +954,9 @@ class CacheController:
                 return False
         return True
 
-    def _sidecar_groups(self, operation: Union[PrefetchOperation, BackupOperation], span: Sequence[str],
-                        transfers: list[PoolTransfer]) -> list[tuple[HiCacheStorageExtraInfo, list[PoolTransfer]]]:
+    def _sidecar_groups(
+        self, operation: Union[PrefetchOperation, BackupOperation], span: Sequence[str], transfers: list[PoolTransfer]
+    ) -> list[tuple[HiCacheStorageExtraInfo, list[PoolTransfer]]]:
         """Group sidecar transfers by the span keys they cover, each with its own extra info. Clauses: PFX-9, PFX-2, PFX-5.
 
         A transfer covers the span up to its first key: ``len(span)`` minus its
@@ -940,13 +985,12 @@ class CacheController:
         """Free the unloaded slots, agree on the final ack and emit it. Clauses: CTL-6, CTL-12, RANK-3."""
         slots = operation.host_indices
         if slots is not None and operation.loaded_tokens < slots.numel():  # CTL-12: the unloaded tail, once
-            self._free_host_slots(operation, self.host_pool, slots[operation.loaded_tokens:])
+            self._free_host_slots(operation, self.host_pool, slots[operation.loaded_tokens :])
             operation.host_indices = slots[: operation.loaded_tokens]
         tokens = self._agree_ack(operation, operation.loaded_tokens)
         if operation.revoked and operation.error is None:
             operation.error = f"revoked: {operation.revoke_reason}"
-        self._emit_ack(operation, FinalAck(operation_id=operation.operation_id, tokens=tokens,
-                                           error=operation.error))
+        self._emit_ack(operation, FinalAck(operation_id=operation.operation_id, tokens=tokens, error=operation.error))
         operation._finish()
 
     def _emit_ack(self, operation: PrefetchOperation, ack: Any) -> None:
@@ -981,7 +1025,8 @@ class CacheController:
             outcomes: list[bool] = []
             written = self._write_sidecars(operation, outcomes)
             operation.local_completed_tokens = compute_non_writer_backup_tokens(
-                tuple(outcomes), len(operation.keys), self.page_size)
+                tuple(outcomes), len(operation.keys), self.page_size
+            )
             offered = total_tokens if written else 0  # the agreed outcome is the writer's, unless ours failed
             operation.completed_tokens = self._agree_backup(operation, offered)
             return
@@ -993,8 +1038,11 @@ class CacheController:
                 slice_ok.append(ok)
                 if not ok:  # CTL-7: stop at the first failed slice
                     break
-        local = compute_backup_progress(tuple(end - start for start, end in slices), tuple(slice_ok),
-                                        self.page_size) if slice_ok else 0
+        local = (
+            compute_backup_progress(tuple(end - start for start, end in slices), tuple(slice_ok), self.page_size)
+            if slice_ok
+            else 0
+        )
         operation.local_completed_tokens = local
         operation.completed_tokens = self._agree_backup(operation, local)
 
@@ -1009,9 +1057,10 @@ class CacheController:
     def _write_slice(self, operation: BackupOperation, slice_index: int, start: int, end: int) -> bool:
         """``batch_set_v1`` of one slice; True only if every page succeeded. Clauses: CTL-7, CTL-11, PFX-2, PFX-7."""
         keys = list(operation.keys[start:end])
-        slots = operation.host_indices[start * self.page_size: end * self.page_size]
-        outcome = self.caller.call("batch_set_v1", keys, slots, self._extra_info_for_slice(operation, start),
-                                   quiescence=operation.quiescence)
+        slots = operation.host_indices[start * self.page_size : end * self.page_size]
+        outcome = self.caller.call(
+            "batch_set_v1", keys, slots, self._extra_info_for_slice(operation, start), quiescence=operation.quiescence
+        )
         if not outcome.returned:
             operation.error = operation.error or outcome.error
             return False
@@ -1020,8 +1069,9 @@ class CacheController:
     def _backup_sidecar_transfers(self, operation: BackupOperation) -> list[PoolTransfer]:
         """The caller's sidecar transfers, plus one per KV-derived pool over the KV keys and slots (HYB-1)."""
         derived = [
-            PoolTransfer(name=pool.name, host_indices=operation.host_indices, keys=operation.keys,
-                         indices_from_pool=PoolName.KV)
+            PoolTransfer(
+                name=pool.name, host_indices=operation.host_indices, keys=operation.keys, indices_from_pool=PoolName.KV
+            )
             for pool in self.derived_pools
         ]
         return derived + list(operation.sidecar_transfers)
@@ -1033,7 +1083,9 @@ class CacheController:
         True. ``outcomes`` receives, per transfer written, whether it fully
         succeeded (CTL-15).
         """
-        transfers = [transfer for transfer in self._backup_sidecar_transfers(operation) if self._writes_sidecar(transfer)]
+        transfers = [
+            transfer for transfer in self._backup_sidecar_transfers(operation) if self._writes_sidecar(transfer)
+        ]
         if not transfers:
             return True
         for extra_info, group in self._sidecar_groups(operation, operation.keys, transfers):
@@ -1043,8 +1095,10 @@ class CacheController:
                 if outcomes is not None:
                     outcomes.extend(False for _ in group)
                 return False
-            oks = [confirmed_pool_pages(outcome.result, transfer.name, len(transfer.keys)) == len(transfer.keys)
-                   for transfer in group]  # HYB-4
+            oks = [
+                confirmed_pool_pages(outcome.result, transfer.name, len(transfer.keys)) == len(transfer.keys)
+                for transfer in group
+            ]  # HYB-4
             if outcomes is not None:
                 outcomes.extend(oks)
             if not all(oks):
@@ -1058,9 +1112,11 @@ class CacheController:
             return transfer
         end = min(end, len(transfer.keys))
         return PoolTransfer(
-            name=transfer.name, keys=transfer.keys[start:end],
-            host_indices=transfer.host_indices[start * self.page_size: end * self.page_size],
-            hit_policy=transfer.hit_policy, indices_from_pool=transfer.indices_from_pool,
+            name=transfer.name,
+            keys=transfer.keys[start:end],
+            host_indices=transfer.host_indices[start * self.page_size : end * self.page_size],
+            hit_policy=transfer.hit_policy,
+            indices_from_pool=transfer.indices_from_pool,
         )
 
     def _agree_backup(self, operation: BackupOperation, local_tokens: int) -> int:

@@ -70,21 +70,29 @@ class CopyHandle:
 class PageCopier:
     """Copies whole pages between a host pool and a device buffer of the same layout (see the module docstring)."""
 
-    def __init__(self, host_pool: HostPagePool, device_buffer: torch.Tensor, *,
-                 stream: Optional[Any] = None) -> None:
+    def __init__(self, host_pool: HostPagePool, device_buffer: torch.Tensor, *, stream: Optional[Any] = None) -> None:
         host = host_pool.kv_buffer
         slot_dim = 2 if host_pool.layout == "layer_first" else 1
         expected = list(host.shape)
         expected[slot_dim] = device_buffer.shape[slot_dim] if device_buffer.dim() == host.dim() else -1
         if device_buffer.dim() != host.dim() or list(device_buffer.shape) != expected:
-            raise ContractViolation(f"{_CLASS}.device_buffer", f"must have the host pool's shape {tuple(host.shape)} "
-                                    f"except in dimension {slot_dim} (slots)", tuple(device_buffer.shape), "BE-15")
+            raise ContractViolation(
+                f"{_CLASS}.device_buffer",
+                f"must have the host pool's shape {tuple(host.shape)} except in dimension {slot_dim} (slots)",
+                tuple(device_buffer.shape),
+                "BE-15",
+            )
         if device_buffer.dtype != host.dtype:
-            raise ContractViolation(f"{_CLASS}.device_buffer", f"must have the host pool's dtype {host.dtype}",
-                                    device_buffer.dtype, "BE-15")
+            raise ContractViolation(
+                f"{_CLASS}.device_buffer", f"must have the host pool's dtype {host.dtype}", device_buffer.dtype, "BE-15"
+            )
         if device_buffer.shape[slot_dim] % host_pool.page_size:
-            raise ContractViolation(f"{_CLASS}.device_buffer", f"must hold whole pages of {host_pool.page_size} slots",
-                                    device_buffer.shape[slot_dim], "BE-15")
+            raise ContractViolation(
+                f"{_CLASS}.device_buffer",
+                f"must hold whole pages of {host_pool.page_size} slots",
+                device_buffer.shape[slot_dim],
+                "BE-15",
+            )
         self.host_pool = host_pool
         self.device_buffer = device_buffer
         self.page_size = host_pool.page_size
@@ -98,8 +106,9 @@ class PageCopier:
             self.stream = torch.cuda.Stream(device=device_buffer.device)
 
     @classmethod
-    def allocate(cls, host_pool: HostPagePool, device_page_count: int,
-                 device: Union[str, torch.device, None] = None) -> "PageCopier":
+    def allocate(
+        cls, host_pool: HostPagePool, device_page_count: int, device: Union[str, torch.device, None] = None
+    ) -> "PageCopier":
         """Return a copier with a new zeroed device buffer of ``device_page_count`` pages (CUDA when present)."""
         if isinstance(device_page_count, bool) or not isinstance(device_page_count, int) or device_page_count < 1:
             raise ValueError(f"{_CLASS}.device_page_count: must be an int >= 1 (got {device_page_count!r})")
@@ -117,15 +126,22 @@ class PageCopier:
                 raise ContractViolation(f"{_CLASS}.{name}", "must be a 1-D integer torch.Tensor", indices, "BE-15")
         pages = host_indices.numel() // self.page_size
         if host_indices.numel() != device_indices.numel():
-            raise ContractViolation(f"{_CLASS}.device_indices", f"must hold as many slots as host_indices "
-                                    f"({host_indices.numel()})", device_indices.numel(), "BE-15")
+            raise ContractViolation(
+                f"{_CLASS}.device_indices",
+                f"must hold as many slots as host_indices ({host_indices.numel()})",
+                device_indices.numel(),
+                "BE-15",
+            )
         validate_host_indices(host_indices, pages, self.page_size, field=f"{_CLASS}.host_indices")
         validate_host_indices(device_indices, pages, self.page_size, field=f"{_CLASS}.device_indices")
-        for name, indices, limit in (("host_indices", host_indices, self.host_pool.size),
-                                     ("device_indices", device_indices, self.device_slots)):
+        for name, indices, limit in (
+            ("host_indices", host_indices, self.host_pool.size),
+            ("device_indices", device_indices, self.device_slots),
+        ):
             if pages and int(indices.max()) >= limit:
-                raise ContractViolation(f"{_CLASS}.{name}", f"must address slots in [0, {limit})",
-                                        int(indices.max()), "BE-15")
+                raise ContractViolation(
+                    f"{_CLASS}.{name}", f"must address slots in [0, {limit})", int(indices.max()), "BE-15"
+                )
         return host_indices.to("cpu", torch.int64), device_indices.to("cpu", torch.int64)
 
     # ------------------------------------------------------------ copies
@@ -153,14 +169,15 @@ class PageCopier:
         """``buffer`` with its slot dimension split into (pages, page_size): one index per page."""
         shape = list(buffer.shape)
         slots = shape[self.slot_dim]
-        shape[self.slot_dim: self.slot_dim + 1] = [slots // self.page_size, self.page_size]
+        shape[self.slot_dim : self.slot_dim + 1] = [slots // self.page_size, self.page_size]
         return buffer.view(shape)
 
     def _pages(self, slots: torch.Tensor) -> torch.Tensor:
         return slots[:: self.page_size] // self.page_size
 
-    def _copy_pages(self, source: torch.Tensor, source_pages: torch.Tensor, target: torch.Tensor,
-                    target_pages: torch.Tensor) -> None:
+    def _copy_pages(
+        self, source: torch.Tensor, source_pages: torch.Tensor, target: torch.Tensor, target_pages: torch.Tensor
+    ) -> None:
         """Copy page ``source_pages[i]`` of ``source`` to page ``target_pages[i]`` of ``target`` (same device).
 
         Per run of consecutive target pages: one block copy when the source
@@ -180,15 +197,17 @@ class PageCopier:
         for first, last in zip(starts, ends):
             run = last - first
             target_run = target_view.narrow(dim, int(target_pages[first]), run)
-            breaks_inside = 0 if run == 1 else int(source_breaks[last - 2]) - (
-                int(source_breaks[first - 1]) if first else 0)
+            breaks_inside = (
+                0 if run == 1 else int(source_breaks[last - 2]) - (int(source_breaks[first - 1]) if first else 0)
+            )
             if breaks_inside == 0:
                 target_run.copy_(source_view.narrow(dim, int(source_pages[first]), run))
             else:
                 torch.index_select(source_view, dim, source_pages[first:last].to(source.device), out=target_run)
 
-    def _copy_cpu(self, source: torch.Tensor, source_slots: torch.Tensor, target: torch.Tensor,
-                  target_slots: torch.Tensor) -> None:
+    def _copy_cpu(
+        self, source: torch.Tensor, source_slots: torch.Tensor, target: torch.Tensor, target_slots: torch.Tensor
+    ) -> None:
         self._copy_pages(source, self._pages(source_slots), target, self._pages(target_slots))
 
     def _staging(self, pages: int) -> torch.Tensor:
@@ -199,8 +218,9 @@ class PageCopier:
     def _load_cuda(self, host_slots: torch.Tensor, device_slots: torch.Tensor) -> CopyHandle:
         host_pages, device_pages = self._pages(host_slots), self._pages(device_slots)
         staging = self._staging(host_pages.numel())
-        torch.index_select(self._pages_view(self.host_pool.kv_buffer), self.slot_dim, host_pages,
-                           out=self._pages_view(staging))  # gather on the host, into pinned memory
+        torch.index_select(
+            self._pages_view(self.host_pool.kv_buffer), self.slot_dim, host_pages, out=self._pages_view(staging)
+        )  # gather on the host, into pinned memory
         device_index = device_pages.pin_memory()
         event = torch.cuda.Event()
         self.stream.wait_stream(torch.cuda.current_stream(self.device_buffer.device))  # after earlier device work

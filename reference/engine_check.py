@@ -52,8 +52,11 @@ def _swa_transfers(pools: tuple, keys: Sequence[str]) -> list:
     if not pools:
         return []
     window = tuple(keys[-SWA_WINDOW:])
-    return [PoolTransfer(name="swa", keys=window, host_indices=pools[1].host_pool.alloc(len(window)),
-                         hit_policy="trailing_pages")]
+    return [
+        PoolTransfer(
+            name="swa", keys=window, host_indices=pools[1].host_pool.alloc(len(window)), hit_policy="trailing_pages"
+        )
+    ]
 
 
 @functools.lru_cache(maxsize=1)
@@ -106,8 +109,9 @@ def _filled_store(scenario: Scenario) -> MemoryStore:
     pool.kv_buffer.copy_(torch.randn(pool.kv_buffer.shape, generator=generator).to(pool.dtype))
     config = HiCacheStorageConfig.single_rank()
     pools = _sidecar_pools(scenario.hybrid)
-    with CacheController(MemoryBackend(config, {"store": store}), pool, storage_config=config,
-                         sidecar_pools=pools) as controller:
+    with CacheController(
+        MemoryBackend(config, {"store": store}), pool, storage_config=config, sidecar_pools=pools
+    ) as controller:
         backup = controller.backup(keys, pool.alloc(stored), sidecar_transfers=_swa_transfers(pools, keys))
         if not backup.wait(10) or backup.completed_tokens != stored * PAGE_SIZE:
             raise RuntimeError(f"could not fill the store for {scenario}: {backup!r}")
@@ -119,7 +123,7 @@ def run_prefetch(scenario: Scenario, controller_class: Optional[type] = None, **
     config = HiCacheStorageConfig.single_rank()
     inner = scripted_backend_class()(config, {"store": _filled_store(scenario)})
     if scenario.unreadable_from is not None:
-        inner.unreadable = frozenset(scenario.chain[scenario.unreadable_from:])
+        inner.unreadable = frozenset(scenario.chain[scenario.unreadable_from :])
     inner.raise_on_read = scenario.raise_on_read
     recorder = RecordingBackend(inner)
     holder: dict[str, Any] = {}
@@ -129,8 +133,12 @@ def run_prefetch(scenario: Scenario, controller_class: Optional[type] = None, **
         target = scenario.terminate_after_read
         inner.after_read = lambda number: holder["operation"].terminate() if number == target else None
         terminated_before = target + 1
-    options = dict(storage_config=config, sidecar_pools=_sidecar_pools(scenario.hybrid),
-                   pass_prefix_keys=scenario.prefix_keys is not None, prefetch_threshold=0)
+    options = dict(
+        storage_config=config,
+        sidecar_pools=_sidecar_pools(scenario.hybrid),
+        pass_prefix_keys=scenario.prefix_keys is not None,
+        prefetch_threshold=0,
+    )
     options.update(controller_options)
     with (controller_class or CacheController)(recorder, _host_pool(), **options) as controller:
         operation = controller.prefetch(keys=scenario.chain, prefix_keys=scenario.prefix_keys)
@@ -150,8 +158,12 @@ def run_backup(scenario: Scenario, controller_class: Optional[type] = None, **co
     options = dict(storage_config=config, sidecar_pools=pools, pass_prefix_keys=scenario.prefix_keys is not None)
     options.update(controller_options)
     with (controller_class or CacheController)(recorder, pool, **options) as controller:
-        operation = controller.backup(scenario.chain, pool.alloc(scenario.pages), prefix_keys=scenario.prefix_keys,
-                                      sidecar_transfers=_swa_transfers(pools, scenario.chain))
+        operation = controller.backup(
+            scenario.chain,
+            pool.alloc(scenario.pages),
+            prefix_keys=scenario.prefix_keys,
+            sidecar_transfers=_swa_transfers(pools, scenario.chain),
+        )
         operation.wait(10)
     return RunOutcome(recorder, operation, scenario)
 

@@ -31,10 +31,14 @@ def reference_factories(directory: str) -> list[tuple[str, BackendFactory]]:
     """Return the reference backends with the extra config each needs (the file backend writes in ``directory``)."""
     store = f"hicache-conform-{os.path.basename(directory)}"  # one store shared by every instance, as ranks share L3
     return [
-        ("reference backend: memory", BackendFactory(MemoryBackend, {"store": store},
-                                                     "hicache_reference.backends:MemoryBackend")),
-        ("reference backend: file", BackendFactory(FileBackend, {"path": directory},
-                                                   "hicache_reference.backends:FileBackend")),
+        (
+            "reference backend: memory",
+            BackendFactory(MemoryBackend, {"store": store}, "hicache_reference.backends:MemoryBackend"),
+        ),
+        (
+            "reference backend: file",
+            BackendFactory(FileBackend, {"path": directory}, "hicache_reference.backends:FileBackend"),
+        ),
     ]
 
 
@@ -53,9 +57,13 @@ def reference_engine_section(controller_class: Optional[type] = None) -> ReportS
     return engine_section(results, subject="hicache_reference.CacheController", duration_s=time.monotonic() - started)
 
 
-def run_reference_suite(options: Optional[SuiteOptions] = None, *, progress: Optional[Progress] = None,
-                        starting: Optional[Starting] = None,
-                        announce: Optional[Callable[[str], None]] = None) -> SuiteReport:
+def run_reference_suite(
+    options: Optional[SuiteOptions] = None,
+    *,
+    progress: Optional[Progress] = None,
+    starting: Optional[Starting] = None,
+    announce: Optional[Callable[[str], None]] = None,
+) -> SuiteReport:
     """Run the suite against the reference memory backend and the file backend in a temporary directory."""
     options = options or SuiteOptions()
     if options.seed is None:  # one seed for every section, so that one --seed replays the whole run

@@ -125,8 +125,7 @@ class _Exchange:
         try:
             self._barrier.wait(self._timeout)  # every rank has written
             values = list(self._values)
-            result = (tuple(min(column) for column in zip(*values)) if isinstance(values[0], tuple)
-                      else min(values))
+            result = tuple(min(column) for column in zip(*values)) if isinstance(values[0], tuple) else min(values)
             self._barrier.wait(self._timeout)  # every rank has read, before anyone writes again
         except threading.BrokenBarrierError:
             self._barrier.abort()
@@ -219,8 +218,9 @@ class TorchDistributedRankGroup:
     process of the default group must make it, in the same order.
     """
 
-    def __init__(self, group: Any = None, *, device: Optional[torch.device] = None,
-                 timeout: Optional[timedelta] = None) -> None:
+    def __init__(
+        self, group: Any = None, *, device: Optional[torch.device] = None, timeout: Optional[timedelta] = None
+    ) -> None:
         import torch.distributed as distributed
 
         if not distributed.is_available() or not distributed.is_initialized():

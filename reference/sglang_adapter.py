@@ -60,8 +60,9 @@ class _SGLangFacing:
             return result
         names = {pool_key(transfer.name): transfer.name for transfer in pool_transfers or []}
         converted = to_sglang(result, storage_module=_sglang_storage)  # the release's class, its fields only
-        converted.extra_pool_hit_pages = {names.get(name, name): hits
-                                          for name, hits in result.extra_pool_hit_pages.items()}
+        converted.extra_pool_hit_pages = {
+            names.get(name, name): hits for name, hits in result.extra_pool_hit_pages.items()
+        }
         return converted
 
     def get_stats(self) -> None:

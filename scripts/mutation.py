@@ -10,7 +10,7 @@ imports the project afresh from the mutated source, so a survivor is never an ar
     python scripts/mutation.py --target ci --sample 16 --seed 1 --budget 75   # CI's step
 
 Targets, their tests and score floors are in TARGETS; mutants judged equivalent are listed with a
-reason in docs/mutation.md (a row whose first cell is the mutant's id in backticks) and leave the score.
+reason in docs/mutation.md or docs/mutation/<target>.md (a row whose first cell is the mutant's id in backticks) and leave the score.
 """
 
 from __future__ import annotations
@@ -50,31 +50,56 @@ TARGETS: dict[str, Target] = {
     "spec": Target(
         files=tuple(
             f"spec/{n}.py"
-            for n in ("batching", "clauses", "divergences", "keys", "pools", "prefix", "progress",
-                      "registry", "releases", "render", "writers")
+            for n in (
+                "batching",
+                "clauses",
+                "divergences",
+                "keys",
+                "pools",
+                "prefix",
+                "progress",
+                "registry",
+                "releases",
+                "render",
+                "writers",
+            )
         ),
         tests=("tests/spec",),
         floor=0.95,
         by_file={
             f"spec/{n}.py": tuple(f"tests/spec/test_{t}.py" for t in (*tests, "boundaries"))
             for n, tests in {
-                "batching": ("batching",), "clauses": ("registry",), "divergences": ("divergences",),
-                "keys": ("keys",), "pools": ("pools",), "prefix": ("prefix",), "progress": ("progress",),
-                "registry": ("registry",), "releases": ("registry", "divergences"), "render": ("registry",),
+                "batching": ("batching",),
+                "clauses": ("registry",),
+                "divergences": ("divergences",),
+                "keys": ("keys",),
+                "pools": ("pools",),
+                "prefix": ("prefix",),
+                "progress": ("progress",),
+                "registry": ("registry",),
+                "releases": ("registry", "divergences"),
+                "render": ("registry",),
                 "writers": ("writers",),
             }.items()
         },
     ),
-    "prefix_keys": Target(files=("contracts/prefix_keys.py",), floor=0.95,
-                          tests=("tests/contracts/test_prefix_keys.py", "tests/contracts/test_prefix_keys_equality.py")),
+    "prefix_keys": Target(
+        files=("contracts/prefix_keys.py",),
+        floor=0.95,
+        tests=("tests/contracts/test_prefix_keys.py", "tests/contracts/test_prefix_keys_equality.py"),
+    ),
     # CI's sampled step: the fold, the progress rules and the prefix keys against their fastest tests only
     # (so its floor is below the full targets').
     "ci": Target(
         files=("spec/pools.py", "spec/progress.py", "contracts/prefix_keys.py"),
         tests=("tests/spec/test_boundaries.py",),
         floor=0.6,  # seed 1, sample 16, no budget: 8/12 killed (4 equivalent); the full spec tests kill the rest
-        by_file={"contracts/prefix_keys.py": ("tests/contracts/test_prefix_keys.py",
-                                              "tests/contracts/test_prefix_keys_equality.py")},
+        by_file={
+            "contracts/prefix_keys.py": (
+                "tests/contracts/test_prefix_keys.py",
+                "tests/contracts/test_prefix_keys_equality.py",
+            )
+        },
     ),
     "checker": Target(files=("contracts/engine/_checker.py",), tests=("tests/engine",), floor=0.90),
     "checks": Target(
@@ -91,11 +116,28 @@ TARGETS: dict[str, Target] = {
 # One replacement per operator site (cosmic-ray's full cross product multiplies the run for little).
 _KEPT_PAIRS = {
     "ReplaceBinaryOperator": {
-        "Add_Sub", "Sub_Add", "Mul_FloorDiv", "Div_Mul", "FloorDiv_Mul", "Mod_FloorDiv", "Pow_Mul",
-        "LShift_RShift", "RShift_LShift", "BitOr_BitAnd", "BitAnd_BitOr", "BitXor_BitOr",
+        "Add_Sub",
+        "Sub_Add",
+        "Mul_FloorDiv",
+        "Div_Mul",
+        "FloorDiv_Mul",
+        "Mod_FloorDiv",
+        "Pow_Mul",
+        "LShift_RShift",
+        "RShift_LShift",
+        "BitOr_BitAnd",
+        "BitAnd_BitOr",
+        "BitXor_BitOr",
     },
     "ReplaceComparisonOperator": {
-        "Eq_NotEq", "NotEq_Eq", "Lt_LtE", "LtE_Lt", "Gt_GtE", "GtE_Gt", "Is_IsNot", "IsNot_Is",
+        "Eq_NotEq",
+        "NotEq_Eq",
+        "Lt_LtE",
+        "LtE_Lt",
+        "Gt_GtE",
+        "GtE_Gt",
+        "Is_IsNot",
+        "IsNot_Is",
     },
     "ReplaceUnaryOperator": {"USub_UAdd", "UAdd_USub", "Delete_Not", "Invert_UAdd"},
 }
@@ -329,10 +371,13 @@ def judge(m: Mutant, tests: tuple[str, ...], timeout: float) -> None:
 
 
 def equivalents(doc: Path) -> dict[str, str]:
-    """Mutant id -> reason, from the rows of docs/mutation.md whose first cell is an id in backticks."""
+    """Mutant id -> reason, from the rows of docs/mutation.md (and of docs/mutation/*.md, one page per
+    target) whose first cell is an id in backticks."""
     found = {}
-    if doc.exists():
-        for line in doc.read_text().splitlines():
+    pages = [doc] if doc.exists() else []
+    pages += sorted((doc.parent / doc.stem).glob("*.md"))
+    for page in pages:
+        for line in page.read_text().splitlines():
             hit = re.match(r"\|\s*`([^`]+::[^`]+)`\s*\|\s*(.*?)\s*\|\s*$", line)
             if hit:
                 found[hit.group(1)] = hit.group(2)
@@ -356,8 +401,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=0, help="run N mutants drawn with --seed (0: all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget", type=float, default=0.0, help="start no mutant after this many seconds (0: none)")
-    parser.add_argument("--timeout", type=float, default=0.0, help="seconds per mutant (default: 2x the clean run + 20)")
-    parser.add_argument("--floor", type=float, default=None, help="exit 1 below this killed fraction (default: the target's)")
+    parser.add_argument(
+        "--timeout", type=float, default=0.0, help="seconds per mutant (default: 2x the clean run + 20)"
+    )
+    parser.add_argument(
+        "--floor", type=float, default=None, help="exit 1 below this killed fraction (default: the target's)"
+    )
     parser.add_argument("--only", default="", help="run only mutants whose id contains this text")
     parser.add_argument("--rerun", default="", help="run only the survivors listed in this earlier --out file")
     parser.add_argument("--out", default="mutation-survivors.json", help="where the survivors list is written")
@@ -385,7 +434,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"the tests fail without any mutant (exit {clean}): {' '.join(needed)}")
         return 2
     timeout = args.timeout or 2 * baseline + 20
-    print(f"{args.target}: {len(mutants)} of {total} mutants; clean run {baseline:.1f}s; timeout {timeout:.0f}s", flush=True)
+    print(
+        f"{args.target}: {len(mutants)} of {total} mutants; clean run {baseline:.1f}s; timeout {timeout:.0f}s",
+        flush=True,
+    )
 
     for index, m in enumerate(mutants, 1):
         if args.budget and time.monotonic() - started > args.budget:
@@ -410,15 +462,26 @@ def main(argv: list[str] | None = None) -> int:
     floor = target.floor if args.floor is None else args.floor
     elapsed = time.monotonic() - started
     summary = {
-        "target": args.target, "mutants": total, "drawn": len(mutants), "ran": len(ran), "killed": len(killed),
-        "survived": len(survivors), "equivalent": sum(m.status == "equivalent" for m in mutants),
-        "not_run": sum(m.status == "pending" for m in mutants), "score": round(score, 4), "floor": floor,
-        "seconds": round(elapsed, 1), "seed": args.seed, "sample": args.sample,
+        "target": args.target,
+        "mutants": total,
+        "drawn": len(mutants),
+        "ran": len(ran),
+        "killed": len(killed),
+        "survived": len(survivors),
+        "equivalent": sum(m.status == "equivalent" for m in mutants),
+        "not_run": sum(m.status == "pending" for m in mutants),
+        "score": round(score, 4),
+        "floor": floor,
+        "seconds": round(elapsed, 1),
+        "seed": args.seed,
+        "sample": args.sample,
         "survivors": [{"id": m.ident, "line": m.line} for m in survivors],
     }
     Path(args.out).write_text(json.dumps(summary, indent=1) + "\n")
-    print(f"{args.target}: {len(killed)}/{len(ran)} killed ({score:.1%}), {summary['equivalent']} equivalent, "
-          f"{summary['not_run']} not run in the budget, {elapsed:.0f}s; survivors in {args.out}")
+    print(
+        f"{args.target}: {len(killed)}/{len(ran)} killed ({score:.1%}), {summary['equivalent']} equivalent, "
+        f"{summary['not_run']} not run in the budget, {elapsed:.0f}s; survivors in {args.out}"
+    )
     if not ran:
         print("no mutant ran")
         return 1

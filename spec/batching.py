@@ -19,9 +19,7 @@ def plan_batches(page_count: int, batch_size: int) -> tuple[tuple[int, int], ...
     post: all(a[1] == b[0] for a, b in zip(__return__, __return__[1:]))
     post: __return__ == () or (__return__[0][0] == 0 and __return__[-1][1] == page_count)
     """
-    return tuple(
-        (start, min(start + batch_size, page_count)) for start in range(0, page_count, batch_size)
-    )
+    return tuple((start, min(start + batch_size, page_count)) for start in range(0, page_count, batch_size))
 
 
 def count_leading_run(flags: tuple[bool, ...]) -> int:

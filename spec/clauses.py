@@ -13,535 +13,851 @@ C = Clause
 
 CLAUSES: tuple[Clause, ...] = (
     # ---------------------------------------------------------------- KEY
-    C("KEY-1", "core", "engine",
-      "Page i's key is the lowercase hex SHA-256 over the 32 raw bytes of page i-1's digest "
-      "(absent for the first page of a chain without a prior hash or namespace seed) followed by "
-      "each token word of page i as 4 bytes little-endian unsigned.",
-      "Engines and backends that compute keys independently must agree byte for byte, "
-      "or a cache written by one is never hit by another.",
-      "sglang mem_cache/utils.py get_hash_str, mem_cache/cpp_utils/hash_binding.cpp hash_page"),
-    C("KEY-2", "core", "both",
-      "A page key is a non-empty str; in strict mode it is exactly 64 lowercase hex characters.",
-      "Keys are used as object names and dictionary keys; a non-str or empty key is a caller bug "
-      "that must be caught at the boundary, not deep in a backend.",
-      "sglang mem_cache/hicache_storage.py HiCacheStorage (keys: List[str]); mem_cache/utils.py get_hash_str"),
-    C("KEY-3", "core", "engine",
-      "The key chain of a prefetch starts from the anchor node's last page hash, or, at the root, "
-      "from the request's namespace seed (KEY-4), so a key names the whole token prefix up to and "
-      "including its page.",
-      "Two requests share a page key only when they share every token before it; that is what "
-      "makes a key safe to look up without the tokens.",
-      "sglang mem_cache/utils.py get_storage_hash_str, compute_node_hash_values"),
-    C("KEY-4", "core", "engine",
-      "A chain without a prior hash whose request has an extra_key or a cache_salt starts from the "
-      "namespace seed: SHA-256 over b'sglang-cache-namespace-v1' then, per part (extra_key, "
-      "cache_salt), 0x00 when absent or 0x01, its UTF-8 length as 8 bytes little-endian and its "
-      "bytes; a request with neither has no seed.",
-      "Requests with different LoRA adapters or salts must never share pages, and absent, empty "
-      "and joined parts must give different seeds.",
-      "sglang mem_cache/utils.py storage_namespace_seed, get_storage_hash_str"),
-    C("KEY-5", "core", "engine",
-      "A page holding a token word above 2**32-1 is hashed as the prior digest, the byte 0xFF, then "
-      "every word of the page as 8 bytes little-endian unsigned; words must be below 2**63.",
-      "Vocabularies and multimodal ids beyond 32 bits must hash without colliding with 4-byte pages; "
-      "the odd tag byte keeps the two encodings apart. Releases before 0.5.23 refuse such tokens.",
-      "sglang 0.5.23 mem_cache/cpp_utils/hash_binding.cpp hash_wide_page, has_wide_tokens",
-      releases="0.5.23"),
-    C("KEY-6", "core", "engine",
-      "A bigram (EAGLE) page of n tokens is hashed over the pairs (t[i], t[i+1]) of its tokens, "
-      "reading one token past the page; a tuple token contributes each of its elements in order.",
-      "Speculative-decoding caches key a token together with its successor; a different word "
-      "order would give keys no other engine computes.",
-      "sglang mem_cache/cpp_utils/native_hash.py _native_hash_input, hash_binding.cpp fill_bigram_page"),
+    C(
+        "KEY-1",
+        "core",
+        "engine",
+        "Page i's key is the lowercase hex SHA-256 over the 32 raw bytes of page i-1's digest "
+        "(absent for the first page of a chain without a prior hash or namespace seed) followed by "
+        "each token word of page i as 4 bytes little-endian unsigned.",
+        "Engines and backends that compute keys independently must agree byte for byte, "
+        "or a cache written by one is never hit by another.",
+        "sglang mem_cache/utils.py get_hash_str, mem_cache/cpp_utils/hash_binding.cpp hash_page",
+    ),
+    C(
+        "KEY-2",
+        "core",
+        "both",
+        "A page key is a non-empty str; in strict mode it is exactly 64 lowercase hex characters.",
+        "Keys are used as object names and dictionary keys; a non-str or empty key is a caller bug "
+        "that must be caught at the boundary, not deep in a backend.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorage (keys: List[str]); mem_cache/utils.py get_hash_str",
+    ),
+    C(
+        "KEY-3",
+        "core",
+        "engine",
+        "The key chain of a prefetch starts from the anchor node's last page hash, or, at the root, "
+        "from the request's namespace seed (KEY-4), so a key names the whole token prefix up to and "
+        "including its page.",
+        "Two requests share a page key only when they share every token before it; that is what "
+        "makes a key safe to look up without the tokens.",
+        "sglang mem_cache/utils.py get_storage_hash_str, compute_node_hash_values",
+    ),
+    C(
+        "KEY-4",
+        "core",
+        "engine",
+        "A chain without a prior hash whose request has an extra_key or a cache_salt starts from the "
+        "namespace seed: SHA-256 over b'sglang-cache-namespace-v1' then, per part (extra_key, "
+        "cache_salt), 0x00 when absent or 0x01, its UTF-8 length as 8 bytes little-endian and its "
+        "bytes; a request with neither has no seed.",
+        "Requests with different LoRA adapters or salts must never share pages, and absent, empty "
+        "and joined parts must give different seeds.",
+        "sglang mem_cache/utils.py storage_namespace_seed, get_storage_hash_str",
+    ),
+    C(
+        "KEY-5",
+        "core",
+        "engine",
+        "A page holding a token word above 2**32-1 is hashed as the prior digest, the byte 0xFF, then "
+        "every word of the page as 8 bytes little-endian unsigned; words must be below 2**63.",
+        "Vocabularies and multimodal ids beyond 32 bits must hash without colliding with 4-byte pages; "
+        "the odd tag byte keeps the two encodings apart. Releases before 0.5.23 refuse such tokens.",
+        "sglang 0.5.23 mem_cache/cpp_utils/hash_binding.cpp hash_wide_page, has_wide_tokens",
+        releases="0.5.23",
+    ),
+    C(
+        "KEY-6",
+        "core",
+        "engine",
+        "A bigram (EAGLE) page of n tokens is hashed over the pairs (t[i], t[i+1]) of its tokens, "
+        "reading one token past the page; a tuple token contributes each of its elements in order.",
+        "Speculative-decoding caches key a token together with its successor; a different word "
+        "order would give keys no other engine computes.",
+        "sglang mem_cache/cpp_utils/native_hash.py _native_hash_input, hash_binding.cpp fill_bigram_page",
+    ),
     # ---------------------------------------------------------------- PFX
-    C("PFX-1", "prefix", "both",
-      "prefix_keys is tri-state: None means the feature is off, [] means it is on and no page "
-      "precedes the call's first key, a non-empty list holds the key of every page before the "
-      "call's first key, root first.",
-      "A backend uses the prefix to place or look up pages; it must be able to tell 'off' from "
-      "'on, at the root'.",
-      "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo; managers/cache_controller.py "
-      "_storage_hit_query, _page_transfer, _page_backup"),
-    C("PFX-2", "prefix", "engine",
-      "The prefix a call receives equals the operation's prefix followed by every key of the "
-      "operation's chain before that call's first key.",
-      "A prefix that skips or repeats keys tells the backend a different token history than the "
-      "one the keys stand for.",
-      "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
-      "batch_hashes per batch); the rule where releases differ is the spec's (docs/divergences.md)"),
-    C("PFX-3", "prefix", "engine",
-      "When the operation's prefix is None, no call carries prefix metadata: extra_info is None "
-      "or its prefix_keys is None.",
-      "None means the feature is off; a backend must not receive a list it did not ask for.",
-      "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
-      "batch_hashes per batch); the rule where releases differ is the spec's (docs/divergences.md)"),
-    C("PFX-4", "prefix", "engine",
-      "An empty prefix [] accumulates like any list, and a list is never turned into None.",
-      "SGLang releases extended the prefix only when it was non-empty, so [] never grew and "
-      "backends saw [] for every batch; collapsing [] to None switches the feature off silently.",
-      "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
-      "batch_hashes per batch); the rule where releases differ is the spec's (docs/divergences.md)"),
-    C("PFX-5", "prefix", "engine",
-      "The engine never changes a prefix object after handing it to a backend, nor the "
-      "operation's own prefix; every batch receives a new value.",
-      "An in-place += rewrote metadata a backend had already received and possibly queued.",
-      "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
-      "batch_hashes per batch); the rule where releases differ is the spec's (docs/divergences.md)"),
-    C("PFX-6", "prefix", "backend",
-      "A backend never mutates prefix_keys and copies it if it keeps it after the call returns.",
-      "The engine may reuse the object; a backend that holds the reference reads a history "
-      "that is not its call's.",
-      "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo (the controller's own list, handed to the "
-      "backend); managers/cache_controller.py extend_storage_prefix"),
-    C("PFX-7", "prefix", "engine",
-      "When the feature is on, every call that accepts extra_info receives one carrying the "
-      "prefix: hit query, v1 get and set, the KV-derived v2 read, the sidecar v2 read and the "
-      "v2 write.",
-      "SGLang's v2 calls omitted the prefix, so hybrid backends lost the context v1 backends had.",
-      "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup; "
-      "mem_cache/hybrid_cache/hybrid_cache_controller.py _storage_hit_query, _page_transfer_sidecar, _page_backup_with_stable_layout"),
-    C("PFX-8", "prefix", "engine",
-      "The KV-derived v2 read of a slice carries the same prefix as the KV read of that slice.",
-      "A KV page and its derived sidecar are one logical page; they must be described by the "
-      "same history.",
-      "sglang mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout, "
-      "_page_transfer_sidecar"),
-    C("PFX-9", "prefix", "engine",
-      "Sidecar v2 reads and writes are grouped by the number of span keys a transfer covers: "
-      "each group's call carries prefix P + span[:covered], covered being len(span) minus the "
-      "transfer's key count, so the prefix joins that call's keys; with the feature off one call "
-      "carries every transfer and no prefix.",
-      "A trailing-window transfer starts past the span's first key; a prefix that does not join "
-      "its keys names a different token history. Re-decided from the wheel (it was an "
-      "operation-level prefix): 0.5.21+ documents prefix_keys + keys as one chain for sidecars.",
-      "sglang 0.5.21+ mem_cache/hybrid_cache/hybrid_cache_controller.py _trailing_chain_groups",
-      releases="0.5.21+"),
-    C("PFX-10", "prefix", "engine",
-      "Decision: the prefix of a prefetch holds the keys of every page before the operation's "
-      "first page, the anchor node's own pages included, root first.",
-      "Re-decided and kept: 0.5.21+ documents prefix_keys + keys as one contiguous chain, which "
-      "only this prefix satisfies; SGLang builds it from the anchor's ancestors without the "
-      "anchor's own pages, recorded as a divergence.",
-      "decision on sglang 0.5.21+ mem_cache/hicache_storage.py HiCacheStorageExtraInfo",
-      releases="decision"),
+    C(
+        "PFX-1",
+        "prefix",
+        "both",
+        "prefix_keys is tri-state: None means the feature is off, [] means it is on and no page "
+        "precedes the call's first key, a non-empty list holds the key of every page before the "
+        "call's first key, root first.",
+        "A backend uses the prefix to place or look up pages; it must be able to tell 'off' from 'on, at the root'.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo; managers/cache_controller.py "
+        "_storage_hit_query, _page_transfer, _page_backup",
+    ),
+    C(
+        "PFX-2",
+        "prefix",
+        "engine",
+        "The prefix a call receives equals the operation's prefix followed by every key of the "
+        "operation's chain before that call's first key.",
+        "A prefix that skips or repeats keys tells the backend a different token history than the "
+        "one the keys stand for.",
+        "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
+        "batch_hashes per batch); the rule where releases differ is the spec's (docs/divergences.md)",
+    ),
+    C(
+        "PFX-3",
+        "prefix",
+        "engine",
+        "When the operation's prefix is None, no call carries prefix metadata: extra_info is None "
+        "or its prefix_keys is None.",
+        "None means the feature is off; a backend must not receive a list it did not ask for.",
+        "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
+        "batch_hashes per batch); the rule where releases differ is the spec's (docs/divergences.md)",
+    ),
+    C(
+        "PFX-4",
+        "prefix",
+        "engine",
+        "An empty prefix [] accumulates like any list, and a list is never turned into None.",
+        "SGLang releases extended the prefix only when it was non-empty, so [] never grew and "
+        "backends saw [] for every batch; collapsing [] to None switches the feature off silently.",
+        "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
+        "batch_hashes per batch); the rule where releases differ is the spec's (docs/divergences.md)",
+    ),
+    C(
+        "PFX-5",
+        "prefix",
+        "engine",
+        "The engine never changes a prefix object after handing it to a backend, nor the "
+        "operation's own prefix; every batch receives a new value.",
+        "An in-place += rewrote metadata a backend had already received and possibly queued.",
+        "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
+        "batch_hashes per batch); the rule where releases differ is the spec's (docs/divergences.md)",
+    ),
+    C(
+        "PFX-6",
+        "prefix",
+        "backend",
+        "A backend never mutates prefix_keys and copies it if it keeps it after the call returns.",
+        "The engine may reuse the object; a backend that holds the reference reads a history that is not its call's.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo (the controller's own list, handed to the "
+        "backend); managers/cache_controller.py extend_storage_prefix",
+    ),
+    C(
+        "PFX-7",
+        "prefix",
+        "engine",
+        "When the feature is on, every call that accepts extra_info receives one carrying the "
+        "prefix: hit query, v1 get and set, the KV-derived v2 read, the sidecar v2 read and the "
+        "v2 write.",
+        "SGLang's v2 calls omitted the prefix, so hybrid backends lost the context v1 backends had.",
+        "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py _storage_hit_query, _page_transfer_sidecar, _page_backup_with_stable_layout",
+    ),
+    C(
+        "PFX-8",
+        "prefix",
+        "engine",
+        "The KV-derived v2 read of a slice carries the same prefix as the KV read of that slice.",
+        "A KV page and its derived sidecar are one logical page; they must be described by the same history.",
+        "sglang mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout, "
+        "_page_transfer_sidecar",
+    ),
+    C(
+        "PFX-9",
+        "prefix",
+        "engine",
+        "Sidecar v2 reads and writes are grouped by the number of span keys a transfer covers: "
+        "each group's call carries prefix P + span[:covered], covered being len(span) minus the "
+        "transfer's key count, so the prefix joins that call's keys; with the feature off one call "
+        "carries every transfer and no prefix.",
+        "A trailing-window transfer starts past the span's first key; a prefix that does not join "
+        "its keys names a different token history. Re-decided from the wheel (it was an "
+        "operation-level prefix): 0.5.21+ documents prefix_keys + keys as one chain for sidecars.",
+        "sglang 0.5.21+ mem_cache/hybrid_cache/hybrid_cache_controller.py _trailing_chain_groups",
+        releases="0.5.21+",
+    ),
+    C(
+        "PFX-10",
+        "prefix",
+        "engine",
+        "Decision: the prefix of a prefetch holds the keys of every page before the operation's "
+        "first page, the anchor node's own pages included, root first.",
+        "Re-decided and kept: 0.5.21+ documents prefix_keys + keys as one contiguous chain, which "
+        "only this prefix satisfies; SGLang builds it from the anchor's ancestors without the "
+        "anchor's own pages, recorded as a divergence.",
+        "decision on sglang 0.5.21+ mem_cache/hicache_storage.py HiCacheStorageExtraInfo",
+        releases="decision",
+    ),
     # ---------------------------------------------------------------- BE
-    C("BE-1", "core", "backend",
-      "A backend accepts an extra_config that is None or holds keys it does not know.",
-      "The engine passes its loading keys and other vendors' keys through the same object.",
-      "sglang mem_cache/storage/backend_factory.py (a dynamic backend built as cls(storage_config, kwargs)); "
-      "the in-tree backends under mem_cache/storage/"),
-    C("BE-2", "core", "backend",
-      "batch_exists returns an int n with 0 <= n <= len(keys): the length of the leading run of "
-      "keys that exist, counted in pages.",
-      "Backends that counted component objects (K and V halves) reported 2N hits and made the "
-      "engine read pages that were never written.",
-      "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_exists; managers/cache_controller.py "
-      "_storage_hit_query"),
-    C("BE-3", "core", "backend",
-      "batch_exists has no side effects, and an empty key list gives 0.",
-      "The hit query runs for every request; it must be safe to repeat and to call on nothing.",
-      "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_exists; managers/cache_controller.py "
-      "_storage_hit_query"),
-    C("BE-4", "core", "backend",
-      "A missing key yields None or False, never an exception.",
-      "An exception kills the engine's IO thread and every later prefetch with it.",
-      "sglang mem_cache/hicache_storage.py HiCacheFile.get, _read_page; the in-tree backends under mem_cache/storage/"),
-    C("BE-5", "core", "backend",
-      "A storage error yields False, 0 or None, never an exception.",
-      "The same thread-killing failure as BE-4, from the other cause.",
-      "sglang mem_cache/hicache_storage.py HiCacheFile.get, _read_page; the in-tree backends under mem_cache/storage/"),
-    C("BE-6", "core", "backend",
-      "Writing an existing key returns True and leaves correct bytes, whether it skips or "
-      "overwrites.",
-      "The engine backs up the same prefix from many requests; a second write must not fail or "
-      "corrupt the first.",
-      "sglang mem_cache/hicache_storage.py HiCacheFile.set, _write_page; the in-tree backends under "
-      "mem_cache/storage/"),
-    C("BE-7", "core", "backend",
-      "A page is never visible to exists or get before it is fully written.",
-      "A reader that sees a half-written page loads garbage into the KV cache.",
-      "sglang mem_cache/hicache_storage.py HiCacheFile.set, _write_page; the in-tree backends under "
-      "mem_cache/storage/"),
-    C("BE-8", "core", "backend",
-      "Every method that takes extra_info accepts it positionally and by keyword, and accepts "
-      "None, an empty info, prefix_keys None, [] or a list, and extra_info None or a dict with "
-      "unknown keys or the defined key 'session_id'.",
-      "The controller passes it positionally; a backend without the parameter raises TypeError "
-      "on the first hit query. Mooncake reads extra_info['session_id'] in batch_set_v2.",
-      "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo; storage/mooncake_store batch_set_v2"),
-    C("BE-9", "legacy", "backend",
-      "Legacy results have their documented shapes: get gives a tensor or None, batch_get one "
-      "tensor-or-None per key, set and batch_set a bool.",
-      "The engine indexes the results; a different shape is a crash or a silent miscount.",
-      "sglang mem_cache/hicache_storage.py HiCacheStorage.get, batch_get, set, batch_set"),
-    C("BE-10", "core", "backend",
-      "Batches of STORAGE_BATCH_SIZE (128) pages work.",
-      "Every engine call carries up to 128 pages; a backend tested only on a few pages may "
-      "break on a full slice.",
-      "sglang mem_cache/hicache_storage.py STORAGE_BATCH_SIZE; managers/cache_controller.py _page_transfer, "
-      "_page_backup"),
-    C("BE-11", "core", "backend",
-      "clear() never raises, and afterwards batch_exists is 0 for every key written before.",
-      "clear() is how an operator drops a stale cache; keys left behind are served as hits.",
-      "sglang mem_cache/hicache_storage.py HiCacheStorage.clear, HiCacheFile.clear; "
-      "mem_cache/hybrid_cache/hybrid_cache_controller.py clear_storage_backend"),
-    C("BE-12", "core", "backend",
-      "get_stats() returns None or a metrics object, never a dict.",
-      "The scheduler calls it every tick and reads attributes; a dict raises AttributeError.",
-      "sglang mem_cache/hicache_storage.py HiCacheStorage.get_stats; a bug class of in-tree backends"),
-    C("BE-13", "legacy", "backend",
-      "A stored object that is empty or shorter than a page is a miss, never a hit.",
-      "A zero-length file left by a crashed writer was counted as a hit and loaded as garbage.",
-      "sglang mem_cache/hicache_storage.py HiCacheFile.get, _read_page; a bug class of in-tree backends"),
-    C("BE-14", "v1", "backend",
-      "batch_get_v1 and batch_set_v1 return a list of exactly len(keys) bools.",
-      "3FS and EIC returned 2N entries for MHA and one path returned a bare True; the engine "
-      "then miscounts loaded pages.",
-      "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_get_v1, batch_set_v1; "
-      "managers/cache_controller.py _page_transfer_kv_batch, _page_backup"),
-    C("BE-15", "v1", "backend",
-      "get result i is True only if page i's whole byte range landed in host slots "
-      "host_indices[i*page_size:(i+1)*page_size].",
-      "A True for a page that did not land makes the engine attend over garbage.",
-      "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_get_v1; managers/cache_controller.py "
-      "_page_transfer_kv_batch"),
-    C("BE-16", "v1", "backend",
-      "A read writes nothing outside the addressed host slots, also when it fails.",
-      "Host pages around the addressed ones belong to other requests.",
-      "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_get_v1; managers/cache_controller.py "
-      "_page_transfer_kv_batch"),
-    C("BE-17", "v1", "backend",
-      "set result i is True only if page i can be read back from then on (until evicted).",
-      "The engine marks a node as backed up on True; a lie loses the page for every later "
-      "request.",
-      "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_set_v1; managers/cache_controller.py _page_backup"),
-    C("BE-18", "core", "backend",
-      "An unimplemented v2 method raises NotImplementedError; the base class's v1 methods return "
-      "None, so a backend that declares interface_v1 implements batch_get_v1 and batch_set_v1.",
-      "The engine picks the zero-copy path from interface_v1 alone; a declared but missing v1 "
-      "method returns None where a list of bools is read.",
-      "sglang 0.5.20-0.5.23 mem_cache/hicache_storage.py HiCacheStorage.batch_get_v1/batch_exists_v2"),
-    C("BE-19", "v2", "backend",
-      "batch_get_v2 and batch_set_v2 return one entry per transfer name, holding len(keys) "
-      "bools.",
-      "The controller looks each pool up by name and zips its list with the keys.",
-      "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_get_v2, batch_set_v2, "
-      "HiCacheFile._batch_io_v2; mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_sidecar"),
-    C("BE-20", "robustness", "backend",
-      "A transfer for an unregistered pool yields all False for that pool, never an exception.",
-      "A pool the backend cannot serve is a miss, not a crash of the IO thread. No pinned release "
-      "sends such a transfer (every pool is registered before a transfer names it), so the rule "
-      "binds only a backend that claims robustness.",
-      "sglang mem_cache/hicache_storage.py HiCacheFile._batch_io_v2; sglang hybrid_cache_controller.py "
-      "attach_storage_backend, register_host_pool_entry"),
-    C("BE-21", "v2", "backend",
-      "batch_exists_v2 returns as kv_hit_pages the largest prefix length that KV and every gating "
-      "pool can restore (the maximum of the intersection of their restorable lengths, HYB-6, "
-      "HYB-7), never the minimum of each pool's largest hit; extra_pool_hit_pages holds each "
-      "examined pool's own non-zero boundary, KV included when non-zero; pools after the "
-      "intersection became empty need no entry.",
-      "The min-of-maxima fold (SGLang #39147) names prefix lengths a trailing pool cannot restore; "
-      "a sidecar missing from the result was counted as a full hit.",
-      "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheFile.batch_exists_v2"),
-    C("BE-26", "v2", "backend",
-      "restorable_prefix_pages, when a backend reports it, lists ascending every prefix length in "
-      "1..kv_hit_pages that KV and every gating pool can restore, its last entry equal to "
-      "kv_hit_pages; None means the restorable lengths are 1..kv_hit_pages.",
-      "Ranks intersect these sets (RANK-6); a length listed that a pool cannot restore loads a "
-      "prefix without its trailing state on every rank.",
-      "sglang 0.5.23 mem_cache/hicache_storage.py PoolTransferResult, HiCacheFile.batch_exists_v2",
-      releases="0.5.23"),
-    C("BE-27", "core", "backend",
-      "on_host_pools_registered is called once per attach, after register_mem_pool_host and the "
-      "initial register_mem_host_pool_v2 burst and before any IO; a backend that raises from it "
-      "fails the attach; pools registered later arrive through register_mem_host_pool_v2 alone.",
-      "Backends that register with a remote manager must finalize once the pool set is known.",
-      "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorage.on_host_pools_registered; "
-      "managers/cache_controller.py attach_storage_backend",
-      releases="0.5.23"),
-    C("BE-22", "v2", "backend",
-      "A KV-derived sidecar page is written and dropped together with its KV page, or reported "
-      "missing.",
-      "An indexer page that was never persisted, restored beside its KV page, corrupted "
-      "attention silently.",
-      "sglang mem_cache/hicache_storage.py HiCacheFile.batch_exists_v2, _collect_existing_component_keys; "
-      "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout"),
-    C("BE-23", "concurrency", "backend",
-      "A backend is safe under concurrent calls from at least three threads (hit query, IO, "
-      "backup) plus get_stats from a fourth.",
-      "The engine runs these threads for real; a race corrupts pages or results.",
-      "sglang managers/cache_controller.py prefetch_thread_func, prefetch_io_aux_func, backup_thread_func "
-      "(three threads on one backend)"),
-    C("BE-24", "core", "backend",
-      "register_mem_pool_host is called once, after construction and before any IO; v2 pools "
-      "are registered with register_mem_host_pool_v2, KV included.",
-      "Backends size their buffers from the host pool; IO before registration has nowhere to go.",
-      "sglang managers/cache_controller.py attach_storage_backend; hybrid_cache_controller.py register_host_pool_entry"),
-    C("BE-25", "core", "both",
-      "A storage config has every rank inside its group (0 <= rank < size, size >= 1) for the TP, "
-      "PP and attention-CP groups, dp_rank >= 0 (there is no dp_size), tp_lcm_size, when set, a "
-      "positive multiple of tp_size, and a valid DCP setup: 0 <= dcp_rank < dcp_size and, for "
-      "dcp_size > 1, MLA, tp_rank % dcp_size == dcp_rank with tp_size a multiple of dcp_size, and "
-      "a logical_page_size that is a positive multiple of dcp_size.",
-      "Backends derive namespaces and shard layouts from these numbers; an impossible "
-      "coordinate must be rejected at the boundary rather than become a key.",
-      "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorageConfig.__post_init__"),
-    C("BE-28", "robustness", "backend",
-      "An instance given a second, different host pool under a name that already has one either "
-      "serves both (pages written and read through each pool carry that pool's bytes) or refuses "
-      "the second registration by raising an error with a message; it never silently replaces "
-      "the first.",
-      "Two controllers sharing one instance otherwise read and write each other's host slots: "
-      "wrong pages and no error. No pinned release does this (each attach builds its own backend), "
-      "so the rule binds only a backend that claims robustness.",
-      "sglang managers/cache_controller.py attach_storage_backend (StorageBackendFactory.create_backend "
-      "per attach)",
-      releases="decision"),
+    C(
+        "BE-1",
+        "core",
+        "backend",
+        "A backend accepts an extra_config that is None or holds keys it does not know.",
+        "The engine passes its loading keys and other vendors' keys through the same object.",
+        "sglang mem_cache/storage/backend_factory.py (a dynamic backend built as cls(storage_config, kwargs)); "
+        "the in-tree backends under mem_cache/storage/",
+    ),
+    C(
+        "BE-2",
+        "core",
+        "backend",
+        "batch_exists returns an int n with 0 <= n <= len(keys): the length of the leading run of "
+        "keys that exist, counted in pages.",
+        "Backends that counted component objects (K and V halves) reported 2N hits and made the "
+        "engine read pages that were never written.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_exists; managers/cache_controller.py "
+        "_storage_hit_query",
+    ),
+    C(
+        "BE-3",
+        "core",
+        "backend",
+        "batch_exists has no side effects, and an empty key list gives 0.",
+        "The hit query runs for every request; it must be safe to repeat and to call on nothing.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_exists; managers/cache_controller.py "
+        "_storage_hit_query",
+    ),
+    C(
+        "BE-4",
+        "core",
+        "backend",
+        "A missing key yields None or False, never an exception.",
+        "An exception kills the engine's IO thread and every later prefetch with it.",
+        "sglang mem_cache/hicache_storage.py HiCacheFile.get, _read_page; the in-tree backends under mem_cache/storage/",
+    ),
+    C(
+        "BE-5",
+        "core",
+        "backend",
+        "A storage error yields False, 0 or None, never an exception.",
+        "The same thread-killing failure as BE-4, from the other cause.",
+        "sglang mem_cache/hicache_storage.py HiCacheFile.get, _read_page; the in-tree backends under mem_cache/storage/",
+    ),
+    C(
+        "BE-6",
+        "core",
+        "backend",
+        "Writing an existing key returns True and leaves correct bytes, whether it skips or overwrites.",
+        "The engine backs up the same prefix from many requests; a second write must not fail or corrupt the first.",
+        "sglang mem_cache/hicache_storage.py HiCacheFile.set, _write_page; the in-tree backends under "
+        "mem_cache/storage/",
+    ),
+    C(
+        "BE-7",
+        "core",
+        "backend",
+        "A page is never visible to exists or get before it is fully written.",
+        "A reader that sees a half-written page loads garbage into the KV cache.",
+        "sglang mem_cache/hicache_storage.py HiCacheFile.set, _write_page; the in-tree backends under "
+        "mem_cache/storage/",
+    ),
+    C(
+        "BE-8",
+        "core",
+        "backend",
+        "Every method that takes extra_info accepts it positionally and by keyword, and accepts "
+        "None, an empty info, prefix_keys None, [] or a list, and extra_info None or a dict with "
+        "unknown keys or the defined key 'session_id'.",
+        "The controller passes it positionally; a backend without the parameter raises TypeError "
+        "on the first hit query. Mooncake reads extra_info['session_id'] in batch_set_v2.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo; storage/mooncake_store batch_set_v2",
+    ),
+    C(
+        "BE-9",
+        "legacy",
+        "backend",
+        "Legacy results have their documented shapes: get gives a tensor or None, batch_get one "
+        "tensor-or-None per key, set and batch_set a bool.",
+        "The engine indexes the results; a different shape is a crash or a silent miscount.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorage.get, batch_get, set, batch_set",
+    ),
+    C(
+        "BE-10",
+        "core",
+        "backend",
+        "Batches of STORAGE_BATCH_SIZE (128) pages work.",
+        "Every engine call carries up to 128 pages; a backend tested only on a few pages may break on a full slice.",
+        "sglang mem_cache/hicache_storage.py STORAGE_BATCH_SIZE; managers/cache_controller.py _page_transfer, "
+        "_page_backup",
+    ),
+    C(
+        "BE-11",
+        "core",
+        "backend",
+        "clear() never raises, and afterwards batch_exists is 0 for every key written before.",
+        "clear() is how an operator drops a stale cache; keys left behind are served as hits.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorage.clear, HiCacheFile.clear; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py clear_storage_backend",
+    ),
+    C(
+        "BE-12",
+        "core",
+        "backend",
+        "get_stats() returns None or a metrics object, never a dict.",
+        "The scheduler calls it every tick and reads attributes; a dict raises AttributeError.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorage.get_stats; a bug class of in-tree backends",
+    ),
+    C(
+        "BE-13",
+        "legacy",
+        "backend",
+        "A stored object that is empty or shorter than a page is a miss, never a hit.",
+        "A zero-length file left by a crashed writer was counted as a hit and loaded as garbage.",
+        "sglang mem_cache/hicache_storage.py HiCacheFile.get, _read_page; a bug class of in-tree backends",
+    ),
+    C(
+        "BE-14",
+        "v1",
+        "backend",
+        "batch_get_v1 and batch_set_v1 return a list of exactly len(keys) bools.",
+        "3FS and EIC returned 2N entries for MHA and one path returned a bare True; the engine "
+        "then miscounts loaded pages.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_get_v1, batch_set_v1; "
+        "managers/cache_controller.py _page_transfer_kv_batch, _page_backup",
+    ),
+    C(
+        "BE-15",
+        "v1",
+        "backend",
+        "get result i is True only if page i's whole byte range landed in host slots "
+        "host_indices[i*page_size:(i+1)*page_size].",
+        "A True for a page that did not land makes the engine attend over garbage.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_get_v1; managers/cache_controller.py "
+        "_page_transfer_kv_batch",
+    ),
+    C(
+        "BE-16",
+        "v1",
+        "backend",
+        "A read writes nothing outside the addressed host slots, also when it fails.",
+        "Host pages around the addressed ones belong to other requests.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_get_v1; managers/cache_controller.py "
+        "_page_transfer_kv_batch",
+    ),
+    C(
+        "BE-17",
+        "v1",
+        "backend",
+        "set result i is True only if page i can be read back from then on (until evicted).",
+        "The engine marks a node as backed up on True; a lie loses the page for every later request.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_set_v1; managers/cache_controller.py _page_backup",
+    ),
+    C(
+        "BE-18",
+        "core",
+        "backend",
+        "An unimplemented v2 method raises NotImplementedError; the base class's v1 methods return "
+        "None, so a backend that declares interface_v1 implements batch_get_v1 and batch_set_v1.",
+        "The engine picks the zero-copy path from interface_v1 alone; a declared but missing v1 "
+        "method returns None where a list of bools is read.",
+        "sglang 0.5.20-0.5.23 mem_cache/hicache_storage.py HiCacheStorage.batch_get_v1/batch_exists_v2",
+    ),
+    C(
+        "BE-19",
+        "v2",
+        "backend",
+        "batch_get_v2 and batch_set_v2 return one entry per transfer name, holding len(keys) bools.",
+        "The controller looks each pool up by name and zips its list with the keys.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_get_v2, batch_set_v2, "
+        "HiCacheFile._batch_io_v2; mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_sidecar",
+    ),
+    C(
+        "BE-20",
+        "robustness",
+        "backend",
+        "A transfer for an unregistered pool yields all False for that pool, never an exception.",
+        "A pool the backend cannot serve is a miss, not a crash of the IO thread. No pinned release "
+        "sends such a transfer (every pool is registered before a transfer names it), so the rule "
+        "binds only a backend that claims robustness.",
+        "sglang mem_cache/hicache_storage.py HiCacheFile._batch_io_v2; sglang hybrid_cache_controller.py "
+        "attach_storage_backend, register_host_pool_entry",
+    ),
+    C(
+        "BE-21",
+        "v2",
+        "backend",
+        "batch_exists_v2 returns as kv_hit_pages the largest prefix length that KV and every gating "
+        "pool can restore (the maximum of the intersection of their restorable lengths, HYB-6, "
+        "HYB-7), never the minimum of each pool's largest hit; extra_pool_hit_pages holds each "
+        "examined pool's own non-zero boundary, KV included when non-zero; pools after the "
+        "intersection became empty need no entry.",
+        "The min-of-maxima fold (SGLang #39147) names prefix lengths a trailing pool cannot restore; "
+        "a sidecar missing from the result was counted as a full hit.",
+        "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheFile.batch_exists_v2",
+    ),
+    C(
+        "BE-26",
+        "v2",
+        "backend",
+        "restorable_prefix_pages, when a backend reports it, lists ascending every prefix length in "
+        "1..kv_hit_pages that KV and every gating pool can restore, its last entry equal to "
+        "kv_hit_pages; None means the restorable lengths are 1..kv_hit_pages.",
+        "Ranks intersect these sets (RANK-6); a length listed that a pool cannot restore loads a "
+        "prefix without its trailing state on every rank.",
+        "sglang 0.5.23 mem_cache/hicache_storage.py PoolTransferResult, HiCacheFile.batch_exists_v2",
+        releases="0.5.23",
+    ),
+    C(
+        "BE-27",
+        "core",
+        "backend",
+        "on_host_pools_registered is called once per attach, after register_mem_pool_host and the "
+        "initial register_mem_host_pool_v2 burst and before any IO; a backend that raises from it "
+        "fails the attach; pools registered later arrive through register_mem_host_pool_v2 alone.",
+        "Backends that register with a remote manager must finalize once the pool set is known.",
+        "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorage.on_host_pools_registered; "
+        "managers/cache_controller.py attach_storage_backend",
+        releases="0.5.23",
+    ),
+    C(
+        "BE-22",
+        "v2",
+        "backend",
+        "A KV-derived sidecar page is written and dropped together with its KV page, or reported missing.",
+        "An indexer page that was never persisted, restored beside its KV page, corrupted attention silently.",
+        "sglang mem_cache/hicache_storage.py HiCacheFile.batch_exists_v2, _collect_existing_component_keys; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout",
+    ),
+    C(
+        "BE-23",
+        "concurrency",
+        "backend",
+        "A backend is safe under concurrent calls from at least three threads (hit query, IO, "
+        "backup) plus get_stats from a fourth.",
+        "The engine runs these threads for real; a race corrupts pages or results.",
+        "sglang managers/cache_controller.py prefetch_thread_func, prefetch_io_aux_func, backup_thread_func "
+        "(three threads on one backend)",
+    ),
+    C(
+        "BE-24",
+        "core",
+        "backend",
+        "register_mem_pool_host is called once, after construction and before any IO; v2 pools "
+        "are registered with register_mem_host_pool_v2, KV included.",
+        "Backends size their buffers from the host pool; IO before registration has nowhere to go.",
+        "sglang managers/cache_controller.py attach_storage_backend; hybrid_cache_controller.py register_host_pool_entry",
+    ),
+    C(
+        "BE-25",
+        "core",
+        "both",
+        "A storage config has every rank inside its group (0 <= rank < size, size >= 1) for the TP, "
+        "PP and attention-CP groups, dp_rank >= 0 (there is no dp_size), tp_lcm_size, when set, a "
+        "positive multiple of tp_size, and a valid DCP setup: 0 <= dcp_rank < dcp_size and, for "
+        "dcp_size > 1, MLA, tp_rank % dcp_size == dcp_rank with tp_size a multiple of dcp_size, and "
+        "a logical_page_size that is a positive multiple of dcp_size.",
+        "Backends derive namespaces and shard layouts from these numbers; an impossible "
+        "coordinate must be rejected at the boundary rather than become a key.",
+        "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorageConfig.__post_init__",
+    ),
+    C(
+        "BE-28",
+        "robustness",
+        "backend",
+        "An instance given a second, different host pool under a name that already has one either "
+        "serves both (pages written and read through each pool carry that pool's bytes) or refuses "
+        "the second registration by raising an error with a message; it never silently replaces "
+        "the first.",
+        "Two controllers sharing one instance otherwise read and write each other's host slots: "
+        "wrong pages and no error. No pinned release does this (each attach builds its own backend), "
+        "so the rule binds only a backend that claims robustness.",
+        "sglang managers/cache_controller.py attach_storage_backend (StorageBackendFactory.create_backend per attach)",
+        releases="decision",
+    ),
     # ---------------------------------------------------------------- NS
-    C("NS-1", "namespacing", "backend",
-      "Two instances that differ only in tp_rank (same tp_size) never see each other's pages, "
-      "unless KV is replicated (NS-5).",
-      "Each TP rank holds a different shard of the heads; reading another rank's shard is "
-      "silent corruption.",
-      "sglang mem_cache/hicache_storage.py HiCacheStorageConfig, HiCacheFile.__init__, _get_suffixed_key; the "
-      "in-tree backends under mem_cache/storage/"),
-    C("NS-2", "namespacing", "backend",
-      "Two instances that differ only in pp_rank never see each other's pages.",
-      "Pipeline stages hold different layers; a backend without PP in its keys let stages "
-      "overwrite each other.",
-      "sglang mem_cache/hicache_storage.py HiCacheStorageConfig, HiCacheFile.__init__, _get_suffixed_key; the "
-      "in-tree backends under mem_cache/storage/"),
-    C("NS-3", "namespacing", "backend",
-      "Two instances that differ only in attn_cp_rank never see each other's pages.",
-      "Context-parallel ranks hold different token shards.",
-      "sglang mem_cache/hicache_storage.py HiCacheStorageConfig, HiCacheFile.__init__, _get_suffixed_key; the "
-      "in-tree backends under mem_cache/storage/"),
-    C("NS-4", "namespacing", "backend",
-      "Two instances that differ only in model_name never see each other's pages.",
-      "Keys carry no model; two models sharing a store must not read each other's KV.",
-      "sglang mem_cache/hicache_storage.py HiCacheStorageConfig, HiCacheFile.__init__, _get_suffixed_key; the "
-      "in-tree backends under mem_cache/storage/"),
-    C("NS-5", "namespacing", "backend",
-      "With is_mla_model=True a KV page written by the storage writer (tp_rank == dcp_rank) is "
-      "visible to every TP rank with the same PP, CP and DCP coordinates.",
-      "Replicated KV is written once per DCP shard; other ranks that cannot see it never hit.",
-      "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorageConfig.is_storage_writer"),
-    C("NS-6", "namespacing", "backend",
-      "exists, get and set use the same key scheme.",
-      "A tag applied in set but not in exists meant L3 never hit.",
-      "sglang mem_cache/hicache_storage.py HiCacheFile._get_suffixed_key (one scheme for get, set and exists); "
-      "a bug class of in-tree backends (#17265)"),
-    C("NS-7", "durability", "backend",
-      "A persistent backend rebuilt with the same configuration finds the pages it wrote before.",
-      "A restart must not throw away the cache, nor derive keys from process-local state.",
-      "sglang mem_cache/hicache_storage.py HiCacheFile._scan_existing_files_to_metadata_cache"),
-    C("NS-8", "namespacing", "backend",
-      "clear() removes only this instance's namespace: pages of other models and ranks survive.",
-      "A shared store serves many engines; one operator's clear must not flush the others.",
-      "project decision",
-      releases="decision"),
+    C(
+        "NS-1",
+        "namespacing",
+        "backend",
+        "Two instances that differ only in tp_rank (same tp_size) never see each other's pages, "
+        "unless KV is replicated (NS-5).",
+        "Each TP rank holds a different shard of the heads; reading another rank's shard is silent corruption.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig, HiCacheFile.__init__, _get_suffixed_key; the "
+        "in-tree backends under mem_cache/storage/",
+    ),
+    C(
+        "NS-2",
+        "namespacing",
+        "backend",
+        "Two instances that differ only in pp_rank never see each other's pages.",
+        "Pipeline stages hold different layers; a backend without PP in its keys let stages overwrite each other.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig, HiCacheFile.__init__, _get_suffixed_key; the "
+        "in-tree backends under mem_cache/storage/",
+    ),
+    C(
+        "NS-3",
+        "namespacing",
+        "backend",
+        "Two instances that differ only in attn_cp_rank never see each other's pages.",
+        "Context-parallel ranks hold different token shards.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig, HiCacheFile.__init__, _get_suffixed_key; the "
+        "in-tree backends under mem_cache/storage/",
+    ),
+    C(
+        "NS-4",
+        "namespacing",
+        "backend",
+        "Two instances that differ only in model_name never see each other's pages.",
+        "Keys carry no model; two models sharing a store must not read each other's KV.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig, HiCacheFile.__init__, _get_suffixed_key; the "
+        "in-tree backends under mem_cache/storage/",
+    ),
+    C(
+        "NS-5",
+        "namespacing",
+        "backend",
+        "With is_mla_model=True a KV page written by the storage writer (tp_rank == dcp_rank) is "
+        "visible to every TP rank with the same PP, CP and DCP coordinates.",
+        "Replicated KV is written once per DCP shard; other ranks that cannot see it never hit.",
+        "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorageConfig.is_storage_writer",
+    ),
+    C(
+        "NS-6",
+        "namespacing",
+        "backend",
+        "exists, get and set use the same key scheme.",
+        "A tag applied in set but not in exists meant L3 never hit.",
+        "sglang mem_cache/hicache_storage.py HiCacheFile._get_suffixed_key (one scheme for get, set and exists); "
+        "a bug class of in-tree backends (#17265)",
+    ),
+    C(
+        "NS-7",
+        "durability",
+        "backend",
+        "A persistent backend rebuilt with the same configuration finds the pages it wrote before.",
+        "A restart must not throw away the cache, nor derive keys from process-local state.",
+        "sglang mem_cache/hicache_storage.py HiCacheFile._scan_existing_files_to_metadata_cache",
+    ),
+    C(
+        "NS-8",
+        "namespacing",
+        "backend",
+        "clear() removes only this instance's namespace: pages of other models and ranks survive.",
+        "A shared store serves many engines; one operator's clear must not flush the others.",
+        "project decision",
+        releases="decision",
+    ),
     # ---------------------------------------------------------------- CTL
-    C("CTL-1", "controller", "engine",
-      "The hit query asks about the chain from its first key and never past a known miss: either "
-      "one call over the whole chain (batch_exists_v2 with the pool transfers, else batch_exists), "
-      "or batch_exists slice by slice stopping after the first slice not fully hit; a span a prior "
-      "hit proved stored may be taken as hit without a query.",
-      "Keys after a miss cannot be loaded, so querying them wastes round trips; 0.5.21+ sends every "
-      "path through the hybrid controller's single whole-chain query, 0.5.20's plain controller "
-      "queries slice by slice.",
-      "sglang hybrid_cache_controller.py HybridCacheController._storage_hit_query; "
-      "managers/cache_controller.py HiCacheController._storage_hit_query"),
-    C("CTL-2", "controller", "engine",
-      "KV IO and KV backup calls carry at most STORAGE_BATCH_SIZE keys and start at multiples of it "
-      "within the operation, as does the KV-derived v2 read beside each KV read; the hit query and "
-      "the other sidecar v2 calls (one per trailing-length group, PFX-9) are not sliced.",
-      "Backends size their batches by it; acks and prefixes are computed per slice.",
-      "sglang managers/cache_controller.py _page_transfer, _page_backup; "
-      "hybrid_cache_controller.py _page_transfer_sidecar, _page_backup_with_stable_layout"),
-    C("CTL-3", "controller", "engine",
-      "The effective threshold is max(prefetch_threshold, page_size) tokens (default 256): a "
-      "page-aligned span shorter than it is declined before any query, and a prefetch whose agreed "
-      "hit is below it, or for which host memory is short, is revoked before any IO.",
-      "A tiny hit is cheaper to recompute than to fetch, and a span that cannot reach the "
-      "threshold is not worth a round trip.",
-      "sglang managers/cache_controller.py attach_storage_backend; unified_radix_cache.py "
-      "prefetch_from_storage (0.5.21+), hiradix_cache.py prefetch_from_storage (0.5.20)"),
-    C("CTL-4", "controller", "engine",
-      "Prefetch IO reads each slice of the agreed keys in order; a slice that loads fewer pages "
-      "than requested, or termination, stops further reads.",
-      "Pages after a hole are unusable; reading them wastes bandwidth and host memory.",
-      "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func; "
-      "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout"),
-    C("CTL-5", "controller", "engine",
-      "Prefetch emits exactly one progress ack per slice of the agreed keys: cumulative loaded "
-      "tokens, non-decreasing, frozen after the first short slice or termination.",
-      "Every ack is all-reduced across ranks; a rank that emits fewer acks hangs the others.",
-      "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func; "
-      "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout"),
-    C("CTL-6", "controller", "engine",
-      "Every prefetch ends with exactly one final ack, also when the backend raises or the "
-      "operation was terminated.",
-      "The scheduler waits for the final ack to release the request and its host pages.",
-      "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func; "
-      "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout"),
-    C("CTL-7", "controller", "engine",
-      "Backup writes slice by slice, counts a slice only if every page of it succeeded, stops at "
-      "the first failed slice, and reports completed tokens as the successful slices' pages "
-      "times page_size.",
-      "A node is backed up only as far as its prefix is contiguous in storage.",
-      "sglang managers/cache_controller.py _page_backup, backup_thread_func; "
-      "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout"),
-    C("CTL-8", "controller", "engine",
-      "With replicated KV (is_mla_model) only the storage writer (tp_rank == dcp_rank; TP rank 0 "
-      "without DCP) writes KV pages and KV-derived and other replicated sidecars; every rank writes "
-      "rank-sharded sidecars (MAMBA state); every rank still acks the backup.",
-      "Replicated KV written by every rank multiplies traffic; TP-sharded state that only one rank "
-      "writes is lost for the others; acks must still match across ranks.",
-      "sglang 0.5.23 managers/cache_controller.py backup_skip; hybrid_cache_controller.py should_backup"),
-    C("CTL-9", "controller", "engine",
-      "Prefetch policies: best_effort terminates when the scheduler asks, wait_complete never "
-      "terminates early, timeout terminates after the prefetch timeout (CTL-10).",
-      "The engine trades time-to-first-token against hit length; the policy names the trade.",
-      "sglang managers/cache_controller.py terminate_prefetch; mem_cache/unified_radix_cache.py prefetch_stop_policy"),
-    C("CTL-10", "controller", "engine",
-      "The prefetch timeout is min(max, base + per_ki_token * tokens / 1024), with defaults "
-      "base 2.0 s, per_ki_token 0.1 s, max 30 s.",
-      "Longer prefixes deserve longer waits, up to a bound.",
-      "sglang 0.5.20 mem_cache/hicache_storage.py PrefetchTimeoutConfig; hiradix_cache.py "
-      "HiRadixCache._prefetch_timeout_check_linear_func (tokens: the operation's key list times "
-      "page_size). 0.5.20's cache registry builds UnifiedRadixCache, which follows CTL-16.",
-      releases="0.5.20"),
-    C("CTL-11", "controller", "engine",
-      "A backend that raises, returns None, returns the wrong number of results or misses its "
-      "deadline never kills a controller thread and never has a page counted as loaded that it "
-      "did not confirm; such a result counts as a failure at that page.",
-      "Storage is outside the engine's control; the engine must degrade to recomputation, not "
-      "to garbage or a hang.",
-      "sglang managers/cache_controller.py prefetch_io_aux_func, backup_thread_func; a bug class of SGLang's "
-      "controller (#38428)"),
-    C("CTL-12", "controller", "engine",
-      "Host pages allocated for a prefetch are freed exactly once: the unloaded tail when IO "
-      "stops, everything when the operation is revoked.",
-      "A double free corrupts the allocator; a missing free leaks host memory.",
-      "project decision",
-      releases="decision"),
-    C("CTL-13", "controller", "engine",
-      "Backup is never cancelled once started.",
-      "A half-written node would leave a hole that the hit query cannot see past.",
-      "sglang managers/cache_controller.py _page_backup, backup_thread_func; "
-      "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout"),
-    C("CTL-14", "controller", "engine",
-      "The prefetch timeout is base + requested pages * page_size / 1024 * per_ki_token seconds, "
-      "defaults 1.0 s and 0.25 s, with no maximum; it starts at the first blocked admission poll, "
-      "and a deadline never cuts a prefetch whose KV already landed.",
-      "The wait budget scales with the span asked for; cutting a prefetch whose KV is loaded "
-      "salvages nothing.",
-      "sglang 0.5.23 mem_cache/unified_radix_cache.py _start_storage_prefetch_wait, "
-      "_prefetch_deadline_expired; unified_cache/storage_attachment.py apply_runtime_config; "
-      "hybrid_cache_controller.py parse_storage_backend_extra_config (0.5.20-0.5.22: CTL-16)",
-      releases="0.5.23"),
-    C("CTL-15", "controller", "engine",
-      "A rank that is not the storage writer skips the KV backup and reports the whole span as "
-      "completed if and only if it wrote at least one sidecar and every sidecar write returned "
-      "len(keys) True; otherwise it reports 0 tokens.",
-      "Completion must not claim pages the rank never confirmed, and ranks must still ack.",
-      "sglang 0.5.23 mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout",
-      releases="0.5.23"),
-    C("CTL-16", "controller", "engine",
-      "The prefetch timeout is base + pages * page_size / 1024 * per_ki_token seconds, defaults "
-      "1.0 s and 0.25 s, with no maximum, where pages is the length of the operation's key list "
-      "when the deadline is checked (the agreed hit, cut to the host allocation); it is timed from "
-      "the operation's creation.",
-      "Before 0.5.23 the unified cache's wait budget follows what is being loaded, not the span "
-      "asked for, as 0.5.23's does.",
-      "sglang 0.5.20-0.5.22 mem_cache/unified_radix_cache.py _prefetch_timeout_check_linear_func; "
-      "unified_cache/storage_attachment.py apply_runtime_config; managers/cache_controller.py "
-      "prefetch_thread_func (hash_value cut to the hit)",
-      releases="0.5.20-0.5.22"),
+    C(
+        "CTL-1",
+        "controller",
+        "engine",
+        "The hit query asks about the chain from its first key and never past a known miss: either "
+        "one call over the whole chain (batch_exists_v2 with the pool transfers, else batch_exists), "
+        "or batch_exists slice by slice stopping after the first slice not fully hit; a span a prior "
+        "hit proved stored may be taken as hit without a query.",
+        "Keys after a miss cannot be loaded, so querying them wastes round trips; 0.5.21+ sends every "
+        "path through the hybrid controller's single whole-chain query, 0.5.20's plain controller "
+        "queries slice by slice.",
+        "sglang hybrid_cache_controller.py HybridCacheController._storage_hit_query; "
+        "managers/cache_controller.py HiCacheController._storage_hit_query",
+    ),
+    C(
+        "CTL-2",
+        "controller",
+        "engine",
+        "KV IO and KV backup calls carry at most STORAGE_BATCH_SIZE keys and start at multiples of it "
+        "within the operation, as does the KV-derived v2 read beside each KV read; the hit query and "
+        "the other sidecar v2 calls (one per trailing-length group, PFX-9) are not sliced.",
+        "Backends size their batches by it; acks and prefixes are computed per slice.",
+        "sglang managers/cache_controller.py _page_transfer, _page_backup; "
+        "hybrid_cache_controller.py _page_transfer_sidecar, _page_backup_with_stable_layout",
+    ),
+    C(
+        "CTL-3",
+        "controller",
+        "engine",
+        "The effective threshold is max(prefetch_threshold, page_size) tokens (default 256): a "
+        "page-aligned span shorter than it is declined before any query, and a prefetch whose agreed "
+        "hit is below it, or for which host memory is short, is revoked before any IO.",
+        "A tiny hit is cheaper to recompute than to fetch, and a span that cannot reach the "
+        "threshold is not worth a round trip.",
+        "sglang managers/cache_controller.py attach_storage_backend; unified_radix_cache.py "
+        "prefetch_from_storage (0.5.21+), hiradix_cache.py prefetch_from_storage (0.5.20)",
+    ),
+    C(
+        "CTL-4",
+        "controller",
+        "engine",
+        "Prefetch IO reads each slice of the agreed keys in order; a slice that loads fewer pages "
+        "than requested, or termination, stops further reads.",
+        "Pages after a hole are unusable; reading them wastes bandwidth and host memory.",
+        "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout",
+    ),
+    C(
+        "CTL-5",
+        "controller",
+        "engine",
+        "Prefetch emits exactly one progress ack per slice of the agreed keys: cumulative loaded "
+        "tokens, non-decreasing, frozen after the first short slice or termination.",
+        "Every ack is all-reduced across ranks; a rank that emits fewer acks hangs the others.",
+        "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout",
+    ),
+    C(
+        "CTL-6",
+        "controller",
+        "engine",
+        "Every prefetch ends with exactly one final ack, also when the backend raises or the operation was terminated.",
+        "The scheduler waits for the final ack to release the request and its host pages.",
+        "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout",
+    ),
+    C(
+        "CTL-7",
+        "controller",
+        "engine",
+        "Backup writes slice by slice, counts a slice only if every page of it succeeded, stops at "
+        "the first failed slice, and reports completed tokens as the successful slices' pages "
+        "times page_size.",
+        "A node is backed up only as far as its prefix is contiguous in storage.",
+        "sglang managers/cache_controller.py _page_backup, backup_thread_func; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout",
+    ),
+    C(
+        "CTL-8",
+        "controller",
+        "engine",
+        "With replicated KV (is_mla_model) only the storage writer (tp_rank == dcp_rank; TP rank 0 "
+        "without DCP) writes KV pages and KV-derived and other replicated sidecars; every rank writes "
+        "rank-sharded sidecars (MAMBA state); every rank still acks the backup.",
+        "Replicated KV written by every rank multiplies traffic; TP-sharded state that only one rank "
+        "writes is lost for the others; acks must still match across ranks.",
+        "sglang 0.5.23 managers/cache_controller.py backup_skip; hybrid_cache_controller.py should_backup",
+    ),
+    C(
+        "CTL-9",
+        "controller",
+        "engine",
+        "Prefetch policies: best_effort terminates when the scheduler asks, wait_complete never "
+        "terminates early, timeout terminates after the prefetch timeout (CTL-10).",
+        "The engine trades time-to-first-token against hit length; the policy names the trade.",
+        "sglang managers/cache_controller.py terminate_prefetch; mem_cache/unified_radix_cache.py prefetch_stop_policy",
+    ),
+    C(
+        "CTL-10",
+        "controller",
+        "engine",
+        "The prefetch timeout is min(max, base + per_ki_token * tokens / 1024), with defaults "
+        "base 2.0 s, per_ki_token 0.1 s, max 30 s.",
+        "Longer prefixes deserve longer waits, up to a bound.",
+        "sglang 0.5.20 mem_cache/hicache_storage.py PrefetchTimeoutConfig; hiradix_cache.py "
+        "HiRadixCache._prefetch_timeout_check_linear_func (tokens: the operation's key list times "
+        "page_size). 0.5.20's cache registry builds UnifiedRadixCache, which follows CTL-16.",
+        releases="0.5.20",
+    ),
+    C(
+        "CTL-11",
+        "controller",
+        "engine",
+        "A backend that raises, returns None, returns the wrong number of results or misses its "
+        "deadline never kills a controller thread and never has a page counted as loaded that it "
+        "did not confirm; such a result counts as a failure at that page.",
+        "Storage is outside the engine's control; the engine must degrade to recomputation, not to garbage or a hang.",
+        "sglang managers/cache_controller.py prefetch_io_aux_func, backup_thread_func; a bug class of SGLang's "
+        "controller (#38428)",
+    ),
+    C(
+        "CTL-12",
+        "controller",
+        "engine",
+        "Host pages allocated for a prefetch are freed exactly once: the unloaded tail when IO "
+        "stops, everything when the operation is revoked.",
+        "A double free corrupts the allocator; a missing free leaks host memory.",
+        "project decision",
+        releases="decision",
+    ),
+    C(
+        "CTL-13",
+        "controller",
+        "engine",
+        "Backup is never cancelled once started.",
+        "A half-written node would leave a hole that the hit query cannot see past.",
+        "sglang managers/cache_controller.py _page_backup, backup_thread_func; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout",
+    ),
+    C(
+        "CTL-14",
+        "controller",
+        "engine",
+        "The prefetch timeout is base + requested pages * page_size / 1024 * per_ki_token seconds, "
+        "defaults 1.0 s and 0.25 s, with no maximum; it starts at the first blocked admission poll, "
+        "and a deadline never cuts a prefetch whose KV already landed.",
+        "The wait budget scales with the span asked for; cutting a prefetch whose KV is loaded salvages nothing.",
+        "sglang 0.5.23 mem_cache/unified_radix_cache.py _start_storage_prefetch_wait, "
+        "_prefetch_deadline_expired; unified_cache/storage_attachment.py apply_runtime_config; "
+        "hybrid_cache_controller.py parse_storage_backend_extra_config (0.5.20-0.5.22: CTL-16)",
+        releases="0.5.23",
+    ),
+    C(
+        "CTL-15",
+        "controller",
+        "engine",
+        "A rank that is not the storage writer skips the KV backup and reports the whole span as "
+        "completed if and only if it wrote at least one sidecar and every sidecar write returned "
+        "len(keys) True; otherwise it reports 0 tokens.",
+        "Completion must not claim pages the rank never confirmed, and ranks must still ack.",
+        "sglang 0.5.23 mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout",
+        releases="0.5.23",
+    ),
+    C(
+        "CTL-16",
+        "controller",
+        "engine",
+        "The prefetch timeout is base + pages * page_size / 1024 * per_ki_token seconds, defaults "
+        "1.0 s and 0.25 s, with no maximum, where pages is the length of the operation's key list "
+        "when the deadline is checked (the agreed hit, cut to the host allocation); it is timed from "
+        "the operation's creation.",
+        "Before 0.5.23 the unified cache's wait budget follows what is being loaded, not the span "
+        "asked for, as 0.5.23's does.",
+        "sglang 0.5.20-0.5.22 mem_cache/unified_radix_cache.py _prefetch_timeout_check_linear_func; "
+        "unified_cache/storage_attachment.py apply_runtime_config; managers/cache_controller.py "
+        "prefetch_thread_func (hash_value cut to the hit)",
+        releases="0.5.20-0.5.22",
+    ),
     # ---------------------------------------------------------------- HYB
-    C("HYB-1", "hybrid", "engine",
-      "A KV-derived sidecar (indices_from_pool=KV) is read in the same slice as the KV pages it "
-      "derives from, and the slice's loaded count is the minimum of the KV and sidecar counts.",
-      "A KV page without its derived sidecar is unusable.",
-      "sglang mem_cache/hicache_storage.py PoolTransfer.indices_from_pool; "
-      "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout, _page_transfer_sidecar"),
-    C("HYB-2", "hybrid", "engine",
-      "Other sidecars (SWA, Mamba) are read once, after KV fully completed, in one batch_get_v2 "
-      "per trailing-length group (PFX-9), their trailing keys re-aligned to the hit, and acked with "
-      "their per-pool hits; if KV did not complete they are not read.",
-      "Their windows are defined relative to the final hit, known only at the end.",
-      "sglang hybrid_cache_controller.py _page_transfer_sidecar, _sync_trailing_keys"),
-    C("HYB-3", "hybrid", "engine",
-      "A TRAILING_PAGES transfer reads the window of its N pages ending at the agreed hit.",
-      "The window must end where the prefix ends, not where the query began.",
-      "sglang mem_cache/hicache_storage.py PoolHitPolicy.TRAILING_PAGES; "
-      "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_sidecar"),
-    C("HYB-4", "hybrid", "engine",
-      "A sidecar read succeeds only if every pool is present in the result with every page True; "
-      "a pool missing from the result is a failure.",
-      "A missing pool counted as a hit restored KV beside stale sidecar state.",
-      "sglang mem_cache/hicache_storage.py count_pool_hits; mem_cache/hybrid_cache/hybrid_cache_controller.py "
-      "_page_transfer_sidecar"),
-    C("HYB-5", "hybrid", "engine",
-      "A hybrid backup writes its sidecars first, in one batch_set_v2 per trailing-length group "
-      "(PFX-9) over the whole span, then KV in STORAGE_BATCH_SIZE slices.",
-      "KV is what makes a page visible to the hit query; it goes last so a reader never finds "
-      "KV without its sidecars.",
-      "sglang hybrid_cache_controller.py _page_backup_with_stable_layout"),
-    C("HYB-6", "v2", "both",
-      "An ALL_PAGES pool's hit is the leading run of its pages present within the KV hit.",
-      "Every page of the prefix needs that pool's state.",
-      "sglang mem_cache/hicache_storage.py PoolHitPolicy.ALL_PAGES, HiCacheFile.batch_exists_v2"),
-    C("HYB-7", "v2", "both",
-      "A TRAILING_PAGES pool can restore every length n within the KV hit whose window of "
-      "max(1, N) pages ending at n is present, N being len(transfer.keys); its own boundary is "
-      "the largest such n, 0 if none.",
-      "Sliding-window and recurrent state is needed only for the last pages of a prefix, so "
-      "5 may be restorable while 3 and 4 are not.",
-      "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheFile.batch_exists_v2, PoolTransferResult"),
-    C("HYB-8", "v2", "both",
-      "count_pool_hits maps each pool to the length of the leading run of True in its results.",
-      "Loaded pages count only up to the first failure.",
-      "sglang mem_cache/hicache_storage.py count_pool_hits"),
-    C("HYB-9", "hybrid", "engine",
-      "A BLOCK_GROUPS pool never gates the hit nor the restorable lengths; its entry, where "
-      "reported, is the pages its leading complete groups cover.",
-      "Compressed blocks are a second form of the FULL pages; their absence must not shrink the KV hit. "
-      "No controller sends such a pool yet (and HiCacheFile refuses one), so backends are not checked for it.",
-      "sglang 0.5.22+ mem_cache/hicache_storage.py PoolHitPolicy.BLOCK_GROUPS",
-      releases="0.5.22+"),
+    C(
+        "HYB-1",
+        "hybrid",
+        "engine",
+        "A KV-derived sidecar (indices_from_pool=KV) is read in the same slice as the KV pages it "
+        "derives from, and the slice's loaded count is the minimum of the KV and sidecar counts.",
+        "A KV page without its derived sidecar is unusable.",
+        "sglang mem_cache/hicache_storage.py PoolTransfer.indices_from_pool; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout, _page_transfer_sidecar",
+    ),
+    C(
+        "HYB-2",
+        "hybrid",
+        "engine",
+        "Other sidecars (SWA, Mamba) are read once, after KV fully completed, in one batch_get_v2 "
+        "per trailing-length group (PFX-9), their trailing keys re-aligned to the hit, and acked with "
+        "their per-pool hits; if KV did not complete they are not read.",
+        "Their windows are defined relative to the final hit, known only at the end.",
+        "sglang hybrid_cache_controller.py _page_transfer_sidecar, _sync_trailing_keys",
+    ),
+    C(
+        "HYB-3",
+        "hybrid",
+        "engine",
+        "A TRAILING_PAGES transfer reads the window of its N pages ending at the agreed hit.",
+        "The window must end where the prefix ends, not where the query began.",
+        "sglang mem_cache/hicache_storage.py PoolHitPolicy.TRAILING_PAGES; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_sidecar",
+    ),
+    C(
+        "HYB-4",
+        "hybrid",
+        "engine",
+        "A sidecar read succeeds only if every pool is present in the result with every page True; "
+        "a pool missing from the result is a failure.",
+        "A missing pool counted as a hit restored KV beside stale sidecar state.",
+        "sglang mem_cache/hicache_storage.py count_pool_hits; mem_cache/hybrid_cache/hybrid_cache_controller.py "
+        "_page_transfer_sidecar",
+    ),
+    C(
+        "HYB-5",
+        "hybrid",
+        "engine",
+        "A hybrid backup writes its sidecars first, in one batch_set_v2 per trailing-length group "
+        "(PFX-9) over the whole span, then KV in STORAGE_BATCH_SIZE slices.",
+        "KV is what makes a page visible to the hit query; it goes last so a reader never finds "
+        "KV without its sidecars.",
+        "sglang hybrid_cache_controller.py _page_backup_with_stable_layout",
+    ),
+    C(
+        "HYB-6",
+        "v2",
+        "both",
+        "An ALL_PAGES pool's hit is the leading run of its pages present within the KV hit.",
+        "Every page of the prefix needs that pool's state.",
+        "sglang mem_cache/hicache_storage.py PoolHitPolicy.ALL_PAGES, HiCacheFile.batch_exists_v2",
+    ),
+    C(
+        "HYB-7",
+        "v2",
+        "both",
+        "A TRAILING_PAGES pool can restore every length n within the KV hit whose window of "
+        "max(1, N) pages ending at n is present, N being len(transfer.keys); its own boundary is "
+        "the largest such n, 0 if none.",
+        "Sliding-window and recurrent state is needed only for the last pages of a prefix, so "
+        "5 may be restorable while 3 and 4 are not.",
+        "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheFile.batch_exists_v2, PoolTransferResult",
+    ),
+    C(
+        "HYB-8",
+        "v2",
+        "both",
+        "count_pool_hits maps each pool to the length of the leading run of True in its results.",
+        "Loaded pages count only up to the first failure.",
+        "sglang mem_cache/hicache_storage.py count_pool_hits",
+    ),
+    C(
+        "HYB-9",
+        "hybrid",
+        "engine",
+        "A BLOCK_GROUPS pool never gates the hit nor the restorable lengths; its entry, where "
+        "reported, is the pages its leading complete groups cover.",
+        "Compressed blocks are a second form of the FULL pages; their absence must not shrink the KV hit. "
+        "No controller sends such a pool yet (and HiCacheFile refuses one), so backends are not checked for it.",
+        "sglang 0.5.22+ mem_cache/hicache_storage.py PoolHitPolicy.BLOCK_GROUPS",
+        releases="0.5.22+",
+    ),
     # ---------------------------------------------------------------- RANK
-    C("RANK-1", "ranks", "engine",
-      "The hit is all-reduced with MIN across the TP, CP and PP groups exactly once per "
-      "operation, also for terminated operations and misses.",
-      "A rank that skips the collective hangs the others.",
-      "sglang managers/cache_controller.py prefetch_thread_func, _sync_prefetch_hit_query"),
-    C("RANK-2", "ranks", "engine",
-      "Every rank cuts its key list to the agreed count before allocating and reading.",
-      "Ranks that load different lengths disagree on the cached prefix.",
-      "sglang managers/cache_controller.py prefetch_thread_func, _all_reduce"),
-    C("RANK-3", "ranks", "engine",
-      "Every rank emits the same number of acks per operation, each all-reduced with MIN.",
-      "A mismatched count leaves a collective waiting forever.",
-      "sglang managers/cache_controller.py prefetch_io_aux_func, _all_reduce"),
-    C("RANK-4", "ranks", "engine",
-      "If any rank terminates a prefetch (timeout or request), every rank terminates it.",
-      "Ranks must stop at the same slice to keep their caches equal.",
-      "sglang managers/cache_controller.py terminate_prefetch, _all_reduce; mem_cache/unified_radix_cache.py "
-      "prefetch_stop_policy"),
-    C("RANK-5", "ranks", "engine",
-      "The hit agreement is one MIN all-reduce of a packed vector: the hit (or the restorable "
-      "flags, RANK-6) followed by every PoolName's own boundary, -1 for a pool without a verdict; "
-      "a pool any rank left out carries no verdict afterwards.",
-      "Per-pool beliefs must stay identical on every rank, in one collective.",
-      "sglang 0.5.22+ mem_cache/hybrid_cache/hybrid_cache_controller.py _sync_prefetch_hit_query",
-      releases="0.5.22+"),
-    C("RANK-6", "ranks", "engine",
-      "When any pool is TRAILING_PAGES the vector holds one flag per prefix length 0..span pages "
-      "(0 always set; a length set if the rank can restore it and it is within the rank's hit, a "
-      "backend without restorable_prefix_pages counting as 1..hit), and the agreed hit is the "
-      "largest length set on every rank.",
-      "Taking MIN of each rank's largest hit can pick a length one rank cannot restore.",
-      "sglang 0.5.23 mem_cache/hybrid_cache/hybrid_cache_controller.py _sync_prefetch_hit_query",
-      releases="0.5.23"),
+    C(
+        "RANK-1",
+        "ranks",
+        "engine",
+        "The hit is all-reduced with MIN across the TP, CP and PP groups exactly once per "
+        "operation, also for terminated operations and misses.",
+        "A rank that skips the collective hangs the others.",
+        "sglang managers/cache_controller.py prefetch_thread_func, _sync_prefetch_hit_query",
+    ),
+    C(
+        "RANK-2",
+        "ranks",
+        "engine",
+        "Every rank cuts its key list to the agreed count before allocating and reading.",
+        "Ranks that load different lengths disagree on the cached prefix.",
+        "sglang managers/cache_controller.py prefetch_thread_func, _all_reduce",
+    ),
+    C(
+        "RANK-3",
+        "ranks",
+        "engine",
+        "Every rank emits the same number of acks per operation, each all-reduced with MIN.",
+        "A mismatched count leaves a collective waiting forever.",
+        "sglang managers/cache_controller.py prefetch_io_aux_func, _all_reduce",
+    ),
+    C(
+        "RANK-4",
+        "ranks",
+        "engine",
+        "If any rank terminates a prefetch (timeout or request), every rank terminates it.",
+        "Ranks must stop at the same slice to keep their caches equal.",
+        "sglang managers/cache_controller.py terminate_prefetch, _all_reduce; mem_cache/unified_radix_cache.py "
+        "prefetch_stop_policy",
+    ),
+    C(
+        "RANK-5",
+        "ranks",
+        "engine",
+        "The hit agreement is one MIN all-reduce of a packed vector: the hit (or the restorable "
+        "flags, RANK-6) followed by every PoolName's own boundary, -1 for a pool without a verdict; "
+        "a pool any rank left out carries no verdict afterwards.",
+        "Per-pool beliefs must stay identical on every rank, in one collective.",
+        "sglang 0.5.22+ mem_cache/hybrid_cache/hybrid_cache_controller.py _sync_prefetch_hit_query",
+        releases="0.5.22+",
+    ),
+    C(
+        "RANK-6",
+        "ranks",
+        "engine",
+        "When any pool is TRAILING_PAGES the vector holds one flag per prefix length 0..span pages "
+        "(0 always set; a length set if the rank can restore it and it is within the rank's hit, a "
+        "backend without restorable_prefix_pages counting as 1..hit), and the agreed hit is the "
+        "largest length set on every rank.",
+        "Taking MIN of each rank's largest hit can pick a length one rank cannot restore.",
+        "sglang 0.5.23 mem_cache/hybrid_cache/hybrid_cache_controller.py _sync_prefetch_hit_query",
+        releases="0.5.23",
+    ),
 )

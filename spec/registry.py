@@ -43,7 +43,7 @@ FAMILIES: dict[str, str] = {
 LEVELS: dict[str, str] = {
     "core": "batch_exists and housekeeping; what every backend must honour",
     "legacy": "legacy page methods (get / set / exists / batch_get / batch_set), SGLang's path for a backend "
-              "without v1",
+    "without v1",
     "v1": "zero-copy v1 interface (batch_get_v1 / batch_set_v1)",
     "v2": "pool-aware v2 interface (batch_exists_v2 / batch_get_v2 / batch_set_v2)",
     "prefix": "prefix metadata carried in extra_info",

@@ -26,12 +26,15 @@ def release_key(version: str) -> tuple[int, ...]:
     try:
         return tuple(int(part) for part in parts)
     except ValueError:
-        raise UnknownReleaseError(f"sglang version {version!r}: expected numbers separated by dots, e.g. 0.5.23") from None
+        raise UnknownReleaseError(
+            f"sglang version {version!r}: expected numbers separated by dots, e.g. 0.5.23"
+        ) from None
 
 
 def check_release(version: str) -> str:
     """Return ``version`` if it is pinned, else raise UnknownReleaseError naming the pinned list."""
     if version not in SGLANG_RELEASES:
         raise UnknownReleaseError(
-            f"sglang version {version!r} is not a pinned release; pinned: {', '.join(SGLANG_RELEASES)}")
+            f"sglang version {version!r} is not a pinned release; pinned: {', '.join(SGLANG_RELEASES)}"
+        )
     return version

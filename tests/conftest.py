@@ -95,8 +95,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if missing:
         if reporter:
-            reporter.write_line(f"clause audit: FAILED — {len(missing)} clause(s) with no executed, passing test:",
-                                red=True)
+            reporter.write_line(
+                f"clause audit: FAILED — {len(missing)} clause(s) with no executed, passing test:", red=True
+            )
             for clause_id, why in missing.items():
                 reporter.write_line(f"  {clause_id}: {why}", red=True)
         session.exitstatus = 1

@@ -79,13 +79,13 @@ def _probe_cluster(nodes: list[str]) -> Optional[str]:
     try:
         client = RedisCluster(
             startup_nodes=[ClusterNode(*_host_port(node)) for node in nodes],
-            socket_timeout=_PROBE_TIMEOUT, socket_connect_timeout=_PROBE_TIMEOUT,
+            socket_timeout=_PROBE_TIMEOUT,
+            socket_connect_timeout=_PROBE_TIMEOUT,
         )
         state = client.cluster_info(target_nodes=RedisCluster.RANDOM).get("cluster_state")
         client.close()
     except Exception as error:
-        return (f"no Redis cluster at {','.join(nodes)} (HICACHE_REDIS_CLUSTER_NODES; "
-                f"{type(error).__name__}: {error})")
+        return f"no Redis cluster at {','.join(nodes)} (HICACHE_REDIS_CLUSTER_NODES; {type(error).__name__}: {error})"
     if state != "ok":
         return f"the Redis cluster at {','.join(nodes)} reports cluster_state:{state}"
     return None
@@ -130,9 +130,11 @@ class SessionServers:
         if self.environ.get("HICACHE_NO_REDIS", "") == "1":
             return f"HICACHE_NO_REDIS=1 and {_ENV[mode]} is unset: no {mode} Redis server"
         if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
-            return (f"redis-server and redis-cli are not installed, so no {mode} Redis server can be started "
-                    f"(bash scripts/setup.sh installs them where it can; or apt-get install redis-server), "
-                    f"and {_ENV[mode]} names none")
+            return (
+                f"redis-server and redis-cli are not installed, so no {mode} Redis server can be started "
+                f"(bash scripts/setup.sh installs them where it can; or apt-get install redis-server), "
+                f"and {_ENV[mode]} names none"
+            )
         return self._start(mode)
 
     def _start(self, mode: str) -> Any:
@@ -205,11 +207,13 @@ def raw_clients(extra: dict) -> list[Any]:
     if "redis_cluster_nodes" in extra:
         nodes = extra["redis_cluster_nodes"]
         nodes = nodes.split(",") if isinstance(nodes, str) else nodes
-        cluster = RedisCluster(startup_nodes=[ClusterNode(*_host_port(node)) for node in nodes],
-                               socket_timeout=5, require_full_coverage=False)
+        cluster = RedisCluster(
+            startup_nodes=[ClusterNode(*_host_port(node)) for node in nodes],
+            socket_timeout=5,
+            require_full_coverage=False,
+        )
         try:
-            return [redis.Redis(host=node.host, port=node.port, socket_timeout=5)
-                    for node in cluster.get_primaries()]
+            return [redis.Redis(host=node.host, port=node.port, socket_timeout=5) for node in cluster.get_primaries()]
         finally:
             cluster.close()
     return [redis.Redis.from_url(extra["redis_url"], socket_timeout=5)]
@@ -292,9 +296,26 @@ class RedisServer:
         if self.process is not None and self.process.poll() is None:
             return self
         self.process = subprocess.Popen(
-            [self.binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
-             "--dir", self.directory, "--daemonize", "no", "--loglevel", "warning", *self.extra_arguments],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                self.binary,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self.directory,
+                "--daemonize",
+                "no",
+                "--loglevel",
+                "warning",
+                *self.extra_arguments,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         _wait_until(self._answers, 10.0, f"redis-server on port {self.port} did not answer PING")
         return self
@@ -337,8 +358,17 @@ class RedisClusterServers:
 
     def __init__(self, size: int = 3, node_timeout_ms: int = 1000) -> None:
         self.servers = [
-            RedisServer(None, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                        "--cluster-node-timeout", str(node_timeout_ms), "--cluster-require-full-coverage", "no")
+            RedisServer(
+                None,
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                str(node_timeout_ms),
+                "--cluster-require-full-coverage",
+                "no",
+            )
             for _ in range(size)
         ]
 
@@ -351,7 +381,9 @@ class RedisClusterServers:
             server.start()
         created = subprocess.run(
             ["redis-cli", "--cluster", "create", *self.nodes, "--cluster-replicas", "0", "--cluster-yes"],
-            capture_output=True, text=True, timeout=60,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         if created.returncode != 0:
             raise RuntimeError(f"redis-cli --cluster create failed: {created.stdout}{created.stderr}")

@@ -28,8 +28,14 @@ import sys
 import types
 from typing import Any, Iterator, List, Optional
 
-__all__ = ["STAND_IN_RELEASE", "STORAGE_MODULE_NAME", "installed", "make_storage_module", "real_or_stand_in",
-           "real_sglang"]
+__all__ = [
+    "STAND_IN_RELEASE",
+    "STORAGE_MODULE_NAME",
+    "installed",
+    "make_storage_module",
+    "real_or_stand_in",
+    "real_sglang",
+]
 
 STORAGE_MODULE_NAME = "sglang.srt.mem_cache.hicache_storage"
 """Where SGLang defines the storage interface."""
@@ -40,13 +46,29 @@ STAND_IN_RELEASE = "0.5.23"
 """The release whose fields the stand-in copies; tests/sglang/test_standin.py compares it with that wheel."""
 
 POOL_NAMES = (
-    "kv", "mamba", "swa", "auxiliary_swa", "indexer",
-    "deepseek_v4_c1", "deepseek_v4_c1_indexer", "deepseek_v4_c1_indexer_scale",
-    "deepseek_v4_c2", "deepseek_v4_c2_indexer", "deepseek_v4_c2_indexer_scale",
-    "deepseek_v4_c4", "deepseek_v4_c4_indexer", "deepseek_v4_c4_indexer_scale", "deepseek_v4_c128",
-    "deepseek_v4_c4_rope", "deepseek_v4_c128_rope",
-    "deepseek_v4_c4_state", "deepseek_v4_c4_indexer_state", "deepseek_v4_c128_state",
-    "draft", "draft_indexer", "draft_swa",
+    "kv",
+    "mamba",
+    "swa",
+    "auxiliary_swa",
+    "indexer",
+    "deepseek_v4_c1",
+    "deepseek_v4_c1_indexer",
+    "deepseek_v4_c1_indexer_scale",
+    "deepseek_v4_c2",
+    "deepseek_v4_c2_indexer",
+    "deepseek_v4_c2_indexer_scale",
+    "deepseek_v4_c4",
+    "deepseek_v4_c4_indexer",
+    "deepseek_v4_c4_indexer_scale",
+    "deepseek_v4_c128",
+    "deepseek_v4_c4_rope",
+    "deepseek_v4_c128_rope",
+    "deepseek_v4_c4_state",
+    "deepseek_v4_c4_indexer_state",
+    "deepseek_v4_c128_state",
+    "draft",
+    "draft_indexer",
+    "draft_swa",
 )
 """SGLang 0.5.23's PoolName values, in order."""
 
@@ -139,8 +161,15 @@ def make_storage_module() -> types.ModuleType:
         def get_stats(self):
             return None
 
-    for item in (HiCacheStorageConfig, HiCacheStorageExtraInfo, PoolName, PoolHitPolicy, PoolTransfer,
-                 PoolTransferResult, HiCacheStorage):
+    for item in (
+        HiCacheStorageConfig,
+        HiCacheStorageExtraInfo,
+        PoolName,
+        PoolHitPolicy,
+        PoolTransfer,
+        PoolTransferResult,
+        HiCacheStorage,
+    ):
         setattr(module, item.__name__, item)
     return module
 

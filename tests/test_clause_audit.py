@@ -21,8 +21,15 @@ from tests.clause_audit import ClauseAudit
 def report(nodeid: str, when: str, outcome: str, reason: str = "", xfail: bool = False) -> SimpleNamespace:
     longrepr = ("file.py", 1, f"Skipped: {reason}") if outcome == "skipped" else None
     extra = {"wasxfail": "expected"} if xfail else {}
-    return SimpleNamespace(nodeid=nodeid, when=when, passed=outcome == "passed", failed=outcome == "failed",
-                           skipped=outcome == "skipped", longrepr=longrepr, **extra)
+    return SimpleNamespace(
+        nodeid=nodeid,
+        when=when,
+        passed=outcome == "passed",
+        failed=outcome == "failed",
+        skipped=outcome == "skipped",
+        longrepr=longrepr,
+        **extra,
+    )
 
 
 def ran(audit: ClauseAudit, nodeid: str, call: str, reason: str = "", xfail: bool = False) -> None:
@@ -34,8 +41,15 @@ def ran(audit: ClauseAudit, nodeid: str, call: str, reason: str = "", xfail: boo
 
 def audit_of_every_case() -> ClauseAudit:
     audit = ClauseAudit()
-    for clause_id, nodeid in (("A-1", "t::passes"), ("A-1", "t::skips"), ("B-1", "t::cuda1"), ("B-1", "t::cuda2"),
-                              ("C-1", "t::fails"), ("D-1", "t::deselected"), ("E-1", "t::xfails")):
+    for clause_id, nodeid in (
+        ("A-1", "t::passes"),
+        ("A-1", "t::skips"),
+        ("B-1", "t::cuda1"),
+        ("B-1", "t::cuda2"),
+        ("C-1", "t::fails"),
+        ("D-1", "t::deselected"),
+        ("E-1", "t::xfails"),
+    ):
         audit.name(clause_id, nodeid)
     ran(audit, "t::passes", "passed")
     ran(audit, "t::skips", "skipped", "no redis")

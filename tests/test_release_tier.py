@@ -33,11 +33,13 @@ def _unavailable(reason: str) -> None:
 
 def _import_check(version: str) -> str:
     """Return '' when the release's HiCache modules import in a fresh process, else the one-line reason."""
-    script = ("import importlib, sys\n"
-              "from hicache_contracts.sglang_release import use_release\n"
-              f"use_release({version!r})\n"
-              f"for name in {list(HICACHE_MODULES)!r}:\n"
-              "    importlib.import_module(name)\n")
+    script = (
+        "import importlib, sys\n"
+        "from hicache_contracts.sglang_release import use_release\n"
+        f"use_release({version!r})\n"
+        f"for name in {list(HICACHE_MODULES)!r}:\n"
+        "    importlib.import_module(name)\n"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900, cwd=ROOT)
     if done.returncode == 0:
         return ""
@@ -55,12 +57,19 @@ def test_release_tier(version: str) -> None:
         _unavailable(f"cannot fetch SGLang {version}'s wheel: {error}")
     reason = _import_check(version)
     if reason:
-        _unavailable(f"SGLang {version}'s HiCache modules do not import here ({reason}); "
-                     "set up with: bash scripts/setup.sh --sglang")
+        _unavailable(
+            f"SGLang {version}'s HiCache modules do not import here ({reason}); "
+            "set up with: bash scripts/setup.sh --sglang"
+        )
     env = dict(os.environ, HICACHE_SGLANG_RELEASE=version)
-    done = subprocess.run([sys.executable, "-m", "pytest", TIER, "-q", "-p", "no:cacheprovider", "-W",
-                           "ignore::DeprecationWarning"], capture_output=True, text=True, env=env, cwd=ROOT,
-                          timeout=1800)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", TIER, "-q", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=1800,
+    )
     summary = done.stdout.strip().splitlines()[-1:] or ["(no output)"]
     assert done.returncode == 0, f"SGLang {version}: {summary[0]}\n{done.stdout[-8000:]}\n{done.stderr[-3000:]}"
     print(f"SGLang {version}: {summary[0]}")
@@ -75,8 +84,13 @@ def test_compatibility_table_is_fresh() -> None:
             fetch_release(version)
         except ReleaseError as error:
             _unavailable(f"cannot fetch SGLang {version}'s wheel: {error}")
-    done = subprocess.run([sys.executable, "-m", "hicache_contracts.sglang_compat", "--check", "docs/sglang-compat.md"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=1800)
+    done = subprocess.run(
+        [sys.executable, "-m", "hicache_contracts.sglang_compat", "--check", "docs/sglang-compat.md"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=1800,
+    )
     if done.returncode == 2:
         _unavailable(f"a pinned release cannot be probed here: {done.stderr.strip()}")
     assert done.returncode == 0, done.stderr

@@ -33,8 +33,9 @@ class StandardLibraryOnlyContract(Contract):
                 top = imported.split(".")[0]
                 if top == package or top in sys.stdlib_module_names:
                     continue
-                lines = sorted(detail["line_number"] for detail in graph.get_import_details(importer=module,
-                                                                                          imported=imported))
+                lines = sorted(
+                    detail["line_number"] for detail in graph.get_import_details(importer=module, imported=imported)
+                )
                 offending.append((module, imported, lines))
         return ContractCheck(kept=not offending, metadata={"offending": offending})
 

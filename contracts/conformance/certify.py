@@ -73,8 +73,9 @@ class Baseline:
         if self.still_failing:
             out.append(f"known failures (reported, not fatal): {', '.join(self.still_failing)}")
         if self.now_passing:
-            out.append(f"known failures that now pass (remove them from --known-failures): "
-                       f"{', '.join(self.now_passing)}")
+            out.append(
+                f"known failures that now pass (remove them from --known-failures): {', '.join(self.now_passing)}"
+            )
         if self.unexpected:
             out.append(f"failures not on --known-failures (fatal): {', '.join(self.unexpected)}")
         return out
@@ -99,10 +100,10 @@ def parse_known_failures(text: str, *, source: str = "--known-failures") -> tupl
 def compare_with_baseline(report: SuiteReport, known: Iterable[str]) -> Baseline:
     """Return how ``report``'s failures read against the ``known`` clause IDs."""
     known = tuple(known)
-    failed = {verdict.clause_id for section in report.sections for verdict in section.clauses
-              if verdict.status == FAIL}
-    checked = {verdict.clause_id for section in report.sections for verdict in section.clauses
-               if verdict.status != SKIP}
+    failed = {verdict.clause_id for section in report.sections for verdict in section.clauses if verdict.status == FAIL}
+    checked = {
+        verdict.clause_id for section in report.sections for verdict in section.clauses if verdict.status != SKIP
+    }
     return Baseline(
         known=known,
         still_failing=tuple(clause_id for clause_id in known if clause_id in failed),
@@ -116,8 +117,9 @@ def _clause_order(clause_id: str) -> tuple[str, int]:
     return family, int(number) if number.isdigit() else 0
 
 
-def certification_problems(report: SuiteReport, *, profile: str, checks: Optional[tuple[str, ...]],
-                           known_failures: tuple[str, ...]) -> list[str]:
+def certification_problems(
+    report: SuiteReport, *, profile: str, checks: Optional[tuple[str, ...]], known_failures: tuple[str, ...]
+) -> list[str]:
     """Return why ``report`` cannot stand as a certificate (empty: it can)."""
     problems = []
     if profile == "smoke":
@@ -133,13 +135,18 @@ def certification_problems(report: SuiteReport, *, profile: str, checks: Optiona
             continue
         probed = [level.level for level in section.levels if level.claimed and level.source == "probed"]
         if probed:
-            problems.append(f"{section.title}: levels {', '.join(probed)} were probed, not declared; declare the "
-                            "levels to certify with --levels or hicache_levels")
+            problems.append(
+                f"{section.title}: levels {', '.join(probed)} were probed, not declared; declare the "
+                "levels to certify with --levels or hicache_levels"
+            )
         for verdict in section.clauses:
             if verdict.status == FAIL:
                 problems.append(f"{section.title}: {verdict.clause_id} failed")
-            elif verdict.status == SKIP and _claimed(section, verdict.level) and not (
-                    verdict.reason or "").startswith(NOT_APPLICABLE):
+            elif (
+                verdict.status == SKIP
+                and _claimed(section, verdict.level)
+                and not (verdict.reason or "").startswith(NOT_APPLICABLE)
+            ):
                 problems.append(f"{section.title}: {verdict.clause_id} was skipped ({verdict.reason})")
     return problems
 
@@ -155,19 +162,42 @@ def submission(report: SuiteReport, problems: list[str]) -> dict:
     sections = []
     for section in report.sections:
         options = section.options
-        sections.append({
-            "title": section.title, "subject": section.subject, "passed": not section.failed,
-            "declared_levels": [level.level for level in section.levels if level.claimed and level.source != "probed"],
-            "levels": {level.level: {"claimed": level.claimed, "source": level.source,
-                                     "clauses": _level_counts(section, level.level)} for level in section.levels},
-            "sglang": options.get("sglang_release") or options.get("sglang_version") or options.get("sglang_objects"),
-            "seed": options.get("seed"), "profile": options.get("profile"),
-            "page_size": options.get("page_size"), "layout": options.get("layout"), "kind": options.get("kind"),
-        })
+        sections.append(
+            {
+                "title": section.title,
+                "subject": section.subject,
+                "passed": not section.failed,
+                "declared_levels": [
+                    level.level for level in section.levels if level.claimed and level.source != "probed"
+                ],
+                "levels": {
+                    level.level: {
+                        "claimed": level.claimed,
+                        "source": level.source,
+                        "clauses": _level_counts(section, level.level),
+                    }
+                    for level in section.levels
+                },
+                "sglang": options.get("sglang_release")
+                or options.get("sglang_version")
+                or options.get("sglang_objects"),
+                "seed": options.get("seed"),
+                "profile": options.get("profile"),
+                "page_size": options.get("page_size"),
+                "layout": options.get("layout"),
+                "kind": options.get("kind"),
+            }
+        )
     return {
-        "kind": "hicache-l3-conformance-submission", "certified": not problems, "problems": problems,
-        "versions": {"hicache-conform": tool_version(), "python": sys.version.split()[0],
-                     "torch": torch.__version__, "platform": platform.platform()},
+        "kind": "hicache-l3-conformance-submission",
+        "certified": not problems,
+        "problems": problems,
+        "versions": {
+            "hicache-conform": tool_version(),
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "platform": platform.platform(),
+        },
         "sections": sections,
     }
 
@@ -184,7 +214,9 @@ def write_bundle(report: SuiteReport, directory: str, problems: list[str]) -> li
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     files = {
-        "report.json": report.to_json(), "junit.xml": report.to_junit_xml(), "report.md": report.to_markdown(),
+        "report.json": report.to_json(),
+        "junit.xml": report.to_junit_xml(),
+        "report.md": report.to_markdown(),
         "submission.json": json.dumps(submission(report.redacted(), problems), indent=2),
     }
     written = []

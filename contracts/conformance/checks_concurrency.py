@@ -48,8 +48,10 @@ def _history(suite: SuiteContext, events: list[Event], key: str, origin: int) ->
     """Return the calls that touched ``key``, in time order, as lines (times in microseconds from the start)."""
     lines = []
     for event in sorted((item for item in events if key in item.keys), key=lambda item: item.start)[:12]:
-        lines.append(f"  t={(event.start - origin) // 1000:>7}..{(event.end - origin) // 1000:<7} µs  "
-                     f"thread {event.thread}  {event.operation}({suite.show(list(event.keys))}) -> {event.outcome}")
+        lines.append(
+            f"  t={(event.start - origin) // 1000:>7}..{(event.end - origin) // 1000:<7} µs  "
+            f"thread {event.thread}  {event.operation}({suite.show(list(event.keys))}) -> {event.outcome}"
+        )
     return "\n".join(lines)
 
 
@@ -59,8 +61,9 @@ def concurrent_calls_keep_every_key_consistent(suite: SuiteContext) -> None:
     profile = suite.profile
     workers = max(3, profile.concurrency_threads)
     bound = suite.options.timeout_s
-    instance = suite.build(suite.config(model_name=suite.namespace("threads")),
-                           pages=workers * PAGES_PER_THREAD + 1, tag="concurrency")
+    instance = suite.build(
+        suite.config(model_name=suite.namespace("threads")), pages=workers * PAGES_PER_THREAD + 1, tag="concurrency"
+    )
     suite.require_round_trip(instance)  # one thread moves pages: what fails below comes from the threads
     keys = suite.new_keys(profile.concurrency_keys)
     events: list[Event] = []
@@ -110,8 +113,10 @@ def concurrent_calls_keep_every_key_consistent(suite: SuiteContext) -> None:
                 return
             calls += 1
 
-    threads = [threading.Thread(target=worker, args=(index,), name=f"hicache-conform-worker-{index}", daemon=True)
-               for index in range(workers)]
+    threads = [
+        threading.Thread(target=worker, args=(index,), name=f"hicache-conform-worker-{index}", daemon=True)
+        for index in range(workers)
+    ]
     watcher = threading.Thread(target=stats, name="hicache-conform-stats", daemon=True)
     for thread in threads:
         thread.start()
@@ -126,20 +131,28 @@ def concurrent_calls_keep_every_key_consistent(suite: SuiteContext) -> None:
     finished.set()
     watcher.join(bound)
     stuck = [thread.name for thread in threads if thread.is_alive()]
-    shown = (f"{workers} threads x {profile.concurrency_operations} calls of exists/get/set over "
-             f"{len(keys)} shared keys, plus get_stats")
+    shown = (
+        f"{workers} threads x {profile.concurrency_operations} calls of exists/get/set over "
+        f"{len(keys)} shared keys, plus get_stats"
+    )
     expect(not stuck, "BE-23", f"{len(stuck)} worker thread(s) did not finish within {bound} s (deadlock?)", shown)
     if problems:
         fail("BE-23", f"{problems[0]} ({len(problems)} problem(s) in all)", shown)
     _check_histories(suite, events, keys, origin, shown)
     if not suite.may_evict:
         for key in keys:
-            confirmed = any(event.operation == "set" and event.outcome[event.keys.index(key)]
-                            for event in events if key in event.keys)
+            confirmed = any(
+                event.operation == "set" and event.outcome[event.keys.index(key)]
+                for event in events
+                if key in event.keys
+            )
             if confirmed:
-                expect(suite.count(instance, [key], clause_id="BE-23") == 1, "BE-23",
-                       f"{suite.label(key)} was stored (set returned True) but is gone after the threads finished",
-                       shown + "\n" + _history(suite, events, key, origin))
+                expect(
+                    suite.count(instance, [key], clause_id="BE-23") == 1,
+                    "BE-23",
+                    f"{suite.label(key)} was stored (set returned True) but is gone after the threads finished",
+                    shown + "\n" + _history(suite, events, key, origin),
+                )
 
 
 def _check_histories(suite: SuiteContext, events: list[Event], keys: list[str], origin: int, shown: str) -> None:
@@ -163,16 +176,23 @@ def _check_histories(suite: SuiteContext, events: list[Event], keys: list[str], 
         for key, hit in zip(event.keys, hits):
             began: Optional[int] = first_set_start.get(key)
             if hit and (began is None or began > event.end):
-                fail("BE-23", f"{event.operation} by thread {event.thread} found {suite.label(key)} before any "
-                              "write of it began", shown + "\n" + _history(suite, events, key, origin))
+                fail(
+                    "BE-23",
+                    f"{event.operation} by thread {event.thread} found {suite.label(key)} before any write of it began",
+                    shown + "\n" + _history(suite, events, key, origin),
+                )
         if suite.may_evict:
             continue
         if event.operation == "get":
             for key, hit in zip(event.keys, hits):
                 stored_at = confirmed_at.get(key)
                 if not hit and stored_at is not None and stored_at < event.start:
-                    fail("BE-23", f"get by thread {event.thread} missed {suite.label(key)}, stored (set returned "
-                                  "True) before the get began", shown + "\n" + _history(suite, events, key, origin))
+                    fail(
+                        "BE-23",
+                        f"get by thread {event.thread} missed {suite.label(key)}, stored (set returned "
+                        "True) before the get began",
+                        shown + "\n" + _history(suite, events, key, origin),
+                    )
         else:
             lower = 0
             for key in event.keys:
@@ -182,6 +202,9 @@ def _check_histories(suite: SuiteContext, events: list[Event], keys: list[str], 
                 lower += 1
             if event.outcome < lower:
                 key = event.keys[event.outcome]
-                fail("BE-23", f"batch_exists by thread {event.thread} returned {event.outcome}, but the first {lower} "
-                              "keys were stored before it began",
-                     shown + "\n" + _history(suite, events, key, origin))
+                fail(
+                    "BE-23",
+                    f"batch_exists by thread {event.thread} returned {event.outcome}, but the first {lower} "
+                    "keys were stored before it began",
+                    shown + "\n" + _history(suite, events, key, origin),
+                )

@@ -59,15 +59,23 @@ def any_non_empty_string_is_a_key(suite: SuiteContext) -> None:
     keys += [suite.new_keys(1)[0].upper()]  # same characters as a page key, but not lowercase
     written = suite.write(instance, keys, pages=suite.spread(len(keys)), clause_id="KEY-2")
     refused = [key for key, ok in zip(keys, written) if not ok]
-    expect(not refused, "KEY-2", f"the backend refused to store pages under the non-hex keys {refused!r}",
-           f"keys {keys!r}")
+    expect(
+        not refused, "KEY-2", f"the backend refused to store pages under the non-hex keys {refused!r}", f"keys {keys!r}"
+    )
     count = suite.count(instance, keys, clause_id="KEY-2")
-    expect(count == len(keys), "KEY-2", f"batch_exists found {count} of {len(keys)} pages stored under "
-           "non-hex keys", f"keys {keys!r}")
+    expect(
+        count == len(keys),
+        "KEY-2",
+        f"batch_exists found {count} of {len(keys)} pages stored under non-hex keys",
+        f"keys {keys!r}",
+    )
     pages = suite.spread(len(keys), start=STORAGE_BATCH_SIZE * 2)
     for key, page in zip(keys, suite.read(instance, keys, pages=pages, clause_id="KEY-2")):
-        expect(suite.same_page(key, instance.pool, page), "KEY-2",
-               f"the page stored under key {key!r} reads back as {describe_page_difference(suite.page_for(key, instance.pool), page)}")
+        expect(
+            suite.same_page(key, instance.pool, page),
+            "KEY-2",
+            f"the page stored under key {key!r} reads back as {describe_page_difference(suite.page_for(key, instance.pool), page)}",
+        )
 
 
 @conformance_check("BE-1")
@@ -75,13 +83,20 @@ def extra_config_with_unknown_keys_is_accepted(suite: SuiteContext) -> None:
     """A backend accepts SGLang's loading keys and keys it does not know in its extra config (and None when it needs none)."""
     suite.require_round_trip(suite.main)  # with the suite's own extra config, pages move
     base = dict(suite.factory.extra_config or {})
-    loading = {"backend_name": "hicache-conform", "module_path": "hicache_conform.unknown",
-               "class_name": "Unknown", "interface_v1": 1}  # SGLang passes its loading keys through
+    loading = {
+        "backend_name": "hicache-conform",
+        "module_path": "hicache_conform.unknown",
+        "class_name": "Unknown",
+        "interface_v1": 1,
+    }  # SGLang passes its loading keys through
     variants: list[tuple[str, Any]] = []
     if not base:
         variants.append(("None", None))
-    extended = {**{key: value for key, value in loading.items() if key not in base}, **base,
-                UNKNOWN_OPTION: {"nested": [1, 2, 3]}}
+    extended = {
+        **{key: value for key, value in loading.items() if key not in base},
+        **base,
+        UNKNOWN_OPTION: {"nested": [1, 2, 3]},
+    }
     variants.append((f"holding {sorted(set(extended) - set(base))}", extended))
     for label, extra_config in variants:
         config = suite.config(model_name=suite.namespace("config"), extra_config=extra_config)
@@ -90,9 +105,13 @@ def extra_config_with_unknown_keys_is_accepted(suite: SuiteContext) -> None:
         written = suite.write(instance, keys, clause_id="BE-1")
         read = suite.read(instance, keys, pages=[2, 3], clause_id="BE-1")
         works = all(written) and all(suite.same_page(key, instance.pool, page) for key, page in zip(keys, read))
-        expect(works, "BE-1", f"a backend built with an extra config {label} does not store and read pages "
-               f"(writes {written}, reads {[page is not None for page in read]})",
-               f"extra_config={extra_config!r}")
+        expect(
+            works,
+            "BE-1",
+            f"a backend built with an extra config {label} does not store and read pages "
+            f"(writes {written}, reads {[page is not None for page in read]})",
+            f"extra_config={extra_config!r}",
+        )
 
 
 # ---------------------------------------------------------------- BE-2, BE-3
@@ -112,12 +131,19 @@ def batch_exists_counts_the_leading_run(suite: SuiteContext) -> None:
         expected = count_leading_run(tuple(presence))
         count = suite.count(instance, keys)
         pattern = "".join("S" if present else "-" for present in presence)
-        expect(count == expected, "BE-2", f"batch_exists returned {count}, expected the leading run {expected}",
-               f"keys {suite.show(keys)} with stored pattern '{pattern}' (S stored, - missing)")
+        expect(
+            count == expected,
+            "BE-2",
+            f"batch_exists returned {count}, expected the leading run {expected}",
+            f"keys {suite.show(keys)} with stored pattern '{pattern}' (S stored, - missing)",
+        )
 
     run_property(suite.seed, leading_run, "BE-2", suite.profile.examples)
-    expect(suite.count(instance, suite.new_keys(STORAGE_BATCH_SIZE)) == 0, "BE-2",
-           "batch_exists counted pages that were never written")
+    expect(
+        suite.count(instance, suite.new_keys(STORAGE_BATCH_SIZE)) == 0,
+        "BE-2",
+        "batch_exists counted pages that were never written",
+    )
 
 
 @conformance_check("BE-21", requires=("v2",))
@@ -130,26 +156,33 @@ def batch_exists_v2_takes_a_whole_chain(suite: SuiteContext) -> None:
     stored = chain[:LONG_CHAIN_STORED]
     indexer, swa = instance.pool_for(PoolName.INDEXER), instance.pool_for(PoolName.SWA)
     for start in range(0, len(stored), size):  # a backup slice by slice: its sidecars first, then KV
-        batch = stored[start:start + size]
+        batch = stored[start : start + size]
         pages = list(range(len(batch)))
         for sidecar in (indexer, swa):
             for key, page in zip(batch, pages):
                 sidecar.poke(page, suite.page_for(key, sidecar, 7))
-        transfers = [suite.transfer(PoolName.INDEXER, batch, indexer.slots(pages), derived=True),
-                     suite.transfer(PoolName.SWA, batch, swa.slots(pages))]
-        flags = suite.v2_flags(suite.call("BE-21", backend.batch_set_v2, transfers, None), transfers,
-                               "batch_set_v2")
+        transfers = [
+            suite.transfer(PoolName.INDEXER, batch, indexer.slots(pages), derived=True),
+            suite.transfer(PoolName.SWA, batch, swa.slots(pages)),
+        ]
+        flags = suite.v2_flags(suite.call("BE-21", backend.batch_set_v2, transfers, None), transfers, "batch_set_v2")
         written = suite.write(instance, batch, pages=pages, clause_id="BE-21")
         if not all(written) or not all(all(value) for value in flags.values()):
             raise CheckSkipped("the backend refused pages of the chain the check needs")
-    query = [suite.transfer(PoolName.INDEXER, chain, policy=PoolHitPolicy.ALL_PAGES, derived=True),
-             suite.transfer(PoolName.SWA, chain[-1:], policy=PoolHitPolicy.TRAILING_PAGES)]
+    query = [
+        suite.transfer(PoolName.INDEXER, chain, policy=PoolHitPolicy.ALL_PAGES, derived=True),
+        suite.transfer(PoolName.SWA, chain[-1:], policy=PoolHitPolicy.TRAILING_PAGES),
+    ]
     raw = suite.call("BE-21", backend.batch_exists_v2, chain, query, None)
     kv_hit = getattr(raw, "kv_hit_pages", None)
-    expect(kv_hit == len(stored), "BE-21", f"one batch_exists_v2 over a chain of {len(chain)} keys whose first "
-           f"{len(stored)} pages are stored in KV, indexer and swa returned kv_hit_pages {kv_hit!r}: SGLang 0.5.23 "
-           "sends the whole chain in one call",
-           f"batch_exists_v2({suite.show(chain)}, {suite.show(query)}) -> {suite.show(raw)}")
+    expect(
+        kv_hit == len(stored),
+        "BE-21",
+        f"one batch_exists_v2 over a chain of {len(chain)} keys whose first "
+        f"{len(stored)} pages are stored in KV, indexer and swa returned kv_hit_pages {kv_hit!r}: SGLang 0.5.23 "
+        "sends the whole chain in one call",
+        f"batch_exists_v2({suite.show(chain)}, {suite.show(query)}) -> {suite.show(raw)}",
+    )
 
 
 @conformance_check("BE-3")
@@ -160,16 +193,33 @@ def batch_exists_has_no_side_effects(suite: SuiteContext) -> None:
     expect(empty == 0 and not isinstance(empty, bool), "BE-3", f"batch_exists([]) returned {empty!r}, not 0")
     stored, missing = suite.new_keys(3), suite.new_keys(3)
     suite.store(instance, stored, clause_id="BE-3")
-    first = [suite.count(instance, missing, clause_id="BE-3"), suite.count(instance, stored + missing, clause_id="BE-3")]
-    second = [suite.count(instance, missing, clause_id="BE-3"), suite.count(instance, stored + missing, clause_id="BE-3")]
-    expect(first == second == [0, 3], "BE-3", f"repeated batch_exists calls gave {first} then {second}, "
-           "expected [0, 3] both times", f"stored {suite.show(stored)}, missing {suite.show(missing)}")
+    first = [
+        suite.count(instance, missing, clause_id="BE-3"),
+        suite.count(instance, stored + missing, clause_id="BE-3"),
+    ]
+    second = [
+        suite.count(instance, missing, clause_id="BE-3"),
+        suite.count(instance, stored + missing, clause_id="BE-3"),
+    ]
+    expect(
+        first == second == [0, 3],
+        "BE-3",
+        f"repeated batch_exists calls gave {first} then {second}, expected [0, 3] both times",
+        f"stored {suite.show(stored)}, missing {suite.show(missing)}",
+    )
     appeared = [suite.label(key) for key, hit in zip(missing, suite.found(instance, missing)) if hit]
-    expect(not appeared, "BE-3", f"batch_exists made missing keys exist: exists() is now true for {appeared}",
-           f"batch_exists({suite.show(missing)}) on keys never written")
+    expect(
+        not appeared,
+        "BE-3",
+        f"batch_exists made missing keys exist: exists() is now true for {appeared}",
+        f"batch_exists({suite.show(missing)}) on keys never written",
+    )
     pages = suite.read(instance, stored, pages=[8, 9, 10], clause_id="BE-3")
-    expect(all(suite.same_page(key, instance.pool, page) for key, page in zip(stored, pages)), "BE-3",
-           "stored pages no longer read back after batch_exists calls")
+    expect(
+        all(suite.same_page(key, instance.pool, page) for key, page in zip(stored, pages)),
+        "BE-3",
+        "stored pages no longer read back after batch_exists calls",
+    )
 
 
 # ---------------------------------------------------------------- BE-4, BE-5
@@ -179,30 +229,47 @@ def missing_keys_are_misses_not_errors(suite: SuiteContext) -> None:
     instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
     missing = suite.new_keys(3)
     count = suite.count(instance, missing, clause_id="BE-4")
-    expect(count == 0, "BE-4", f"batch_exists counted {count} of 3 keys never written",
-           f"batch_exists({suite.show(missing)}) -> {count}")
+    expect(
+        count == 0,
+        "BE-4",
+        f"batch_exists counted {count} of 3 keys never written",
+        f"batch_exists({suite.show(missing)}) -> {count}",
+    )
     if suite.claims("v1"):
-        flags = suite.v1_flags(suite.call("BE-4", backend.batch_get_v1, missing, pool.slots([0, 1, 2]), None),
-                               missing, "batch_get_v1")
-        expect(not any(flags), "BE-4", f"batch_get_v1 on missing keys returned {flags}",
-               f"batch_get_v1({suite.show(missing)}, <host slots>, None) -> {flags}")
+        flags = suite.v1_flags(
+            suite.call("BE-4", backend.batch_get_v1, missing, pool.slots([0, 1, 2]), None), missing, "batch_get_v1"
+        )
+        expect(
+            not any(flags),
+            "BE-4",
+            f"batch_get_v1 on missing keys returned {flags}",
+            f"batch_get_v1({suite.show(missing)}, <host slots>, None) -> {flags}",
+        )
     if suite.claims("legacy"):  # the legacy methods: on a backend SGLang drives through them, or that claims them
         key = missing[0]
         hit = suite.call("BE-4", backend.exists, key)
         expect(not hit, "BE-4", f"exists({suite.label(key)}) returned {hit!r} for a key never written")
         targets = [torch.zeros(pool.page_element_count, dtype=pool.dtype) for _ in missing]
         values = suite.call("BE-4", backend.batch_get, missing, targets)
-        expect(values is None or (isinstance(values, (list, tuple)) and all(value is None or value is False
-                                                                            for value in values)), "BE-4",
-               f"batch_get on missing keys returned {suite.show(values)}, not one None per key",
-               f"batch_get({suite.show(missing)}, <3 flat pages>) -> {suite.show(values)}")
+        expect(
+            values is None
+            or (isinstance(values, (list, tuple)) and all(value is None or value is False for value in values)),
+            "BE-4",
+            f"batch_get on missing keys returned {suite.show(values)}, not one None per key",
+            f"batch_get({suite.show(missing)}, <3 flat pages>) -> {suite.show(values)}",
+        )
     if suite.claims("v2"):
         sidecar = instance.pool_for(PoolName.INDEXER)
         transfers = [suite.transfer(PoolName.INDEXER, missing, sidecar.slots([0, 1, 2]), derived=True)]
-        flags = suite.v2_flags(suite.call("BE-4", backend.batch_get_v2, transfers, None), transfers,
-                               "batch_get_v2")[PoolName.INDEXER.value]
-        expect(not any(flags), "BE-4", f"batch_get_v2 of a sidecar on missing keys returned {flags}",
-               f"batch_get_v2({suite.show(transfers)}, None) -> {flags}")
+        flags = suite.v2_flags(suite.call("BE-4", backend.batch_get_v2, transfers, None), transfers, "batch_get_v2")[
+            PoolName.INDEXER.value
+        ]
+        expect(
+            not any(flags),
+            "BE-4",
+            f"batch_get_v2 of a sidecar on missing keys returned {flags}",
+            f"batch_get_v2({suite.show(transfers)}, None) -> {flags}",
+        )
 
 
 @conformance_check("BE-5", requires=("core",))
@@ -227,20 +294,30 @@ def storage_errors_are_failures_not_exceptions(suite: SuiteContext) -> None:
             sidecar = instance.pool_for(PoolName.SWA)
             transfer = [suite.transfer(PoolName.SWA, fresh, sidecar.slots([0, 1]))]
             suite.call("BE-5", backend.batch_set_v2, transfer, None)
-            suite.call("BE-5", backend.batch_get_v2, [suite.transfer(PoolName.SWA, keys, sidecar.slots([2, 3]))],
-                       None)
-            suite.call("BE-5", backend.batch_exists_v2, keys, [suite.transfer(PoolName.SWA, keys[-1:],
-                                                                              policy=PoolHitPolicy.TRAILING_PAGES)],
-                       None)
+            suite.call("BE-5", backend.batch_get_v2, [suite.transfer(PoolName.SWA, keys, sidecar.slots([2, 3]))], None)
+            suite.call(
+                "BE-5",
+                backend.batch_exists_v2,
+                keys,
+                [suite.transfer(PoolName.SWA, keys[-1:], policy=PoolHitPolicy.TRAILING_PAGES)],
+                None,
+            )
     if how.startswith("while every page helper") and pool.helper_calls == calls_before:
-        raise CheckSkipped("the backend moved pages without the host pool's page helpers (get_data_page, "
-                           "set_from_flat_data_page, get_page_buffer_meta), so no storage error could be injected")
+        raise CheckSkipped(
+            "the backend moved pages without the host pool's page helpers (get_data_page, "
+            "set_from_flat_data_page, get_page_buffer_meta), so no storage error could be injected"
+        )
     claimed = [key for key, ok in zip(fresh, written) if ok]
     if claimed and not suite.may_evict:
         pages = suite.read(instance, claimed, pages=list(range(4, 4 + len(claimed))), clause_id="BE-5")
         lost = [suite.label(key) for key, page in zip(claimed, pages) if not suite.same_page(key, pool, page)]
-        expect(not lost, "BE-5", f"a write {how} returned True for {lost}, which do not read back: a storage "
-               "error must be reported as False", f"write {suite.show(fresh)} {how} -> {written}; read back after")
+        expect(
+            not lost,
+            "BE-5",
+            f"a write {how} returned True for {lost}, which do not read back: a storage "
+            "error must be reported as False",
+            f"write {suite.show(fresh)} {how} -> {written}; read back after",
+        )
 
 
 # ---------------------------------------------------------------- BE-6, BE-7
@@ -252,23 +329,37 @@ def rewriting_a_key_returns_true_and_keeps_correct_bytes(suite: SuiteContext) ->
         keys = suite.new_keys(2)
         suite.store(instance, keys, path=path, clause_id="BE-6")
         again = suite.write(instance, keys, path=path, clause_id="BE-6")
-        expect(all(again), "BE-6", f"writing the same pages again returned {again} through {path}, not all True",
-               f"write {suite.show(keys)} twice through {path}")
+        expect(
+            all(again),
+            "BE-6",
+            f"writing the same pages again returned {again} through {path}, not all True",
+            f"write {suite.show(keys)} twice through {path}",
+        )
         changed = suite.write(instance, keys, path=path, variant=1, clause_id="BE-6")
-        expect(all(changed), "BE-6", f"writing existing keys with other bytes returned {changed} through {path}, "
-               "not all True", f"write {suite.show(keys)}, then again with different bytes")
+        expect(
+            all(changed),
+            "BE-6",
+            f"writing existing keys with other bytes returned {changed} through {path}, not all True",
+            f"write {suite.show(keys)}, then again with different bytes",
+        )
         for key, page in zip(keys, suite.read(instance, keys, pages=[4, 5], path=path, clause_id="BE-6")):
             correct = suite.same_page(key, pool, page) or suite.same_page(key, pool, page, variant=1)
-            expect(correct, "BE-6", f"after rewriting {suite.label(key)} it reads back as neither the first nor the "
-                   f"second bytes ({describe_page_difference(suite.page_for(key, pool), page)} against the first)")
+            expect(
+                correct,
+                "BE-6",
+                f"after rewriting {suite.label(key)} it reads back as neither the first nor the "
+                f"second bytes ({describe_page_difference(suite.page_for(key, pool), page)} against the first)",
+            )
 
 
 @conformance_check("BE-7", requires=("core",))
 def pages_are_invisible_until_fully_written(suite: SuiteContext) -> None:
     """While a write is still reading a page from the host pool, no query or read sees that page."""
     if not suite.claims("v1"):
-        raise CheckSkipped("visibility is observed by holding the backend's read of a host page, which only v1 "
-                           "writes do; v1 is not claimed")
+        raise CheckSkipped(
+            "visibility is observed by holding the backend's read of a host page, which only v1 "
+            "writes do; v1 is not claimed"
+        )
     backend, pool = suite.main.backend, suite.main.pool
     keys = suite.new_keys(3)
     pages = [0, 1, 2]
@@ -290,15 +381,19 @@ def pages_are_invisible_until_fully_written(suite: SuiteContext) -> None:
         writing.start()
         if not hold.reached.wait(bound):
             writing.join(bound)
-            raise CheckSkipped("the backend did not read the host page through the pool's page helpers "
-                               "(get_data_page / get_page_buffer_meta), so a write cannot be held half done")
+            raise CheckSkipped(
+                "the backend did not read the host page through the pool's page helpers "
+                "(get_data_page / get_page_buffer_meta), so a write cannot be held half done"
+            )
         watched = keys if hold.reached_by == "get_page_buffer_meta" else [held_key]
 
         def poller() -> None:
             probes = [  # the lookups SGLang makes on a v1 backend
                 ("batch_exists", lambda key: backend.batch_exists([key], None) != 0),
-                ("batch_get_v1", lambda key: bool(backend.batch_get_v1([key], pool.slots([pool.page_count - 1]),
-                                                                       None)[0])),
+                (
+                    "batch_get_v1",
+                    lambda key: bool(backend.batch_get_v1([key], pool.slots([pool.page_count - 1]), None)[0]),
+                ),
             ]
             for key in watched:
                 for name, probe in probes:
@@ -314,9 +409,13 @@ def pages_are_invisible_until_fully_written(suite: SuiteContext) -> None:
         polling.join(bound)  # a backend that serialises calls blocks here: that is allowed, not evidence
     writing.join(bound)
     polling.join(bound)
-    expect(not seen, "BE-7", f"{', '.join(seen)} saw the page while batch_set_v1 was still reading it from the "
-           f"host pool (held in {hold.reached_by})",
-           f"batch_set_v1({suite.show(keys)}, ...) held at {suite.label(held_key)}'s host page; meanwhile {seen[0] if seen else ''} -> hit")
+    expect(
+        not seen,
+        "BE-7",
+        f"{', '.join(seen)} saw the page while batch_set_v1 was still reading it from the "
+        f"host pool (held in {hold.reached_by})",
+        f"batch_set_v1({suite.show(keys)}, ...) held at {suite.label(held_key)}'s host page; meanwhile {seen[0] if seen else ''} -> hit",
+    )
 
 
 # ---------------------------------------------------------------- BE-8
@@ -329,7 +428,10 @@ def extra_info_shapes(suite: SuiteContext) -> list[tuple[str, Any]]:
         ("prefix_keys=[]", suite.info(prefix_keys=[])),
         (f"prefix_keys={suite.show(history)}", suite.info(prefix_keys=history)),
         ("extra_info with an unknown key", suite.info(extra_info={UNKNOWN_OPTION: 1})),
-        ("prefix_keys=[] and extra_info with an unknown key", suite.info(prefix_keys=[], extra_info={UNKNOWN_OPTION: 1})),
+        (
+            "prefix_keys=[] and extra_info with an unknown key",
+            suite.info(prefix_keys=[], extra_info={UNKNOWN_OPTION: 1}),
+        ),
     ]
 
 
@@ -340,15 +442,19 @@ def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
     suite.require_round_trip(instance)
     for label, info in extra_info_shapes(suite):
         for style in ("positional", "keyword"):
+
             def call(method: Any, *args: Any) -> Any:
                 arguments = (*args, info) if style == "positional" else args
                 keywords = {} if style == "positional" else {"extra_info": info}
                 try:
                     return method(*arguments, **keywords)
                 except Exception as error:
-                    fail("BE-8", f"{method.__name__} with extra_info {label} passed {style}ly raised "
-                                 f"{type(error).__name__}: {error}",
-                         f"{suite.describe_call(method, arguments, keywords)}")
+                    fail(
+                        "BE-8",
+                        f"{method.__name__} with extra_info {label} passed {style}ly raised "
+                        f"{type(error).__name__}: {error}",
+                        f"{suite.describe_call(method, arguments, keywords)}",
+                    )
 
             keys = suite.new_keys(2)
             if suite.claims("v1"):
@@ -357,8 +463,12 @@ def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
             else:
                 suite.store(instance, keys, clause_id="BE-8")
             count = call(backend.batch_exists, keys)
-            expect(count == 2, "BE-8", f"batch_exists with extra_info {label} ({style}) returned {count!r}, "
-                   "expected 2", f"batch_exists({suite.show(keys)}, {label})")
+            expect(
+                count == 2,
+                "BE-8",
+                f"batch_exists with extra_info {label} ({style}) returned {count!r}, expected 2",
+                f"batch_exists({suite.show(keys)}, {label})",
+            )
             if suite.claims("v1"):
                 flags = suite.v1_flags(call(backend.batch_get_v1, keys, pool.slots([2, 3])), keys, "batch_get_v1")
                 expect(all(flags), "BE-8", f"batch_get_v1 with extra_info {label} ({style}) returned {flags}")
@@ -366,8 +476,11 @@ def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
                 sidecar = instance.pool_for(PoolName.SWA)
                 more = suite.new_keys(1)
                 call(backend.batch_set_v2, [suite.transfer(PoolName.SWA, more, sidecar.slots([4]))])
-                call(backend.batch_exists_v2, more, [suite.transfer(PoolName.SWA, more,
-                                                                    policy=PoolHitPolicy.TRAILING_PAGES)])
+                call(
+                    backend.batch_exists_v2,
+                    more,
+                    [suite.transfer(PoolName.SWA, more, policy=PoolHitPolicy.TRAILING_PAGES)],
+                )
                 call(backend.batch_get_v2, [suite.transfer(PoolName.SWA, more, sidecar.slots([5]))])
 
 
@@ -382,27 +495,49 @@ def legacy_results_have_their_shapes(suite: SuiteContext) -> None:
     if outcome:
         target = torch.zeros(pool.page_element_count, dtype=pool.dtype)
         value = suite.call("BE-9", backend.get, key, target)
-        expect(isinstance(value, torch.Tensor), "BE-9", f"get of a stored key returned {suite.show(value)}, "
-               "not a tensor", f"get({suite.label(key)}, target)")
-        expect(pages_equal(value, suite.page_for(key, pool)), "BE-9", "get of a stored key returned "
-               f"{describe_page_difference(suite.page_for(key, pool), value)}", f"set then get({suite.label(key)})")
+        expect(
+            isinstance(value, torch.Tensor),
+            "BE-9",
+            f"get of a stored key returned {suite.show(value)}, not a tensor",
+            f"get({suite.label(key)}, target)",
+        )
+        expect(
+            pages_equal(value, suite.page_for(key, pool)),
+            "BE-9",
+            f"get of a stored key returned {describe_page_difference(suite.page_for(key, pool), value)}",
+            f"set then get({suite.label(key)})",
+        )
     keys, missing = suite.new_keys(3), suite.new_keys(1)
     outcome = suite.call("BE-9", backend.batch_set, keys, [suite.page_for(item, pool) for item in keys])
-    expect(is_bool(outcome), "BE-9", f"batch_set returned {outcome!r}, not a bool",
-           f"batch_set({suite.show(keys)}, values)")
+    expect(
+        is_bool(outcome),
+        "BE-9",
+        f"batch_set returned {outcome!r}, not a bool",
+        f"batch_set({suite.show(keys)}, values)",
+    )
     asked = [keys[0], missing[0], keys[1], keys[2]]
     targets = [torch.zeros(pool.page_element_count, dtype=pool.dtype) for _ in asked]
     values = suite.call("BE-9", backend.batch_get, asked, targets)
-    shape_ok = isinstance(values, (list, tuple)) and len(values) == len(asked) and all(
-        value is None or isinstance(value, torch.Tensor) for value in values)
-    expect(shape_ok, "BE-9", f"batch_get returned {suite.show(values)}, not one tensor-or-None per key",
-           f"batch_get({suite.show(asked)}) with {suite.label(missing[0])} missing")
+    shape_ok = (
+        isinstance(values, (list, tuple))
+        and len(values) == len(asked)
+        and all(value is None or isinstance(value, torch.Tensor) for value in values)
+    )
+    expect(
+        shape_ok,
+        "BE-9",
+        f"batch_get returned {suite.show(values)}, not one tensor-or-None per key",
+        f"batch_get({suite.show(asked)}) with {suite.label(missing[0])} missing",
+    )
     expect(values[1] is None, "BE-9", f"batch_get gave {suite.show(values[1])} for a missing key, not None")
     if outcome:
         for index in (0, 2, 3):
-            expect(pages_equal(values[index], suite.page_for(asked[index], pool)), "BE-9",
-                   f"batch_get returned wrong bytes for {suite.label(asked[index])}: "
-                   f"{describe_page_difference(suite.page_for(asked[index], pool), values[index])}")
+            expect(
+                pages_equal(values[index], suite.page_for(asked[index], pool)),
+                "BE-9",
+                f"batch_get returned wrong bytes for {suite.label(asked[index])}: "
+                f"{describe_page_difference(suite.page_for(asked[index], pool), values[index])}",
+            )
 
 
 @conformance_check("BE-10")
@@ -413,14 +548,21 @@ def full_batches_of_128_pages_work(suite: SuiteContext) -> None:
     size = STORAGE_BATCH_SIZE
     keys = suite.new_keys(size)
     written = suite.write(instance, keys, pages=suite.spread(size), clause_id="BE-10")
-    expect(all(written), "BE-10", f"a write of {size} pages succeeded for {sum(written)} of them",
-           f"{suite.io_path()} write of {size} keys {suite.show(keys)}")
+    expect(
+        all(written),
+        "BE-10",
+        f"a write of {size} pages succeeded for {sum(written)} of them",
+        f"{suite.io_path()} write of {size} keys {suite.show(keys)}",
+    )
     count = suite.count(instance, keys, clause_id="BE-10")
     expect(count == size, "BE-10", f"batch_exists over {size} stored keys returned {count}")
     read = suite.read(instance, keys, pages=suite.spread(size, start=2 * size), clause_id="BE-10")
     wrong = [index for index, (key, page) in enumerate(zip(keys, read)) if not suite.same_page(key, pool, page)]
-    expect(not wrong, "BE-10", f"a read of {size} pages got {len(wrong)} wrong or missing, the first at "
-           f"position {wrong[0] if wrong else 0}")
+    expect(
+        not wrong,
+        "BE-10",
+        f"a read of {size} pages got {len(wrong)} wrong or missing, the first at position {wrong[0] if wrong else 0}",
+    )
 
 
 @conformance_check("BE-2", requires=("core",))
@@ -432,14 +574,18 @@ def batch_exists_takes_a_whole_chain(suite: SuiteContext) -> None:
     chain = suite.new_keys(LONG_CHAIN_KEYS)
     stored = chain[:LONG_CHAIN_STORED]
     for start in range(0, len(stored), size):  # written as SGLang's backup writes: slice by slice
-        batch = stored[start:start + size]
+        batch = stored[start : start + size]
         written = suite.write(instance, batch, pages=list(range(len(batch))), clause_id="BE-2")
         if not all(written):
             raise CheckSkipped(f"the backend refused {written.count(False)} of {len(batch)} pages of the chain")
     count = suite.count(instance, chain)
-    expect(count == len(stored), "BE-2", f"one batch_exists over a chain of {len(chain)} keys whose first "
-           f"{len(stored)} are stored returned {count}: SGLang 0.5.23 sends the whole chain unbatched",
-           f"write {len(stored)} pages in slices of {size}, then batch_exists({suite.show(chain)}) -> {count}")
+    expect(
+        count == len(stored),
+        "BE-2",
+        f"one batch_exists over a chain of {len(chain)} keys whose first "
+        f"{len(stored)} are stored returned {count}: SGLang 0.5.23 sends the whole chain unbatched",
+        f"write {len(stored)} pages in slices of {size}, then batch_exists({suite.show(chain)}) -> {count}",
+    )
 
 
 # ---------------------------------------------------------------- BE-11, BE-12, BE-13
@@ -454,16 +600,21 @@ def clear_removes_every_page(suite: SuiteContext) -> None:
     suite.call("BE-11", instance.backend.clear)
     count = suite.count(instance, keys, clause_id="BE-11")
     left = [suite.label(key) for key, hit in zip(keys, suite.found(instance, keys)) if hit]
-    expect(count == 0 and not left, "BE-11", f"after clear() batch_exists returned {count} and exists() was "
-           f"true for {left}", f"write {suite.show(keys)}, clear(), batch_exists({suite.show(keys)})")
+    expect(
+        count == 0 and not left,
+        "BE-11",
+        f"after clear() batch_exists returned {count} and exists() was true for {left}",
+        f"write {suite.show(keys)}, clear(), batch_exists({suite.show(keys)})",
+    )
     suite.call("BE-11", instance.backend.clear)  # clearing an empty store never raises either
 
 
 @conformance_check("BE-11", requires=("v2",))
 def clear_removes_every_pool(suite: SuiteContext) -> None:
     """clear() removes KV and every sidecar pool's pages: afterwards nothing reads back from any pool."""
-    instance = suite.build(suite.config(model_name=suite.namespace("clear-pools")), pages=8, v2=True,
-                           tag="clear, every pool")
+    instance = suite.build(
+        suite.config(model_name=suite.namespace("clear-pools")), pages=8, v2=True, tag="clear, every pool"
+    )
     backend = instance.backend
     keys, pages = suite.new_keys(3), [0, 1, 2]
     sidecars = [(PoolName.INDEXER, True), (PoolName.SWA, False)]
@@ -478,21 +629,31 @@ def clear_removes_every_pool(suite: SuiteContext) -> None:
     if not all(all(flags) for flags in written.values()):
         raise CheckSkipped(f"the backend refused sidecar pages the check needs (batch_set_v2 -> {written})")
     suite.call("BE-11", backend.clear)
-    shown = (f"batch_set_v2 of indexer and swa pages for {suite.show(keys)}, the KV write, clear(), then "
-             "batch_exists, the KV read and batch_get_v2 of each sidecar pool")
+    shown = (
+        f"batch_set_v2 of indexer and swa pages for {suite.show(keys)}, the KV write, clear(), then "
+        "batch_exists, the KV read and batch_get_v2 of each sidecar pool"
+    )
     count = suite.count(instance, keys, clause_id="BE-11")
     expect(count == 0, "BE-11", f"after clear() batch_exists still counts {count} pages", shown)
-    left = [suite.label(key) for key, page in zip(keys, suite.read(instance, keys, pages=[4, 5, 6],
-                                                                    clause_id="BE-11")) if page is not None]
+    left = [
+        suite.label(key)
+        for key, page in zip(keys, suite.read(instance, keys, pages=[4, 5, 6], clause_id="BE-11"))
+        if page is not None
+    ]
     expect(not left, "BE-11", f"after clear() the KV pages of {left} still read back", shown)
     for name, derived in sidecars:
         sidecar = instance.pool_for(name)
         reads = [suite.transfer(name, keys, sidecar.slots([4, 5, 6]), derived=derived)]
-        loaded = suite.v2_flags(suite.call("BE-11", backend.batch_get_v2, reads, None), reads,
-                                "batch_get_v2")[name.value]
-        expect(not any(loaded), "BE-11", f"after clear() batch_get_v2 still loads pool {name.value!r}'s pages "
-               f"({loaded}): clear() must remove every pool of the namespace, sidecars included",
-               f"{shown}; batch_get_v2({suite.show(reads)}) -> {loaded}")
+        loaded = suite.v2_flags(suite.call("BE-11", backend.batch_get_v2, reads, None), reads, "batch_get_v2")[
+            name.value
+        ]
+        expect(
+            not any(loaded),
+            "BE-11",
+            f"after clear() batch_get_v2 still loads pool {name.value!r}'s pages "
+            f"({loaded}): clear() must remove every pool of the namespace, sidecars included",
+            f"{shown}; batch_get_v2({suite.show(reads)}) -> {loaded}",
+        )
 
 
 @conformance_check("BE-12")
@@ -503,9 +664,12 @@ def get_stats_returns_none_or_an_object(suite: SuiteContext) -> None:
         if moment == "after IO":
             suite.write(instance, suite.new_keys(1), clause_id="BE-12")
         stats = suite.call("BE-12", instance.backend.get_stats)
-        expect(not isinstance(stats, (dict, Mapping)), "BE-12",
-               f"get_stats() {moment} returned a {type(stats).__name__}, not None or a metrics object",
-               f"get_stats() -> {suite.show(stats)}")
+        expect(
+            not isinstance(stats, (dict, Mapping)),
+            "BE-12",
+            f"get_stats() {moment} returned a {type(stats).__name__}, not None or a metrics object",
+            f"get_stats() -> {suite.show(stats)}",
+        )
 
 
 @conformance_check("BE-13")
@@ -528,12 +692,16 @@ def short_objects_are_misses(suite: SuiteContext) -> None:
             read_whole = isinstance(read, torch.Tensor) and read.numel() == pool.page_element_count
             flags: list[bool] = []
         except ClauseFailure as failure:  # say which short object the failing lookup met
-            raise ClauseFailure(failure.clause_id, failure.message,
-                                f"{stored}, then {failure.counterexample or 'look it up'}") from None
-        expect(counted == 0 and not hit and not read_whole and not any(flags), "BE-13",
-               f"{label} stored under {suite.label(key)} counts as a hit (batch_exists {counted}, exists {hit}, "
-               f"get a full page {read_whole}, batch_get_v1 {flags})",
-               f"{stored}, then batch_exists([{suite.label(key)}])")
+            raise ClauseFailure(
+                failure.clause_id, failure.message, f"{stored}, then {failure.counterexample or 'look it up'}"
+            ) from None
+        expect(
+            counted == 0 and not hit and not read_whole and not any(flags),
+            "BE-13",
+            f"{label} stored under {suite.label(key)} counts as a hit (batch_exists {counted}, exists {hit}, "
+            f"get a full page {read_whole}, batch_get_v1 {flags})",
+            f"{stored}, then batch_exists([{suite.label(key)}])",
+        )
 
 
 # ---------------------------------------------------------------- BE-18, BE-24
@@ -544,13 +712,15 @@ def unimplemented_methods_raise_not_implemented(suite: SuiteContext) -> None:
     # SGLang's own base class returns None from v1 in every release: that is a bug only where SGLang calls v1,
     # i.e. where the extra config says interface_v1 (the dynamic loader's switch to the zero-copy path).
     asks_v1 = bool((suite.factory.extra_config or {}).get("interface_v1"))
-    asked = tuple(name for name in V2_METHODS if name != "register_mem_host_pool_v2") + (V1_METHODS if asks_v1
-                                                                                         else ())
+    asked = tuple(name for name in V2_METHODS if name != "register_mem_host_pool_v2") + (V1_METHODS if asks_v1 else ())
     capabilities = suite.call_as("BE-18", "detect_capabilities", detect_capabilities, backend)
     for name in capabilities.returning_none:
         if name in asked:
-            fail("BE-18", f"{name} returned None on empty input instead of a result or NotImplementedError",
-                 f"{name}([]) -> None")
+            fail(
+                "BE-18",
+                f"{name} returned None on empty input instead of a result or NotImplementedError",
+                f"{name}([]) -> None",
+            )
     key = suite.new_keys(1)
     sidecar = instance.sidecars.get(PoolName.SWA.value, pool)
     calls = {
@@ -573,8 +743,12 @@ def unimplemented_methods_raise_not_implemented(suite: SuiteContext) -> None:
             if failure.__cause__ is not None:
                 continue  # NotImplementedError as asked; any other error: input it never sees, only None is the bug
             raise
-        expect(result is not None, "BE-18", f"{name} (level {level} not claimed) returned None instead of raising "
-               "NotImplementedError", f"{name}({suite.show(key)}, ...) -> None")
+        expect(
+            result is not None,
+            "BE-18",
+            f"{name} (level {level} not claimed) returned None instead of raising NotImplementedError",
+            f"{name}({suite.show(key)}, ...) -> None",
+        )
 
 
 @conformance_check("BE-24")
@@ -585,18 +759,26 @@ def host_pools_register_before_any_io(suite: SuiteContext) -> None:
     keys = suite.new_keys(2)
     written = suite.write(instance, keys, clause_id="BE-24")
     read = suite.read(instance, keys, pages=[2, 3], clause_id="BE-24")
-    expect(all(written) and all(suite.same_page(key, instance.pool, page) for key, page in zip(keys, read)),
-           "BE-24", f"the first IO after registration failed (writes {written}, reads "
-           f"{[page is not None for page in read]})", "construct, register the pools, write 2 pages, read them")
+    expect(
+        all(written) and all(suite.same_page(key, instance.pool, page) for key, page in zip(keys, read)),
+        "BE-24",
+        f"the first IO after registration failed (writes {written}, reads {[page is not None for page in read]})",
+        "construct, register the pools, write 2 pages, read them",
+    )
 
 
 def _round_trip(suite: SuiteContext, instance: Instance, keys: list, targets: list, shown: str) -> None:
     """Read ``keys`` into host pages ``targets`` of ``instance``'s pool; fail BE-28 on other bytes."""
     for key, page in zip(keys, suite.read(instance, keys, pages=targets, clause_id="BE-28")):
         wanted = suite.page_for(key, instance.pool)
-        expect(pages_equal(wanted, page), "BE-28", f"after a second host pool was registered under 'kv', "
-               f"{suite.label(key)} read through {instance.tag}'s pool holds "
-               f"{describe_page_difference(wanted, page)}", shown)
+        expect(
+            pages_equal(wanted, page),
+            "BE-28",
+            f"after a second host pool was registered under 'kv', "
+            f"{suite.label(key)} read through {instance.tag}'s pool holds "
+            f"{describe_page_difference(wanted, page)}",
+            shown,
+        )
 
 
 @conformance_check("BE-28", requires=("robustness",))
@@ -605,8 +787,9 @@ def second_host_pool_is_served_or_refused(suite: SuiteContext) -> None:
     suite.require_round_trip(suite.main)
     first = suite.build(suite.config(model_name=suite.namespace("two-pools")), pages=8, tag="the first controller")
     backend, config = first.backend, first.config
-    second = Instance(backend, config, suite.new_pool(8, kind="mla" if config.is_mla_model else "mha"), {},
-                      "the second controller")  # shares the instance; cleared with the first
+    second = Instance(
+        backend, config, suite.new_pool(8, kind="mla" if config.is_mla_model else "mha"), {}, "the second controller"
+    )  # shares the instance; cleared with the first
     early, late, theirs = suite.new_keys(2), suite.new_keys(2), suite.new_keys(2)
     if not all(suite.write(first, early, pages=[0, 1], clause_id="BE-28")):
         raise CheckSkipped("the backend refused the pages the check needs")
@@ -621,14 +804,20 @@ def second_host_pool_is_served_or_refused(suite: SuiteContext) -> None:
             raise
         except ClauseFailure as failure:
             refused = failure.__cause__ or failure
-            expect(str(refused).strip(), "BE-28", f"{name} refused the second host pool with "
-                   f"{type(refused).__name__} and no message; say why (one instance serves one host pool per name)",
-                   f"{name}(<a second host pool>) -> raised {type(refused).__name__}()")
+            expect(
+                str(refused).strip(),
+                "BE-28",
+                f"{name} refused the second host pool with "
+                f"{type(refused).__name__} and no message; say why (one instance serves one host pool per name)",
+                f"{name}(<a second host pool>) -> raised {type(refused).__name__}()",
+            )
             break
-    shown = (f"write {suite.show(early)} through the first pool, register a second host pool under 'kv'"
-             f"{' (refused: ' + type(refused).__name__ + ')' if refused else ''}, write "
-             f"{suite.show(late)} through the first{'' if refused else ' and ' + suite.show(theirs) + ' through the second'}"
-             f", read each back through its own pool")
+    shown = (
+        f"write {suite.show(early)} through the first pool, register a second host pool under 'kv'"
+        f"{' (refused: ' + type(refused).__name__ + ')' if refused else ''}, write "
+        f"{suite.show(late)} through the first{'' if refused else ' and ' + suite.show(theirs) + ' through the second'}"
+        f", read each back through its own pool"
+    )
     if refused is None and not all(suite.write(second, theirs, pages=[0, 1], clause_id="BE-28")):
         raise CheckSkipped("the backend refused the second controller's pages the check needs")
     if not all(suite.write(first, late, pages=[2, 3], clause_id="BE-28")):
@@ -642,18 +831,24 @@ def second_host_pool_is_served_or_refused(suite: SuiteContext) -> None:
 def host_pools_registered_hook_accepts_the_pools(suite: SuiteContext) -> None:
     """on_host_pools_registered, called once after the registration burst (0.5.23), accepts the pools; IO works after it."""
     if not callable(getattr(suite.main.backend, "on_host_pools_registered", None)):
-        raise CheckSkipped("not applicable: the backend has no on_host_pools_registered (SGLang before 0.5.23 never "
-                           "calls it; 0.5.23's base class gives every subclass a no-op one)")
+        raise CheckSkipped(
+            "not applicable: the backend has no on_host_pools_registered (SGLang before 0.5.23 never "
+            "calls it; 0.5.23's base class gives every subclass a no-op one)"
+        )
     suite.require_round_trip(suite.main)
-    instance = suite.build(suite.config(model_name=suite.namespace("attach")), pages=4, tag="attach",
-                           construct_clause="BE-27")  # registers, then calls the hook (a raise fails BE-27)
+    instance = suite.build(
+        suite.config(model_name=suite.namespace("attach")), pages=4, tag="attach", construct_clause="BE-27"
+    )  # registers, then calls the hook (a raise fails BE-27)
     keys = suite.new_keys(2)
     written = suite.write(instance, keys, clause_id="BE-27")
     read = suite.read(instance, keys, pages=[2, 3], clause_id="BE-27")
-    expect(all(written) and all(suite.same_page(key, instance.pool, page) for key, page in zip(keys, read)),
-           "BE-27", f"the first IO after on_host_pools_registered failed (writes {written}, reads "
-           f"{[page is not None for page in read]})",
-           "construct, register the pools, on_host_pools_registered(), write 2 pages, read them")
+    expect(
+        all(written) and all(suite.same_page(key, instance.pool, page) for key, page in zip(keys, read)),
+        "BE-27",
+        f"the first IO after on_host_pools_registered failed (writes {written}, reads "
+        f"{[page is not None for page in read]})",
+        "construct, register the pools, on_host_pools_registered(), write 2 pages, read them",
+    )
 
 
 @conformance_check("BE-25")
@@ -663,8 +858,10 @@ def every_rank_inside_its_group_is_accepted(suite: SuiteContext) -> None:
     # The other half of BE-25, rejecting impossible coordinates, happens where the config is built (the
     # contract model refuses them), so the suite can hand a backend only possible ones.
     edges = [
-        ("the last rank of every group", dict(tp_rank=1, tp_size=2, pp_rank=2, pp_size=3, attn_cp_rank=3,
-                                              attn_cp_size=4)),
+        (
+            "the last rank of every group",
+            dict(tp_rank=1, tp_size=2, pp_rank=2, pp_size=3, attn_cp_rank=3, attn_cp_size=4),
+        ),
         ("an attention data-parallel rank", dict(dp_rank=1)),
         # SGLang splits heads only for a page_head host layout, which the suite's pools never have: with
         # tp_lcm_size above tp_size on these layouts it sends should_split_heads=False.
@@ -678,10 +875,20 @@ def every_rank_inside_its_group_is_accepted(suite: SuiteContext) -> None:
         keys = suite.new_keys(2)
         writer = instance
         if not is_storage_writer(config):  # replicated KV: SGLang lets only the writer rank write it
-            writer = suite.build(config.model_copy(update=dict(tp_rank=getattr(config, "dcp_rank", 0))), pages=4,
-                                 v2=False, tag=f"the writer of {label}", construct_clause="BE-25")
+            writer = suite.build(
+                config.model_copy(update=dict(tp_rank=getattr(config, "dcp_rank", 0))),
+                pages=4,
+                v2=False,
+                tag=f"the writer of {label}",
+                construct_clause="BE-25",
+            )
         written = suite.write(writer, keys, clause_id="BE-25")
         read = suite.read(instance, keys, pages=[2, 3], clause_id="BE-25")
         works = all(written) and all(suite.same_page(key, instance.pool, page) for key, page in zip(keys, read))
-        expect(works, "BE-25", f"a backend built with {label} does not store and read pages (writes {written}, "
-               f"reads {[page is not None for page in read]})", f"storage config with {overrides}")
+        expect(
+            works,
+            "BE-25",
+            f"a backend built with {label} does not store and read pages (writes {written}, "
+            f"reads {[page is not None for page in read]})",
+            f"storage config with {overrides}",
+        )

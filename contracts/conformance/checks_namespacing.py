@@ -49,18 +49,25 @@ def ranks_and_models_never_share_pages(suite: SuiteContext) -> None:
         keys = suite.new_keys(2)
         suite.store(base, keys, clause_id=clause_id)
         sibling = build_with(suite, overrides.pop("model_name", model), difference, **overrides)
-        shown = (f"instance A (tp 0/2, pp 0/2, cp 0/2) writes {suite.show(keys)}; instance B differs in {difference}")
+        shown = f"instance A (tp 0/2, pp 0/2, cp 0/2) writes {suite.show(keys)}; instance B differs in {difference}"
         count = suite.count(sibling, keys, clause_id=clause_id)
         seen = suite.read(sibling, keys, pages=[2, 3], clause_id=clause_id)
-        expect(count == 0 and not any(page is not None for page in seen), clause_id,
-               f"an instance with {difference} sees the other's pages (batch_exists {count}, reads "
-               f"{[page is not None for page in seen]})", shown)
+        expect(
+            count == 0 and not any(page is not None for page in seen),
+            clause_id,
+            f"an instance with {difference} sees the other's pages (batch_exists {count}, reads "
+            f"{[page is not None for page in seen]})",
+            shown,
+        )
         suite.write(sibling, keys, variant=1, clause_id=clause_id)
         for key, page in zip(keys, suite.read(base, keys, pages=[4, 5], clause_id=clause_id)):
-            expect(suite.same_page(key, base.pool, page), clause_id,
-                   f"after an instance with {difference} wrote the same key, {suite.label(key)} reads back as "
-                   f"{describe_page_difference(suite.page_for(key, base.pool), page)} for the first",
-                   shown + "; then B writes other bytes under the same keys")
+            expect(
+                suite.same_page(key, base.pool, page),
+                clause_id,
+                f"after an instance with {difference} wrote the same key, {suite.label(key)} reads back as "
+                f"{describe_page_difference(suite.page_for(key, base.pool), page)} for the first",
+                shown + "; then B writes other bytes under the same keys",
+            )
 
 
 @conformance_check("NS-5")
@@ -75,8 +82,12 @@ def replicated_kv_is_shared_across_tp_ranks(suite: SuiteContext) -> None:
     count = suite.count(reader, keys, clause_id="NS-5")
     expect(count == len(keys), "NS-5", f"tp_rank 1 found {count} of {len(keys)} pages tp_rank 0 wrote", shown)
     for key, page in zip(keys, suite.read(reader, keys, pages=[3, 4, 5], clause_id="NS-5")):
-        expect(suite.same_page(key, reader.pool, page), "NS-5", f"tp_rank 1 reads {suite.label(key)} as "
-               f"{describe_page_difference(suite.page_for(key, reader.pool), page)}", shown)
+        expect(
+            suite.same_page(key, reader.pool, page),
+            "NS-5",
+            f"tp_rank 1 reads {suite.label(key)} as {describe_page_difference(suite.page_for(key, reader.pool), page)}",
+            shown,
+        )
 
 
 @conformance_check("BE-17", requires=("v1", "v2", "namespacing"))
@@ -91,44 +102,64 @@ def a_non_writer_rank_writes_what_it_reports(suite: SuiteContext) -> None:
     for key, page in zip(keys, pages):
         swa.poke(page, suite.page_for(key, swa, 3))
     writes = [suite.transfer(PoolName.SWA, keys, swa.slots(pages))]
-    written = suite.v2_flags(suite.call("BE-17", rank.backend.batch_set_v2, writes, None), writes,
-                             "batch_set_v2")[PoolName.SWA.value]
+    written = suite.v2_flags(suite.call("BE-17", rank.backend.batch_set_v2, writes, None), writes, "batch_set_v2")[
+        PoolName.SWA.value
+    ]
     swa.fill(pages, value=-1.0)  # what lands below can only come from storage
     swa.fill(targets)
     reads = [suite.transfer(PoolName.SWA, keys, swa.slots(targets))]  # that rank's next prefetch reads them
-    loaded = suite.v2_flags(suite.call("BE-17", rank.backend.batch_get_v2, reads, None), reads,
-                            "batch_get_v2")[PoolName.SWA.value]
+    loaded = suite.v2_flags(suite.call("BE-17", rank.backend.batch_get_v2, reads, None), reads, "batch_get_v2")[
+        PoolName.SWA.value
+    ]
     other_swa = swa
-    shown = (f"is_mla_model=True, tp_rank 1 of 2 (not the writer): batch_set_v2(swa, {suite.show(keys)}) -> "
-             f"{written}; then batch_get_v2 of them on the same rank -> {loaded}")
+    shown = (
+        f"is_mla_model=True, tp_rank 1 of 2 (not the writer): batch_set_v2(swa, {suite.show(keys)}) -> "
+        f"{written}; then batch_get_v2 of them on the same rank -> {loaded}"
+    )
     for index, (key, stored, hit) in enumerate(zip(keys, written, loaded)):
         if hit:
-            expect(suite.same_page(key, other_swa, other_swa.peek(targets[index]), 3), "BE-17",
-                   f"the swa page of {suite.label(key)} reads back with other bytes", shown)
+            expect(
+                suite.same_page(key, other_swa, other_swa.peek(targets[index]), 3),
+                "BE-17",
+                f"the swa page of {suite.label(key)} reads back with other bytes",
+                shown,
+            )
         elif stored and not suite.may_evict:
-            fail("BE-17", f"batch_set_v2 on a rank that is not the storage writer returned True for "
-                          f"{suite.label(key)}'s swa page, but it cannot be read back", shown)
+            fail(
+                "BE-17",
+                f"batch_set_v2 on a rank that is not the storage writer returned True for "
+                f"{suite.label(key)}'s swa page, but it cannot be read back",
+                shown,
+            )
 
 
 @conformance_check("NS-6")
 def exists_get_and_set_share_one_key_scheme(suite: SuiteContext) -> None:
     """Pages written through the backend's write path are found by batch_exists (and legacy exists) and read back."""
-    instance = build_with(suite, suite.namespace("scheme"), "tp 1/2, pp 1/2, cp 1/2", tp_rank=1, pp_rank=1,
-                          attn_cp_rank=1)
+    instance = build_with(
+        suite, suite.namespace("scheme"), "tp 1/2, pp 1/2, cp 1/2", tp_rank=1, pp_rank=1, attn_cp_rank=1
+    )
     path = suite.io_path()  # SGLang writes, looks up and reads KV of one backend through one path
     keys = suite.new_keys(2)
     suite.store(instance, keys, path=path, clause_id="NS-6")
     shown = f"written through {path} as {suite.show(keys)} by an instance at tp 1/2, pp 1/2, cp 1/2"
     count = suite.count(instance, keys, clause_id="NS-6")
-    expect(count == len(keys), "NS-6", f"batch_exists found {count} of {len(keys)} pages written through {path}",
-           f"{shown}; batch_exists({suite.show(keys)}) -> {count}")
+    expect(
+        count == len(keys),
+        "NS-6",
+        f"batch_exists found {count} of {len(keys)} pages written through {path}",
+        f"{shown}; batch_exists({suite.show(keys)}) -> {count}",
+    )
     if path == "legacy":
         found = suite.exists_flags(instance, keys, clause_id="NS-6")
         expect(all(found), "NS-6", f"exists() misses pages written through batch_set: {found}", shown)
     for key, page in zip(keys, suite.read(instance, keys, pages=[4, 5], path=path, clause_id="NS-6")):
-        expect(suite.same_page(key, instance.pool, page), "NS-6",
-               f"{'batch_get' if path == 'legacy' else 'batch_get_v1'} misses {suite.label(key)} written "
-               f"through {path}", shown)
+        expect(
+            suite.same_page(key, instance.pool, page),
+            "NS-6",
+            f"{'batch_get' if path == 'legacy' else 'batch_get_v1'} misses {suite.label(key)} written through {path}",
+            shown,
+        )
 
 
 @conformance_check("NS-8")
@@ -136,17 +167,22 @@ def clear_removes_only_its_own_namespace(suite: SuiteContext) -> None:
     """clear() on one instance leaves the pages of other models and other ranks in place."""
     model = suite.namespace("scoped")
     cleared = build_with(suite, model, "the cleared instance")
-    others = [build_with(suite, suite.namespace("neighbour"), "another model"),
-              build_with(suite, model, "another tp_rank", tp_rank=1)]
+    others = [
+        build_with(suite, suite.namespace("neighbour"), "another model"),
+        build_with(suite, model, "another tp_rank", tp_rank=1),
+    ]
     keys = suite.new_keys(2)
     for instance in [cleared] + others:
         suite.store(instance, keys, clause_id="NS-8")
     suite.call("BE-11", cleared.backend.clear)
     for other in others:
         count = suite.count(other, keys, clause_id="NS-8")
-        expect(count == len(keys), "NS-8", f"clear() on one instance removed the pages of {other.tag} "
-               f"(batch_exists {count} of {len(keys)})",
-               f"three instances write {suite.show(keys)}; clear() on the first; look up in {other.tag}")
+        expect(
+            count == len(keys),
+            "NS-8",
+            f"clear() on one instance removed the pages of {other.tag} (batch_exists {count} of {len(keys)})",
+            f"three instances write {suite.show(keys)}; clear() on the first; look up in {other.tag}",
+        )
 
 
 @conformance_check("NS-7")
@@ -165,5 +201,10 @@ def pages_survive_a_rebuild(suite: SuiteContext) -> None:
     count = suite.count(second, keys, clause_id="NS-7")
     expect(count == len(keys), "NS-7", f"the rebuilt backend found {count} of {len(keys)} pages", shown)
     for key, page in zip(keys, suite.read(second, keys, pages=[4, 5, 6], clause_id="NS-7")):
-        expect(suite.same_page(key, second.pool, page), "NS-7", f"the rebuilt backend reads {suite.label(key)} as "
-               f"{describe_page_difference(suite.page_for(key, second.pool), page)}", shown)
+        expect(
+            suite.same_page(key, second.pool, page),
+            "NS-7",
+            f"the rebuilt backend reads {suite.label(key)} as "
+            f"{describe_page_difference(suite.page_for(key, second.pool), page)}",
+            shown,
+        )

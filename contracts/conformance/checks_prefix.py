@@ -38,18 +38,29 @@ def prefix_states_none_empty_and_list_all_work(suite: SuiteContext) -> None:
                 suite.store(instance, batch, info=info, path="v1", clause_id="PFX-1")
             else:
                 suite.store(instance, batch, path="legacy", clause_id="PFX-1")
-        shown = (f"write {suite.show(first)} with {suite.show(infos[0])} and {suite.show(second)} with "
-                 f"{suite.show(infos[1])}")
+        shown = (
+            f"write {suite.show(first)} with {suite.show(infos[0])} and {suite.show(second)} with "
+            f"{suite.show(infos[1])}"
+        )
         count = suite.count(instance, chain, whole, clause_id="PFX-1")
-        expect(count == 4, "PFX-1", f"batch_exists over the chain with {suite.show(whole)} found {count} of 4 pages",
-               shown)
+        expect(
+            count == 4, "PFX-1", f"batch_exists over the chain with {suite.show(whole)} found {count} of 4 pages", shown
+        )
         count = suite.count(instance, second, infos[1], clause_id="PFX-1")
-        expect(count == 2, "PFX-1", f"batch_exists over the second batch with {suite.show(infos[1])} found {count} "
-               "of 2 pages", shown)
+        expect(
+            count == 2,
+            "PFX-1",
+            f"batch_exists over the second batch with {suite.show(infos[1])} found {count} of 2 pages",
+            shown,
+        )
         if suite.claims("v1"):
             pages = suite.read(instance, second, pages=[6, 7], info=infos[1], path="v1", clause_id="PFX-1")
-            expect(all(suite.same_page(key, instance.pool, page) for key, page in zip(second, pages)), "PFX-1",
-                   f"batch_get_v1 with {suite.show(infos[1])} did not read back the second batch", shown)
+            expect(
+                all(suite.same_page(key, instance.pool, page) for key, page in zip(second, pages)),
+                "PFX-1",
+                f"batch_get_v1 with {suite.show(infos[1])} did not read back the second batch",
+                shown,
+            )
 
 
 def watched_info(suite: SuiteContext, prefix: list[str]) -> tuple[Any, WatchedList]:
@@ -63,24 +74,37 @@ def watched_info(suite: SuiteContext, prefix: list[str]) -> tuple[Any, WatchedLi
 def prefix_calls(suite: SuiteContext) -> list[tuple[str, Callable[[Any], Any]]]:
     """Every call of a claimed level that takes extra_info, as ``(name, call(info))``; each writes fresh keys."""
     backend, pool = suite.main.backend, suite.main.pool
-    calls: list[tuple[str, Callable[[Any], Any]]] = [("batch_exists", lambda info: backend.batch_exists(
-        suite.new_keys(2), info))]
+    calls: list[tuple[str, Callable[[Any], Any]]] = [
+        ("batch_exists", lambda info: backend.batch_exists(suite.new_keys(2), info))
+    ]
     if suite.claims("v1"):
+
         def set_v1(info: Any) -> Any:
             keys = suite.new_keys(2)
             for key, page in zip(keys, (0, 1)):
                 pool.poke(page, suite.page_for(key, pool))
             return backend.batch_set_v1(keys, pool.slots([0, 1]), info)
-        calls += [("batch_set_v1", set_v1),
-                  ("batch_get_v1", lambda info: backend.batch_get_v1(suite.new_keys(2), pool.slots([2, 3]), info))]
+
+        calls += [
+            ("batch_set_v1", set_v1),
+            ("batch_get_v1", lambda info: backend.batch_get_v1(suite.new_keys(2), pool.slots([2, 3]), info)),
+        ]
     if suite.claims("v2"):  # v2 carries the sidecar pools
         swa = suite.main.sidecars.get(PoolName.SWA.value, pool)
         calls += [
             ("batch_exists_v2", lambda info: backend.batch_exists_v2(suite.new_keys(2), [], info)),
-            ("batch_set_v2", lambda info: backend.batch_set_v2(
-                [suite.transfer(PoolName.SWA, suite.new_keys(1), swa.slots([4]))], info)),
-            ("batch_get_v2", lambda info: backend.batch_get_v2(
-                [suite.transfer(PoolName.SWA, suite.new_keys(1), swa.slots([5]))], info)),
+            (
+                "batch_set_v2",
+                lambda info: backend.batch_set_v2(
+                    [suite.transfer(PoolName.SWA, suite.new_keys(1), swa.slots([4]))], info
+                ),
+            ),
+            (
+                "batch_get_v2",
+                lambda info: backend.batch_get_v2(
+                    [suite.transfer(PoolName.SWA, suite.new_keys(1), swa.slots([5]))], info
+                ),
+            ),
         ]
     return calls
 
@@ -93,9 +117,12 @@ def prefix_keys_are_never_mutated(suite: SuiteContext) -> None:
         info, watched = watched_info(suite, prefix)
         suite.call_as("PFX-6", name, call, info)
         changed = list(watched) != prefix
-        expect(not watched.mutations and not changed, "PFX-6",
-               f"{name} mutated prefix_keys ({', '.join(watched.mutations) or 'its content changed'})",
-               f"{name}(..., extra_info(prefix_keys={suite.show(prefix)})) left prefix_keys as {suite.show(list(watched))}")
+        expect(
+            not watched.mutations and not changed,
+            "PFX-6",
+            f"{name} mutated prefix_keys ({', '.join(watched.mutations) or 'its content changed'})",
+            f"{name}(..., extra_info(prefix_keys={suite.show(prefix)})) left prefix_keys as {suite.show(list(watched))}",
+        )
 
 
 @conformance_check("PFX-6")
@@ -115,6 +142,9 @@ def prefix_keys_are_copied_if_kept(suite: SuiteContext) -> None:
         kept = watcher()
         if kept is not None:
             holders = [type(holder).__name__ for holder in gc.get_referrers(kept) if holder is not watchers][:3]
-            fail("PFX-6", f"{name} kept a reference to the prefix_keys list after returning (held by "
-                          f"{', '.join(holders) or 'an object'}); a backend must copy what it keeps",
-                 f"{name}(..., extra_info(prefix_keys={suite.show(prefix)})), then the caller drops the list")
+            fail(
+                "PFX-6",
+                f"{name} kept a reference to the prefix_keys list after returning (held by "
+                f"{', '.join(holders) or 'an object'}); a backend must copy what it keeps",
+                f"{name}(..., extra_info(prefix_keys={suite.show(prefix)})), then the caller drops the list",
+            )

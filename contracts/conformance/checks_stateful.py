@@ -53,8 +53,9 @@ def lossy_write_once_store_machine(suite: SuiteContext) -> type[RuleBasedStateMa
 
         @initialize()
         def build_instance(self) -> None:
-            self.instance = suite.build(suite.config(model_name=suite.namespace("machine")), pages=16,
-                                        tag="state machine")
+            self.instance = suite.build(
+                suite.config(model_name=suite.namespace("machine")), pages=16, tag="state machine"
+            )
             self.keys = suite.new_keys(KEY_COUNT)
             note(f"keys: {suite.show(self.keys)}")
 
@@ -75,13 +76,18 @@ def lossy_write_once_store_machine(suite: SuiteContext) -> type[RuleBasedStateMa
                     if key in self.cleared:
                         fail("BE-11", f"{suite.label(key)} reads back after clear() and no new write")
                     expect(key in self.attempted, read_clause, f"{suite.label(key)} reads back but was never written")
-                    expect(suite.same_page(key, self.instance.pool, page), read_clause,
-                           f"{suite.label(key)} reads back as "
-                           f"{describe_page_difference(suite.page_for(key, self.instance.pool), page)}")
+                    expect(
+                        suite.same_page(key, self.instance.pool, page),
+                        read_clause,
+                        f"{suite.label(key)} reads back as "
+                        f"{describe_page_difference(suite.page_for(key, self.instance.pool), page)}",
+                    )
                 elif key in self.confirmed and not suite.may_evict:
                     writer = self.confirmed[key]
-                    fail("BE-17" if writer == "v1" else "BE-9",
-                         f"{suite.label(key)} was stored (set returned True through {writer}) but {path} reads miss it")
+                    fail(
+                        "BE-17" if writer == "v1" else "BE-9",
+                        f"{suite.label(key)} was stored (set returned True through {writer}) but {path} reads miss it",
+                    )
 
         @precondition(lambda self: not uses_v1)
         @rule(indices=picks)
@@ -117,8 +123,11 @@ def lossy_write_once_store_machine(suite: SuiteContext) -> type[RuleBasedStateMa
             lower = 0 if suite.may_evict else count_leading_run(tuple(key in self.confirmed for key in keys))
             if count > upper and keys[upper] in self.cleared:
                 fail("BE-11", f"batch_exists counts {suite.label(keys[upper])}, cleared and not written since")
-            expect(lower <= count <= upper, "BE-2", f"batch_exists({suite.show(keys)}) returned {count}; the model "
-                   f"allows {lower}..{upper}")
+            expect(
+                lower <= count <= upper,
+                "BE-2",
+                f"batch_exists({suite.show(keys)}) returned {count}; the model allows {lower}..{upper}",
+            )
 
         @rule()
         def clear(self) -> None:
@@ -133,9 +142,11 @@ def lossy_write_once_store_machine(suite: SuiteContext) -> type[RuleBasedStateMa
                 return
             for key, writer in self.confirmed.items():
                 if suite.count(self.instance, [key]) != 1:
-                    fail("BE-17" if writer == "v1" else "BE-9",
-                         f"{suite.label(key)} was stored (set returned True through {writer}) but batch_exists "
-                         "no longer finds it")
+                    fail(
+                        "BE-17" if writer == "v1" else "BE-9",
+                        f"{suite.label(key)} was stored (set returned True through {writer}) but batch_exists "
+                        "no longer finds it",
+                    )
 
         def teardown(self) -> None:
             if self.instance is not None and suite.timed_out is None:

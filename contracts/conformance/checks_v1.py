@@ -26,8 +26,10 @@ def v1_results_have_one_bool_per_key(suite: SuiteContext) -> None:
     backend, pool = suite.main.backend, suite.main.pool
     for size in (0,) + suite.profile.batch_sizes:
         keys = suite.new_keys(size)
-        for method, pages in ((backend.batch_set_v1, suite.spread(size)),
-                              (backend.batch_get_v1, suite.spread(size, start=2 * STORAGE_BATCH_SIZE))):
+        for method, pages in (
+            (backend.batch_set_v1, suite.spread(size)),
+            (backend.batch_get_v1, suite.spread(size, start=2 * STORAGE_BATCH_SIZE)),
+        ):
             if method.__name__ == "batch_set_v1":
                 for key, page in zip(keys, pages):
                     pool.poke(page, suite.page_for(key, pool))
@@ -36,12 +38,19 @@ def v1_results_have_one_bool_per_key(suite: SuiteContext) -> None:
             if not isinstance(raw, list):
                 fail("BE-14", f"{method.__name__} returned a {type(raw).__name__}, not a list", shown)
             expect(len(raw) == size, "BE-14", f"{method.__name__} returned {len(raw)} results for {size} keys", shown)
-            expect(all(is_bool(item) for item in raw), "BE-14",
-                   f"{method.__name__} returned non-bool entries {[type(item).__name__ for item in raw][:4]}", shown)
+            expect(
+                all(is_bool(item) for item in raw),
+                "BE-14",
+                f"{method.__name__} returned non-bool entries {[type(item).__name__ for item in raw][:4]}",
+                shown,
+            )
         missing = suite.new_keys(size)
         raw = suite.call("BE-14", backend.batch_get_v1, missing, pool.slots(suite.spread(size)), None)
-        expect(isinstance(raw, list) and len(raw) == size, "BE-14",
-               f"batch_get_v1 on {size} missing keys returned {suite.show(raw)}")
+        expect(
+            isinstance(raw, list) and len(raw) == size,
+            "BE-14",
+            f"batch_get_v1 on {size} missing keys returned {suite.show(raw)}",
+        )
 
 
 @conformance_check("BE-15", "BE-17")
@@ -56,15 +65,25 @@ def v1_pages_round_trip_bit_for_bit(suite: SuiteContext) -> None:
         targets = suite.spread(size, start=2 * STORAGE_BATCH_SIZE)
         read = suite.read(instance, keys, pages=targets, path="v1", clause_id="BE-15")
         for index, (key, stored, page) in enumerate(zip(keys, written, read)):
-            shown = (f"batch_set_v1 then batch_get_v1 of {size} keys {suite.show(keys)}; "
-                     f"page {index} ({suite.label(key)}) from host page {sources[index]} into host page {targets[index]}")
-            expect(page is not None or not stored or suite.may_evict, "BE-17",
-                   f"batch_set_v1 returned True for {suite.label(key)} but batch_get_v1 cannot read it back", shown)
+            shown = (
+                f"batch_set_v1 then batch_get_v1 of {size} keys {suite.show(keys)}; "
+                f"page {index} ({suite.label(key)}) from host page {sources[index]} into host page {targets[index]}"
+            )
+            expect(
+                page is not None or not stored or suite.may_evict,
+                "BE-17",
+                f"batch_set_v1 returned True for {suite.label(key)} but batch_get_v1 cannot read it back",
+                shown,
+            )
             if page is not None:
                 expected = suite.page_for(key, pool)
-                expect(pages_equal(expected, page), "BE-15",
-                       f"batch_get_v1 returned True for {suite.label(key)} but its slots hold "
-                       f"{describe_page_difference(expected, page)}", shown)
+                expect(
+                    pages_equal(expected, page),
+                    "BE-15",
+                    f"batch_get_v1 returned True for {suite.label(key)} but its slots hold "
+                    f"{describe_page_difference(expected, page)}",
+                    shown,
+                )
 
 
 @conformance_check("BE-16")
@@ -85,12 +104,16 @@ def v1_reads_touch_only_addressed_slots(suite: SuiteContext) -> None:
             page = pool.peek(guard)
             if not pages_equal(guard_page, page):
                 neighbours = [index for index, page_number in enumerate(addressed) if abs(page_number - guard) == 1]
-                which = ", ".join(f"{suite.label(keys[index])} ({'hit' if present[index] else 'miss'})"
-                                  for index in neighbours)
-                fail("BE-16", f"batch_get_v1 wrote into guard page {guard}, which it was not given "
-                              f"({describe_page_difference(guard_page, page)})",
-                     f"batch_get_v1 of {size} keys {suite.show(keys)} (every third missing) into odd host pages; "
-                     f"guard page {guard} lies next to {which}")
+                which = ", ".join(
+                    f"{suite.label(keys[index])} ({'hit' if present[index] else 'miss'})" for index in neighbours
+                )
+                fail(
+                    "BE-16",
+                    f"batch_get_v1 wrote into guard page {guard}, which it was not given "
+                    f"({describe_page_difference(guard_page, page)})",
+                    f"batch_get_v1 of {size} keys {suite.show(keys)} (every third missing) into odd host pages; "
+                    f"guard page {guard} lies next to {which}",
+                )
 
 
 @conformance_check("BE-15", "BE-16")
@@ -117,19 +140,31 @@ def v1_hits_after_a_miss_land_in_their_own_scattered_slots(suite: SuiteContext) 
         guard = pool.peek(region[0])
         read = suite.read(instance, keys, pages=addressed, path="v1", clause_id="BE-15")
         pattern = "".join("S" if here else "-" for here in present)
-        shown = (f"batch_get_v1 of {size} keys {suite.show(keys)} (stored pattern '{pattern}', S stored) into "
-                 f"scattered host pages {addressed[:6]}{' ...' if size > 6 else ''}")
+        shown = (
+            f"batch_get_v1 of {size} keys {suite.show(keys)} (stored pattern '{pattern}', S stored) into "
+            f"scattered host pages {addressed[:6]}{' ...' if size > 6 else ''}"
+        )
         for index, (key, here, page) in enumerate(zip(keys, present, read)):
             if page is not None:
                 expected = suite.page_for(key, pool)
-                expect(here, "BE-15", f"batch_get_v1 returned True for {suite.label(key)}, which was never written",
-                       shown)
-                expect(pages_equal(expected, page), "BE-15",
-                       f"batch_get_v1 returned True for {suite.label(key)} (position {index}, after "
-                       f"{present[:index].count(False)} miss(es)) but host page {addressed[index]} holds "
-                       f"{describe_page_difference(expected, page)}", shown)
+                expect(
+                    here, "BE-15", f"batch_get_v1 returned True for {suite.label(key)}, which was never written", shown
+                )
+                expect(
+                    pages_equal(expected, page),
+                    "BE-15",
+                    f"batch_get_v1 returned True for {suite.label(key)} (position {index}, after "
+                    f"{present[:index].count(False)} miss(es)) but host page {addressed[index]} holds "
+                    f"{describe_page_difference(expected, page)}",
+                    shown,
+                )
         untouched = sorted(set(region) - set(addressed))
         for page_number in untouched:
             landed = pool.peek(page_number)
-            expect(pages_equal(guard, landed), "BE-16", f"batch_get_v1 wrote into host page {page_number}, which "
-                   f"lies between the pages it was given ({describe_page_difference(guard, landed)})", shown)
+            expect(
+                pages_equal(guard, landed),
+                "BE-16",
+                f"batch_get_v1 wrote into host page {page_number}, which "
+                f"lies between the pages it was given ({describe_page_difference(guard, landed)})",
+                shown,
+            )

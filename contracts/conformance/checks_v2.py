@@ -41,8 +41,15 @@ def expected_page(suite: SuiteContext, instance: Instance, name: str, key: str) 
     return suite.page_for(key, pool, VARIANTS[name])
 
 
-def store_pool(suite: SuiteContext, instance: Instance, name: PoolName, keys: Sequence[str],
-               pages: Sequence[int], *, derived: bool = False) -> None:
+def store_pool(
+    suite: SuiteContext,
+    instance: Instance,
+    name: PoolName,
+    keys: Sequence[str],
+    pages: Sequence[int],
+    *,
+    derived: bool = False,
+) -> None:
     """Write ``keys`` into pool ``name`` alone (KV as SGLang writes it, a sidecar with batch_set_v2); skip the
     check if the backend refuses."""
     if not keys:
@@ -53,8 +60,9 @@ def store_pool(suite: SuiteContext, instance: Instance, name: PoolName, keys: Se
         return
     place(suite, instance, name, keys, pages)
     transfers = [suite.transfer(name, keys, instance.pool_for(name).slots(pages), derived=derived)]
-    flags = suite.v2_flags(suite.call("BE-19", instance.backend.batch_set_v2, transfers, None), transfers,
-                           "batch_set_v2")
+    flags = suite.v2_flags(
+        suite.call("BE-19", instance.backend.batch_set_v2, transfers, None), transfers, "batch_set_v2"
+    )
     if not all(flags[name.value]):
         raise CheckSkipped(f"the backend refused to store pages of pool {name.value!r} the check needs")
 
@@ -64,8 +72,12 @@ def read_result(suite: SuiteContext, raw: Any, shown: str) -> tuple[int, dict[st
     kv_hit = getattr(raw, "kv_hit_pages", None)
     extra = getattr(raw, "extra_pool_hit_pages", None)
     if isinstance(kv_hit, bool) or not isinstance(kv_hit, int) or not isinstance(extra, Mapping):
-        fail("BE-21", "batch_exists_v2 must return a PoolTransferResult (kv_hit_pages int, extra_pool_hit_pages "
-                      f"dict), got {suite.show(raw)}", shown)
+        fail(
+            "BE-21",
+            "batch_exists_v2 must return a PoolTransferResult (kv_hit_pages int, extra_pool_hit_pages "
+            f"dict), got {suite.show(raw)}",
+            shown,
+        )
     return kv_hit, {str(getattr(name, "value", name)): hits for name, hits in extra.items()}
 
 
@@ -75,8 +87,11 @@ def v2_results_have_one_entry_per_pool(suite: SuiteContext) -> None:
     instance, backend = suite.main, suite.main.backend
     for method in (backend.batch_set_v2, backend.batch_get_v2):
         raw = suite.call("BE-19", method, [], None)
-        expect(isinstance(raw, Mapping) and not raw, "BE-19", f"{method.__name__}([]) returned {suite.show(raw)}, "
-               "not an empty dict")
+        expect(
+            isinstance(raw, Mapping) and not raw,
+            "BE-19",
+            f"{method.__name__}([]) returned {suite.show(raw)}, not an empty dict",
+        )
     for size in (1, 3):
         keys = suite.new_keys(size)
         kv_pages, swa_pages = list(range(size)), list(range(size, 2 * size))
@@ -85,8 +100,12 @@ def v2_results_have_one_entry_per_pool(suite: SuiteContext) -> None:
         for method in (backend.batch_set_v2, backend.batch_get_v2):
             transfers = [  # the sidecars of one slice, as SGLang sends them (KV moves through v1)
                 suite.transfer(PoolName.INDEXER, keys, instance.pool.slots(kv_pages), derived=True),
-                suite.transfer(PoolName.SWA, keys, instance.pool_for(PoolName.SWA).slots(swa_pages),
-                               policy=PoolHitPolicy.TRAILING_PAGES),
+                suite.transfer(
+                    PoolName.SWA,
+                    keys,
+                    instance.pool_for(PoolName.SWA).slots(swa_pages),
+                    policy=PoolHitPolicy.TRAILING_PAGES,
+                ),
             ]
             suite.v2_flags(suite.call("BE-19", method, transfers, None), transfers, method.__name__)
 
@@ -102,22 +121,35 @@ def v2_unregistered_pool_is_all_false(suite: SuiteContext) -> None:
     swa = instance.pool_for(PoolName.SWA)
     place(suite, instance, PoolName.SWA, keys, [0, 1])
     for method in (backend.batch_set_v2, backend.batch_get_v2):
-        transfers = [suite.transfer(PoolName.SWA, keys, swa.slots([0, 1])),
-                     suite.transfer(UNREGISTERED_POOL, keys, pool.slots([2, 3]))]
+        transfers = [
+            suite.transfer(PoolName.SWA, keys, swa.slots([0, 1])),
+            suite.transfer(UNREGISTERED_POOL, keys, pool.slots([2, 3])),
+        ]
         flags = suite.v2_flags(suite.call("BE-20", method, transfers, None), transfers, method.__name__)
-        expect(not any(flags[UNREGISTERED_POOL.value]), "BE-20",
-               f"{method.__name__} returned {flags[UNREGISTERED_POOL.value]} for pool "
-               f"{UNREGISTERED_POOL.value!r}, which was never registered",
-               f"{method.__name__}({suite.show(transfers)})")
+        expect(
+            not any(flags[UNREGISTERED_POOL.value]),
+            "BE-20",
+            f"{method.__name__} returned {flags[UNREGISTERED_POOL.value]} for pool "
+            f"{UNREGISTERED_POOL.value!r}, which was never registered",
+            f"{method.__name__}({suite.show(transfers)})",
+        )
         if method.__name__ == "batch_set_v2":
-            expect(all(flags[PoolName.SWA.value]), "BE-20", f"batch_set_v2 failed the registered pool 'swa' "
-                   f"({flags[PoolName.SWA.value]}) because another transfer named an unregistered pool",
-                   f"batch_set_v2({suite.show(transfers)}) -> {flags}")
+            expect(
+                all(flags[PoolName.SWA.value]),
+                "BE-20",
+                f"batch_set_v2 failed the registered pool 'swa' "
+                f"({flags[PoolName.SWA.value]}) because another transfer named an unregistered pool",
+                f"batch_set_v2({suite.show(transfers)}) -> {flags}",
+            )
     query = [suite.transfer(UNREGISTERED_POOL, keys)]
     shown = f"batch_exists_v2({suite.show(keys)}, {suite.show(query)})"
     kv_hit, _ = read_result(suite, suite.call("BE-20", backend.batch_exists_v2, keys, query, None), shown)
-    expect(kv_hit == 0, "BE-20", f"batch_exists_v2 counted {kv_hit} pages of pool {UNREGISTERED_POOL.value!r}, "
-           "which was never registered", shown)
+    expect(
+        kv_hit == 0,
+        "BE-20",
+        f"batch_exists_v2 counted {kv_hit} pages of pool {UNREGISTERED_POOL.value!r}, which was never registered",
+        shown,
+    )
 
 
 def _examined(kv: tuple, indexer: tuple, name: str) -> bool:
@@ -160,47 +192,81 @@ def v2_exists_folds_pool_hits_per_policy(suite: SuiteContext) -> None:
         for name, present in ((PoolName.KV, kv), (PoolName.INDEXER, indexer), (PoolName.SWA, swa)):
             chosen = [key for key, here in zip(keys, present) if here]
             store_pool(suite, instance, name, chosen, list(range(start, start + len(chosen))))
-        window_keys = keys[max(0, len(keys) - window):] if window else []
+        window_keys = keys[max(0, len(keys) - window) :] if window else []
         window = len(window_keys)  # N is len(transfer.keys): a window cannot hold more keys than the chain
-        query = [suite.transfer(PoolName.INDEXER, keys, policy=PoolHitPolicy.ALL_PAGES),
-                 suite.transfer(PoolName.SWA, window_keys, policy=PoolHitPolicy.TRAILING_PAGES)]
-        folded, entries, restorable = fold_pool_query(tuple(kv), (
-            (PoolName.INDEXER.value, ALL_PAGES, len(keys), tuple(indexer)),
-            (PoolName.SWA.value, TRAILING_PAGES, window, tuple(swa)),
-        ))
+        query = [
+            suite.transfer(PoolName.INDEXER, keys, policy=PoolHitPolicy.ALL_PAGES),
+            suite.transfer(PoolName.SWA, window_keys, policy=PoolHitPolicy.TRAILING_PAGES),
+        ]
+        folded, entries, restorable = fold_pool_query(
+            tuple(kv),
+            (
+                (PoolName.INDEXER.value, ALL_PAGES, len(keys), tuple(indexer)),
+                (PoolName.SWA.value, TRAILING_PAGES, window, tuple(swa)),
+            ),
+        )
         expected = dict(entries)
         # SGLang's backends stop examining pools once no length is left to restore: a later pool's entry is
         # not demanded then, but one that is reported must be that pool's own boundary.
-        examined = [name for name in (PoolName.INDEXER.value, PoolName.SWA.value)
-                    if _examined(tuple(kv), tuple(indexer), name)]
-        own = {PoolName.SWA.value: fold_pool_query(tuple(kv), ((PoolName.SWA.value, TRAILING_PAGES, window,
-                                                                 tuple(swa)),))[1]}
-        shown = (f"{size} keys; stored kv '{_pattern(kv)}', indexer (all_pages) '{_pattern(indexer)}', "
-                 f"swa (trailing_pages, window {window}) '{_pattern(swa)}'; expected kv_hit_pages {folded}, "
-                 f"extra_pool_hit_pages {expected}, restorable_prefix_pages {list(restorable)}")
+        examined = [
+            name for name in (PoolName.INDEXER.value, PoolName.SWA.value) if _examined(tuple(kv), tuple(indexer), name)
+        ]
+        own = {
+            PoolName.SWA.value: fold_pool_query(tuple(kv), ((PoolName.SWA.value, TRAILING_PAGES, window, tuple(swa)),))[
+                1
+            ]
+        }
+        shown = (
+            f"{size} keys; stored kv '{_pattern(kv)}', indexer (all_pages) '{_pattern(indexer)}', "
+            f"swa (trailing_pages, window {window}) '{_pattern(swa)}'; expected kv_hit_pages {folded}, "
+            f"extra_pool_hit_pages {expected}, restorable_prefix_pages {list(restorable)}"
+        )
         result = suite.call("BE-21", backend.batch_exists_v2, keys, query, None)
         kv_hit, pools = read_result(suite, result, shown)
         got = f"got kv_hit_pages {kv_hit}, extra_pool_hit_pages {pools}"
-        for name, clause_id, policy in ((PoolName.INDEXER.value, "HYB-6", ALL_PAGES),
-                                        (PoolName.SWA.value, "HYB-7", TRAILING_PAGES)):
+        for name, clause_id, policy in (
+            (PoolName.INDEXER.value, "HYB-6", ALL_PAGES),
+            (PoolName.SWA.value, "HYB-7", TRAILING_PAGES),
+        ):
             if name in examined:
-                expect(pools.get(name, 0) == expected.get(name, 0), clause_id,
-                       f"pool {name!r} ({policy}) hit {pools.get(name, 0)} pages, expected its own boundary "
-                       f"{expected.get(name, 0)}; {got}", shown)
+                expect(
+                    pools.get(name, 0) == expected.get(name, 0),
+                    clause_id,
+                    f"pool {name!r} ({policy}) hit {pools.get(name, 0)} pages, expected its own boundary "
+                    f"{expected.get(name, 0)}; {got}",
+                    shown,
+                )
             elif pools.get(name, 0):
                 boundary = dict(own[name]).get(name, 0)
-                expect(pools[name] == boundary, clause_id,
-                       f"pool {name!r} ({policy}) reported {pools[name]} pages; an entry is optional once no length "
-                       f"is left to restore, but must be the pool's own boundary {boundary}; {got}", shown)
+                expect(
+                    pools[name] == boundary,
+                    clause_id,
+                    f"pool {name!r} ({policy}) reported {pools[name]} pages; an entry is optional once no length "
+                    f"is left to restore, but must be the pool's own boundary {boundary}; {got}",
+                    shown,
+                )
         if PoolName.KV.value in pools and pools[PoolName.KV.value]:
-            expect(pools[PoolName.KV.value] == expected.get(PoolName.KV.value, 0), "BE-21",
-                   f"the KV entry of extra_pool_hit_pages is not the KV leading run; {got}", shown)
-        expect(kv_hit == folded, "BE-21", f"kv_hit_pages must be the largest prefix length KV and every pool can "
-               f"restore ({folded}), not the minimum of each pool's largest hit; {got}", shown)
+            expect(
+                pools[PoolName.KV.value] == expected.get(PoolName.KV.value, 0),
+                "BE-21",
+                f"the KV entry of extra_pool_hit_pages is not the KV leading run; {got}",
+                shown,
+            )
+        expect(
+            kv_hit == folded,
+            "BE-21",
+            f"kv_hit_pages must be the largest prefix length KV and every pool can "
+            f"restore ({folded}), not the minimum of each pool's largest hit; {got}",
+            shown,
+        )
         reported = getattr(result, "restorable_prefix_pages", None)  # None: 1..kv_hit_pages, which BE-26 allows
-        expect(reported is None or list(reported) == list(restorable), "BE-26",
-               f"restorable_prefix_pages {list(reported or ())} is not every length KV and every pool can restore "
-               f"({list(restorable)}); {got}", shown)
+        expect(
+            reported is None or list(reported) == list(restorable),
+            "BE-26",
+            f"restorable_prefix_pages {list(reported or ())} is not every length KV and every pool can restore "
+            f"({list(restorable)}); {got}",
+            shown,
+        )
 
     run_property(suite.seed, folding, "BE-21", suite.profile.examples)
 
@@ -217,17 +283,28 @@ def v2_pool_hits_count_only_pages_that_landed(suite: SuiteContext) -> None:
         sidecars = [(PoolName.INDEXER, sources, True), (PoolName.SWA, swa_sources, False)]
         for name, pages, _ in sidecars:
             place(suite, instance, name, keys, pages)
-        writes = [suite.transfer(name, keys, instance.pool_for(name).slots(pages), derived=derived,
-                                 policy=PoolHitPolicy.TRAILING_PAGES if name is PoolName.SWA else PoolHitPolicy.ALL_PAGES)
-                  for name, pages, derived in sidecars]
-        suite.v2_flags(suite.call("HYB-8", backend.batch_set_v2, writes, None), writes, "batch_set_v2")  # sidecars first
+        writes = [
+            suite.transfer(
+                name,
+                keys,
+                instance.pool_for(name).slots(pages),
+                derived=derived,
+                policy=PoolHitPolicy.TRAILING_PAGES if name is PoolName.SWA else PoolHitPolicy.ALL_PAGES,
+            )
+            for name, pages, derived in sidecars
+        ]
+        suite.v2_flags(
+            suite.call("HYB-8", backend.batch_set_v2, writes, None), writes, "batch_set_v2"
+        )  # sidecars first
         suite.write(instance, keys, pages=sources, clause_id="HYB-8")  # then KV, as a backup writes them
         for name, pages, _ in sidecars:
             instance.pool_for(name).fill(pages, value=-1.0)
         instance.pool.fill(sources, value=-1.0)
         kv_pages = suite.read(instance, keys, pages=targets, clause_id="HYB-8")  # KV of the slice, then its sidecars
-        reads = [suite.transfer(name, keys, instance.pool_for(name).slots(targets), derived=derived)
-                 for name, _, derived in sidecars]
+        reads = [
+            suite.transfer(name, keys, instance.pool_for(name).slots(targets), derived=derived)
+            for name, _, derived in sidecars
+        ]
         for name, _, _ in sidecars:
             instance.pool_for(name).fill(targets)
         flags = suite.v2_flags(suite.call("HYB-8", backend.batch_get_v2, reads, None), reads, "batch_get_v2")
@@ -240,21 +317,26 @@ def v2_pool_hits_count_only_pages_that_landed(suite: SuiteContext) -> None:
                 else:
                     page = instance.pool_for(name).peek(targets[index])
                 wanted = expected_page(suite, instance, name, keys[index])
-                expect(pages_equal(wanted, page), "HYB-8",
-                       f"count_pool_hits counts page {index} of pool {name!r} ({suite.label(keys[index])}) as loaded, "
-                       f"but its slots hold {describe_page_difference(wanted, page)}",
-                       f"batch_set_v2 (indexer, swa) and the KV write, then the KV read and batch_get_v2 of {size} "
-                       f"keys {suite.show(keys)}")
+                expect(
+                    pages_equal(wanted, page),
+                    "HYB-8",
+                    f"count_pool_hits counts page {index} of pool {name!r} ({suite.label(keys[index])}) as loaded, "
+                    f"but its slots hold {describe_page_difference(wanted, page)}",
+                    f"batch_set_v2 (indexer, swa) and the KV write, then the KV read and batch_get_v2 of {size} "
+                    f"keys {suite.show(keys)}",
+                )
 
 
-def write_with_derived_sidecar(suite: SuiteContext, instance: Instance, keys: Sequence[str],
-                               pages: Sequence[int]) -> tuple[list[bool], list[bool]]:
+def write_with_derived_sidecar(
+    suite: SuiteContext, instance: Instance, keys: Sequence[str], pages: Sequence[int]
+) -> tuple[list[bool], list[bool]]:
     """Back up ``keys`` as SGLang does: the KV-derived indexer with batch_set_v2 first, then KV; return both flags."""
     pool = instance.pool
     place(suite, instance, PoolName.INDEXER, keys, pages)
     sidecar = [suite.transfer(PoolName.INDEXER, keys, pool.slots(pages), derived=True)]
-    indexer = suite.v2_flags(suite.call("BE-22", instance.backend.batch_set_v2, sidecar, None), sidecar,
-                             "batch_set_v2")[PoolName.INDEXER.value]
+    indexer = suite.v2_flags(
+        suite.call("BE-22", instance.backend.batch_set_v2, sidecar, None), sidecar, "batch_set_v2"
+    )[PoolName.INDEXER.value]
     kv = suite.write(instance, keys, pages=pages, clause_id="BE-22")
     return kv, indexer
 
@@ -269,35 +351,55 @@ def v2_kv_derived_sidecars_travel_with_kv(suite: SuiteContext) -> None:
     for attempt in ("first backup", "a second backup of the same pages"):  # SGLang may back a page up again
         written_kv, written_indexer = write_with_derived_sidecar(suite, instance, keys, pages)
         query = [suite.transfer(PoolName.INDEXER, keys, policy=PoolHitPolicy.ALL_PAGES, derived=True)]
-        shown = (f"{attempt}: batch_set_v2(kv-derived indexer, {suite.show(keys)}) then the KV write; then "
-                 "batch_exists_v2 with the indexer transfer, the KV read and batch_get_v2 of the indexer")
+        shown = (
+            f"{attempt}: batch_set_v2(kv-derived indexer, {suite.show(keys)}) then the KV write; then "
+            "batch_exists_v2 with the indexer transfer, the KV read and batch_get_v2 of the indexer"
+        )
         kv_hit, pools = read_result(suite, suite.call("BE-22", backend.batch_exists_v2, keys, query, None), shown)
         targets = [10, 11, 12]
         kv_pages = suite.read(instance, keys, pages=targets, clause_id="BE-22")
         indexer_pool = instance.pool_for(PoolName.INDEXER)
         indexer_pool.fill(targets)
         reads = [suite.transfer(PoolName.INDEXER, keys, pool.slots(targets), derived=True)]
-        loaded = suite.v2_flags(suite.call("BE-22", backend.batch_get_v2, reads, None), reads,
-                                "batch_get_v2")[PoolName.INDEXER.value]
+        loaded = suite.v2_flags(suite.call("BE-22", backend.batch_get_v2, reads, None), reads, "batch_get_v2")[
+            PoolName.INDEXER.value
+        ]
         for index, key in enumerate(keys):
             reported = pools.get(PoolName.INDEXER.value, 0) > index and kv_hit > index
             if loaded[index]:
                 page = indexer_pool.peek(targets[index])
                 wanted = expected_page(suite, instance, "indexer", key)
-                expect(pages_equal(wanted, page), "BE-22", f"the kv-derived indexer page of {suite.label(key)} "
-                       f"read back as {describe_page_difference(wanted, page)}", shown)
+                expect(
+                    pages_equal(wanted, page),
+                    "BE-22",
+                    f"the kv-derived indexer page of {suite.label(key)} "
+                    f"read back as {describe_page_difference(wanted, page)}",
+                    shown,
+                )
             elif reported and not suite.may_evict:
-                fail("BE-22", f"batch_exists_v2 reports the kv-derived indexer page of {suite.label(key)} present "
-                              f"(kv_hit_pages {kv_hit}, extra_pool_hit_pages {pools}), but batch_get_v2 cannot "
-                              "read it", shown)
+                fail(
+                    "BE-22",
+                    f"batch_exists_v2 reports the kv-derived indexer page of {suite.label(key)} present "
+                    f"(kv_hit_pages {kv_hit}, extra_pool_hit_pages {pools}), but batch_get_v2 cannot "
+                    "read it",
+                    shown,
+                )
             if written_indexer[index] and written_kv[index] and kv_pages[index] is not None and not suite.may_evict:
-                expect(loaded[index], "BE-22", f"{suite.label(key)}'s KV page reads back but its kv-derived "
-                       "indexer page, written in the same backup, does not", shown)
+                expect(
+                    loaded[index],
+                    "BE-22",
+                    f"{suite.label(key)}'s KV page reads back but its kv-derived "
+                    "indexer page, written in the same backup, does not",
+                    shown,
+                )
     alone = suite.new_keys(2)
     store_pool(suite, instance, PoolName.KV, alone, [20, 21])
     shown = f"the KV write alone of {suite.show(alone)}, then batch_exists_v2 asking for the kv-derived indexer"
     query = [suite.transfer(PoolName.INDEXER, alone, policy=PoolHitPolicy.ALL_PAGES, derived=True)]
     kv_hit, pools = read_result(suite, suite.call("BE-22", backend.batch_exists_v2, alone, query, None), shown)
-    expect(kv_hit == 0 and pools.get(PoolName.INDEXER.value, 0) == 0, "BE-22",
-           f"an indexer page never written is reported present (kv_hit_pages {kv_hit}, extra_pool_hit_pages {pools})",
-           shown)
+    expect(
+        kv_hit == 0 and pools.get(PoolName.INDEXER.value, 0) == 0,
+        "BE-22",
+        f"an indexer page never written is reported present (kv_hit_pages {kv_hit}, extra_pool_hit_pages {pools})",
+        shown,
+    )

@@ -52,48 +52,85 @@ __all__ = ["build_options", "install", "run_command"]
 def install(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``run`` subcommand to ``hicache-conform``."""
     parser = subparsers.add_parser(
-        "run", help="check a storage backend against the contract (default: the reference backends)",
+        "run",
+        help="check a storage backend against the contract (default: the reference backends)",
         description="Run the backend conformance suite. Without --backend (and without module_path/class_name "
-                    "in --extra-config) it checks the reference memory and file backends.",
+        "in --extra-config) it checks the reference memory and file backends.",
     )
-    parser.add_argument("--backend", metavar="MODULE:CLASS",
-                        help="the backend class, built as cls(storage_config, {}) like an SGLang dynamic backend")
-    parser.add_argument("--extra-config", metavar="JSON|@FILE",
-                        help="the object SGLang's --hicache-storage-backend-extra-config takes: JSON text, or "
-                             "@path to a .json, .toml or .yaml file; may hold module_path and class_name")
-    parser.add_argument("--model-name", default="hicache-conform",
-                        help="base of the run's model name; a random run suffix is always added (default: %(default)s)")
+    parser.add_argument(
+        "--backend",
+        metavar="MODULE:CLASS",
+        help="the backend class, built as cls(storage_config, {}) like an SGLang dynamic backend",
+    )
+    parser.add_argument(
+        "--extra-config",
+        metavar="JSON|@FILE",
+        help="the object SGLang's --hicache-storage-backend-extra-config takes: JSON text, or "
+        "@path to a .json, .toml or .yaml file; may hold module_path and class_name",
+    )
+    parser.add_argument(
+        "--model-name",
+        default="hicache-conform",
+        help="base of the run's model name; a random run suffix is always added (default: %(default)s)",
+    )
     parser.add_argument("--page-size", type=int, default=64, help="tokens per page (default: %(default)s)")
     parser.add_argument("--layout", choices=LAYOUTS, default="layer_first", help="host pool layout")
     parser.add_argument("--kind", choices=sorted(KINDS), default="mha", help="host pool kind")
-    parser.add_argument("--levels", metavar="LEVEL,...",
-                        help=f"levels the backend claims, from {','.join(BACKEND_LEVELS)} (default: the class "
-                             "attribute hicache_levels, else probed)")
-    parser.add_argument("--profile", choices=list(PROFILES), default="standard",
-                        help="how hard to look (default: %(default)s)")
+    parser.add_argument(
+        "--levels",
+        metavar="LEVEL,...",
+        help=f"levels the backend claims, from {','.join(BACKEND_LEVELS)} (default: the class "
+        "attribute hicache_levels, else probed)",
+    )
+    parser.add_argument(
+        "--profile", choices=list(PROFILES), default="standard", help="how hard to look (default: %(default)s)"
+    )
     parser.add_argument("--seed", type=int, help="seed of every random choice (default: a fresh one, printed)")
-    parser.add_argument("--may-evict", action="store_true", default=None,
-                        help="the backend may drop pages it accepted (default: class attribute hicache_may_evict)")
-    parser.add_argument("--check", action="append", metavar="NAME", dest="checks",
-                        help="run only this check (repeatable; see --list-checks)")
+    parser.add_argument(
+        "--may-evict",
+        action="store_true",
+        default=None,
+        help="the backend may drop pages it accepted (default: class attribute hicache_may_evict)",
+    )
+    parser.add_argument(
+        "--check",
+        action="append",
+        metavar="NAME",
+        dest="checks",
+        help="run only this check (repeatable; see --list-checks)",
+    )
     parser.add_argument("--list-checks", action="store_true", help="list the checks and their clauses, then exit")
-    parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
-                        help="bound on any wait for the backend (default: %(default)s)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="bound on any wait for the backend (default: %(default)s)",
+    )
     parser.add_argument("--json", metavar="PATH", help="write the report as JSON")
     parser.add_argument("--junit-xml", metavar="PATH", help="write the report as JUnit XML (a test case per clause)")
     parser.add_argument("--markdown", metavar="PATH", help="write the report as a Markdown table")
-    parser.add_argument("--no-engine", action="store_true",
-                        help="without --backend: skip the reference controller's engine check")
-    parser.add_argument("--sglang-version", metavar="VERSION|none",
-                        help="whose objects the backend receives: a pinned SGLang release (installed, or its wheel "
-                             "fetched into the cache), or none for the contract models (default: the installed "
-                             "SGLang, else the contract models)")
-    parser.add_argument("--certify", metavar="DIR",
-                        help="a certification run: refuse skips, probed levels, --check and the smoke profile; write "
-                             "the results bundle (report.json, junit.xml, report.md, submission.json) into DIR")
-    parser.add_argument("--known-failures", metavar="FILE",
-                        help="clauses not fixed yet, one per line (# comments): reported, not fatal; "
-                             "those that now pass are named")
+    parser.add_argument(
+        "--no-engine", action="store_true", help="without --backend: skip the reference controller's engine check"
+    )
+    parser.add_argument(
+        "--sglang-version",
+        metavar="VERSION|none",
+        help="whose objects the backend receives: a pinned SGLang release (installed, or its wheel "
+        "fetched into the cache), or none for the contract models (default: the installed "
+        "SGLang, else the contract models)",
+    )
+    parser.add_argument(
+        "--certify",
+        metavar="DIR",
+        help="a certification run: refuse skips, probed levels, --check and the smoke profile; write "
+        "the results bundle (report.json, junit.xml, report.md, submission.json) into DIR",
+    )
+    parser.add_argument(
+        "--known-failures",
+        metavar="FILE",
+        help="clauses not fixed yet, one per line (# comments): reported, not fatal; those that now pass are named",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines while running")
     parser.add_argument("--no-color", action="store_true", help="no colors in the terminal report")
     parser.set_defaults(func=run_command)
@@ -108,9 +145,16 @@ def build_options(args: argparse.Namespace) -> SuiteOptions:
             if name not in known:
                 raise bad_value("--check", "must name a check from --list-checks", name)
     return SuiteOptions(
-        model_name=args.model_name, page_size=args.page_size, layout=args.layout, kind=args.kind,
-        levels=parse_levels(args.levels, field="--levels"), profile=args.profile, seed=args.seed,
-        may_evict=args.may_evict, checks=checks, timeout_s=args.timeout,
+        model_name=args.model_name,
+        page_size=args.page_size,
+        layout=args.layout,
+        kind=args.kind,
+        levels=parse_levels(args.levels, field="--levels"),
+        profile=args.profile,
+        seed=args.seed,
+        may_evict=args.may_evict,
+        checks=checks,
+        timeout_s=args.timeout,
         sglang_version=getattr(args, "sglang_version", None),
         extra={"backend": args.backend} if args.backend else {},
     )
@@ -139,8 +183,7 @@ class _ProgressPrinter:
         if self.quiet:
             return
         clauses = ",".join(check.clauses)
-        line = (f"  [{position:>2}/{total}] {outcome.status:<4} {outcome.duration_s:6.2f} s  "
-                f"{check.name} ({clauses})")
+        line = f"  [{position:>2}/{total}] {outcome.status:<4} {outcome.duration_s:6.2f} s  {check.name} ({clauses})"
         if self.live:
             end = "\n" if position == total or outcome.status == FAIL else ""
             print("\r\033[K" + line[:150], end=end, file=self.stream, flush=True)
@@ -161,8 +204,9 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
         secrets = secret_values(extra_config)
         options = build_options(args)
         _check_output_paths(args)
-        uses_vendor = bool(args.backend) or bool(extra_config and (extra_config.get("module_path")
-                                                                    or extra_config.get("class_name")))
+        uses_vendor = bool(args.backend) or bool(
+            extra_config and (extra_config.get("module_path") or extra_config.get("class_name"))
+        )
         factory = resolve_factory(args.backend, extra_config) if uses_vendor else None
         job = None if uses_vendor else load_main_job()
         release = resolve_release(options.sglang_version)
@@ -188,8 +232,9 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
     return _verdict(report, args, options, known_failures, stream)
 
 
-def _verdict(report: SuiteReport, args: argparse.Namespace, options: SuiteOptions, known: tuple[str, ...],
-             stream: TextIO) -> int:
+def _verdict(
+    report: SuiteReport, args: argparse.Namespace, options: SuiteOptions, known: tuple[str, ...], stream: TextIO
+) -> int:
     """Return the exit status, after the known-failures baseline and the certification bundle, if asked for."""
     from hicache_contracts.conformance.certify import certification_problems, compare_with_baseline, write_bundle
 
@@ -200,8 +245,7 @@ def _verdict(report: SuiteReport, args: argparse.Namespace, options: SuiteOption
             print(line, file=stream)
         status = baseline.exit_code if not report.interrupted else status
     if getattr(args, "certify", None):
-        problems = certification_problems(report, profile=options.profile, checks=options.checks,
-                                          known_failures=known)
+        problems = certification_problems(report, profile=options.profile, checks=options.checks, known_failures=known)
         for path in write_bundle(report, args.certify, problems):
             print(f"wrote {path}", file=stream)
         if problems:
@@ -267,8 +311,9 @@ def _check_output_paths(args: argparse.Namespace) -> None:
             raise bad_value(option, f"must be a file the report can be written to; {problem}", path)
 
 
-def _run(factory: Any, job: Optional[MainJob], options: SuiteOptions, printer: "_ProgressPrinter", *,
-         include_engine: bool) -> SuiteReport:
+def _run(
+    factory: Any, job: Optional[MainJob], options: SuiteOptions, printer: "_ProgressPrinter", *, include_engine: bool
+) -> SuiteReport:
     """Run the vendor's backend (``factory``) or the main job's subjects; a Ctrl-C gives the partial report.
 
     On Ctrl-C the check under way is abandoned, every instance is cleared
@@ -316,8 +361,9 @@ def _run(factory: Any, job: Optional[MainJob], options: SuiteOptions, printer: "
     return report.marked_interrupted() if interrupted else report
 
 
-def _cleanup(runners: list, threads_before: set, directory: Optional[str], options: SuiteOptions,
-             interrupted: bool) -> None:
+def _cleanup(
+    runners: list, threads_before: set, directory: Optional[str], options: SuiteOptions, interrupted: bool
+) -> None:
     """Clear and close every instance, let the run's threads stop, remove the temporary directory.
 
     Closing first makes the threads of an abandoned check finish at once (a
@@ -358,8 +404,11 @@ def _write_files(report: SuiteReport, args: argparse.Namespace, stream: TextIO) 
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(render(), encoding="utf-8")
         except OSError as error:
-            print(f"hicache-conform run: {option}: the report could not be written "
-                  f"({error.strerror or error}) (got {str(path)!r})", file=sys.stderr)
+            print(
+                f"hicache-conform run: {option}: the report could not be written "
+                f"({error.strerror or error}) (got {str(path)!r})",
+                file=sys.stderr,
+            )
             written = False
             continue
         print(f"wrote {target}", file=stream)

@@ -147,8 +147,11 @@ class SuiteContext:
         """Levels the backend claims (set by the runner once probing is done)."""
         self.may_evict = may_evict
         """Whether the backend may drop pages it accepted."""
-        self.seed = seed if seed is not None else (options.seed if options.seed is not None
-                                                   else random.SystemRandom().randrange(2**31))
+        self.seed = (
+            seed
+            if seed is not None
+            else (options.seed if options.seed is not None else random.SystemRandom().randrange(2**31))
+        )
         """The seed of every random choice of the run."""
         self.run_id = run_id or f"{random.SystemRandom().getrandbits(40):010x}"
         """Random per run; part of the model name and of every key."""
@@ -205,11 +208,15 @@ class SuiteContext:
                 return f"[{', '.join(labels[:3])}, ..., {labels[-1]}] ({len(labels)} keys)"
             return f"[{', '.join(labels)}]"
         if hasattr(value, "prefix_keys"):
-            return (f"{type(value).__name__}(prefix_keys={self.show(value.prefix_keys)}, "
-                    f"extra_info={getattr(value, 'extra_info', None)!r})")
+            return (
+                f"{type(value).__name__}(prefix_keys={self.show(value.prefix_keys)}, "
+                f"extra_info={getattr(value, 'extra_info', None)!r})"
+            )
         if hasattr(value, "hit_policy") and hasattr(value, "name"):
-            return (f"PoolTransfer({getattr(value.name, 'value', value.name)}, keys={self.show(value.keys)}, "
-                    f"{getattr(value.hit_policy, 'value', value.hit_policy)})")
+            return (
+                f"PoolTransfer({getattr(value.name, 'value', value.name)}, keys={self.show(value.keys)}, "
+                f"{getattr(value.hit_policy, 'value', value.hit_policy)})"
+            )
         if isinstance(value, (list, tuple)):
             if len(value) > 6:
                 return "[" + ", ".join(self.show(item) for item in value[:3]) + f", ...] ({len(value)} items)"
@@ -236,16 +243,24 @@ class SuiteContext:
         return pages
 
     # ------------------------------------------------------------------ configs and instances
-    def config(self, *, model_name: Optional[str] = None, extra_config: Any = ..., **overrides: Any
-               ) -> HiCacheStorageConfig:
+    def config(
+        self, *, model_name: Optional[str] = None, extra_config: Any = ..., **overrides: Any
+    ) -> HiCacheStorageConfig:
         """Return a configuration under the run's namespace; ``overrides`` replace single-rank defaults."""
         if extra_config is ...:
             extra_config = None if self.factory.extra_config is None else dict(self.factory.extra_config)
         fields: dict[str, Any] = dict(
-            tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_cp_rank=0, attn_cp_size=1,
-            is_mla_model=self.options.kind == "mla", enable_storage_metrics=False,
+            tp_rank=0,
+            tp_size=1,
+            pp_rank=0,
+            pp_size=1,
+            attn_cp_rank=0,
+            attn_cp_size=1,
+            is_mla_model=self.options.kind == "mla",
+            enable_storage_metrics=False,
             is_page_first_layout=self.options.layout == "page_first",
-            model_name=model_name or self.model_name, extra_config=extra_config,
+            model_name=model_name or self.model_name,
+            extra_config=extra_config,
         )
         fields.update(overrides)
         return HiCacheStorageConfig(**fields)
@@ -254,17 +269,33 @@ class SuiteContext:
         """Return a fresh model name under the run's namespace, tagged ``tag``."""
         return f"{self.model_name}-{tag}{next(self._tags)}"
 
-    def new_pool(self, page_count: int, *, kind: Optional[str] = None, layer_num: int = LAYER_NUM,
-                 head_num: Optional[int] = None) -> ConformancePool:
+    def new_pool(
+        self, page_count: int, *, kind: Optional[str] = None, layer_num: int = LAYER_NUM, head_num: Optional[int] = None
+    ) -> ConformancePool:
         """Return a pool with the run's page size and layout."""
         kind = kind or self.options.kind
         heads = head_num if head_num is not None else (1 if kind == "mla" else HEAD_NUM)
-        return ConformancePool(page_count=page_count, page_size=self.options.page_size, layer_num=layer_num,
-                               head_num=heads, head_dim=HEAD_DIM, dtype=torch.float16, kind=kind,
-                               layout=self.options.layout, pin_memory=False)
+        return ConformancePool(
+            page_count=page_count,
+            page_size=self.options.page_size,
+            layer_num=layer_num,
+            head_num=heads,
+            head_dim=HEAD_DIM,
+            dtype=torch.float16,
+            kind=kind,
+            layout=self.options.layout,
+            pin_memory=False,
+        )
 
-    def build(self, config: Optional[HiCacheStorageConfig] = None, *, pages: int = 32,
-              v2: Optional[bool] = None, tag: str = "", construct_clause: str = "BE-1") -> Instance:
+    def build(
+        self,
+        config: Optional[HiCacheStorageConfig] = None,
+        *,
+        pages: int = 32,
+        v2: Optional[bool] = None,
+        tag: str = "",
+        construct_clause: str = "BE-1",
+    ) -> Instance:
         """Build, register and remember an instance for ``config`` (default: the run's main configuration).
 
         The pool is registered with ``register_mem_pool_host`` right after
@@ -281,11 +312,16 @@ class SuiteContext:
             error = failure.__cause__ or failure
             hint = ""
             if config.extra_config:
-                hint = (" (SGLang builds a dynamic backend as cls(storage_config, {}): the extra config arrives "
-                        "in storage_config.extra_config, the second argument is an empty dict)")
-            fail(construct_clause, f"building the backend raised {type(error).__name__}: {error}{hint}",
-                 f"{self.factory.name}(storage_config=HiCacheStorageConfig({_describe_config(config)}, "
-                 f"extra_config={dict(config.extra_config) if config.extra_config else None!r}), {{}})")
+                hint = (
+                    " (SGLang builds a dynamic backend as cls(storage_config, {}): the extra config arrives "
+                    "in storage_config.extra_config, the second argument is an empty dict)"
+                )
+            fail(
+                construct_clause,
+                f"building the backend raised {type(error).__name__}: {error}{hint}",
+                f"{self.factory.name}(storage_config=HiCacheStorageConfig({_describe_config(config)}, "
+                f"extra_config={dict(config.extra_config) if config.extra_config else None!r}), {{}})",
+            )
         pool = self.new_pool(pages, kind="mla" if config.is_mla_model else "mha")  # as SGLang pairs them
         instance = Instance(backend, config, pool, {}, tag or _describe_config(config))
         self._instances.append(instance)
@@ -342,11 +378,23 @@ class SuiteContext:
         """Return an extra info with these fields, in the backend's wire form."""
         return self.wire(HiCacheStorageExtraInfo(prefix_keys=prefix_keys, extra_info=extra_info))
 
-    def transfer(self, name: PoolName, keys: Sequence[str], host_indices: Optional[torch.Tensor] = None, *,
-                 policy: PoolHitPolicy = PoolHitPolicy.ALL_PAGES, derived: bool = False) -> Any:
+    def transfer(
+        self,
+        name: PoolName,
+        keys: Sequence[str],
+        host_indices: Optional[torch.Tensor] = None,
+        *,
+        policy: PoolHitPolicy = PoolHitPolicy.ALL_PAGES,
+        derived: bool = False,
+    ) -> Any:
         """Return a ``PoolTransfer`` in the backend's wire form; ``derived`` makes it a KV-derived sidecar."""
-        model = PoolTransfer(name=name, keys=list(keys), host_indices=host_indices, hit_policy=policy,
-                             indices_from_pool=PoolName.KV if derived else None)
+        model = PoolTransfer(
+            name=name,
+            keys=list(keys),
+            host_indices=host_indices,
+            hit_policy=policy,
+            indices_from_pool=PoolName.KV if derived else None,
+        )
         return self.wire(model)
 
     # ------------------------------------------------------------------ calls
@@ -366,8 +414,11 @@ class SuiteContext:
         except Exception as error:
             self.transcript.append(f"{shown} raised {type(error).__name__}: {error}")
             if isinstance(error, TypeError) and not _accepts(function, args, kwargs) and _takes_extra_info(name):
-                raise ClauseFailure("BE-8", f"{shown} raised {type(error).__name__}: {error}; its signature does "
-                                            "not take extra_info the way SGLang passes it") from error
+                raise ClauseFailure(
+                    "BE-8",
+                    f"{shown} raised {type(error).__name__}: {error}; its signature does "
+                    "not take extra_info the way SGLang passes it",
+                ) from error
             raise ClauseFailure(clause_id, f"{shown} raised {type(error).__name__}: {error}") from error
         if not finished:
             self.timed_out = CallTimedOut(clause_id, shown, self.options.timeout_s)
@@ -396,9 +447,17 @@ class SuiteContext:
         """How checks move pages: ``v1`` when v1 is claimed, else ``legacy``."""
         return "v1" if self.claims("v1") else "legacy"
 
-    def write(self, instance: Instance, keys: Sequence[str], *, pages: Optional[Sequence[int]] = None,
-              info: Any = None, variant: int = 0, path: Optional[str] = None, clause_id: str = "BE-17"
-              ) -> list[bool]:
+    def write(
+        self,
+        instance: Instance,
+        keys: Sequence[str],
+        *,
+        pages: Optional[Sequence[int]] = None,
+        info: Any = None,
+        variant: int = 0,
+        path: Optional[str] = None,
+        clause_id: str = "BE-17",
+    ) -> list[bool]:
         """Write the suite's page for each key; return one success flag per key.
 
         The pages are placed in host pages ``pages`` (default: the first
@@ -424,9 +483,16 @@ class SuiteContext:
         raw = self.call(clause_id, backend.batch_set_v1, keys, pool.slots(pages), info)
         return self.v1_flags(raw, keys, "batch_set_v1")
 
-    def read(self, instance: Instance, keys: Sequence[str], *, pages: Optional[Sequence[int]] = None,
-             info: Any = None, path: Optional[str] = None, clause_id: str = "BE-15"
-             ) -> list[Optional[torch.Tensor]]:
+    def read(
+        self,
+        instance: Instance,
+        keys: Sequence[str],
+        *,
+        pages: Optional[Sequence[int]] = None,
+        info: Any = None,
+        path: Optional[str] = None,
+        clause_id: str = "BE-15",
+    ) -> list[Optional[torch.Tensor]]:
         """Read each key; return the page read (bytes as they landed) or None for a miss.
 
         v1 reads into host pages ``pages`` with ``batch_get_v1``; legacy
@@ -443,9 +509,11 @@ class SuiteContext:
             if values is None:
                 return [None] * len(keys)
             if not isinstance(values, (list, tuple)) or len(values) != len(keys):
-                fail("BE-9", f"batch_get must return one tensor-or-None per key ({len(keys)}), got "
-                             f"{self.show(values)}", f"batch_get({self.show(keys)}, <{len(keys)} flat pages>) -> "
-                                                     f"{self.show(values)}")
+                fail(
+                    "BE-9",
+                    f"batch_get must return one tensor-or-None per key ({len(keys)}), got {self.show(values)}",
+                    f"batch_get({self.show(keys)}, <{len(keys)} flat pages>) -> {self.show(values)}",
+                )
             return [value if isinstance(value, torch.Tensor) else None for value in values]
         pages = list(pages) if pages is not None else list(range(len(keys)))
         pool.fill(pages)
@@ -457,8 +525,11 @@ class SuiteContext:
         """Return a v1 result as a list of bools; fail BE-14 unless it is a list of exactly len(keys) bools."""
         if not isinstance(raw, (list, tuple)) or len(raw) != len(keys):
             shown = f"{len(raw)} entries" if isinstance(raw, (list, tuple)) else repr(raw)
-            fail("BE-14", f"{method} must return a list of exactly len(keys) = {len(keys)} bools, "
-                          f"got {shown}", f"{method}({self.show(list(keys))}, ...) -> {self.show(raw)}")
+            fail(
+                "BE-14",
+                f"{method} must return a list of exactly len(keys) = {len(keys)} bools, got {shown}",
+                f"{method}({self.show(list(keys))}, ...) -> {self.show(raw)}",
+            )
         return [bool(item) for item in raw]
 
     def v2_flags(self, raw: Any, transfers: Sequence[Any], method: str) -> dict[str, list[bool]]:
@@ -466,8 +537,7 @@ class SuiteContext:
         transfer name, each a list of len(keys) bools."""
         shown = f"{method}({self.show(list(transfers))}) -> {self.show(raw)}"
         if not isinstance(raw, Mapping):
-            fail("BE-19", f"{method} must return a dict of pool name -> list of bools, got {type(raw).__name__}",
-                 shown)
+            fail("BE-19", f"{method} must return a dict of pool name -> list of bools, got {type(raw).__name__}", shown)
         by_name = {pool_value(name): flags for name, flags in raw.items()}
         expected = {pool_value(item.name): len(item.keys or ()) for item in transfers}
         for name, length in expected.items():
@@ -476,8 +546,9 @@ class SuiteContext:
                 fail("BE-19", f"{method} left pool {name!r} out of its result", shown)
             if not isinstance(flags, (list, tuple)) or len(flags) != length:
                 got = f"{len(flags)} entries" if isinstance(flags, (list, tuple)) else repr(flags)
-                fail("BE-19", f"{method} must give pool {name!r} a list of len(keys) = {length} bools, got {got}",
-                     shown)
+                fail(
+                    "BE-19", f"{method} must give pool {name!r} a list of len(keys) = {length} bools, got {got}", shown
+                )
         unexpected = sorted(set(by_name) - set(expected))
         if unexpected:
             fail("BE-19", f"{method} returned entries for pools it was not asked about: {unexpected}", shown)
@@ -487,8 +558,11 @@ class SuiteContext:
         """Return ``batch_exists(keys, info)``; fail BE-2 unless it is an int in [0, len(keys)]."""
         raw = self.call(clause_id, instance.backend.batch_exists, list(keys), info)
         if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= len(keys):
-            fail("BE-2", f"batch_exists must return an int n with 0 <= n <= len(keys) = {len(keys)}, got {raw!r}",
-                 f"batch_exists({self.show(list(keys))}) -> {raw!r}")
+            fail(
+                "BE-2",
+                f"batch_exists must return an int n with 0 <= n <= len(keys) = {len(keys)}, got {raw!r}",
+                f"batch_exists({self.show(list(keys))}) -> {raw!r}",
+            )
         return raw
 
     def found(self, instance: Instance, keys: Sequence[str], *, clause_id: str = "BE-2") -> list[bool]:
@@ -519,8 +593,10 @@ class SuiteContext:
             with instance.pool.failing():
                 yield "while every page helper of the host pool raises OSError (opted in)"
             return
-        raise CheckSkipped(f"the backend offers no fault hook: define {FAULT_HOOK}() (a context manager inside "
-                           f"which its storage I/O fails) or set {HOST_POOL_FAULTS} = True (see docs/vendors.md)")
+        raise CheckSkipped(
+            f"the backend offers no fault hook: define {FAULT_HOOK}() (a context manager inside "
+            f"which its storage I/O fails) or set {HOST_POOL_FAULTS} = True (see docs/vendors.md)"
+        )
 
     def same_page(self, key: str, pool: ConformancePool, page: Optional[torch.Tensor], variant: int = 0) -> bool:
         """Whether ``page`` holds exactly the suite's page for ``key``."""
@@ -544,16 +620,20 @@ class SuiteContext:
             results = self.write(instance, keys, **write_options)
         if not all(results):
             refused = [self.label(key) for key, ok in zip(keys, results) if not ok]
-            raise CheckSkipped(f"the backend refused to store pages the check needs (set returned False for "
-                               f"{', '.join(refused[:4])}{', ...' if len(refused) > 4 else ''}); nothing to check")
+            raise CheckSkipped(
+                f"the backend refused to store pages the check needs (set returned False for "
+                f"{', '.join(refused[:4])}{', ...' if len(refused) > 4 else ''}); nothing to check"
+            )
         if path == "v1":
             pages = write_options.get("pages")
             pages = list(pages) if pages is not None else list(range(len(keys)))
-            self.verify_stored(instance, keys, pages, info=write_options.get("info"),
-                               variant=write_options.get("variant", 0))
+            self.verify_stored(
+                instance, keys, pages, info=write_options.get("info"), variant=write_options.get("variant", 0)
+            )
 
-    def verify_stored(self, instance: Instance, keys: Sequence[str], pages: Sequence[int], *, info: Any = None,
-                      variant: int = 0) -> None:
+    def verify_stored(
+        self, instance: Instance, keys: Sequence[str], pages: Sequence[int], *, info: Any = None, variant: int = 0
+    ) -> None:
         """Read ``keys`` back through v1 into host ``pages``; raise ``PreconditionFailed`` on BE-17 or BE-15
         unless each holds exactly the suite's page (a miss is allowed when the backend may evict)."""
         pool = instance.pool
@@ -565,13 +645,20 @@ class SuiteContext:
             expected = self.page_for(key, pool, variant)
             if page is None:
                 if not self.may_evict:
-                    raise PreconditionFailed("BE-17", f"batch_set_v1 returned True for {self.label(key)} but "
-                                                      "batch_get_v1 cannot read it back", shown)
+                    raise PreconditionFailed(
+                        "BE-17",
+                        f"batch_set_v1 returned True for {self.label(key)} but batch_get_v1 cannot read it back",
+                        shown,
+                    )
                 pool.poke(pages[index], expected)  # leave the host page as the write found it
             elif not pages_equal(expected, page):
-                raise PreconditionFailed("BE-15", f"batch_get_v1 returned True for {self.label(key)} (page {index} "
-                                                  f"of {len(keys)}) but its slots hold "
-                                                  f"{describe_page_difference(expected, page)}", shown)
+                raise PreconditionFailed(
+                    "BE-15",
+                    f"batch_get_v1 returned True for {self.label(key)} (page {index} "
+                    f"of {len(keys)}) but its slots hold "
+                    f"{describe_page_difference(expected, page)}",
+                    shown,
+                )
 
     def require_round_trip(self, instance: Instance) -> None:
         """Check once per instance that a batch of ``ROUND_TRIP_PAGES`` pages written from host pages reads back
@@ -608,9 +695,11 @@ class SuiteContext:
                         read = "batch_get_v1" if path == "v1" else "batch_get"
                         # none found: the lookup looks where the write did not put them, a key scheme of its own
                         root = "NS-6" if counted == 0 else "BE-2"
-                        raise PreconditionFailed(root, f"batch_exists counts {counted} of {len(keys)} pages that "
-                                                       f"{read} reads back", f"the write, then "
-                                                 f"batch_exists({self.show(keys)}) -> {counted}")
+                        raise PreconditionFailed(
+                            root,
+                            f"batch_exists counts {counted} of {len(keys)} pages that {read} reads back",
+                            f"the write, then batch_exists({self.show(keys)}) -> {counted}",
+                        )
         except PreconditionFailed as failure:
             self._round_trips[id(instance)] = (instance, failure)
             raise
@@ -625,11 +714,13 @@ class SuiteContext:
         for key, page in zip(keys, read):
             expected = self.page_for(key, instance.pool, variant)
             if page is None and not self.may_evict:
-                raise PreconditionFailed("BE-9", f"batch_set returned True for {self.label(key)} but batch_get "
-                                                 "gives None for it", shown)
+                raise PreconditionFailed(
+                    "BE-9", f"batch_set returned True for {self.label(key)} but batch_get gives None for it", shown
+                )
             if page is not None and not pages_equal(expected, page):
-                raise PreconditionFailed("BE-9", f"batch_get gives {self.label(key)} as "
-                                                 f"{describe_page_difference(expected, page)}", shown)
+                raise PreconditionFailed(
+                    "BE-9", f"batch_get gives {self.label(key)} as {describe_page_difference(expected, page)}", shown
+                )
 
     @contextlib.contextmanager
     def setup_step(self) -> Iterator[None]:
@@ -646,8 +737,7 @@ class SuiteContext:
         Each call runs under the deadline (a short one once the backend has
         missed a deadline); what goes wrong is noted, never raised.
         """
-        timeout = self.options.timeout_s if self.timed_out is None else min(self.options.timeout_s,
-                                                                              CLEANUP_TIMEOUT_S)
+        timeout = self.options.timeout_s if self.timed_out is None else min(self.options.timeout_s, CLEANUP_TIMEOUT_S)
         for method in ("clear", "close"):
             for instance in reversed(self._instances):
                 function = getattr(instance.backend, method, None)
@@ -659,8 +749,9 @@ class SuiteContext:
                     self.cleanup_notes.append(f"{method}() on {instance.tag} raised {type(error).__name__}: {error}")
                     continue
                 if not finished:
-                    self.cleanup_notes.append(f"{method}() on {instance.tag} did not return within {timeout:g} s; "
-                                              "cleanup stopped there")
+                    self.cleanup_notes.append(
+                        f"{method}() on {instance.tag} did not return within {timeout:g} s; cleanup stopped there"
+                    )
                     self._instances.clear()
                     break
         self._instances.clear()

@@ -27,8 +27,13 @@ _NOT_BY_TRACE = "not decidable from one rank's trace; checked by the project's t
 __getattr__ = moved_names(__name__, {"reference_engine_section": "hicache_reference.main_job"})
 
 
-def engine_section(results: Iterable[ClauseResult], *, subject: str, duration_s: float = 0.0,
-                   title: str = "reference controller (engine conformance)") -> ReportSection:
+def engine_section(
+    results: Iterable[ClauseResult],
+    *,
+    subject: str,
+    duration_s: float = 0.0,
+    title: str = "reference controller (engine conformance)",
+) -> ReportSection:
     """Return the section of one controller's ``ClauseResult`` list: a verdict per engine clause."""
     by_clause = {result[0]: result for result in results}
     verdicts = []
@@ -44,8 +49,15 @@ def engine_section(results: Iterable[ClauseResult], *, subject: str, duration_s:
         _, passed, detail = result
         failures = () if passed else (Failure("reference controller trace", detail),)
         verdicts.append(
-            ClauseVerdict(registered.id, registered.level, registered.statement, PASS if passed else FAIL,
-                          None if passed else detail, failures, ("engine trace scenarios",))
+            ClauseVerdict(
+                registered.id,
+                registered.level,
+                registered.statement,
+                PASS if passed else FAIL,
+                None if passed else detail,
+                failures,
+                ("engine trace scenarios",),
+            )
         )
     levels = tuple(
         LevelVerdict(level, True, "required", description=LEVELS[level])

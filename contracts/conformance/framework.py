@@ -74,8 +74,11 @@ class CallTimedOut(ClauseFailure):
     def __init__(self, clause_id: str, call: str, timeout_s: float) -> None:
         self.call = call
         self.timeout_s = timeout_s
-        super().__init__(clause_id, f"{call} did not return within {timeout_s:g} s", f"{call} -> (no return "
-                         f"within {timeout_s:g} s; the run stopped here)")
+        super().__init__(
+            clause_id,
+            f"{call} did not return within {timeout_s:g} s",
+            f"{call} -> (no return within {timeout_s:g} s; the run stopped here)",
+        )
 
     def __reduce__(self):
         return (type(self), (self.clause_id, self.call, self.timeout_s))
@@ -154,8 +157,7 @@ TIERS: tuple[str, ...] = ("examples", "stateful", "concurrency")
 """Check tiers, in run order."""
 
 
-def conformance_check(*clause_ids: str, requires: Optional[tuple[str, ...]] = None, tier: str = "examples"
-                      ) -> Callable:
+def conformance_check(*clause_ids: str, requires: Optional[tuple[str, ...]] = None, tier: str = "examples") -> Callable:
     """Register the decorated function as a check of ``clause_ids``.
 
     ``requires`` defaults to the levels of the clauses: the check runs only

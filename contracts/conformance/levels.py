@@ -27,9 +27,9 @@ __all__ = [
 BACKEND_ROLES: tuple[str, ...] = ("backend", "both")
 """Clause roles that a backend must honour."""
 
-BACKEND_LEVELS: tuple[str, ...] = tuple(level for level in LEVELS
-                                        if any(item.level == level and item.role in BACKEND_ROLES
-                                               for item in clauses()))
+BACKEND_LEVELS: tuple[str, ...] = tuple(
+    level for level in LEVELS if any(item.level == level and item.role in BACKEND_ROLES for item in clauses())
+)
 """The levels that bind storage backends (those with a live backend clause), in the registry's order."""
 
 
@@ -74,6 +74,5 @@ def parse_levels(text: str | None, *, field: str = "levels") -> tuple[str, ...] 
     for name in names:
         if name not in BACKEND_LEVELS:
             kind = "an engine level" if name in LEVELS else "not a level"
-            raise ValueError(f"{field}: must name backend levels from {list(BACKEND_LEVELS)} "
-                             f"(got {name!r}, {kind})")
+            raise ValueError(f"{field}: must name backend levels from {list(BACKEND_LEVELS)} (got {name!r}, {kind})")
     return tuple(dict.fromkeys(names))

@@ -137,8 +137,11 @@ def import_backend_module(module_name: str, spec: str, *, field_name: str = "--b
         except Exception as error:
             raise _import_error(field_name, module_name, error, spec) from None
         else:
-            print(f"hicache-conform: imported {module_name!r} from the working directory {working_directory} "
-                  "(it is not on the import path)", file=sys.stderr)
+            print(
+                f"hicache-conform: imported {module_name!r} from the working directory {working_directory} "
+                "(it is not on the import path)",
+                file=sys.stderr,
+            )
             return module
     top = module_name.partition(".")[0]
     raise _config_error(
@@ -152,8 +155,10 @@ def import_backend_module(module_name: str, spec: str, *, field_name: str = "--b
 
 def _import_error(field_name: str, module_name: str, error: BaseException, spec: str) -> ValueError:
     if isinstance(error, ModuleNotFoundError) and error.name:
-        rule = (f"module {module_name!r} must import without error; it needs {error.name!r}, which is not "
-                f"installed (install it into this environment)")
+        rule = (
+            f"module {module_name!r} must import without error; it needs {error.name!r}, which is not "
+            f"installed (install it into this environment)"
+        )
     else:
         rule = f"module {module_name!r} must import without error ({type(error).__name__}: {error})"
     return _config_error(field_name, rule, spec)
@@ -186,7 +191,8 @@ class BackendFactory:
         if self.extra_config is not None and not isinstance(self.extra_config, Mapping):
             raise _config_error("BackendFactory.extra_config", "must be a dict or None", self.extra_config)
         if not isinstance(self.not_asked, Mapping) or not all(
-                isinstance(level, str) and isinstance(why, str) for level, why in self.not_asked.items()):
+            isinstance(level, str) and isinstance(why, str) for level, why in self.not_asked.items()
+        ):
             raise _config_error("BackendFactory.not_asked", "must map level names to reasons", self.not_asked)
         if not self.name:
             object.__setattr__(self, "name", _describe_target(self.target))
@@ -222,12 +228,16 @@ def resolve_factory(
         config = dict(extra_config or {})
         module_path, class_name = config.get("module_path"), config.get("class_name")
         if not module_path and not class_name:
-            raise _config_error("--backend", "must be given, or the extra config must hold module_path and "
-                                "class_name", None)
+            raise _config_error(
+                "--backend", "must be given, or the extra config must hold module_path and class_name", None
+            )
         if not module_path or not class_name:
             missing, present = ("module_path", "class_name") if not module_path else ("class_name", "module_path")
-            raise _config_error(f"extra_config.{missing}", f"must be given with {present} to name the backend "
-                                "(or give --backend)", config.get(missing))
+            raise _config_error(
+                f"extra_config.{missing}",
+                f"must be given with {present} to name the backend (or give --backend)",
+                config.get(missing),
+            )
         target = load_object(f"{module_path}:{class_name}", field_name="extra_config.module_path/class_name")
         return BackendFactory(target, extra_config, name or f"{module_path}:{class_name}")
     if isinstance(backend, str):

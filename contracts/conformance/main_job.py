@@ -42,13 +42,19 @@ def load_main_job(group: str = ENTRY_POINT_GROUP) -> MainJob:
     """Return the ``MainJob`` published under ``group``; raise ValueError when there is none or several."""
     # Every distribution's metadata, not the first per name: a stale egg-info of an editable checkout on the
     # path (the working directory) must not hide the installed one's entry points.
-    points = {point.value: point for distribution in importlib.metadata.distributions()
-              for point in distribution.entry_points if point.group == group}
+    points = {
+        point.value: point
+        for distribution in importlib.metadata.distributions()
+        for point in distribution.entry_points
+        if point.group == group
+    }
     found = sorted(points.values(), key=lambda point: point.name)
     if len(found) != 1:
         names = ", ".join(point.value for point in found) or "none"
-        raise ValueError(f"main job: exactly one entry point in group {group!r} must name the default subjects "
-                         f"(got {names}); install hicache_reference, or name a backend with --backend")
+        raise ValueError(
+            f"main job: exactly one entry point in group {group!r} must name the default subjects "
+            f"(got {names}); install hicache_reference, or name a backend with --backend"
+        )
     job = found[0].load()
     if not isinstance(job, MainJob):
         raise ValueError(f"main job: entry point {found[0].value} must name a MainJob (got {type(job).__name__})")

@@ -56,15 +56,36 @@ class Profile:
 
 
 PROFILES: dict[str, Profile] = {
-    "smoke": Profile("smoke", examples=6, stateful_examples=3, stateful_steps=10,
-                     batch_sizes=(1, 3, STORAGE_BATCH_SIZE),
-                     concurrency_threads=3, concurrency_operations=40, concurrency_keys=6),
-    "standard": Profile("standard", examples=100, stateful_examples=50, stateful_steps=30,
-                        batch_sizes=(1, 2, 5, 17, STORAGE_BATCH_SIZE),
-                        concurrency_threads=4, concurrency_operations=500, concurrency_keys=12),
-    "exhaustive": Profile("exhaustive", examples=1000, stateful_examples=300, stateful_steps=60,
-                          batch_sizes=(1, 2, 3, 5, 17, 64, 127, STORAGE_BATCH_SIZE),
-                          concurrency_threads=6, concurrency_operations=3000, concurrency_keys=24),
+    "smoke": Profile(
+        "smoke",
+        examples=6,
+        stateful_examples=3,
+        stateful_steps=10,
+        batch_sizes=(1, 3, STORAGE_BATCH_SIZE),
+        concurrency_threads=3,
+        concurrency_operations=40,
+        concurrency_keys=6,
+    ),
+    "standard": Profile(
+        "standard",
+        examples=100,
+        stateful_examples=50,
+        stateful_steps=30,
+        batch_sizes=(1, 2, 5, 17, STORAGE_BATCH_SIZE),
+        concurrency_threads=4,
+        concurrency_operations=500,
+        concurrency_keys=12,
+    ),
+    "exhaustive": Profile(
+        "exhaustive",
+        examples=1000,
+        stateful_examples=300,
+        stateful_steps=60,
+        batch_sizes=(1, 2, 3, 5, 17, 64, 127, STORAGE_BATCH_SIZE),
+        concurrency_threads=6,
+        concurrency_operations=3000,
+        concurrency_keys=24,
+    ),
 }
 """The built-in profiles, by name."""
 
@@ -104,21 +125,33 @@ class SuiteOptions:
     """Free-form notes copied into the report's options (the CLI records the backend spec here)."""
 
     def __post_init__(self) -> None:
-        if self.sglang_version is not None and self.sglang_version != "none" \
-                and self.sglang_version not in SGLANG_RELEASES:
-            raise _bad("sglang_version", f"must be none or a pinned release ({', '.join(SGLANG_RELEASES)})",
-                       self.sglang_version)
+        if (
+            self.sglang_version is not None
+            and self.sglang_version != "none"
+            and self.sglang_version not in SGLANG_RELEASES
+        ):
+            raise _bad(
+                "sglang_version",
+                f"must be none or a pinned release ({', '.join(SGLANG_RELEASES)})",
+                self.sglang_version,
+            )
         if not isinstance(self.model_name, str) or not self.model_name:
             raise _bad("model_name", "must be a non-empty str", self.model_name)
         if len(self.model_name) > MAX_MODEL_NAME_LENGTH or not self.model_name.isprintable():
             shown = self.model_name if len(self.model_name) <= 60 else self.model_name[:57] + "..."
-            raise _bad("model_name", f"must be at most {MAX_MODEL_NAME_LENGTH} printable characters, "
-                       f"{len(self.model_name)} given", shown)
+            raise _bad(
+                "model_name",
+                f"must be at most {MAX_MODEL_NAME_LENGTH} printable characters, {len(self.model_name)} given",
+                shown,
+            )
         if isinstance(self.page_size, bool) or not isinstance(self.page_size, int) or self.page_size < 1:
             raise _bad("page_size", "must be an int >= 1", self.page_size)
         if self.page_size > MAX_PAGE_SIZE:
-            raise _bad("page_size", f"must be at most {MAX_PAGE_SIZE} (the suite's pools would not fit in memory)",
-                       self.page_size)
+            raise _bad(
+                "page_size",
+                f"must be at most {MAX_PAGE_SIZE} (the suite's pools would not fit in memory)",
+                self.page_size,
+            )
         if self.layout not in LAYOUTS:
             raise _bad("layout", f"must be one of {list(LAYOUTS)}", self.layout)
         if self.kind not in KINDS:
@@ -136,8 +169,12 @@ class SuiteOptions:
             not isinstance(self.checks, tuple) or not all(isinstance(name, str) for name in self.checks)
         ):
             raise _bad("checks", "must be a tuple of check names", self.checks)
-        if (isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float))
-                or not math.isfinite(self.timeout_s) or not 0 < self.timeout_s <= MAX_TIMEOUT_S):
+        if (
+            isinstance(self.timeout_s, bool)
+            or not isinstance(self.timeout_s, (int, float))
+            or not math.isfinite(self.timeout_s)
+            or not 0 < self.timeout_s <= MAX_TIMEOUT_S
+        ):
             raise _bad("timeout_s", f"must be a finite number of seconds > 0 and <= {MAX_TIMEOUT_S:g}", self.timeout_s)
 
     @property
@@ -148,9 +185,15 @@ class SuiteOptions:
     def as_dict(self) -> dict:
         """Return the options as plain data, for reports."""
         return {
-            "model_name": self.model_name, "page_size": self.page_size, "layout": self.layout,
-            "kind": self.kind, "levels": None if self.levels is None else list(self.levels),
-            "profile": self.profile, "seed": self.seed, "may_evict": self.may_evict,
-            "checks": None if self.checks is None else list(self.checks), "sglang_version": self.sglang_version,
+            "model_name": self.model_name,
+            "page_size": self.page_size,
+            "layout": self.layout,
+            "kind": self.kind,
+            "levels": None if self.levels is None else list(self.levels),
+            "profile": self.profile,
+            "seed": self.seed,
+            "may_evict": self.may_evict,
+            "checks": None if self.checks is None else list(self.checks),
+            "sglang_version": self.sglang_version,
             **self.extra,
         }

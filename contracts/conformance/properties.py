@@ -77,8 +77,9 @@ def run_capturing(runnable: Callable[[], None], clause_id: str) -> None:
             runnable()
         except ClauseFailure as failure:
             lines.extend(getattr(failure, "__notes__", ()))  # hypothesis attaches the falsifying example here
-            raise ClauseFailure(failure.clause_id, failure.message, with_report(failure.counterexample, lines)
-                                ) from None
+            raise ClauseFailure(
+                failure.clause_id, failure.message, with_report(failure.counterexample, lines)
+            ) from None
         except (CheckSkipped, PreconditionFailed):
             raise
         except FlakyFailure as error:
@@ -87,8 +88,9 @@ def run_capturing(runnable: Callable[[], None], clause_id: str) -> None:
                 lines.extend(getattr(error, "__notes__", ()))
                 fail(clause_id, f"{NOT_REPRODUCIBLE} ({error})", with_report(None, lines))
             lines.extend(getattr(first, "__notes__", ()))
-            raise ClauseFailure(first.clause_id, f"{first.message} ({NOT_REPRODUCIBLE})",
-                                with_report(first.counterexample, lines)) from None
+            raise ClauseFailure(
+                first.clause_id, f"{first.message} ({NOT_REPRODUCIBLE})", with_report(first.counterexample, lines)
+            ) from None
         except Exception as error:
             lines.extend(getattr(error, "__notes__", ()))
             fail(clause_id, f"{type(error).__name__}: {error}", with_report(None, lines))

@@ -75,10 +75,14 @@ class ConformanceFailure(AssertionError):
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("hicache", "HiCache backend conformance")
-    group.addoption("--hicache-backend", metavar="MODULE:CLASS",
-                    help="run the backend conformance suite against this backend class")
-    group.addoption("--hicache-extra-config", metavar="JSON|@FILE",
-                    help="the backend's extra config (may hold module_path and class_name)")
+    group.addoption(
+        "--hicache-backend", metavar="MODULE:CLASS", help="run the backend conformance suite against this backend class"
+    )
+    group.addoption(
+        "--hicache-extra-config",
+        metavar="JSON|@FILE",
+        help="the backend's extra config (may hold module_path and class_name)",
+    )
     group.addoption("--hicache-levels", metavar="LEVEL,...", help="levels the backend claims (default: probed)")
     group.addoption("--hicache-profile", choices=list(PROFILES), default="standard", help="suite profile")
     group.addoption("--hicache-seed", type=int, default=None, help="seed of the suite's random choices")
@@ -86,11 +90,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--hicache-layout", default="layer_first", help="host pool layout")
     group.addoption("--hicache-kind", default="mha", help="host pool kind (mha or mla)")
     group.addoption("--hicache-model-name", default="hicache-conform", help="base of the run's model name")
-    group.addoption("--hicache-may-evict", action="store_true", default=None,
-                    help="the backend may drop pages it accepted")
-    group.addoption("--hicache-sglang-version", metavar="VERSION|none", default=None,
-                    help="whose objects the backend receives: a pinned SGLang release or none (default: the "
-                         "installed SGLang, else the contract models)")
+    group.addoption(
+        "--hicache-may-evict", action="store_true", default=None, help="the backend may drop pages it accepted"
+    )
+    group.addoption(
+        "--hicache-sglang-version",
+        metavar="VERSION|none",
+        default=None,
+        help="whose objects the backend receives: a pinned SGLang release or none (default: the "
+        "installed SGLang, else the contract models)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -123,8 +132,9 @@ def options_from(config: pytest.Config) -> SuiteOptions:
 def factory_from(config: pytest.Config) -> Optional[BackendFactory]:
     """Return the factory the command-line options name, or None when they name none."""
     try:
-        extra_config = parse_extra_config(config.getoption("--hicache-extra-config"),
-                                          field_name="--hicache-extra-config")
+        extra_config = parse_extra_config(
+            config.getoption("--hicache-extra-config"), field_name="--hicache-extra-config"
+        )
         backend = config.getoption("--hicache-backend")
         if not backend and not (extra_config and (extra_config.get("module_path") or extra_config.get("class_name"))):
             return None
@@ -148,8 +158,13 @@ def run_as_pytest(runner: SuiteRunner, check: Check) -> None:
     if outcome.needs is not None:  # its setup found another clause broken: skipped only if that clause failed
         if runner.root_failed(outcome.needs):
             pytest.skip(f"{setup_reason(outcome.needs)}: {outcome.message}")
-        raise ConformanceFailure(describe_failure(dataclasses.replace(
-            outcome, clause_id=outcome.needs, message=f"found while setting up {check.name}: {outcome.message}")))
+        raise ConformanceFailure(
+            describe_failure(
+                dataclasses.replace(
+                    outcome, clause_id=outcome.needs, message=f"found while setting up {check.name}: {outcome.message}"
+                )
+            )
+        )
     if outcome.status == SKIP:
         pytest.skip(outcome.message or "not checked")
     if outcome.status == FAIL:
@@ -231,12 +246,15 @@ def pytest_collection(session: pytest.Session) -> None:
         return
     if factory_from(config) is None:
         raise pytest.UsageError(f"{selected[0]!r}: a hicache item needs a backend (--hicache-backend MODULE:CLASS)")
-    known = {check.name for check in ordered_checks()} | {clause for check in ordered_checks()
-                                                          for clause in check.clauses}
+    known = {check.name for check in ordered_checks()} | {
+        clause for check in ordered_checks() for clause in check.clauses
+    }
     for name in selected:
         if name not in known:
-            raise pytest.UsageError(f"hicache[{name}]: must name a check (hicache-conform run --list-checks) or a "
-                                    f"clause a check covers (got {name!r})")
+            raise pytest.UsageError(
+                f"hicache[{name}]: must name a check (hicache-conform run --list-checks) or a "
+                f"clause a check covers (got {name!r})"
+            )
     config.args = kept
     config.stash[_SELECTED] = tuple(selected)
 
@@ -245,7 +263,9 @@ def pytest_collection(session: pytest.Session) -> None:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
     if factory_from(config) is None:
         return
-    suite = ConformanceSuite.from_parent(session, name=SUITE_NODE, nodeid=SUITE_NODE, selected=config.stash.get(_SELECTED, ()))
+    suite = ConformanceSuite.from_parent(
+        session, name=SUITE_NODE, nodeid=SUITE_NODE, selected=config.stash.get(_SELECTED, ())
+    )
     items.extend(session.genitems(suite))  # reports the collection, so "collected N items" counts the checks
 
 
@@ -283,8 +303,9 @@ def hicache_backend_factory(pytestconfig: pytest.Config) -> Any:
 
 
 @pytest.fixture(scope="session")
-def hicache_runner(pytestconfig: pytest.Config, hicache_backend_factory: Any,
-                   hicache_options: SuiteOptions) -> Iterator[SuiteRunner]:
+def hicache_runner(
+    pytestconfig: pytest.Config, hicache_backend_factory: Any, hicache_options: SuiteOptions
+) -> Iterator[SuiteRunner]:
     """One suite run shared by every parametrized check of the session; cleared and closed at the end."""
     runner = SuiteRunner(hicache_backend_factory, hicache_options)
     pytestconfig.stash[_RUNNERS].append(runner)

@@ -30,8 +30,10 @@ MIN_SECRET_LENGTH = 4
 """Shorter secret values are not replaced wherever they appear (they would blank out ordinary text); the URL and
 key rules still hide them."""
 
-_SECRET_WORDS = (r"(?:password|passwd|secret|credential|api[_-]?key|access[_-]?key|private[_-]?key"
-                 r"|(?:auth|access|refresh|session|bearer|api|id)[_-]?token|bearer)")
+_SECRET_WORDS = (
+    r"(?:password|passwd|secret|credential|api[_-]?key|access[_-]?key|private[_-]?key"
+    r"|(?:auth|access|refresh|session|bearer|api|id)[_-]?token|bearer)"
+)
 """Parts of an option name that mark its value as a secret; a bare ``token`` counts only as the whole name (the
 contract's own ``tokens`` and ``per_ki_token`` are counts, not secrets)."""
 _SECRET_NAME = r"(?:[\w.-]*" + _SECRET_WORDS + r"[\w.-]*|token)"
@@ -61,8 +63,9 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """Return ``text`` with every secret replaced by ``***`` (see the module docstring)."""
     if not isinstance(text, str) or not text:
         return text
-    for value in sorted({item for item in secrets if isinstance(item, str) and len(item) >= MIN_SECRET_LENGTH},
-                        key=len, reverse=True):
+    for value in sorted(
+        {item for item in secrets if isinstance(item, str) and len(item) >= MIN_SECRET_LENGTH}, key=len, reverse=True
+    ):
         text = text.replace(value, MASK)
     text = _URL_USER_INFO.sub(lambda match: match.group("head") + MASK, text)
     text = _FLAG_VALUE.sub(_mask_keyed, text)
@@ -75,8 +78,14 @@ def redact_value(value: Any, secrets: Iterable[str] = ()) -> Any:
     if isinstance(value, str):
         return redact(value, secrets)
     if isinstance(value, Mapping):
-        return {key: (MASK if is_secret_key(key) and item is not None and not isinstance(item, (bool, Mapping))
-                      else redact_value(item, secrets)) for key, item in value.items()}
+        return {
+            key: (
+                MASK
+                if is_secret_key(key) and item is not None and not isinstance(item, (bool, Mapping))
+                else redact_value(item, secrets)
+            )
+            for key, item in value.items()
+        }
     if isinstance(value, list):
         return [redact_value(item, secrets) for item in value]
     if isinstance(value, tuple):

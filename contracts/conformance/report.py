@@ -93,13 +93,23 @@ class CheckOutcome:
 
     def passed(self, clause_id: str) -> bool:
         """Whether it passed with ``clause_id``'s own assertions run (a check of one clause: it passed)."""
-        return self.status == "pass" and clause_id in self.clauses and (
-            len(self.clauses) == 1 or clause_id in self.asserted)
+        return (
+            self.status == "pass"
+            and clause_id in self.clauses
+            and (len(self.clauses) == 1 or clause_id in self.asserted)
+        )
 
     def to_dict(self) -> dict:
-        return {"check": self.check, "clauses": list(self.clauses), "status": self.status,
-                "clause": self.clause_id, "message": self.message, "counterexample": self.counterexample,
-                "duration_s": round(self.duration_s, 4), "needs": self.needs}
+        return {
+            "check": self.check,
+            "clauses": list(self.clauses),
+            "status": self.status,
+            "clause": self.clause_id,
+            "message": self.message,
+            "counterexample": self.counterexample,
+            "duration_s": round(self.duration_s, 4),
+            "needs": self.needs,
+        }
 
 
 @dataclass(frozen=True)
@@ -119,9 +129,15 @@ class ClauseVerdict:
     """The checks that looked at it."""
 
     def to_dict(self) -> dict:
-        return {"id": self.clause_id, "level": self.level, "statement": self.statement, "status": self.status,
-                "reason": self.reason, "failures": [item.to_dict() for item in self.failures],
-                "checks": list(self.checks)}
+        return {
+            "id": self.clause_id,
+            "level": self.level,
+            "statement": self.statement,
+            "status": self.status,
+            "reason": self.reason,
+            "failures": [item.to_dict() for item in self.failures],
+            "checks": list(self.checks),
+        }
 
 
 @dataclass(frozen=True)
@@ -137,8 +153,13 @@ class LevelVerdict:
     description: str = ""
 
     def to_dict(self) -> dict:
-        return {"level": self.level, "claimed": self.claimed, "source": self.source, "reason": self.reason,
-                "description": self.description}
+        return {
+            "level": self.level,
+            "claimed": self.claimed,
+            "source": self.source,
+            "reason": self.reason,
+            "description": self.description,
+        }
 
 
 @dataclass(frozen=True)
@@ -180,8 +201,9 @@ class ReportSection:
             if outcome.needs is None or status.get(outcome.needs) != FAIL:
                 continue
             waiting = dependents.setdefault(outcome.needs, [])
-            waiting += [clause_id for clause_id in outcome.clauses
-                        if status.get(clause_id) == SKIP and clause_id not in waiting]
+            waiting += [
+                clause_id for clause_id in outcome.clauses if status.get(clause_id) == SKIP and clause_id not in waiting
+            ]
         found = [(root, tuple(sorted(waiting, key=order.index))) for root, waiting in dependents.items() if waiting]
         return sorted(found, key=lambda item: (-len(item[1]), order.index(item[0])))
 
@@ -193,19 +215,27 @@ class ReportSection:
         parts = []
         for root, waiting in roots:
             shown = ", ".join(waiting[:6]) + (", ..." if len(waiting) > 6 else "")
-            parts.append(f"{root} ({len(waiting)} clause{'s' if len(waiting) != 1 else ''} not checked "
-                         f"because of it: {shown})")
+            parts.append(
+                f"{root} ({len(waiting)} clause{'s' if len(waiting) != 1 else ''} not checked because of it: {shown})"
+            )
         return "root causes, fix first: " + "; ".join(parts)
 
     def level_clauses(self, level: str) -> tuple[ClauseVerdict, ...]:
         return tuple(verdict for verdict in self.clauses if verdict.level == level)
 
     def to_dict(self) -> dict:
-        return {"title": self.title, "subject": self.subject, "passed": not self.failed, "counts": self.counts(),
-                "duration_s": round(self.duration_s, 3), "options": self.options, "notes": list(self.notes),
-                "levels": [item.to_dict() for item in self.levels],
-                "clauses": [item.to_dict() for item in self.clauses],
-                "checks": [item.to_dict() for item in self.checks]}
+        return {
+            "title": self.title,
+            "subject": self.subject,
+            "passed": not self.failed,
+            "counts": self.counts(),
+            "duration_s": round(self.duration_s, 3),
+            "options": self.options,
+            "notes": list(self.notes),
+            "levels": [item.to_dict() for item in self.levels],
+            "clauses": [item.to_dict() for item in self.clauses],
+            "checks": [item.to_dict() for item in self.checks],
+        }
 
 
 @dataclass(frozen=True)
@@ -260,9 +290,14 @@ class SuiteReport:
     def to_dict(self) -> dict:
         """Return the report as plain data (redacted)."""
         report = self.redacted()
-        return {"tool": "hicache-conform", "version": tool_version(), "passed": not self.failed and not self.interrupted,
-                "interrupted": self.interrupted, "counts": self.counts(),
-                "sections": [section.to_dict() for section in report.sections]}
+        return {
+            "tool": "hicache-conform",
+            "version": tool_version(),
+            "passed": not self.failed and not self.interrupted,
+            "interrupted": self.interrupted,
+            "counts": self.counts(),
+            "sections": [section.to_dict() for section in report.sections],
+        }
 
     def to_json(self) -> str:
         """Return the report as JSON (indented, stable key order)."""
@@ -272,29 +307,47 @@ class SuiteReport:
         """Return the report as JUnit XML: a test suite per section, a test case per clause (redacted)."""
         counts = self.counts()
         report = self.redacted()
-        root = ElementTree.Element("testsuites", name="hicache-conform", tests=str(sum(counts.values())),
-                                   failures=str(counts[FAIL]), skipped=str(counts[SKIP]),
-                                   time=f"{sum(section.duration_s for section in self.sections):.3f}")
+        root = ElementTree.Element(
+            "testsuites",
+            name="hicache-conform",
+            tests=str(sum(counts.values())),
+            failures=str(counts[FAIL]),
+            skipped=str(counts[SKIP]),
+            time=f"{sum(section.duration_s for section in self.sections):.3f}",
+        )
         if self.interrupted:
             root.set("interrupted", "true")
-            interrupted = ElementTree.SubElement(root, "testsuite", name="interrupted", tests="1", failures="0",
-                                                 skipped="0", errors="1", time="0.000")
-            case = ElementTree.SubElement(interrupted, "testcase", classname="hicache.run", name="interrupted",
-                                          time="0.000")
+            interrupted = ElementTree.SubElement(
+                root, "testsuite", name="interrupted", tests="1", failures="0", skipped="0", errors="1", time="0.000"
+            )
+            case = ElementTree.SubElement(
+                interrupted, "testcase", classname="hicache.run", name="interrupted", time="0.000"
+            )
             ElementTree.SubElement(case, "error", message=_INTERRUPTED, type="KeyboardInterrupt")
         for section in report.sections:
             section_counts = section.counts()
-            suite = ElementTree.SubElement(root, "testsuite", name=section.title,
-                                           tests=str(len(section.clauses)), failures=str(section_counts[FAIL]),
-                                           skipped=str(section_counts[SKIP]), errors="0",
-                                           time=f"{section.duration_s:.3f}")
+            suite = ElementTree.SubElement(
+                root,
+                "testsuite",
+                name=section.title,
+                tests=str(len(section.clauses)),
+                failures=str(section_counts[FAIL]),
+                skipped=str(section_counts[SKIP]),
+                errors="0",
+                time=f"{section.duration_s:.3f}",
+            )
             properties = ElementTree.SubElement(suite, "properties")
             for name, value in section.options.items():
                 ElementTree.SubElement(properties, "property", name=str(name), value=str(value))
             durations = _clause_durations(section)
             for verdict in section.clauses:
-                case = ElementTree.SubElement(suite, "testcase", classname=f"hicache.{verdict.level}",
-                                              name=f"{verdict.clause_id}", time=f"{durations.get(verdict.clause_id, 0.0):.3f}")
+                case = ElementTree.SubElement(
+                    suite,
+                    "testcase",
+                    classname=f"hicache.{verdict.level}",
+                    name=f"{verdict.clause_id}",
+                    time=f"{durations.get(verdict.clause_id, 0.0):.3f}",
+                )
                 if verdict.status == FAIL:
                     first = verdict.failures[0] if verdict.failures else Failure("", "failed")
                     failure = ElementTree.SubElement(case, "failure", message=first.message, type=verdict.clause_id)
@@ -315,9 +368,13 @@ class SuiteReport:
                 if options.get(name) is not None:
                     facts.append(f"{name.replace('_', ' ')} `{options[name]}`")
             counts = section.counts()
-            lines += [" · ".join(facts), "",
-                      f"**{'FAILED' if section.failed else 'PASSED'}** — {counts[PASS]} passed, {counts[FAIL]} failed, "
-                      f"{counts[SKIP]} skipped", ""]
+            lines += [
+                " · ".join(facts),
+                "",
+                f"**{'FAILED' if section.failed else 'PASSED'}** — {counts[PASS]} passed, {counts[FAIL]} failed, "
+                f"{counts[SKIP]} skipped",
+                "",
+            ]
             roots = section.root_cause_line()
             if roots is not None:
                 lines += [f"**{_md(roots[0].upper() + roots[1:])}**", ""]
@@ -350,8 +407,11 @@ class SuiteReport:
         for section in self.redacted().sections:
             out.append(paint.bold(f"── {section.title} " + "─" * max(0, width - len(section.title) - 4)))
             options = section.options
-            facts = [f"{name} {options[name]}" for name in ("profile", "seed", "page_size", "layout", "kind")
-                     if options.get(name) is not None]
+            facts = [
+                f"{name} {options[name]}"
+                for name in ("profile", "seed", "page_size", "layout", "kind")
+                if options.get(name) is not None
+            ]
             if facts:
                 out.append("   " + " · ".join(facts))
             for note in section.notes:
@@ -369,15 +429,18 @@ class SuiteReport:
                 for verdict in verdicts:
                     out.extend(_clause_lines(verdict, paint, width))
             counts = section.counts()
-            summary = (f"{counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped "
-                       f"in {section.duration_s:.1f} s")
+            summary = (
+                f"{counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped in {section.duration_s:.1f} s"
+            )
             out.append("")
             out.append(paint.red(f"FAILED: {summary}") if section.failed else paint.green(f"PASSED: {summary}"))
             out.append("")
         if len(self.sections) > 1:
             totals = {status: sum(section.counts()[status] for section in self.sections) for status in STATUSES}
-            overall = (f"overall, {len(self.sections)} sections: {totals[PASS]} passed, {totals[FAIL]} failed, "
-                       f"{totals[SKIP]} skipped")
+            overall = (
+                f"overall, {len(self.sections)} sections: {totals[PASS]} passed, {totals[FAIL]} failed, "
+                f"{totals[SKIP]} skipped"
+            )
             out.append(paint.red(f"FAILED {overall}") if self.failed else paint.green(f"PASSED {overall}"))
         if self.interrupted:
             out.append(paint.red(paint.bold(_INTERRUPTED.upper())))
@@ -461,11 +524,16 @@ def _clause_lines(verdict: ClauseVerdict, paint: "_Painter", width: int) -> Iter
     if verdict.status == SKIP:
         yield f"   {verdict.clause_id:<7} {label}  {paint.dim(verdict.reason or 'not checked')}"
         return
-    yield f"   {verdict.clause_id:<7} {label}  " + textwrap.fill(verdict.statement, room,
-                                                                   subsequent_indent=" " * 17).lstrip()
+    yield (
+        f"   {verdict.clause_id:<7} {label}  "
+        + textwrap.fill(verdict.statement, room, subsequent_indent=" " * 17).lstrip()
+    )
     for item in verdict.failures:
-        yield "                 " + paint.red("✗ ") + textwrap.fill(f"{item.message}  [{item.check}]", room - 2,
-                                                                    subsequent_indent=" " * 19).lstrip()
+        yield (
+            "                 "
+            + paint.red("✗ ")
+            + textwrap.fill(f"{item.message}  [{item.check}]", room - 2, subsequent_indent=" " * 19).lstrip()
+        )
         if item.counterexample:
             yield "                   " + paint.bold("counterexample:")
             for row in item.counterexample.splitlines():
@@ -501,6 +569,3 @@ class _Painter:
 
     def yellow(self, text: str) -> str:
         return self._wrap("33", text)
-
-
-

@@ -117,13 +117,16 @@ CORE_METHODS: tuple[str, ...] = ("batch_exists",)
 OPT_IN_LEVELS: tuple[str, ...] = ("durability", "robustness")
 """Levels never probed: a backend claims them only by declaring them."""
 
-LEGACY_NOT_ASKED = ("SGLang moves KV through batch_get_v1/batch_set_v1 on a backend that claims v1 and never calls "
-                    "get, set, exists, batch_get or batch_set; declare legacy to have them checked")
+LEGACY_NOT_ASKED = (
+    "SGLang moves KV through batch_get_v1/batch_set_v1 on a backend that claims v1 and never calls "
+    "get, set, exists, batch_get or batch_set; declare legacy to have them checked"
+)
 """Why ``legacy`` is not claimed by a v1 backend that does not declare it."""
 
 
-__getattr__ = moved_names(__name__, dict.fromkeys(("reference_factories", "run_reference_suite"),
-                                                  "hicache_reference.main_job"))
+__getattr__ = moved_names(
+    __name__, dict.fromkeys(("reference_factories", "run_reference_suite"), "hicache_reference.main_job")
+)
 
 
 @dataclass(frozen=True)
@@ -138,8 +141,9 @@ class LevelDecision:
     """One per backend level, for the report."""
 
 
-def decide_levels(capabilities: Capabilities, declared: Optional[tuple[str, ...]],
-                  not_asked: Optional[Mapping[str, str]] = None) -> LevelDecision:
+def decide_levels(
+    capabilities: Capabilities, declared: Optional[tuple[str, ...]], not_asked: Optional[Mapping[str, str]] = None
+) -> LevelDecision:
     """Return what a backend with ``capabilities`` claims, given the levels it declares (or None).
 
     ``not_asked`` maps a level the engine never drives this backend in to why; such a level is not
@@ -158,8 +162,9 @@ def decide_levels(capabilities: Capabilities, declared: Optional[tuple[str, ...]
             missing = legacy_missing
         else:
             missing = capabilities.missing_for(level) if level in CAPABILITY_LEVELS else ()
-        problems = [capabilities.method(name).problem or f"{name} does not accept extra_info both ways"
-                    for name in missing]
+        problems = [
+            capabilities.method(name).problem or f"{name} does not accept extra_info both ways" for name in missing
+        ]
         if level in unasked:
             verdicts.append(LevelVerdict(level, False, "probed", unasked[level], LEVELS[level]))
             continue
@@ -217,13 +222,18 @@ class SuiteRunner:
         klass = self.factory.backend_class
         try:
             declared = self.options.levels or (None if klass is None else declared_levels(klass))
-            probe = self.context.build(self.context.config(model_name=self.context.namespace("probe")), pages=2,
-                                       v2=False, tag="probe")
-            finished, capabilities = self.context._deadline.run(detect_capabilities, (probe.backend,), {},
-                                                                self.options.timeout_s)
+            probe = self.context.build(
+                self.context.config(model_name=self.context.namespace("probe")), pages=2, v2=False, tag="probe"
+            )
+            finished, capabilities = self.context._deadline.run(
+                detect_capabilities, (probe.backend,), {}, self.options.timeout_s
+            )
             if not finished:
-                stuck = CallTimedOut("BE-18", "probing the methods with empty inputs (batch_exists([]), "
-                                     "batch_get_v1([], ...), ...)", self.options.timeout_s)
+                stuck = CallTimedOut(
+                    "BE-18",
+                    "probing the methods with empty inputs (batch_exists([]), batch_get_v1([], ...), ...)",
+                    self.options.timeout_s,
+                )
                 self.context.timed_out = stuck
                 raise stuck
             self.capabilities = capabilities
@@ -271,13 +281,24 @@ class SuiteRunner:
     def _outcome_of(self, check: Check) -> CheckOutcome:
         if self.startup_failure is not None:
             failure = self.startup_failure
-            return CheckOutcome(check.name, check.clauses, FAIL, failure.clause_id,
-                                f"the backend could not be built: {failure.message}", failure.counterexample)
+            return CheckOutcome(
+                check.name,
+                check.clauses,
+                FAIL,
+                failure.clause_id,
+                f"the backend could not be built: {failure.message}",
+                failure.counterexample,
+            )
         decision = self.decision
         hung = self.context.timed_out
         if hung is not None:
-            return CheckOutcome(check.name, check.clauses, SKIP, message=f"not run: the run stopped after "
-                                f"{hung.call} did not return within {hung.timeout_s:g} s (see {hung.clause_id})")
+            return CheckOutcome(
+                check.name,
+                check.clauses,
+                SKIP,
+                message=f"not run: the run stopped after "
+                f"{hung.call} did not return within {hung.timeout_s:g} s (see {hung.clause_id})",
+            )
         unclaimed = [level for level in check.requires if level not in decision.claimed]
         if unclaimed:
             level = unclaimed[0]
@@ -289,27 +310,46 @@ class SuiteRunner:
             check.function(self.context)
         except CallTimedOut as failure:  # fails here, whichever clause the stuck call served
             clause_id = failure.clause_id if failure.clause_id in check.clauses else check.clauses[0]
-            return CheckOutcome(check.name, check.clauses, FAIL, clause_id, failure.message,
-                                self._actionable(check, clause_id, failure.counterexample),
-                                time.monotonic() - started)
+            return CheckOutcome(
+                check.name,
+                check.clauses,
+                FAIL,
+                clause_id,
+                failure.message,
+                self._actionable(check, clause_id, failure.counterexample),
+                time.monotonic() - started,
+            )
         except PreconditionFailed as blocked:
             return self._blocked(check, blocked, time.monotonic() - started)
         except ClauseFailure as failure:
             if failure.clause_id not in check.clauses:
                 return self._blocked(check, failure, time.monotonic() - started)
-            return CheckOutcome(check.name, check.clauses, FAIL, failure.clause_id, failure.message,
-                                self._actionable(check, failure.clause_id, failure.counterexample),
-                                time.monotonic() - started)
+            return CheckOutcome(
+                check.name,
+                check.clauses,
+                FAIL,
+                failure.clause_id,
+                failure.message,
+                self._actionable(check, failure.clause_id, failure.counterexample),
+                time.monotonic() - started,
+            )
         except CheckSkipped as skipped:
-            return CheckOutcome(check.name, check.clauses, SKIP, message=str(skipped),
-                                duration_s=time.monotonic() - started)
+            return CheckOutcome(
+                check.name, check.clauses, SKIP, message=str(skipped), duration_s=time.monotonic() - started
+            )
         except Exception as error:  # the suite must report, never crash, whatever the backend does
             primary = next((item for item in check.clauses if level_of(item) in decision.claimed), check.clauses[0])
             where = traceback.extract_tb(error.__traceback__)[-1]
-            return CheckOutcome(check.name, check.clauses, FAIL, primary,
-                                f"the check stopped on {type(error).__name__}: {error} "
-                                f"(at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})",
-                                self._actionable(check, primary, None), time.monotonic() - started)
+            return CheckOutcome(
+                check.name,
+                check.clauses,
+                FAIL,
+                primary,
+                f"the check stopped on {type(error).__name__}: {error} "
+                f"(at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})",
+                self._actionable(check, primary, None),
+                time.monotonic() - started,
+            )
         asserted = tuple(item for item in check.clauses if item in self.context.asserted)
         return CheckOutcome(check.name, check.clauses, PASS, duration_s=time.monotonic() - started, asserted=asserted)
 
@@ -324,9 +364,12 @@ class SuiteRunner:
                 parts.append("--extra-config '<the same extra config>'")
         if options.levels is not None:
             parts.append(f"--levels {','.join(options.levels)}")
-        for flag, value, default in (("--profile", options.profile, "standard"),
-                                     ("--page-size", options.page_size, 64),
-                                     ("--layout", options.layout, "layer_first"), ("--kind", options.kind, "mha")):
+        for flag, value, default in (
+            ("--profile", options.profile, "standard"),
+            ("--page-size", options.page_size, 64),
+            ("--layout", options.layout, "layer_first"),
+            ("--kind", options.kind, "mha"),
+        ):
             if value != default:
                 parts.append(f"{flag} {value}")
         if options.may_evict:
@@ -358,16 +401,30 @@ class SuiteRunner:
         """
         root = finding.clause_id
         if root in check.clauses:
-            return CheckOutcome(check.name, check.clauses, FAIL, root, finding.message, finding.counterexample,
-                                duration_s)
+            return CheckOutcome(
+                check.name, check.clauses, FAIL, root, finding.message, finding.counterexample, duration_s
+            )
         decision = self.decision
         if level_of(root) not in decision.claimed and level_of(root) not in decision.dishonoured:
             primary = next((item for item in check.clauses if level_of(item) in decision.claimed), check.clauses[0])
-            return CheckOutcome(check.name, check.clauses, FAIL, primary,
-                                f"its setup found {root} broken: {finding.message}", finding.counterexample,
-                                duration_s)
-        return CheckOutcome(check.name, check.clauses, SKIP, message=finding.message,
-                            counterexample=finding.counterexample, duration_s=duration_s, needs=root)
+            return CheckOutcome(
+                check.name,
+                check.clauses,
+                FAIL,
+                primary,
+                f"its setup found {root} broken: {finding.message}",
+                finding.counterexample,
+                duration_s,
+            )
+        return CheckOutcome(
+            check.name,
+            check.clauses,
+            SKIP,
+            message=finding.message,
+            counterexample=finding.counterexample,
+            duration_s=duration_s,
+            needs=root,
+        )
 
     def root_failed(self, clause_id: str) -> bool:
         """Whether a check run so far failed ``clause_id`` itself (not only found it broken in its setup)."""
@@ -390,54 +447,119 @@ class SuiteRunner:
         """Return the report section of what ran so far."""
         context = self.context
         release = None if context.sglang is None else (release_of(context.sglang) or "installed")
-        options = dict(self.options.as_dict(), seed=context.seed, run_namespace=context.model_name,
-                       sglang_objects=context.sglang is not None, sglang_release=release)
-        notes = [f"run namespace {context.model_name} (everything written is under it and cleared at the end)",
-                 describe_choice(release)]
+        options = dict(
+            self.options.as_dict(),
+            seed=context.seed,
+            run_namespace=context.model_name,
+            sglang_objects=context.sglang is not None,
+            sglang_release=release,
+        )
+        notes = [
+            f"run namespace {context.model_name} (everything written is under it and cleared at the end)",
+            describe_choice(release),
+        ]
         notes += context.cleanup_notes
         if self.startup_failure is not None:
             failure = self.startup_failure
-            levels = tuple(LevelVerdict(level, level == "core", "required" if level == "core" else "probed",
-                                        None if level == "core" else "the backend could not be built",
-                                        LEVELS[level]) for level in BACKEND_LEVELS)
+            levels = tuple(
+                LevelVerdict(
+                    level,
+                    level == "core",
+                    "required" if level == "core" else "probed",
+                    None if level == "core" else "the backend could not be built",
+                    LEVELS[level],
+                )
+                for level in BACKEND_LEVELS
+            )
             verdicts = []
             for item in level_clauses("core"):
                 if item.id == failure.clause_id:
-                    verdicts.append(ClauseVerdict(item.id, item.level, item.statement, FAIL,
-                                                  failures=(Failure("startup", failure.message,
-                                                                    failure.counterexample),)))
+                    verdicts.append(
+                        ClauseVerdict(
+                            item.id,
+                            item.level,
+                            item.statement,
+                            FAIL,
+                            failures=(Failure("startup", failure.message, failure.counterexample),),
+                        )
+                    )
                 else:
-                    verdicts.append(ClauseVerdict(item.id, item.level, item.statement, SKIP,
-                                                  reason="not checked: the backend could not be built"))
+                    verdicts.append(
+                        ClauseVerdict(
+                            item.id,
+                            item.level,
+                            item.statement,
+                            SKIP,
+                            reason="not checked: the backend could not be built",
+                        )
+                    )
             for level in BACKEND_LEVELS[1:]:
                 for item in level_clauses(level):
-                    verdicts.append(ClauseVerdict(item.id, item.level, item.statement, SKIP,
-                                                  reason="not checked: the backend could not be built"))
-            return ReportSection(self.title, self.factory.name, levels, tuple(verdicts), tuple(self.outcomes),
-                                 options, tuple(notes), time.monotonic() - self._started)
+                    verdicts.append(
+                        ClauseVerdict(
+                            item.id,
+                            item.level,
+                            item.statement,
+                            SKIP,
+                            reason="not checked: the backend could not be built",
+                        )
+                    )
+            return ReportSection(
+                self.title,
+                self.factory.name,
+                levels,
+                tuple(verdicts),
+                tuple(self.outcomes),
+                options,
+                tuple(notes),
+                time.monotonic() - self._started,
+            )
         decision = self.decision
         covered = {clause_id for check in ordered_checks() for clause_id in check.clauses}
-        verdicts = [self._verdict(item, decision, covered) for level in BACKEND_LEVELS
-                    for item in level_clauses(level)]
-        return ReportSection(self.title, self.factory.name, decision.verdicts, tuple(verdicts), tuple(self.outcomes),
-                             options, tuple(notes), time.monotonic() - self._started)
+        verdicts = [self._verdict(item, decision, covered) for level in BACKEND_LEVELS for item in level_clauses(level)]
+        return ReportSection(
+            self.title,
+            self.factory.name,
+            decision.verdicts,
+            tuple(verdicts),
+            tuple(self.outcomes),
+            options,
+            tuple(notes),
+            time.monotonic() - self._started,
+        )
 
     def _verdict(self, item: Any, decision: LevelDecision, covered: set[str]) -> ClauseVerdict:
         level_verdict = next(verdict for verdict in decision.verdicts if verdict.level == item.level)
         if not level_verdict.claimed:
-            return ClauseVerdict(item.id, item.level, item.statement, SKIP,
-                                 reason=f"level {item.level} not claimed: {level_verdict.reason}")
+            return ClauseVerdict(
+                item.id,
+                item.level,
+                item.statement,
+                SKIP,
+                reason=f"level {item.level} not claimed: {level_verdict.reason}",
+            )
         if item.level in decision.dishonoured:
-            return ClauseVerdict(item.id, item.level, item.statement, FAIL,
-                                 failures=(Failure("capabilities", f"level {item.level} "
-                                                   f"{decision.dishonoured[item.level]}"),))
+            return ClauseVerdict(
+                item.id,
+                item.level,
+                item.statement,
+                FAIL,
+                failures=(Failure("capabilities", f"level {item.level} {decision.dishonoured[item.level]}"),),
+            )
         related = [outcome for outcome in self.outcomes if item.id in outcome.clauses or outcome.clause_id == item.id]
-        failures = tuple(Failure(outcome.check, outcome.message or "", outcome.counterexample)
-                         for outcome in related if outcome.status == FAIL and outcome.clause_id == item.id)
+        failures = tuple(
+            Failure(outcome.check, outcome.message or "", outcome.counterexample)
+            for outcome in related
+            if outcome.status == FAIL and outcome.clause_id == item.id
+        )
         if not failures:  # no check of its own saw it: what other checks' setups found is its failure
             found = [outcome for outcome in self.outcomes if outcome.needs == item.id]
-            failures = tuple(Failure(outcome.check, f"found while setting up {outcome.check}: {outcome.message}",
-                                     outcome.counterexample) for outcome in found)
+            failures = tuple(
+                Failure(
+                    outcome.check, f"found while setting up {outcome.check}: {outcome.message}", outcome.counterexample
+                )
+                for outcome in found
+            )
             related += [outcome for outcome in found if outcome not in related]
         names = tuple(outcome.check for outcome in related)
         if failures:
@@ -456,8 +578,9 @@ class SuiteRunner:
                 reasons.append(f"not checked: {outcome.check} passed without running {item.id}'s assertions")
         if not related:
             reasons.append("not run in this selection of checks" if item.id in covered else "no check covers it")
-        return ClauseVerdict(item.id, item.level, item.statement, SKIP, reason="; ".join(dict.fromkeys(reasons)),
-                             checks=names)
+        return ClauseVerdict(
+            item.id, item.level, item.statement, SKIP, reason="; ".join(dict.fromkeys(reasons)), checks=names
+        )
 
 
 def setup_reason(root: str) -> str:
@@ -466,8 +589,14 @@ def setup_reason(root: str) -> str:
 
 
 # ---------------------------------------------------------------- entry points
-def run_suite(factory: Any, options: Optional[SuiteOptions] = None, *, title: Optional[str] = None,
-              progress: Optional[Progress] = None, starting: Optional[Starting] = None) -> SuiteReport:
+def run_suite(
+    factory: Any,
+    options: Optional[SuiteOptions] = None,
+    *,
+    title: Optional[str] = None,
+    progress: Optional[Progress] = None,
+    starting: Optional[Starting] = None,
+) -> SuiteReport:
     """Run the backend suite against one backend and return the report (one section).
 
     ``factory`` is a ``BackendFactory``, a backend class (built with no extra

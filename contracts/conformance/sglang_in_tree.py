@@ -45,13 +45,17 @@ IN_TREE_BACKENDS: dict[str, InTreeBackend] = {
 }
 """The built-in backends that need no external service, by SGLang's ``--hicache-storage-backend`` name."""
 
-GENERIC_PATH = ("not asked: SGLang drives its built-in file, sim and shm backends through batch_get/batch_set "
-                "(cache_controller.py takes the zero-copy v1 path only for the vendor backends it lists, "
-                "hf3fs, mooncake, nixl and others, and for a dynamic backend with interface_v1)")
+GENERIC_PATH = (
+    "not asked: SGLang drives its built-in file, sim and shm backends through batch_get/batch_set "
+    "(cache_controller.py takes the zero-copy v1 path only for the vendor backends it lists, "
+    "hf3fs, mooncake, nixl and others, and for a dynamic backend with interface_v1)"
+)
 """Why v1 is not claimed for an in-tree backend, whatever it implements."""
 
 
-def in_tree_factory(name: str, *, directory: Optional[str] = None, extra_config: Optional[dict] = None) -> BackendFactory:
+def in_tree_factory(
+    name: str, *, directory: Optional[str] = None, extra_config: Optional[dict] = None
+) -> BackendFactory:
     """Return a factory that builds SGLang's built-in backend ``name`` the way SGLang's factory does.
 
     ``directory`` is the file backend's root (``file_storage_path``).

@@ -15,8 +15,18 @@ from typing import Any, Optional
 __all__ = ["ExtraInfoStandIn", "WatchedList"]
 
 _MUTATORS = (
-    "append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
-    "__setitem__", "__delitem__", "__iadd__", "__imul__",
+    "append",
+    "extend",
+    "insert",
+    "pop",
+    "remove",
+    "clear",
+    "sort",
+    "reverse",
+    "__setitem__",
+    "__delitem__",
+    "__iadd__",
+    "__imul__",
 )
 
 

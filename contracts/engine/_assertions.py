@@ -24,8 +24,9 @@ def format_failure(report: TraceReport, calls: Sequence = ()) -> str:
     return "\n".join(lines)
 
 
-def assert_trace_conforms(recorder_or_calls: Any, *, chain: Sequence[str], prefix_keys: Optional[Sequence[str]],
-                          **options: Any) -> TraceReport:
+def assert_trace_conforms(
+    recorder_or_calls: Any, *, chain: Sequence[str], prefix_keys: Optional[Sequence[str]], **options: Any
+) -> TraceReport:
     """Check a recorder's calls (or a list of calls) and raise AssertionError listing every violation.
 
     ``options`` are those of ``check_trace`` (``batch_size``, ``acks``,

@@ -67,6 +67,7 @@ from hicache_spec import (
     plan_batches,
     prefix_before,
 )
+
 # PFX-9's grouping rule (hicache_spec.plan_sidecar_groups) is applied per call below: a call's
 # prefix is the operation's prefix followed by the chain up to its transfers' first key.
 from hicache_spec.confirmation import confirmed_hit, confirmed_pages
@@ -125,9 +126,13 @@ def _kinds_of(calls: Sequence) -> dict[int, Optional[str]]:
         elif kind == SIDECAR_READ:
             read = last_kv_read.get(call.thread_id)
             transfers = call.transfers or ()
-            if read is not None and transfers and all(
-                transfer.hit_policy != _TRAILING_PAGES and tuple(transfer.keys or ()) == tuple(read.all_keys)
-                for transfer in transfers
+            if (
+                read is not None
+                and transfers
+                and all(
+                    transfer.hit_policy != _TRAILING_PAGES and tuple(transfer.keys or ()) == tuple(read.all_keys)
+                    for transfer in transfers
+                )
             ):
                 kinds[id(call)] = DERIVED_READ
         if kind not in (KV_READ, None):
@@ -149,7 +154,7 @@ def _queried_chain(calls: Sequence, kinds: dict, chain: tuple) -> tuple:
         if found < len(keys):
             break
     queried_keys = tuple(queried)
-    if len(chain) < len(queried_keys) and len(chain) <= hit and queried_keys[:len(chain)] == chain:
+    if len(chain) < len(queried_keys) and len(chain) <= hit and queried_keys[: len(chain)] == chain:
         return queried_keys
     return chain
 
@@ -176,17 +181,20 @@ def _split_divergences(report: TraceReport, kinds_by_index: dict, version: str) 
         # A call's finding: the entries whose function makes that kind of call; an operation's: those whose
         # function makes a kind of call the trace holds (a prefetch's, not a backup's), when there are such.
         wanted = {kind} if kind is not None else set(kinds_by_index.values()) - {None}
-        narrowed = [item for item in entries
-                    if wanted & set(_KINDS_BY_FUNCTION.get(item.function.rsplit(".", 1)[-1], wanted))]
+        narrowed = [
+            item for item in entries if wanted & set(_KINDS_BY_FUNCTION.get(item.function.rsplit(".", 1)[-1], wanted))
+        ]
         if kind is not None or narrowed:
             entries = narrowed
         if entries:
-            diverging.append(violation.model_copy(update={"divergence": tuple(item.id for item in entries),
-                                                          "release": version}))
+            diverging.append(
+                violation.model_copy(update={"divergence": tuple(item.id for item in entries), "release": version})
+            )
         else:
             violations.append(violation)
-    return report.model_copy(update={"violations": tuple(violations),
-                                     "divergences": report.divergences + tuple(diverging)})
+    return report.model_copy(
+        update={"violations": tuple(violations), "divergences": report.divergences + tuple(diverging)}
+    )
 
 
 def _describe(keys: Any) -> str:
@@ -239,10 +247,22 @@ def _check_int(name: str, value: Any, minimum: int, clause_id: str, *, optional:
 class _Checker:
     """The checks of one operation; ``run`` returns its report."""
 
-    def __init__(self, calls: Sequence, chain: tuple, initial: Optional[tuple], after_known: bool, after: Any,
-                 batch_size: int, page_size: Optional[int], acks: Optional[Sequence], agreed_pages: Optional[int],
-                 terminated_before_slice: Optional[int], backup_completed_tokens: Optional[int],
-                 operation_id: Any, sglang_version: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        calls: Sequence,
+        chain: tuple,
+        initial: Optional[tuple],
+        after_known: bool,
+        after: Any,
+        batch_size: int,
+        page_size: Optional[int],
+        acks: Optional[Sequence],
+        agreed_pages: Optional[int],
+        terminated_before_slice: Optional[int],
+        backup_completed_tokens: Optional[int],
+        operation_id: Any,
+        sglang_version: Optional[str] = None,
+    ) -> None:
         self.calls = list(calls)
         self.kinds = _kinds_of(self.calls)
         chain = _queried_chain(self.calls, self.kinds, chain)
@@ -263,19 +283,21 @@ class _Checker:
         self.position: dict[str, int] = {}
         for index, key in enumerate(chain):
             self.position.setdefault(key, index)
-        self.expected_by_slice = (
-            None if initial is None else expected_prefixes(initial, chain, batch_size)
-        )
+        self.expected_by_slice = None if initial is None else expected_prefixes(initial, chain, batch_size)
         self.offsets: dict[int, Optional[int]] = {}
         self.confirmed_pages = 0
         """Pages every KV read confirmed, the reads that broke a rule included (CTL-11)."""
 
     # ------------------------------------------------------------ helpers
     def fail(self, clause_id: str, message: str, call: Any = None, ack_index: Optional[int] = None) -> None:
-        self.violations.append(TraceViolation(
-            clause=clause_id, message=message, call_index=None if call is None else call.index,
-            ack_index=ack_index,
-        ))
+        self.violations.append(
+            TraceViolation(
+                clause=clause_id,
+                message=message,
+                call_index=None if call is None else call.index,
+                ack_index=ack_index,
+            )
+        )
 
     def check(self, *clause_ids: str) -> None:
         for clause_id in clause_ids:
@@ -293,7 +315,7 @@ class _Checker:
 
     def slice_keys(self, slice_index: int) -> tuple:
         start = slice_index * self.batch_size
-        return self.chain[start:start + self.batch_size]
+        return self.chain[start : start + self.batch_size]
 
     # ------------------------------------------------------------ offsets (CTL-2)
     def locate(self) -> None:
@@ -306,17 +328,24 @@ class _Checker:
             if kind == DERIVED_READ:
                 for transfer in call.transfers[1:]:
                     if transfer.keys != keys:
-                        self.fail("HYB-1", f"{kind} {call.method}: transfer {transfer.name!r} has other keys than "
-                                  f"transfer {call.transfers[0].name!r}; every KV-derived transfer of a slice "
-                                  "reads the slice's KV keys", call)
+                        self.fail(
+                            "HYB-1",
+                            f"{kind} {call.method}: transfer {transfer.name!r} has other keys than "
+                            f"transfer {call.transfers[0].name!r}; every KV-derived transfer of a slice "
+                            "reads the slice's KV keys",
+                            call,
+                        )
                         self.check("HYB-1")
             if not keys:
                 self.offsets[id(call)] = None
                 continue
             offset = self.position.get(keys[0])
-            if offset is None or tuple(keys) != self.chain[offset:offset + len(keys)]:
-                where = "its first key is not in the operation's chain" if offset is None else (
-                    f"its keys are not the run of the chain that starts at page {offset}")
+            if offset is None or tuple(keys) != self.chain[offset : offset + len(keys)]:
+                where = (
+                    "its first key is not in the operation's chain"
+                    if offset is None
+                    else (f"its keys are not the run of the chain that starts at page {offset}")
+                )
                 self.fail("CTL-2", f"{kind} {call.method} with {_describe(keys)}: {where}", call)
                 self.offsets[id(call)] = None
                 continue
@@ -332,25 +361,39 @@ class _Checker:
             state = call.extra_info_state
             self.check("PFX-1")
             if call.prefix_keys_problem is not None:
-                self.fail("PFX-1", f"{kind} {call.method}: {call.prefix_keys_problem}; prefix_keys must be None "
-                          "or a sequence of keys", call)
+                self.fail(
+                    "PFX-1",
+                    f"{kind} {call.method}: {call.prefix_keys_problem}; prefix_keys must be None or a sequence of keys",
+                    call,
+                )
                 continue
             if self.initial is None:
                 self.check("PFX-3")
                 if state == EXTRA_INFO_PRESENT and call.prefix_keys is not None:
-                    self.fail("PFX-3", f"{kind} {call.method}: the operation's prefix is None (feature off) but the "
-                              f"call received prefix_keys with {_describe(call.prefix_keys)}", call)
+                    self.fail(
+                        "PFX-3",
+                        f"{kind} {call.method}: the operation's prefix is None (feature off) but the "
+                        f"call received prefix_keys with {_describe(call.prefix_keys)}",
+                        call,
+                    )
                 continue
             self.check("PFX-7", "PFX-4")
             if state != EXTRA_INFO_PRESENT:
                 how = "no extra_info argument" if state == EXTRA_INFO_ABSENT else "extra_info=None"
-                self.fail("PFX-7", f"{kind} {call.method}: the feature is on (operation prefix of "
-                          f"{_describe(self.initial)}) but the call passed {how}", call)
+                self.fail(
+                    "PFX-7",
+                    f"{kind} {call.method}: the feature is on (operation prefix of "
+                    f"{_describe(self.initial)}) but the call passed {how}",
+                    call,
+                )
                 continue
             if call.prefix_keys is None:
                 collapsed = "[] collapsed to None" if not self.initial else "a list turned into None"
-                self.fail("PFX-4", f"{kind} {call.method}: received prefix_keys=None while the feature is on "
-                          f"({collapsed})", call)
+                self.fail(
+                    "PFX-4",
+                    f"{kind} {call.method}: received prefix_keys=None while the feature is on ({collapsed})",
+                    call,
+                )
                 continue
             self.check_prefix_value(call, kind)
         self.check_prefix_immutability()
@@ -370,12 +413,20 @@ class _Checker:
         if received == expected:
             return
         if not self.initial and len(received) == 0 and expected:
-            self.fail("PFX-4", f"{kind} {call.method} at page {offset}: received [] but {_describe(expected)} "
-                      "precede its first key; an empty prefix must grow like any list", call)
+            self.fail(
+                "PFX-4",
+                f"{kind} {call.method} at page {offset}: received [] but {_describe(expected)} "
+                "precede its first key; an empty prefix must grow like any list",
+                call,
+            )
             return
-        self.fail("PFX-2", f"{kind} {call.method} at page {offset}: received a prefix of {_describe(received)}, "
-                  f"expected the operation's prefix ({_describe(self.initial)}) followed by chain[:{offset}] "
-                  f"= {_describe(expected)}{_first_difference(received, expected)}", call)
+        self.fail(
+            "PFX-2",
+            f"{kind} {call.method} at page {offset}: received a prefix of {_describe(received)}, "
+            f"expected the operation's prefix ({_describe(self.initial)}) followed by chain[:{offset}] "
+            f"= {_describe(expected)}{_first_difference(received, expected)}",
+            call,
+        )
 
     def check_sidecar_prefix(self, call: Any, kind: Optional[str], received: Any) -> None:
         """PFX-9: a sidecar call's prefix is the operation's prefix followed by the chain before its transfers' keys."""
@@ -386,21 +437,29 @@ class _Checker:
             if not keys:
                 continue  # an empty transfer joins any prefix
             start = self.position.get(keys[0])
-            if start is None or keys != self.chain[start:start + len(keys)]:
+            if start is None or keys != self.chain[start : start + len(keys)]:
                 continue  # keys outside the chain are HYB-2/HYB-3 findings, not prefix ones
             starts[start] = transfer.name
         if len(starts) > 1:
-            self.fail("PFX-9", f"{kind} {call.method}: transfers whose keys start at pages {sorted(starts)} share "
-                      "one prefix, which cannot join all of them; one call per trailing-length group", call)
+            self.fail(
+                "PFX-9",
+                f"{kind} {call.method}: transfers whose keys start at pages {sorted(starts)} share "
+                "one prefix, which cannot join all of them; one call per trailing-length group",
+                call,
+            )
             return
         if not starts:
             return
-        (start, name), = starts.items()
+        ((start, name),) = starts.items()
         expected = prefix_before(self.initial, self.chain, start)
         if received != expected:
-            self.fail("PFX-9", f"{kind} {call.method}: received a prefix of {_describe(received)}; transfer "
-                      f"{name!r} starts at page {start}, so its prefix is the operation's prefix followed by "
-                      f"chain[:{start}] = {_describe(expected)}{_first_difference(received, expected)}", call)
+            self.fail(
+                "PFX-9",
+                f"{kind} {call.method}: received a prefix of {_describe(received)}; transfer "
+                f"{name!r} starts at page {start}, so its prefix is the operation's prefix followed by "
+                f"chain[:{start}] = {_describe(expected)}{_first_difference(received, expected)}",
+                call,
+            )
 
     def check_prefix_immutability(self) -> None:
         for call in self.calls:
@@ -410,13 +469,20 @@ class _Checker:
             changed, value, problem = call.current_prefix()
             if changed:
                 now = problem or _describe(value)
-                self.fail("PFX-5", f"{call.method}: the prefix handed to the backend changed after the call: "
-                          f"{_describe(call.prefix_keys)} at call time, {now} now", call)
+                self.fail(
+                    "PFX-5",
+                    f"{call.method}: the prefix handed to the backend changed after the call: "
+                    f"{_describe(call.prefix_keys)} at call time, {now} now",
+                    call,
+                )
         if self.after_known:
             self.check("PFX-5")
             if self.after != self.initial:
-                self.fail("PFX-5", f"the operation's own prefix changed during the operation: "
-                          f"{_describe(self.initial)} when first handed out, {_describe(self.after)} now")
+                self.fail(
+                    "PFX-5",
+                    f"the operation's own prefix changed during the operation: "
+                    f"{_describe(self.initial)} when first handed out, {_describe(self.after)} now",
+                )
 
     def check_same_batch(self) -> None:
         """PFX-8: a KV-derived v2 read carries the prefix of the KV read of its slice."""
@@ -432,9 +498,13 @@ class _Checker:
                 mine = call.prefix_keys if call.extra_info_state == EXTRA_INFO_PRESENT else None
                 theirs = kv_read.prefix_keys if kv_read.extra_info_state == EXTRA_INFO_PRESENT else None
                 if (mine is None) != (theirs is None) or (mine is not None and mine != theirs):
-                    self.fail("PFX-8", f"KV-derived read at page {offset} carries a prefix of {_describe(mine)} "
-                              f"({call.extra_info_state} extra_info) but the KV read of that slice (call "
-                              f"#{kv_read.index}) carries {_describe(theirs)}", call)
+                    self.fail(
+                        "PFX-8",
+                        f"KV-derived read at page {offset} carries a prefix of {_describe(mine)} "
+                        f"({call.extra_info_state} extra_info) but the KV read of that slice (call "
+                        f"#{kv_read.index}) carries {_describe(theirs)}",
+                        call,
+                    )
 
     # ------------------------------------------------------------ slicing
     def check_sizes(self) -> None:
@@ -450,12 +520,18 @@ class _Checker:
             if kind in (HIT_QUERY, SIDECAR_READ, SIDECAR_WRITE):
                 continue  # not sliced: the whole-chain hit query and the trailing-length groups (module docstring)
             if largest > self.batch_size:
-                self.fail("CTL-2", f"{kind} {call.method} carries {largest} keys, more than batch_size "
-                          f"{self.batch_size}", call)
+                self.fail(
+                    "CTL-2",
+                    f"{kind} {call.method} carries {largest} keys, more than batch_size {self.batch_size}",
+                    call,
+                )
             offset = self.offsets.get(id(call))
             if kind in (KV_READ, DERIVED_READ, KV_WRITE) and offset is not None and offset % self.batch_size:
-                self.fail("CTL-2", f"{kind} {call.method} starts at page {offset}, not a multiple of batch_size "
-                          f"{self.batch_size}", call)
+                self.fail(
+                    "CTL-2",
+                    f"{kind} {call.method} starts at page {offset}, not a multiple of batch_size {self.batch_size}",
+                    call,
+                )
 
     def check_hit_query(self) -> Optional[int]:
         """CTL-1; return the hit the query found (pages), or None when the trace holds no hit query."""
@@ -469,24 +545,35 @@ class _Checker:
         for slice_index, call in enumerate(queries):
             keys = call.all_keys
             if short_slice is not None:
-                self.fail("CTL-1", f"hit query continued with pages [{self.offsets.get(id(call))}...) after slice "
-                          f"{short_slice} was not fully hit", call)
+                self.fail(
+                    "CTL-1",
+                    f"hit query continued with pages [{self.offsets.get(id(call))}...) after slice "
+                    f"{short_slice} was not fully hit",
+                    call,
+                )
                 continue
             if tuple(keys) != self.slice_keys(slice_index) and not (
                 slice_index == 0 and tuple(keys) == self.chain  # one call over the whole chain
             ):
-                self.fail("CTL-1", f"hit query call {slice_index} asks for {_describe(keys)} at page "
-                          f"{self.offsets.get(id(call))}; slice {slice_index} is pages "
-                          f"[{slice_index * self.batch_size}, "
-                          f"{slice_index * self.batch_size + len(self.slice_keys(slice_index))})", call)
+                self.fail(
+                    "CTL-1",
+                    f"hit query call {slice_index} asks for {_describe(keys)} at page "
+                    f"{self.offsets.get(id(call))}; slice {slice_index} is pages "
+                    f"[{slice_index * self.batch_size}, "
+                    f"{slice_index * self.batch_size + len(self.slice_keys(slice_index))})",
+                    call,
+                )
             found = _hit_count(call)
             hit += found
             covered += len(keys)
             if found < len(keys):
                 short_slice = slice_index
         if short_slice is None and covered < len(self.chain):
-            self.fail("CTL-1", f"hit query stopped after {covered} of {len(self.chain)} pages although every "
-                      "slice was fully hit", queries[-1])
+            self.fail(
+                "CTL-1",
+                f"hit query stopped after {covered} of {len(self.chain)} pages although every slice was fully hit",
+                queries[-1],
+            )
         return hit
 
     def read_slices(self, agreed: Optional[int]) -> tuple[list[int], list[int], bool]:
@@ -521,14 +608,26 @@ class _Checker:
             end = start + self.batch_size if agreed is None else min(start + self.batch_size, agreed)
             last = slice_index == len(reads) - 1
             in_order = offset == start and (
-                len(keys) == end - start or (agreed is None and last and len(keys) < end - start))
-            if offset is not None and offset % self.batch_size == 0 and not in_order and start < (
-                    len(self.chain) if agreed is None else agreed):
-                self.fail("CTL-4", f"KV read {slice_index} reads pages [{offset}, {offset + len(keys)}) but slice "
-                          f"{slice_index} of the agreed keys is pages [{start}, {end})", call)
+                len(keys) == end - start or (agreed is None and last and len(keys) < end - start)
+            )
+            if (
+                offset is not None
+                and offset % self.batch_size == 0
+                and not in_order
+                and start < (len(self.chain) if agreed is None else agreed)
+            ):
+                self.fail(
+                    "CTL-4",
+                    f"KV read {slice_index} reads pages [{offset}, {offset + len(keys)}) but slice "
+                    f"{slice_index} of the agreed keys is pages [{start}, {end})",
+                    call,
+                )
             if agreed is not None and offset is not None and offset + len(keys) > agreed:
-                self.fail("RANK-2", f"KV read of pages [{offset}, {offset + len(keys)}) goes beyond the agreed hit "
-                          f"of {agreed} pages", call)
+                self.fail(
+                    "RANK-2",
+                    f"KV read of pages [{offset}, {offset + len(keys)}) goes beyond the agreed hit of {agreed} pages",
+                    call,
+                )
             for sidecar in derived_by_offset.get(offset, ()):
                 self.check("HYB-1")
                 for transfer in sidecar.transfers:
@@ -545,12 +644,20 @@ class _Checker:
             offset = self.offsets.get(id(call))
             if offset is not None and offset not in read_offsets:
                 self.check("HYB-1")
-                self.fail("HYB-1", f"KV-derived read of pages [{offset}...) has no KV read of the same slice "
-                          "(or follows the end of IO)", call)
+                self.fail(
+                    "HYB-1",
+                    f"KV-derived read of pages [{offset}...) has no KV read of the same slice "
+                    "(or follows the end of IO)",
+                    call,
+                )
         stopped = stop is not None or (terminated is not None and terminated <= len(asked))
         if reads and agreed is not None and not stopped and sum(asked) < agreed:
-            self.fail("CTL-4", f"IO read {sum(asked)} of the {agreed} agreed pages and stopped although no slice "
-                      "was short and the operation was not terminated", reads[-1])
+            self.fail(
+                "CTL-4",
+                f"IO read {sum(asked)} of the {agreed} agreed pages and stopped although no slice "
+                "was short and the operation was not terminated",
+                reads[-1],
+            )
         return asked, loaded, stopped
 
     def check_sidecar_reads(self, kv_complete: bool, loaded_pages: int) -> None:
@@ -564,8 +671,9 @@ class _Checker:
         if not sidecars:
             return
         self.check("HYB-2")
-        last_kv = max((call.index for call in self.calls if self.kinds[id(call)] in (KV_READ, DERIVED_READ)),
-                      default=-1)
+        last_kv = max(
+            (call.index for call in self.calls if self.kinds[id(call)] in (KV_READ, DERIVED_READ)), default=-1
+        )
         keys_per_pool: dict[Any, list] = {}
         policy_per_pool: dict[Any, Any] = {}
         for call in sidecars:
@@ -575,27 +683,40 @@ class _Checker:
         needed = self.sidecar_calls_allowed(keys_per_pool)
         for number, call in enumerate(sidecars):
             if number >= needed:
-                self.fail("HYB-2", f"sidecar read number {number + 1}: other sidecars are read once per prefetch "
-                          f"(in {needed} call(s): one per trailing-length group, or as few as CTL-2 needs to "
-                          "split the longest pool)", call)
+                self.fail(
+                    "HYB-2",
+                    f"sidecar read number {number + 1}: other sidecars are read once per prefetch "
+                    f"(in {needed} call(s): one per trailing-length group, or as few as CTL-2 needs to "
+                    "split the longest pool)",
+                    call,
+                )
             if not kv_complete:
-                self.fail("HYB-2", "sidecar read although KV IO did not complete (a short slice, termination "
-                          "or a partial read)", call)
+                self.fail(
+                    "HYB-2",
+                    "sidecar read although KV IO did not complete (a short slice, termination or a partial read)",
+                    call,
+                )
             if call.index < last_kv:
                 self.fail("HYB-2", f"sidecar read before KV IO finished (KV call #{last_kv} comes later)", call)
         for name, keys in keys_per_pool.items():
             if len(set(keys)) != len(keys):
-                self.fail("HYB-2", f"sidecar pool {name!r} had a page read twice; other sidecars are read once "
-                          "per prefetch", sidecars[-1])
+                self.fail(
+                    "HYB-2",
+                    f"sidecar pool {name!r} had a page read twice; other sidecars are read once per prefetch",
+                    sidecars[-1],
+                )
             if policy_per_pool[name] != _TRAILING_PAGES or not keys:
                 continue
             self.check("HYB-3")
             start, end = compute_trailing_window(loaded_pages, len(keys))
             if tuple(keys) != self.chain[start:end]:
                 where = self.position.get(keys[0])
-                self.fail("HYB-3", f"TRAILING_PAGES transfer {name!r} reads {_describe(keys)} from page {where}; "
-                          f"its window is pages [{start}, {end}), ending at the hit of {loaded_pages} pages",
-                          sidecars[0])
+                self.fail(
+                    "HYB-3",
+                    f"TRAILING_PAGES transfer {name!r} reads {_describe(keys)} from page {where}; "
+                    f"its window is pages [{start}, {end}), ending at the hit of {loaded_pages} pages",
+                    sidecars[0],
+                )
 
     def sidecar_calls_allowed(self, keys_per_pool: dict) -> int:
         """How many sidecar v2 calls an operation may make: one per trailing-length group (PFX-9), or CTL-2's split."""
@@ -617,16 +738,22 @@ class _Checker:
             needed = self.sidecar_calls_allowed(keys_per_pool)
             for number, call in enumerate(sidecar_writes):
                 if number >= needed:
-                    self.fail("HYB-5", f"sidecar write number {number + 1}: sidecars are written in {needed} "
-                              "batch_set_v2 call(s): one per trailing-length group, or as few as CTL-2 needs to "
-                              "split the longest pool", call)
+                    self.fail(
+                        "HYB-5",
+                        f"sidecar write number {number + 1}: sidecars are written in {needed} "
+                        "batch_set_v2 call(s): one per trailing-length group, or as few as CTL-2 needs to "
+                        "split the longest pool",
+                        call,
+                    )
                 if first_kv is not None and call.index > first_kv:
-                    self.fail("HYB-5", f"sidecar write after the KV write call #{first_kv}; sidecars go first",
-                              call)
+                    self.fail("HYB-5", f"sidecar write after the KV write call #{first_kv}; sidecars go first", call)
             for name, keys in keys_per_pool.items():
                 if len(set(keys)) != len(keys):
-                    self.fail("HYB-5", f"sidecar pool {name!r} had a page written twice; each sidecar page is "
-                              "written once per backup", sidecar_writes[-1])
+                    self.fail(
+                        "HYB-5",
+                        f"sidecar pool {name!r} had a page written twice; each sidecar page is written once per backup",
+                        sidecar_writes[-1],
+                    )
         if not writes:
             return
         self.check("CTL-7", "CTL-13")
@@ -640,22 +767,31 @@ class _Checker:
                 self.fail("CTL-7", f"backup wrote pages [{offset}...) after slice {failed} failed", call)
                 continue
             if tuple(keys) != self.slice_keys(slice_index):
-                self.fail("CTL-7", f"backup write {slice_index} writes pages [{offset}...) but slice {slice_index} "
-                          f"is pages [{slice_index * self.batch_size}...)", call)
+                self.fail(
+                    "CTL-7",
+                    f"backup write {slice_index} writes pages [{offset}...) but slice {slice_index} "
+                    f"is pages [{slice_index * self.batch_size}...)",
+                    call,
+                )
             ok = _written_pages(call, len(keys)) == len(keys)
             slice_ok.append(ok)
             covered += len(keys)
             if not ok:
                 failed = slice_index
         if failed is None and covered < len(self.chain):
-            self.fail("CTL-13", f"backup stopped after {covered} of {len(self.chain)} pages without a failed slice",
-                      writes[-1])
+            self.fail(
+                "CTL-13",
+                f"backup stopped after {covered} of {len(self.chain)} pages without a failed slice",
+                writes[-1],
+            )
         if self.backup_completed_tokens is not None:
             slice_pages = tuple(end - start for start, end in plan_batches(len(self.chain), self.batch_size))
-            expected = compute_backup_progress(slice_pages, tuple(slice_ok[:len(slice_pages)]), self.page_size)
+            expected = compute_backup_progress(slice_pages, tuple(slice_ok[: len(slice_pages)]), self.page_size)
             if self.backup_completed_tokens != expected:
-                self.fail("CTL-7", f"backup reported {self.backup_completed_tokens} completed tokens; its writes "
-                          f"completed {expected}")
+                self.fail(
+                    "CTL-7",
+                    f"backup reported {self.backup_completed_tokens} completed tokens; its writes completed {expected}",
+                )
 
     # ------------------------------------------------------------ run
     def run(self) -> TraceReport:
@@ -673,8 +809,9 @@ class _Checker:
         kv_complete = bool(asked) and not stopped and (agreed is None or sum(loaded) == agreed)
         self.check_sidecar_reads(kv_complete, sum(loaded))
         self.check_backup()
-        report = TraceReport(violations=tuple(self.violations), checked=tuple(self.checked),
-                             operation_id=self.operation_id)
+        report = TraceReport(
+            violations=tuple(self.violations), checked=tuple(self.checked), operation_id=self.operation_id
+        )
         if self.acks is not None:
             if agreed is not None:
                 slice_pages = tuple(end - start for start, end in plan_batches(agreed, self.batch_size))
@@ -682,8 +819,15 @@ class _Checker:
                 slice_pages = tuple(asked)
             # A read that broke a slicing rule was reported above; here it counts at most its slice's pages.
             loaded_pages = tuple(min(got, asked) for got, asked in zip(loaded, slice_pages))
-            report = report.merged(check_acks(self.acks, slice_pages=slice_pages, loaded_pages=loaded_pages,
-                                              page_size=self.page_size, operation_id=self.operation_id))
+            report = report.merged(
+                check_acks(
+                    self.acks,
+                    slice_pages=slice_pages,
+                    loaded_pages=loaded_pages,
+                    page_size=self.page_size,
+                    operation_id=self.operation_id,
+                )
+            )
             report = report.merged(self.check_unconfirmed_acks())
         if self.sglang_version is not None:
             kinds_by_index = {call.index: self.kinds[id(call)] for call in self.calls}
@@ -698,10 +842,14 @@ class _Checker:
             ack = ack if isinstance(ack, (ProgressAck, PoolHitsAck, FinalAck)) else validate_ack(ack)
             tokens = getattr(ack, "tokens", None)
             if tokens is not None and tokens > bound:
-                violations.append(TraceViolation(
-                    clause="CTL-11", ack_index=position,
-                    message=f"{ack.kind} ack counts {tokens} tokens but the backend confirmed only {bound} "
-                            "(a raise, a False or a malformed result is a failure at that page)"))
+                violations.append(
+                    TraceViolation(
+                        clause="CTL-11",
+                        ack_index=position,
+                        message=f"{ack.kind} ack counts {tokens} tokens but the backend confirmed only {bound} "
+                        "(a raise, a False or a malformed result is a failure at that page)",
+                    )
+                )
         return TraceReport(violations=tuple(violations), checked=("CTL-11",))
 
 
@@ -749,54 +897,108 @@ def check_trace(
     chain_keys = _keys_argument(chain, "chain")
     if prefix_keys is not None:
         if isinstance(prefix_keys, (str, bytes)) or not isinstance(prefix_keys, Sequence):
-            raise ContractViolation("check_trace.prefix_keys", "must be None or a sequence of page keys",
-                                    prefix_keys, "PFX-1")
-        validate_page_keys(prefix_keys if isinstance(prefix_keys, (list, tuple, PrefixKeys)) else tuple(prefix_keys),
-                           field="check_trace.prefix_keys")
+            raise ContractViolation(
+                "check_trace.prefix_keys", "must be None or a sequence of page keys", prefix_keys, "PFX-1"
+            )
+        validate_page_keys(
+            prefix_keys if isinstance(prefix_keys, (list, tuple, PrefixKeys)) else tuple(prefix_keys),
+            field="check_trace.prefix_keys",
+        )
     initial, after_known, after = resolve_operation_prefix(calls, prefix_keys)
-    return _run(calls, chain_keys, None if initial is None else tuple(initial), after_known,
-                None if after is None else tuple(after), batch_size, page_size, acks, agreed_pages,
-                terminated_before_slice, backup_completed_tokens, operation_id, sglang_version)
+    return _run(
+        calls,
+        chain_keys,
+        None if initial is None else tuple(initial),
+        after_known,
+        None if after is None else tuple(after),
+        batch_size,
+        page_size,
+        acks,
+        agreed_pages,
+        terminated_before_slice,
+        backup_completed_tokens,
+        operation_id,
+        sglang_version,
+    )
 
 
 def check_operation(operation: TraceOperation, *, sglang_version: Optional[str] = None) -> TraceReport:
     """Return the verdict on one operation of a trace file (``sglang_version`` as for ``check_trace``)."""
     after_known = "prefix_keys_after" in operation.model_fields_set
-    return _run(operation.calls, operation.chain, operation.prefix_keys, after_known, operation.prefix_keys_after,
-                operation.batch_size, operation.page_size, operation.acks, operation.agreed_pages,
-                operation.terminated_before_slice, operation.backup_completed_tokens, operation.operation_id,
-                sglang_version)
+    return _run(
+        operation.calls,
+        operation.chain,
+        operation.prefix_keys,
+        after_known,
+        operation.prefix_keys_after,
+        operation.batch_size,
+        operation.page_size,
+        operation.acks,
+        operation.agreed_pages,
+        operation.terminated_before_slice,
+        operation.backup_completed_tokens,
+        operation.operation_id,
+        sglang_version,
+    )
 
 
-def _run(calls: Sequence, chain: tuple, initial: Optional[tuple], after_known: bool, after: Any, batch_size: int,
-         page_size: Optional[int], acks: Optional[Sequence], agreed_pages: Optional[int],
-         terminated_before_slice: Optional[int], backup_completed_tokens: Optional[int],
-         operation_id: Any, sglang_version: Optional[str] = None) -> TraceReport:
+def _run(
+    calls: Sequence,
+    chain: tuple,
+    initial: Optional[tuple],
+    after_known: bool,
+    after: Any,
+    batch_size: int,
+    page_size: Optional[int],
+    acks: Optional[Sequence],
+    agreed_pages: Optional[int],
+    terminated_before_slice: Optional[int],
+    backup_completed_tokens: Optional[int],
+    operation_id: Any,
+    sglang_version: Optional[str] = None,
+) -> TraceReport:
     if sglang_version is not None:
         try:
             check_release(sglang_version)
         except UnknownReleaseError as error:
-            raise ContractViolation("check_trace.sglang_version", f"must be a pinned SGLang release ({error})",
-                                    sglang_version, "PFX-2") from None
+            raise ContractViolation(
+                "check_trace.sglang_version", f"must be a pinned SGLang release ({error})", sglang_version, "PFX-2"
+            ) from None
     _check_int("check_trace.batch_size", batch_size, 1, "CTL-2", optional=False)
     _check_int("check_trace.page_size", page_size, 1, "CTL-5")
     _check_int("check_trace.agreed_pages", agreed_pages, 0, "RANK-2")
     _check_int("check_trace.terminated_before_slice", terminated_before_slice, 0, "CTL-4")
     _check_int("check_trace.backup_completed_tokens", backup_completed_tokens, 0, "CTL-7")
     if agreed_pages is not None and agreed_pages > len(chain):
-        raise ContractViolation("check_trace.agreed_pages", f"must be <= len(chain) = {len(chain)}", agreed_pages,
-                                "RANK-2")
+        raise ContractViolation(
+            "check_trace.agreed_pages", f"must be <= len(chain) = {len(chain)}", agreed_pages, "RANK-2"
+        )
     if page_size is None and (acks is not None or backup_completed_tokens is not None):
-        raise ContractViolation("check_trace.page_size", "must be given with acks or backup_completed_tokens",
-                                page_size, "CTL-5")
+        raise ContractViolation(
+            "check_trace.page_size", "must be given with acks or backup_completed_tokens", page_size, "CTL-5"
+        )
     if isinstance(calls, (str, bytes)) or not isinstance(calls, Sequence):
         raise ContractViolation("check_trace.calls", "must be a list of recorded calls (rec.calls)", calls, "PFX-2")
     for position, call in enumerate(calls):
         if not hasattr(call, "method") or not hasattr(call, "extra_info_state"):
-            raise ContractViolation(f"check_trace.calls[{position}]", "must be a RecordedCall or TraceCall", call,
-                                    "PFX-2")
-    checker = _Checker(calls, chain, initial, after_known, after, batch_size, page_size, acks, agreed_pages,
-                       terminated_before_slice, backup_completed_tokens, operation_id, sglang_version)
+            raise ContractViolation(
+                f"check_trace.calls[{position}]", "must be a RecordedCall or TraceCall", call, "PFX-2"
+            )
+    checker = _Checker(
+        calls,
+        chain,
+        initial,
+        after_known,
+        after,
+        batch_size,
+        page_size,
+        acks,
+        agreed_pages,
+        terminated_before_slice,
+        backup_completed_tokens,
+        operation_id,
+        sglang_version,
+    )
     return checker.run()
 
 
@@ -834,12 +1036,14 @@ def check_acks(
     if any(count < 1 for count in slices):
         raise ContractViolation("check_acks.slice_pages", "must hold ints >= 1", slices, "CTL-5")
     if len(loaded) > len(slices):
-        raise ContractViolation("check_acks.loaded_pages", f"must hold at most len(slice_pages) = {len(slices)} "
-                                "entries", loaded, "CTL-5")
+        raise ContractViolation(
+            "check_acks.loaded_pages", f"must hold at most len(slice_pages) = {len(slices)} entries", loaded, "CTL-5"
+        )
     for position, (got, asked) in enumerate(zip(loaded, slices)):
         if got > asked:
-            raise ContractViolation(f"check_acks.loaded_pages[{position}]",
-                                    f"must be <= slice_pages[{position}] = {asked}", got, "CTL-5")
+            raise ContractViolation(
+                f"check_acks.loaded_pages[{position}]", f"must be <= slice_pages[{position}] = {asked}", got, "CTL-5"
+            )
     if isinstance(acks, (str, bytes)) or not isinstance(acks, Sequence):
         raise ContractViolation("check_acks.acks", "must be a sequence of acks", acks, "CTL-5")
     parsed = [ack if isinstance(ack, (ProgressAck, PoolHitsAck, FinalAck)) else validate_ack(ack) for ack in acks]
@@ -862,22 +1066,36 @@ def check_acks(
     finals = [(position, ack) for position, ack in enumerate(parsed) if isinstance(ack, FinalAck)]
 
     if len(progress) != len(expected):
-        fail("CTL-5", f"{len(progress)} progress ack(s) for {len(expected)} slice(s); one per slice, also after a "
-             "short slice or termination")
-        fail("RANK-3", f"{len(progress)} progress ack(s) where every rank emits {len(expected)}; the all-reduce of "
-             "the missing or extra acks never matches across ranks")
+        fail(
+            "CTL-5",
+            f"{len(progress)} progress ack(s) for {len(expected)} slice(s); one per slice, also after a "
+            "short slice or termination",
+        )
+        fail(
+            "RANK-3",
+            f"{len(progress)} progress ack(s) where every rank emits {len(expected)}; the all-reduce of "
+            "the missing or extra acks never matches across ranks",
+        )
     previous = 0
     for number, (position, ack) in enumerate(progress):
         if ack.slice_index != number:
             fail("CTL-5", f"progress ack number {number} names slice {ack.slice_index}", position)
         if ack.tokens < previous:
-            fail("CTL-5", f"progress ack for slice {ack.slice_index} reports {ack.tokens} tokens, fewer than the "
-                 f"{previous} before it; acks are cumulative and non-decreasing", position)
+            fail(
+                "CTL-5",
+                f"progress ack for slice {ack.slice_index} reports {ack.tokens} tokens, fewer than the "
+                f"{previous} before it; acks are cumulative and non-decreasing",
+                position,
+            )
         previous = max(previous, ack.tokens)
         if number < len(expected) and ack.tokens != expected[number]:
-            fail("CTL-5", f"progress ack for slice {number} reports {ack.tokens} tokens, expected "
-                 f"{expected[number]} (cumulative loaded tokens, frozen after the first short slice or "
-                 "termination)", position)
+            fail(
+                "CTL-5",
+                f"progress ack for slice {number} reports {ack.tokens} tokens, expected "
+                f"{expected[number]} (cumulative loaded tokens, frozen after the first short slice or "
+                "termination)",
+                position,
+            )
     last_progress = max((position for position, _ in progress), default=-1)
     if pool_hits:
         checked["HYB-2"] = None
@@ -887,11 +1105,17 @@ def check_acks(
         if position < last_progress:
             fail("HYB-2", "pool-hits ack before the last progress ack; sidecars are read after KV", position)
         if not kv_complete and any(hits for hits in ack.pool_hits.values()):
-            fail("HYB-2", f"pool-hits ack reports {dict(ack.pool_hits)} although KV did not complete; the "
-                 "sidecars are not read then", position)
+            fail(
+                "HYB-2",
+                f"pool-hits ack reports {dict(ack.pool_hits)} although KV did not complete; the "
+                "sidecars are not read then",
+                position,
+            )
     if not finals:
-        fail("CTL-6", "no final ack; every prefetch ends with one, also when the backend raised or the operation "
-             "was terminated")
+        fail(
+            "CTL-6",
+            "no final ack; every prefetch ends with one, also when the backend raised or the operation was terminated",
+        )
     for number, (position, ack) in enumerate(finals):
         if number:
             fail("CTL-6", "a second final ack; there is exactly one", position)
@@ -899,6 +1123,5 @@ def check_acks(
             fail("CTL-6", f"the final ack is ack {position} of {len(parsed)}; it must be the last", position)
         expected_total = expected[-1] if expected else 0
         if number == 0 and ack.tokens != expected_total:
-            fail("CTL-6", f"the final ack reports {ack.tokens} tokens; the operation loaded {expected_total}",
-                 position)
+            fail("CTL-6", f"the final ack reports {ack.tokens} tokens; the operation loaded {expected_total}", position)
     return TraceReport(violations=tuple(violations), checked=tuple(checked), operation_id=owner)

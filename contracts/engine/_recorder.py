@@ -51,6 +51,7 @@ def call_keys(keys: Any, transfers: Any) -> Any:
             return transfer.keys
     return ()
 
+
 __all__ = [
     "EXTRA_INFO_ABSENT",
     "EXTRA_INFO_NONE",
@@ -72,8 +73,11 @@ _KEYS_METHODS = frozenset({"batch_exists", "batch_get_v1", "batch_set_v1", "batc
 """Methods whose first argument is the list of page keys."""
 _KEY_METHODS = frozenset({"get", "set", "exists"})
 """Legacy methods whose first argument is one key."""
-_TRANSFER_METHODS = {"batch_get_v2": (0, "transfers"), "batch_set_v2": (0, "transfers"),
-                     "batch_exists_v2": (1, "pool_transfers")}
+_TRANSFER_METHODS = {
+    "batch_get_v2": (0, "transfers"),
+    "batch_set_v2": (0, "transfers"),
+    "batch_exists_v2": (1, "pool_transfers"),
+}
 """v2 methods, with the position and keyword of their PoolTransfer list."""
 _NOT_GIVEN = object()
 _OWN_ATTRIBUTES = frozenset({"_recording_inner", "_recording_calls", "_recording_lock", "_recording_counter"})
@@ -122,8 +126,7 @@ def _reused_snapshot(prefix: Any, earlier: Sequence["RecordedCall"]) -> Optional
                 return None
             count = len(prefix)
             step = count // (_SAMPLES - 16)
-            positions = itertools.chain(range(8), range(count - 8, count),
-                                        range(random.randrange(step), count, step))
+            positions = itertools.chain(range(8), range(count - 8, count), range(random.randrange(step), count, step))
             if all(prefix[position] is snapshot[position] for position in positions):
                 return snapshot
             return None
@@ -154,8 +157,9 @@ class RecordedTransfer:
 
     __slots__ = ("name", "keys", "indices_from_pool", "hit_policy")
 
-    def __init__(self, name: Optional[str], keys: Optional[tuple], indices_from_pool: Optional[str],
-                 hit_policy: Optional[str]) -> None:
+    def __init__(
+        self, name: Optional[str], keys: Optional[tuple], indices_from_pool: Optional[str], hit_policy: Optional[str]
+    ) -> None:
         self.name = name
         """The pool name as a str (``"kv"``, ``"indexer"``, ...)."""
         self.keys = keys
@@ -186,8 +190,10 @@ def _summarize_result(method: str, result: Any) -> Any:
         return tuple(result) if isinstance(result, (list, tuple)) else result
     if method in ("batch_get_v2", "batch_set_v2"):
         if isinstance(result, Mapping):
-            return {_name_of(name): tuple(flags) if isinstance(flags, (list, tuple)) else flags
-                    for name, flags in result.items()}
+            return {
+                _name_of(name): tuple(flags) if isinstance(flags, (list, tuple)) else flags
+                for name, flags in result.items()
+            }
         return result
     if method == "batch_exists_v2":
         hits = getattr(result, "kv_hit_pages", _NOT_GIVEN)
@@ -213,9 +219,25 @@ class RecordedCall:
     """
 
     __slots__ = (
-        "index", "method", "keys", "transfers", "extra_info_state", "extra_info", "prefix_object",
-        "prefix_keys", "prefix_keys_problem", "args", "kwargs", "returned", "result", "raised",
-        "thread", "thread_id", "started", "finished", "recording_problem",
+        "index",
+        "method",
+        "keys",
+        "transfers",
+        "extra_info_state",
+        "extra_info",
+        "prefix_object",
+        "prefix_keys",
+        "prefix_keys_problem",
+        "args",
+        "kwargs",
+        "returned",
+        "result",
+        "raised",
+        "thread",
+        "thread_id",
+        "started",
+        "finished",
+        "recording_problem",
     )
 
     def __init__(self, index: int, method: str, args: tuple, kwargs: dict) -> None:
@@ -286,12 +308,15 @@ class RecordedCall:
 
     def __repr__(self) -> str:
         prefix = None if self.prefix_keys is None else f"<{len(self.prefix_keys)} keys>"
-        return (f"RecordedCall(#{self.index} {self.method}, keys=<{len(self.all_keys)}>, "
-                f"extra_info={self.extra_info_state}, prefix_keys={prefix}, thread={self.thread!r})")
+        return (
+            f"RecordedCall(#{self.index} {self.method}, keys=<{len(self.all_keys)}>, "
+            f"extra_info={self.extra_info_state}, prefix_keys={prefix}, thread={self.thread!r})"
+        )
 
 
-def _record_arguments(call: RecordedCall, method: str, args: tuple, kwargs: dict,
-                      earlier: Sequence[RecordedCall] = ()) -> None:
+def _record_arguments(
+    call: RecordedCall, method: str, args: tuple, kwargs: dict, earlier: Sequence[RecordedCall] = ()
+) -> None:
     """Fill ``call`` with the keys, transfers and extra_info of a call, by the contract's positions.
 
     ``earlier`` are the latest calls before it, whose snapshot of the same prefix list may be reused.
@@ -353,8 +378,9 @@ class RecordingBackend:
         if inner is None:
             raise ValueError("RecordingBackend.inner: must be a storage backend object (got None) [BE-24]")
         if isinstance(inner, RecordingBackend):
-            raise ValueError("RecordingBackend.inner: must not itself be a RecordingBackend "
-                             f"(got {type(inner).__name__}) [BE-24]")
+            raise ValueError(
+                f"RecordingBackend.inner: must not itself be a RecordingBackend (got {type(inner).__name__}) [BE-24]"
+            )
         proxy_class = cls._proxy_class_for(type(inner))
         instance = object.__new__(proxy_class)
         object.__setattr__(instance, "_recording_inner", inner)
@@ -481,7 +507,8 @@ def _make_method(name: str, target: Any, static: bool = False) -> Any:
             return method
         self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
         method.__signature__ = inner_signature.replace(
-            parameters=[self_parameter, *inner_signature.parameters.values()])
+            parameters=[self_parameter, *inner_signature.parameters.values()]
+        )
     return method
 
 

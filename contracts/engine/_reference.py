@@ -72,11 +72,14 @@ class Scenario:
         return PREFIXES[self.prefix]
 
     def __str__(self) -> str:
-        faults = [f"{name}={getattr(self, name)}" for name in
-                  ("stored", "unreadable_from", "raise_on_read", "terminate_after_read")
-                  if getattr(self, name) is not None]
-        return " ".join([self.kind, f"{self.pages} pages", f"prefix {self.prefix}",
-                         "hybrid" if self.hybrid else "base", *faults])
+        faults = [
+            f"{name}={getattr(self, name)}"
+            for name in ("stored", "unreadable_from", "raise_on_read", "terminate_after_read")
+            if getattr(self, name) is not None
+        ]
+        return " ".join(
+            [self.kind, f"{self.pages} pages", f"prefix {self.prefix}", "hybrid" if self.hybrid else "base", *faults]
+        )
 
 
 def _scenarios() -> tuple[Scenario, ...]:
@@ -113,8 +116,12 @@ class RunOutcome:
     def check(self, **options: Any) -> TraceReport:
         """Check the recorded trace (and, for a prefetch, its acks) of this run."""
         operation = self.operation
-        arguments: dict[str, Any] = dict(chain=self.scenario.chain, prefix_keys=operation.base_info.prefix_keys,
-                                         page_size=PAGE_SIZE, operation_id=operation.operation_id)
+        arguments: dict[str, Any] = dict(
+            chain=self.scenario.chain,
+            prefix_keys=operation.base_info.prefix_keys,
+            page_size=PAGE_SIZE,
+            operation_id=operation.operation_id,
+        )
         if self.scenario.kind == "prefetch":
             arguments.update(acks=operation.acks, terminated_before_slice=self.terminated_before_slice)
         else:
@@ -143,7 +150,10 @@ def clause_results(checked_runs: Iterable[tuple[Any, TraceReport]]) -> list[Clau
         if registered.id not in checked:
             continue
         found = failures.get(registered.id, [])
-        detail = (f"{len(found)} violation(s); first: {found[0]}" if found
-                  else f"checked in {checked[registered.id]} scenario(s), no violation")
+        detail = (
+            f"{len(found)} violation(s); first: {found[0]}"
+            if found
+            else f"checked in {checked[registered.id]} scenario(s), no violation"
+        )
         results.append(ClauseResult(registered.id, not found, detail))
     return results

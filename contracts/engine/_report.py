@@ -47,7 +47,9 @@ class TraceViolation(ContractModel):
         return ", ".join(parts) or "operation"
 
     def __str__(self) -> str:
-        recorded = f" (recorded divergence {', '.join(self.divergence)} of SGLang {self.release})" if self.divergence else ""
+        recorded = (
+            f" (recorded divergence {', '.join(self.divergence)} of SGLang {self.release})" if self.divergence else ""
+        )
         return f"[{self.clause}] {self.where}: {self.message}{recorded}"
 
 
@@ -90,8 +92,10 @@ class TraceReport(ContractModel):
     def _divergence_lines(self) -> list[str]:
         if not self.divergences:
             return []
-        lines = [f"{len(self.divergences)} recorded divergence(s) of SGLang {self.divergences[0].release} "
-                 "(not failing the verdict):"]
+        lines = [
+            f"{len(self.divergences)} recorded divergence(s) of SGLang {self.divergences[0].release} "
+            "(not failing the verdict):"
+        ]
         lines += [f"  {', '.join(v.divergence)}  {v.clause}  {v.where}  {v.message}" for v in self.divergences]
         return lines
 
@@ -113,6 +117,7 @@ class TraceReport(ContractModel):
                 statement = self.violations[number - 1].statement
                 if statement:
                     lines.append(f"{'':<{clause_width}}  {'':<{where_width}}  rule: {statement}")
-        lines.append(f"{len(self.violations)} violation(s) of {len(self.violated)} clause(s): "
-                     f"{', '.join(self.violated)}")
+        lines.append(
+            f"{len(self.violations)} violation(s) of {len(self.violated)} clause(s): {', '.join(self.violated)}"
+        )
         return "\n".join(lines + self._divergence_lines())

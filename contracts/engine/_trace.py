@@ -105,7 +105,7 @@ MAX_OPERATION_ID_LENGTH = 200
 def _short_operation_id(value: Any) -> Any:
     """Return a str operation id longer than ``MAX_OPERATION_ID_LENGTH`` as its start, an ellipsis and its length."""
     if isinstance(value, str) and len(value) > MAX_OPERATION_ID_LENGTH:
-        return f"{value[:MAX_OPERATION_ID_LENGTH - 40]}... ({len(value)} characters)"
+        return f"{value[: MAX_OPERATION_ID_LENGTH - 40]}... ({len(value)} characters)"
     return value
 
 
@@ -227,8 +227,12 @@ def trace_error(root: type, error: ValidationError) -> TraceFormatError:
     if first["type"] == "extra_forbidden":
         container = _walk(root, location[:-1])[3]
         known = ", ".join(getattr(container, "model_fields", {}))
-        return TraceFormatError(where, f"is not a field of {getattr(container, '__name__', 'this object')} "
-                                f"(its fields: {known})", first.get("input"), None)
+        return TraceFormatError(
+            where,
+            f"is not a field of {getattr(container, '__name__', 'this object')} (its fields: {known})",
+            first.get("input"),
+            None,
+        )
     within = all(isinstance(part, int) for part in location[depth:])  # the field itself, or an item of it
     rule = first["msg"][:1].lower() + first["msg"][1:]
     return TraceFormatError(where, rule, first.get("input"), _field_clause(owner, field) if within else None)
@@ -318,7 +322,10 @@ class TraceCall(_TraceModel):
     """Monotonic seconds when it returned or raised."""
 
     _trace_clauses: ClassVar[dict[str, str]] = {
-        "keys": "KEY-2", "prefix_keys": "PFX-1", "prefix_keys_after": "PFX-5", "extra_info_state": "PFX-7",
+        "keys": "KEY-2",
+        "prefix_keys": "PFX-1",
+        "prefix_keys_after": "PFX-5",
+        "extra_info_state": "PFX-7",
     }
     _children: ClassVar[dict[str, Any]] = {"transfers": TraceTransfer}
 
@@ -358,9 +365,15 @@ class TraceCall(_TraceModel):
             "index": call.index,
             "method": call.method,
             "keys": None if call.keys is None else tuple(call.keys),
-            "transfers": None if call.transfers is None else tuple(
-                TraceTransfer(name=str(transfer.name), keys=None if transfer.keys is None else tuple(transfer.keys),
-                              indices_from_pool=transfer.indices_from_pool, hit_policy=transfer.hit_policy)
+            "transfers": None
+            if call.transfers is None
+            else tuple(
+                TraceTransfer(
+                    name=str(transfer.name),
+                    keys=None if transfer.keys is None else tuple(transfer.keys),
+                    indices_from_pool=transfer.indices_from_pool,
+                    hit_policy=transfer.hit_policy,
+                )
                 for transfer in call.transfers
             ),
             "extra_info_state": call.extra_info_state,
@@ -418,8 +431,13 @@ class TraceOperation(_TraceModel):
     """The prefetch's acks in emission order (progress, pool_hits, final), when recorded."""
 
     _trace_clauses: ClassVar[dict[str, str]] = {
-        "chain": "KEY-2", "prefix_keys": "PFX-1", "prefix_keys_after": "PFX-5", "batch_size": "CTL-2",
-        "page_size": "CTL-5", "agreed_pages": "RANK-2", "terminated_before_slice": "CTL-4",
+        "chain": "KEY-2",
+        "prefix_keys": "PFX-1",
+        "prefix_keys_after": "PFX-5",
+        "batch_size": "CTL-2",
+        "page_size": "CTL-5",
+        "agreed_pages": "RANK-2",
+        "terminated_before_slice": "CTL-4",
         "backup_completed_tokens": "CTL-7",
     }
     _children: ClassVar[dict[str, Any]] = {"calls": TraceCall, "acks": "ack"}
@@ -441,21 +459,31 @@ class TraceOperation(_TraceModel):
     @model_validator(mode="after")
     def _check_settings(self) -> "TraceOperation":
         """The settings the checker needs, checked here so a bad file is named field by field."""
-        minimums = (("batch_size", 1, "CTL-2"), ("page_size", 1, "CTL-5"), ("agreed_pages", 0, "RANK-2"),
-                    ("terminated_before_slice", 0, "CTL-4"), ("backup_completed_tokens", 0, "CTL-7"))
+        minimums = (
+            ("batch_size", 1, "CTL-2"),
+            ("page_size", 1, "CTL-5"),
+            ("agreed_pages", 0, "RANK-2"),
+            ("terminated_before_slice", 0, "CTL-4"),
+            ("backup_completed_tokens", 0, "CTL-7"),
+        )
         for name, minimum, clause_id in minimums:
             value = getattr(self, name)
             if value is not None and value < minimum:
                 raise ContractViolation(name, f"must be >= {minimum}", value, clause_id)
         if self.agreed_pages is not None and self.agreed_pages > len(self.chain):
-            raise ContractViolation("agreed_pages", f"must be <= len(chain) = {len(self.chain)}", self.agreed_pages,
-                                    "RANK-2")
+            raise ContractViolation(
+                "agreed_pages", f"must be <= len(chain) = {len(self.chain)}", self.agreed_pages, "RANK-2"
+            )
         if self.page_size is None:
-            needs = "acks" if self.acks is not None else (
-                "backup_completed_tokens" if self.backup_completed_tokens is not None else None)
+            needs = (
+                "acks"
+                if self.acks is not None
+                else ("backup_completed_tokens" if self.backup_completed_tokens is not None else None)
+            )
             if needs is not None:  # the clause the missing page size keeps from being checked
-                raise ContractViolation("page_size", f"must be given with {needs}", None,
-                                        "CTL-5" if needs == "acks" else "CTL-7")
+                raise ContractViolation(
+                    "page_size", f"must be given with {needs}", None, "CTL-5" if needs == "acks" else "CTL-7"
+                )
         return self
 
 
@@ -472,8 +500,12 @@ class TraceDocument(_TraceModel):
     @model_validator(mode="after")
     def _check_not_empty(self) -> "TraceDocument":
         if not self.operations:
-            raise ContractViolation("operations", "must hold at least one operation (an empty trace checks "
-                                    "nothing)", self.operations, FIELD_CLAUSE)
+            raise ContractViolation(
+                "operations",
+                "must hold at least one operation (an empty trace checks nothing)",
+                self.operations,
+                FIELD_CLAUSE,
+            )
         return self
 
 
@@ -488,8 +520,9 @@ def resolve_operation_prefix(calls: Any, prefix_keys: Any) -> tuple[Any, bool, A
     """
     now, problem = snapshot_prefix(prefix_keys)
     if problem is not None:
-        raise ContractViolation("check_trace.prefix_keys", "must be None or a sequence of page keys",
-                                prefix_keys, "PFX-1")
+        raise ContractViolation(
+            "check_trace.prefix_keys", "must be None or a sequence of page keys", prefix_keys, "PFX-1"
+        )
     if prefix_keys is None or isinstance(prefix_keys, tuple) or now is prefix_keys:
         return now, False, now  # immutable: it cannot have changed
     for call in calls:
@@ -508,8 +541,11 @@ def trace_document_from_calls(
         "chain": tuple(chain),
         "prefix_keys": None if initial is None else tuple(initial),
         # A backend's own public methods are recorded too; they are no part of the interface, nor of the trace.
-        "calls": tuple(TraceCall.from_recorded(call) if isinstance(call, RecordedCall) else call for call in calls
-                       if getattr(call, "method", None) in TRACE_METHODS or not isinstance(call, RecordedCall)),
+        "calls": tuple(
+            TraceCall.from_recorded(call) if isinstance(call, RecordedCall) else call
+            for call in calls
+            if getattr(call, "method", None) in TRACE_METHODS or not isinstance(call, RecordedCall)
+        ),
         **operation,
     }
     if after_known:
@@ -521,20 +557,26 @@ def trace_document_from_calls(
 
 def load_trace(source: Union[str, Path, bytes]) -> TraceDocument:
     """Return the TraceDocument in a file (a path) or a JSON text; raise TraceFormatError for a malformed one."""
-    if isinstance(source, Path) or (isinstance(source, str) and source.strip()
-                                    and not source.lstrip().startswith(("{", "["))):
+    if isinstance(source, Path) or (
+        isinstance(source, str) and source.strip() and not source.lstrip().startswith(("{", "["))
+    ):
         path = Path(source)
         try:
             text = path.read_bytes()
         except OSError as error:
-            raise TraceFormatError("TraceDocument", f"must be a readable file ({error.strerror})",
-                                   str(path), None) from None
+            raise TraceFormatError(
+                "TraceDocument", f"must be a readable file ({error.strerror})", str(path), None
+            ) from None
     else:
         text = source
     depth = _nesting_depth(text)
     if depth > MAX_NESTING:
-        raise TraceFormatError("TraceDocument", f"must not nest arrays and objects more than {MAX_NESTING} deep",
-                               f"more than {MAX_NESTING} levels", None)
+        raise TraceFormatError(
+            "TraceDocument",
+            f"must not nest arrays and objects more than {MAX_NESTING} deep",
+            f"more than {MAX_NESTING} levels",
+            None,
+        )
     try:
         json.loads(text)
     except (ValueError, RecursionError) as error:

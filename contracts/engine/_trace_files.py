@@ -37,23 +37,38 @@ def reports_to_junit_xml(reports: Sequence[TraceReport], *, source: str = "trace
     """Return the reports as JUnit XML: a test suite per operation, a test case per clause checked."""
     failures = sum(len(report.violated) for report in reports)
     tests = sum(len(_clauses_of(report)) for report in reports)
-    root = ElementTree.Element("testsuites", name=f"hicache-conform trace {source}", tests=str(tests),
-                               failures=str(failures), errors="0", skipped="0")
+    root = ElementTree.Element(
+        "testsuites",
+        name=f"hicache-conform trace {source}",
+        tests=str(tests),
+        failures=str(failures),
+        errors="0",
+        skipped="0",
+    )
     for number, report in enumerate(reports):
         clause_ids = _clauses_of(report)
-        suite = ElementTree.SubElement(root, "testsuite", name=operation_name(report, number),
-                                       tests=str(len(clause_ids)), failures=str(len(report.violated)),
-                                       errors="0", skipped="0")
+        suite = ElementTree.SubElement(
+            root,
+            "testsuite",
+            name=operation_name(report, number),
+            tests=str(len(clause_ids)),
+            failures=str(len(report.violated)),
+            errors="0",
+            skipped="0",
+        )
         for clause_id in clause_ids:
-            case = ElementTree.SubElement(suite, "testcase", classname=f"hicache.trace.{_level(clause_id)}",
-                                          name=clause_id)
+            case = ElementTree.SubElement(
+                suite, "testcase", classname=f"hicache.trace.{_level(clause_id)}", name=clause_id
+            )
             found = report.for_clause(clause_id)
             if found:
-                failure = ElementTree.SubElement(case, "failure", message=f"{found[0].where}: {found[0].message}",
-                                                 type=clause_id)
+                failure = ElementTree.SubElement(
+                    case, "failure", message=f"{found[0].where}: {found[0].message}", type=clause_id
+                )
                 statement = found[0].statement
-                failure.text = "\n".join(([f"rule: {statement}"] if statement else [])
-                                         + [f"{item.where}: {item.message}" for item in found])
+                failure.text = "\n".join(
+                    ([f"rule: {statement}"] if statement else []) + [f"{item.where}: {item.message}" for item in found]
+                )
     ElementTree.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"
 
@@ -66,11 +81,19 @@ def reports_to_markdown(reports: Sequence[TraceReport], *, source: str = "trace"
     """Return the reports as Markdown: a summary line, then per operation a clause table."""
     conforming = sum(report.ok for report in reports)
     verdict = "PASSED" if conforming == len(reports) else "FAILED"
-    lines = [f"# Engine trace `{_cell(source)}`", "",
-             f"**{verdict}**: {conforming} of {len(reports)} operation(s) conform.", ""]
+    lines = [
+        f"# Engine trace `{_cell(source)}`",
+        "",
+        f"**{verdict}**: {conforming} of {len(reports)} operation(s) conform.",
+        "",
+    ]
     for number, report in enumerate(reports):
-        lines += [f"## {operation_name(report, number)}", "",
-                  "| clause | verdict | where | message |", "|---|---|---|---|"]
+        lines += [
+            f"## {operation_name(report, number)}",
+            "",
+            "| clause | verdict | where | message |",
+            "|---|---|---|---|",
+        ]
         for clause_id in _clauses_of(report):
             found = report.for_clause(clause_id)
             if not found:

@@ -27,18 +27,26 @@ def install(subparsers: argparse._SubParsersAction) -> None:
         help="check a recorded engine trace (JSON, format hicache-trace/1) against the engine-side clauses",
         description="Check every operation of a trace file; print clause / where / message for each violation.",
     )
-    parser.add_argument("file", metavar="FILE.json", nargs="?",
-                        help="the trace file (see docs/engines.md for the format)")
+    parser.add_argument(
+        "file", metavar="FILE.json", nargs="?", help="the trace file (see docs/engines.md for the format)"
+    )
     parser.add_argument("--json", action="store_true", help="print the reports as JSON instead of tables")
     parser.add_argument("--statements", action="store_true", help="print each violated clause's statement")
-    parser.add_argument("--junit-xml", metavar="PATH",
-                        help="also write the verdicts as JUnit XML (a test suite per operation, a case per clause)")
+    parser.add_argument(
+        "--junit-xml",
+        metavar="PATH",
+        help="also write the verdicts as JUnit XML (a test suite per operation, a case per clause)",
+    )
     parser.add_argument("--markdown", metavar="PATH", help="also write the verdicts as Markdown tables")
-    parser.add_argument("--sglang-version", metavar="V",
-                        help="judge the trace as pinned SGLang release V: findings its divergence registry records "
-                             "are shown as divergences and do not fail the verdict")
-    parser.add_argument("--schema", action="store_true",
-                        help="print the JSON Schema of the trace format (TraceDocument) and exit")
+    parser.add_argument(
+        "--sglang-version",
+        metavar="V",
+        help="judge the trace as pinned SGLang release V: findings its divergence registry records "
+        "are shown as divergences and do not fail the verdict",
+    )
+    parser.add_argument(
+        "--schema", action="store_true", help="print the JSON Schema of the trace format (TraceDocument) and exit"
+    )
     parser.set_defaults(func=run_trace_command)
 
 
@@ -60,8 +68,7 @@ def run_trace_command(args: argparse.Namespace) -> int:
         print(f"{args.file}: not a valid trace: {error}", file=sys.stderr)
         return 2
     try:
-        reports = [check_operation(operation, sglang_version=args.sglang_version)
-                   for operation in document.operations]
+        reports = [check_operation(operation, sglang_version=args.sglang_version) for operation in document.operations]
     except ContractViolation as error:
         print(f"hicache-conform trace: --sglang-version: {error}", file=sys.stderr)
         return 2

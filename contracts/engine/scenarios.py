@@ -99,8 +99,9 @@ class ScenarioEngine(Protocol):
     def prefetch(self, keys: tuple[str, ...], prefix_keys: Optional[tuple[str, ...]]) -> Any:
         """Start a prefetch of the page keys ``keys`` (after the prefix ``prefix_keys``); return a handle."""
 
-    def backup(self, keys: tuple[str, ...], prefix_keys: Optional[tuple[str, ...]],
-               sidecar_keys: Mapping[str, tuple[str, ...]]) -> Any:
+    def backup(
+        self, keys: tuple[str, ...], prefix_keys: Optional[tuple[str, ...]], sidecar_keys: Mapping[str, tuple[str, ...]]
+    ) -> Any:
         """Start a backup of ``keys`` (and of ``sidecar_keys[pool]`` for the non-derived pools); return a handle."""
 
     def wait(self, operation: Any, timeout_s: float) -> None:
@@ -143,11 +144,11 @@ def _standard_scenarios() -> tuple[EngineScenario, ...]:
             for pages in (1, 129, 300):
                 found.append(EngineScenario("backup", pages, prefix, hybrid))
         found += [
-            EngineScenario("prefetch", 300, "anchor", hybrid, stored=200),            # a partial hit
-            EngineScenario("prefetch", 300, "empty", hybrid, unreadable_from=150),    # a short slice
-            EngineScenario("prefetch", 300, "anchor", hybrid, raise_on_read=1),       # a raising read
+            EngineScenario("prefetch", 300, "anchor", hybrid, stored=200),  # a partial hit
+            EngineScenario("prefetch", 300, "empty", hybrid, unreadable_from=150),  # a short slice
+            EngineScenario("prefetch", 300, "anchor", hybrid, raise_on_read=1),  # a raising read
             EngineScenario("prefetch", 300, "empty", hybrid, terminate_after_read=0),  # termination
-            EngineScenario("prefetch", 300, "anchor", hybrid, hang_on_read=1),        # terminated while hanging
+            EngineScenario("prefetch", 300, "anchor", hybrid, hang_on_read=1),  # terminated while hanging
         ]
     found += [EngineScenario("prefetch", 600, "anchor"), EngineScenario("backup", 600, "empty")]  # 5 slices
     return tuple(found)
@@ -266,19 +267,28 @@ class ScenarioBackend:
             self.gate.wait(WAIT_S)
         keys = list(keys)
         queries = tuple(
-            (_pool_name(item.name), _pool_name(item.hit_policy), len(item.keys or ()),
-             tuple(self._has(_pool_name(item.name), key) for key in keys))
-            for item in pool_transfers or ())
+            (
+                _pool_name(item.name),
+                _pool_name(item.hit_policy),
+                len(item.keys or ()),
+                tuple(self._has(_pool_name(item.name), key) for key in keys),
+            )
+            for item in pool_transfers or ()
+        )
         hit, entries = fold_pool_hits(tuple(self._has("kv", key) for key in keys), queries)
         return PoolTransferResult(kv_hit_pages=hit, extra_pool_hit_pages=dict(entries))
 
     def batch_get_v2(self, transfers: list, extra_info: Any = None) -> dict:
-        return {_pool_name(item.name): self._read(_pool_name(item.name), list(item.keys or ()), item.host_indices)
-                for item in transfers}
+        return {
+            _pool_name(item.name): self._read(_pool_name(item.name), list(item.keys or ()), item.host_indices)
+            for item in transfers
+        }
 
     def batch_set_v2(self, transfers: list, extra_info: Any = None) -> dict:
-        return {_pool_name(item.name): self._write(_pool_name(item.name), list(item.keys or ()), item.host_indices)
-                for item in transfers}
+        return {
+            _pool_name(item.name): self._write(_pool_name(item.name), list(item.keys or ()), item.host_indices)
+            for item in transfers
+        }
 
     def clear(self) -> None:
         with self.lock:
@@ -300,21 +310,24 @@ class ScenarioRun:
 
 
 def _setup(scenario: Scenario) -> EngineSetup:
-    return EngineSetup(page_size=PAGE_SIZE, pools=HYBRID_POOLS if scenario.hybrid else (),
-                       pass_prefix_keys=scenario.prefix_keys is not None)
+    return EngineSetup(
+        page_size=PAGE_SIZE,
+        pools=HYBRID_POOLS if scenario.hybrid else (),
+        pass_prefix_keys=scenario.prefix_keys is not None,
+    )
 
 
 def _filled_backend(scenario: EngineScenario) -> ScenarioBackend:
     backend = ScenarioBackend()
     if scenario.kind != "prefetch":
         return backend
-    stored = scenario.chain[:scenario.pages if scenario.stored is None else scenario.stored]
+    stored = scenario.chain[: scenario.pages if scenario.stored is None else scenario.stored]
     backend.plant("kv", stored)
     if scenario.hybrid:
         backend.plant("indexer", stored)
         backend.plant("swa", stored[-SWA_WINDOW:])
     if scenario.unreadable_from is not None:
-        backend.unreadable = frozenset(scenario.chain[scenario.unreadable_from:])
+        backend.unreadable = frozenset(scenario.chain[scenario.unreadable_from :])
     backend.raise_on_read = scenario.raise_on_read
     backend.hang_on_read = scenario.hang_on_read
     return backend
@@ -351,8 +364,7 @@ def run_engine_scenario(engine: ScenarioEngine, scenario: EngineScenario) -> Sce
     finally:
         backend.release.set()
         engine.stop()
-    arguments: dict[str, Any] = dict(chain=scenario.chain, prefix_keys=engine.prefix_of(operation),
-                                     page_size=PAGE_SIZE)
+    arguments: dict[str, Any] = dict(chain=scenario.chain, prefix_keys=engine.prefix_of(operation), page_size=PAGE_SIZE)
     if scenario.kind == "prefetch":
         arguments.update(acks=list(engine.acks(operation)), terminated_before_slice=terminated_before)
     else:
@@ -388,8 +400,10 @@ def check_engine(
         if registered.id not in checked:
             continue
         found = failures.get(registered.id, [])
-        detail = (f"{len(found)} violation(s); first: {found[0]}" if found
-                  else f"checked in {checked[registered.id]} scenario(s), no violation")
+        detail = (
+            f"{len(found)} violation(s); first: {found[0]}"
+            if found
+            else f"checked in {checked[registered.id]} scenario(s), no violation"
+        )
         results.append(ClauseResult(registered.id, not found, detail))
     return results
-

@@ -66,8 +66,16 @@ from hicache_contracts.models import PoolName, PoolTransferResult, validate_host
 from hicache_reference.backends.namespace import namespace_for, storage_name
 from hicache_spec import ALL_PAGES, KV, fold_pool_query
 
-__all__ = ["BackendStats", "PageFormat", "PageStoreBackend", "PoolResults", "flat_order_range_count",
-           "host_bytes", "pool_key", "tensor_bytes"]
+__all__ = [
+    "BackendStats",
+    "PageFormat",
+    "PageStoreBackend",
+    "PoolResults",
+    "flat_order_range_count",
+    "host_bytes",
+    "pool_key",
+    "tensor_bytes",
+]
 
 
 MAX_COPY_RANGES = 8
@@ -167,16 +175,22 @@ def flat_order_range_count(pool: Any, page_size: int, byte_count: int) -> Option
         pointers, sizes = pool.get_page_buffer_meta(torch.arange(page_size, dtype=torch.int64))
         pointers, sizes = [int(pointer) for pointer in pointers], [int(size) for size in sizes]
         element = page.element_size()
-        if (page.device.type != "cpu" or page.numel() * element != byte_count or not pointers
-                or len(pointers) != len(sizes) or sum(sizes) != byte_count
-                or any(size <= 0 or size % element for size in sizes)):
+        if (
+            page.device.type != "cpu"
+            or page.numel() * element != byte_count
+            or not pointers
+            or len(pointers) != len(sizes)
+            or sum(sizes) != byte_count
+            or any(size <= 0 or size % element for size in sizes)
+        ):
             return None
         offsets = torch.zeros((), dtype=torch.int64)
         for length, stride in zip(page.shape, page.stride()):
             offsets = offsets.unsqueeze(-1) + torch.arange(length, dtype=torch.int64) * stride
         viewed = page.data_ptr() + offsets.reshape(-1) * element
-        listed = torch.cat([pointer + torch.arange(0, size, element, dtype=torch.int64)
-                            for pointer, size in zip(pointers, sizes)])
+        listed = torch.cat(
+            [pointer + torch.arange(0, size, element, dtype=torch.int64) for pointer, size in zip(pointers, sizes)]
+        )
         return len(pointers) if torch.equal(viewed, listed) else None
     except Exception:  # any surprise from a foreign pool: its order is not known, read through staging
         return None
@@ -220,7 +234,8 @@ class _Counters:
 
 
 _memory_view_of = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)(
-    ("PyMemoryView_FromMemory", ctypes.pythonapi))
+    ("PyMemoryView_FromMemory", ctypes.pythonapi)
+)
 _WRITABLE = 0x200
 """PyBUF_WRITE: the view may be written through."""
 
@@ -275,8 +290,16 @@ class PageStoreBackend:
     passes an empty dict there). Unknown extra keys are ignored (BE-1).
     """
 
-    hicache_levels: tuple[str, ...] = ("core", "legacy", "v1", "v2", "prefix", "namespacing", "concurrency",
-                                       "robustness")
+    hicache_levels: tuple[str, ...] = (
+        "core",
+        "legacy",
+        "v1",
+        "v2",
+        "prefix",
+        "namespacing",
+        "concurrency",
+        "robustness",
+    )
     """The capability levels the backend claims."""
 
     reads_into_ranges: bool = False
@@ -349,8 +372,9 @@ class PageStoreBackend:
 
     def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[list[memoryview]]) -> list[bool]:
         """Return ``_read_object_into_ranges`` of each (name, views); a failing one gives False."""
-        return [self._guarded(self._read_object_into_ranges, False, name, views)
-                for name, views in zip(names, page_views)]
+        return [
+            self._guarded(self._read_object_into_ranges, False, name, views) for name, views in zip(names, page_views)
+        ]
 
     def _write_objects(
         self, names: Sequence[str], datas: Sequence[Optional[memoryview]], groups: Sequence[Optional[str]]
@@ -386,9 +410,12 @@ class PageStoreBackend:
         """
         name = pool_key(host_pool_name)
         if not isinstance(host_pool_name, (str, Enum)) or name not in _POOL_NAMES:
-            raise ContractViolation(f"{type(self).__name__}.register_mem_host_pool_v2.host_pool_name",
-                                    "must be a PoolName or its value, such as 'kv' or 'indexer'", host_pool_name,
-                                    "BE-24")
+            raise ContractViolation(
+                f"{type(self).__name__}.register_mem_host_pool_v2.host_pool_name",
+                "must be a PoolName or its value, such as 'kv' or 'indexer'",
+                host_pool_name,
+                "BE-24",
+            )
         if self._already_registered(host_pool, name, "register_mem_host_pool_v2"):
             return
         self._register(host_pool, name)
@@ -404,15 +431,20 @@ class PageStoreBackend:
             return False
         if known is pool:
             return True
-        raise ContractViolation(f"{type(self).__name__}.{method}",
-                                f"pool {name!r} already has another host pool; one instance serves one host pool "
-                                "per name (build one instance per controller)", type(pool).__name__, "BE-28")
+        raise ContractViolation(
+            f"{type(self).__name__}.{method}",
+            f"pool {name!r} already has another host pool; one instance serves one host pool "
+            "per name (build one instance per controller)",
+            type(pool).__name__,
+            "BE-28",
+        )
 
     def _register(self, pool: Any, name: str) -> None:
         for helper in ("get_data_page", "set_from_flat_data_page"):
             if not callable(getattr(pool, helper, None)):
-                raise ContractViolation(f"{type(self).__name__}.host_pool", f"must provide {helper}()",
-                                        type(pool).__name__, "BE-24")
+                raise ContractViolation(
+                    f"{type(self).__name__}.host_pool", f"must provide {helper}()", type(pool).__name__, "BE-24"
+                )
         page_format = PageFormat.of_pool(pool)
         with self._registration_lock:
             self._pools[name] = pool
@@ -430,8 +462,12 @@ class PageStoreBackend:
         """Return the first slot of each page, or raise ContractViolation before any IO (BE-15, BE-16)."""
         field = f"{type(self).__name__}.host_indices"
         if isinstance(host_indices, torch.Tensor) and host_indices.device.type not in ("cpu", "cuda"):
-            raise ContractViolation(field, "must be a tensor on the CPU (or a CUDA device), whose slots can be read",
-                                    f"tensor on {host_indices.device}", "BE-15")
+            raise ContractViolation(
+                field,
+                "must be a tensor on the CPU (or a CUDA device), whose slots can be read",
+                f"tensor on {host_indices.device}",
+                "BE-15",
+            )
         validate_host_indices(host_indices, key_count, page_format.page_size, field=field)
         if key_count == 0:
             return []
@@ -440,8 +476,9 @@ class PageStoreBackend:
         if limit is not None:
             last = max(starts) + page_format.page_size
             if last > limit:
-                raise ContractViolation(field, f"must address slots in [0, {limit}) of the host pool",
-                                        last - 1, "BE-15")
+                raise ContractViolation(
+                    field, f"must address slots in [0, {limit}) of the host pool", last - 1, "BE-15"
+                )
         return starts
 
     def _checked_transfers(self, transfers: Any, argument: str) -> list:
@@ -449,14 +486,18 @@ class PageStoreBackend:
         if transfers is None:
             return []
         if isinstance(transfers, (str, bytes, Mapping)) or not isinstance(transfers, Iterable):
-            raise ContractViolation(f"{type(self).__name__}.{argument}", "must be a list of PoolTransfer",
-                                    transfers, "BE-19")
+            raise ContractViolation(
+                f"{type(self).__name__}.{argument}", "must be a list of PoolTransfer", transfers, "BE-19"
+            )
         checked = list(transfers)
         for index, transfer in enumerate(checked):
             if isinstance(transfer, Mapping) or not hasattr(transfer, "name") or not hasattr(transfer, "keys"):
-                raise ContractViolation(f"{type(self).__name__}.{argument}[{index}]",
-                                        "must be a PoolTransfer (an object with name and keys), not a "
-                                        f"{type(transfer).__name__}", transfer, "BE-19")
+                raise ContractViolation(
+                    f"{type(self).__name__}.{argument}[{index}]",
+                    f"must be a PoolTransfer (an object with name and keys), not a {type(transfer).__name__}",
+                    transfer,
+                    "BE-19",
+                )
         return checked
 
     def _name(self, key: str, pool: str = KV) -> str:
@@ -499,8 +540,9 @@ class PageStoreBackend:
             return [False] * count
         return [flag is True for flag in arrived]
 
-    def _direct_views(self, pool: Any, page_format: PageFormat,
-                      slots: Sequence[int]) -> Optional[list[list[memoryview]]]:
+    def _direct_views(
+        self, pool: Any, page_format: PageFormat, slots: Sequence[int]
+    ) -> Optional[list[list[memoryview]]]:
         """Return each page's host byte ranges as writable views in flat-page order, or None to read staged.
 
         None unless the backend reads into ranges and the pool lists its ranges
@@ -512,8 +554,9 @@ class PageStoreBackend:
             return None
         return self._range_views(pool, page_format, slots)
 
-    def _range_views(self, pool: Any, page_format: PageFormat,
-                     slots: Sequence[int]) -> Optional[list[list[memoryview]]]:
+    def _range_views(
+        self, pool: Any, page_format: PageFormat, slots: Sequence[int]
+    ) -> Optional[list[list[memoryview]]]:
         """Return each page's host byte ranges as writable views in flat-page order, or None when not known.
 
         None when the pool does not list its ranges in flat-page order or they
@@ -540,8 +583,9 @@ class PageStoreBackend:
         views = [span[pointer - low : pointer - low + size] for pointer, size in zip(pointers, sizes)]
         return [views[first : first + per_page] for first in range(0, len(views), per_page)]
 
-    def _pool_layout(self, pool: Any, page_format: PageFormat,
-                     per_page: int) -> Optional[tuple[list[int], int, list[int]]]:
+    def _pool_layout(
+        self, pool: Any, page_format: PageFormat, per_page: int
+    ) -> Optional[tuple[list[int], int, list[int]]]:
         """Return ``(offsets, slot_bytes, sizes)`` of a ``HostPagePool``, else None (cached per pool).
 
         ``HostPagePool.get_page_buffer_meta`` lists the ranges of the page at
@@ -563,8 +607,9 @@ class PageStoreBackend:
         self._layouts[id(pool)] = (pool, layout)
         return layout
 
-    def _copy_pages_into_pool(self, pool: Any, page_format: PageFormat, staging: bytearray, whole: list[bool],
-                              slots: Sequence[int]) -> list[bool]:
+    def _copy_pages_into_pool(
+        self, pool: Any, page_format: PageFormat, staging: bytearray, whole: list[bool], slots: Sequence[int]
+    ) -> list[bool]:
         """Copy each page that arrived whole from ``staging`` into its host slots, and nothing else (BE-16)."""
         size = page_format.byte_count
         ranges = None
@@ -572,17 +617,28 @@ class PageStoreBackend:
             ranges = self._guarded(self._page_ranges, None, pool, page_format, slots)
         if ranges is not None:  # memmove through the pool's byte ranges: the fast path
             base = ctypes.addressof((ctypes.c_char * len(staging)).from_buffer(staging))
-            return [flag and self._guarded(self._copy_ranges, False, base + index * size, ranges[index])
-                    for index, flag in enumerate(whole)]
+            return [
+                flag and self._guarded(self._copy_ranges, False, base + index * size, ranges[index])
+                for index, flag in enumerate(whole)
+            ]
         return [
-            flag and self._guarded(self._copy_into_pool, False, pool, slot, torch.frombuffer(
-                staging, dtype=page_format.dtype, count=page_format.element_count, offset=index * size))
+            flag
+            and self._guarded(
+                self._copy_into_pool,
+                False,
+                pool,
+                slot,
+                torch.frombuffer(
+                    staging, dtype=page_format.dtype, count=page_format.element_count, offset=index * size
+                ),
+            )
             for index, (flag, slot) in enumerate(zip(whole, slots))
         ]
 
     @staticmethod
-    def _page_ranges(pool: Any, page_format: PageFormat, slots: Sequence[int],
-                     per_page: Optional[int] = None) -> list[list[tuple[int, int]]]:
+    def _page_ranges(
+        pool: Any, page_format: PageFormat, slots: Sequence[int], per_page: Optional[int] = None
+    ) -> list[list[tuple[int, int]]]:
         """Return each page's (pointer, size) byte ranges, in flat-page order.
 
         ``per_page`` ranges per page (``page_format.range_count`` by default),
@@ -595,8 +651,9 @@ class PageStoreBackend:
         return [pairs[first : first + per_page] for first in range(0, len(pairs), per_page)]
 
     @staticmethod
-    def _range_lists(pool: Any, page_format: PageFormat, slots: Sequence[int],
-                     per_page: int) -> tuple[list[int], list[int]]:
+    def _range_lists(
+        pool: Any, page_format: PageFormat, slots: Sequence[int], per_page: int
+    ) -> tuple[list[int], list[int]]:
         """Return ``get_page_buffer_meta`` of the pages at ``slots`` as two lists of ints, checked.
 
         Raises unless there are ``per_page`` ranges per page, each of positive
@@ -612,8 +669,9 @@ class PageStoreBackend:
         if min(sizes) <= 0 or min(pointers) <= 0:
             raise RuntimeError("host pool byte ranges must have positive addresses and sizes")
         uniform = sizes.count(sizes[0]) == len(sizes) and sizes[0] * per_page == page_format.byte_count
-        if not uniform and any(sum(sizes[first : first + per_page]) != page_format.byte_count
-                               for first in range(0, len(sizes), per_page)):
+        if not uniform and any(
+            sum(sizes[first : first + per_page]) != page_format.byte_count for first in range(0, len(sizes), per_page)
+        ):
             raise RuntimeError("host pool byte ranges do not match the page size")
         return pointers, sizes
 
@@ -802,20 +860,21 @@ class PageStoreBackend:
         keys = self._checked_keys(keys)
         targets = list(target_locations) if target_locations is not None else [None] * len(keys)
         if len(targets) != len(keys):
-            raise ContractViolation(f"{type(self).__name__}.target_locations", "must hold one entry per key",
-                                    len(targets), "BE-9")
+            raise ContractViolation(
+                f"{type(self).__name__}.target_locations", "must hold one entry per key", len(targets), "BE-9"
+            )
         if self._closed:
             return [None] * len(keys)
         return [self._get_one(key, target) for key, target in zip(keys, targets)]
 
-    def batch_set(self, keys: list[str], values: Any = None, target_locations: Any = None,
-                  target_sizes: Any = None) -> bool:
+    def batch_set(
+        self, keys: list[str], values: Any = None, target_locations: Any = None, target_sizes: Any = None
+    ) -> bool:
         """Store one value per key; True only if every page was stored. Clauses: BE-6, BE-9, BE-10."""
         keys = self._checked_keys(keys)
         values = list(values) if values is not None else [None] * len(keys)
         if len(values) != len(keys):
-            raise ContractViolation(f"{type(self).__name__}.values", "must hold one value per key",
-                                    len(values), "BE-9")
+            raise ContractViolation(f"{type(self).__name__}.values", "must hold one value per key", len(values), "BE-9")
         if self._closed:
             return False
         results = [self._set_one(key, value) for key, value in zip(keys, values)]
@@ -848,8 +907,9 @@ class PageStoreBackend:
         return self._write_pages(KV, keys, slots, self._names(keys, KV))
 
     # ============================================================ pool-aware v2
-    def batch_exists_v2(self, keys: list[str], pool_transfers: Optional[list] = None,
-                        extra_info: Optional[Any] = None) -> PoolTransferResult:
+    def batch_exists_v2(
+        self, keys: list[str], pool_transfers: Optional[list] = None, extra_info: Optional[Any] = None
+    ) -> PoolTransferResult:
         """Return the folded hit of ``keys`` over KV and every requested pool. Clauses: BE-21, BE-22, HYB-6, HYB-7."""
         keys = self._checked_keys(keys)
         transfers = self._checked_transfers(pool_transfers, "pool_transfers")
@@ -885,8 +945,9 @@ class PageStoreBackend:
             restorable = tuple(length for length in restorable if length <= cap)
             folded = restorable[-1] if restorable else 0
         # Each pool's own boundary, KV's included; the lengths every pool can restore (BE-26).
-        return PoolTransferResult(kv_hit_pages=folded, extra_pool_hit_pages=dict(entries),
-                                  restorable_prefix_pages=list(restorable))
+        return PoolTransferResult(
+            kv_hit_pages=folded, extra_pool_hit_pages=dict(entries), restorable_prefix_pages=list(restorable)
+        )
 
     def _plan_v2(self, transfers: list) -> list[tuple[Any, str, list[str], Optional[list[int]]]]:
         """Return (transfer, pool name, keys, first slots or None when the pool cannot be served) per transfer.
@@ -940,8 +1001,9 @@ class PageStoreBackend:
                 allowed = self._derived_ok(keys, derived_steps, results)
                 outcome = [False] * len(keys)
                 chosen = [index for index, ok in enumerate(allowed) if ok]
-                written = self._write_pages(name, [keys[i] for i in chosen], [slots[i] for i in chosen],
-                                            [self._name(keys[i]) for i in chosen])
+                written = self._write_pages(
+                    name, [keys[i] for i in chosen], [slots[i] for i in chosen], [self._name(keys[i]) for i in chosen]
+                )
                 for index, flag in zip(chosen, written):
                     outcome[index] = flag
                 results[name] = outcome

@@ -210,7 +210,7 @@ class FileBackend(PageStoreBackend):
     def _make_directories(self, directory: str) -> None:
         """Make ``directory`` and its parents below the root one by one, refusing to go through a link."""
         current = self.root
-        for part in directory[len(self._root_prefix):].split("/"):
+        for part in directory[len(self._root_prefix) :].split("/"):
             current = f"{current}{os.sep}{part}"
             try:
                 os.mkdir(current, DIRECTORY_MODE)
@@ -271,9 +271,7 @@ class FileBackend(PageStoreBackend):
         final = self._path(name)
         directory = final[: final.rindex("/")]  # os.path.dirname, without its cost
         self._ensure_directory(directory)
-        temporary = (
-            f"{final}{_TEMPORARY_MARK}.{os.getpid()}.{threading.get_ident()}.{next(self._temporary_numbers)}"
-        )
+        temporary = f"{final}{_TEMPORARY_MARK}.{os.getpid()}.{threading.get_ident()}.{next(self._temporary_numbers)}"
         try:
             descriptor = os.open(temporary, _OPEN_FOR_WRITE, FILE_MODE)
         except FileNotFoundError:  # the directory was removed by clear(): make it again, once

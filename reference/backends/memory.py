@@ -170,8 +170,8 @@ class _Slab:
         """Take ``count`` free rows, growing the slab when short; ascending, so a batch gets runs of rows."""
         if len(self.free) < count:
             self._grow(count - len(self.free))
-        taken = self.free[len(self.free) - count:]
-        del self.free[len(self.free) - count:]
+        taken = self.free[len(self.free) - count :]
+        del self.free[len(self.free) - count :]
         taken.sort()
         return taken
 
@@ -295,8 +295,9 @@ class MemoryStore:
             page = torch.frombuffer(copied, dtype=torch.uint8) if copied else torch.empty(0, dtype=torch.uint8)
         return self.put_many([name], [page], [group])[0]
 
-    def put_many(self, names: Sequence[str], pages: Sequence[torch.Tensor],
-                 groups: Sequence[Optional[str]]) -> list[bool]:
+    def put_many(
+        self, names: Sequence[str], pages: Sequence[torch.Tensor], groups: Sequence[Optional[str]]
+    ) -> list[bool]:
         """Store each contiguous CPU tensor as its name, as it is (no copy), under one lock (BE-7).
 
         The caller hands the tensors over and never writes them again. Entry i
@@ -307,8 +308,14 @@ class MemoryStore:
             return self._insert_many(names, pages, groups)
 
     # ------------------------------------------------------------ pages in slabs
-    def write_pages(self, names: Sequence[str], groups: Sequence[Optional[str]], pages: torch.Tensor,
-                    numbers: Sequence[int], views: Optional[Sequence[torch.Tensor]] = None) -> list[bool]:
+    def write_pages(
+        self,
+        names: Sequence[str],
+        groups: Sequence[Optional[str]],
+        pages: torch.Tensor,
+        numbers: Sequence[int],
+        views: Optional[Sequence[torch.Tensor]] = None,
+    ) -> list[bool]:
         """Store host page ``numbers[i]`` of ``pages`` (page number first) as ``names[i]``, in slab rows (BE-7).
 
         Rows are reserved under the lock, filled outside it (no one else can
@@ -336,8 +343,13 @@ class MemoryStore:
         with self._lock:
             return self._insert_many(names, [high | row for row in rows], groups)
 
-    def read_pages(self, names: Sequence[str], pages: torch.Tensor, numbers: Sequence[int],
-                   views: Optional[Sequence[torch.Tensor]] = None) -> list[bool]:
+    def read_pages(
+        self,
+        names: Sequence[str],
+        pages: torch.Tensor,
+        numbers: Sequence[int],
+        views: Optional[Sequence[torch.Tensor]] = None,
+    ) -> list[bool]:
         """Copy the page of ``names[i]`` into host page ``numbers[i]`` of ``pages``; True where it landed whole.
 
         Under one lock: each found page is a use; a page whose size is not a
@@ -375,8 +387,9 @@ class MemoryStore:
                     results.append(False)
                     continue
                 targets.append(views[number] if views is not None else pages[number])
-                sources.append(page if page.dtype == dtype and tuple(page.shape) == shape
-                               else _reinterpreted(page, dtype, shape))  # the same bytes in another geometry
+                sources.append(
+                    page if page.dtype == dtype and tuple(page.shape) == shape else _reinterpreted(page, dtype, shape)
+                )  # the same bytes in another geometry
                 results.append(True)
             for slab_number, (rows, slab_numbers) in by_slab.items():
                 if views is not None:
@@ -404,8 +417,9 @@ class MemoryStore:
             return len(doomed)
 
     # ------------------------------------------------------------ under the lock
-    def _insert_many(self, names: Sequence[str], entries: Sequence[_Entry],
-                     groups: Sequence[Optional[str]]) -> list[bool]:
+    def _insert_many(
+        self, names: Sequence[str], entries: Sequence[_Entry], groups: Sequence[Optional[str]]
+    ) -> list[bool]:
         objects = self._objects
         if self.capacity_pages is None:  # nothing is ever evicted: groups need no bookkeeping
             for name, entry in zip(names, entries):
@@ -537,8 +551,7 @@ class MemoryBackend(PageStoreBackend):
             self.store = MemoryStore(capacity)
         else:
             raise ValueError(
-                f"MemoryBackend.extra_config.store: must be a shared store name (str) or a MemoryStore "
-                f"(got {store!r})"
+                f"MemoryBackend.extra_config.store: must be a shared store name (str) or a MemoryStore (got {store!r})"
             )
         """Where the pages live; shared with every instance built on the same store."""
         self._name_prefixes: dict[str, tuple[str, str]] = {}
@@ -593,8 +606,9 @@ class MemoryBackend(PageStoreBackend):
         self.store.delete_prefix(self.namespace + "/")  # NS-8: the trailing slash keeps sibling namespaces
 
     # ============================================================ the batch primitives of the fast path
-    def _store_pages(self, names: Sequence[str], groups: Sequence[Optional[str]], host: "_HostPages",
-                     numbers: Sequence[int]) -> list[bool]:
+    def _store_pages(
+        self, names: Sequence[str], groups: Sequence[Optional[str]], host: "_HostPages", numbers: Sequence[int]
+    ) -> list[bool]:
         """Store host pages ``numbers`` as ``names`` in slab rows; True for each still held after eviction (BE-7, BE-17)."""
         return self.store.write_pages(names, groups, host.pages, numbers, host.views)
 
@@ -630,8 +644,7 @@ class MemoryBackend(PageStoreBackend):
         page_format = self._formats[pool_name]
         page_size = page_format.page_size
         numbers = [slot // page_size for slot in slots]  # BE-15: the page's own slots, nothing else (BE-16)
-        results = self._flags(self._guarded(self._load_pages, None, self._names(keys, pool_name), host, numbers),
-                              count)
+        results = self._flags(self._guarded(self._load_pages, None, self._names(keys, pool_name), host, numbers), count)
         return self._count_reads(results, page_format.byte_count)
 
     def _write_pages(
@@ -670,4 +683,3 @@ def forget_shared_memory_store(name: str) -> None:
     """Drop the process-wide store called ``name`` from the registry (instances holding it keep it)."""
     with _REGISTRY_LOCK:
         _REGISTRY.pop(name, None)
-

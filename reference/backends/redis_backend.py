@@ -94,7 +94,9 @@ def _config_error(field: str, rule: str, value: Any) -> ValueError:
     return ValueError(f"{_CLASS}.extra_config.{field}: {rule} (got {value!r})")
 
 
-def _number(extra: Mapping, field: str, default: Optional[float], *, minimum: float, allow_none: bool) -> Optional[float]:
+def _number(
+    extra: Mapping, field: str, default: Optional[float], *, minimum: float, allow_none: bool
+) -> Optional[float]:
     value = extra.get(field, default)
     if value is None and allow_none:
         return None
@@ -163,14 +165,16 @@ class RedisSettings:
         url = extra.get("redis_url")
         nodes_value = extra.get("redis_cluster_nodes")
         if url is not None and nodes_value is not None:
-            raise _config_error("redis_cluster_nodes", "give either redis_url or redis_cluster_nodes, not both",
-                                nodes_value)
+            raise _config_error(
+                "redis_cluster_nodes", "give either redis_url or redis_cluster_nodes, not both", nodes_value
+            )
         nodes: tuple[tuple[str, int], ...] = ()
         if nodes_value is not None:
             items = nodes_value.split(",") if isinstance(nodes_value, str) else nodes_value
             if not isinstance(items, (list, tuple)) or not items:
-                raise _config_error("redis_cluster_nodes", "must be a non-empty list of 'host:port' strings",
-                                    nodes_value)
+                raise _config_error(
+                    "redis_cluster_nodes", "must be a non-empty list of 'host:port' strings", nodes_value
+                )
             nodes = tuple(_parse_node(item, index) for index, item in enumerate(items))
         elif url is None:
             url = DEFAULT_REDIS_URL
@@ -181,8 +185,9 @@ class RedisSettings:
             raise _config_error("key_prefix", "must be a str without braces, glob characters or spaces", prefix)
         if prefix and _NAMESPACE_CHARACTER.fullmatch(prefix[-1]):
             # "hc" + namespace "1m/..." and "hc1" + namespace "m/..." would be the same keys (NS-8).
-            raise _config_error("key_prefix", "must be empty or end with a character no namespace holds, "
-                                "such as ':'", prefix)
+            raise _config_error(
+                "key_prefix", "must be empty or end with a character no namespace holds, such as ':'", prefix
+            )
         credentials = {}
         for field in ("redis_username", "redis_password"):
             value = extra.get(field)
@@ -196,8 +201,7 @@ class RedisSettings:
             ttl_seconds=_number(extra, "ttl_seconds", None, minimum=0.001, allow_none=True),
             socket_timeout=_number(extra, "socket_timeout", 5.0, minimum=0.001, allow_none=False),
             socket_connect_timeout=_number(extra, "socket_connect_timeout", 2.0, minimum=0.001, allow_none=False),
-            reconnect_interval_seconds=_number(extra, "reconnect_interval_seconds", 1.0, minimum=0.0,
-                                               allow_none=False),
+            reconnect_interval_seconds=_number(extra, "reconnect_interval_seconds", 1.0, minimum=0.0, allow_none=False),
             username=credentials["redis_username"],
             password=credentials["redis_password"],
         )
@@ -415,8 +419,10 @@ class RedisNodes:
             outcomes = [self._run_on_node(jobs[0][0], jobs[0][1], [units[i] for i in jobs[0][2]])]
         else:
             executor = self._pool()
-            futures = [executor.submit(self._run_on_node, name, client, [units[i] for i in indices])
-                       for name, client, indices in jobs]
+            futures = [
+                executor.submit(self._run_on_node, name, client, [units[i] for i in indices])
+                for name, client, indices in jobs
+            ]
             outcomes = [future.result() for future in futures]
         for (_, _, indices), outcome in zip(jobs, outcomes):
             for index, unit_result in zip(indices, outcome):
@@ -626,8 +632,12 @@ class RedisBackend(PageStoreBackend):
             if self._ttl_milliseconds is None:
                 commands: tuple = (("HSET", redis_key, field, data),)
             else:  # the field and the page's new deadline in one transaction on the key's node
-                commands = (("MULTI",), ("HSET", redis_key, field, data),
-                            ("PEXPIRE", redis_key, self._ttl_milliseconds), ("EXEC",))
+                commands = (
+                    ("MULTI",),
+                    ("HSET", redis_key, field, data),
+                    ("PEXPIRE", redis_key, self._ttl_milliseconds),
+                    ("EXEC",),
+                )
             units.append((redis_key, commands))
             positions.append(position)
         written = [False] * len(names)

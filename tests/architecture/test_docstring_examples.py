@@ -31,7 +31,9 @@ def test_the_docstring_example_names_only_loadable_fields() -> None:
     assert unknown_keys(example) == set()
 
 
-@pytest.mark.parametrize("planted", ['{"index": 0, "method": "batch_exists", "extra_info": "present"}',
-                                     '{"operation_id": "req-7", "chain_keys": []}'])
+@pytest.mark.parametrize(
+    "planted",
+    ['{"index": 0, "method": "batch_exists", "extra_info": "present"}', '{"operation_id": "req-7", "chain_keys": []}'],
+)
 def test_a_field_name_that_fails_to_load_is_caught(planted: str) -> None:
     assert unknown_keys(planted)

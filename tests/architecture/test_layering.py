@@ -48,16 +48,19 @@ def _lint(root: Path) -> tuple[int, str]:
 def _broken(output: str) -> set[str]:
     """The contracts the summary calls BROKEN (each summary line is the name, then KEPT or BROKEN)."""
     flat = " ".join(output.split())
-    verdicts = {name: re.search(re.escape(name) + r" (KEPT|BROKEN)\b", flat)
-                for name in (SPEC_CONTRACT, FORBIDDEN_CONTRACT, LAYERS_CONTRACT, CYCLES_CONTRACT)}
+    verdicts = {
+        name: re.search(re.escape(name) + r" (KEPT|BROKEN)\b", flat)
+        for name in (SPEC_CONTRACT, FORBIDDEN_CONTRACT, LAYERS_CONTRACT, CYCLES_CONTRACT)
+    }
     assert all(verdicts.values()), output
     return {name for name, found in verdicts.items() if found.group(1) == "BROKEN"}
 
 
 def _plant(root: Path, module: str, body: str) -> None:
     path = root / module
-    path.write_text(path.read_text(encoding="utf-8") + f"\n\ndef _planted():  # a lazy import\n    {body}\n",
-                    encoding="utf-8")
+    path.write_text(
+        path.read_text(encoding="utf-8") + f"\n\ndef _planted():  # a lazy import\n    {body}\n", encoding="utf-8"
+    )
 
 
 def test_the_project_keeps_every_import_contract(tmp_path: Path) -> None:
@@ -65,14 +68,24 @@ def test_the_project_keeps_every_import_contract(tmp_path: Path) -> None:
     assert status == 0 and _broken(output) == set(), output
 
 
-@pytest.mark.parametrize(("module", "body", "broken"), [
-    ("hicache_spec/keys.py", "import pydantic", {SPEC_CONTRACT}),
-    ("hicache_spec/prefix.py", "from hicache_contracts import models", {SPEC_CONTRACT, LAYERS_CONTRACT}),
-    ("hicache_contracts/conformance/runner.py", "from hicache_reference.backends import MemoryBackend",
-     {FORBIDDEN_CONTRACT, LAYERS_CONTRACT}),
-    ("hicache_contracts/conformance/report.py", "from hicache_contracts.conformance.runner import SuiteRunner",
-     {CYCLES_CONTRACT}),
-], ids=["spec-imports-pydantic", "spec-imports-contracts", "contracts-imports-reference", "report-imports-runner"])
+@pytest.mark.parametrize(
+    ("module", "body", "broken"),
+    [
+        ("hicache_spec/keys.py", "import pydantic", {SPEC_CONTRACT}),
+        ("hicache_spec/prefix.py", "from hicache_contracts import models", {SPEC_CONTRACT, LAYERS_CONTRACT}),
+        (
+            "hicache_contracts/conformance/runner.py",
+            "from hicache_reference.backends import MemoryBackend",
+            {FORBIDDEN_CONTRACT, LAYERS_CONTRACT},
+        ),
+        (
+            "hicache_contracts/conformance/report.py",
+            "from hicache_contracts.conformance.runner import SuiteRunner",
+            {CYCLES_CONTRACT},
+        ),
+    ],
+    ids=["spec-imports-pydantic", "spec-imports-contracts", "contracts-imports-reference", "report-imports-runner"],
+)
 def test_a_planted_violation_breaks_its_contracts(tmp_path: Path, module: str, body: str, broken: set) -> None:
     root = _tree(tmp_path)
     _plant(root, module, body)
@@ -81,27 +94,32 @@ def test_a_planted_violation_breaks_its_contracts(tmp_path: Path, module: str, b
 
 
 def test_importing_every_contracts_module_loads_no_reference_module() -> None:
-    code = ("import pkgutil, importlib, sys, hicache_contracts\n"
-            "for info in pkgutil.walk_packages(hicache_contracts.__path__, 'hicache_contracts.'):\n"
-            "    importlib.import_module(info.name)\n"
-            "print(sorted(name for name in sys.modules if name.startswith('hicache_reference')))\n")
+    code = (
+        "import pkgutil, importlib, sys, hicache_contracts\n"
+        "for info in pkgutil.walk_packages(hicache_contracts.__path__, 'hicache_contracts.'):\n"
+        "    importlib.import_module(info.name)\n"
+        "print(sorted(name for name in sys.modules if name.startswith('hicache_reference')))\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize(("old", "new", "name"), [
-    ("hicache_contracts.conformance", "hicache_reference.main_job", "run_reference_suite"),
-    ("hicache_contracts.conformance.runner", "hicache_reference.main_job", "run_reference_suite"),
-    ("hicache_contracts.conformance.runner", "hicache_reference.main_job", "reference_factories"),
-    ("hicache_contracts.conformance.engine_section", "hicache_reference.main_job", "reference_engine_section"),
-    ("hicache_contracts.engine", "hicache_reference.engine_check", "check_reference_controller"),
-    ("hicache_contracts.engine._reference", "hicache_reference.engine_check", "run_scenario"),
-    ("hicache_contracts.engine._reference", "hicache_reference.engine_check", "run_prefetch"),
-    ("hicache_contracts.engine._reference", "hicache_reference.engine_check", "run_backup"),
-    ("hicache_contracts.engine._reference", "hicache_reference.engine_check", "check_reference_controller"),
-    ("hicache_contracts.engine._reference", "hicache_reference.engine_check", "scripted_backend_class"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "name"),
+    [
+        ("hicache_contracts.conformance", "hicache_reference.main_job", "run_reference_suite"),
+        ("hicache_contracts.conformance.runner", "hicache_reference.main_job", "run_reference_suite"),
+        ("hicache_contracts.conformance.runner", "hicache_reference.main_job", "reference_factories"),
+        ("hicache_contracts.conformance.engine_section", "hicache_reference.main_job", "reference_engine_section"),
+        ("hicache_contracts.engine", "hicache_reference.engine_check", "check_reference_controller"),
+        ("hicache_contracts.engine._reference", "hicache_reference.engine_check", "run_scenario"),
+        ("hicache_contracts.engine._reference", "hicache_reference.engine_check", "run_prefetch"),
+        ("hicache_contracts.engine._reference", "hicache_reference.engine_check", "run_backup"),
+        ("hicache_contracts.engine._reference", "hicache_reference.engine_check", "check_reference_controller"),
+        ("hicache_contracts.engine._reference", "hicache_reference.engine_check", "scripted_backend_class"),
+    ],
+)
 def test_a_moved_name_still_imports_from_its_old_home_with_a_warning(old: str, new: str, name: str) -> None:
     with pytest.warns(DeprecationWarning, match=f"{old}.{name} moved to {new}.{name}"):
         value = getattr(importlib.import_module(old), name)

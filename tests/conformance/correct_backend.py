@@ -148,8 +148,7 @@ class CorrectBackend:
         except Exception:
             return False
 
-    def batch_set(self, keys: list, values: Any = None, target_locations: Any = None,
-                  target_sizes: Any = None) -> bool:
+    def batch_set(self, keys: list, values: Any = None, target_locations: Any = None, target_sizes: Any = None) -> bool:
         results = [self.set(key, value) for key, value in zip(keys, values or [])]
         return len(results) == len(keys) and all(results)
 
@@ -205,13 +204,17 @@ class CorrectBackend:
         return PoolTransferResult(kv_hit_pages=folded, extra_pool_hit_pages=dict(entries))
 
     def batch_get_v2(self, transfers: list, extra_info: Any = None) -> dict:
-        return {pool_name(item.name): self.read_pages(pool_name(item.name), list(item.keys or ()), item.host_indices)
-                for item in transfers}
+        return {
+            pool_name(item.name): self.read_pages(pool_name(item.name), list(item.keys or ()), item.host_indices)
+            for item in transfers
+        }
 
     def batch_set_v2(self, transfers: list, extra_info: Any = None) -> dict:
         ordered = sorted(transfers, key=lambda item: pool_name(item.name) == "kv")  # sidecars first, KV last
-        return {pool_name(item.name): self.write_pages(pool_name(item.name), list(item.keys or ()), item.host_indices)
-                for item in ordered}
+        return {
+            pool_name(item.name): self.write_pages(pool_name(item.name), list(item.keys or ()), item.host_indices)
+            for item in ordered
+        }
 
     # ------------------------------------------------------------ housekeeping
     def clear(self) -> None:

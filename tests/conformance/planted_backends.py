@@ -76,8 +76,13 @@ class RaisesOnStorageError(CorrectBackend):
 
     def write_pages(self, pool, keys, host_indices):
         host_pool = self.pools[pool]
-        return [self.put(self.name(key, pool), tensor_bytes(host_pool.get_data_page(
-            int(host_indices[index * host_pool.page_size]), flat=True))) for index, key in enumerate(keys)]
+        return [
+            self.put(
+                self.name(key, pool),
+                tensor_bytes(host_pool.get_data_page(int(host_indices[index * host_pool.page_size]), flat=True)),
+            )
+            for index, key in enumerate(keys)
+        ]
 
 
 class ExistsSetKeyMismatch(CorrectBackend):
@@ -192,8 +197,7 @@ class ClearLeavesKeysBehind(CorrectBackend):
 
     def clear(self):
         with self.lock:
-            for name in [name for name in self.objects
-                         if name.startswith(self.namespace + "|") and "|kv|" not in name]:
+            for name in [name for name in self.objects if name.startswith(self.namespace + "|") and "|kv|" not in name]:
                 del self.objects[name]
 
 
@@ -286,8 +290,11 @@ class RefusesRewrite(CorrectBackend):
         return False if self.exists(key) else super().set(key, value, target_location, target_sizes)
 
     def write_pages(self, pool, keys, host_indices):
-        results = super().write_pages(pool, keys, host_indices) if not any(
-            self.present(self.name(key, pool), pool) for key in keys) else [False] * len(keys)
+        results = (
+            super().write_pages(pool, keys, host_indices)
+            if not any(self.present(self.name(key, pool), pool) for key in keys)
+            else [False] * len(keys)
+        )
         return results
 
 
@@ -357,7 +364,7 @@ class LyingV1Set(CorrectBackend):
         page_size = self.pools["kv"].page_size
         kept = [index for index in range(len(keys)) if index % 3 != 2]
         if kept:
-            slots = torch.cat([host_indices[index * page_size:(index + 1) * page_size] for index in kept])
+            slots = torch.cat([host_indices[index * page_size : (index + 1) * page_size] for index in kept])
             self.write_pages("kv", [keys[index] for index in kept], slots)
         return [True] * len(keys)
 
@@ -721,5 +728,3 @@ PLANTED: dict[type, str] = {
 }
 """Every planted backend and the clause the suite must report failed (or the clauses, one of which: the state
 machine reports a lost page under BE-9 or BE-17, depending on whether set or batch_set_v1 wrote it)."""
-
-

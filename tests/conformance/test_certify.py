@@ -37,8 +37,16 @@ def run_cli(*arguments: str) -> int:
 
 @pytest.mark.clause("BE-2", "BE-14")
 def test_a_clean_declared_run_is_certified_and_writes_the_bundle(tmp_path, capsys) -> None:
-    status = run_cli("--backend", CORRECT, "--extra-config", json.dumps({"store": fresh_store()}),
-                     "--levels", ",".join(BACKEND_LEVELS), "--certify", str(tmp_path / "bundle"))
+    status = run_cli(
+        "--backend",
+        CORRECT,
+        "--extra-config",
+        json.dumps({"store": fresh_store()}),
+        "--levels",
+        ",".join(BACKEND_LEVELS),
+        "--certify",
+        str(tmp_path / "bundle"),
+    )
     output = capsys.readouterr().out
     assert status == 0, output
     assert "certified: every check ran, every claimed clause passed" in output
@@ -53,16 +61,29 @@ def test_a_clean_declared_run_is_certified_and_writes_the_bundle(tmp_path, capsy
 
 
 @pytest.mark.clause("BE-2")
-@pytest.mark.parametrize("arguments, problem", [
-    (["--profile", "smoke", "--levels", "core,v1"], "the smoke profile is for CI"),
-    (["--profile", "smoke"], "were probed, not declared"),
-    (["--profile", "smoke", "--levels", "core,v1", "--check", "batch_exists_counts_the_leading_run"],
-     "only some checks ran"),
-])
-def test_certification_is_refused_for_a_partial_or_undeclared_run(arguments: list, problem: str, tmp_path,
-                                                                  capsys) -> None:
-    status = run_cli("--backend", CORRECT, "--extra-config", json.dumps({"store": fresh_store()}), *arguments,
-                     "--certify", str(tmp_path / "bundle"))
+@pytest.mark.parametrize(
+    "arguments, problem",
+    [
+        (["--profile", "smoke", "--levels", "core,v1"], "the smoke profile is for CI"),
+        (["--profile", "smoke"], "were probed, not declared"),
+        (
+            ["--profile", "smoke", "--levels", "core,v1", "--check", "batch_exists_counts_the_leading_run"],
+            "only some checks ran",
+        ),
+    ],
+)
+def test_certification_is_refused_for_a_partial_or_undeclared_run(
+    arguments: list, problem: str, tmp_path, capsys
+) -> None:
+    status = run_cli(
+        "--backend",
+        CORRECT,
+        "--extra-config",
+        json.dumps({"store": fresh_store()}),
+        *arguments,
+        "--certify",
+        str(tmp_path / "bundle"),
+    )
     output = capsys.readouterr().out
     assert status == 1
     assert "not certified (" in output and problem in output
@@ -71,9 +92,18 @@ def test_certification_is_refused_for_a_partial_or_undeclared_run(arguments: lis
 
 @pytest.mark.clause("BE-12")
 def test_a_known_failure_is_reported_and_not_fatal_an_unknown_one_is(tmp_path, capsys) -> None:
-    arguments = ["--profile", "smoke", "--backend", PLANTED_BE12, "--check", "get_stats_returns_none_or_an_object",
-                 "--check", "batch_exists_has_no_side_effects", "--extra-config",
-                 json.dumps({"store": fresh_store()})]
+    arguments = [
+        "--profile",
+        "smoke",
+        "--backend",
+        PLANTED_BE12,
+        "--check",
+        "get_stats_returns_none_or_an_object",
+        "--check",
+        "batch_exists_has_no_side_effects",
+        "--extra-config",
+        json.dumps({"store": fresh_store()}),
+    ]
     known = tmp_path / "known.txt"
     known.write_text("# not fixed yet\nBE-12  stats are a dict until release 2\nBE-3\n")
     assert run_cli(*arguments, "--known-failures", str(known)) == 0
@@ -91,8 +121,9 @@ def test_a_known_failures_line_without_a_clause_is_a_usage_error(tmp_path, capsy
     known = tmp_path / "known.txt"
     known.write_text("BE-12\nnot-a-clause because\n")
     assert run_cli("--known-failures", str(known)) == 2
-    assert capsys.readouterr().err.strip() == ("hicache-conform run: --known-failures: line 2 must start with a "
-                                               "clause ID (got 'not-a-clause')")
+    assert capsys.readouterr().err.strip() == (
+        "hicache-conform run: --known-failures: line 2 must start with a clause ID (got 'not-a-clause')"
+    )
 
 
 def test_parse_known_failures_keeps_order_and_drops_comments() -> None:

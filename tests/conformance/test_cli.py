@@ -30,11 +30,24 @@ def run_cli(*arguments: str) -> int:
 @pytest.mark.clause("BE-2", "BE-15", "BE-17")
 def test_conformant_backend_exits_0_and_writes_every_report(tmp_path, capsys) -> None:
     paths = {name: tmp_path / "out" / name for name in ("report.json", "report.xml", "report.md")}
-    status = run_cli("--backend", CORRECT, "--extra-config", json.dumps({"store": fresh_store()}),
-                     "--levels", "core,v1", "--check", "batch_exists_counts_the_leading_run",
-                     "--check", "v1_pages_round_trip_bit_for_bit",
-                     "--json", str(paths["report.json"]), "--junit-xml", str(paths["report.xml"]),
-                     "--markdown", str(paths["report.md"]))
+    status = run_cli(
+        "--backend",
+        CORRECT,
+        "--extra-config",
+        json.dumps({"store": fresh_store()}),
+        "--levels",
+        "core,v1",
+        "--check",
+        "batch_exists_counts_the_leading_run",
+        "--check",
+        "v1_pages_round_trip_bit_for_bit",
+        "--json",
+        str(paths["report.json"]),
+        "--junit-xml",
+        str(paths["report.xml"]),
+        "--markdown",
+        str(paths["report.md"]),
+    )
     output = capsys.readouterr().out
     assert status == 0, output
     assert "PASSED: 3 passed, 0 failed" in output  # BE-2, BE-15 and BE-17: the round trip asserts both of its clauses
@@ -45,8 +58,14 @@ def test_conformant_backend_exits_0_and_writes_every_report(tmp_path, capsys) ->
 
 @pytest.mark.clause("BE-14")
 def test_planted_bug_exits_1_with_the_clause(capsys) -> None:
-    status = run_cli("--backend", PLANTED_BE14, "--extra-config", json.dumps({"store": fresh_store()}),
-                     "--check", "v1_results_have_one_bool_per_key")
+    status = run_cli(
+        "--backend",
+        PLANTED_BE14,
+        "--extra-config",
+        json.dumps({"store": fresh_store()}),
+        "--check",
+        "v1_results_have_one_bool_per_key",
+    )
     output = capsys.readouterr().out
     assert status == 1
     assert "BE-14   FAIL" in output and "batch_set_v1 returned a bool, not a list" in output
@@ -55,34 +74,51 @@ def test_planted_bug_exits_1_with_the_clause(capsys) -> None:
 @pytest.mark.clause("BE-1")
 def test_module_path_and_class_name_inside_the_extra_config_name_the_backend(tmp_path, capsys) -> None:
     config = tmp_path / "extra.yaml"
-    config.write_text(f"backend_name: conform\nmodule_path: tests.conformance.correct_backend\n"
-                      f"class_name: CorrectBackend\nstore: {fresh_store()}\n")
+    config.write_text(
+        f"backend_name: conform\nmodule_path: tests.conformance.correct_backend\n"
+        f"class_name: CorrectBackend\nstore: {fresh_store()}\n"
+    )
     status = run_cli("--extra-config", f"@{config}", "--check", "batch_exists_has_no_side_effects")
     assert status == 0
     assert "backend tests.conformance.correct_backend:CorrectBackend" in capsys.readouterr().out
 
 
 @pytest.mark.clause("BE-1")
-@pytest.mark.parametrize("arguments, message", [
-    (["--backend", "no.such.module:Backend"],
-     "hicache-conform run: --backend: module 'no.such.module' must be importable; it is neither on the import path "
-     f"nor in the working directory {os.getcwd()} (no no/ or no.py there); run from the folder that holds it, add "
-     "that folder to PYTHONPATH, or install your package (pip install -e .) (got 'no.such.module:Backend')"),
-    (["--backend", CORRECT, "--extra-config", "[]"],
-     "hicache-conform run: --extra-config: must be an object (a dict of options) (got [])"),
-    (["--levels", "core,hybrid"],
-     "hicache-conform run: --levels: must name backend levels from ['core', 'legacy', 'v1', 'v2', 'prefix', "
-     "'namespacing', 'concurrency', 'durability', 'robustness'] (got 'hybrid', an engine level)"),
-    (["--check", "no_such_check"],
-     "hicache-conform run: --check: must name a check from --list-checks (got 'no_such_check')"),
-    (["--page-size", "0"], "hicache-conform run: SuiteOptions.page_size: must be an int >= 1 (got 0)"),
-    (["--extra-config", '{"class_name": "CorrectBackend"}'],
-     "hicache-conform run: extra_config.module_path: must be given with class_name to name the backend "
-     "(or give --backend) (got None)"),
-    (["--extra-config", '{"module_path": "tests.conformance.correct_backend"}'],
-     "hicache-conform run: extra_config.class_name: must be given with module_path to name the backend "
-     "(or give --backend) (got None)"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (
+            ["--backend", "no.such.module:Backend"],
+            "hicache-conform run: --backend: module 'no.such.module' must be importable; it is neither on the import path "
+            f"nor in the working directory {os.getcwd()} (no no/ or no.py there); run from the folder that holds it, add "
+            "that folder to PYTHONPATH, or install your package (pip install -e .) (got 'no.such.module:Backend')",
+        ),
+        (
+            ["--backend", CORRECT, "--extra-config", "[]"],
+            "hicache-conform run: --extra-config: must be an object (a dict of options) (got [])",
+        ),
+        (
+            ["--levels", "core,hybrid"],
+            "hicache-conform run: --levels: must name backend levels from ['core', 'legacy', 'v1', 'v2', 'prefix', "
+            "'namespacing', 'concurrency', 'durability', 'robustness'] (got 'hybrid', an engine level)",
+        ),
+        (
+            ["--check", "no_such_check"],
+            "hicache-conform run: --check: must name a check from --list-checks (got 'no_such_check')",
+        ),
+        (["--page-size", "0"], "hicache-conform run: SuiteOptions.page_size: must be an int >= 1 (got 0)"),
+        (
+            ["--extra-config", '{"class_name": "CorrectBackend"}'],
+            "hicache-conform run: extra_config.module_path: must be given with class_name to name the backend "
+            "(or give --backend) (got None)",
+        ),
+        (
+            ["--extra-config", '{"module_path": "tests.conformance.correct_backend"}'],
+            "hicache-conform run: extra_config.class_name: must be given with module_path to name the backend "
+            "(or give --backend) (got None)",
+        ),
+    ],
+)
 def test_usage_errors_exit_2_naming_the_option(arguments: list, message: str, capsys) -> None:
     assert run_cli(*arguments) == 2
     assert capsys.readouterr().err.strip() == message

@@ -41,11 +41,15 @@ def test_a_call_that_blocks_fails_its_clause_and_the_run_stops_with_a_report() -
     stuck = next(outcome for outcome in section.checks if outcome.status == "fail")
     assert stuck.check == "batch_exists_takes_a_whole_chain"
     assert stuck.message.startswith("batch_exists([k") and stuck.message.endswith("did not return within 1 s")
-    assert "replay: hicache-conform run --backend tests.conformance.planted_backends:BlocksOnLongLookups" \
+    assert (
+        "replay: hicache-conform run --backend tests.conformance.planted_backends:BlocksOnLongLookups"
         in stuck.counterexample
-    later = section.checks[[outcome.check for outcome in section.checks].index(stuck.check) + 1:]
-    assert later and all(outcome.status == "skip" and outcome.message.startswith(
-        "not run: the run stopped after batch_exists([k") for outcome in later)
+    )
+    later = section.checks[[outcome.check for outcome in section.checks].index(stuck.check) + 1 :]
+    assert later and all(
+        outcome.status == "skip" and outcome.message.startswith("not run: the run stopped after batch_exists([k")
+        for outcome in later
+    )
     assert report.exit_code == 1
     assert "did not return within 1 s" in report.render_text(color=False)
 

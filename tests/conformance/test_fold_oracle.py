@@ -42,8 +42,9 @@ class WithRestorableSet(CorrectBackend):
         keys = list(keys)
         queries = tuple(self.pool_query(transfer, keys) for transfer in pool_transfers or ())
         hit, entries, restorable = fold_pool_query(self.pool_present("kv", keys), queries)
-        return PoolTransferResult(kv_hit_pages=hit, extra_pool_hit_pages=dict(entries),
-                                  restorable_prefix_pages=self.restorable(restorable))
+        return PoolTransferResult(
+            kv_hit_pages=hit, extra_pool_hit_pages=dict(entries), restorable_prefix_pages=self.restorable(restorable)
+        )
 
 
 class ContiguousRestorableSet(WithRestorableSet):
@@ -83,8 +84,11 @@ def test_a_restorable_set_that_is_not_the_intersection_fails_be26():
 
 
 @pytest.mark.clause("BE-21", "BE-26", "HYB-6", "HYB-7")
-@pytest.mark.parametrize("backend", [CorrectBackend, WithRestorableSet, ReportsEveryPool],
-                         ids=["no-restorable-set", "restorable-set", "reports-every-pool"])
+@pytest.mark.parametrize(
+    "backend",
+    [CorrectBackend, WithRestorableSet, ReportsEveryPool],
+    ids=["no-restorable-set", "restorable-set", "reports-every-pool"],
+)
 def test_correct_folds_pass(backend):
     report = run(backend, checks=checks_for(FOLD_CLAUSES), profile="standard")
     assert not [clause for clause in failed(report) if clause in FOLD_CLAUSES], statuses(report)

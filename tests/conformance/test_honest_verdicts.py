@@ -21,8 +21,11 @@ NS_CHECK = "ranks_and_models_never_share_pages"
 
 def without_ns2(monkeypatch: pytest.MonkeyPatch) -> None:
     original = checks_namespacing.sibling_configs
-    monkeypatch.setattr(checks_namespacing, "sibling_configs",
-                        lambda suite, model: [row for row in original(suite, model) if row[0] != "NS-2"])
+    monkeypatch.setattr(
+        checks_namespacing,
+        "sibling_configs",
+        lambda suite, model: [row for row in original(suite, model) if row[0] != "NS-2"],
+    )
 
 
 def verdict(report, clause_id: str):
@@ -35,7 +38,11 @@ def test_a_skipped_branch_leaves_its_clause_skipped_with_the_reason(monkeypatch:
     report = run(CorrectBackend, checks=(NS_CHECK,))
     found = statuses(report)
     assert {clause_id: found[clause_id] for clause_id in ("NS-1", "NS-2", "NS-3", "NS-4")} == {
-        "NS-1": "pass", "NS-2": "skip", "NS-3": "pass", "NS-4": "pass"}
+        "NS-1": "pass",
+        "NS-2": "skip",
+        "NS-3": "pass",
+        "NS-4": "pass",
+    }
     assert verdict(report, "NS-2").reason == f"not checked: {NS_CHECK} passed without running NS-2's assertions"
     outcome = next(item for item in report.sections[0].checks if item.check == NS_CHECK)
     assert outcome.status == "pass" and outcome.asserted == ("NS-1", "NS-3", "NS-4")
@@ -56,6 +63,7 @@ def test_a_passing_check_of_one_clause_passes_it() -> None:
 def test_the_old_rule_would_show_the_skipped_branch_passed(monkeypatch: pytest.MonkeyPatch) -> None:
     """The planted bug: a passed check passes every clause it names, asserted or not."""
     without_ns2(monkeypatch)
-    monkeypatch.setattr(CheckOutcome, "passed", lambda self, clause_id: self.status == "pass"
-                        and clause_id in self.clauses)
+    monkeypatch.setattr(
+        CheckOutcome, "passed", lambda self, clause_id: self.status == "pass" and clause_id in self.clauses
+    )
     assert statuses(run(CorrectBackend, checks=(NS_CHECK,)))["NS-2"] == "pass"

@@ -59,9 +59,13 @@ def test_probed_backend_skips_the_generations_it_lacks_with_the_reason() -> None
     report = run(LegacyOnly, levels=None)
     levels = level_reasons(report)
     assert levels["core"] == (True, "required", None)
-    assert levels["v1"] == (False, "probed", "batch_get_v1 only raises NotImplementedError (defined in "
-                                             "tests.conformance.test_levels.LegacyOnly); batch_set_v1 only raises "
-                                             "NotImplementedError (defined in tests.conformance.test_levels.LegacyOnly)")
+    assert levels["v1"] == (
+        False,
+        "probed",
+        "batch_get_v1 only raises NotImplementedError (defined in "
+        "tests.conformance.test_levels.LegacyOnly); batch_set_v1 only raises "
+        "NotImplementedError (defined in tests.conformance.test_levels.LegacyOnly)",
+    )
     assert levels["durability"] == (False, "probed", "cannot be probed; declare it with --levels or hicache_levels")
     result = statuses(report)
     assert {result[clause_id] for clause_id in level_clause_ids("v1")} == {"skip"}
@@ -76,8 +80,11 @@ def test_declared_but_not_honoured_level_fails_every_clause_of_it() -> None:
     verdicts = {verdict.clause_id: verdict for verdict in report.sections[0].clauses}
     for clause_id in level_clause_ids("v1"):
         assert verdicts[clause_id].status == "fail"
-        assert verdicts[clause_id].failures[0].message.startswith(
-            "level v1 declared but not honoured: batch_get_v1 only raises NotImplementedError")
+        assert (
+            verdicts[clause_id]
+            .failures[0]
+            .message.startswith("level v1 declared but not honoured: batch_get_v1 only raises NotImplementedError")
+        )
     assert statuses(report)["NS-1"] == "skip"  # namespacing is not declared
     assert report.exit_code == 1
 
@@ -144,6 +151,7 @@ def test_a_backend_that_cannot_be_built_fails_be1_and_every_check() -> None:
     assert verdict.failures[0].message == (
         "building the backend raised ValueError: endpoint: required (SGLang builds a dynamic backend as "
         "cls(storage_config, {}): the extra config arrives in storage_config.extra_config, the second argument "
-        "is an empty dict)")
+        "is an empty dict)"
+    )
     assert {outcome.status for outcome in report.sections[0].checks} == {"fail"}
     assert report.exit_code == 1

@@ -77,14 +77,15 @@ def test_a_v1_backend_is_held_to_the_legacy_methods_only_when_it_claims_legacy()
         assert report.exit_code == 0, report.render_text(color=False)
         line = level_line(report, "legacy")
         assert line.claimed is False
-        assert line.reason == ("SGLang moves KV through batch_get_v1/batch_set_v1 on a backend that claims v1 and "
-                               "never calls get, set, exists, batch_get or batch_set; declare legacy to have them "
-                               "checked")
+        assert line.reason == (
+            "SGLang moves KV through batch_get_v1/batch_set_v1 on a backend that claims v1 and "
+            "never calls get, set, exists, batch_get or batch_set; declare legacy to have them "
+            "checked"
+        )
         assert {statuses(report)[clause_id] for clause_id in level_clause_ids("legacy")} == {"skip"}
         assert statuses(report)["BE-4"] == "pass"
     claimed = run(DeprecatedLegacyMethods, levels=ALL_LEVELS, checks=legacy)
-    assert {"BE-9", "BE-4"} <= {clause_id for clause_id, status in statuses(claimed).items()
-                                  if status == "fail"}
+    assert {"BE-9", "BE-4"} <= {clause_id for clause_id, status in statuses(claimed).items() if status == "fail"}
 
 
 @pytest.mark.clause("BE-9")
@@ -109,8 +110,10 @@ def test_a_second_host_pool_is_refused_or_served_never_swapped() -> None:
     assert "read through the first controller's pool holds" in verdict.failures[0].message
     silent = run(RefusesWithoutSaying, checks=checks)
     assert statuses(silent)["BE-28"] == "fail"
-    assert "no message" in next(item for item in silent.sections[0].clauses
-                                if item.clause_id == "BE-28").failures[0].message
+    assert (
+        "no message"
+        in next(item for item in silent.sections[0].clauses if item.clause_id == "BE-28").failures[0].message
+    )
     # Driven through the legacy methods, pages travel as tensors: the same backend serves both pools.
     legacy = tuple(level for level in ALL_LEVELS if level != "v1")
     serving = run(ReplacesFirstHostPool, checks=checks, levels=legacy)

@@ -42,14 +42,18 @@ SPECIAL_OPTIONS = {
     ZeroLengthObjectIsHit: LEGACY_MODE,
     ShortObjectCopiedIntoTarget: LEGACY_MODE,
     ForgetsWritesAfterClear: dict(profile="standard"),
-    BlocksOnLongLookups: dict(timeout_s=1.0),  # the stuck call fails within the deadline  # the sequence set, clear, set needs a few runs
+    BlocksOnLongLookups: dict(
+        timeout_s=1.0
+    ),  # the stuck call fails within the deadline  # the sequence set, clear, set needs a few runs
 }
 
 
 @pytest.mark.parametrize(
     "backend, clause",
-    [pytest.param(backend, clause, id=backend.__name__, marks=pytest.mark.clause(*expected_clauses(clause)))
-     for backend, clause in PLANTED.items()],
+    [
+        pytest.param(backend, clause, id=backend.__name__, marks=pytest.mark.clause(*expected_clauses(clause)))
+        for backend, clause in PLANTED.items()
+    ],
 )
 def test_planted_bug_is_caught_on_its_clause(backend: type, clause: object) -> None:
     clause_ids = expected_clauses(clause)

@@ -27,16 +27,33 @@ PROJECT = Path(__file__).resolve().parents[2]
 
 def pytest_in(directory: Path, *arguments: str) -> subprocess.CompletedProcess:
     environment = dict(os.environ, PYTHONPATH=str(PROJECT), NO_COLOR="1")
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *arguments],
-                          cwd=directory, env=environment, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *arguments],
+        cwd=directory,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.clause("BE-18", "BE-14")
 def test_command_line_backend_becomes_one_item_per_check(tmp_path: Path) -> None:
-    result = pytest_in(tmp_path, "--hicache-backend", "tests.conformance.planted_backends:ScalarV1Result",
-                       "--hicache-extra-config", json.dumps({"store": fresh_store()}),
-                       "--hicache-profile", "smoke", "--hicache-seed", "0", "--hicache-levels", "core,v1",
-                       "-k", "unimplemented_methods_raise or v1_results_have_one_bool_per_key")  # one moves no page
+    result = pytest_in(
+        tmp_path,
+        "--hicache-backend",
+        "tests.conformance.planted_backends:ScalarV1Result",
+        "--hicache-extra-config",
+        json.dumps({"store": fresh_store()}),
+        "--hicache-profile",
+        "smoke",
+        "--hicache-seed",
+        "0",
+        "--hicache-levels",
+        "core,v1",
+        "-k",
+        "unimplemented_methods_raise or v1_results_have_one_bool_per_key",
+    )  # one moves no page
     output = result.stdout
     assert result.returncode == 1, output
     assert "1 failed, 1 passed" in output
@@ -47,7 +64,8 @@ def test_command_line_backend_becomes_one_item_per_check(tmp_path: Path) -> None
 
 @pytest.mark.clause("BE-8", "PFX-6")
 def test_vendor_fixture_and_imported_test_run_every_check(tmp_path: Path) -> None:
-    (tmp_path / "conftest.py").write_text(textwrap.dedent(f"""
+    (tmp_path / "conftest.py").write_text(
+        textwrap.dedent(f"""
         import pytest
         from hicache_contracts.conformance import BackendFactory
         from tests.conformance.correct_backend import CorrectBackend
@@ -55,11 +73,14 @@ def test_vendor_fixture_and_imported_test_run_every_check(tmp_path: Path) -> Non
         @pytest.fixture(scope="session")
         def hicache_backend_factory():
             return BackendFactory(CorrectBackend, {{"store": "{fresh_store()}"}})
-    """))
+    """)
+    )
     (tmp_path / "test_vendor.py").write_text(
-        "from hicache_contracts.conformance.pytest_plugin import test_hicache_conformance  # noqa: F401\n")
-    result = pytest_in(tmp_path, "--hicache-profile", "smoke", "-k", "extra_info or prefix_keys", "-m", "clause",
-                       "-v", "-v")
+        "from hicache_contracts.conformance.pytest_plugin import test_hicache_conformance  # noqa: F401\n"
+    )
+    result = pytest_in(
+        tmp_path, "--hicache-profile", "smoke", "-k", "extra_info or prefix_keys", "-m", "clause", "-v", "-v"
+    )
     assert result.returncode == 0, result.stdout
     assert "test_hicache_conformance[extra_info_accepted_in_every_shape] PASSED" in result.stdout
     assert "3 passed" in result.stdout
@@ -74,10 +95,21 @@ def test_without_options_the_plugin_adds_nothing(tmp_path: Path) -> None:
 
 @pytest.mark.clause("BE-15", "KEY-2")
 def test_an_item_whose_setup_meets_an_unreported_broken_clause_fails_on_it(tmp_path: Path) -> None:
-    result = pytest_in(tmp_path, "--hicache-backend", "tests.conformance.planted_backends:ShiftedV1Read",
-                       "--hicache-extra-config", json.dumps({"store": fresh_store()}),
-                       "--hicache-profile", "smoke", "--hicache-seed", "0", "--hicache-levels", "core,v1",
-                       "-k", "any_non_empty_string_is_a_key")
+    result = pytest_in(
+        tmp_path,
+        "--hicache-backend",
+        "tests.conformance.planted_backends:ShiftedV1Read",
+        "--hicache-extra-config",
+        json.dumps({"store": fresh_store()}),
+        "--hicache-profile",
+        "smoke",
+        "--hicache-seed",
+        "0",
+        "--hicache-levels",
+        "core,v1",
+        "-k",
+        "any_non_empty_string_is_a_key",
+    )
     output = result.stdout
     assert result.returncode == 1, output
     assert "[BE-15] get result i is True only if" in output

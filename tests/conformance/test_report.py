@@ -53,8 +53,10 @@ def test_junit_has_a_test_case_per_clause(report: SuiteReport) -> None:
 def test_markdown_is_a_table_per_section(report: SuiteReport) -> None:
     text = report.to_markdown()
     assert "## HiCache L3 conformance: `tests.conformance.planted_backends:ScalarV1Result`" in text
-    assert "| BE-14 | v1 | ❌ **fail** | batch_get_v1 and batch_set_v1 return a list of exactly len(keys) bools. " \
-           "**Found:** batch_set_v1 returned a bool, not a list |" in text
+    assert (
+        "| BE-14 | v1 | ❌ **fail** | batch_get_v1 and batch_set_v1 return a list of exactly len(keys) bools. "
+        "**Found:** batch_set_v1 returned a bool, not a list |" in text
+    )
     assert "### Counterexamples" in text
     assert "| `v1` | declared | 0/4 pass, 1 fail, 3 skipped |" in text  # skipped clauses are counted
     core = len(level_clause_ids("core"))

@@ -51,22 +51,28 @@ def assert_only_root_fails(report: SuiteReport, root: str, own_check: str, depen
 @pytest.mark.clause("BE-15", "KEY-2", "BE-2", "BE-10", "NS-1", "PFX-1")
 def test_a_read_one_page_off_fails_be15_and_its_dependents_point_at_it() -> None:
     report = run(ShiftedV1Read)
-    assert_only_root_fails(report, "BE-15", "v1_pages_round_trip_bit_for_bit",
-                           ("KEY-2", "BE-1", "BE-2", "BE-3", "BE-6", "BE-10", "BE-16", "PFX-1", "NS-1", "NS-5",
-                            "NS-6", "NS-7", "BE-23"))
+    assert_only_root_fails(
+        report,
+        "BE-15",
+        "v1_pages_round_trip_bit_for_bit",
+        ("KEY-2", "BE-1", "BE-2", "BE-3", "BE-6", "BE-10", "BE-16", "PFX-1", "NS-1", "NS-5", "NS-6", "NS-7", "BE-23"),
+    )
 
 
 @pytest.mark.clause("BE-17", "BE-2", "BE-8", "PFX-1", "NS-4")
 def test_dropped_writes_fail_be17_and_its_dependents_point_at_it() -> None:
     report = run(DropsEveryV1Write)
-    assert_only_root_fails(report, "BE-17", "v1_pages_round_trip_bit_for_bit",
-                           ("KEY-2", "BE-2", "BE-8", "BE-16", "PFX-1", "NS-4", "NS-7"))
+    assert_only_root_fails(
+        report, "BE-17", "v1_pages_round_trip_bit_for_bit", ("KEY-2", "BE-2", "BE-8", "BE-16", "PFX-1", "NS-4", "NS-7")
+    )
 
 
 @pytest.mark.clause("BE-2", "KEY-2", "BE-10")
-@pytest.mark.parametrize("backend, clause", [(CountsEveryStoredKey, "BE-2"), (HexOnlyKeys, "KEY-2"),
-                                             (TruncatesLongBatches, "BE-10")],
-                         ids=["counting", "key-form", "batch-size"])
+@pytest.mark.parametrize(
+    "backend, clause",
+    [(CountsEveryStoredKey, "BE-2"), (HexOnlyKeys, "KEY-2"), (TruncatesLongBatches, "BE-10")],
+    ids=["counting", "key-form", "batch-size"],
+)
 def test_a_bug_in_a_checks_own_subject_still_fails_its_clause(backend: type, clause: str) -> None:
     report = run(backend)
     assert clause in failed(report), report.render_text(color=False)
@@ -79,7 +85,8 @@ def test_a_root_clause_whose_own_check_did_not_run_fails_with_the_setup_finding(
     report = run(ShiftedV1Read, checks=("any_non_empty_string_is_a_key",))
     root = verdict_of(report, "BE-15")
     assert root.status == "fail"
-    assert root.failures[0].message.startswith("found while setting up any_non_empty_string_is_a_key: "
-                                               "batch_get_v1 returned True for ")
+    assert root.failures[0].message.startswith(
+        "found while setting up any_non_empty_string_is_a_key: batch_get_v1 returned True for "
+    )
     assert verdict_of(report, "KEY-2").reason == setup_reason("BE-15")
     assert report.exit_code == 1

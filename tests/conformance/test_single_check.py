@@ -20,15 +20,24 @@ from tests.conformance.planted_backends import PLANTED
 from tests.conformance.planted_single import SINGLE
 from tests.conformance.test_planted import SPECIAL_OPTIONS
 
-WITHOUT_OWN_BUG = frozenset({
-    "batch_exists_has_no_side_effects", "missing_keys_are_misses_not_errors",
-    "storage_errors_are_failures_not_exceptions", "pages_are_invisible_until_fully_written",
-    "clear_removes_every_page", "legacy_results_have_their_shapes", "short_objects_are_misses",
-    "v1_pages_round_trip_bit_for_bit", "v1_reads_touch_only_addressed_slots",
-    "v1_hits_after_a_miss_land_in_their_own_scattered_slots", "v2_pool_hits_count_only_pages_that_landed",
-    "v2_kv_derived_sidecars_travel_with_kv",
-    "exists_get_and_set_share_one_key_scheme", "concurrent_calls_keep_every_key_consistent",
-})
+WITHOUT_OWN_BUG = frozenset(
+    {
+        "batch_exists_has_no_side_effects",
+        "missing_keys_are_misses_not_errors",
+        "storage_errors_are_failures_not_exceptions",
+        "pages_are_invisible_until_fully_written",
+        "clear_removes_every_page",
+        "legacy_results_have_their_shapes",
+        "short_objects_are_misses",
+        "v1_pages_round_trip_bit_for_bit",
+        "v1_reads_touch_only_addressed_slots",
+        "v1_hits_after_a_miss_land_in_their_own_scattered_slots",
+        "v2_pool_hits_count_only_pages_that_landed",
+        "v2_kv_derived_sidecars_travel_with_kv",
+        "exists_get_and_set_share_one_key_scheme",
+        "concurrent_calls_keep_every_key_consistent",
+    }
+)
 """Checks every planted bug of which another check catches too (to be given a bug of their own)."""
 
 BACKENDS = [*PLANTED, *SINGLE]

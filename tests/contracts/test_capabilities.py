@@ -271,7 +271,10 @@ def test_legacy_only_detected():
     assert (capabilities.legacy, capabilities.v1, capabilities.v2, capabilities.prefix) == (True, False, False, True)
     assert capabilities.missing_for("v1") == ("batch_get_v1", "batch_set_v1")
     assert capabilities.missing_for("v2") == (
-        "batch_exists_v2", "batch_get_v2", "batch_set_v2", "register_mem_host_pool_v2",
+        "batch_exists_v2",
+        "batch_get_v2",
+        "batch_set_v2",
+        "register_mem_host_pool_v2",
     )
     assert capabilities.method("batch_get_v1").problem == "batch_get_v1 is absent"
 
@@ -381,8 +384,7 @@ def _does_nothing():
     pass
 
 
-def _body_is_ellipsis():
-    ...
+def _body_is_ellipsis(): ...
 
 
 def _generator_then_raise():
@@ -543,10 +545,13 @@ def test_declared_levels_read_from_the_class():
     "levels, message",
     [
         ("core", "Bad.hicache_levels: must be a tuple of level names (got 'core')"),
-        (("core", "v3"), "Bad.hicache_levels: must name levels from "
-         "['concurrency', 'controller', 'core', 'durability', 'hybrid', 'legacy', 'namespacing', 'prefix', 'ranks', "
-         "'robustness', 'v1', 'v2'] "
-         "(got 'v3')"),
+        (
+            ("core", "v3"),
+            "Bad.hicache_levels: must name levels from "
+            "['concurrency', 'controller', 'core', 'durability', 'hybrid', 'legacy', 'namespacing', 'prefix', 'ranks', "
+            "'robustness', 'v1', 'v2'] "
+            "(got 'v3')",
+        ),
         ((1,), "Bad.hicache_levels: must be a tuple of level names (got (1,))"),
     ],
 )

@@ -20,8 +20,13 @@ GEOMETRIES = [(kind, layout) for kind in ("mha", "mla") for layout in ("layer_fi
 
 def make_pool(kind: str = "mha", layout: str = "page_first", pool_class: type = HostPagePool, **overrides):
     arguments = dict(
-        page_count=PAGE_COUNT, page_size=PAGE_SIZE, layer_num=LAYER_NUM,
-        head_num=1 if kind == "mla" else HEAD_NUM, head_dim=HEAD_DIM, kind=kind, layout=layout,
+        page_count=PAGE_COUNT,
+        page_size=PAGE_SIZE,
+        layer_num=LAYER_NUM,
+        head_num=1 if kind == "mla" else HEAD_NUM,
+        head_dim=HEAD_DIM,
+        kind=kind,
+        layout=layout,
     )
     arguments.update(overrides)
     return pool_class(**arguments)
@@ -259,7 +264,8 @@ def test_sizes_and_shapes(kind, layout):
 
 @pytest.mark.clause("BE-15")
 @pytest.mark.parametrize(
-    "kind, layout, ranges", [("mha", "page_first", 2), ("mla", "page_first", 1), ("mha", "layer_first", 4), ("mla", "layer_first", 2)]
+    "kind, layout, ranges",
+    [("mha", "page_first", 2), ("mla", "page_first", 1), ("mha", "layer_first", 4), ("mla", "layer_first", 2)],
 )
 def test_buffer_meta_counts_ranges_per_page_and_bytes(kind, layout, ranges):
     pool = make_pool(kind, layout)
@@ -401,8 +407,14 @@ def test_bad_index_is_rejected_and_nothing_written(index, message):
 
 
 BAD_PAGES = [
-    (torch.zeros(10, dtype=torch.float16), "HostPagePool.data: must hold exactly one page, 256 elements (got 10) [BE-15]"),
-    (torch.zeros(256, dtype=torch.float32), "HostPagePool.data: must have the pool dtype torch.float16 (got torch.float32) [BE-15]"),
+    (
+        torch.zeros(10, dtype=torch.float16),
+        "HostPagePool.data: must hold exactly one page, 256 elements (got 10) [BE-15]",
+    ),
+    (
+        torch.zeros(256, dtype=torch.float32),
+        "HostPagePool.data: must have the pool dtype torch.float16 (got torch.float32) [BE-15]",
+    ),
     ([0.0] * 256, "HostPagePool.data: must be a torch.Tensor (got 'list') [BE-15]"),
 ]
 
@@ -425,8 +437,14 @@ def _slots(*values: int) -> torch.Tensor:
 BAD_SLOT_BATCHES = [
     (_slots(0, 1, 2), "HostPagePool.indices: must hold whole pages, a multiple of page_size 4 slots (got 3) [BE-15]"),
     (_slots(1, 2, 3, 4), "HostPagePool.indices: must start each page at a multiple of page_size 4 (got 1) [BE-15]"),
-    (_slots(0, 1, 2, 4), "HostPagePool.indices: must hold each page's slots consecutively (the page at this slot does not) (got 0) [BE-15]"),
-    (_slots(0, 4, 8, 12), "HostPagePool.indices: must hold each page's slots consecutively (the page at this slot does not) (got 0) [BE-15]"),
+    (
+        _slots(0, 1, 2, 4),
+        "HostPagePool.indices: must hold each page's slots consecutively (the page at this slot does not) (got 0) [BE-15]",
+    ),
+    (
+        _slots(0, 4, 8, 12),
+        "HostPagePool.indices: must hold each page's slots consecutively (the page at this slot does not) (got 0) [BE-15]",
+    ),
     (_slots(28, 29, 30, 31, 32, 33, 34, 35), "HostPagePool.indices: must hold slots in [0, 32) (got 32) [BE-15]"),
     (torch.zeros(4), "HostPagePool.indices: must hold integer slot indices (got torch.float32) [BE-15]"),
     (torch.zeros(1, 4, dtype=torch.int64), "HostPagePool.indices: must be 1-D (got (1, 4)) [BE-15]"),
@@ -461,7 +479,10 @@ def test_page_starts_only_are_rejected_unless_page_size_is_one():
         ({"page_size": 0}, "HostPagePool.page_size: must be a positive int (got 0)"),
         ({"layer_num": True}, "HostPagePool.layer_num: must be a positive int (got True)"),
         ({"kind": "gqa"}, "HostPagePool.kind: must be one of ['mha', 'mla'] (got 'gqa')"),
-        ({"layout": "page_first_direct"}, "HostPagePool.layout: must be one of ['layer_first', 'page_first'] (got 'page_first_direct')"),
+        (
+            {"layout": "page_first_direct"},
+            "HostPagePool.layout: must be one of ['layer_first', 'page_first'] (got 'page_first_direct')",
+        ),
         ({"dtype": "float16"}, "HostPagePool.dtype: must be a torch.dtype (got 'float16')"),
         ({"pin_memory": 1}, "HostPagePool.pin_memory: must be None, True or False (got 1)"),
     ],

@@ -57,8 +57,9 @@ def test_extra_info_keeps_the_three_states_both_ways(prefix: Optional[list]) -> 
 
 @pytest.mark.clause("BE-1", "NS-1")
 def test_config_converts_both_ways_with_unknown_extra_keys() -> None:
-    stand_in = StandInConfig(1, 2, 0, 1, 0, 1, True, False, True, "m", tp_lcm_size=4,
-                             extra_config={"backend_name": "x", "unknown": [1]})
+    stand_in = StandInConfig(
+        1, 2, 0, 1, 0, 1, True, False, True, "m", tp_lcm_size=4, extra_config={"backend_name": "x", "unknown": [1]}
+    )
     ours = from_sglang(stand_in)
     assert type(ours) is HiCacheStorageConfig and ours.tp_rank == 1 and ours.tp_lcm_size == 4
     assert ours.extra_config == {"backend_name": "x", "unknown": [1]}
@@ -68,9 +69,13 @@ def test_config_converts_both_ways_with_unknown_extra_keys() -> None:
 @pytest.mark.clause("BE-15", "HYB-1")
 def test_pool_transfer_converts_both_ways_holding_the_same_tensors() -> None:
     host = torch.arange(8)
-    stand_in = StandInPoolTransfer(StandInPoolName.INDEXER, host_indices=host, keys=["a", "b"],
-                                   hit_policy=StandInPoolHitPolicy.TRAILING_PAGES,
-                                   indices_from_pool=StandInPoolName.KV)
+    stand_in = StandInPoolTransfer(
+        StandInPoolName.INDEXER,
+        host_indices=host,
+        keys=["a", "b"],
+        hit_policy=StandInPoolHitPolicy.TRAILING_PAGES,
+        indices_from_pool=StandInPoolName.KV,
+    )
     ours = from_sglang(stand_in)
     assert ours.name is PoolName.INDEXER and ours.hit_policy is PoolHitPolicy.TRAILING_PAGES
     assert ours.host_indices is host and ours.is_kv_derived and ours.keys == ["a", "b"]
@@ -90,17 +95,21 @@ def test_objects_are_recognised_by_attributes_and_none_passes() -> None:
 def test_bad_objects_are_rejected_naming_the_field() -> None:
     with pytest.raises(ContractViolation) as caught:
         from_sglang(StandInExtraInfo(prefix_keys=["a", 1]))
-    assert str(caught.value) == "HiCacheStorageExtraInfo.prefix_keys[1]: page key must be a non-empty str (got 1) [KEY-2]"
+    assert (
+        str(caught.value) == "HiCacheStorageExtraInfo.prefix_keys[1]: page key must be a non-empty str (got 1) [KEY-2]"
+    )
     with pytest.raises(ContractViolation) as caught:
         from_sglang(3)
     assert str(caught.value) == (
         "from_sglang.obj: must be an extra info, a storage config, a pool transfer or a pool transfer result "
-        "(got 3) [BE-8]")
+        "(got 3) [BE-8]"
+    )
     with pytest.raises(ContractViolation) as caught:
         to_sglang("x", storage_module=STAND_IN_MODULE)
     assert str(caught.value) == (
         "to_sglang.model: must be an extra info, a storage config, a pool transfer or a pool transfer result "
-        "(got 'x') [BE-8]")
+        "(got 'x') [BE-8]"
+    )
 
 
 # ---------------------------------------------------------------- no eager import of SGLang
@@ -123,9 +132,11 @@ def test_importing_the_package_does_not_import_sglang(tmp_path: Path) -> None:
 
 def test_planted_eager_import_is_caught(tmp_path: Path) -> None:
     """Planted bug: a module that imports SGLang at load time is seen by the same check."""
-    (tmp_path / "eager_interop.py").write_text(textwrap.dedent("""
+    (tmp_path / "eager_interop.py").write_text(
+        textwrap.dedent("""
         import sglang  # loaded with the module: every user now needs SGLang
-    """))
+    """)
+    )
     assert loads_sglang_on_import("eager_interop", tmp_path)
 
 

@@ -70,10 +70,20 @@ def test_extra_info_round_trips_through_json(prefix: Optional[list], extra: Opti
 
 CONFIG = st.builds(
     lambda tp, pp, cp, dp, flags, name, extra, lcm: HiCacheStorageConfig(
-        tp_rank=tp[0], tp_size=tp[1], pp_rank=pp[0], pp_size=pp[1], attn_cp_rank=cp[0], attn_cp_size=cp[1],
-        is_mla_model=flags[0], enable_storage_metrics=flags[1], is_page_first_layout=flags[2],
-        model_name=name, dp_rank=dp[0], tp_lcm_size=None if lcm is None else lcm * tp[1],
-        should_split_heads=flags[3], extra_config=extra,
+        tp_rank=tp[0],
+        tp_size=tp[1],
+        pp_rank=pp[0],
+        pp_size=pp[1],
+        attn_cp_rank=cp[0],
+        attn_cp_size=cp[1],
+        is_mla_model=flags[0],
+        enable_storage_metrics=flags[1],
+        is_page_first_layout=flags[2],
+        model_name=name,
+        dp_rank=dp[0],
+        tp_lcm_size=None if lcm is None else lcm * tp[1],
+        should_split_heads=flags[3],
+        extra_config=extra,
     ),
     *[st.integers(1, 8).flatmap(lambda size: st.tuples(st.integers(0, size - 1), st.just(size)))] * 4,
     st.tuples(*[st.booleans()] * 4),
@@ -99,27 +109,39 @@ def test_config_round_trips_through_json(config: HiCacheStorageConfig) -> None:
 )
 def test_pool_transfer_round_trips_through_json(keys, pages, name, policy, derived) -> None:
     host = torch.arange(pages * 4, dtype=torch.int64)
-    transfer = PoolTransfer(name=name, host_indices=host, device_indices=host[: pages], keys=keys,
-                            hit_policy=policy, indices_from_pool=PoolName.KV if derived else None)
+    transfer = PoolTransfer(
+        name=name,
+        host_indices=host,
+        device_indices=host[:pages],
+        keys=keys,
+        hit_policy=policy,
+        indices_from_pool=PoolName.KV if derived else None,
+    )
     check_json_round_trip(transfer)
 
 
 @pytest.mark.clause("PFX-1", "CTL-2", "CTL-5", "CTL-6", "HYB-2", "BE-21")
 @given(
-    keys=KEYS, prefix=PREFIX, page_size=st.integers(1, 64), tokens=st.integers(0, 10**6),
+    keys=KEYS,
+    prefix=PREFIX,
+    page_size=st.integers(1, 64),
+    tokens=st.integers(0, 10**6),
     policy=st.sampled_from(["best_effort", "wait_complete", "timeout"]),
     hits=st.dictionaries(st.sampled_from([p.value for p in PoolName]), st.integers(1, 9), max_size=3),
 )
 def test_operations_results_and_acks_round_trip(keys, prefix, page_size, tokens, policy, hits) -> None:
-    check_json_round_trip(PrefetchOperationSnapshot(operation_id=7, keys=keys, prefix_keys=prefix,
-                                                    page_size=page_size, policy=policy))
-    check_json_round_trip(BackupOperationSnapshot(operation_id="node-3", keys=keys, prefix_keys=prefix,
-                                                  page_size=page_size, batch_size=4))
-    check_json_round_trip(PoolTransferResult(kv_hit_pages=min(hits.values(), default=0),
-                                             extra_pool_hit_pages=hits))
-    for ack in (ProgressAck(operation_id=1, slice_index=2, tokens=tokens),
-                PoolHitsAck(operation_id=1, pool_hits=hits),
-                FinalAck(operation_id=1, tokens=tokens, error=None if tokens % 2 else "terminated")):
+    check_json_round_trip(
+        PrefetchOperationSnapshot(operation_id=7, keys=keys, prefix_keys=prefix, page_size=page_size, policy=policy)
+    )
+    check_json_round_trip(
+        BackupOperationSnapshot(operation_id="node-3", keys=keys, prefix_keys=prefix, page_size=page_size, batch_size=4)
+    )
+    check_json_round_trip(PoolTransferResult(kv_hit_pages=min(hits.values(), default=0), extra_pool_hit_pages=hits))
+    for ack in (
+        ProgressAck(operation_id=1, slice_index=2, tokens=tokens),
+        PoolHitsAck(operation_id=1, pool_hits=hits),
+        FinalAck(operation_id=1, tokens=tokens, error=None if tokens % 2 else "terminated"),
+    ):
         check_json_round_trip(ack)
         assert validate_ack_json(ack.model_dump_json()) == ack
         assert validate_ack(ack.model_dump()) == ack
@@ -191,9 +213,23 @@ def test_enums_have_sglang_values() -> None:
 @pytest.mark.clause("BE-1")
 def test_config_fields_in_sglang_order_and_single_rank() -> None:
     assert list(HiCacheStorageConfig.model_fields) == [
-        "tp_rank", "tp_size", "pp_rank", "pp_size", "attn_cp_rank", "attn_cp_size", "is_mla_model",
-        "enable_storage_metrics", "is_page_first_layout", "model_name", "tp_lcm_size", "should_split_heads",
-        "dp_rank", "extra_config", "dcp_size", "dcp_rank", "logical_page_size",
+        "tp_rank",
+        "tp_size",
+        "pp_rank",
+        "pp_size",
+        "attn_cp_rank",
+        "attn_cp_size",
+        "is_mla_model",
+        "enable_storage_metrics",
+        "is_page_first_layout",
+        "model_name",
+        "tp_lcm_size",
+        "should_split_heads",
+        "dp_rank",
+        "extra_config",
+        "dcp_size",
+        "dcp_rank",
+        "logical_page_size",
     ]
     config = HiCacheStorageConfig.single_rank(tp_rank=3, tp_size=4, tp_lcm_size=8)
     assert (config.tp_rank, config.tp_size, config.tp_lcm_size, config.model_name) == (3, 4, 8, "test-model")
@@ -213,8 +249,9 @@ def check_holds_tensors_without_copy(build: Callable[[torch.Tensor, torch.Tensor
 
 @pytest.mark.clause("BE-15")
 def test_validation_never_copies_tensors() -> None:
-    check_holds_tensors_without_copy(lambda host, device: PoolTransfer(
-        name=PoolName.KV, host_indices=host, device_indices=device, keys=["k"] * 8))
+    check_holds_tensors_without_copy(
+        lambda host, device: PoolTransfer(name=PoolName.KV, host_indices=host, device_indices=device, keys=["k"] * 8)
+    )
     host = torch.arange(8 * 4)
     assert validate_host_indices(host, 8, 4) is host
 
@@ -271,8 +308,9 @@ def check_strict_agrees_with_spec(accepts: Callable[[list], bool], keys: list) -
 
 
 @pytest.mark.clause("KEY-2", "KEY-1")
-@given(keys=st.lists(st.one_of(PAGE_KEY, st.text(alphabet="0123456789abcdefABG ", min_size=63, max_size=65)),
-                     max_size=5))
+@given(
+    keys=st.lists(st.one_of(PAGE_KEY, st.text(alphabet="0123456789abcdefABG ", min_size=63, max_size=65)), max_size=5)
+)
 def test_strict_key_check_agrees_with_the_spec(keys: list) -> None:
     check_strict_agrees_with_spec(is_strict_key_list, keys)
 
@@ -288,9 +326,7 @@ def test_real_key_chains_pass_strict_validation() -> None:
 class CollapsingExtraInfo(ContractModel):
     """Planted bug: [] is written to JSON as null, so the feature switches off after a round trip (PFX-4)."""
 
-    prefix_keys: Annotated[
-        Optional[PrefixKeys], PlainSerializer(lambda value: list(value) if value else None)
-    ] = None
+    prefix_keys: Annotated[Optional[PrefixKeys], PlainSerializer(lambda value: list(value) if value else None)] = None
 
 
 class SharingExtraInfo(ContractModel):
@@ -326,8 +362,9 @@ def test_planted_shared_dict_is_caught() -> None:
 @pytest.mark.clause("BE-15")
 def test_planted_copying_validator_is_caught() -> None:
     with pytest.raises(AssertionError, match="a tensor was replaced"):
-        check_holds_tensors_without_copy(lambda host, device: SimpleNamespace(
-            host_indices=host.clone(), device_indices=device))
+        check_holds_tensors_without_copy(
+            lambda host, device: SimpleNamespace(host_indices=host.clone(), device_indices=device)
+        )
 
 
 @pytest.mark.clause("KEY-2")
@@ -349,8 +386,10 @@ def check_hash_agrees_with_equality(first: Any, second: Any) -> None:
 
 
 def equal_transfers_with_different_tensors(transfer_class: type) -> tuple:
-    return (transfer_class(name="kv", keys=["a"], host_indices=torch.arange(4)),
-            transfer_class(name="kv", keys=["a"], host_indices=torch.arange(4)))
+    return (
+        transfer_class(name="kv", keys=["a"], host_indices=torch.arange(4)),
+        transfer_class(name="kv", keys=["a"], host_indices=torch.arange(4)),
+    )
 
 
 @pytest.mark.clause("BE-19")
@@ -374,10 +413,20 @@ def test_planted_identity_hash_is_caught() -> None:
         check_hash_agrees_with_equality(*equal_transfers_with_different_tensors(IdentityHashTransfer))
 
 
-@pytest.mark.parametrize("model", [
-    HiCacheStorageExtraInfo, HiCacheStorageConfig, PoolTransfer, PoolTransferResult, PrefetchOperationSnapshot,
-    BackupOperationSnapshot, ProgressAck, PoolHitsAck, FinalAck,
-])
+@pytest.mark.parametrize(
+    "model",
+    [
+        HiCacheStorageExtraInfo,
+        HiCacheStorageConfig,
+        PoolTransfer,
+        PoolTransferResult,
+        PrefetchOperationSnapshot,
+        BackupOperationSnapshot,
+        ProgressAck,
+        PoolHitsAck,
+        FinalAck,
+    ],
+)
 def test_every_model_has_a_json_schema(model: type) -> None:
     schema = model.model_json_schema()
     assert schema["type"] == "object" and list(schema["properties"]) == list(model.model_fields)
@@ -405,18 +454,24 @@ def accepts_host_slots(check: Callable, slots: list, key_count: int, page_size: 
     return True
 
 
-HOST_LAYOUT = st.integers(1, 4).flatmap(lambda page_size: st.integers(0, 4).flatmap(
-    lambda key_count: st.tuples(
-        st.one_of(
-            # a valid layout of distinct pages, then perhaps one slot changed
-            st.permutations(range(key_count + 2)).map(
-                lambda order: [page * page_size + offset for page in order[:key_count] for offset in range(page_size)]),
-            st.lists(st.integers(-2, 12), min_size=key_count * page_size, max_size=key_count * page_size),
-        ),
-        st.one_of(st.none(), st.tuples(st.integers(0, 50), st.integers(-3, 3))),
-        st.just(key_count),
-        st.just(page_size),
-    )))
+HOST_LAYOUT = st.integers(1, 4).flatmap(
+    lambda page_size: st.integers(0, 4).flatmap(
+        lambda key_count: st.tuples(
+            st.one_of(
+                # a valid layout of distinct pages, then perhaps one slot changed
+                st.permutations(range(key_count + 2)).map(
+                    lambda order: [
+                        page * page_size + offset for page in order[:key_count] for offset in range(page_size)
+                    ]
+                ),
+                st.lists(st.integers(-2, 12), min_size=key_count * page_size, max_size=key_count * page_size),
+            ),
+            st.one_of(st.none(), st.tuples(st.integers(0, 50), st.integers(-3, 3))),
+            st.just(key_count),
+            st.just(page_size),
+        )
+    )
+)
 
 
 def check_host_slot_rule(check: Callable, layout: tuple) -> None:
@@ -435,9 +490,11 @@ def test_host_slot_check_agrees_with_the_plain_rule(layout: tuple) -> None:
 
 def test_planted_first_slot_only_check_is_caught() -> None:
     """Planted bug: checks alignment of each page's first slot but not that the rest follow it."""
+
     def first_slot_only(host_indices: torch.Tensor, key_count: int, page_size: int) -> torch.Tensor:
         if host_indices.numel() != key_count * page_size or bool(
-                (host_indices.view(-1, page_size)[:, 0] % page_size != 0).any() if key_count else False):
+            (host_indices.view(-1, page_size)[:, 0] % page_size != 0).any() if key_count else False
+        ):
             raise ContractViolation("host_indices", "bad", host_indices, "BE-15")
         return host_indices
 

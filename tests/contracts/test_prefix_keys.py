@@ -143,8 +143,20 @@ def test_extended_shares_the_parent_and_is_a_new_value() -> None:
 def test_no_mutating_method_exists() -> None:
     """Scenario: look for every list mutator. Expected: none exists, attributes cannot be set."""
     prefix = PrefixKeys(["a"])
-    for name in ("append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
-                 "__setitem__", "__delitem__", "__iadd__", "__imul__"):
+    for name in (
+        "append",
+        "extend",
+        "insert",
+        "remove",
+        "pop",
+        "clear",
+        "sort",
+        "reverse",
+        "__setitem__",
+        "__delitem__",
+        "__iadd__",
+        "__imul__",
+    ):
         assert not hasattr(prefix, name), name
     with pytest.raises(TypeError):
         prefix[0] = "b"  # type: ignore[index]
@@ -249,8 +261,11 @@ def test_field_keeps_the_three_states(given_value: object) -> None:
     if isinstance(given_value, PrefixKeys):
         assert holder.prefix_keys is given_value  # no copy of a value already checked
     text = holder.model_dump_json()
-    assert text == ('{"prefix_keys":null}' if given_value is None
-                    else '{"prefix_keys":' + str(list(given_value)).replace("'", '"').replace(" ", "") + "}")
+    assert text == (
+        '{"prefix_keys":null}'
+        if given_value is None
+        else '{"prefix_keys":' + str(list(given_value)).replace("'", '"').replace(" ", "") + "}"
+    )
     assert _Holder.model_validate_json(text) == holder
     assert (_Holder.model_validate_json(text).prefix_keys is None) == (given_value is None)
 
@@ -276,7 +291,7 @@ class SharedStorageKeys:
         self._length = len(self._storage) if _length is None else _length
 
     def extended(self, batch: list) -> "SharedStorageKeys":
-        del self._storage[self._length:]  # reuse the tail: overwrites a sibling branch
+        del self._storage[self._length :]  # reuse the tail: overwrites a sibling branch
         self._storage.extend(batch)
         return SharedStorageKeys(_storage=self._storage, _length=len(self._storage))
 

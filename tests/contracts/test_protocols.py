@@ -10,8 +10,17 @@ from hicache_contracts.protocols import LegacyBackend, PoolAwareV2Backend, ZeroC
 
 PROTOCOLS = [(LegacyBackend, LEGACY_METHODS), (ZeroCopyV1Backend, V1_METHODS), (PoolAwareV2Backend, V2_METHODS)]
 GENERATION_METHODS = {
-    LegacyBackend: ("get", "set", "exists", "batch_get", "batch_set", "batch_exists", "clear", "get_stats",
-                    "register_mem_pool_host"),
+    LegacyBackend: (
+        "get",
+        "set",
+        "exists",
+        "batch_get",
+        "batch_set",
+        "batch_exists",
+        "clear",
+        "get_stats",
+        "register_mem_pool_host",
+    ),
     ZeroCopyV1Backend: ("batch_get_v1", "batch_set_v1"),
     PoolAwareV2Backend: ("batch_exists_v2", "batch_get_v2", "batch_set_v2", "register_mem_host_pool_v2"),
 }
@@ -19,21 +28,50 @@ GENERATION_METHODS = {
 
 
 class EveryGeneration:
-    def get(self, key, target_location=None, target_sizes=None): return None
-    def set(self, key, value=None, target_location=None, target_sizes=None): return True
-    def exists(self, key): return False
-    def batch_get(self, keys, target_locations=None, target_sizes=None): return [None] * len(keys)
-    def batch_set(self, keys, values=None, target_locations=None, target_sizes=None): return True
-    def batch_exists(self, keys, extra_info=None): return 0
-    def clear(self): pass
-    def get_stats(self): return None
-    def register_mem_pool_host(self, mem_pool_host): self.mem_pool_host = mem_pool_host
-    def batch_get_v1(self, keys, host_indices, extra_info=None): return [False] * len(keys)
-    def batch_set_v1(self, keys, host_indices, extra_info=None): return [False] * len(keys)
-    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None): return object()
-    def batch_get_v2(self, transfers, extra_info=None): return {}
-    def batch_set_v2(self, transfers, extra_info=None): return {}
-    def register_mem_host_pool_v2(self, host_pool, host_pool_name): pass
+    def get(self, key, target_location=None, target_sizes=None):
+        return None
+
+    def set(self, key, value=None, target_location=None, target_sizes=None):
+        return True
+
+    def exists(self, key):
+        return False
+
+    def batch_get(self, keys, target_locations=None, target_sizes=None):
+        return [None] * len(keys)
+
+    def batch_set(self, keys, values=None, target_locations=None, target_sizes=None):
+        return True
+
+    def batch_exists(self, keys, extra_info=None):
+        return 0
+
+    def clear(self):
+        pass
+
+    def get_stats(self):
+        return None
+
+    def register_mem_pool_host(self, mem_pool_host):
+        self.mem_pool_host = mem_pool_host
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        return [False] * len(keys)
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        return [False] * len(keys)
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        return object()
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        return {}
+
+    def batch_set_v2(self, transfers, extra_info=None):
+        return {}
+
+    def register_mem_host_pool_v2(self, host_pool, host_pool_name):
+        pass
 
 
 @pytest.mark.parametrize("protocol, names", PROTOCOLS, ids=lambda value: getattr(value, "__name__", None))

@@ -63,8 +63,10 @@ class DerivedReadWithoutExtraInfoController(CacheController):
     """PFX-7, PFX-8: the KV-derived v2 read is made without extra_info (SGLang before the fix)."""
 
     def _read_derived_slice(self, operation: Any, keys: list, slots: Any, extra_info: Any) -> int:
-        transfers = [PoolTransfer(name=pool.name, host_indices=slots, keys=keys, indices_from_pool=PoolName.KV)
-                     for pool in self.derived_pools]
+        transfers = [
+            PoolTransfer(name=pool.name, host_indices=slots, keys=keys, indices_from_pool=PoolName.KV)
+            for pool in self.derived_pools
+        ]
         outcome = self.caller.call("batch_get_v2", transfers, quiescence=operation.quiescence)  # the bug
         if not outcome.returned:
             return 0

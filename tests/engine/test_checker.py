@@ -30,8 +30,25 @@ from tests.engine.traces import (
 EVERY_PREFIX = ["none", "empty", "anchor"]
 
 
-@pytest.mark.clause("PFX-1", "PFX-2", "PFX-3", "PFX-4", "PFX-7", "PFX-8", "PFX-9", "CTL-1", "CTL-2", "CTL-4", "CTL-5",
-                    "CTL-6", "HYB-1", "HYB-2", "HYB-3", "RANK-2", "RANK-3")
+@pytest.mark.clause(
+    "PFX-1",
+    "PFX-2",
+    "PFX-3",
+    "PFX-4",
+    "PFX-7",
+    "PFX-8",
+    "PFX-9",
+    "CTL-1",
+    "CTL-2",
+    "CTL-4",
+    "CTL-5",
+    "CTL-6",
+    "HYB-1",
+    "HYB-2",
+    "HYB-3",
+    "RANK-2",
+    "RANK-3",
+)
 @pytest.mark.parametrize("hybrid", [False, True])
 @pytest.mark.parametrize("prefix", EVERY_PREFIX)
 def test_conforming_prefetch_passes(prefix, hybrid):
@@ -65,112 +82,178 @@ def _read(trace, number, derived=None):
 
 PLANTED = {
     # ---- tri-state (PFX-1, PFX-3, PFX-4, PFX-7)
-    "feature off but a call carries []": (
-        "PFX-3", lambda: replace_call(_prefetch("none"), 0, prefix_keys=())),
+    "feature off but a call carries []": ("PFX-3", lambda: replace_call(_prefetch("none"), 0, prefix_keys=())),
     "feature on but no extra_info argument": (
-        "PFX-7", lambda: replace_call(_prefetch(), 3, extra_info_state="absent", prefix_keys=None)),
+        "PFX-7",
+        lambda: replace_call(_prefetch(), 3, extra_info_state="absent", prefix_keys=None),
+    ),
     "feature on but extra_info=None": (
-        "PFX-7", lambda: replace_call(_prefetch(), 3, extra_info_state="none", prefix_keys=None)),
-    "[] collapsed to None": (
-        "PFX-4", lambda: replace_call(_prefetch("empty"), 0, prefix_keys=None)),
-    "a non-empty list turned into None": (
-        "PFX-4", lambda: replace_call(_prefetch(), 4, prefix_keys=None)),
-    "[] never grows": (
-        "PFX-4", lambda: replace_call(_prefetch("empty"), 1, prefix_keys=())),
+        "PFX-7",
+        lambda: replace_call(_prefetch(), 3, extra_info_state="none", prefix_keys=None),
+    ),
+    "[] collapsed to None": ("PFX-4", lambda: replace_call(_prefetch("empty"), 0, prefix_keys=None)),
+    "a non-empty list turned into None": ("PFX-4", lambda: replace_call(_prefetch(), 4, prefix_keys=None)),
+    "[] never grows": ("PFX-4", lambda: replace_call(_prefetch("empty"), 1, prefix_keys=())),
     "a prefix that is not a sequence": (
-        "PFX-1", lambda: replace_call(_prefetch(), 0, prefix_keys=None,
-                                      prefix_keys_problem="prefix_keys is a str, not a sequence of keys")),
+        "PFX-1",
+        lambda: replace_call(
+            _prefetch(), 0, prefix_keys=None, prefix_keys_problem="prefix_keys is a str, not a sequence of keys"
+        ),
+    ),
     # ---- contiguity (PFX-2, PFX-9) and same batch (PFX-8)
-    "a read whose prefix skips a key": (
-        "PFX-2", lambda: replace_call(_prefetch(), 4, prefix_keys=PREFIX + CHAIN[1:4])),
+    "a read whose prefix skips a key": ("PFX-2", lambda: replace_call(_prefetch(), 4, prefix_keys=PREFIX + CHAIN[1:4])),
     "a hit query whose prefix repeats the slice before": (
-        "PFX-2", lambda: replace_call(_prefetch(), 2, prefix_keys=PREFIX + CHAIN[:4])),
+        "PFX-2",
+        lambda: replace_call(_prefetch(), 2, prefix_keys=PREFIX + CHAIN[:4]),
+    ),
     "a sidecar read with the operation-level prefix": (
-        "PFX-9", lambda: replace_call(_prefetch(hybrid=True), find(_prefetch(hybrid=True), "batch_get_v2", 0,
-                                                                   derived=False), prefix_keys=PREFIX)),
+        "PFX-9",
+        lambda: replace_call(
+            _prefetch(hybrid=True), find(_prefetch(hybrid=True), "batch_get_v2", 0, derived=False), prefix_keys=PREFIX
+        ),
+    ),
     "a v2 write whose prefix does not join its keys": (
-        "PFX-9", lambda: replace_call(backup_trace(hybrid=True), 1, prefix_keys=PREFIX + CHAIN[:4])),
+        "PFX-9",
+        lambda: replace_call(backup_trace(hybrid=True), 1, prefix_keys=PREFIX + CHAIN[:4]),
+    ),
     "a KV-derived v2 write with an extended prefix": (
-        "PFX-9", lambda: replace_call(backup_trace(hybrid=True), 0, prefix_keys=PREFIX + CHAIN[:1])),
+        "PFX-9",
+        lambda: replace_call(backup_trace(hybrid=True), 0, prefix_keys=PREFIX + CHAIN[:1]),
+    ),
     "trailing groups merged into one call with one prefix": (
-        "PFX-9", lambda: replace_call(backup_trace(hybrid=True), 0, transfers=(
-            {"name": "indexer", "keys": CHAIN, "indices_from_pool": "kv"},
-            {"name": "swa", "keys": CHAIN[-2:], "hit_policy": "trailing_pages"}))),
+        "PFX-9",
+        lambda: replace_call(
+            backup_trace(hybrid=True),
+            0,
+            transfers=(
+                {"name": "indexer", "keys": CHAIN, "indices_from_pool": "kv"},
+                {"name": "swa", "keys": CHAIN[-2:], "hit_policy": "trailing_pages"},
+            ),
+        ),
+    ),
     "a KV-derived read with the operation's prefix": (
-        "PFX-8", lambda: replace_call(_prefetch(hybrid=True), _read(_prefetch(hybrid=True), 1, derived=True),
-                                      prefix_keys=PREFIX)),
+        "PFX-8",
+        lambda: replace_call(
+            _prefetch(hybrid=True), _read(_prefetch(hybrid=True), 1, derived=True), prefix_keys=PREFIX
+        ),
+    ),
     "a KV-derived read without extra_info": (
-        "PFX-8", lambda: replace_call(_prefetch(hybrid=True), _read(_prefetch(hybrid=True), 0, derived=True),
-                                      extra_info_state="absent", prefix_keys=None)),
+        "PFX-8",
+        lambda: replace_call(
+            _prefetch(hybrid=True),
+            _read(_prefetch(hybrid=True), 0, derived=True),
+            extra_info_state="absent",
+            prefix_keys=None,
+        ),
+    ),
     # ---- immutability (PFX-5)
     "a prefix changed after the call": (
-        "PFX-5", lambda: replace_call(_prefetch(), 1, prefix_keys_after=PREFIX + CHAIN[:8])),
+        "PFX-5",
+        lambda: replace_call(_prefetch(), 1, prefix_keys_after=PREFIX + CHAIN[:8]),
+    ),
     "the operation's own prefix changed": (
-        "PFX-5", lambda: with_fields(_prefetch(), prefix_keys_after=PREFIX + CHAIN[:4])),
+        "PFX-5",
+        lambda: with_fields(_prefetch(), prefix_keys_after=PREFIX + CHAIN[:4]),
+    ),
     # ---- slicing (CTL-1, CTL-2, CTL-4) and agreement (RANK-2)
-    "a read of more than batch_size keys": (
-        "CTL-2", lambda: replace_call(_prefetch(), 3, keys=CHAIN[:5])),
+    "a read of more than batch_size keys": ("CTL-2", lambda: replace_call(_prefetch(), 3, keys=CHAIN[:5])),
     "a read that starts inside a slice": (
-        "CTL-2", lambda: replace_call(_prefetch(), 4, keys=CHAIN[2:6], prefix_keys=PREFIX + CHAIN[:2])),
+        "CTL-2",
+        lambda: replace_call(_prefetch(), 4, keys=CHAIN[2:6], prefix_keys=PREFIX + CHAIN[:2]),
+    ),
     "a call for keys of another chain": (
-        "CTL-2", lambda: replace_call(_prefetch(), 3, keys=tuple(reversed(CHAIN[:4])))),
-    "hit query goes on after a short slice": (
-        "CTL-1", lambda: replace_call(_prefetch(), 0, result=3)),
+        "CTL-2",
+        lambda: replace_call(_prefetch(), 3, keys=tuple(reversed(CHAIN[:4]))),
+    ),
+    "hit query goes on after a short slice": ("CTL-1", lambda: replace_call(_prefetch(), 0, result=3)),
     "hit query stops although every slice hit": (
-        "CTL-1", lambda: with_fields(drop_call(_prefetch(), 2), agreed_pages=10)),
-    "hit query out of order": (
-        "CTL-1", lambda: move_call(_prefetch(), 1, 0)),
-    "IO goes on after a short slice": (
-        "CTL-4", lambda: replace_call(_prefetch(), 3, result=[True, True, False, True])),
-    "IO goes on after termination": (
-        "CTL-4", lambda: with_fields(_prefetch(), terminated_before_slice=1)),
-    "IO stops without a reason": (
-        "CTL-4", lambda: drop_call(_prefetch(), 5)),
-    "IO reads a slice twice": (
-        "CTL-4", lambda: duplicate_call(_prefetch(), 3)),
-    "IO beyond the agreed hit": (
-        "RANK-2", lambda: with_fields(_prefetch(), agreed_pages=6)),
+        "CTL-1",
+        lambda: with_fields(drop_call(_prefetch(), 2), agreed_pages=10),
+    ),
+    "hit query out of order": ("CTL-1", lambda: move_call(_prefetch(), 1, 0)),
+    "IO goes on after a short slice": ("CTL-4", lambda: replace_call(_prefetch(), 3, result=[True, True, False, True])),
+    "IO goes on after termination": ("CTL-4", lambda: with_fields(_prefetch(), terminated_before_slice=1)),
+    "IO stops without a reason": ("CTL-4", lambda: drop_call(_prefetch(), 5)),
+    "IO reads a slice twice": ("CTL-4", lambda: duplicate_call(_prefetch(), 3)),
+    "IO beyond the agreed hit": ("RANK-2", lambda: with_fields(_prefetch(), agreed_pages=6)),
     # ---- hybrid (HYB-1, HYB-2, HYB-3, HYB-5)
     "a KV-derived read in a slice with no KV read": (
-        "HYB-1", lambda: drop_call(_prefetch(hybrid=True), _read(_prefetch(hybrid=True), 2))),
+        "HYB-1",
+        lambda: drop_call(_prefetch(hybrid=True), _read(_prefetch(hybrid=True), 2)),
+    ),
     "sidecars read although KV was short": (
-        "HYB-2", lambda: replace_call(_prefetch(hybrid=True), _read(_prefetch(hybrid=True), 2),
-                                      result=[True, False])),
+        "HYB-2",
+        lambda: replace_call(_prefetch(hybrid=True), _read(_prefetch(hybrid=True), 2), result=[True, False]),
+    ),
     "sidecars read twice": (
-        "HYB-2", lambda: duplicate_call(_prefetch(hybrid=True), find(_prefetch(hybrid=True), "batch_get_v2", 0,
-                                                                     derived=False))),
+        "HYB-2",
+        lambda: duplicate_call(_prefetch(hybrid=True), find(_prefetch(hybrid=True), "batch_get_v2", 0, derived=False)),
+    ),
     "sidecars read before KV finished": (
-        "HYB-2", lambda: move_call(_prefetch(hybrid=True), find(_prefetch(hybrid=True), "batch_get_v2", 0,
-                                                                derived=False), 3)),
+        "HYB-2",
+        lambda: move_call(_prefetch(hybrid=True), find(_prefetch(hybrid=True), "batch_get_v2", 0, derived=False), 3),
+    ),
     "a trailing window that does not end at the hit": (
-        "HYB-3", lambda: replace_call(_prefetch(hybrid=True), find(_prefetch(hybrid=True), "batch_get_v2", 0,
-                                                                   derived=False),
-                                      transfers=({"name": "swa", "keys": CHAIN[6:8], "hit_policy": "trailing_pages"},))),
-    "sidecars written after KV": (
-        "HYB-5", lambda: move_call(backup_trace(hybrid=True), 0, 4)),
+        "HYB-3",
+        lambda: replace_call(
+            _prefetch(hybrid=True),
+            find(_prefetch(hybrid=True), "batch_get_v2", 0, derived=False),
+            transfers=({"name": "swa", "keys": CHAIN[6:8], "hit_policy": "trailing_pages"},),
+        ),
+    ),
+    "sidecars written after KV": ("HYB-5", lambda: move_call(backup_trace(hybrid=True), 0, 4)),
     "sidecars written in more calls than needed": (
-        "HYB-5", lambda: duplicate_call(duplicate_call(backup_trace(hybrid=True), 1), 1)),
-    "a sidecar page written twice": (
-        "HYB-5", lambda: duplicate_call(backup_trace(hybrid=True), 1)),
+        "HYB-5",
+        lambda: duplicate_call(duplicate_call(backup_trace(hybrid=True), 1), 1),
+    ),
+    "a sidecar page written twice": ("HYB-5", lambda: duplicate_call(backup_trace(hybrid=True), 1)),
     "whole-chain hit query goes on after a short answer": (
-        "CTL-1", lambda: replace_call(duplicate_call(_prefetch(whole_chain_query=True), 0), 0, result=7)),
+        "CTL-1",
+        lambda: replace_call(duplicate_call(_prefetch(whole_chain_query=True), 0), 0, result=7),
+    ),
     # ---- backup (CTL-7, CTL-13)
     "backup goes on after a failed slice": (
-        "CTL-7", lambda: replace_call(backup_trace(), 0, result=[True, False, True, True])),
+        "CTL-7",
+        lambda: replace_call(backup_trace(), 0, result=[True, False, True, True]),
+    ),
     "backup reports tokens it did not complete": (
-        "CTL-7", lambda: with_fields(backup_trace(), backup_completed_tokens=4 * PAGE_SIZE)),
+        "CTL-7",
+        lambda: with_fields(backup_trace(), backup_completed_tokens=4 * PAGE_SIZE),
+    ),
     "backup stops without a failed slice": (
-        "CTL-13", lambda: with_fields(drop_call(backup_trace(), 2), backup_completed_tokens=8 * PAGE_SIZE)),
-    "backup writes slices out of order": (
-        "CTL-7", lambda: move_call(backup_trace(), 2, 0)),
+        "CTL-13",
+        lambda: with_fields(drop_call(backup_trace(), 2), backup_completed_tokens=8 * PAGE_SIZE),
+    ),
+    "backup writes slices out of order": ("CTL-7", lambda: move_call(backup_trace(), 2, 0)),
     # ---- acks against the trace (CTL-5, CTL-6, CTL-11)
     "an ack counts a page the backend did not confirm": (
-        "CTL-11", lambda: replace_call(_prefetch(), 5, result=[True, False])),
+        "CTL-11",
+        lambda: replace_call(_prefetch(), 5, result=[True, False]),
+    ),
 }
 
 
-@pytest.mark.clause("PFX-1", "PFX-2", "PFX-3", "PFX-4", "PFX-5", "PFX-7", "PFX-8", "PFX-9", "CTL-1", "CTL-2", "CTL-4",
-                    "CTL-7", "CTL-11", "CTL-13", "HYB-1", "HYB-2", "HYB-3", "HYB-5", "RANK-2")
+@pytest.mark.clause(
+    "PFX-1",
+    "PFX-2",
+    "PFX-3",
+    "PFX-4",
+    "PFX-5",
+    "PFX-7",
+    "PFX-8",
+    "PFX-9",
+    "CTL-1",
+    "CTL-2",
+    "CTL-4",
+    "CTL-7",
+    "CTL-11",
+    "CTL-13",
+    "HYB-1",
+    "HYB-2",
+    "HYB-3",
+    "HYB-5",
+    "RANK-2",
+)
 @pytest.mark.parametrize("name", list(PLANTED))
 def test_planted_change_is_named_by_its_clause(name):
     clause_id, build = PLANTED[name]
@@ -184,13 +267,16 @@ def test_messages_name_the_call_and_the_values():
     report = check_operation(replace_call(_prefetch("empty"), 1, prefix_keys=()))
     (violation,) = report.violations
     assert violation.clause == "PFX-4" and violation.call_index == 1
-    assert violation.message == ("hit query batch_exists at page 4: received [] but 4 key(s) precede its first "
-                                 "key; an empty prefix must grow like any list")
+    assert violation.message == (
+        "hit query batch_exists at page 4: received [] but 4 key(s) precede its first "
+        "key; an empty prefix must grow like any list"
+    )
     report = check_operation(replace_call(_prefetch(), 4, prefix_keys=PREFIX + CHAIN[1:4]))
     (violation,) = report.violations
     assert violation.message == (
         "KV read batch_get_v1 at page 4: received a prefix of 5 key(s), expected the operation's prefix (2 key(s)) "
-        "followed by chain[:4] = 6 key(s); first difference at position 2")
+        "followed by chain[:4] = 6 key(s); first difference at position 2"
+    )
     assert violation.statement.startswith("The prefix a call receives equals the operation's prefix")
     assert str(violation) == f"[PFX-2] call #4: {violation.message}"
 
@@ -224,24 +310,37 @@ def test_live_calls_with_the_operations_object_take_its_first_snapshot():
     report = check_trace(recorder.calls, chain=CHAIN[:8], prefix_keys=operation_prefix, batch_size=BATCH)
     immutability = report.for_clause("PFX-5")
     assert [violation.call_index for violation in immutability] == [0, None]
-    assert immutability[1].message == ("the operation's own prefix changed during the operation: 2 key(s) "
-                                            "when first handed out, 6 key(s) now")
+    assert immutability[1].message == (
+        "the operation's own prefix changed during the operation: 2 key(s) when first handed out, 6 key(s) now"
+    )
 
 
-@pytest.mark.parametrize("arguments,message", [
-    (dict(chain="abc", prefix_keys=None),
-     "check_trace.chain: must be a list, tuple or key sequence of str (got 'abc') [KEY-2]"),
-    (dict(chain=[1], prefix_keys=None),
-     "check_trace.chain[0]: page key must be a non-empty str (got 1) [KEY-2]"),
-    (dict(chain=CHAIN, prefix_keys="abc"),
-     "check_trace.prefix_keys: must be None or a sequence of page keys (got 'abc') [PFX-1]"),
-    (dict(chain=CHAIN, prefix_keys=None, batch_size=0),
-     "check_trace.batch_size: must be an int >= 1 (got 0) [CTL-2]"),
-    (dict(chain=CHAIN, prefix_keys=None, acks=[]),
-     "check_trace.page_size: must be given with acks or backup_completed_tokens (got None) [CTL-5]"),
-    (dict(chain=CHAIN, prefix_keys=None, agreed_pages=11),
-     "check_trace.agreed_pages: must be <= len(chain) = 10 (got 11) [RANK-2]"),
-])
+@pytest.mark.parametrize(
+    "arguments,message",
+    [
+        (
+            dict(chain="abc", prefix_keys=None),
+            "check_trace.chain: must be a list, tuple or key sequence of str (got 'abc') [KEY-2]",
+        ),
+        (dict(chain=[1], prefix_keys=None), "check_trace.chain[0]: page key must be a non-empty str (got 1) [KEY-2]"),
+        (
+            dict(chain=CHAIN, prefix_keys="abc"),
+            "check_trace.prefix_keys: must be None or a sequence of page keys (got 'abc') [PFX-1]",
+        ),
+        (
+            dict(chain=CHAIN, prefix_keys=None, batch_size=0),
+            "check_trace.batch_size: must be an int >= 1 (got 0) [CTL-2]",
+        ),
+        (
+            dict(chain=CHAIN, prefix_keys=None, acks=[]),
+            "check_trace.page_size: must be given with acks or backup_completed_tokens (got None) [CTL-5]",
+        ),
+        (
+            dict(chain=CHAIN, prefix_keys=None, agreed_pages=11),
+            "check_trace.agreed_pages: must be <= len(chain) = 10 (got 11) [RANK-2]",
+        ),
+    ],
+)
 def test_bad_arguments_are_named(arguments, message):
     with pytest.raises(ContractViolation) as error:
         check_trace([], **arguments)
@@ -251,8 +350,9 @@ def test_bad_arguments_are_named(arguments, message):
 def test_calls_must_be_recorded_calls():
     with pytest.raises(ContractViolation) as error:
         check_trace([{"method": "batch_exists"}], chain=CHAIN, prefix_keys=None)
-    assert str(error.value) == ("check_trace.calls[0]: must be a RecordedCall or TraceCall "
-                                "(got {'method': 'batch_exists'}) [PFX-2]")
+    assert str(error.value) == (
+        "check_trace.calls[0]: must be a RecordedCall or TraceCall (got {'method': 'batch_exists'}) [PFX-2]"
+    )
 
 
 # ------------------------------------------------------------------ properties over any size
@@ -274,10 +374,19 @@ def any_prefetch(pages: int, batch: int, prefix):
     for method in ("batch_exists", "batch_get_v1"):
         for (start, end), expected in zip(slices, prefixes):
             result = end - start if method == "batch_exists" else [True] * (end - start)
-            calls.append(TraceCall(index=len(calls), method=method, keys=chain[start:end], result=result,
-                                   extra_info_state="present", prefix_keys=expected))
-    tokens = compute_prefetch_acks(tuple(end - start for start, end in slices),
-                                   tuple(end - start for start, end in slices), 1)
+            calls.append(
+                TraceCall(
+                    index=len(calls),
+                    method=method,
+                    keys=chain[start:end],
+                    result=result,
+                    extra_info_state="present",
+                    prefix_keys=expected,
+                )
+            )
+    tokens = compute_prefetch_acks(
+        tuple(end - start for start, end in slices), tuple(end - start for start, end in slices), 1
+    )
     acks = [ProgressAck(operation_id=0, slice_index=index, tokens=value) for index, value in enumerate(tokens)]
     acks.append(FinalAck(operation_id=0, tokens=pages))
     return chain, calls, acks
@@ -294,9 +403,9 @@ def test_any_conforming_prefetch_passes_and_any_wrong_prefix_is_caught(pages, ba
     position = data.draw(st.integers(0, len(calls) - 1))
     received = calls[position].prefix_keys
     candidates = [
-        None if received is not None else (),         # on turned off, or off turned on
-        (received or ()) + (key(999),),               # one key too many
-        (received or ())[1:] if received else None,   # one key too few (or off)
+        None if received is not None else (),  # on turned off, or off turned on
+        (received or ()) + (key(999),),  # one key too many
+        (received or ())[1:] if received else None,  # one key too few (or off)
     ]
     wrong = data.draw(st.sampled_from([candidate for candidate in candidates if candidate != received]))
     state = "present" if wrong is not None or data.draw(st.booleans()) else "absent"
@@ -307,10 +416,18 @@ def test_any_conforming_prefetch_passes_and_any_wrong_prefix_is_caught(pages, ba
 
 # ------------------------------------------------------------------ legacy writes
 def _legacy_backup(results, completed_tokens):
-    calls = tuple(TraceCall(index=index, method="batch_set", keys=CHAIN[start:end], result=result)
-                  for index, ((start, end), result) in enumerate(zip(((0, 4), (4, 8), (8, 10)), results)))
-    return TraceOperation(chain=CHAIN, prefix_keys=None, batch_size=BATCH, page_size=PAGE_SIZE, calls=calls,
-                          backup_completed_tokens=completed_tokens)
+    calls = tuple(
+        TraceCall(index=index, method="batch_set", keys=CHAIN[start:end], result=result)
+        for index, ((start, end), result) in enumerate(zip(((0, 4), (4, 8), (8, 10)), results))
+    )
+    return TraceOperation(
+        chain=CHAIN,
+        prefix_keys=None,
+        batch_size=BATCH,
+        page_size=PAGE_SIZE,
+        calls=calls,
+        backup_completed_tokens=completed_tokens,
+    )
 
 
 @pytest.mark.clause("CTL-7", "CTL-13")

@@ -24,7 +24,15 @@ from hicache_contracts.errors import ContractViolation
 from hicache_contracts.models import FinalAck, ProgressAck
 from hicache_spec.divergences import divergences_for_release
 from tests.engine.traces import (
-    BATCH, CHAIN, PAGE_SIZE, PREFIX, _Calls, find, prefetch_trace, replace_call, with_fields,
+    BATCH,
+    CHAIN,
+    PAGE_SIZE,
+    PREFIX,
+    _Calls,
+    find,
+    prefetch_trace,
+    replace_call,
+    with_fields,
 )
 
 HIT = 6
@@ -37,11 +45,20 @@ def partial_hit_trace(chain=CHAIN):
     calls.add("batch_exists", keys=CHAIN[4:8], result=2, **calls.info(4))
     calls.add("batch_get_v1", keys=CHAIN[0:4], result=[True] * 4, **calls.info(0))
     calls.add("batch_get_v1", keys=CHAIN[4:6], result=[True] * 2, **calls.info(4))
-    acks = (ProgressAck(operation_id="op", slice_index=0, tokens=4 * PAGE_SIZE),
-            ProgressAck(operation_id="op", slice_index=1, tokens=HIT * PAGE_SIZE),
-            FinalAck(operation_id="op", tokens=HIT * PAGE_SIZE))
-    return dict(calls=calls.calls, chain=chain, prefix_keys=PREFIX, batch_size=BATCH, page_size=PAGE_SIZE,
-                acks=acks, operation_id="op")
+    acks = (
+        ProgressAck(operation_id="op", slice_index=0, tokens=4 * PAGE_SIZE),
+        ProgressAck(operation_id="op", slice_index=1, tokens=HIT * PAGE_SIZE),
+        FinalAck(operation_id="op", tokens=HIT * PAGE_SIZE),
+    )
+    return dict(
+        calls=calls.calls,
+        chain=chain,
+        prefix_keys=PREFIX,
+        batch_size=BATCH,
+        page_size=PAGE_SIZE,
+        acks=acks,
+        operation_id="op",
+    )
 
 
 @pytest.mark.clause("CTL-1", "CTL-2")
@@ -57,7 +74,7 @@ def test_chain_that_is_not_the_start_of_the_query_is_still_a_finding():
     report = check_trace(**partial_hit_trace(CHAIN[1:HIT]))
     assert "CTL-2" in report.violated, report.format_table()
     # A chain longer than the hit the query found is not completed either: the query's slice 1 is then short.
-    wrong = partial_hit_trace(CHAIN[:HIT + 1])
+    wrong = partial_hit_trace(CHAIN[: HIT + 1])
     wrong["calls"][1] = wrong["calls"][1].model_copy(update={"keys": CHAIN[4:6] + (CHAIN[9], CHAIN[8])})
     assert "CTL-2" in check_trace(**wrong).violated
 

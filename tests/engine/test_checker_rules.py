@@ -27,9 +27,11 @@ def reported_rules() -> set[str]:
 
 
 def planted_rules() -> set[str]:
-    return ({clause_id for clause_id, _ in test_checker.PLANTED.values()}
-            | {clause_id for clause_id, _, _ in test_acks.PLANTED.values()}
-            | {case[3] for case in test_reference_controller.PLANTED})
+    return (
+        {clause_id for clause_id, _ in test_checker.PLANTED.values()}
+        | {clause_id for clause_id, _, _ in test_acks.PLANTED.values()}
+        | {case[3] for case in test_reference_controller.PLANTED}
+    )
 
 
 def test_every_checker_rule_has_a_planted_change() -> None:
@@ -39,6 +41,7 @@ def test_every_checker_rule_has_a_planted_change() -> None:
 
 def test_a_paired_rule_is_reported_with_its_partner() -> None:
     acks = test_acks.schedule(test_acks.SLICES, test_acks.SLICES)[:1]  # the acks of two slices of three missing
-    report = check_acks(acks, slice_pages=test_acks.SLICES, loaded_pages=test_acks.SLICES,
-                        page_size=test_acks.PAGE_SIZE)
+    report = check_acks(
+        acks, slice_pages=test_acks.SLICES, loaded_pages=test_acks.SLICES, page_size=test_acks.PAGE_SIZE
+    )
     assert {"CTL-5", "RANK-3"} <= set(report.violated)

@@ -65,9 +65,9 @@ def test_a_revoked_prefetch_has_no_progress_ack_and_conforms():
         operation = controller.prefetch(token_ids)
         operation.wait(10)
     assert operation.revoked and len(operation.acks) == 1
-    report = check_trace(rec.calls, chain=operation.keys, prefix_keys=None, page_size=PAGE_SIZE,
-                         acks=operation.acks)
+    report = check_trace(rec.calls, chain=operation.keys, prefix_keys=None, page_size=PAGE_SIZE, acks=operation.acks)
     assert report.ok, report.format_table()
-    wrong = check_trace(rec.calls, chain=operation.keys, prefix_keys=None, page_size=PAGE_SIZE,
-                        acks=operation.acks, agreed_pages=PAGES)  # told it was agreed: the acks are missing
+    wrong = check_trace(
+        rec.calls, chain=operation.keys, prefix_keys=None, page_size=PAGE_SIZE, acks=operation.acks, agreed_pages=PAGES
+    )  # told it was agreed: the acks are missing
     assert {"CTL-5", "RANK-3"} <= set(wrong.violated)

@@ -27,8 +27,19 @@ from hicache_spec.confirmation import confirmed_hit
 from hicache_spec.confirmation import confirmed_pages as spec_confirmed_pages
 from tests.engine.traces import BATCH, PAGE_SIZE, find, prefetch_trace, replace_call
 
-V1_RESULTS = [[True] * 4, [True, True, False, True], [1, 1, 1, 1], [True, 1, True, True], [True] * 3, [True] * 5,
-              None, True, "TTTT", [None] * 4, [True, "yes", True, True]]
+V1_RESULTS = [
+    [True] * 4,
+    [True, True, False, True],
+    [1, 1, 1, 1],
+    [True, 1, True, True],
+    [True] * 3,
+    [True] * 5,
+    None,
+    True,
+    "TTTT",
+    [None] * 4,
+    [True, "yes", True, True],
+]
 HIT_RESULTS = [0, 3, 4, 5, -1, True, False, 2.0, None, "4"]
 
 
@@ -56,9 +67,13 @@ def test_a_read_of_ones_confirms_nothing_the_acks_may_count():
     report = check_operation(ones)
     assert "CTL-11" in report.violated, report.format_table()
     confirmed = (10 - BATCH) * PAGE_SIZE  # the two slices read with [True, ...]
-    assert any(violation.message.endswith(f"but the backend confirmed only {confirmed} (a raise, a False or a "
-                                          "malformed result is a failure at that page)")
-               for violation in report.for_clause("CTL-11")), report.format_table()
+    assert any(
+        violation.message.endswith(
+            f"but the backend confirmed only {confirmed} (a raise, a False or a "
+            "malformed result is a failure at that page)"
+        )
+        for violation in report.for_clause("CTL-11")
+    ), report.format_table()
     assert check_operation(trace).ok  # the same trace with [True]*4 conforms
 
 
@@ -91,16 +106,22 @@ def _prefetch_over_ones(controller_class: type) -> tuple[Any, Any, Scenario]:
     scenario = Scenario("prefetch", 4, "anchor")
     config = HiCacheStorageConfig.single_rank()
     recorder = RecordingBackend(_ones_backend(config, _filled_store(scenario)))
-    with controller_class(recorder, _host_pool(), storage_config=config, pass_prefix_keys=True,
-                          prefetch_threshold=0) as controller:
+    with controller_class(
+        recorder, _host_pool(), storage_config=config, pass_prefix_keys=True, prefetch_threshold=0
+    ) as controller:
         operation = controller.prefetch(keys=scenario.chain, prefix_keys=scenario.prefix_keys)
         assert operation.wait(10)
     return recorder, operation, scenario
 
 
 def _check(recorder: Any, operation: Any, scenario: Scenario) -> Any:
-    return check_trace(recorder.calls, chain=scenario.chain, prefix_keys=operation.base_info.prefix_keys,
-                       page_size=_host_pool().page_size, acks=operation.acks)
+    return check_trace(
+        recorder.calls,
+        chain=scenario.chain,
+        prefix_keys=operation.base_info.prefix_keys,
+        page_size=_host_pool().page_size,
+        acks=operation.acks,
+    )
 
 
 @pytest.mark.clause("CTL-11")

@@ -154,8 +154,12 @@ def check_same_surface(make: Factory) -> None:
         theirs = detect_capabilities(inner, probe=False)
         for entry, expected in zip(mine.methods, theirs.methods):
             assert (entry.name, entry.present, entry.stub, entry.extra_info_positional, entry.extra_info_keyword) == (
-                expected.name, expected.present, expected.stub, expected.extra_info_positional,
-                expected.extra_info_keyword), entry.name
+                expected.name,
+                expected.present,
+                expected.stub,
+                expected.extra_info_positional,
+                expected.extra_info_keyword,
+            ), entry.name
         assert mine.declared == theirs.declared
         assert isinstance(recorder, type(inner))
 
@@ -215,8 +219,11 @@ class EveryMethodRecorder:
 
 
 for _name in ALL_METHODS:
-    setattr(EveryMethodRecorder, _name,
-            lambda self, *args, _name=_name, **kwargs: getattr(self._inner, _name)(*args, **kwargs))
+    setattr(
+        EveryMethodRecorder,
+        _name,
+        lambda self, *args, _name=_name, **kwargs: getattr(self._inner, _name)(*args, **kwargs),
+    )
 
 
 def swallowing_recorder(inner: Any) -> Any:
@@ -320,15 +327,18 @@ def test_snapshot_check_catches_a_recorder_that_keeps_the_reference(monkeypatch)
 
 @pytest.mark.clause("PFX-1")
 @pytest.mark.parametrize("how", ["positional", "keyword"])
-@pytest.mark.parametrize("info,state,prefix", [
-    ("absent", EXTRA_INFO_ABSENT, None),
-    (None, EXTRA_INFO_NONE, None),
-    (HiCacheStorageExtraInfo(), EXTRA_INFO_PRESENT, None),
-    (HiCacheStorageExtraInfo(prefix_keys=[]), EXTRA_INFO_PRESENT, ()),
-    (HiCacheStorageExtraInfo(prefix_keys=KEYS[:2]), EXTRA_INFO_PRESENT, tuple(KEYS[:2])),
-    (SGLangExtraInfo(prefix_keys=[]), EXTRA_INFO_PRESENT, ()),
-    (SGLangExtraInfo(prefix_keys=KEYS[:2]), EXTRA_INFO_PRESENT, tuple(KEYS[:2])),
-])
+@pytest.mark.parametrize(
+    "info,state,prefix",
+    [
+        ("absent", EXTRA_INFO_ABSENT, None),
+        (None, EXTRA_INFO_NONE, None),
+        (HiCacheStorageExtraInfo(), EXTRA_INFO_PRESENT, None),
+        (HiCacheStorageExtraInfo(prefix_keys=[]), EXTRA_INFO_PRESENT, ()),
+        (HiCacheStorageExtraInfo(prefix_keys=KEYS[:2]), EXTRA_INFO_PRESENT, tuple(KEYS[:2])),
+        (SGLangExtraInfo(prefix_keys=[]), EXTRA_INFO_PRESENT, ()),
+        (SGLangExtraInfo(prefix_keys=KEYS[:2]), EXTRA_INFO_PRESENT, tuple(KEYS[:2])),
+    ],
+)
 def test_extra_info_is_recorded_positional_or_keyword(how, info, state, prefix):
     recorder = RecordingBackend(PoolAwareBackend())
     transfers = [SGLangPoolTransfer(name=SGLangPoolName.INDEXER, keys=KEYS[2:4], indices_from_pool=SGLangPoolName.KV)]
@@ -357,11 +367,14 @@ def test_extra_info_is_recorded_positional_or_keyword(how, info, state, prefix):
 
 
 @pytest.mark.clause("PFX-1")
-@pytest.mark.parametrize("value,problem", [
-    ("abc", "prefix_keys is a str, not a sequence of keys"),
-    ({KEYS[0]}, "prefix_keys is a set, not a sequence of keys"),
-    (7, "prefix_keys is a int, not a sequence of keys"),
-])
+@pytest.mark.parametrize(
+    "value,problem",
+    [
+        ("abc", "prefix_keys is a str, not a sequence of keys"),
+        ({KEYS[0]}, "prefix_keys is a set, not a sequence of keys"),
+        (7, "prefix_keys is a int, not a sequence of keys"),
+    ],
+)
 def test_a_prefix_that_is_not_a_sequence_is_noted(value, problem):
     recorder = RecordingBackend(PoolAwareBackend())
     recorder.batch_exists(KEYS, SGLangExtraInfo(prefix_keys=value))
@@ -396,7 +409,9 @@ def test_calls_from_several_threads_are_recorded_with_their_thread_and_times():
         for _ in range(20):
             recorder.batch_exists(KEYS, None)
 
-    threads = [threading.Thread(target=work, args=(f"worker-{number}",), name=f"worker-{number}") for number in range(3)]
+    threads = [
+        threading.Thread(target=work, args=(f"worker-{number}",), name=f"worker-{number}") for number in range(3)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -444,4 +459,5 @@ def test_bad_inner_objects_are_rejected():
     with pytest.raises(ValueError) as nested_error:
         RecordingBackend(recorder)
     assert str(nested_error.value) == (
-        "RecordingBackend.inner: must not itself be a RecordingBackend (got RecordingBackend[PoolAwareBackend]) [BE-24]")
+        "RecordingBackend.inner: must not itself be a RecordingBackend (got RecordingBackend[PoolAwareBackend]) [BE-24]"
+    )

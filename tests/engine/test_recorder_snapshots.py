@@ -49,6 +49,7 @@ def two_calls(change: Callable[[list], None], length: int = len(LONG)) -> tuple[
 def replace_at(position: int) -> Callable[[list], None]:
     def change(keys: list) -> None:
         keys[position] = "f" * 64
+
     return change
 
 
@@ -62,8 +63,13 @@ def test_an_unchanged_list_is_copied_once() -> None:
 
 def check_changes_between_calls_are_snapshotted() -> None:
     """Each change the reuse check covers gives the second call a snapshot of the list as it then was."""
-    changes = {"first key": replace_at(0), "last key": replace_at(-1), "fourth last key": replace_at(-4),
-               "appended": lambda keys: keys.append("e" * 64), "removed": lambda keys: keys.pop()}
+    changes = {
+        "first key": replace_at(0),
+        "last key": replace_at(-1),
+        "fourth last key": replace_at(-4),
+        "appended": lambda keys: keys.append("e" * 64),
+        "removed": lambda keys: keys.pop(),
+    }
     for name, change in changes.items():
         first, second, shared = two_calls(change)
         assert second.prefix_keys == tuple(shared), f"{name}: the second call's snapshot is stale"

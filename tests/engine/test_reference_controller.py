@@ -19,8 +19,22 @@ from hicache_contracts.engine._reference import REFERENCE_SCENARIOS, Scenario
 from hicache_reference.engine_check import check_reference_controller, run_scenario
 from tests.engine import planted_controllers as planted
 
-PREFETCH_CLAUSES = ("PFX-1", "PFX-2", "PFX-3", "PFX-4", "PFX-5", "PFX-7", "CTL-1", "CTL-2", "CTL-4", "CTL-5",
-                    "CTL-6", "CTL-11", "RANK-2", "RANK-3")
+PREFETCH_CLAUSES = (
+    "PFX-1",
+    "PFX-2",
+    "PFX-3",
+    "PFX-4",
+    "PFX-5",
+    "PFX-7",
+    "CTL-1",
+    "CTL-2",
+    "CTL-4",
+    "CTL-5",
+    "CTL-6",
+    "CTL-11",
+    "RANK-2",
+    "RANK-3",
+)
 HYBRID_CLAUSES = ("PFX-8", "PFX-9", "HYB-1", "HYB-2", "HYB-3")
 BACKUP_CLAUSES = ("PFX-2", "PFX-5", "PFX-9", "CTL-2", "CTL-7", "CTL-13", "HYB-5")
 
@@ -44,41 +58,91 @@ def test_reference_controller_conforms(scenario):
 @pytest.mark.parametrize("pages", [1, 128, 300])
 def test_reference_hybrid_reads_share_the_slice_prefix(pages):
     outcome = run_scenario(Scenario("prefetch", pages, "anchor", hybrid=True))
-    report = assert_trace_conforms(outcome.recorder, chain=outcome.scenario.chain,
-                                   prefix_keys=outcome.operation.base_info.prefix_keys,
-                                   acks=outcome.operation.acks, page_size=2)
+    report = assert_trace_conforms(
+        outcome.recorder,
+        chain=outcome.scenario.chain,
+        prefix_keys=outcome.operation.base_info.prefix_keys,
+        acks=outcome.operation.acks,
+        page_size=2,
+    )
     assert {"PFX-8", "HYB-1", "HYB-2", "HYB-3", "PFX-9"} <= set(report.checked)
 
 
 PLANTED = [
-    ("in-place += on the prefix", planted.InPlacePrefixController,
-     Scenario("prefetch", 300, "anchor"), "PFX-5"),
-    ("in-place += on the empty prefix", planted.InPlacePrefixController,
-     Scenario("prefetch", 129, "empty"), "PFX-5"),
-    ("in-place += in a backup", planted.InPlacePrefixController,
-     Scenario("backup", 300, "anchor", hybrid=True), "PFX-2"),  # the sidecar groups grew the list before KV
-    ("extend only when non-empty", planted.ExtendOnlyWhenNonEmptyController,
-     Scenario("prefetch", 300, "empty"), "PFX-4"),
-    ("extend only when non-empty, backup", planted.ExtendOnlyWhenNonEmptyController,
-     Scenario("backup", 129, "empty"), "PFX-4"),
-    ("[] collapsed to None in the hit query", planted.EmptyPrefixAsNoneInHitQueryController,
-     Scenario("prefetch", 1, "empty"), "PFX-4"),
-    ("KV-derived read without extra_info", planted.DerivedReadWithoutExtraInfoController,
-     Scenario("prefetch", 129, "anchor", hybrid=True), "PFX-8"),
-    ("KV-derived read without extra_info (PFX-7)", planted.DerivedReadWithoutExtraInfoController,
-     Scenario("prefetch", 1, "empty", hybrid=True), "PFX-7"),
-    ("sidecar read with the operation-level prefix", planted.OperationPrefixForSidecarsController,
-     Scenario("prefetch", 300, "empty", hybrid=True), "PFX-9"),
-    ("hit query goes on after a short slice", planted.HitQueryIgnoresShortSliceController,
-     Scenario("prefetch", 300, "anchor", stored=100), "CTL-1"),
-    ("IO goes on after termination", planted.IgnoresTerminationController,
-     Scenario("prefetch", 300, "anchor", terminate_after_read=0), "CTL-4"),
-    ("IO goes on after a short slice", planted.CountsUnconfirmedPagesController,
-     Scenario("prefetch", 300, "anchor", unreadable_from=50), "CTL-4"),
-    ("unconfirmed pages counted", planted.CountsUnconfirmedPagesController,
-     Scenario("prefetch", 300, "none", unreadable_from=200), "CTL-11"),
-    ("no final ack after a backend exception", planted.NoFinalAckAfterBackendErrorController,
-     Scenario("prefetch", 300, "anchor", raise_on_read=1), "CTL-6"),
+    ("in-place += on the prefix", planted.InPlacePrefixController, Scenario("prefetch", 300, "anchor"), "PFX-5"),
+    ("in-place += on the empty prefix", planted.InPlacePrefixController, Scenario("prefetch", 129, "empty"), "PFX-5"),
+    (
+        "in-place += in a backup",
+        planted.InPlacePrefixController,
+        Scenario("backup", 300, "anchor", hybrid=True),
+        "PFX-2",
+    ),  # the sidecar groups grew the list before KV
+    (
+        "extend only when non-empty",
+        planted.ExtendOnlyWhenNonEmptyController,
+        Scenario("prefetch", 300, "empty"),
+        "PFX-4",
+    ),
+    (
+        "extend only when non-empty, backup",
+        planted.ExtendOnlyWhenNonEmptyController,
+        Scenario("backup", 129, "empty"),
+        "PFX-4",
+    ),
+    (
+        "[] collapsed to None in the hit query",
+        planted.EmptyPrefixAsNoneInHitQueryController,
+        Scenario("prefetch", 1, "empty"),
+        "PFX-4",
+    ),
+    (
+        "KV-derived read without extra_info",
+        planted.DerivedReadWithoutExtraInfoController,
+        Scenario("prefetch", 129, "anchor", hybrid=True),
+        "PFX-8",
+    ),
+    (
+        "KV-derived read without extra_info (PFX-7)",
+        planted.DerivedReadWithoutExtraInfoController,
+        Scenario("prefetch", 1, "empty", hybrid=True),
+        "PFX-7",
+    ),
+    (
+        "sidecar read with the operation-level prefix",
+        planted.OperationPrefixForSidecarsController,
+        Scenario("prefetch", 300, "empty", hybrid=True),
+        "PFX-9",
+    ),
+    (
+        "hit query goes on after a short slice",
+        planted.HitQueryIgnoresShortSliceController,
+        Scenario("prefetch", 300, "anchor", stored=100),
+        "CTL-1",
+    ),
+    (
+        "IO goes on after termination",
+        planted.IgnoresTerminationController,
+        Scenario("prefetch", 300, "anchor", terminate_after_read=0),
+        "CTL-4",
+    ),
+    (
+        "IO goes on after a short slice",
+        planted.CountsUnconfirmedPagesController,
+        Scenario("prefetch", 300, "anchor", unreadable_from=50),
+        "CTL-4",
+    ),
+    (
+        "unconfirmed pages counted",
+        planted.CountsUnconfirmedPagesController,
+        Scenario("prefetch", 300, "none", unreadable_from=200),
+        "CTL-11",
+    ),
+    (
+        "no final ack after a backend exception",
+        planted.NoFinalAckAfterBackendErrorController,
+        Scenario("prefetch", 300, "anchor", raise_on_read=1),
+        "CTL-6",
+    ),
 ]
 
 
@@ -94,17 +158,21 @@ def test_planted_controller_is_caught(name, controller_class, scenario, clause_i
 def test_assert_trace_conforms_lists_clause_statement_and_call():
     outcome = run_scenario(Scenario("prefetch", 129, "anchor"), planted.InPlacePrefixController)
     with pytest.raises(AssertionError) as failure:
-        assert_trace_conforms(outcome.recorder, chain=outcome.scenario.chain,
-                              prefix_keys=outcome.operation.base_info.prefix_keys)
+        assert_trace_conforms(
+            outcome.recorder, chain=outcome.scenario.chain, prefix_keys=outcome.operation.base_info.prefix_keys
+        )
     text = str(failure.value)
     assert text.startswith("trace breaks 1 clause(s): PFX-5\n")
     # The whole-chain hit query (CTL-1), then the first KV read, share the list grown in place.
-    assert re.search(r"  \[PFX-5\] call #(\d+): batch_exists: the prefix handed to the backend changed after the "
-                     r"call: 3 key\(s\) at call time, 131 key\(s\) now\n"
-                     r"      rule: The engine never changes a prefix object after handing it to a backend, nor the "
-                     r"operation's own prefix; every batch receives a new value\.\n"
-                     r"      call: RecordedCall\(#\1 batch_exists, keys=<129>, extra_info=present, "
-                     r"prefix_keys=<3 keys>, thread=", text), text
+    assert re.search(
+        r"  \[PFX-5\] call #(\d+): batch_exists: the prefix handed to the backend changed after the "
+        r"call: 3 key\(s\) at call time, 131 key\(s\) now\n"
+        r"      rule: The engine never changes a prefix object after handing it to a backend, nor the "
+        r"operation's own prefix; every batch receives a new value\.\n"
+        r"      call: RecordedCall\(#\1 batch_exists, keys=<129>, extra_info=present, "
+        r"prefix_keys=<3 keys>, thread=",
+        text,
+    ), text
 
 
 @pytest.mark.clause("PFX-2", "CTL-4", "CTL-6")
@@ -119,9 +187,13 @@ def test_check_reference_controller_reports_every_exercised_clause_as_passed():
 
 @pytest.mark.clause("PFX-4")
 def test_check_reference_controller_reports_a_planted_subclass_as_failed():
-    results = check_reference_controller(planted.ExtendOnlyWhenNonEmptyController,
-                                         scenarios=[Scenario("prefetch", 129, "empty")])
+    results = check_reference_controller(
+        planted.ExtendOnlyWhenNonEmptyController, scenarios=[Scenario("prefetch", 129, "empty")]
+    )
     failed = {clause_id: detail for clause_id, passed, detail in results if not passed}
     assert list(failed) == ["PFX-4"]
-    assert re.match(r"1 violation\(s\); first: prefetch 129 pages prefix empty base: \[PFX-4\] call #\d+: KV read "
-                    r"batch_get_v1 at page 128: received \[\]", failed["PFX-4"]), failed["PFX-4"]
+    assert re.match(
+        r"1 violation\(s\); first: prefetch 129 pages prefix empty base: \[PFX-4\] call #\d+: KV read "
+        r"batch_get_v1 at page 128: received \[\]",
+        failed["PFX-4"],
+    ), failed["PFX-4"]

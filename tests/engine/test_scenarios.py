@@ -46,25 +46,44 @@ class ReferenceEngine:
         from hicache_reference import CacheController, SidecarPool
 
         self.pool = host_pool(setup.page_size)
-        self.sidecars = tuple(SidecarPool(spec.name, host_pool(setup.page_size), kv_derived=spec.kv_derived,
-                                          hit_policy=spec.hit_policy, window_pages=spec.window_pages)
-                              for spec in setup.pools)
-        self.controller = CacheController(backend, self.pool, storage_config=HiCacheStorageConfig.single_rank(),
-                                          sidecar_pools=self.sidecars, pass_prefix_keys=setup.pass_prefix_keys,
-                                          prefetch_threshold=0)
+        self.sidecars = tuple(
+            SidecarPool(
+                spec.name,
+                host_pool(setup.page_size),
+                kv_derived=spec.kv_derived,
+                hit_policy=spec.hit_policy,
+                window_pages=spec.window_pages,
+            )
+            for spec in setup.pools
+        )
+        self.controller = CacheController(
+            backend,
+            self.pool,
+            storage_config=HiCacheStorageConfig.single_rank(),
+            sidecar_pools=self.sidecars,
+            pass_prefix_keys=setup.pass_prefix_keys,
+            prefetch_threshold=0,
+        )
 
     def prefetch(self, keys, prefix_keys):
         return self.controller.prefetch(keys=keys, prefix_keys=prefix_keys)
 
     def backup(self, keys, prefix_keys, sidecar_keys):
-        pools = {sidecar.name.value if hasattr(sidecar.name, "value") else sidecar.name: sidecar
-                 for sidecar in self.sidecars}
-        transfers = [PoolTransfer(name=name, keys=tuple(pool_keys),
-                                  host_indices=pools[name].host_pool.alloc(len(pool_keys)),
-                                  hit_policy=pools[name].hit_policy)
-                     for name, pool_keys in sidecar_keys.items()]
-        return self.controller.backup(keys, self.pool.alloc(len(keys)), prefix_keys=prefix_keys,
-                                      sidecar_transfers=transfers)
+        pools = {
+            sidecar.name.value if hasattr(sidecar.name, "value") else sidecar.name: sidecar for sidecar in self.sidecars
+        }
+        transfers = [
+            PoolTransfer(
+                name=name,
+                keys=tuple(pool_keys),
+                host_indices=pools[name].host_pool.alloc(len(pool_keys)),
+                hit_policy=pools[name].hit_policy,
+            )
+            for name, pool_keys in sidecar_keys.items()
+        ]
+        return self.controller.backup(
+            keys, self.pool.alloc(len(keys)), prefix_keys=prefix_keys, sidecar_transfers=transfers
+        )
 
     def wait(self, operation, timeout_s):
         operation.wait(timeout_s)
@@ -87,8 +106,11 @@ class ReferenceEngine:
 
 def guide_controller() -> dict:
     """The names the small-controller block of docs/engines.md defines, run as written."""
-    (block,) = [block for block in re.findall(r"```python\n(.*?)```", (DOCS / "engines.md").read_text(), re.S)
-                if block.startswith("# A small controller")]
+    (block,) = [
+        block
+        for block in re.findall(r"```python\n(.*?)```", (DOCS / "engines.md").read_text(), re.S)
+        if block.startswith("# A small controller")
+    ]
     names: dict = {}
     exec(compile(block, "docs/engines.md: a small controller", "exec"), names)
     return names
@@ -98,13 +120,31 @@ def failed(results) -> dict:
     return {result.clause_id: result.detail for result in results if not result.passed}
 
 
-@pytest.mark.clause("PFX-2", "PFX-3", "PFX-4", "PFX-5", "PFX-7", "PFX-8", "PFX-9", "CTL-1", "CTL-2", "CTL-4",
-                    "CTL-5", "CTL-6", "CTL-7", "HYB-1", "HYB-2", "HYB-3", "HYB-5")
+@pytest.mark.clause(
+    "PFX-2",
+    "PFX-3",
+    "PFX-4",
+    "PFX-5",
+    "PFX-7",
+    "PFX-8",
+    "PFX-9",
+    "CTL-1",
+    "CTL-2",
+    "CTL-4",
+    "CTL-5",
+    "CTL-6",
+    "CTL-7",
+    "HYB-1",
+    "HYB-2",
+    "HYB-3",
+    "HYB-5",
+)
 def test_the_reference_controller_passes_every_standard_scenario() -> None:
     results = check_engine(ReferenceEngine)
     assert failed(results) == {}
     assert {"PFX-2", "PFX-4", "PFX-9", "CTL-1", "CTL-4", "CTL-5", "CTL-6", "CTL-7", "HYB-2", "HYB-3"} <= {
-        result.clause_id for result in results}
+        result.clause_id for result in results
+    }
 
 
 @pytest.mark.clause("PFX-2", "PFX-3", "PFX-4", "PFX-7", "CTL-1", "CTL-4", "CTL-5", "CTL-6", "CTL-7")
@@ -132,7 +172,7 @@ def reads_past_a_short_slice(self, operation):
     """Planted: the prefetch goes on reading after a slice came back short (CTL-4)."""
     loaded = 0
     for offset in range(0, operation.agreed, self.batch_size):
-        keys = operation.keys[offset:offset + self.batch_size]
+        keys = operation.keys[offset : offset + self.batch_size]
         try:
             results = self.backend.batch_get_v1(list(keys), self.slots(len(keys)), self.info(operation, offset))
         except RuntimeError:
@@ -150,10 +190,13 @@ def prefix_never_grows(self, operation, offset):
 
 
 @pytest.mark.clause("CTL-4", "PFX-2")
-@pytest.mark.parametrize("method, replacement, clause_id", [
-    ("read_slices", reads_past_a_short_slice, "CTL-4"),
-    ("info", prefix_never_grows, "PFX-2"),
-])
+@pytest.mark.parametrize(
+    "method, replacement, clause_id",
+    [
+        ("read_slices", reads_past_a_short_slice, "CTL-4"),
+        ("info", prefix_never_grows, "PFX-2"),
+    ],
+)
 def test_a_planted_bug_in_the_small_controller_is_caught_on_its_clause(method, replacement, clause_id) -> None:
     scenarios = [scenario for scenario in STANDARD_SCENARIOS if not scenario.hybrid and scenario.kind == "prefetch"]
     results = check_engine(planted(method, replacement), scenarios=scenarios)

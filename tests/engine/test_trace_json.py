@@ -24,9 +24,13 @@ from tests.engine.traces import CHAIN, PREFIX
 def recorded_document(scenario: Scenario, controller_class=None) -> tuple:
     outcome = run_scenario(scenario, controller_class)
     operation = outcome.operation
-    document = outcome.recorder.to_trace(chain=scenario.chain, prefix_keys=operation.base_info.prefix_keys,
-                                         operation_id=operation.operation_id, page_size=PAGE_SIZE,
-                                         acks=operation.acks)
+    document = outcome.recorder.to_trace(
+        chain=scenario.chain,
+        prefix_keys=operation.base_info.prefix_keys,
+        operation_id=operation.operation_id,
+        page_size=PAGE_SIZE,
+        acks=operation.acks,
+    )
     return outcome, document
 
 
@@ -53,28 +57,55 @@ def test_a_planted_trace_gives_the_same_verdict_from_json():
 
 HAND_WRITTEN = {
     "format": "hicache-trace/1",
-    "operations": [{
-        "operation_id": "req-1",
-        "chain": list(CHAIN[:4]),
-        "prefix_keys": list(PREFIX),
-        "batch_size": 2,
-        "page_size": 16,
-        "calls": [
-            {"index": 0, "method": "batch_exists", "keys": list(CHAIN[:2]), "extra_info_state": "present",
-             "prefix_keys": list(PREFIX), "result": 2},
-            {"index": 1, "method": "batch_exists", "keys": list(CHAIN[2:4]), "extra_info_state": "present",
-             "prefix_keys": list(PREFIX + CHAIN[:2]), "result": 2},
-            {"index": 2, "method": "batch_get_v1", "keys": list(CHAIN[:2]), "extra_info_state": "present",
-             "prefix_keys": list(PREFIX), "result": [True, True], "prefix_keys_after": list(PREFIX)},
-            {"index": 3, "method": "batch_get_v1", "keys": list(CHAIN[2:4]), "extra_info_state": "present",
-             "prefix_keys": list(PREFIX + CHAIN[:2]), "result": [True, True]},
-        ],
-        "acks": [
-            {"kind": "progress", "operation_id": "req-1", "slice_index": 0, "tokens": 32},
-            {"kind": "progress", "operation_id": "req-1", "slice_index": 1, "tokens": 64},
-            {"kind": "final", "operation_id": "req-1", "tokens": 64},
-        ],
-    }],
+    "operations": [
+        {
+            "operation_id": "req-1",
+            "chain": list(CHAIN[:4]),
+            "prefix_keys": list(PREFIX),
+            "batch_size": 2,
+            "page_size": 16,
+            "calls": [
+                {
+                    "index": 0,
+                    "method": "batch_exists",
+                    "keys": list(CHAIN[:2]),
+                    "extra_info_state": "present",
+                    "prefix_keys": list(PREFIX),
+                    "result": 2,
+                },
+                {
+                    "index": 1,
+                    "method": "batch_exists",
+                    "keys": list(CHAIN[2:4]),
+                    "extra_info_state": "present",
+                    "prefix_keys": list(PREFIX + CHAIN[:2]),
+                    "result": 2,
+                },
+                {
+                    "index": 2,
+                    "method": "batch_get_v1",
+                    "keys": list(CHAIN[:2]),
+                    "extra_info_state": "present",
+                    "prefix_keys": list(PREFIX),
+                    "result": [True, True],
+                    "prefix_keys_after": list(PREFIX),
+                },
+                {
+                    "index": 3,
+                    "method": "batch_get_v1",
+                    "keys": list(CHAIN[2:4]),
+                    "extra_info_state": "present",
+                    "prefix_keys": list(PREFIX + CHAIN[:2]),
+                    "result": [True, True],
+                },
+            ],
+            "acks": [
+                {"kind": "progress", "operation_id": "req-1", "slice_index": 0, "tokens": 32},
+                {"kind": "progress", "operation_id": "req-1", "slice_index": 1, "tokens": 64},
+                {"kind": "final", "operation_id": "req-1", "tokens": 64},
+            ],
+        }
+    ],
 }
 
 
@@ -103,9 +134,14 @@ def test_cli_prints_a_table_and_exits_1_on_violations(tmp_path, capsys):
     operation["acks"].pop()
     assert main(["trace", write(tmp_path, document), "--statements"]) == 1
     out = capsys.readouterr().out
-    assert ("PFX-4   call #3    KV read batch_get_v1 at page 2: received [] but 2 key(s) precede its first key; an "
-            "empty prefix must grow like any list\n") in out
-    assert "                   rule: An empty prefix [] accumulates like any list, and a list is never turned into None.\n" in out
+    assert (
+        "PFX-4   call #3    KV read batch_get_v1 at page 2: received [] but 2 key(s) precede its first key; an "
+        "empty prefix must grow like any list\n"
+    ) in out
+    assert (
+        "                   rule: An empty prefix [] accumulates like any list, and a list is never turned into None.\n"
+        in out
+    )
     assert "CTL-6   operation  no final ack; every prefetch ends with one" in out
     assert out.endswith("0 of 1 operation(s) conform\n")
 
@@ -116,27 +152,48 @@ def test_cli_json_output(tmp_path, capsys):
     assert report["violations"] == [] and report["operation_id"] == "req-1"
 
 
-@pytest.mark.parametrize("change,message", [
-    (lambda document: document.update(format="hicache-trace/9"),
-     "TraceDocument.format: input should be 'hicache-trace/1' (got 'hicache-trace/9')"),
-    (lambda document: document["operations"][0].pop("chain"),
-     "TraceDocument.operations[0].chain: is required (got nothing)"),
-    (lambda document: document["operations"][0]["calls"][0].update(extra_info_state="maybe"),
-     "TraceDocument.operations[0].calls[0].extra_info_state: input should be 'absent', 'none' or 'present' "
-     "(got 'maybe') [PFX-7]"),
-    (lambda document: document.update(operations=[]),
-     "TraceDocument.operations: must hold at least one operation (an empty trace checks nothing) (got ())"),
-    (lambda document: document["operations"][0].update(page_size=0),
-     "TraceDocument.operations[0].page_size: must be >= 1 (got 0) [CTL-5]"),
-    (lambda document: document["operations"][0].pop("page_size"),
-     "TraceDocument.operations[0].page_size: must be given with acks (got None) [CTL-5]"),
-    (lambda document: document["operations"][0].update(batch_size=0),
-     "TraceDocument.operations[0].batch_size: must be >= 1 (got 0) [CTL-2]"),
-    (lambda document: document["operations"][0].update(agreed_pages=5),
-     "TraceDocument.operations[0].agreed_pages: must be <= len(chain) = 4 (got 5) [RANK-2]"),
-    (lambda document: document["operations"][0].update(terminated_before_slice=-1),
-     "TraceDocument.operations[0].terminated_before_slice: must be >= 0 (got -1) [CTL-4]"),
-])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (
+            lambda document: document.update(format="hicache-trace/9"),
+            "TraceDocument.format: input should be 'hicache-trace/1' (got 'hicache-trace/9')",
+        ),
+        (
+            lambda document: document["operations"][0].pop("chain"),
+            "TraceDocument.operations[0].chain: is required (got nothing)",
+        ),
+        (
+            lambda document: document["operations"][0]["calls"][0].update(extra_info_state="maybe"),
+            "TraceDocument.operations[0].calls[0].extra_info_state: input should be 'absent', 'none' or 'present' "
+            "(got 'maybe') [PFX-7]",
+        ),
+        (
+            lambda document: document.update(operations=[]),
+            "TraceDocument.operations: must hold at least one operation (an empty trace checks nothing) (got ())",
+        ),
+        (
+            lambda document: document["operations"][0].update(page_size=0),
+            "TraceDocument.operations[0].page_size: must be >= 1 (got 0) [CTL-5]",
+        ),
+        (
+            lambda document: document["operations"][0].pop("page_size"),
+            "TraceDocument.operations[0].page_size: must be given with acks (got None) [CTL-5]",
+        ),
+        (
+            lambda document: document["operations"][0].update(batch_size=0),
+            "TraceDocument.operations[0].batch_size: must be >= 1 (got 0) [CTL-2]",
+        ),
+        (
+            lambda document: document["operations"][0].update(agreed_pages=5),
+            "TraceDocument.operations[0].agreed_pages: must be <= len(chain) = 4 (got 5) [RANK-2]",
+        ),
+        (
+            lambda document: document["operations"][0].update(terminated_before_slice=-1),
+            "TraceDocument.operations[0].terminated_before_slice: must be >= 0 (got -1) [CTL-4]",
+        ),
+    ],
+)
 def test_malformed_documents_are_named_and_exit_2(tmp_path, capsys, change, message):
     document = json.loads(json.dumps(HAND_WRITTEN))
     change(document)
@@ -151,8 +208,10 @@ def test_malformed_documents_are_named_and_exit_2(tmp_path, capsys, change, mess
 def test_unreadable_and_invalid_json_files_exit_2(tmp_path, capsys):
     missing = tmp_path / "missing.json"
     assert main(["trace", str(missing)]) == 2
-    assert "not a valid trace: TraceDocument: must be a readable file (No such file or directory)" in \
-        capsys.readouterr().err
+    assert (
+        "not a valid trace: TraceDocument: must be a readable file (No such file or directory)"
+        in capsys.readouterr().err
+    )
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     assert main(["trace", str(broken)]) == 2

@@ -46,8 +46,9 @@ class _Calls:
         self.calls.append(TraceCall(index=len(self.calls), method=method, **fields))
 
 
-def prefetch_trace(prefix: str = "anchor", *, hybrid: bool = False, whole_chain_query: bool = False,
-                   **operation: Any) -> TraceOperation:
+def prefetch_trace(
+    prefix: str = "anchor", *, hybrid: bool = False, whole_chain_query: bool = False, **operation: Any
+) -> TraceOperation:
     """A conforming prefetch of the whole chain: hit query, reads (and sidecars), acks.
 
     The plain hit query is slice by slice unless ``whole_chain_query`` (SGLang 0.5.21+: one
@@ -57,11 +58,16 @@ def prefetch_trace(prefix: str = "anchor", *, hybrid: bool = False, whole_chain_
     if whole_chain_query and not hybrid:
         calls.add("batch_exists", keys=CHAIN, result=len(CHAIN), **calls.info(0))
     elif hybrid:
-        calls.add("batch_exists_v2", keys=CHAIN, transfers=(
-            TraceTransfer(name="indexer", keys=CHAIN, indices_from_pool="kv"),
-            TraceTransfer(name="swa", keys=CHAIN[-SWA_WINDOW:], hit_policy="trailing_pages"),
-        ), result={"kv_hit_pages": 10, "extra_pool_hit_pages": {"kv": 10, "indexer": 10, "swa": 10}},
-            **calls.info(0))
+        calls.add(
+            "batch_exists_v2",
+            keys=CHAIN,
+            transfers=(
+                TraceTransfer(name="indexer", keys=CHAIN, indices_from_pool="kv"),
+                TraceTransfer(name="swa", keys=CHAIN[-SWA_WINDOW:], hit_policy="trailing_pages"),
+            ),
+            result={"kv_hit_pages": 10, "extra_pool_hit_pages": {"kv": 10, "indexer": 10, "swa": 10}},
+            **calls.info(0),
+        )
     else:
         for start, end in SLICES:
             calls.add("batch_exists", keys=CHAIN[start:end], result=end - start, **calls.info(start))
@@ -69,18 +75,31 @@ def prefetch_trace(prefix: str = "anchor", *, hybrid: bool = False, whole_chain_
     for number, (start, end) in enumerate(SLICES):
         calls.add("batch_get_v1", keys=CHAIN[start:end], result=[True] * (end - start), **calls.info(start))
         if hybrid:
-            calls.add("batch_get_v2", transfers=(
-                TraceTransfer(name="indexer", keys=CHAIN[start:end], indices_from_pool="kv"),
-            ), result={"indexer": [True] * (end - start)}, **calls.info(start))
+            calls.add(
+                "batch_get_v2",
+                transfers=(TraceTransfer(name="indexer", keys=CHAIN[start:end], indices_from_pool="kv"),),
+                result={"indexer": [True] * (end - start)},
+                **calls.info(start),
+            )
         acks.append(ProgressAck(operation_id="op", slice_index=number, tokens=end * PAGE_SIZE))
     if hybrid:
-        calls.add("batch_get_v2", transfers=(
-            TraceTransfer(name="swa", keys=CHAIN[-SWA_WINDOW:], hit_policy="trailing_pages"),
-        ), result={"swa": [True] * SWA_WINDOW}, **calls.info(len(CHAIN) - SWA_WINDOW))  # PFX-9: joins its keys
+        calls.add(
+            "batch_get_v2",
+            transfers=(TraceTransfer(name="swa", keys=CHAIN[-SWA_WINDOW:], hit_policy="trailing_pages"),),
+            result={"swa": [True] * SWA_WINDOW},
+            **calls.info(len(CHAIN) - SWA_WINDOW),
+        )  # PFX-9: joins its keys
         acks.append(PoolHitsAck(operation_id="op", pool_hits={"swa": 10}))
     acks.append(FinalAck(operation_id="op", tokens=10 * PAGE_SIZE))
-    fields = dict(operation_id="op", chain=CHAIN, prefix_keys=PREFIXES[prefix], batch_size=BATCH,
-                  page_size=PAGE_SIZE, calls=tuple(calls.calls), acks=tuple(acks))
+    fields = dict(
+        operation_id="op",
+        chain=CHAIN,
+        prefix_keys=PREFIXES[prefix],
+        batch_size=BATCH,
+        page_size=PAGE_SIZE,
+        calls=tuple(calls.calls),
+        acks=tuple(acks),
+    )
     fields.update(operation)
     return TraceOperation(**fields)
 
@@ -93,16 +112,29 @@ def backup_trace(prefix: str = "anchor", *, hybrid: bool = False, **operation: A
     """
     calls = _Calls(PREFIXES[prefix])
     if hybrid:
-        calls.add("batch_set_v2", transfers=(
-            TraceTransfer(name="indexer", keys=CHAIN, indices_from_pool="kv"),
-        ), result={"indexer": [True] * len(CHAIN)}, **calls.info(0))
-        calls.add("batch_set_v2", transfers=(
-            TraceTransfer(name="swa", keys=CHAIN[-SWA_WINDOW:], hit_policy="trailing_pages"),
-        ), result={"swa": [True] * SWA_WINDOW}, **calls.info(len(CHAIN) - SWA_WINDOW))
+        calls.add(
+            "batch_set_v2",
+            transfers=(TraceTransfer(name="indexer", keys=CHAIN, indices_from_pool="kv"),),
+            result={"indexer": [True] * len(CHAIN)},
+            **calls.info(0),
+        )
+        calls.add(
+            "batch_set_v2",
+            transfers=(TraceTransfer(name="swa", keys=CHAIN[-SWA_WINDOW:], hit_policy="trailing_pages"),),
+            result={"swa": [True] * SWA_WINDOW},
+            **calls.info(len(CHAIN) - SWA_WINDOW),
+        )
     for start, end in SLICES:
         calls.add("batch_set_v1", keys=CHAIN[start:end], result=[True] * (end - start), **calls.info(start))
-    fields = dict(operation_id="backup", chain=CHAIN, prefix_keys=PREFIXES[prefix], batch_size=BATCH,
-                  page_size=PAGE_SIZE, calls=tuple(calls.calls), backup_completed_tokens=10 * PAGE_SIZE)
+    fields = dict(
+        operation_id="backup",
+        chain=CHAIN,
+        prefix_keys=PREFIXES[prefix],
+        batch_size=BATCH,
+        page_size=PAGE_SIZE,
+        calls=tuple(calls.calls),
+        backup_completed_tokens=10 * PAGE_SIZE,
+    )
     fields.update(operation)
     return TraceOperation(**fields)
 
@@ -150,8 +182,7 @@ def duplicate_call(operation: TraceOperation, position: int) -> TraceOperation:
 
 
 def renumber(operation: TraceOperation, calls: list) -> TraceOperation:
-    numbered = tuple(TraceCall(**{**_given(call), "index": index})
-                     for index, call in enumerate(calls))
+    numbered = tuple(TraceCall(**{**_given(call), "index": index}) for index, call in enumerate(calls))
     return operation.model_copy(update={"calls": numbered})
 
 

@@ -54,16 +54,27 @@ def page_keys(count: int, start: int = 0) -> list[str]:
 
 
 def make_pool(page_count: int = 16, kind: str = "mha", layout: str = "page_first", **overrides: Any) -> HostPagePool:
-    arguments = dict(page_count=page_count, page_size=PAGE_SIZE, layer_num=2, head_num=1 if kind == "mla" else 2,
-                     head_dim=8, kind=kind, layout=layout, dtype=torch.float16)
+    arguments = dict(
+        page_count=page_count,
+        page_size=PAGE_SIZE,
+        layer_num=2,
+        head_num=1 if kind == "mla" else 2,
+        head_dim=8,
+        kind=kind,
+        layout=layout,
+        dtype=torch.float16,
+    )
     arguments.update(overrides)
     return HostPagePool(**arguments)
 
 
 def slots_of(pool: HostPagePool, pages: list[int]) -> torch.Tensor:
     """Return the host_indices of the given pool pages, page by page."""
-    return torch.cat([torch.arange(page * pool.page_size, (page + 1) * pool.page_size) for page in pages]) \
-        if pages else torch.empty(0, dtype=torch.int64)
+    return (
+        torch.cat([torch.arange(page * pool.page_size, (page + 1) * pool.page_size) for page in pages])
+        if pages
+        else torch.empty(0, dtype=torch.int64)
+    )
 
 
 def fill_pages(pool: HostPagePool, pages: list[int], seed: int) -> None:
@@ -162,8 +173,9 @@ class Harness:
         clone.pool_wrapper = ForeignPool
         return clone
 
-    def make(self, storage_config: Any = None, *, pool: Optional[HostPagePool] = None, register: bool = True,
-             **extra: Any) -> Any:
+    def make(
+        self, storage_config: Any = None, *, pool: Optional[HostPagePool] = None, register: bool = True, **extra: Any
+    ) -> Any:
         """Build a backend (config ``single_rank`` by default) and register a fresh host pool."""
         backend = self.backend_cls(storage_config or config(), {**self.extra, **extra})
         if register:
@@ -253,7 +265,9 @@ def check_accepts_extra_config(harness: Harness) -> None:
     # SGLang's way: the keys in storage_config.extra_config, an empty dict beside it.
     for beside in ({}, None):
         from_config = harness.backend_cls(config(extra_config={**harness.extra, "unknown": 1}), beside)
-        assert from_config.batch_exists(page_keys(1)) == 1, "an instance built from config.extra_config must see the page"
+        assert from_config.batch_exists(page_keys(1)) == 1, (
+            "an instance built from config.extra_config must see the page"
+        )
 
 
 @clause_check
@@ -384,7 +398,9 @@ def check_full_batch(harness: Harness) -> None:
     reader = harness.make(pool=make_pool(page_count=count))
     assert reader.batch_get_v1(keys, slots_of(reader.mem_pool_host, pages)) == [True] * count
     assert [page_bytes(reader.mem_pool_host, page) for page in (0, count // 2, count - 1)] == expected
-    result = reader.batch_get_v2([PoolTransfer(name="kv", keys=keys, host_indices=slots_of(reader.mem_pool_host, pages))])
+    result = reader.batch_get_v2(
+        [PoolTransfer(name="kv", keys=keys, host_indices=slots_of(reader.mem_pool_host, pages))]
+    )
     assert result["kv"] == [True] * count
 
 
@@ -482,8 +498,9 @@ def check_reads_stay_in_their_slots(harness: Harness) -> None:
     before = pool.kv_buffer.clone()
     result = reader.batch_get_v1(keys, slots_of(pool, [3, 5, 7, 9]))
     assert result == [True, False, True, False]
-    changed = {page for page in range(pool.page_count)
-               if page_bytes(pool, page) != bytes(before_page(before, pool, page))}
+    changed = {
+        page for page in range(pool.page_count) if page_bytes(pool, page) != bytes(before_page(before, pool, page))
+    }
     assert changed == {3, 7}, f"only the slots of pages that arrived may change, changed {sorted(changed)}"
     # Bad host_indices are a caller error: ContractViolation, and nothing written.
     sentinel_fill(pool)
@@ -497,8 +514,11 @@ def check_reads_stay_in_their_slots(harness: Harness) -> None:
 def before_page(buffer: torch.Tensor, pool: HostPagePool, page: int) -> list[int]:
     """The bytes a page held in a saved copy of the pool buffer."""
     start = page * pool.page_size
-    view = buffer[:, :, start:start + pool.page_size] if pool.layout == "layer_first" else \
-        buffer[:, start:start + pool.page_size]
+    view = (
+        buffer[:, :, start : start + pool.page_size]
+        if pool.layout == "layer_first"
+        else buffer[:, start : start + pool.page_size]
+    )
     return view.contiguous().view(torch.uint8).reshape(-1).tolist()
 
 
@@ -534,8 +554,10 @@ def check_v2_cardinality(harness: Harness) -> None:
     backend.register_mem_host_pool_v2(swa, PoolName.SWA)
     keys = page_keys(3, start=90)
     fill_pages(pool, [0, 1, 2], seed=9)
-    transfers = [PoolTransfer(name="kv", keys=keys, host_indices=slots_of(pool, [0, 1, 2])),
-                 PoolTransfer(name="swa", keys=keys[1:], host_indices=slots_of(swa, [4, 5]))]
+    transfers = [
+        PoolTransfer(name="kv", keys=keys, host_indices=slots_of(pool, [0, 1, 2])),
+        PoolTransfer(name="swa", keys=keys[1:], host_indices=slots_of(swa, [4, 5])),
+    ]
     for call in (backend.batch_set_v2, backend.batch_get_v2):
         result = call(transfers)
         assert set(result) == {"kv", "swa"}
@@ -551,8 +573,10 @@ def check_unregistered_pool(harness: Harness) -> None:
     pool = backend.mem_pool_host
     keys = page_keys(2)
     fill_pages(pool, [0, 1], seed=10)
-    transfers = [PoolTransfer(name="kv", keys=keys, host_indices=slots_of(pool, [0, 1])),
-                 PoolTransfer(name="mamba", keys=keys, host_indices=slots_of(pool, [2, 3]))]
+    transfers = [
+        PoolTransfer(name="kv", keys=keys, host_indices=slots_of(pool, [0, 1])),
+        PoolTransfer(name="mamba", keys=keys, host_indices=slots_of(pool, [2, 3])),
+    ]
     assert backend.batch_set_v2(transfers) == {"kv": [True, True], "mamba": [False, False]}
     assert backend.batch_get_v2(transfers) == {"kv": [True, True], "mamba": [False, False]}
     result = backend.batch_exists_v2(keys, [transfers[1]])
@@ -579,11 +603,13 @@ def check_v2_exists_folds(harness: Harness, kv_present: tuple, pools: tuple) -> 
         for key, present in zip(keys, presence):
             if present:
                 harness.plant(backend, key, b"\x04" * sidecar.page_bytes, pool=name)
-        transfers.append(PoolTransfer(name=name, keys=keys[len(keys) - window:] if window else None,
-                                      hit_policy=policy))
+        transfers.append(
+            PoolTransfer(name=name, keys=keys[len(keys) - window :] if window else None, hit_policy=policy)
+        )
     folded, entries, restorable = fold_pool_query(kv_present, pools)
-    expected = PoolTransferResult(kv_hit_pages=folded, extra_pool_hit_pages=dict(entries),
-                                  restorable_prefix_pages=list(restorable))
+    expected = PoolTransferResult(
+        kv_hit_pages=folded, extra_pool_hit_pages=dict(entries), restorable_prefix_pages=list(restorable)
+    )
     assert backend.batch_exists_v2(keys, transfers) == expected
 
 
@@ -598,11 +624,15 @@ def check_fold_measures_pools_against_kv(harness: Harness) -> None:
     backend.register_mem_host_pool_v2(swa, PoolName.SWA)
     keys = page_keys(3, start=140)
     fill_pages(pool, [0, 1, 2], seed=17)
-    first = [PoolTransfer(name="kv", keys=keys[:1], host_indices=slots_of(pool, [0])),
-             PoolTransfer(name="indexer", keys=keys[:1], indices_from_pool="kv")]
+    first = [
+        PoolTransfer(name="kv", keys=keys[:1], host_indices=slots_of(pool, [0])),
+        PoolTransfer(name="indexer", keys=keys[:1], indices_from_pool="kv"),
+    ]
     assert backend.batch_set_v2(first) == {"kv": [True], "indexer": [True]}
-    rest = [PoolTransfer(name="kv", keys=keys[1:], host_indices=slots_of(pool, [1, 2])),
-            PoolTransfer(name="swa", keys=keys, host_indices=slots_of(swa, [0, 1, 2]))]
+    rest = [
+        PoolTransfer(name="kv", keys=keys[1:], host_indices=slots_of(pool, [1, 2])),
+        PoolTransfer(name="swa", keys=keys, host_indices=slots_of(swa, [0, 1, 2])),
+    ]
     assert backend.batch_set_v2(rest) == {"kv": [True, True], "swa": [True, True, True]}
     query = [PoolTransfer(name="swa", keys=keys[-1:], hit_policy="trailing_pages")]
     result = backend.batch_exists_v2(keys, query)
@@ -633,15 +663,24 @@ def check_derived_sidecars_travel_with_kv(harness: Harness) -> None:
     reader_indexer = make_pool(kind="mla", layer_num=1, head_dim=4)
     reader.register_mem_host_pool_v2(reader_indexer, PoolName.INDEXER)
     read_slots = slots_of(reader.mem_pool_host, [4, 5, 6])
-    got = reader.batch_get_v2([PoolTransfer(name="kv", keys=keys, host_indices=read_slots),
-                               PoolTransfer(name="indexer", keys=keys, indices_from_pool="kv")])
+    got = reader.batch_get_v2(
+        [
+            PoolTransfer(name="kv", keys=keys, host_indices=read_slots),
+            PoolTransfer(name="indexer", keys=keys, indices_from_pool="kv"),
+        ]
+    )
     assert got == {"kv": [True] * 3, "indexer": [True] * 3}
-    assert [page_bytes(reader_indexer, page) for page in (4, 5, 6)] == \
-        [page_bytes(indexer, page) for page in (0, 1, 2)], "sidecar bytes must land in the sidecar pool"
+    assert [page_bytes(reader_indexer, page) for page in (4, 5, 6)] == [
+        page_bytes(indexer, page) for page in (0, 1, 2)
+    ], "sidecar bytes must land in the sidecar pool"
     # The sidecar of page 1 disappears: KV page 1 is reported missing with it.
     harness.remove(backend, keys[1], pool="indexer")
-    got = reader.batch_get_v2([PoolTransfer(name="kv", keys=keys, host_indices=read_slots),
-                               PoolTransfer(name="indexer", keys=keys, indices_from_pool="kv")])
+    got = reader.batch_get_v2(
+        [
+            PoolTransfer(name="kv", keys=keys, host_indices=read_slots),
+            PoolTransfer(name="indexer", keys=keys, indices_from_pool="kv"),
+        ]
+    )
     assert got["kv"][1] is False and got["indexer"][1] is False
     exists = reader.batch_exists_v2(keys, [PoolTransfer(name="indexer", keys=keys, indices_from_pool="kv")])
     assert exists.kv_hit_pages == 1
@@ -670,6 +709,7 @@ def check_concurrent_threads(harness: Harness, rounds: int = 20) -> None:
                     body(round_number)
             except BaseException as error:  # reported below, in the main thread
                 errors.append(error)
+
         return target
 
     def hit_query(round_number: int) -> None:
@@ -683,6 +723,7 @@ def check_concurrent_threads(harness: Harness, rounds: int = 20) -> None:
             pages = [first_page + index for index in range(4)]
             assert backend.batch_get_v1(keys, slots_of(pool, pages)) == [True] * 4
             assert [page_bytes(pool, page) for page in pages] == wanted, "a read returned wrong bytes"
+
         return body
 
     def backup(round_number: int) -> None:
@@ -692,7 +733,10 @@ def check_concurrent_threads(harness: Harness, rounds: int = 20) -> None:
     def stats(round_number: int) -> None:
         assert not isinstance(backend.get_stats(), dict)
 
-    threads = [threading.Thread(target=run(body)) for body in (hit_query, reader(8, [0, 1, 2, 3]), reader(16, [3, 2, 1, 0]), backup, stats)]
+    threads = [
+        threading.Thread(target=run(body))
+        for body in (hit_query, reader(8, [0, 1, 2, 3]), reader(16, [3, 2, 1, 0]), backup, stats)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -822,8 +866,9 @@ def check_one_key_scheme(harness: Harness) -> None:
     assert backend.batch_set_v1(keys[:1], slots_of(pool, [0])) == [True]
     assert backend.set(keys[1], pool.get_data_page(PAGE_SIZE)) is True
     assert backend.batch_set(keys[2:3], [pool.get_data_page(2 * PAGE_SIZE)]) is True
-    assert backend.batch_set_v2([PoolTransfer(name="kv", keys=keys[3:], host_indices=slots_of(pool, [3]))]) == \
-        {"kv": [True]}
+    assert backend.batch_set_v2([PoolTransfer(name="kv", keys=keys[3:], host_indices=slots_of(pool, [3]))]) == {
+        "kv": [True]
+    }
     assert backend.batch_exists(keys) == 4
     assert all(backend.exists(key) for key in keys)
     assert backend.batch_exists_v2(keys).kv_hit_pages == 4
@@ -851,8 +896,13 @@ def check_restart(harness: Harness) -> None:
 @clause_check
 def check_clear_keeps_other_namespaces(harness: Harness) -> None:
     """NS-8: clear() removes this namespace's pages only."""
-    configs = [config(), config(tp_rank=1, tp_size=2), config(pp_rank=1, pp_size=2), config(model_name="other"),
-               config(model_name="test-model-2")]
+    configs = [
+        config(),
+        config(tp_rank=1, tp_size=2),
+        config(pp_rank=1, pp_size=2),
+        config(model_name="other"),
+        config(model_name="test-model-2"),
+    ]
     backends = [harness.make(each) for each in configs]
     keys = page_keys(2, start=480)
     for backend in backends:
@@ -873,8 +923,10 @@ def fold_cases() -> list[tuple[tuple, tuple]]:
         ((True, True, True, True), (("indexer", all_pages, 4, (True, True, False, True)),)),
         ((True, True, True, True), (("swa", trailing, 2, (False, True, True, False)),)),
         ((True, True, True, False), (("swa", trailing, 2, (False, False, False, True)),)),
-        ((True, True, True, True), (("swa", trailing, 1, (True, False, False, False)),
-                                    ("mamba", all_pages, 4, (True, True, True, True)))),
+        (
+            (True, True, True, True),
+            (("swa", trailing, 1, (True, False, False, False)), ("mamba", all_pages, 4, (True, True, True, True))),
+        ),
         ((False, True, True, True), (("mamba", all_pages, 4, (True, True, True, True)),)),
         ((True, True, True, True), (("swa", trailing, 0, (False, False, True, True)),)),
     ]

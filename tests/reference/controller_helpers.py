@@ -50,8 +50,15 @@ class CountingHostPool(HostPagePool):
         return super().free(indices)
 
 
-def make_pool(pages: int = 600, layers: int = 2, heads: int = 1, head_dim: int = 4, *,
-              page_size: int = PAGE_SIZE, kind: str = "mha") -> CountingHostPool:
+def make_pool(
+    pages: int = 600,
+    layers: int = 2,
+    heads: int = 1,
+    head_dim: int = 4,
+    *,
+    page_size: int = PAGE_SIZE,
+    kind: str = "mha",
+) -> CountingHostPool:
     return CountingHostPool(pages, page_size, layers, heads, head_dim, kind=kind, pin_memory=False)
 
 
@@ -127,11 +134,26 @@ class RecordingBackend:
         if callable(finish):
             finish()
 
-    def _record(self, method: str, keys: Any, extra_info: Any, run: Callable[[], Any], *,
-                transfers: tuple = (), host_indices: Any = None) -> Any:
+    def _record(
+        self,
+        method: str,
+        keys: Any,
+        extra_info: Any,
+        run: Callable[[], Any],
+        *,
+        transfers: tuple = (),
+        host_indices: Any = None,
+    ) -> Any:
         prefix = getattr(extra_info, "prefix_keys", None)
-        call = Call(method, tuple(keys), extra_info, None if prefix is None else tuple(prefix), transfers,
-                    host_indices, thread=threading.current_thread().name)
+        call = Call(
+            method,
+            tuple(keys),
+            extra_info,
+            None if prefix is None else tuple(prefix),
+            transfers,
+            host_indices,
+            thread=threading.current_thread().name,
+        )
         with self._lock:
             self.calls.append(call)
         fault = self.faults.get(method)
@@ -143,30 +165,52 @@ class RecordingBackend:
         return self._record("batch_exists", keys, extra_info, lambda: self.inner.batch_exists(keys, extra_info))
 
     def batch_get_v1(self, keys, host_indices, extra_info=None):
-        return self._record("batch_get_v1", keys, extra_info,
-                            lambda: self.inner.batch_get_v1(keys, host_indices, extra_info),
-                            host_indices=host_indices)
+        return self._record(
+            "batch_get_v1",
+            keys,
+            extra_info,
+            lambda: self.inner.batch_get_v1(keys, host_indices, extra_info),
+            host_indices=host_indices,
+        )
 
     def batch_set_v1(self, keys, host_indices, extra_info=None):
-        return self._record("batch_set_v1", keys, extra_info,
-                            lambda: self.inner.batch_set_v1(keys, host_indices, extra_info),
-                            host_indices=host_indices)
+        return self._record(
+            "batch_set_v1",
+            keys,
+            extra_info,
+            lambda: self.inner.batch_set_v1(keys, host_indices, extra_info),
+            host_indices=host_indices,
+        )
 
     def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
         transfers = tuple((str(t.name), tuple(t.keys or ()), t.host_indices) for t in pool_transfers or ())
-        return self._record("batch_exists_v2", keys, extra_info,
-                            lambda: self.inner.batch_exists_v2(keys, pool_transfers, extra_info),
-                            transfers=transfers)
+        return self._record(
+            "batch_exists_v2",
+            keys,
+            extra_info,
+            lambda: self.inner.batch_exists_v2(keys, pool_transfers, extra_info),
+            transfers=transfers,
+        )
 
     def batch_get_v2(self, transfers, extra_info=None):
         described = tuple((str(t.name), tuple(t.keys or ()), t.host_indices) for t in transfers)
-        return self._record("batch_get_v2", described[0][1] if described else (), extra_info,
-                            lambda: self.inner.batch_get_v2(transfers, extra_info), transfers=described)
+        return self._record(
+            "batch_get_v2",
+            described[0][1] if described else (),
+            extra_info,
+            lambda: self.inner.batch_get_v2(transfers, extra_info),
+            transfers=described,
+        )
 
     def batch_set_v2(self, transfers, extra_info=None):
         described = tuple((str(t.name), tuple(t.keys or ()), t.host_indices) for t in transfers)
-        return self._record("batch_set_v2", described[0][1] if described else (), extra_info,
-                            lambda: self.inner.batch_set_v2(transfers, extra_info), transfers=described)
+        return self._record(
+            "batch_set_v2",
+            described[0][1] if described else (),
+            extra_info,
+            lambda: self.inner.batch_set_v2(transfers, extra_info),
+            transfers=described,
+        )
 
     def calls_of(self, *methods: str) -> list[Call]:
         with self._lock:
@@ -181,6 +225,7 @@ class RecordingBackend:
 def raising(error: type = RuntimeError) -> Fault:
     def fault(call: Call, run: Callable[[], Any]) -> Any:
         raise error("planted storage failure")
+
     return fault
 
 
@@ -196,16 +241,19 @@ def on_call(number: int, fault: Fault) -> Fault:
         index = counter["n"]
         counter["n"] += 1
         return fault(call, run) if index == number else run()
+
     return wrapped
 
 
 def short_by(missing: int) -> Fault:
     """Run the real call, then report the last ``missing`` pages as failed."""
+
     def fault(call: Call, run: Callable[[], Any]) -> Any:
         result = run()
         if isinstance(result, list):
             return result[: len(result) - missing] + [False] * missing
         return result
+
     return fault
 
 
@@ -223,7 +271,7 @@ def check_prefixes(calls: list[Call], chain: tuple, operation_prefix: Optional[t
         if not call.keys or call.method in ("batch_exists_v2",) or call.keys[0] not in position:
             continue
         offset = position[call.keys[0]]
-        if tuple(chain[offset: offset + len(call.keys)]) != call.keys:
+        if tuple(chain[offset : offset + len(call.keys)]) != call.keys:
             raise AssertionError(f"[PFX-2] {call.method} keys are not contiguous in the chain")
         wanted = expected_prefix(operation_prefix, chain, offset)
         if operation_prefix is None and call.prefix_at_call is not None:
@@ -231,8 +279,10 @@ def check_prefixes(calls: list[Call], chain: tuple, operation_prefix: Optional[t
         if operation_prefix is not None and call.prefix_at_call is None:
             raise AssertionError(f"[PFX-4] {call.method} at page {offset} got None for a list prefix")
         if call.prefix_at_call != wanted:
-            raise AssertionError(f"[PFX-2] {call.method} at page {offset}: prefix of {len(call.prefix_at_call or ())}"
-                                 f" keys, expected {len(wanted or ())}")
+            raise AssertionError(
+                f"[PFX-2] {call.method} at page {offset}: prefix of {len(call.prefix_at_call or ())}"
+                f" keys, expected {len(wanted or ())}"
+            )
         if call.prefix_now != call.prefix_at_call:
             raise AssertionError(f"[PFX-5] the prefix handed to {call.method} changed after the call")
 
@@ -267,7 +317,7 @@ def check_hit_query(calls: list[Call], chain: tuple, batch_size: int) -> None:
         raise AssertionError("[CTL-1] the whole chain was queried more than once")
     slices = plan_batches(len(chain), batch_size)
     for index, call in enumerate(exists):
-        if index >= len(slices) or call.keys != tuple(chain[slices[index][0]: slices[index][1]]):
+        if index >= len(slices) or call.keys != tuple(chain[slices[index][0] : slices[index][1]]):
             raise AssertionError(f"[CTL-1] hit query call {index} is not slice {index} of the chain")
         if call.result != len(call.keys) and index != len(exists) - 1:
             raise AssertionError(f"[CTL-1] hit query went on after slice {index} hit {call.result} of {len(call.keys)}")
@@ -277,8 +327,7 @@ def check_hit_query(calls: list[Call], chain: tuple, batch_size: int) -> None:
             raise AssertionError("[CTL-1] hit query stopped after a fully hit slice")
 
 
-def check_prefetch_acks(operation: Any, page_size: int, batch_size: int,
-                        loaded_pages: Optional[tuple] = None) -> None:
+def check_prefetch_acks(operation: Any, page_size: int, batch_size: int, loaded_pages: Optional[tuple] = None) -> None:
     """CTL-5/CTL-6: one progress ack per slice of the agreed keys, non-decreasing, then exactly one final ack last.
 
     With ``loaded_pages`` (pages each read slice loaded), the acks must equal
@@ -311,12 +360,15 @@ def check_reads_stop(calls: list[Call]) -> None:
     """CTL-4: no KV read after a slice that loaded fewer pages than it asked for."""
     reads = [call for call in calls if call.method == "batch_get_v1"]
     for index, call in enumerate(reads[:-1]):
-        if not (isinstance(call.result, list) and len(call.result) == len(call.keys) and all(x is True for x in call.result)):
+        if not (
+            isinstance(call.result, list) and len(call.result) == len(call.keys) and all(x is True for x in call.result)
+        ):
             raise AssertionError(f"[CTL-4] read {index + 1} issued after short read {index}")
 
 
-def check_loaded_bytes(source: HostPagePool, source_slots: torch.Tensor, target: HostPagePool,
-                       target_slots: torch.Tensor, pages: int) -> None:
+def check_loaded_bytes(
+    source: HostPagePool, source_slots: torch.Tensor, target: HostPagePool, target_slots: torch.Tensor, pages: int
+) -> None:
     """The first ``pages`` pages at ``target_slots`` hold the bytes of those at ``source_slots``."""
     size = source.page_size
     if target_slots.numel() < pages * size:
@@ -363,8 +415,12 @@ def pool_hits(operation: Any) -> Optional[dict]:
 def check_backup(calls: list[Call], operation: Any, page_size: int, batch_size: int) -> None:
     """CTL-7: slices in order, stop at the first failed slice, completed tokens = successful slices' pages."""
     writes = [call for call in calls if call.method == "batch_set_v1"]
-    ok = [isinstance(call.result, list) and len(call.result) == len(call.keys)
-          and all(flag is True for flag in call.result) for call in writes]
+    ok = [
+        isinstance(call.result, list)
+        and len(call.result) == len(call.keys)
+        and all(flag is True for flag in call.result)
+        for call in writes
+    ]
     if False in ok and ok.index(False) != len(ok) - 1:
         raise AssertionError("[CTL-7] backup wrote on after a failed slice")
     slices = plan_batches(len(operation.keys), batch_size)
@@ -374,10 +430,15 @@ def check_backup(calls: list[Call], operation: Any, page_size: int, batch_size: 
             raise AssertionError(f"[CTL-7] backup write {index} is not slice {index}")
     if all(ok) and len(writes) < len(slices):
         raise AssertionError("[CTL-7] backup stopped without a failed slice")
-    good_pages = sum(len(call.keys) for call, good in zip(writes, ok) if good) if False not in ok else \
-        sum(len(call.keys) for call in writes[: ok.index(False)])
+    good_pages = (
+        sum(len(call.keys) for call, good in zip(writes, ok) if good)
+        if False not in ok
+        else sum(len(call.keys) for call in writes[: ok.index(False)])
+    )
     if operation.completed_tokens != good_pages * page_size:
-        raise AssertionError(f"[CTL-7] completed_tokens {operation.completed_tokens}, expected {good_pages * page_size}")
+        raise AssertionError(
+            f"[CTL-7] completed_tokens {operation.completed_tokens}, expected {good_pages * page_size}"
+        )
 
 
 def wait_all(*operations: Any, timeout: float = 20.0) -> None:
@@ -417,8 +478,9 @@ def check_confirmed(calls: list[Call], operation: Any, page_size: int) -> None:
         if run < len(call.keys):
             break
     if operation.loaded_tokens > confirmed * page_size:
-        raise AssertionError(f"[CTL-11] {operation.loaded_tokens} tokens counted, the backend confirmed "
-                             f"{confirmed} pages")
+        raise AssertionError(
+            f"[CTL-11] {operation.loaded_tokens} tokens counted, the backend confirmed {confirmed} pages"
+        )
 
 
 def check_revoked_without_io(calls: list[Call], operation: Any, threshold_tokens: int, page_size: int) -> None:
@@ -446,12 +508,14 @@ def check_sidecar_all_or_nothing(calls: list[Call], operation: Any) -> None:
     hits = pool_hits(operation)
     if hits is None:
         return
-    sidecar_reads = [call for call in calls if call.method == "batch_get_v2"
-                     and any(name in hits for name, _, _ in call.transfers)]
+    sidecar_reads = [
+        call for call in calls if call.method == "batch_get_v2" and any(name in hits for name, _, _ in call.transfers)
+    ]
     for call in sidecar_reads:
         result = call.result if isinstance(call.result, dict) else {}
         complete = all(
-            isinstance(result.get(name), list) and len(result[name]) == len(keys)
+            isinstance(result.get(name), list)
+            and len(result[name]) == len(keys)
             and all(flag is True for flag in result[name])
             for name, keys, _ in call.transfers
         )
@@ -464,7 +528,10 @@ def check_backup_order(calls: list[Call]) -> None:
     methods = [call.method for call in calls if call.method in ("batch_set_v1", "batch_set_v2")]
     if "batch_set_v2" not in methods:
         raise AssertionError("[HYB-5] no sidecar write")
-    if "batch_set_v1" in methods and methods.index("batch_set_v1") < len(methods) - methods[::-1].index("batch_set_v2") - 1:
+    if (
+        "batch_set_v1" in methods
+        and methods.index("batch_set_v1") < len(methods) - methods[::-1].index("batch_set_v2") - 1
+    ):
         raise AssertionError(f"[HYB-5] KV written before the sidecars: {methods}")
 
 
@@ -484,9 +551,17 @@ def check_ranks_in_step(operations: list[Any], counts: list[Any]) -> None:
         raise AssertionError(f"[RANK-1] collective counts differ across ranks: {counts}")
     if any(operation.hit_pages != operations[0].hit_pages for operation in operations):
         raise AssertionError("[RANK-1] ranks disagree on the hit")
+
     def shape(operation: Any) -> list:
-        return [(ack.kind, getattr(ack, "slice_index", None), getattr(ack, "tokens", None),
-                 dict(getattr(ack, "pool_hits", {}))) for ack in operation.acks]
+        return [
+            (
+                ack.kind,
+                getattr(ack, "slice_index", None),
+                getattr(ack, "tokens", None),
+                dict(getattr(ack, "pool_hits", {})),
+            )
+            for ack in operation.acks
+        ]
 
     if any(shape(operation) != shape(operations[0]) for operation in operations):
         raise AssertionError("[RANK-3] ranks emitted different acks")

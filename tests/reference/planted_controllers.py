@@ -40,10 +40,12 @@ class PrefixMutatedInPlace(CacheController):
     """PFX-5: one list per operation, extended in place with ``+=`` after each call."""
 
     def _extra_info_for_slice(self, operation, start):
-        shared = operation.__dict__.setdefault("_shared_prefix", SimpleNamespace(
-            prefix_keys=list(operation.base_info.prefix_keys or ()), extra_info=None, start=0))
+        shared = operation.__dict__.setdefault(
+            "_shared_prefix",
+            SimpleNamespace(prefix_keys=list(operation.base_info.prefix_keys or ()), extra_info=None, start=0),
+        )
         if shared.prefix_keys is not None:
-            shared.prefix_keys += list(operation.keys[shared.start:start])
+            shared.prefix_keys += list(operation.keys[shared.start : start])
         shared.start = start
         return shared
 
@@ -144,7 +146,7 @@ class CountsFailedSlice(CacheController):
 
     def _write_slice(self, operation, slice_index, start, end):
         keys = list(operation.keys[start:end])
-        slots = operation.host_indices[start * self.page_size: end * self.page_size]
+        slots = operation.host_indices[start * self.page_size : end * self.page_size]
         outcome = self.caller.call("batch_set_v1", keys, slots, self._extra_info_for_slice(operation, start))
         return outcome.returned
 
@@ -168,7 +170,7 @@ class DerivedNotRead(CacheController):
 
     def _read_slice(self, operation, slice_index, start, end):
         keys = list(operation.keys[start:end])
-        slots = operation.host_indices[start * self.page_size: end * self.page_size]
+        slots = operation.host_indices[start * self.page_size : end * self.page_size]
         return self._read_kv_slice(operation, keys, slots, self._extra_info_for_slice(operation, start))
 
 
@@ -216,5 +218,8 @@ class NoAckAgreement(CacheController):
         return tokens
 
 
-__all__ = [name for name, value in dict(globals()).items()
-           if isinstance(value, type) and issubclass(value, CacheController) and value is not CacheController]
+__all__ = [
+    name
+    for name, value in dict(globals()).items()
+    if isinstance(value, type) and issubclass(value, CacheController) and value is not CacheController
+]

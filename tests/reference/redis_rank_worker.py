@@ -47,13 +47,27 @@ BACKENDS = {"RedisBackend": RedisBackend, "ReplicatedKvNotShared": ReplicatedKvN
 def run_scenario(rank: int, group: TorchDistributedRankGroup, spec: dict, scenario: dict) -> dict:
     replicated = scenario["replicated"]
     config = HiCacheStorageConfig(
-        tp_rank=rank, tp_size=2, pp_rank=0, pp_size=1, attn_cp_rank=0, attn_cp_size=1,
-        is_mla_model=replicated, enable_storage_metrics=True, is_page_first_layout=False,
+        tp_rank=rank,
+        tp_size=2,
+        pp_rank=0,
+        pp_size=1,
+        attn_cp_rank=0,
+        attn_cp_size=1,
+        is_mla_model=replicated,
+        enable_storage_metrics=True,
+        is_page_first_layout=False,
         model_name=f"{spec['model_name']}-{scenario['name']}",
     )
     backend = BACKENDS[spec["backend"]](config, spec["extra"])
-    pool = HostPagePool(page_count=2 * PAGES, page_size=PAGE_SIZE, layer_num=2, head_num=1, head_dim=8,
-                        kind="mla" if replicated else "mha", pin_memory=False)
+    pool = HostPagePool(
+        page_count=2 * PAGES,
+        page_size=PAGE_SIZE,
+        layer_num=2,
+        head_num=1,
+        head_dim=8,
+        kind="mla" if replicated else "mha",
+        pin_memory=False,
+    )
     seed = 11 if replicated else 11 + rank  # replicated KV: the same bytes on every rank
     pool.kv_buffer.copy_(torch.randn(pool.kv_buffer.shape, generator=torch.Generator().manual_seed(seed)))
     slots = pool.alloc(PAGES)
@@ -95,8 +109,9 @@ def run_scenario(rank: int, group: TorchDistributedRankGroup, spec: dict, scenar
 def main() -> None:
     rank, port = int(sys.argv[1]), int(sys.argv[2])
     spec = json.loads(sys.argv[3])
-    distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
-                                   timeout=timedelta(seconds=30))
+    distributed.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2, timeout=timedelta(seconds=30)
+    )
     try:
         group = TorchDistributedRankGroup(timeout=timedelta(seconds=30))
         for scenario in spec["scenarios"]:

@@ -53,8 +53,9 @@ def round_trip(pages: int, prefix_mode: str, *, threshold: int = 0):
     with CacheController(writer, source_pool, storage_config=config(), pass_prefix_keys=flag) as controller:
         backup = controller.backup(chain, slots, prefix_keys=operation_prefix)
         wait_all(backup)
-    with CacheController(reader, target_pool, storage_config=config(), pass_prefix_keys=flag,
-                         prefetch_threshold=threshold) as controller:
+    with CacheController(
+        reader, target_pool, storage_config=config(), pass_prefix_keys=flag, prefetch_threshold=threshold
+    ) as controller:
         operation = controller.prefetch(tokens, prior_key=prior_key, prefix_keys=operation_prefix)
         wait_all(operation)
     return chain, operation_prefix, source_pool, slots, target_pool, writer, reader, backup, operation
@@ -73,9 +74,12 @@ def test_round_trip_bytes_prefixes_and_acks(pages, prefix_mode, threads_before):
         check_prefixes(recorded, chain, prefix)
         check_slices(recorded, chain, STORAGE_BATCH_SIZE)
     check_hit_query(reader.calls, chain, STORAGE_BATCH_SIZE)
-    check_prefetch_acks(operation, PAGE_SIZE, STORAGE_BATCH_SIZE,
-                        loaded_pages=tuple(end - start for start, end in
-                                           [(s, min(s + 128, pages)) for s in range(0, pages, 128)]))
+    check_prefetch_acks(
+        operation,
+        PAGE_SIZE,
+        STORAGE_BATCH_SIZE,
+        loaded_pages=tuple(end - start for start, end in [(s, min(s + 128, pages)) for s in range(0, pages, 128)]),
+    )
     assert operation.final_ack == FinalAck(operation_id=operation.operation_id, tokens=pages * PAGE_SIZE)
     check_frees(target, operation.loaded_host_indices)
 
@@ -142,8 +146,10 @@ def test_hit_query_is_one_unsliced_call_over_the_whole_chain(stored):
 
 
 @pytest.mark.clause("CTL-3")
-@pytest.mark.parametrize("pages, threshold, queried",
-                         [(3, 4 * PAGE_SIZE, False), (4, 4 * PAGE_SIZE, True), (1, 0, True), (1, 1, True), (0, 0, False)])
+@pytest.mark.parametrize(
+    "pages, threshold, queried",
+    [(3, 4 * PAGE_SIZE, False), (4, 4 * PAGE_SIZE, True), (1, 0, True), (1, 1, True), (0, 0, False)],
+)
 def test_a_span_below_the_threshold_is_declined_before_any_query(pages, threshold, queried):
     """The effective threshold is max(prefetch_threshold, page_size); a shorter span gets no hit query."""
     pool = make_pool()
@@ -157,8 +163,9 @@ def test_a_span_below_the_threshold_is_declined_before_any_query(pages, threshol
 
 
 @pytest.mark.clause("CTL-3", "CTL-6", "CTL-12")
-@pytest.mark.parametrize("pages,threshold,revoked", [(127, 256, True), (128, 256, False), (129, 256, False),
-                                                     (0, 0, True), (1, 0, False)])
+@pytest.mark.parametrize(
+    "pages,threshold,revoked", [(127, 256, True), (128, 256, False), (129, 256, False), (0, 0, True), (1, 0, False)]
+)
 def test_threshold_revokes_before_any_io(pages, threshold, revoked):
     keys = keys_for(200)
     pool = make_pool()
@@ -187,7 +194,7 @@ def test_short_host_memory_revokes():
     backend.register_mem_pool_host(pool)
     slots = pool.alloc(150)
     backend.batch_set_v1(list(keys[:128]), slots[: 128 * PAGE_SIZE])
-    backend.batch_set_v1(list(keys[128:]), slots[128 * PAGE_SIZE:])
+    backend.batch_set_v1(list(keys[128:]), slots[128 * PAGE_SIZE :])
     pool.free(slots)
     pool.alloc_short = True
     recorder = RecordingBackend(backend)
@@ -196,8 +203,7 @@ def test_short_host_memory_revokes():
         wait_all(operation)
     assert operation.local_hit_pages == 150 and operation.hit_pages == 0 and operation.revoked
     assert not recorder.calls_of("batch_get_v1")
-    assert operation.acks == (FinalAck(operation_id=operation.operation_id, tokens=0,
-                                       error="revoked: miss"),)
+    assert operation.acks == (FinalAck(operation_id=operation.operation_id, tokens=0, error="revoked: miss"),)
     check_frees(pool, operation.loaded_host_indices)
 
 
@@ -274,8 +280,9 @@ def test_unknown_policy_is_rejected():
     with CacheController(memory_backend(), make_pool()) as controller:
         with pytest.raises(ContractViolation) as error:
             controller.prefetch(keys=keys_for(1), policy="eager")
-    assert str(error.value) == ("CacheController.prefetch.policy: must be one of best_effort, wait_complete, "
-                                "timeout (got 'eager') [CTL-9]")
+    assert str(error.value) == (
+        "CacheController.prefetch.policy: must be one of best_effort, wait_complete, timeout (got 'eager') [CTL-9]"
+    )
 
 
 @pytest.mark.clause("KEY-2")
@@ -292,7 +299,9 @@ def test_bad_keys_and_slots_are_rejected_and_nothing_is_written():
         assert str(error.value).startswith("CacheController.backup.host_indices: must hold key_count * page_size")
         with pytest.raises(ContractViolation) as error:
             controller.prefetch([1, -1, 2, 3])
-        assert str(error.value) == "CacheController.prefetch.token_ids[1]: must be an int in [0, 2**32) (got -1) [KEY-1]"
+        assert (
+            str(error.value) == "CacheController.prefetch.token_ids[1]: must be an int in [0, 2**32) (got -1) [KEY-1]"
+        )
         with pytest.raises(ContractViolation):
             controller.prefetch([1, 2], keys=keys_for(1))
     assert recorder.calls == []

@@ -44,8 +44,9 @@ class AnsweringBackend(RecordingBackend):
 class VectorCountingGroup:
     """Wraps a rank group; counts collectives (scalar and vector) per channel and keeps the vectors sent."""
 
-    def __init__(self, inner: Any, name: str = "root", counts: Optional[Counter] = None,
-                 vectors: Optional[list] = None) -> None:
+    def __init__(
+        self, inner: Any, name: str = "root", counts: Optional[Counter] = None, vectors: Optional[list] = None
+    ) -> None:
         self.inner = inner
         self.name = name
         self.counts = counts if counts is not None else Counter()
@@ -85,9 +86,14 @@ def run_two_ranks(answers, controller_class=CacheController, trailing: bool = Tr
     operations: list = [None, None]
     wrapped = [VectorCountingGroup(group) for group in groups]
     controllers = [
-        controller_class(AnsweringBackend(memory_backend(tp_rank=rank, tp_size=2), answers[rank]), make_pool(),
-                         storage_config=config(tp_rank=rank, tp_size=2), sidecar_pools=sidecars(trailing),
-                         rank_group=wrapped[rank], prefetch_threshold=0)
+        controller_class(
+            AnsweringBackend(memory_backend(tp_rank=rank, tp_size=2), answers[rank]),
+            make_pool(),
+            storage_config=config(tp_rank=rank, tp_size=2),
+            sidecar_pools=sidecars(trailing),
+            rank_group=wrapped[rank],
+            prefetch_threshold=0,
+        )
         for rank in range(2)
     ]
 
@@ -108,8 +114,11 @@ def run_two_ranks(answers, controller_class=CacheController, trailing: bool = Tr
 
 def answer(hit: int, restorable: Optional[tuple], **pools: int) -> PoolTransferResult:
     entries = {"kv": hit, **pools} if hit else {}  # zero-hit pools are left out (BE-21)
-    return PoolTransferResult(kv_hit_pages=hit, extra_pool_hit_pages=entries,
-                              restorable_prefix_pages=None if restorable is None else list(restorable))
+    return PoolTransferResult(
+        kv_hit_pages=hit,
+        extra_pool_hit_pages=entries,
+        restorable_prefix_pages=None if restorable is None else list(restorable),
+    )
 
 
 class MinOfMaximaAgreement(CacheController):
@@ -120,13 +129,16 @@ class MinOfMaximaAgreement(CacheController):
 
 
 @pytest.mark.clause("RANK-6", "BE-26")
-@pytest.mark.parametrize("answers, agreed", [
-    # Rank 0 restores 2, 4 and 6; rank 1 restores 2, 4 and 5: MIN of the maxima (5) is not restorable on rank 0.
-    ((answer(6, (2, 4, 6), swa=6), answer(5, (2, 4, 5), swa=5)), 4),
-    ((answer(6, (1, 2, 3, 4, 5, 6)), answer(6, None)), 6),  # no set reported: 1..hit
-    ((answer(6, (6,)), answer(6, (5,))), 0),  # nothing in common but the empty prefix
-    ((answer(0, ()), answer(6, (6,))), 0),
-])
+@pytest.mark.parametrize(
+    "answers, agreed",
+    [
+        # Rank 0 restores 2, 4 and 6; rank 1 restores 2, 4 and 5: MIN of the maxima (5) is not restorable on rank 0.
+        ((answer(6, (2, 4, 6), swa=6), answer(5, (2, 4, 5), swa=5)), 4),
+        ((answer(6, (1, 2, 3, 4, 5, 6)), answer(6, None)), 6),  # no set reported: 1..hit
+        ((answer(6, (6,)), answer(6, (5,))), 0),  # nothing in common but the empty prefix
+        ((answer(0, ()), answer(6, (6,))), 0),
+    ],
+)
 def test_ranks_agree_on_the_largest_length_every_rank_can_restore(answers, agreed):
     operations, _ = run_two_ranks(answers)
     assert [operation.hit_pages for operation in operations] == [agreed, agreed]
@@ -147,7 +159,7 @@ def test_the_agreement_is_one_packed_vector_with_each_pools_own_boundary():
     operations, groups = run_two_ranks(answers, trailing=False)
     for operation, group in zip(operations, groups):
         assert group.counts["hit_query"] == 1  # RANK-1: exactly once, RANK-5: one collective
-        (name, vector), = [item for item in group.vectors if item[0] == "hit_query"]
+        ((name, vector),) = [item for item in group.vectors if item[0] == "hit_query"]
         assert len(vector) == 1 + 1  # the hit, then the indexer's boundary (no SWA pool here)
         assert operation.agreed_pool_hits == {"indexer": 4}
         assert operation.hit_pages == 6
@@ -158,7 +170,7 @@ def test_a_pool_any_rank_left_out_has_no_agreed_verdict():
     answers = (answer(6, (2, 4, 6), swa=6, indexer=6), answer(6, (2, 4, 6), indexer=6))
     operations, groups = run_two_ranks(answers)
     for operation, group in zip(operations, groups):
-        (_, vector), = [item for item in group.vectors if item[0] == "hit_query"]
+        ((_, vector),) = [item for item in group.vectors if item[0] == "hit_query"]
         assert len(vector) == PAGES + 1 + 2  # RANK-6 flags for 0..8 pages, then indexer and swa
         assert operation.agreed_pool_hits == {"indexer": 6}  # swa: rank 1 gave no verdict
 
@@ -174,9 +186,13 @@ def replicated_backup(transfers_for, failing=None):
         recorder = RecordingBackend(memory_backend(store=store, tp_rank=rank, tp_size=2, is_mla_model=True), faults)
         mamba, swa = make_pool(), make_pool()
         controller = CacheController(
-            recorder, make_pool(), storage_config=config(tp_rank=rank, tp_size=2, is_mla_model=True),
+            recorder,
+            make_pool(),
+            storage_config=config(tp_rank=rank, tp_size=2, is_mla_model=True),
             sidecar_pools=[SidecarPool(PoolName.MAMBA, mamba), SidecarPool(PoolName.SWA, swa)],
-            rank_group=groups[rank], prefetch_threshold=0)
+            rank_group=groups[rank],
+            prefetch_threshold=0,
+        )
         recorders.append(recorder)
         controllers.append(controller)
         pools.append((mamba, swa))
@@ -184,8 +200,9 @@ def replicated_backup(transfers_for, failing=None):
 
     def run(rank: int) -> None:
         controller = controllers[rank]
-        backups[rank] = controller.backup(KEYS, controller.host_pool.alloc(PAGES),
-                                          sidecar_transfers=transfers_for(*pools[rank]))
+        backups[rank] = controller.backup(
+            KEYS, controller.host_pool.alloc(PAGES), sidecar_transfers=transfers_for(*pools[rank])
+        )
         wait_all(backups[rank])
 
     threads = [threading.Thread(target=run, args=(rank,)) for rank in range(2)]
@@ -200,10 +217,14 @@ def replicated_backup(transfers_for, failing=None):
 
 
 def mamba_and_swa(mamba, swa):
-    return [PoolTransfer(name=PoolName.MAMBA, keys=KEYS[-1:], host_indices=mamba.alloc(1),
-                         hit_policy=PoolHitPolicy.TRAILING_PAGES),
-            PoolTransfer(name=PoolName.SWA, keys=KEYS[-2:], host_indices=swa.alloc(2),
-                         hit_policy=PoolHitPolicy.TRAILING_PAGES)]
+    return [
+        PoolTransfer(
+            name=PoolName.MAMBA, keys=KEYS[-1:], host_indices=mamba.alloc(1), hit_policy=PoolHitPolicy.TRAILING_PAGES
+        ),
+        PoolTransfer(
+            name=PoolName.SWA, keys=KEYS[-2:], host_indices=swa.alloc(2), hit_policy=PoolHitPolicy.TRAILING_PAGES
+        ),
+    ]
 
 
 @pytest.mark.clause("CTL-8", "CTL-15")

@@ -48,7 +48,7 @@ def stored_backend():
     slots = source.alloc(PAGES)
     for start in range(0, PAGES, STORAGE_BATCH_SIZE):
         end = min(start + STORAGE_BATCH_SIZE, PAGES)
-        assert all(backend.batch_set_v1(list(KEYS[start:end]), slots[start * PAGE_SIZE: end * PAGE_SIZE]))
+        assert all(backend.batch_set_v1(list(KEYS[start:end]), slots[start * PAGE_SIZE : end * PAGE_SIZE]))
     return backend, source, slots
 
 
@@ -138,7 +138,8 @@ def test_hung_read_is_abandoned_and_its_pages_freed_only_after_it_returns(thread
         return run()  # a late read still writes its host slots: they must not have been reused
 
     controller, recorder, pool, operation, source, source_slots = prefetch_with(
-        {"batch_get_v1": on_call(1, hang)}, call_deadline=0.3)
+        {"batch_get_v1": on_call(1, hang)}, call_deadline=0.3
+    )
     wait_all(operation)
     check_prefetch_acks(operation, PAGE_SIZE, STORAGE_BATCH_SIZE, loaded_pages=(128, 0))
     assert operation.final_ack.error == "batch_get_v1 missed its deadline of 0.3 s"
@@ -156,7 +157,8 @@ def test_hung_read_is_abandoned_and_its_pages_freed_only_after_it_returns(thread
 def test_hung_hit_query_is_a_miss(threads_before):
     release = threading.Event()
     controller, recorder, pool, operation, *_ = prefetch_with(
-        {"batch_exists": on_call(0, lambda call, run: release.wait(30) and run())}, call_deadline=0.2)
+        {"batch_exists": on_call(0, lambda call, run: release.wait(30) and run())}, call_deadline=0.2
+    )
     wait_all(operation)
     assert operation.revoked and operation.hit_pages == 0
     release.set()
@@ -196,7 +198,9 @@ def test_backup_fault_stops_at_the_failed_slice(name, threads_before):
 def test_hung_backup_write_counts_as_failed(threads_before):
     release = threading.Event()
     pool = make_pool()
-    recorder = RecordingBackend(memory_backend(), {"batch_set_v1": on_call(1, lambda c, run: release.wait(30) and run())})
+    recorder = RecordingBackend(
+        memory_backend(), {"batch_set_v1": on_call(1, lambda c, run: release.wait(30) and run())}
+    )
     with CacheController(recorder, pool, call_deadline=0.2) as controller:
         backup = controller.backup(KEYS, pool.alloc(PAGES))
         wait_all(backup)

@@ -74,10 +74,15 @@ def backup_node(pools: Pools, recorder: RecordingBackend, prefix=None):
     """Back up STORED pages with indexer and the SWA window of the last WINDOW pages."""
     kv_slots = pools.kv.alloc(STORED)
     swa_slots = pools.swa.alloc(WINDOW)
-    swa = PoolTransfer(name=PoolName.SWA, keys=KEYS[STORED - WINDOW: STORED], host_indices=swa_slots,
-                       hit_policy=PoolHitPolicy.TRAILING_PAGES)
-    with CacheController(recorder, pools.kv, sidecar_pools=pools.sidecars(),
-                         pass_prefix_keys=prefix is not None) as controller:
+    swa = PoolTransfer(
+        name=PoolName.SWA,
+        keys=KEYS[STORED - WINDOW : STORED],
+        host_indices=swa_slots,
+        hit_policy=PoolHitPolicy.TRAILING_PAGES,
+    )
+    with CacheController(
+        recorder, pools.kv, sidecar_pools=pools.sidecars(), pass_prefix_keys=prefix is not None
+    ) as controller:
         backup = controller.backup(KEYS[:STORED], kv_slots, prefix_keys=prefix, sidecar_transfers=[swa])
         wait_all(backup)
     return backup, kv_slots, swa_slots
@@ -86,8 +91,9 @@ def backup_node(pools: Pools, recorder: RecordingBackend, prefix=None):
 def prefetch_node(store, faults=None, prefix=None):
     pools = Pools()
     recorder = RecordingBackend(memory_backend(store=store), faults)
-    with CacheController(recorder, pools.kv, sidecar_pools=pools.sidecars(), prefetch_threshold=0,
-                         pass_prefix_keys=prefix is not None) as controller:
+    with CacheController(
+        recorder, pools.kv, sidecar_pools=pools.sidecars(), prefetch_threshold=0, pass_prefix_keys=prefix is not None
+    ) as controller:
         operation = controller.prefetch(keys=KEYS, prefix_keys=prefix)
         wait_all(operation)
     return pools, recorder, operation
@@ -111,9 +117,9 @@ def test_backup_writes_sidecars_first_then_kv(stored):
     assert methods == ["batch_set_v2", "batch_set_v2", "batch_set_v1", "batch_set_v1"]
     indexer, swa = recorder.calls_of("batch_set_v2")
     assert [(name, keys) for name, keys, _ in indexer.transfers] == [("indexer", KEYS[:STORED])]  # unsliced
-    assert [(name, keys) for name, keys, _ in swa.transfers] == [("swa", KEYS[STORED - WINDOW: STORED])]
+    assert [(name, keys) for name, keys, _ in swa.transfers] == [("swa", KEYS[STORED - WINDOW : STORED])]
     assert indexer.prefix_at_call == ANCHOR  # PFX-9: covers no span key before its first
-    assert swa.prefix_at_call == ANCHOR + KEYS[:STORED - WINDOW]  # PFX-9: the prefix joins the window's keys
+    assert swa.prefix_at_call == ANCHOR + KEYS[: STORED - WINDOW]  # PFX-9: the prefix joins the window's keys
     check_prefixes(recorder.calls, KEYS, ANCHOR)
 
 
@@ -131,8 +137,8 @@ def test_prefetch_round_trip_of_every_pool(stored):
     assert pool_hits(operation) == {"swa": STORED}
     sidecar_read = [call for call in recorder.calls_of("batch_get_v2") if call.transfers[0][0] == "swa"]
     assert len(sidecar_read) == 1
-    assert sidecar_read[0].transfers[0][1] == KEYS[STORED - WINDOW: STORED]  # HYB-3: ends at the agreed hit
-    assert sidecar_read[0].prefix_at_call == ANCHOR + KEYS[:STORED - WINDOW]  # PFX-9: joins the window
+    assert sidecar_read[0].transfers[0][1] == KEYS[STORED - WINDOW : STORED]  # HYB-3: ends at the agreed hit
+    assert sidecar_read[0].prefix_at_call == ANCHOR + KEYS[: STORED - WINDOW]  # PFX-9: joins the window
     loaded = operation.loaded_host_indices
     check_loaded_bytes(source.kv, kv_slots, pools.kv, loaded, STORED)
     check_loaded_bytes(source.indexer, kv_slots, pools.indexer, loaded, STORED)
@@ -160,13 +166,16 @@ def test_short_derived_read_skips_the_sidecar_read():
 
 
 @pytest.mark.clause("HYB-4", "CTL-12", "CTL-6")
-@pytest.mark.parametrize("result", [
-    {},
-    {"swa": [True] * (WINDOW - 1) + [False]},
-    {"swa": [True] * (WINDOW + 1)},
-    {"indexer": [True] * WINDOW},
-    None,
-])
+@pytest.mark.parametrize(
+    "result",
+    [
+        {},
+        {"swa": [True] * (WINDOW - 1) + [False]},
+        {"swa": [True] * (WINDOW + 1)},
+        {"indexer": [True] * WINDOW},
+        None,
+    ],
+)
 def test_sidecar_read_is_all_or_nothing(result):
     pools = Pools()
     recorder = RecordingBackend(memory_backend())
@@ -183,8 +192,10 @@ def test_sidecar_read_is_all_or_nothing(result):
 @pytest.mark.clause("HYB-5", "CTL-7")
 def test_failed_sidecar_write_writes_no_kv():
     pools = Pools()
-    recorder = RecordingBackend(memory_backend(), {"batch_set_v2": on_call(
-        0, lambda call, run: {**run(), "swa": [True] * (WINDOW - 1) + [False]})})
+    recorder = RecordingBackend(
+        memory_backend(),
+        {"batch_set_v2": on_call(0, lambda call, run: {**run(), "swa": [True] * (WINDOW - 1) + [False]})},
+    )
     backup, _, _ = backup_node(pools, recorder)
     assert backup.completed_tokens == 0 and backup.error == "sidecar write failed"
     assert recorder.calls_of("batch_set_v1") == []
@@ -212,8 +223,9 @@ def test_sidecar_pool_settings_are_checked():
         SidecarPool(PoolName.SWA, kv, hit_policy="trailing_pages", window_pages=0)
     small = CountingHostPool(4, PAGE_SIZE, 1, 1, 2, kind="mla", pin_memory=False)
     with pytest.raises(ValueError, match=r"CacheController.sidecar_pools\[0\].host_pool.size"):
-        CacheController(memory_backend(), kv, sidecar_pools=[SidecarPool("indexer", small, kv_derived=True)],
-                        start=False)
+        CacheController(
+            memory_backend(), kv, sidecar_pools=[SidecarPool("indexer", small, kv_derived=True)], start=False
+        )
     assert torch.equal(kv.kv_buffer, torch.zeros_like(kv.kv_buffer))
 
 
@@ -239,8 +251,9 @@ class LongPools:
     def sidecars(self) -> list:
         pools = [SidecarPool(PoolName.MAMBA, self.mamba)]
         if self.trailing:
-            pools.append(SidecarPool(PoolName.SWA, self.swa, hit_policy=PoolHitPolicy.TRAILING_PAGES,
-                                     window_pages=LONG_WINDOW))
+            pools.append(
+                SidecarPool(PoolName.SWA, self.swa, hit_policy=PoolHitPolicy.TRAILING_PAGES, window_pages=LONG_WINDOW)
+            )
         return pools
 
     def windows(self, hit: int) -> dict:
@@ -263,8 +276,14 @@ def store_long_prefix(stored: int = LONG_STORED, trailing: bool = True):
     if trailing:
         start = max(0, stored - LONG_WINDOW)
         swa_slots = pools.swa.alloc(stored - start)
-        transfers.append(PoolTransfer(name=PoolName.SWA, keys=LONG_KEYS[start:stored], host_indices=swa_slots,
-                                      hit_policy=PoolHitPolicy.TRAILING_PAGES))
+        transfers.append(
+            PoolTransfer(
+                name=PoolName.SWA,
+                keys=LONG_KEYS[start:stored],
+                host_indices=swa_slots,
+                hit_policy=PoolHitPolicy.TRAILING_PAGES,
+            )
+        )
     with CacheController(backend, pools.kv, sidecar_pools=pools.sidecars()) as controller:
         backup = controller.backup(LONG_KEYS[:stored], kv_slots, sidecar_transfers=transfers)
         wait_all(backup)
@@ -276,8 +295,9 @@ def prefetch_long_prefix(store, controller_class=CacheController, trailing: bool
     """Prefetch the whole long chain through the engine suite's recorder (prefix: ANCHOR)."""
     pools = LongPools(trailing)
     recorder = EngineRecorder(RecordingBackend(memory_backend(store=store), faults))
-    with controller_class(recorder, pools.kv, sidecar_pools=pools.sidecars(), prefetch_threshold=0,
-                          pass_prefix_keys=True) as controller:
+    with controller_class(
+        recorder, pools.kv, sidecar_pools=pools.sidecars(), prefetch_threshold=0, pass_prefix_keys=True
+    ) as controller:
         operation = controller.prefetch(keys=LONG_KEYS, prefix_keys=ANCHOR)
         wait_all(operation)
     return pools, recorder, operation
@@ -285,8 +305,11 @@ def prefetch_long_prefix(store, controller_class=CacheController, trailing: bool
 
 def sidecar_reads(recorder) -> list:
     """The recorded batch_get_v2 calls with no KV-derived transfer: the reads of the pools with their own slots."""
-    return [call for call in recorder.calls if call.method == "batch_get_v2"
-            and not any(transfer.indices_from_pool == "kv" for transfer in call.transfers)]
+    return [
+        call
+        for call in recorder.calls
+        if call.method == "batch_get_v2" and not any(transfer.indices_from_pool == "kv" for transfer in call.transfers)
+    ]
 
 
 def check_sidecar_read_in_groups(recorder, operation, windows: dict) -> None:
@@ -302,29 +325,41 @@ def check_sidecar_read_in_groups(recorder, operation, windows: dict) -> None:
     assert reads, "[HYB-2] the other sidecars were not read although KV completed"
     last_kv = max(call.index for call in recorder.calls if call.method == "batch_get_v1")
     assert min(call.index for call in reads) > last_kv, "[HYB-2] a sidecar read came before the last KV read"
-    assert [call.index for call in reads] == list(range(reads[0].index, reads[0].index + len(reads))), \
+    assert [call.index for call in reads] == list(range(reads[0].index, reads[0].index + len(reads))), (
         "[HYB-2] the sidecar read is not one run of calls"
+    )
     groups = {start for start, _ in windows.values()}
-    assert len(reads) == len(groups), f"[HYB-2] {len(reads)} sidecar read calls for {len(groups)} trailing-length groups"
+    assert len(reads) == len(groups), (
+        f"[HYB-2] {len(reads)} sidecar read calls for {len(groups)} trailing-length groups"
+    )
     for number, call in enumerate(reads):
         starts = {windows[transfer.name][0] for transfer in call.transfers}
         assert len(starts) == 1, f"[PFX-9] sidecar read {number} mixes windows starting at pages {sorted(starts)}"
         (start,) = starts
-        assert call.prefix_keys == ANCHOR + operation.keys[:start], \
+        assert call.prefix_keys == ANCHOR + operation.keys[:start], (
             f"[PFX-9] sidecar read {number} carries a prefix that does not join its keys (page {start})"
+        )
     for name, (start, end) in windows.items():
         parts = [transfer for call in reads for transfer in call.transfers if transfer.name == name]
         assert len(parts) == 1, f"[CTL-2] {name} was read in {len(parts)} parts; sidecar reads are not sliced"
         assert parts[0].keys == operation.keys[start:end], f"[HYB-3] {name} read other pages than [{start}, {end})"
-        slots = next(transfer.host_indices for call in reads for transfer in call.args[0] if transfer.name.value == name)
-        assert torch.equal(slots, operation.pool_host_indices[name]), \
+        slots = next(
+            transfer.host_indices for call in reads for transfer in call.args[0] if transfer.name.value == name
+        )
+        assert torch.equal(slots, operation.pool_host_indices[name]), (
             f"[HYB-2] {name} was not read into the slots the operation hands over"
+        )
 
 
 def checked_by_the_trace_checker(recorder, operation) -> Any:
     """Run the engine suite's checker on the prefetch; return its report after our own checks agreed."""
-    return check_trace(recorder.calls, chain=LONG_KEYS, prefix_keys=operation.base_info.prefix_keys,
-                       acks=operation.acks, page_size=PAGE_SIZE)
+    return check_trace(
+        recorder.calls,
+        chain=LONG_KEYS,
+        prefix_keys=operation.base_info.prefix_keys,
+        acks=operation.acks,
+        page_size=PAGE_SIZE,
+    )
 
 
 @pytest.mark.clause("CTL-2", "HYB-2", "HYB-3", "PFX-9")
@@ -342,16 +377,13 @@ def test_sidecar_read_longer_than_a_slice_is_one_call_per_group(trailing):
     assert report.ok, report.format_table(statements=True)
     loaded = operation.loaded_host_indices
     check_loaded_bytes(source.kv, source_slots["kv"], pools.kv, loaded, stored)
-    check_loaded_bytes(source.mamba, source_slots["mamba"], pools.mamba, operation.pool_host_indices["mamba"],
-                       stored)
+    check_loaded_bytes(source.mamba, source_slots["mamba"], pools.mamba, operation.pool_host_indices["mamba"], stored)
     if trailing:
-        check_loaded_bytes(source.swa, source_slots["swa"], pools.swa, operation.pool_host_indices["swa"],
-                           LONG_WINDOW)
+        check_loaded_bytes(source.swa, source_slots["swa"], pools.swa, operation.pool_host_indices["swa"], LONG_WINDOW)
     check_frees(pools.mamba, operation.pool_host_indices["mamba"])
 
 
-def check_a_failed_part_fails_the_read(controller_class=CacheController, failing_call: int = 1,
-                                       result=None) -> None:
+def check_a_failed_part_fails_the_read(controller_class=CacheController, failing_call: int = 1, result=None) -> None:
     """HYB-4, CTL-12: one failed group call of a sidecar read fails every pool, stops the read, frees the slots."""
     store, _, _ = store_long_prefix()
     faults = {"batch_get_v2": on_call(failing_call, returning(result))}  # the only v2 reads are the sidecar groups
@@ -365,12 +397,16 @@ def check_a_failed_part_fails_the_read(controller_class=CacheController, failing
 
 
 @pytest.mark.clause("HYB-4", "CTL-12", "CTL-6")
-@pytest.mark.parametrize("failing_call, result", [
-    (0, {}),
-    (1, {"swa": [True] * (LONG_WINDOW - 1) + [False]}),
-    (1, {"mamba": [True] * LONG_STORED}),
-    (1, None),
-], ids=["first-part-empty", "a-false-page", "a-pool-missing", "none"])
+@pytest.mark.parametrize(
+    "failing_call, result",
+    [
+        (0, {}),
+        (1, {"swa": [True] * (LONG_WINDOW - 1) + [False]}),
+        (1, {"mamba": [True] * LONG_STORED}),
+        (1, None),
+    ],
+    ids=["first-part-empty", "a-false-page", "a-pool-missing", "none"],
+)
 def test_a_failed_part_fails_the_whole_sidecar_read(failing_call, result):
     check_a_failed_part_fails_the_read(failing_call=failing_call, result=result)
 
@@ -380,8 +416,9 @@ class OneSidecarReadController(CacheController):
     """PFX-9, HYB-2: every pool in one batch_get_v2 with the operation-level prefix, whatever its window."""
 
     def _read_sidecar_parts(self, operation, transfers):
-        outcome = self.caller.call("batch_get_v2", transfers, self._extra_info_for_slice(operation, 0),
-                                   quiescence=operation.quiescence)
+        outcome = self.caller.call(
+            "batch_get_v2", transfers, self._extra_info_for_slice(operation, 0), quiescence=operation.quiescence
+        )
         return self._sidecar_read_succeeded(outcome, transfers)
 
 
@@ -389,8 +426,10 @@ class OperationPrefixController(CacheController):
     """PFX-9 (the old decision): one call per group, each with the operation-level prefix."""
 
     def _sidecar_groups(self, operation, span, transfers):
-        return [(self._extra_info_for_slice(operation, 0), group) for _, group in super()._sidecar_groups(
-            operation, span, transfers)]
+        return [
+            (self._extra_info_for_slice(operation, 0), group)
+            for _, group in super()._sidecar_groups(operation, span, transfers)
+        ]
 
 
 class SlicedSidecarReadController(CacheController):
@@ -401,8 +440,9 @@ class SlicedSidecarReadController(CacheController):
         for start, end in plan_batches(longest, self.batch_size):
             part = [self._transfer_part(transfer, start, end) for transfer in transfers if len(transfer.keys) > start]
             first = operation.keys.index(part[0].keys[0])
-            outcome = self.caller.call("batch_get_v2", part, self._extra_info_for_slice(operation, first),
-                                       quiescence=operation.quiescence)
+            outcome = self.caller.call(
+                "batch_get_v2", part, self._extra_info_for_slice(operation, first), quiescence=operation.quiescence
+            )
             if not self._sidecar_read_succeeded(outcome, part):
                 return False
         return True
@@ -420,9 +460,11 @@ class LastPartDecidesController(CacheController):
 
 
 @pytest.mark.clause("CTL-2", "HYB-2", "PFX-9")
-@pytest.mark.parametrize("controller_class", [OneSidecarReadController, OperationPrefixController,
-                                              SlicedSidecarReadController],
-                         ids=["one-call", "operation-prefix", "sliced"])
+@pytest.mark.parametrize(
+    "controller_class",
+    [OneSidecarReadController, OperationPrefixController, SlicedSidecarReadController],
+    ids=["one-call", "operation-prefix", "sliced"],
+)
 def test_grouped_read_check_catches_planted_bug(controller_class):
     store, _, _ = store_long_prefix()
     pools, recorder, operation = prefetch_long_prefix(store, controller_class)
@@ -431,8 +473,9 @@ def test_grouped_read_check_catches_planted_bug(controller_class):
 
 
 @pytest.mark.clause("PFX-9")
-@pytest.mark.parametrize("controller_class", [OneSidecarReadController, OperationPrefixController],
-                         ids=["one-call", "operation-prefix"])
+@pytest.mark.parametrize(
+    "controller_class", [OneSidecarReadController, OperationPrefixController], ids=["one-call", "operation-prefix"]
+)
 def test_trace_checker_catches_a_sidecar_prefix_that_does_not_join_its_keys(controller_class):
     store, _, _ = store_long_prefix()
     _, recorder, operation = prefetch_long_prefix(store, controller_class)

@@ -60,7 +60,7 @@ def store_pages(backend, pool, pages, keys=KEYS):
     slots = pool.alloc(pages)
     for start in range(0, pages, STORAGE_BATCH_SIZE):
         end = min(start + STORAGE_BATCH_SIZE, pages)
-        backend.batch_set_v1(list(keys[start:end]), slots[start * PAGE_SIZE: end * PAGE_SIZE])
+        backend.batch_set_v1(list(keys[start:end]), slots[start * PAGE_SIZE : end * PAGE_SIZE])
     return slots
 
 
@@ -119,8 +119,7 @@ def faulty_read(cls, fault, loaded_pages):
 
 def revoke(cls):
     """Rank 0 hits 300 pages, rank 1 only 100: the agreed 200 tokens are below the threshold of 256."""
-    operations, recorders, _, pools = two_ranks(cls, stored=(PAGES, 100), threshold=256, with_pools=True,
-                                                   timeout=1.0)
+    operations, recorders, _, pools = two_ranks(cls, stored=(PAGES, 100), threshold=256, with_pools=True, timeout=1.0)
     checks = []
     for operation, recorder, pool in zip(operations, recorders, pools):
         checks.append(lambda o=operation, r=recorder: check_revoked_without_io(r.calls, o, 256, PAGE_SIZE))
@@ -143,8 +142,9 @@ def timeout_policy(cls):
     clock = FakeClock()
     backend = memory_backend()
     store_pages(backend, make_pool(), PAGES)
-    recorder = RecordingBackend(memory_backend(store=backend.store),
-                                {"batch_get_v1": lambda call, run: (clock.advance(2.1), run())[1]})
+    recorder = RecordingBackend(
+        memory_backend(store=backend.store), {"batch_get_v1": lambda call, run: (clock.advance(2.1), run())[1]}
+    )
     with cls(recorder, make_pool(), prefetch_threshold=0, clock=clock) as controller:
         operation = controller.prefetch(keys=KEYS, policy="timeout")
         finish(operation)
@@ -175,8 +175,12 @@ class HybridPools:
 def hybrid_backup(cls, stored=200):
     pools = HybridPools()
     recorder = RecordingBackend(memory_backend())
-    swa = PoolTransfer(name=PoolName.SWA, keys=KEYS[stored - WINDOW: stored], host_indices=pools.swa.alloc(WINDOW),
-                       hit_policy=PoolHitPolicy.TRAILING_PAGES)
+    swa = PoolTransfer(
+        name=PoolName.SWA,
+        keys=KEYS[stored - WINDOW : stored],
+        host_indices=pools.swa.alloc(WINDOW),
+        hit_policy=PoolHitPolicy.TRAILING_PAGES,
+    )
     with cls(recorder, pools.kv, sidecar_pools=pools.sidecars) as controller:
         backup = controller.backup(KEYS[:stored], pools.kv.alloc(stored), sidecar_transfers=[swa])
         finish(backup)
@@ -206,8 +210,16 @@ def torch_cat(tensors):
     return torch.cat(tensors) if tensors else torch.empty(0, dtype=torch.int64)
 
 
-def two_ranks(cls, stored=(PAGES, PAGES), faults=(None, None), mla=False, backup=False, timeout=20.0,
-              threshold=0, with_pools=False):
+def two_ranks(
+    cls,
+    stored=(PAGES, PAGES),
+    faults=(None, None),
+    mla=False,
+    backup=False,
+    timeout=20.0,
+    threshold=0,
+    with_pools=False,
+):
     groups = ThreadRankGroup.create(2, timeout=timeout)
     store = memory_backend().store
     ranks = []
@@ -218,8 +230,14 @@ def two_ranks(cls, stored=(PAGES, PAGES), faults=(None, None), mla=False, backup
             store_pages(backend, make_pool(), stored[rank])
         recorder = RecordingBackend(backend, faults[rank])
         group = CountingGroup(groups[rank])
-        controller = cls(recorder, pool, storage_config=config(tp_rank=rank, tp_size=2, is_mla_model=mla),
-                         rank_group=group, prefetch_threshold=threshold, register_host_pools=not stored[rank])
+        controller = cls(
+            recorder,
+            pool,
+            storage_config=config(tp_rank=rank, tp_size=2, is_mla_model=mla),
+            rank_group=group,
+            prefetch_threshold=threshold,
+            register_host_pools=not stored[rank],
+        )
         ranks.append((controller, recorder, group, pool))
     results = [None, None]
 
@@ -273,8 +291,11 @@ CASES = [
     ("CTL-4", planted.ReadsOnAfterShortSlice, lambda cls: faulty_read(cls, on_call(0, short_by(3)), (125,))),
     ("CTL-5", planted.SkipsFrozenAcks, lambda cls: faulty_read(cls, on_call(0, short_by(3)), (125,))),
     ("CTL-6", planted.NoFinalAckOnError, lambda cls: faulty_read(cls, on_call(1, raising()), (128, 0))),
-    ("CTL-11", planted.TrustsResultLength,
-     lambda cls: faulty_read(cls, on_call(0, lambda call, run: run() + run()), (0,))),
+    (
+        "CTL-11",
+        planted.TrustsResultLength,
+        lambda cls: faulty_read(cls, on_call(0, lambda call, run: run() + run()), (0,)),
+    ),
     ("CTL-12", planted.DoubleFree, lambda cls: faulty_read(cls, on_call(1, returning(None)), (128, 0))),
     ("CTL-12", planted.LeakyRevoke, revoke),
     ("CTL-3", planted.AlwaysWorthIt, revoke),
@@ -291,10 +312,13 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("clause_id,bug,scenario", [
-    pytest.param(clause_id, bug, scenario, marks=pytest.mark.clause(clause_id), id=f"{clause_id}-{bug.__name__}")
-    for clause_id, bug, scenario in CASES
-])
+@pytest.mark.parametrize(
+    "clause_id,bug,scenario",
+    [
+        pytest.param(clause_id, bug, scenario, marks=pytest.mark.clause(clause_id), id=f"{clause_id}-{bug.__name__}")
+        for clause_id, bug, scenario in CASES
+    ],
+)
 def test_check_catches_planted_bug(clause_id, bug, scenario):
     scenario(CacheController)  # the reference passes
     with pytest.raises(AssertionError, match=rf"\[{clause_id}\]"):

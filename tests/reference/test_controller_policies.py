@@ -37,7 +37,7 @@ def stored_store():
     slots = pool.alloc(PAGES)
     for start in range(0, PAGES, STORAGE_BATCH_SIZE):
         end = min(start + STORAGE_BATCH_SIZE, PAGES)
-        backend.batch_set_v1(list(KEYS[start:end]), slots[start * PAGE_SIZE: end * PAGE_SIZE])
+        backend.batch_set_v1(list(KEYS[start:end]), slots[start * PAGE_SIZE : end * PAGE_SIZE])
     return backend.store
 
 
@@ -103,12 +103,19 @@ def test_timeout_terminates_once_the_timeout_passed(step, reads):
 
 
 @pytest.mark.clause("CTL-10", "CTL-14")
-@pytest.mark.parametrize("base,per_ki,maximum", [(1.0, 2.0, 3.0), (1.0, 2.0, 1.5), (0.0, 0.0, 0.0), (2.0, 0.1, 30.0),
-                                                 (1.0, 2.0, None), (0.5, 0.0, None)])
+@pytest.mark.parametrize(
+    "base,per_ki,maximum",
+    [(1.0, 2.0, 3.0), (1.0, 2.0, 1.5), (0.0, 0.0, 0.0), (2.0, 0.1, 30.0), (1.0, 2.0, None), (0.5, 0.0, None)],
+)
 def test_timeout_setting_gives_the_deadline(base, per_ki, maximum):
     """The deadline follows the requested span; a maximum (0.5.20's cap) bounds it, None (0.5.21+) does not."""
-    operation, _ = run_policy("timeout", lambda operation, clock: None, prefetch_timeout_base=base,
-                              prefetch_timeout_per_ki_token=per_ki, prefetch_timeout_max=maximum)
+    operation, _ = run_policy(
+        "timeout",
+        lambda operation, clock: None,
+        prefetch_timeout_base=base,
+        prefetch_timeout_per_ki_token=per_ki,
+        prefetch_timeout_max=maximum,
+    )
     linear = base + per_ki * TOKENS / 1024
     assert operation.deadline == pytest.approx(linear if maximum is None else min(maximum, linear))
 

@@ -55,8 +55,9 @@ def test_each_slice_prefix_extends_the_previous_slice_prefix(threads_before):
     reader = RecordingBackend(memory_backend(store=writer.inner.store))
     with CacheController(writer, source, storage_config=config(), pass_prefix_keys=True) as controller:
         wait_all(controller.backup(chain, source.alloc(PAGES), prefix_keys=ANCHOR_KEYS))
-    with CacheController(reader, target, storage_config=config(), pass_prefix_keys=True,
-                         prefetch_threshold=0) as controller:
+    with CacheController(
+        reader, target, storage_config=config(), pass_prefix_keys=True, prefetch_threshold=0
+    ) as controller:
         operation = controller.prefetch(tokens, prior_key=ANCHOR_KEYS[-1], prefix_keys=ANCHOR_KEYS)
         wait_all(operation)
     assert operation.hit_pages == PAGES

@@ -67,13 +67,19 @@ class Rank:
             slots = self.pool.alloc(stored_pages)
             for start in range(0, stored_pages, STORAGE_BATCH_SIZE):
                 end = min(start + STORAGE_BATCH_SIZE, stored_pages)
-                backend.batch_set_v1(list(KEYS[start:end]), slots[start * PAGE_SIZE: end * PAGE_SIZE])
+                backend.batch_set_v1(list(KEYS[start:end]), slots[start * PAGE_SIZE : end * PAGE_SIZE])
             self.pool.free(slots)
         self.backend = RecordingBackend(backend, faults)
         self.group = CountingGroup(group)
-        self.controller = CacheController(self.backend, self.pool, storage_config=self.config,
-                                          rank_group=self.group, prefetch_threshold=0,
-                                          register_host_pools=not stored_pages, **settings)
+        self.controller = CacheController(
+            self.backend,
+            self.pool,
+            storage_config=self.config,
+            rank_group=self.group,
+            prefetch_threshold=0,
+            register_host_pools=not stored_pages,
+            **settings,
+        )
 
 
 def make_ranks(stored=(PAGES, PAGES), faults=(None, None), **settings):

@@ -84,7 +84,9 @@ def test_bad_indices_are_rejected_before_any_copy():
     assert str(error.value) == "PageCopier.device_indices: must address slots in [0, 16) (got 19) [BE-15]"
     with pytest.raises(ContractViolation) as error:
         copier.load(slots_of([0]) + 1, slots_of([0]))
-    assert str(error.value).startswith("PageCopier.host_indices[0]: page 0's first slot must be a non-negative multiple")
+    assert str(error.value).startswith(
+        "PageCopier.host_indices[0]: page 0's first slot must be a non-negative multiple"
+    )
     assert not copier.device_buffer.any()
 
 

@@ -204,8 +204,11 @@ class ViewPool:
     def get_data_page(self, index: Any, flat: bool = True) -> torch.Tensor:
         start, buffer = int(index), self._inner.kv_buffer
         size = self._inner.page_size
-        page = buffer[:, :, start : start + size] if self._inner.layout == "layer_first" else \
-            buffer[:, start : start + size]
+        page = (
+            buffer[:, :, start : start + size]
+            if self._inner.layout == "layer_first"
+            else buffer[:, start : start + size]
+        )
         return page.flatten() if flat else page
 
     def set_from_flat_data_page(self, index: Any, data: torch.Tensor) -> None:
@@ -217,9 +220,12 @@ class ViewPool:
         per_page = self._inner.ranges_per_page()
         if self.order == "per_layer" and self._inner.layout == "layer_first" and self._inner.component_count == 2:
             layers = self._inner.layer_num
-            pointers = [pointers[first + component * layers + layer]
-                        for first in range(0, len(pointers), per_page)
-                        for layer in range(layers) for component in range(2)]
+            pointers = [
+                pointers[first + component * layers + layer]
+                for first in range(0, len(pointers), per_page)
+                for layer in range(layers)
+                for component in range(2)
+            ]
         return pointers, sizes
 
 
@@ -265,8 +271,9 @@ def test_which_pools_are_read_in_place() -> None:
         assert PageFormat.of_pool(PoolWithoutRanges(pool)).flat_range_count is None
     layer_first = make_pool(layout="layer_first")
     assert PageFormat.of_pool(ViewPool(layer_first, "per_layer")).flat_range_count is None
-    assert PageFormat.of_pool(ViewPool(make_pool(kind="mla", layout="layer_first"), "per_layer")).flat_range_count \
-        == 2, "one component: per layer is the flat order"
+    assert (
+        PageFormat.of_pool(ViewPool(make_pool(kind="mla", layout="layer_first"), "per_layer")).flat_range_count == 2
+    ), "one component: per layer is the flat order"
 
     class NoRanges:
         page_size = 4
@@ -332,8 +339,9 @@ def read_with_failing_page(harness: Harness, fault: str) -> tuple[list[bool], se
     before = pool.kv_buffer.clone()
     with failing_read(harness.file_of(reader, keys[1]), fault):
         result = reader.batch_get_v1(keys, slots_of(pool, [5, 6, 7, 8]))
-    changed = {page for page in range(pool.page_count)
-               if page_bytes(pool, page) != bytes(before_page(before, pool, page))}
+    changed = {
+        page for page in range(pool.page_count) if page_bytes(pool, page) != bytes(before_page(before, pool, page))
+    }
     return result, changed, expected, pool
 
 
@@ -399,13 +407,15 @@ def check_stored_pages_are_flat(harness: Harness, kind: str, layout: str) -> Non
     writer = harness.make(pool=make_pool(kind=kind, layout=layout))
     keys = page_keys(3, start=80)
     assert write_pages(writer, keys, [2, 7, 11], seed=8) == [True] * 3
-    assert [harness.peek(writer, key) for key in keys] == [page_bytes(writer.mem_pool_host, page)
-                                                           for page in (2, 7, 11)]
+    assert [harness.peek(writer, key) for key in keys] == [
+        page_bytes(writer.mem_pool_host, page) for page in (2, 7, 11)
+    ]
 
 
 @clause_check
-def check_reads_continue_after_short_reads(read: Callable[[int, Sequence[memoryview], int], bool],
-                                           directory: str) -> None:
+def check_reads_continue_after_short_reads(
+    read: Callable[[int, Sequence[memoryview], int], bool], directory: str
+) -> None:
     """BE-15: a page arrives whole however few bytes and buffers each readv takes; a file that ends early is False."""
     data = bytes(range(256)) * 40
     path = os.path.join(directory, "page")
@@ -511,8 +521,10 @@ class ReadsPageAsOneBlock(FileBackend):
     """Reads each page into one block from its first range on, as if a page were contiguous in the pool."""
 
     def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[list[memoryview]]) -> list[bool]:
-        blocks = [[host_bytes(ctypes.addressof(ctypes.c_char.from_buffer(views[0])), sum(map(len, views)))]
-                  for views in page_views]
+        blocks = [
+            [host_bytes(ctypes.addressof(ctypes.c_char.from_buffer(views[0])), sum(map(len, views)))]
+            for views in page_views
+        ]
         return super()._read_objects_into_ranges(names, blocks)
 
 
@@ -578,21 +590,24 @@ def test_short_read_check_catches_planted_bug(tmp_path: Any) -> None:
 
 
 PLANTED: list[Any] = [
-    pytest.param(check_short_objects_are_misses, ZeroLengthIsHit, marks=pytest.mark.clause("BE-13"),
-                 id="BE-13-zero-length"),
-    pytest.param(check_short_objects_are_misses, ReadsWhateverIsThere, marks=pytest.mark.clause("BE-13"),
-                 id="BE-13-short-read"),
-    pytest.param(check_damaged_files_are_misses, ZeroLengthIsHit, marks=pytest.mark.clause("BE-13"),
-                 id="BE-13-damaged"),
-    pytest.param(check_clear_keeps_other_namespaces, ClearRemovesTheRoot, marks=pytest.mark.clause("NS-8"),
-                 id="NS-8"),
+    pytest.param(
+        check_short_objects_are_misses, ZeroLengthIsHit, marks=pytest.mark.clause("BE-13"), id="BE-13-zero-length"
+    ),
+    pytest.param(
+        check_short_objects_are_misses, ReadsWhateverIsThere, marks=pytest.mark.clause("BE-13"), id="BE-13-short-read"
+    ),
+    pytest.param(
+        check_damaged_files_are_misses, ZeroLengthIsHit, marks=pytest.mark.clause("BE-13"), id="BE-13-damaged"
+    ),
+    pytest.param(check_clear_keeps_other_namespaces, ClearRemovesTheRoot, marks=pytest.mark.clause("NS-8"), id="NS-8"),
     pytest.param(check_restart, ProcessInNamespace, marks=pytest.mark.clause("NS-7"), id="NS-7"),
     pytest.param(check_never_visible_half_written, WritesInPlace, marks=pytest.mark.clause("BE-7"), id="BE-7"),
 ]
 
 
 @pytest.mark.parametrize("check, buggy_class", PLANTED)
-def test_check_catches_planted_bug(file_harness: FileHarness, check: Callable[[Harness], None],
-                                   buggy_class: type) -> None:
+def test_check_catches_planted_bug(
+    file_harness: FileHarness, check: Callable[[Harness], None], buggy_class: type
+) -> None:
     with pytest.raises(AssertionError):
         check(file_harness.using(buggy_class))

@@ -174,8 +174,7 @@ def test_store_configuration_errors(store_name: str) -> None:
     with pytest.raises(ValueError) as raised:
         MemoryBackend(config(), {"store": store_name, "capacity_pages": 5})
     assert str(raised.value) == (
-        f"MemoryBackend.extra_config.capacity_pages: must match the capacity of shared store {store_name!r}, "
-        "4 (got 5)"
+        f"MemoryBackend.extra_config.capacity_pages: must match the capacity of shared store {store_name!r}, 4 (got 5)"
     )
     with pytest.raises(ValueError) as raised:
         MemoryBackend(config(), {"store": 3})
@@ -202,8 +201,9 @@ def test_stats_counters(memory_harness: MemoryHarness) -> None:
     write_pages(backend, page_keys(2), [0, 1])
     backend.batch_get_v1(page_keys(3), slots_of(backend.mem_pool_host, [2, 3, 4]))
     page = backend.mem_pool_host.page_bytes
-    assert backend.get_stats() == BackendStats(pages_read=2, pages_written=2, read_misses=1,
-                                               bytes_read=2 * page, bytes_written=2 * page)
+    assert backend.get_stats() == BackendStats(
+        pages_read=2, pages_written=2, read_misses=1, bytes_read=2 * page, bytes_written=2 * page
+    )
 
 
 def check_rewrite_is_a_use(harness: Harness) -> None:
@@ -443,8 +443,9 @@ class LiesAboutWrites(MemoryBackend):
     def _store_pages(self, names: Any, groups: Any, host: Any, numbers: Any) -> list[bool]:
         lies = [self._lies_now() for _ in names]
         kept = [index for index, lie in enumerate(lies) if not lie]
-        held = super()._store_pages([names[i] for i in kept], [groups[i] for i in kept], host,
-                                    [numbers[i] for i in kept])
+        held = super()._store_pages(
+            [names[i] for i in kept], [groups[i] for i in kept], host, [numbers[i] for i in kept]
+        )
         flags = [True] * len(names)
         for index, flag in zip(kept, held):
             flags[index] = flag
@@ -502,8 +503,9 @@ class AcceptsAnyKey(MemoryBackend):
 
 PLANTED = [
     pytest.param(check_one_key_scheme, ExistsWithAnotherScheme, marks=pytest.mark.clause("NS-6"), id="NS-6"),
-    pytest.param(check_clear_keeps_other_namespaces, ClearRemovesEverything, marks=pytest.mark.clause("NS-8"),
-                 id="NS-8"),
+    pytest.param(
+        check_clear_keeps_other_namespaces, ClearRemovesEverything, marks=pytest.mark.clause("NS-8"), id="NS-8"
+    ),
     pytest.param(check_clear, ClearDoesNothing, marks=pytest.mark.clause("BE-11"), id="BE-11"),
     pytest.param(check_tp_ranks_apart, _namespace_without("tp"), marks=pytest.mark.clause("NS-1"), id="NS-1"),
     pytest.param(check_pp_ranks_apart, _namespace_without("pp"), marks=pytest.mark.clause("NS-2"), id="NS-2"),
@@ -511,16 +513,16 @@ PLANTED = [
     pytest.param(check_models_apart, _namespace_without("model"), marks=pytest.mark.clause("NS-4"), id="NS-4"),
     pytest.param(check_replicated_kv_shared, ReplicatedKvNotShared, marks=pytest.mark.clause("NS-5"), id="NS-5"),
     pytest.param(check_v1_cardinality, DoubleV1Results, marks=pytest.mark.clause("BE-14"), id="BE-14"),
-    pytest.param(check_reads_stay_in_their_slots, WritesBeforeItKnows, marks=pytest.mark.clause("BE-16"),
-                 id="BE-16"),
-    pytest.param(check_short_objects_are_misses, WritesBeforeItKnows, marks=pytest.mark.clause("BE-16"),
-                 id="BE-16-short"),
+    pytest.param(check_reads_stay_in_their_slots, WritesBeforeItKnows, marks=pytest.mark.clause("BE-16"), id="BE-16"),
+    pytest.param(
+        check_short_objects_are_misses, WritesBeforeItKnows, marks=pytest.mark.clause("BE-16"), id="BE-16-short"
+    ),
     pytest.param(check_missing_is_a_miss, RaisesOnMissingKey, marks=pytest.mark.clause("BE-4"), id="BE-4"),
     pytest.param(check_stats, StatsAsDict, marks=pytest.mark.clause("BE-12"), id="BE-12"),
-    pytest.param(check_unregistered_pool, RaisesOnUnregisteredPool, marks=pytest.mark.clause("BE-20"),
-                 id="BE-20"),
-    pytest.param(check_derived_sidecars_travel_with_kv, KvWithoutItsSidecar, marks=pytest.mark.clause("BE-22"),
-                 id="BE-22"),
+    pytest.param(check_unregistered_pool, RaisesOnUnregisteredPool, marks=pytest.mark.clause("BE-20"), id="BE-20"),
+    pytest.param(
+        check_derived_sidecars_travel_with_kv, KvWithoutItsSidecar, marks=pytest.mark.clause("BE-22"), id="BE-22"
+    ),
     pytest.param(check_prefix_untouched, MutatesPrefix, marks=pytest.mark.clause("PFX-6"), id="PFX-6-mutates"),
     pytest.param(check_prefix_untouched, RetainsExtraInfo, marks=pytest.mark.clause("PFX-6"), id="PFX-6-retains"),
     pytest.param(check_idempotent_set, ExistingKeyFails, marks=pytest.mark.clause("BE-6"), id="BE-6"),
@@ -554,8 +556,9 @@ def test_check_catches_planted_bug(either_path: MemoryHarness, check: Any, buggy
 @pytest.mark.clause("BE-5")
 def test_storage_error_check_catches_planted_bug(memory_harness: MemoryHarness) -> None:
     with pytest.raises(AssertionError):
-        check_storage_error_is_a_failure(memory_harness.using(LetsStorageErrorsOut),
-                                         TestMemoryBackend.break_storage.__get__(TestMemoryBackend()))
+        check_storage_error_is_a_failure(
+            memory_harness.using(LetsStorageErrorsOut), TestMemoryBackend.break_storage.__get__(TestMemoryBackend())
+        )
 
 
 @pytest.mark.clause("BE-15")
@@ -725,7 +728,9 @@ def check_batch_with_misses(harness: Harness) -> None:
         if index in expected:
             assert now == expected[index], f"page {index} did not land whole in its own slots"
         else:
-            assert now == bytes(before_page(before, pool, target)), f"the slots of {kind_of[index]} page {index} changed"
+            assert now == bytes(before_page(before, pool, target)), (
+                f"the slots of {kind_of[index]} page {index} changed"
+            )
     untouched = set(range(pool.page_count)) - set(targets)
     changed = [page for page in untouched if page_bytes(pool, page) != bytes(before_page(before, pool, page))]
     assert not changed, f"pages outside the call changed: {changed[:5]}"
@@ -791,8 +796,9 @@ def check_fast_path_only_for_known_layouts(select: Any) -> None:
             pages = select(pool)
             assert pages is not None and pages.shape[0] == pool.page_count
             for number in (0, 5):
-                assert torch.equal(pages[number].reshape(-1), pool.get_data_page(number * pool.page_size)), \
+                assert torch.equal(pages[number].reshape(-1), pool.get_data_page(number * pool.page_size)), (
                     f"{kind}/{layout}: page {number} is not in flat-page order"
+                )
     hooked = ConformancePool(4, 4, 2, 2, 8, pin_memory=False)
     assert select(hooked) is None, "a pool with its own page helpers must be served through them"
     assert select(ForeignPool(make_pool())) is None
@@ -893,12 +899,15 @@ def test_without_foreach_functions(memory_harness: MemoryHarness, monkeypatch: A
 
 
 FAST_PATH_PLANTED = [
-    pytest.param(check_fast_path_matches_helpers, TransposedPageViews, marks=pytest.mark.clause("BE-15"),
-                 id="transposed-views"),
-    pytest.param(check_batch_with_misses, StoreLosesPositions, marks=pytest.mark.clause("BE-15", "BE-16"),
-                 id="lost-positions"),
-    pytest.param(check_stored_pages_are_own_copies, StoresHostViews, marks=pytest.mark.clause("BE-17"),
-                 id="host-views"),
+    pytest.param(
+        check_fast_path_matches_helpers, TransposedPageViews, marks=pytest.mark.clause("BE-15"), id="transposed-views"
+    ),
+    pytest.param(
+        check_batch_with_misses, StoreLosesPositions, marks=pytest.mark.clause("BE-15", "BE-16"), id="lost-positions"
+    ),
+    pytest.param(
+        check_stored_pages_are_own_copies, StoresHostViews, marks=pytest.mark.clause("BE-17"), id="host-views"
+    ),
     pytest.param(check_stored_pages_are_own_copies, RewriteLeaksRows, id="rewrite-leaks-rows"),
 ]
 
@@ -964,8 +973,9 @@ def check_read_gets_one_stored_version(store: MemoryStore, interleave: bool) -> 
     key, other = page_keys(2, start=9100)
 
     def put(which: str, value: float, page: int) -> None:
-        pool.set_from_flat_data_page(page * pool.page_size, torch.full((pool.page_element_count,), value,
-                                                                       dtype=pool.dtype))
+        pool.set_from_flat_data_page(
+            page * pool.page_size, torch.full((pool.page_element_count,), value, dtype=pool.dtype)
+        )
         assert writer.batch_set_v1([which], slots_of(pool, [page])) == [True]
 
     def replace() -> None:

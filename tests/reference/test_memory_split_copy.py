@@ -19,8 +19,11 @@ import torch
 
 import hicache_reference.backends.memory as memory_module
 from hicache_reference.backends import forget_shared_memory_store
-from tests.reference.backend_checks import MemoryHarness, check_reads_stay_in_their_slots, \
-    check_round_trip_between_pools
+from tests.reference.backend_checks import (
+    MemoryHarness,
+    check_reads_stay_in_their_slots,
+    check_round_trip_between_pools,
+)
 
 
 @pytest.fixture
@@ -60,8 +63,7 @@ def test_split_copies_round_trip(split_harness: MemoryHarness, monkeypatch: pyte
 
 
 @pytest.mark.clause("BE-15", "BE-17")
-def test_split_check_catches_a_forgotten_half(split_harness: MemoryHarness,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_split_check_catches_a_forgotten_half(split_harness: MemoryHarness, monkeypatch: pytest.MonkeyPatch) -> None:
     def first_half_only(targets: Any, sources: Any) -> None:
         half = max(1, len(targets) // 2)
         torch._foreach_copy_(list(targets[:half]), list(sources[:half]))

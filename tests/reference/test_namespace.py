@@ -47,7 +47,9 @@ def test_every_coordinate_is_in_the_namespace_and_stable():
     ]
     names = [namespace_for(config) for config in variants]
     assert len(set(names)) == len(names)
-    assert namespace_for(base) == namespace_for(HiCacheStorageConfig.single_rank(model_name="m", tp_size=2, pp_size=2, attn_cp_size=2))
+    assert namespace_for(base) == namespace_for(
+        HiCacheStorageConfig.single_rank(model_name="m", tp_size=2, pp_size=2, attn_cp_size=2)
+    )
 
 
 @pytest.mark.clause("NS-5")

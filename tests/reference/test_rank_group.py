@@ -70,8 +70,14 @@ def run_two_ranks(stored: tuple[int, int]) -> list[dict]:
     port = free_port()
     environment = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     children = [
-        subprocess.Popen([sys.executable, "-m", "tests.reference.rank_worker", str(rank), str(port), str(pages)],
-                         cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.reference.rank_worker", str(rank), str(port), str(pages)],
+            cwd=ROOT,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for rank, pages in enumerate(stored)
     ]
     outputs = []

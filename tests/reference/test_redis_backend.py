@@ -72,8 +72,11 @@ class RawRedis:
         self.extra = extra
         if "redis_cluster_nodes" in extra:
             nodes = [node.rpartition(":") for node in extra["redis_cluster_nodes"]]
-            self.client: Any = RedisCluster(startup_nodes=[ClusterNode(host, int(port)) for host, _, port in nodes],
-                                            socket_timeout=5, require_full_coverage=False)
+            self.client: Any = RedisCluster(
+                startup_nodes=[ClusterNode(host, int(port)) for host, _, port in nodes],
+                socket_timeout=5,
+                require_full_coverage=False,
+            )
         else:
             self.client = redis.Redis.from_url(extra["redis_url"], socket_timeout=5)
 
@@ -142,8 +145,11 @@ def redis_harness(server_extra: dict) -> Any:
 def dead_nodes(mode: str) -> RedisNodes:
     """Nodes that point at a port nothing listens on: every command fails, as with a dead server."""
     port = free_port()
-    extra = {"redis_url": f"redis://127.0.0.1:{port}/0"} if mode == "standalone" else \
-        {"redis_cluster_nodes": [f"127.0.0.1:{port}"]}
+    extra = (
+        {"redis_url": f"redis://127.0.0.1:{port}/0"}
+        if mode == "standalone"
+        else {"redis_cluster_nodes": [f"127.0.0.1:{port}"]}
+    )
     return RedisNodes(RedisSettings.from_extra_config({**extra, **FAST_RECOVERY}))
 
 
@@ -167,35 +173,54 @@ class TestRedisBackend(BackendClauseTests):
 @pytest.mark.clause("BE-1")
 def test_configuration_errors_name_the_key() -> None:
     cases = [
-        ({"redis_url": "redis://h:1/0", "redis_cluster_nodes": ["h:2"]},
-         "RedisBackend.extra_config.redis_cluster_nodes: give either redis_url or redis_cluster_nodes, not both "
-         "(got ['h:2'])"),
-        ({"redis_url": 6379}, "RedisBackend.extra_config.redis_url: must be a URL such as 'redis://host:port/0' "
-                              "(got 6379)"),
-        ({"redis_cluster_nodes": []},
-         "RedisBackend.extra_config.redis_cluster_nodes: must be a non-empty list of 'host:port' strings (got [])"),
-        ({"redis_cluster_nodes": ["h:1", "nope"]},
-         "RedisBackend.extra_config.redis_cluster_nodes[1]: must be a 'host:port' string (got 'nope')"),
+        (
+            {"redis_url": "redis://h:1/0", "redis_cluster_nodes": ["h:2"]},
+            "RedisBackend.extra_config.redis_cluster_nodes: give either redis_url or redis_cluster_nodes, not both "
+            "(got ['h:2'])",
+        ),
+        (
+            {"redis_url": 6379},
+            "RedisBackend.extra_config.redis_url: must be a URL such as 'redis://host:port/0' (got 6379)",
+        ),
+        (
+            {"redis_cluster_nodes": []},
+            "RedisBackend.extra_config.redis_cluster_nodes: must be a non-empty list of 'host:port' strings (got [])",
+        ),
+        (
+            {"redis_cluster_nodes": ["h:1", "nope"]},
+            "RedisBackend.extra_config.redis_cluster_nodes[1]: must be a 'host:port' string (got 'nope')",
+        ),
         ({"ttl_seconds": 0}, "RedisBackend.extra_config.ttl_seconds: must be a number > 0 or null (got 0)"),
         ({"ttl_seconds": True}, "RedisBackend.extra_config.ttl_seconds: must be a number > 0 or null (got True)"),
         ({"socket_timeout": "5"}, "RedisBackend.extra_config.socket_timeout: must be a number > 0 (got '5')"),
-        ({"reconnect_interval_seconds": -1},
-         "RedisBackend.extra_config.reconnect_interval_seconds: must be a number >= 0 (got -1)"),
-        ({"key_prefix": "a{b}:"},
-         "RedisBackend.extra_config.key_prefix: must be a str without braces, glob characters or spaces "
-         "(got 'a{b}:')"),
+        (
+            {"reconnect_interval_seconds": -1},
+            "RedisBackend.extra_config.reconnect_interval_seconds: must be a number >= 0 (got -1)",
+        ),
+        (
+            {"key_prefix": "a{b}:"},
+            "RedisBackend.extra_config.key_prefix: must be a str without braces, glob characters or spaces "
+            "(got 'a{b}:')",
+        ),
         ({"redis_password": 7}, "RedisBackend.extra_config.redis_password: must be a str or null (got 7)"),
-        ({"redis_url": "http://h:1/0"},
-         "RedisBackend.extra_config.redis_url: must be a URL such as 'redis://host:port/0' (got 'http://h:1/0')"),
-        ({"redis_url": "redis://h:port/0"},
-         "RedisBackend.extra_config.redis_url: must be a URL such as 'redis://host:port/0' "
-         "(got 'redis://h:port/0')"),
-        ({"key_prefix": "hc"},
-         "RedisBackend.extra_config.key_prefix: must be empty or end with a character no namespace holds, "
-         "such as ':' (got 'hc')"),
-        ({"key_prefix": "cache/"},
-         "RedisBackend.extra_config.key_prefix: must be empty or end with a character no namespace holds, "
-         "such as ':' (got 'cache/')"),
+        (
+            {"redis_url": "http://h:1/0"},
+            "RedisBackend.extra_config.redis_url: must be a URL such as 'redis://host:port/0' (got 'http://h:1/0')",
+        ),
+        (
+            {"redis_url": "redis://h:port/0"},
+            "RedisBackend.extra_config.redis_url: must be a URL such as 'redis://host:port/0' (got 'redis://h:port/0')",
+        ),
+        (
+            {"key_prefix": "hc"},
+            "RedisBackend.extra_config.key_prefix: must be empty or end with a character no namespace holds, "
+            "such as ':' (got 'hc')",
+        ),
+        (
+            {"key_prefix": "cache/"},
+            "RedisBackend.extra_config.key_prefix: must be empty or end with a character no namespace holds, "
+            "such as ':' (got 'cache/')",
+        ),
     ]
     for extra, message in cases:
         with pytest.raises(ValueError) as raised:
@@ -217,8 +242,11 @@ def test_settings_defaults_and_forms() -> None:
 def test_unreachable_server_at_start_is_only_a_miss(mode: str) -> None:
     """Building never contacts the servers; with none reachable every call misses at once, nothing raises."""
     port = free_port()
-    extra = {"redis_url": f"redis://127.0.0.1:{port}/0"} if mode == "standalone" else \
-        {"redis_cluster_nodes": [f"127.0.0.1:{port}"]}
+    extra = (
+        {"redis_url": f"redis://127.0.0.1:{port}/0"}
+        if mode == "standalone"
+        else {"redis_cluster_nodes": [f"127.0.0.1:{port}"]}
+    )
     backend = RedisBackend(config(), {**extra, **FAST_RECOVERY})
     backend.register_mem_pool_host(make_pool())
     keys = page_keys(2)
@@ -237,8 +265,9 @@ def _v2_write(backend: Any, keys: list[str], pages: list[int], seed: int = 1) ->
     """Write KV and a KV-derived indexer sidecar for ``keys`` from ``pages``; return (indexer pool, result)."""
     indexer = getattr(backend, "_test_indexer", None)
     if indexer is None:
-        indexer = backend._test_indexer = make_pool(kind="mla", layer_num=1, head_dim=4,
-                                                    page_count=backend.mem_pool_host.page_count)
+        indexer = backend._test_indexer = make_pool(
+            kind="mla", layer_num=1, head_dim=4, page_count=backend.mem_pool_host.page_count
+        )
         backend.register_mem_host_pool_v2(indexer, PoolName.INDEXER)
     fill_pages(backend.mem_pool_host, pages, seed)
     fill_pages(indexer, pages, seed + 1)
@@ -262,8 +291,7 @@ def test_one_hash_per_page_holds_every_pool(redis_harness: RedisHarness) -> None
         assert set(fields) == {b"kv", b"indexer"}
         assert fields[b"kv"] == page_bytes(backend.mem_pool_host, page)
         assert fields[b"indexer"] == page_bytes(indexer, page)
-    assert backend.storage_location(keys[0]) == (
-        f"{redis_harness.key_prefix}{backend.namespace}/{keys[0]}", "kv")
+    assert backend.storage_location(keys[0]) == (f"{redis_harness.key_prefix}{backend.namespace}/{keys[0]}", "kv")
 
 
 @pytest.mark.clause("BE-10")
@@ -418,8 +446,9 @@ def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 @clause_check
-def check_server_loss_and_return(server: RedisServer, backend_cls: type = RedisBackend,
-                                 recovery_wait: float = 10.0) -> None:
+def check_server_loss_and_return(
+    server: RedisServer, backend_cls: type = RedisBackend, recovery_wait: float = 10.0
+) -> None:
     """BE-5: with the server gone every call fails softly; once it is back, the same instance serves again."""
     server.start()
     backend = backend_cls(config(model_name=unique_model_name()), {"redis_url": server.url, **FAST_RECOVERY})
@@ -435,8 +464,11 @@ def check_server_loss_and_return(server: RedisServer, backend_cls: type = RedisB
     assert backend.batch_exists_v2(keys).kv_hit_pages == 0
     backend.clear()
     server.start()  # same port, empty: the pages are gone with the old process
-    _wait_for(lambda: write_pages(backend, keys, [0, 1, 2, 3], seed=2) == [True] * 4, recovery_wait,
-              "the same backend instance did not serve again after the server came back")
+    _wait_for(
+        lambda: write_pages(backend, keys, [0, 1, 2, 3], seed=2) == [True] * 4,
+        recovery_wait,
+        "the same backend instance did not serve again after the server came back",
+    )
     assert backend.batch_get_v1(keys, slots) == [True] * 4
     assert [page_bytes(pool, page) for page in (4, 5, 6, 7)] == [page_bytes(pool, page) for page in (0, 1, 2, 3)]
     backend.close()
@@ -469,12 +501,14 @@ def test_server_loss_check_catches_planted_bug(private_server: RedisServer, bugg
 
 
 @clause_check
-def check_timeout_is_a_miss(server: RedisServer, backend_cls: type = RedisBackend, pause_ms: int = 800,
-                            recovery_wait: float = 10.0) -> None:
+def check_timeout_is_a_miss(
+    server: RedisServer, backend_cls: type = RedisBackend, pause_ms: int = 800, recovery_wait: float = 10.0
+) -> None:
     """BE-5: a server that stops answering costs a miss after socket_timeout, then serves again by itself."""
     server.start()
-    backend = backend_cls(config(model_name=unique_model_name()),
-                          {"redis_url": server.url, **FAST_RECOVERY, "socket_timeout": 0.2})
+    backend = backend_cls(
+        config(model_name=unique_model_name()), {"redis_url": server.url, **FAST_RECOVERY, "socket_timeout": 0.2}
+    )
     pool = make_pool()
     backend.register_mem_pool_host(pool)
     keys = page_keys(2, start=780)
@@ -486,8 +520,11 @@ def check_timeout_is_a_miss(server: RedisServer, backend_cls: type = RedisBacken
         assert backend.batch_get_v1(keys, slots_of(pool, [2, 3])) == [False, False]
         assert backend.batch_exists(keys) == 0
         assert time.monotonic() - started < pause_ms / 1000, "a timed-out node must be skipped, not waited on again"
-        _wait_for(lambda: backend.batch_get_v1(keys, slots_of(pool, [2, 3])) == [True, True], recovery_wait,
-                  "the backend did not serve again after the server answered")
+        _wait_for(
+            lambda: backend.batch_get_v1(keys, slots_of(pool, [2, 3])) == [True, True],
+            recovery_wait,
+            "the backend did not serve again after the server answered",
+        )
         assert [page_bytes(pool, 2), page_bytes(pool, 3)] == [page_bytes(pool, 0), page_bytes(pool, 1)]
     finally:
         _wait_for(server._answers, 10.0, "the paused server did not answer again")  # leave it usable
@@ -536,8 +573,14 @@ def check_controller_survives_server_loss(server: RedisServer, backend_cls: type
     """CTL-11, BE-5: a server killed mid-backup and mid-prefetch costs misses, never a thread or a wrong byte."""
     server.start()
     backend = backend_cls(config(model_name=unique_model_name()), {"redis_url": server.url, **FAST_RECOVERY})
-    pool = HostPagePool(page_count=3 * OPERATION_PAGES, page_size=CONTROLLER_PAGE_SIZE, layer_num=2, head_num=1,
-                        head_dim=8, pin_memory=False)
+    pool = HostPagePool(
+        page_count=3 * OPERATION_PAGES,
+        page_size=CONTROLLER_PAGE_SIZE,
+        layer_num=2,
+        head_num=1,
+        head_dim=8,
+        pin_memory=False,
+    )
     slots = pool.alloc(OPERATION_PAGES)
     generator = torch.Generator().manual_seed(5)
     pool.kv_buffer.copy_(torch.randn(pool.kv_buffer.shape, generator=generator).to(pool.dtype))
@@ -557,6 +600,7 @@ def check_controller_survives_server_loss(server: RedisServer, backend_cls: type
             operation = controller.backup(keys, slots)
             assert operation.wait(30), "backup did not finish"
             return operation.completed_tokens == full_tokens
+
         _wait_for(attempt, 10.0, "backups did not complete after the server came back")
 
     def prefetch() -> Any:
@@ -626,8 +670,9 @@ def private_cluster() -> Any:
 
 
 def _cluster_backend(cluster: RedisClusterServers, backend_cls: type, pages: int = 16) -> Any:
-    backend = backend_cls(config(model_name=unique_model_name()),
-                          {"redis_cluster_nodes": cluster.nodes, **FAST_RECOVERY})
+    backend = backend_cls(
+        config(model_name=unique_model_name()), {"redis_cluster_nodes": cluster.nodes, **FAST_RECOVERY}
+    )
     backend.register_mem_pool_host(make_pool(page_count=pages))
     return backend
 
@@ -647,8 +692,12 @@ def check_master_loss(cluster: RedisClusterServers, backend_cls: type = RedisBac
         result = backend.batch_get_v1(keys, slots_of(pool, list(range(48, 96))))
         assert result == alive, "pages on live masters must be found, pages on the dead one missed"
         for index in (0, 47):
-            assert torch.equal(pool.get_data_page((48 + index) * pool.page_size), pool.get_data_page(
-                index * pool.page_size)) == alive[index]
+            assert (
+                torch.equal(
+                    pool.get_data_page((48 + index) * pool.page_size), pool.get_data_page(index * pool.page_size)
+                )
+                == alive[index]
+            )
         assert [backend.exists(key) for key in keys] == alive
         assert backend.batch_exists(keys) == 0  # keys[0] lives on the dead master
         assert backend.batch_set_v1(keys, slots_of(pool, list(range(48)))) == alive
@@ -682,8 +731,11 @@ def test_master_loss_check_catches_planted_bug(private_cluster: RedisClusterServ
 def _node_ids(cluster: RedisClusterServers) -> dict[int, bytes]:
     client = cluster.servers[0].client()
     try:
-        return {int(line.split()[1].split(b":")[1].split(b"@")[0]): line.split()[0]
-                for line in client.execute_command("CLUSTER", "NODES").splitlines() if line.strip()}
+        return {
+            int(line.split()[1].split(b":")[1].split(b"@")[0]): line.split()[0]
+            for line in client.execute_command("CLUSTER", "NODES").splitlines()
+            if line.strip()
+        }
     finally:
         client.close()
 
@@ -708,8 +760,11 @@ def check_slot_moved(cluster: RedisClusterServers, backend_cls: type = RedisBack
         fill_pages(pool, [0], seed=3)
         first = backend.batch_set_v1(keys, slots_of(pool, [0]))
         assert first == [False], "the old owner answers MOVED: a failed write, never an exception"
-        _wait_for(lambda: backend.batch_set_v1(keys, slots_of(pool, [0])) == [True], wait,
-                  "the backend did not follow the moved slot")
+        _wait_for(
+            lambda: backend.batch_set_v1(keys, slots_of(pool, [0])) == [True],
+            wait,
+            "the backend did not follow the moved slot",
+        )
         assert backend.batch_get_v1(keys, slots_of(pool, [1])) == [True]
         assert page_bytes(pool, 1) == page_bytes(pool, 0)
     finally:
@@ -757,7 +812,7 @@ def test_readers_never_see_a_page_in_part(redis_harness: RedisHarness) -> None:
     def write() -> None:
         try:
             for start in range(0, 32, 4):
-                batch = keys[start:start + 4]
+                batch = keys[start : start + 4]
                 pages = list(range(start, start + 4))
                 _, result = _v2_write(writer, batch, pages, seed=start)
                 for key, page in zip(batch, pages):
@@ -776,9 +831,14 @@ def test_readers_never_see_a_page_in_part(redis_harness: RedisHarness) -> None:
         kv_hits = reader.batch_exists(keys)
         if reader.batch_exists_v2(keys, derived).kv_hit_pages < kv_hits:
             problems.append("a KV page was visible without its sidecar")
-        got = reader.batch_get_v2([PoolTransfer(name="kv", keys=keys[:kv_hits],
-                                                host_indices=slots_of(reader.mem_pool_host, list(range(kv_hits)))),
-                                   PoolTransfer(name="indexer", keys=keys[:kv_hits], indices_from_pool="kv")])
+        got = reader.batch_get_v2(
+            [
+                PoolTransfer(
+                    name="kv", keys=keys[:kv_hits], host_indices=slots_of(reader.mem_pool_host, list(range(kv_hits)))
+                ),
+                PoolTransfer(name="indexer", keys=keys[:kv_hits], indices_from_pool="kv"),
+            ]
+        )
         if got["kv"] != [True] * kv_hits or got["indexer"] != [True] * kv_hits:
             problems.append(f"a page found by the hit query did not read whole: {got}")
         if finished or problems or time.monotonic() > deadline:
@@ -789,12 +849,14 @@ def test_readers_never_see_a_page_in_part(redis_harness: RedisHarness) -> None:
     assert [page_bytes(reader.mem_pool_host, page) for page in range(32)] == [expected[key] for key in keys]
 
 
-
 # ================================================================== the vendor conformance suite
 def run_conformance(server_extra: dict, backend_cls: type, mode: str, checks: Optional[tuple] = None) -> Any:
     """Run the vendor suite (smoke profile) against ``backend_cls`` on the shared server of ``mode``."""
-    factory = BackendFactory(backend_cls, {**server_extra, "key_prefix": unique_key_prefix()},
-                             name=f"{backend_cls.__module__}:{backend_cls.__qualname__}")
+    factory = BackendFactory(
+        backend_cls,
+        {**server_extra, "key_prefix": unique_key_prefix()},
+        name=f"{backend_cls.__module__}:{backend_cls.__qualname__}",
+    )
     report = run_suite(factory, SuiteOptions(profile="smoke", checks=checks), title=f"{backend_cls.__name__} ({mode})")
     delete_prefix(server_extra, factory.extra_config["key_prefix"])
     return report
@@ -814,8 +876,9 @@ def test_conformance_suite_passes_every_claimed_level(server_extra: dict, mode: 
 
 @pytest.mark.clause("NS-8")
 def test_conformance_suite_catches_planted_bug() -> None:
-    report = run_conformance(require_mode("standalone"), ClearByModelPattern, "standalone",
-                             checks=("clear_removes_only_its_own_namespace",))
+    report = run_conformance(
+        require_mode("standalone"), ClearByModelPattern, "standalone", checks=("clear_removes_only_its_own_namespace",)
+    )
     assert report.exit_code != 0
     (section,) = report.sections
     assert [verdict.status for verdict in section.clauses if verdict.clause_id == "NS-8"] == [FAIL]

@@ -39,13 +39,20 @@ CHILD_TIMEOUT = 90
 
 def run_two_ranks(extra: dict, backend: str = "RedisBackend", scenarios: list = SCENARIOS) -> dict[str, list[dict]]:
     """Run both ranks; return scenario name → [rank 0 result, rank 1 result]. Kills the children on any failure."""
-    spec = json.dumps({"extra": extra, "model_name": unique_model_name("ranks"), "backend": backend,
-                       "scenarios": scenarios})
+    spec = json.dumps(
+        {"extra": extra, "model_name": unique_model_name("ranks"), "backend": backend, "scenarios": scenarios}
+    )
     port = free_port()
     environment = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     children = [
-        subprocess.Popen([sys.executable, "-m", "tests.reference.redis_rank_worker", str(rank), str(port), spec],
-                         cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.reference.redis_rank_worker", str(rank), str(port), spec],
+            cwd=ROOT,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for rank in range(2)
     ]
     results: dict[str, list[dict]] = {}

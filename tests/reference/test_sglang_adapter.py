@@ -33,8 +33,9 @@ from tests.reference.backend_checks import (
 )
 from tests.sglang_standin import real_or_stand_in, real_sglang
 
-without_sglang = pytest.mark.skipif(real_sglang() is not None,
-                                    reason="this run holds an SGLang release; the path without SGLang runs without it")
+without_sglang = pytest.mark.skipif(
+    real_sglang() is not None, reason="this run holds an SGLang release; the path without SGLang runs without it"
+)
 
 DOCUMENTED_FILE_CONFIG = (
     '{"backend_name":"hicache_file","module_path":"hicache_reference.sglang_adapter",'
@@ -96,11 +97,14 @@ def check_v2_result_speaks_sglang(backend: Any, sglang: types.ModuleType) -> Non
     sidecar = make_pool(layer_num=1)
     backend.register_mem_host_pool_v2(sidecar, sglang.PoolName.SWA)
     keys = page_keys(2, start=820)
-    fill = [PoolTransfer(name="kv", keys=keys, host_indices=slots_of(pool, [0, 1])),
-            PoolTransfer(name="swa", keys=keys, host_indices=slots_of(sidecar, [0, 1]))]
+    fill = [
+        PoolTransfer(name="kv", keys=keys, host_indices=slots_of(pool, [0, 1])),
+        PoolTransfer(name="swa", keys=keys, host_indices=slots_of(sidecar, [0, 1])),
+    ]
     assert backend.batch_set_v2(fill) == {"kv": [True, True], "swa": [True, True]}
-    sglang_transfer = types.SimpleNamespace(name=sglang.PoolName.SWA, keys=keys[-1:], hit_policy="trailing_pages",
-                                            indices_from_pool=None, host_indices=None)
+    sglang_transfer = types.SimpleNamespace(
+        name=sglang.PoolName.SWA, keys=keys[-1:], hit_policy="trailing_pages", indices_from_pool=None, host_indices=None
+    )
     result = backend.batch_exists_v2(keys, [sglang_transfer], None)
     assert isinstance(result, sglang.PoolTransferResult), f"got {type(result).__name__}"
     assert result.kv_hit_pages == 2
@@ -148,8 +152,9 @@ class NotAHiCacheStorage:
 
 
 @pytest.mark.clause("BE-24")
-def test_loading_check_catches_planted_bug(with_sglang: types.ModuleType, tmp_path: Any,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_loading_check_catches_planted_bug(
+    with_sglang: types.ModuleType, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(adapter, "PlantedBackend", NotAHiCacheStorage, raising=False)
     extra = json.loads(DOCUMENTED_FILE_CONFIG % tmp_path)
     extra["class_name"] = "PlantedBackend"
@@ -178,7 +183,9 @@ def test_module_imports_without_sglang() -> None:
 @pytest.mark.clause("BE-1", "BE-5")
 def test_redis_adapter_loads_and_misses_without_a_server(with_sglang: types.ModuleType) -> None:
     # Port 1 on loopback: nothing listens there, so every call is a miss, never an exception.
-    backend = adapter.SGLangRedisBackend(config(), {"redis_url": "redis://127.0.0.1:1/0", "socket_connect_timeout": 0.2})
+    backend = adapter.SGLangRedisBackend(
+        config(), {"redis_url": "redis://127.0.0.1:1/0", "socket_connect_timeout": 0.2}
+    )
     assert isinstance(backend, with_sglang.HiCacheStorage)
     assert backend.batch_exists(["a" * 64]) == 0
     assert backend.exists("a" * 64) is False

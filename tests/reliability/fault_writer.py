@@ -24,8 +24,17 @@ def key_of(number: int) -> str:
 
 
 def make_pool() -> HostPagePool:
-    return HostPagePool(page_count=BATCH, page_size=PAGE_SIZE, layer_num=2, head_num=2, head_dim=64,
-                        dtype=torch.float16, kind="mha", layout="layer_first", pin_memory=False)
+    return HostPagePool(
+        page_count=BATCH,
+        page_size=PAGE_SIZE,
+        layer_num=2,
+        head_num=2,
+        head_dim=64,
+        dtype=torch.float16,
+        kind="mha",
+        layout="layer_first",
+        pin_memory=False,
+    )
 
 
 def backend_at(root: str) -> FileBackend:

@@ -6,6 +6,7 @@ with exit 2 for the CLI) and that nothing was written: no page read or
 written (the backend's counters and its files are unchanged), no file made
 in the working folder, no report printed.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,17 @@ SECOND_KEY = "cd" * 32
 
 
 def make_pool(pages: int = 8) -> HostPagePool:
-    return HostPagePool(page_count=pages, page_size=PAGE_SIZE, layer_num=1, head_num=1, head_dim=2,
-                        dtype=torch.float16, kind="mha", layout="layer_first", pin_memory=False)
+    return HostPagePool(
+        page_count=pages,
+        page_size=PAGE_SIZE,
+        layer_num=1,
+        head_num=1,
+        head_dim=2,
+        dtype=torch.float16,
+        kind="mha",
+        layout="layer_first",
+        pin_memory=False,
+    )
 
 
 def scene_for(kind: str, folder: str) -> Scene:
@@ -45,420 +55,379 @@ def snapshot(folder: str) -> dict[str, int]:
             path = os.path.join(directory, name)
             found[os.path.relpath(path, folder)] = os.path.getsize(path) if os.path.isfile(path) else -1
     return found
+
+
 BACKEND_MESSAGES: dict[str, str] = {
-    'batch_exists keys a str':
-        "{backend}.keys: must be a list, tuple or key sequence of str (got 'abc') [KEY-2]",
-    'batch_get_v1 keys a str':
-        "{backend}.keys: must be a list, tuple or key sequence of str (got 'abc') [KEY-2]",
-    'batch_set_v1 keys a str':
-        "{backend}.keys: must be a list, tuple or key sequence of str (got 'abc') [KEY-2]",
-    'batch_exists keys None':
-        '{backend}.keys: must be a list, tuple or key sequence of str (got None) [KEY-2]',
-    'batch_get_v1 keys None':
-        '{backend}.keys: must be a list, tuple or key sequence of str (got None) [KEY-2]',
-    'batch_set_v1 keys None':
-        '{backend}.keys: must be a list, tuple or key sequence of str (got None) [KEY-2]',
-    'batch_exists keys an int':
-        '{backend}.keys: must be a list, tuple or key sequence of str (got 5) [KEY-2]',
-    'batch_get_v1 keys an int':
-        '{backend}.keys: must be a list, tuple or key sequence of str (got 5) [KEY-2]',
-    'batch_set_v1 keys an int':
-        '{backend}.keys: must be a list, tuple or key sequence of str (got 5) [KEY-2]',
-    'batch_exists keys ints':
-        '{backend}.keys[0]: page key must be a non-empty str (got 1) [KEY-2]',
-    'batch_get_v1 keys ints':
-        '{backend}.keys[0]: page key must be a non-empty str (got 1) [KEY-2]',
-    'batch_set_v1 keys ints':
-        '{backend}.keys[0]: page key must be a non-empty str (got 1) [KEY-2]',
-    'batch_exists keys an empty key':
-        "{backend}.keys[0]: page key must be a non-empty str (got '') [KEY-2]",
-    'batch_get_v1 keys an empty key':
-        "{backend}.keys[0]: page key must be a non-empty str (got '') [KEY-2]",
-    'batch_set_v1 keys an empty key':
-        "{backend}.keys[0]: page key must be a non-empty str (got '') [KEY-2]",
-    'batch_exists keys None inside':
-        '{backend}.keys[1]: page key must be a non-empty str (got None) [KEY-2]',
-    'batch_get_v1 keys None inside':
-        '{backend}.keys[1]: page key must be a non-empty str (got None) [KEY-2]',
-    'batch_set_v1 keys None inside':
-        '{backend}.keys[1]: page key must be a non-empty str (got None) [KEY-2]',
-    'batch_exists keys bytes inside':
-        "{backend}.keys[0]: page key must be a non-empty str (got b'k') [KEY-2]",
-    'batch_get_v1 keys bytes inside':
-        "{backend}.keys[0]: page key must be a non-empty str (got b'k') [KEY-2]",
-    'batch_set_v1 keys bytes inside':
-        "{backend}.keys[0]: page key must be a non-empty str (got b'k') [KEY-2]",
-    'batch_exists keys a dict':
-        "{backend}.keys: must be a list, tuple or key sequence of str (got {'abababababababababababababababababababababababababababababababab': 1}) [KEY-2]",
-    'batch_get_v1 keys a dict':
-        "{backend}.keys: must be a list, tuple or key sequence of str (got {'abababababababababababababababababababababababababababababababab': 1}) [KEY-2]",
-    'batch_set_v1 keys a dict':
-        "{backend}.keys: must be a list, tuple or key sequence of str (got {'abababababababababababababababababababababababababababababababab': 1}) [KEY-2]",
-    'exists key int':
-        '{backend}.keys[0]: page key must be a non-empty str (got 5) [KEY-2]',
-    'get key int':
-        '{backend}.keys[0]: page key must be a non-empty str (got 5) [KEY-2]',
-    'set key int':
-        '{backend}.keys[0]: page key must be a non-empty str (got 5) [KEY-2]',
-    'exists key None':
-        '{backend}.keys[0]: page key must be a non-empty str (got None) [KEY-2]',
-    'get key None':
-        '{backend}.keys[0]: page key must be a non-empty str (got None) [KEY-2]',
-    'set key None':
-        '{backend}.keys[0]: page key must be a non-empty str (got None) [KEY-2]',
-    'exists key empty':
-        "{backend}.keys[0]: page key must be a non-empty str (got '') [KEY-2]",
-    'get key empty':
-        "{backend}.keys[0]: page key must be a non-empty str (got '') [KEY-2]",
-    'set key empty':
-        "{backend}.keys[0]: page key must be a non-empty str (got '') [KEY-2]",
-    'batch_get_v1 host_indices a list':
-        '{backend}.host_indices: must be a 1-D integer torch.Tensor (got [0, 1, 2, 3]) [BE-15]',
-    'batch_set_v1 host_indices a list':
-        '{backend}.host_indices: must be a 1-D integer torch.Tensor (got [0, 1, 2, 3]) [BE-15]',
-    'batch_get_v1 host_indices floats':
-        '{backend}.host_indices: must be a 1-D integer torch.Tensor, not torch.float32 (got Tensor(shape=(4,), dtype=torch.float32)) [BE-15]',
-    'batch_set_v1 host_indices floats':
-        '{backend}.host_indices: must be a 1-D integer torch.Tensor, not torch.float32 (got Tensor(shape=(4,), dtype=torch.float32)) [BE-15]',
-    'batch_get_v1 host_indices 2-D':
-        '{backend}.host_indices: must be a 1-D integer torch.Tensor, not 2-D (got Tensor(shape=(2, 2), dtype=torch.int64)) [BE-15]',
-    'batch_set_v1 host_indices 2-D':
-        '{backend}.host_indices: must be a 1-D integer torch.Tensor, not 2-D (got Tensor(shape=(2, 2), dtype=torch.int64)) [BE-15]',
-    'batch_get_v1 host_indices too few':
-        '{backend}.host_indices: must hold key_count * page_size = 1 * 4 = 4 slots (got Tensor(shape=(3,), dtype=torch.int64)) [BE-15]',
-    'batch_set_v1 host_indices too few':
-        '{backend}.host_indices: must hold key_count * page_size = 1 * 4 = 4 slots (got Tensor(shape=(3,), dtype=torch.int64)) [BE-15]',
-    'batch_get_v1 host_indices misaligned':
-        "{backend}.host_indices[0]: page 0's first slot must be a non-negative multiple of page_size = 4 (got 1) [BE-15]",
-    'batch_set_v1 host_indices misaligned':
-        "{backend}.host_indices[0]: page 0's first slot must be a non-negative multiple of page_size = 4 (got 1) [BE-15]",
-    'batch_get_v1 host_indices not consecutive':
-        "{backend}.host_indices[0:4]: page 0's slots must be consecutive (got [0, 2, 1, 3]) [BE-15]",
-    'batch_set_v1 host_indices not consecutive':
-        "{backend}.host_indices[0:4]: page 0's slots must be consecutive (got [0, 2, 1, 3]) [BE-15]",
-    'batch_get_v1 host_indices negative':
-        "{backend}.host_indices[0]: page 0's first slot must be a non-negative multiple of page_size = 4 (got -4) [BE-15]",
-    'batch_set_v1 host_indices negative':
-        "{backend}.host_indices[0]: page 0's first slot must be a non-negative multiple of page_size = 4 (got -4) [BE-15]",
-    'batch_get_v1 host_indices beyond the pool':
-        '{backend}.host_indices: must address slots in [0, 32) of the host pool (got 4099) [BE-15]',
-    'batch_set_v1 host_indices beyond the pool':
-        '{backend}.host_indices: must address slots in [0, 32) of the host pool (got 4099) [BE-15]',
-    'batch_get_v1 host_indices on the meta device':
-        "{backend}.host_indices: must be a tensor on the CPU (or a CUDA device), whose slots can be read (got 'tensor on meta') [BE-15]",
-    'batch_set_v1 host_indices on the meta device':
-        "{backend}.host_indices: must be a tensor on the CPU (or a CUDA device), whose slots can be read (got 'tensor on meta') [BE-15]",
-    'batch_get_v1 host_indices bools':
-        '{backend}.host_indices: must be a 1-D integer torch.Tensor, not torch.bool (got Tensor(shape=(4,), dtype=torch.bool)) [BE-15]',
-    'batch_set_v1 host_indices bools':
-        '{backend}.host_indices: must be a 1-D integer torch.Tensor, not torch.bool (got Tensor(shape=(4,), dtype=torch.bool)) [BE-15]',
-    'batch_get_v1 host_indices None':
-        '{backend}.host_indices: must be a 1-D integer torch.Tensor (got None) [BE-15]',
-    'batch_set_v1 host_indices None':
-        '{backend}.host_indices: must be a 1-D integer torch.Tensor (got None) [BE-15]',
-    'batch_get_v2 transfers a plain dict':
-        "{backend}.transfers[0]: must be a PoolTransfer (an object with name and keys), not a dict (got {'name': 'kv', 'keys': ['abababababababababababababababababababababababababababababababab']}) [BE-19]",
-    'batch_set_v2 transfers a plain dict':
-        "{backend}.transfers[0]: must be a PoolTransfer (an object with name and keys), not a dict (got {'name': 'kv', 'keys': ['abababababababababababababababababababababababababababababababab']}) [BE-19]",
-    'batch_exists_v2 pool_transfers a plain dict':
-        "{backend}.pool_transfers[0]: must be a PoolTransfer (an object with name and keys), not a dict (got {'name': 'kv', 'keys': ['abababababababababababababababababababababababababababababababab']}) [BE-19]",
-    'batch_get_v2 transfers None inside':
-        '{backend}.transfers[0]: must be a PoolTransfer (an object with name and keys), not a NoneType (got None) [BE-19]',
-    'batch_set_v2 transfers None inside':
-        '{backend}.transfers[0]: must be a PoolTransfer (an object with name and keys), not a NoneType (got None) [BE-19]',
-    'batch_exists_v2 pool_transfers None inside':
-        '{backend}.pool_transfers[0]: must be a PoolTransfer (an object with name and keys), not a NoneType (got None) [BE-19]',
-    'batch_get_v2 transfers a str':
-        "{backend}.transfers: must be a list of PoolTransfer (got 'kv') [BE-19]",
-    'batch_set_v2 transfers a str':
-        "{backend}.transfers: must be a list of PoolTransfer (got 'kv') [BE-19]",
-    'batch_exists_v2 pool_transfers a str':
-        "{backend}.pool_transfers: must be a list of PoolTransfer (got 'kv') [BE-19]",
-    'batch_get_v2 transfers an int inside':
-        '{backend}.transfers[0]: must be a PoolTransfer (an object with name and keys), not a int (got 3) [BE-19]',
-    'batch_set_v2 transfers an int inside':
-        '{backend}.transfers[0]: must be a PoolTransfer (an object with name and keys), not a int (got 3) [BE-19]',
-    'batch_exists_v2 pool_transfers an int inside':
-        '{backend}.pool_transfers[0]: must be a PoolTransfer (an object with name and keys), not a int (got 3) [BE-19]',
-    'batch_get_v2 transfers one dict':
-        "{backend}.transfers: must be a list of PoolTransfer (got {'name': 'kv'}) [BE-19]",
-    'batch_set_v2 transfers one dict':
-        "{backend}.transfers: must be a list of PoolTransfer (got {'name': 'kv'}) [BE-19]",
-    'batch_exists_v2 pool_transfers one dict':
-        "{backend}.pool_transfers: must be a list of PoolTransfer (got {'name': 'kv'}) [BE-19]",
-    'batch_get_v2 transfers a transfer then a dict':
-        "{backend}.transfers[1]: must be a PoolTransfer (an object with name and keys), not a dict (got {'name': 'swa'}) [BE-19]",
-    'batch_set_v2 transfers a transfer then a dict':
-        "{backend}.transfers[1]: must be a PoolTransfer (an object with name and keys), not a dict (got {'name': 'swa'}) [BE-19]",
-    'batch_exists_v2 pool_transfers a transfer then a dict':
-        "{backend}.pool_transfers[1]: must be a PoolTransfer (an object with name and keys), not a dict (got {'name': 'swa'}) [BE-19]",
-    'batch_get_v2 slots short':
-        '{backend}.host_indices: must hold key_count * page_size = 1 * 4 = 4 slots (got Tensor(shape=(3,), dtype=torch.int64)) [BE-15]',
-    'batch_set_v2 slots misaligned':
-        "{backend}.host_indices[0]: page 0's first slot must be a non-negative multiple of page_size = 4 (got 1) [BE-15]",
-    'batch_get_v2 slots beyond the pool':
-        '{backend}.host_indices: must address slots in [0, 32) of the host pool (got 4099) [BE-15]',
-    'register a bogus pool name':
-        "{backend}.register_mem_host_pool_v2.host_pool_name: must be a PoolName or its value, such as 'kv' or 'indexer' (got 'bogus') [BE-24]",
-    'register pool name None':
-        "{backend}.register_mem_host_pool_v2.host_pool_name: must be a PoolName or its value, such as 'kv' or 'indexer' (got None) [BE-24]",
-    'register pool name 0':
-        "{backend}.register_mem_host_pool_v2.host_pool_name: must be a PoolName or its value, such as 'kv' or 'indexer' (got 0) [BE-24]",
-    'register pool name in capitals':
-        "{backend}.register_mem_host_pool_v2.host_pool_name: must be a PoolName or its value, such as 'kv' or 'indexer' (got 'KV') [BE-24]",
-    'register a second KV pool':
-        "{backend}.register_mem_pool_host: pool 'kv' already has another host pool; one instance serves one host pool per name (build one instance per controller) (got 'HostPagePool') [BE-28]",
-    'register a second KV pool through v2':
-        "{backend}.register_mem_host_pool_v2: pool 'kv' already has another host pool; one instance serves one host pool per name (build one instance per controller) (got 'HostPagePool') [BE-28]",
-    'register something that is no pool':
-        "{backend}.host_pool: must provide get_data_page() (got 'object') [BE-24]",
-    'batch_get targets of the wrong length':
-        '{backend}.target_locations: must hold one entry per key (got 2) [BE-9]',
-    'batch_set values of the wrong length':
-        '{backend}.values: must hold one value per key (got 2) [BE-9]',
+    "batch_exists keys a str": "{backend}.keys: must be a list, tuple or key sequence of str (got 'abc') [KEY-2]",
+    "batch_get_v1 keys a str": "{backend}.keys: must be a list, tuple or key sequence of str (got 'abc') [KEY-2]",
+    "batch_set_v1 keys a str": "{backend}.keys: must be a list, tuple or key sequence of str (got 'abc') [KEY-2]",
+    "batch_exists keys None": "{backend}.keys: must be a list, tuple or key sequence of str (got None) [KEY-2]",
+    "batch_get_v1 keys None": "{backend}.keys: must be a list, tuple or key sequence of str (got None) [KEY-2]",
+    "batch_set_v1 keys None": "{backend}.keys: must be a list, tuple or key sequence of str (got None) [KEY-2]",
+    "batch_exists keys an int": "{backend}.keys: must be a list, tuple or key sequence of str (got 5) [KEY-2]",
+    "batch_get_v1 keys an int": "{backend}.keys: must be a list, tuple or key sequence of str (got 5) [KEY-2]",
+    "batch_set_v1 keys an int": "{backend}.keys: must be a list, tuple or key sequence of str (got 5) [KEY-2]",
+    "batch_exists keys ints": "{backend}.keys[0]: page key must be a non-empty str (got 1) [KEY-2]",
+    "batch_get_v1 keys ints": "{backend}.keys[0]: page key must be a non-empty str (got 1) [KEY-2]",
+    "batch_set_v1 keys ints": "{backend}.keys[0]: page key must be a non-empty str (got 1) [KEY-2]",
+    "batch_exists keys an empty key": "{backend}.keys[0]: page key must be a non-empty str (got '') [KEY-2]",
+    "batch_get_v1 keys an empty key": "{backend}.keys[0]: page key must be a non-empty str (got '') [KEY-2]",
+    "batch_set_v1 keys an empty key": "{backend}.keys[0]: page key must be a non-empty str (got '') [KEY-2]",
+    "batch_exists keys None inside": "{backend}.keys[1]: page key must be a non-empty str (got None) [KEY-2]",
+    "batch_get_v1 keys None inside": "{backend}.keys[1]: page key must be a non-empty str (got None) [KEY-2]",
+    "batch_set_v1 keys None inside": "{backend}.keys[1]: page key must be a non-empty str (got None) [KEY-2]",
+    "batch_exists keys bytes inside": "{backend}.keys[0]: page key must be a non-empty str (got b'k') [KEY-2]",
+    "batch_get_v1 keys bytes inside": "{backend}.keys[0]: page key must be a non-empty str (got b'k') [KEY-2]",
+    "batch_set_v1 keys bytes inside": "{backend}.keys[0]: page key must be a non-empty str (got b'k') [KEY-2]",
+    "batch_exists keys a dict": "{backend}.keys: must be a list, tuple or key sequence of str (got {'abababababababababababababababababababababababababababababababab': 1}) [KEY-2]",
+    "batch_get_v1 keys a dict": "{backend}.keys: must be a list, tuple or key sequence of str (got {'abababababababababababababababababababababababababababababababab': 1}) [KEY-2]",
+    "batch_set_v1 keys a dict": "{backend}.keys: must be a list, tuple or key sequence of str (got {'abababababababababababababababababababababababababababababababab': 1}) [KEY-2]",
+    "exists key int": "{backend}.keys[0]: page key must be a non-empty str (got 5) [KEY-2]",
+    "get key int": "{backend}.keys[0]: page key must be a non-empty str (got 5) [KEY-2]",
+    "set key int": "{backend}.keys[0]: page key must be a non-empty str (got 5) [KEY-2]",
+    "exists key None": "{backend}.keys[0]: page key must be a non-empty str (got None) [KEY-2]",
+    "get key None": "{backend}.keys[0]: page key must be a non-empty str (got None) [KEY-2]",
+    "set key None": "{backend}.keys[0]: page key must be a non-empty str (got None) [KEY-2]",
+    "exists key empty": "{backend}.keys[0]: page key must be a non-empty str (got '') [KEY-2]",
+    "get key empty": "{backend}.keys[0]: page key must be a non-empty str (got '') [KEY-2]",
+    "set key empty": "{backend}.keys[0]: page key must be a non-empty str (got '') [KEY-2]",
+    "batch_get_v1 host_indices a list": "{backend}.host_indices: must be a 1-D integer torch.Tensor (got [0, 1, 2, 3]) [BE-15]",
+    "batch_set_v1 host_indices a list": "{backend}.host_indices: must be a 1-D integer torch.Tensor (got [0, 1, 2, 3]) [BE-15]",
+    "batch_get_v1 host_indices floats": "{backend}.host_indices: must be a 1-D integer torch.Tensor, not torch.float32 (got Tensor(shape=(4,), dtype=torch.float32)) [BE-15]",
+    "batch_set_v1 host_indices floats": "{backend}.host_indices: must be a 1-D integer torch.Tensor, not torch.float32 (got Tensor(shape=(4,), dtype=torch.float32)) [BE-15]",
+    "batch_get_v1 host_indices 2-D": "{backend}.host_indices: must be a 1-D integer torch.Tensor, not 2-D (got Tensor(shape=(2, 2), dtype=torch.int64)) [BE-15]",
+    "batch_set_v1 host_indices 2-D": "{backend}.host_indices: must be a 1-D integer torch.Tensor, not 2-D (got Tensor(shape=(2, 2), dtype=torch.int64)) [BE-15]",
+    "batch_get_v1 host_indices too few": "{backend}.host_indices: must hold key_count * page_size = 1 * 4 = 4 slots (got Tensor(shape=(3,), dtype=torch.int64)) [BE-15]",
+    "batch_set_v1 host_indices too few": "{backend}.host_indices: must hold key_count * page_size = 1 * 4 = 4 slots (got Tensor(shape=(3,), dtype=torch.int64)) [BE-15]",
+    "batch_get_v1 host_indices misaligned": "{backend}.host_indices[0]: page 0's first slot must be a non-negative multiple of page_size = 4 (got 1) [BE-15]",
+    "batch_set_v1 host_indices misaligned": "{backend}.host_indices[0]: page 0's first slot must be a non-negative multiple of page_size = 4 (got 1) [BE-15]",
+    "batch_get_v1 host_indices not consecutive": "{backend}.host_indices[0:4]: page 0's slots must be consecutive (got [0, 2, 1, 3]) [BE-15]",
+    "batch_set_v1 host_indices not consecutive": "{backend}.host_indices[0:4]: page 0's slots must be consecutive (got [0, 2, 1, 3]) [BE-15]",
+    "batch_get_v1 host_indices negative": "{backend}.host_indices[0]: page 0's first slot must be a non-negative multiple of page_size = 4 (got -4) [BE-15]",
+    "batch_set_v1 host_indices negative": "{backend}.host_indices[0]: page 0's first slot must be a non-negative multiple of page_size = 4 (got -4) [BE-15]",
+    "batch_get_v1 host_indices beyond the pool": "{backend}.host_indices: must address slots in [0, 32) of the host pool (got 4099) [BE-15]",
+    "batch_set_v1 host_indices beyond the pool": "{backend}.host_indices: must address slots in [0, 32) of the host pool (got 4099) [BE-15]",
+    "batch_get_v1 host_indices on the meta device": "{backend}.host_indices: must be a tensor on the CPU (or a CUDA device), whose slots can be read (got 'tensor on meta') [BE-15]",
+    "batch_set_v1 host_indices on the meta device": "{backend}.host_indices: must be a tensor on the CPU (or a CUDA device), whose slots can be read (got 'tensor on meta') [BE-15]",
+    "batch_get_v1 host_indices bools": "{backend}.host_indices: must be a 1-D integer torch.Tensor, not torch.bool (got Tensor(shape=(4,), dtype=torch.bool)) [BE-15]",
+    "batch_set_v1 host_indices bools": "{backend}.host_indices: must be a 1-D integer torch.Tensor, not torch.bool (got Tensor(shape=(4,), dtype=torch.bool)) [BE-15]",
+    "batch_get_v1 host_indices None": "{backend}.host_indices: must be a 1-D integer torch.Tensor (got None) [BE-15]",
+    "batch_set_v1 host_indices None": "{backend}.host_indices: must be a 1-D integer torch.Tensor (got None) [BE-15]",
+    "batch_get_v2 transfers a plain dict": "{backend}.transfers[0]: must be a PoolTransfer (an object with name and keys), not a dict (got {'name': 'kv', 'keys': ['abababababababababababababababababababababababababababababababab']}) [BE-19]",
+    "batch_set_v2 transfers a plain dict": "{backend}.transfers[0]: must be a PoolTransfer (an object with name and keys), not a dict (got {'name': 'kv', 'keys': ['abababababababababababababababababababababababababababababababab']}) [BE-19]",
+    "batch_exists_v2 pool_transfers a plain dict": "{backend}.pool_transfers[0]: must be a PoolTransfer (an object with name and keys), not a dict (got {'name': 'kv', 'keys': ['abababababababababababababababababababababababababababababababab']}) [BE-19]",
+    "batch_get_v2 transfers None inside": "{backend}.transfers[0]: must be a PoolTransfer (an object with name and keys), not a NoneType (got None) [BE-19]",
+    "batch_set_v2 transfers None inside": "{backend}.transfers[0]: must be a PoolTransfer (an object with name and keys), not a NoneType (got None) [BE-19]",
+    "batch_exists_v2 pool_transfers None inside": "{backend}.pool_transfers[0]: must be a PoolTransfer (an object with name and keys), not a NoneType (got None) [BE-19]",
+    "batch_get_v2 transfers a str": "{backend}.transfers: must be a list of PoolTransfer (got 'kv') [BE-19]",
+    "batch_set_v2 transfers a str": "{backend}.transfers: must be a list of PoolTransfer (got 'kv') [BE-19]",
+    "batch_exists_v2 pool_transfers a str": "{backend}.pool_transfers: must be a list of PoolTransfer (got 'kv') [BE-19]",
+    "batch_get_v2 transfers an int inside": "{backend}.transfers[0]: must be a PoolTransfer (an object with name and keys), not a int (got 3) [BE-19]",
+    "batch_set_v2 transfers an int inside": "{backend}.transfers[0]: must be a PoolTransfer (an object with name and keys), not a int (got 3) [BE-19]",
+    "batch_exists_v2 pool_transfers an int inside": "{backend}.pool_transfers[0]: must be a PoolTransfer (an object with name and keys), not a int (got 3) [BE-19]",
+    "batch_get_v2 transfers one dict": "{backend}.transfers: must be a list of PoolTransfer (got {'name': 'kv'}) [BE-19]",
+    "batch_set_v2 transfers one dict": "{backend}.transfers: must be a list of PoolTransfer (got {'name': 'kv'}) [BE-19]",
+    "batch_exists_v2 pool_transfers one dict": "{backend}.pool_transfers: must be a list of PoolTransfer (got {'name': 'kv'}) [BE-19]",
+    "batch_get_v2 transfers a transfer then a dict": "{backend}.transfers[1]: must be a PoolTransfer (an object with name and keys), not a dict (got {'name': 'swa'}) [BE-19]",
+    "batch_set_v2 transfers a transfer then a dict": "{backend}.transfers[1]: must be a PoolTransfer (an object with name and keys), not a dict (got {'name': 'swa'}) [BE-19]",
+    "batch_exists_v2 pool_transfers a transfer then a dict": "{backend}.pool_transfers[1]: must be a PoolTransfer (an object with name and keys), not a dict (got {'name': 'swa'}) [BE-19]",
+    "batch_get_v2 slots short": "{backend}.host_indices: must hold key_count * page_size = 1 * 4 = 4 slots (got Tensor(shape=(3,), dtype=torch.int64)) [BE-15]",
+    "batch_set_v2 slots misaligned": "{backend}.host_indices[0]: page 0's first slot must be a non-negative multiple of page_size = 4 (got 1) [BE-15]",
+    "batch_get_v2 slots beyond the pool": "{backend}.host_indices: must address slots in [0, 32) of the host pool (got 4099) [BE-15]",
+    "register a bogus pool name": "{backend}.register_mem_host_pool_v2.host_pool_name: must be a PoolName or its value, such as 'kv' or 'indexer' (got 'bogus') [BE-24]",
+    "register pool name None": "{backend}.register_mem_host_pool_v2.host_pool_name: must be a PoolName or its value, such as 'kv' or 'indexer' (got None) [BE-24]",
+    "register pool name 0": "{backend}.register_mem_host_pool_v2.host_pool_name: must be a PoolName or its value, such as 'kv' or 'indexer' (got 0) [BE-24]",
+    "register pool name in capitals": "{backend}.register_mem_host_pool_v2.host_pool_name: must be a PoolName or its value, such as 'kv' or 'indexer' (got 'KV') [BE-24]",
+    "register a second KV pool": "{backend}.register_mem_pool_host: pool 'kv' already has another host pool; one instance serves one host pool per name (build one instance per controller) (got 'HostPagePool') [BE-28]",
+    "register a second KV pool through v2": "{backend}.register_mem_host_pool_v2: pool 'kv' already has another host pool; one instance serves one host pool per name (build one instance per controller) (got 'HostPagePool') [BE-28]",
+    "register something that is no pool": "{backend}.host_pool: must provide get_data_page() (got 'object') [BE-24]",
+    "batch_get targets of the wrong length": "{backend}.target_locations: must hold one entry per key (got 2) [BE-9]",
+    "batch_set values of the wrong length": "{backend}.values: must hold one value per key (got 2) [BE-9]",
 }
 """Per backend row, its whole message; ``{backend}`` is the backend class."""
 
 OPTION_MESSAGES: dict[str, str] = {
-    'SuiteOptions(page_size=0)':
-        'SuiteOptions.page_size: must be an int >= 1 (got 0)',
-    'SuiteOptions(page_size=-1)':
-        'SuiteOptions.page_size: must be an int >= 1 (got -1)',
-    'SuiteOptions(page_size=True)':
-        'SuiteOptions.page_size: must be an int >= 1 (got True)',
-    'SuiteOptions(page_size=4097)':
-        "SuiteOptions.page_size: must be at most 4096 (the suite's pools would not fit in memory) (got 4097)",
-    'SuiteOptions(page_size=1000000000)':
-        "SuiteOptions.page_size: must be at most 4096 (the suite's pools would not fit in memory) (got 1000000000)",
-    "SuiteOptions(page_size='64')":
-        "SuiteOptions.page_size: must be an int >= 1 (got '64')",
-    'SuiteOptions(page_size=64.0)':
-        'SuiteOptions.page_size: must be an int >= 1 (got 64.0)',
-    'SuiteOptions(timeout_s=nan)':
-        'SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got nan)',
-    'SuiteOptions(timeout_s=inf)':
-        'SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got inf)',
-    'SuiteOptions(timeout_s=-1.0)':
-        'SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got -1.0)',
-    'SuiteOptions(timeout_s=0)':
-        'SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got 0)',
-    'SuiteOptions(timeout_s=True)':
-        'SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got True)',
-    "SuiteOptions(timeout_s='5')":
-        "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got '5')",
-    'SuiteOptions(timeout_s=86401)':
-        'SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got 86401)',
-    "SuiteOptions(model_name='')":
-        "SuiteOptions.model_name: must be a non-empty str (got '')",
-    "SuiteOptions(model_name='mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm')":
-        "SuiteOptions.model_name: must be at most 100 printable characters, 101 given (got 'mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm...')",
-    "SuiteOptions(model_name='mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm')":
-        "SuiteOptions.model_name: must be at most 100 printable characters, 10000 given (got 'mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm...')",
-    "SuiteOptions(model_name='a\\nb')":
-        "SuiteOptions.model_name: must be at most 100 printable characters, 3 given (got 'a\\nb')",
-    'SuiteOptions(model_name=None)':
-        'SuiteOptions.model_name: must be a non-empty str (got None)',
-    "SuiteOptions(layout='row_first')":
-        "SuiteOptions.layout: must be one of ['layer_first', 'page_first'] (got 'row_first')",
-    "SuiteOptions(kind='gqa')":
-        "SuiteOptions.kind: must be one of ['mha', 'mla'] (got 'gqa')",
-    "SuiteOptions(profile='quick')":
-        "SuiteOptions.profile: must be one of ['smoke', 'standard', 'exhaustive'] (got 'quick')",
-    "SuiteOptions(levels=['core'])":
-        "SuiteOptions.levels: must be a tuple of levels from ['core', 'legacy', 'v1', 'v2', 'prefix', 'namespacing', 'concurrency', 'durability', 'robustness'] (got ['core'])",
-    "SuiteOptions(levels=('hybrid',))":
-        "SuiteOptions.levels: must be a tuple of levels from ['core', 'legacy', 'v1', 'v2', 'prefix', 'namespacing', 'concurrency', 'durability', 'robustness'] (got ('hybrid',))",
-    "SuiteOptions(seed='1')":
-        "SuiteOptions.seed: must be an int or None (got '1')",
-    'SuiteOptions(seed=True)':
-        'SuiteOptions.seed: must be an int or None (got True)',
-    'SuiteOptions(seed=1.5)':
-        'SuiteOptions.seed: must be an int or None (got 1.5)',
-    "SuiteOptions(may_evict='yes')":
-        "SuiteOptions.may_evict: must be a bool or None (got 'yes')",
-    "SuiteOptions(checks=['a'])":
-        "SuiteOptions.checks: must be a tuple of check names (got ['a'])",
-    'SuiteOptions(checks=(1,))':
-        'SuiteOptions.checks: must be a tuple of check names (got (1,))',
+    "SuiteOptions(page_size=0)": "SuiteOptions.page_size: must be an int >= 1 (got 0)",
+    "SuiteOptions(page_size=-1)": "SuiteOptions.page_size: must be an int >= 1 (got -1)",
+    "SuiteOptions(page_size=True)": "SuiteOptions.page_size: must be an int >= 1 (got True)",
+    "SuiteOptions(page_size=4097)": "SuiteOptions.page_size: must be at most 4096 (the suite's pools would not fit in memory) (got 4097)",
+    "SuiteOptions(page_size=1000000000)": "SuiteOptions.page_size: must be at most 4096 (the suite's pools would not fit in memory) (got 1000000000)",
+    "SuiteOptions(page_size='64')": "SuiteOptions.page_size: must be an int >= 1 (got '64')",
+    "SuiteOptions(page_size=64.0)": "SuiteOptions.page_size: must be an int >= 1 (got 64.0)",
+    "SuiteOptions(timeout_s=nan)": "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got nan)",
+    "SuiteOptions(timeout_s=inf)": "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got inf)",
+    "SuiteOptions(timeout_s=-1.0)": "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got -1.0)",
+    "SuiteOptions(timeout_s=0)": "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got 0)",
+    "SuiteOptions(timeout_s=True)": "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got True)",
+    "SuiteOptions(timeout_s='5')": "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got '5')",
+    "SuiteOptions(timeout_s=86401)": "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got 86401)",
+    "SuiteOptions(model_name='')": "SuiteOptions.model_name: must be a non-empty str (got '')",
+    "SuiteOptions(model_name='mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm')": "SuiteOptions.model_name: must be at most 100 printable characters, 101 given (got 'mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm...')",
+    "SuiteOptions(model_name='mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm')": "SuiteOptions.model_name: must be at most 100 printable characters, 10000 given (got 'mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm...')",
+    "SuiteOptions(model_name='a\\nb')": "SuiteOptions.model_name: must be at most 100 printable characters, 3 given (got 'a\\nb')",
+    "SuiteOptions(model_name=None)": "SuiteOptions.model_name: must be a non-empty str (got None)",
+    "SuiteOptions(layout='row_first')": "SuiteOptions.layout: must be one of ['layer_first', 'page_first'] (got 'row_first')",
+    "SuiteOptions(kind='gqa')": "SuiteOptions.kind: must be one of ['mha', 'mla'] (got 'gqa')",
+    "SuiteOptions(profile='quick')": "SuiteOptions.profile: must be one of ['smoke', 'standard', 'exhaustive'] (got 'quick')",
+    "SuiteOptions(levels=['core'])": "SuiteOptions.levels: must be a tuple of levels from ['core', 'legacy', 'v1', 'v2', 'prefix', 'namespacing', 'concurrency', 'durability', 'robustness'] (got ['core'])",
+    "SuiteOptions(levels=('hybrid',))": "SuiteOptions.levels: must be a tuple of levels from ['core', 'legacy', 'v1', 'v2', 'prefix', 'namespacing', 'concurrency', 'durability', 'robustness'] (got ('hybrid',))",
+    "SuiteOptions(seed='1')": "SuiteOptions.seed: must be an int or None (got '1')",
+    "SuiteOptions(seed=True)": "SuiteOptions.seed: must be an int or None (got True)",
+    "SuiteOptions(seed=1.5)": "SuiteOptions.seed: must be an int or None (got 1.5)",
+    "SuiteOptions(may_evict='yes')": "SuiteOptions.may_evict: must be a bool or None (got 'yes')",
+    "SuiteOptions(checks=['a'])": "SuiteOptions.checks: must be a tuple of check names (got ['a'])",
+    "SuiteOptions(checks=(1,))": "SuiteOptions.checks: must be a tuple of check names (got (1,))",
 }
 
 TRACE_MESSAGES: dict[str, str] = {
-    'method rm_rf':
-        "TraceDocument.operations[0].calls[0].method: must be a method of the backend interface, such as batch_exists, batch_get_v1 or batch_set_v2 (got 'rm_rf')",
-    'method empty':
-        "TraceDocument.operations[0].calls[0].method: must be a method of the backend interface, such as batch_exists, batch_get_v1 or batch_set_v2 (got '')",
-    'method an int':
-        'TraceDocument.operations[0].calls[0].method: input should be a valid string (got 5)',
-    'method with a dot':
-        "TraceDocument.operations[0].calls[0].method: must be a method of the backend interface, such as batch_exists, batch_get_v1 or batch_set_v2 (got 'backend.clear')",
-    'method in capitals':
-        "TraceDocument.operations[0].calls[0].method: must be a method of the backend interface (did you mean batch_exists?) (got 'BATCH_EXISTS')",
-    'result nested 1000 deep':
-        "TraceDocument: must not nest arrays and objects more than 64 deep (got 'more than 64 levels')",
-    'result nested 65 deep':
-        "TraceDocument: must not nest arrays and objects more than 64 deep (got 'more than 64 levels')",
-    'format unknown':
-        "TraceDocument.format: input should be 'hicache-trace/1' (got 'hicache-trace/2')",
-    'no operations':
-        'TraceDocument.operations: is required (got nothing)',
-    'operations empty':
-        'TraceDocument.operations: must hold at least one operation (an empty trace checks nothing) (got ())',
-    'operations an object':
-        'TraceDocument.operations: input should be a valid array (got {})',
-    'chain missing':
-        'TraceDocument.operations[0].chain: is required (got nothing)',
-    'chain of ints':
-        'TraceDocument.operations[0].chain[0]: input should be a valid string (got 1) [KEY-2]',
-    'chain a str':
-        "TraceDocument.operations[0].chain: input should be a valid array (got 'abababababababababababababababababababababababababababababababab') [KEY-2]",
-    'chain with an empty key':
-        "TraceDocument.operations[0].chain[0]: page key must be a non-empty str (got '') [KEY-2]",
-    'prefix_keys a str':
-        "TraceDocument.operations[0].prefix_keys: input should be a valid array (got 'abababababababababababababababababababababababababababababababab') [PFX-1]",
-    'prefix_keys missing':
-        'TraceDocument.operations[0].prefix_keys: is required (got nothing)',
-    'batch_size 0':
-        'TraceDocument.operations[0].batch_size: must be >= 1 (got 0) [CTL-2]',
-    'batch_size a str':
-        "TraceDocument.operations[0].batch_size: input should be a valid integer (got '128') [CTL-2]",
-    'page_size 0':
-        'TraceDocument.operations[0].page_size: must be >= 1 (got 0) [CTL-5]',
-    'agreed_pages beyond the chain':
-        'TraceDocument.operations[0].agreed_pages: must be <= len(chain) = 1 (got 2) [RANK-2]',
-    'agreed_pages negative':
-        'TraceDocument.operations[0].agreed_pages: must be >= 0 (got -1) [RANK-2]',
-    'terminated_before_slice negative':
-        'TraceDocument.operations[0].terminated_before_slice: must be >= 0 (got -1) [CTL-4]',
-    'backup_completed_tokens without page_size':
-        'TraceDocument.operations[0].page_size: must be given with backup_completed_tokens (got None) [CTL-7]',
-    'an unknown operation field':
-        "TraceDocument.operations[0].colour: is not a field of TraceOperation (its fields: operation_id, chain, prefix_keys, prefix_keys_after, batch_size, page_size, agreed_pages, terminated_before_slice, backup_completed_tokens, calls, acks) (got 'red')",
-    'an unknown call field':
-        "TraceDocument.operations[0].calls[0].colour: is not a field of TraceCall (its fields: index, method, keys, transfers, extra_info_state, prefix_keys, prefix_keys_problem, prefix_keys_after, result, raised, thread, thread_id, started, finished) (got 'red')",
-    'call index missing':
-        'TraceDocument.operations[0].calls[0].index: is required (got nothing)',
-    'call index a str':
-        "TraceDocument.operations[0].calls[0].index: input should be a valid integer (got '0')",
-    'call keys a str':
-        "TraceDocument.operations[0].calls[0].keys: input should be a valid array (got 'abababababababababababababababababababababababababababababababab') [KEY-2]",
-    'call keys of ints':
-        'TraceDocument.operations[0].calls[0].keys[0]: input should be a valid string (got 1) [KEY-2]',
-    'extra_info_state unknown':
-        "TraceDocument.operations[0].calls[0].extra_info_state: input should be 'absent', 'none' or 'present' (got 'maybe') [PFX-7]",
-    'calls an object':
-        'TraceDocument.operations[0].calls: input should be a valid array (got {})',
-    'acks without page_size':
-        'TraceDocument.operations[0].page_size: must be given with acks (got None) [CTL-5]',
-    'ack kind unknown':
-        "TraceDocument.operations[0].acks[0]: input tag 'x' found using 'kind' does not match any of the expected tags: 'progress', 'pool_hits', 'final' (got {'kind': 'x'})",
-    'not JSON':
-        "TraceDocument: must be valid JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1)) (got '{not json')",
-    'an array':
-        'TraceDocument: input should be an object (got [])',
-    'a number':
-        "TraceDocument: must be a readable file (No such file or directory) (got '7')",
-    'empty text':
-        "TraceDocument: must be valid JSON (Expecting value: line 1 column 1 (char 0)) (got '')",
+    "method rm_rf": "TraceDocument.operations[0].calls[0].method: must be a method of the backend interface, such as batch_exists, batch_get_v1 or batch_set_v2 (got 'rm_rf')",
+    "method empty": "TraceDocument.operations[0].calls[0].method: must be a method of the backend interface, such as batch_exists, batch_get_v1 or batch_set_v2 (got '')",
+    "method an int": "TraceDocument.operations[0].calls[0].method: input should be a valid string (got 5)",
+    "method with a dot": "TraceDocument.operations[0].calls[0].method: must be a method of the backend interface, such as batch_exists, batch_get_v1 or batch_set_v2 (got 'backend.clear')",
+    "method in capitals": "TraceDocument.operations[0].calls[0].method: must be a method of the backend interface (did you mean batch_exists?) (got 'BATCH_EXISTS')",
+    "result nested 1000 deep": "TraceDocument: must not nest arrays and objects more than 64 deep (got 'more than 64 levels')",
+    "result nested 65 deep": "TraceDocument: must not nest arrays and objects more than 64 deep (got 'more than 64 levels')",
+    "format unknown": "TraceDocument.format: input should be 'hicache-trace/1' (got 'hicache-trace/2')",
+    "no operations": "TraceDocument.operations: is required (got nothing)",
+    "operations empty": "TraceDocument.operations: must hold at least one operation (an empty trace checks nothing) (got ())",
+    "operations an object": "TraceDocument.operations: input should be a valid array (got {})",
+    "chain missing": "TraceDocument.operations[0].chain: is required (got nothing)",
+    "chain of ints": "TraceDocument.operations[0].chain[0]: input should be a valid string (got 1) [KEY-2]",
+    "chain a str": "TraceDocument.operations[0].chain: input should be a valid array (got 'abababababababababababababababababababababababababababababababab') [KEY-2]",
+    "chain with an empty key": "TraceDocument.operations[0].chain[0]: page key must be a non-empty str (got '') [KEY-2]",
+    "prefix_keys a str": "TraceDocument.operations[0].prefix_keys: input should be a valid array (got 'abababababababababababababababababababababababababababababababab') [PFX-1]",
+    "prefix_keys missing": "TraceDocument.operations[0].prefix_keys: is required (got nothing)",
+    "batch_size 0": "TraceDocument.operations[0].batch_size: must be >= 1 (got 0) [CTL-2]",
+    "batch_size a str": "TraceDocument.operations[0].batch_size: input should be a valid integer (got '128') [CTL-2]",
+    "page_size 0": "TraceDocument.operations[0].page_size: must be >= 1 (got 0) [CTL-5]",
+    "agreed_pages beyond the chain": "TraceDocument.operations[0].agreed_pages: must be <= len(chain) = 1 (got 2) [RANK-2]",
+    "agreed_pages negative": "TraceDocument.operations[0].agreed_pages: must be >= 0 (got -1) [RANK-2]",
+    "terminated_before_slice negative": "TraceDocument.operations[0].terminated_before_slice: must be >= 0 (got -1) [CTL-4]",
+    "backup_completed_tokens without page_size": "TraceDocument.operations[0].page_size: must be given with backup_completed_tokens (got None) [CTL-7]",
+    "an unknown operation field": "TraceDocument.operations[0].colour: is not a field of TraceOperation (its fields: operation_id, chain, prefix_keys, prefix_keys_after, batch_size, page_size, agreed_pages, terminated_before_slice, backup_completed_tokens, calls, acks) (got 'red')",
+    "an unknown call field": "TraceDocument.operations[0].calls[0].colour: is not a field of TraceCall (its fields: index, method, keys, transfers, extra_info_state, prefix_keys, prefix_keys_problem, prefix_keys_after, result, raised, thread, thread_id, started, finished) (got 'red')",
+    "call index missing": "TraceDocument.operations[0].calls[0].index: is required (got nothing)",
+    "call index a str": "TraceDocument.operations[0].calls[0].index: input should be a valid integer (got '0')",
+    "call keys a str": "TraceDocument.operations[0].calls[0].keys: input should be a valid array (got 'abababababababababababababababababababababababababababababababab') [KEY-2]",
+    "call keys of ints": "TraceDocument.operations[0].calls[0].keys[0]: input should be a valid string (got 1) [KEY-2]",
+    "extra_info_state unknown": "TraceDocument.operations[0].calls[0].extra_info_state: input should be 'absent', 'none' or 'present' (got 'maybe') [PFX-7]",
+    "calls an object": "TraceDocument.operations[0].calls: input should be a valid array (got {})",
+    "acks without page_size": "TraceDocument.operations[0].page_size: must be given with acks (got None) [CTL-5]",
+    "ack kind unknown": "TraceDocument.operations[0].acks[0]: input tag 'x' found using 'kind' does not match any of the expected tags: 'progress', 'pool_hits', 'final' (got {'kind': 'x'})",
+    "not JSON": "TraceDocument: must be valid JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1)) (got '{not json')",
+    "an array": "TraceDocument: input should be an object (got [])",
+    "a number": "TraceDocument: must be a readable file (No such file or directory) (got '7')",
+    "empty text": "TraceDocument: must be valid JSON (Expecting value: line 1 column 1 (char 0)) (got '')",
 }
 
 CLI_ROWS: list[tuple[str, list[str], str]] = [
-    ("timeout nan", ["--timeout", "nan"],
-     "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got nan)"),
-    ("timeout inf", ["--timeout", "inf"],
-     "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got inf)"),
-    ("timeout negative", ["--timeout", "-1"],
-     "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got -1.0)"),
-    ("timeout zero", ["--timeout", "0"],
-     "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got 0.0)"),
-    ("timeout a week", ["--timeout", "604800"],
-     "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got 604800.0)"),
-    ("page size a billion", ["--page-size", "1000000000"],
-     "SuiteOptions.page_size: must be at most 4096 (the suite's pools would not fit in memory) (got 1000000000)"),
-    ("page size 4097", ["--page-size", "4097"],
-     "SuiteOptions.page_size: must be at most 4096 (the suite's pools would not fit in memory) (got 4097)"),
+    (
+        "timeout nan",
+        ["--timeout", "nan"],
+        "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got nan)",
+    ),
+    (
+        "timeout inf",
+        ["--timeout", "inf"],
+        "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got inf)",
+    ),
+    (
+        "timeout negative",
+        ["--timeout", "-1"],
+        "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got -1.0)",
+    ),
+    (
+        "timeout zero",
+        ["--timeout", "0"],
+        "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got 0.0)",
+    ),
+    (
+        "timeout a week",
+        ["--timeout", "604800"],
+        "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got 604800.0)",
+    ),
+    (
+        "page size a billion",
+        ["--page-size", "1000000000"],
+        "SuiteOptions.page_size: must be at most 4096 (the suite's pools would not fit in memory) (got 1000000000)",
+    ),
+    (
+        "page size 4097",
+        ["--page-size", "4097"],
+        "SuiteOptions.page_size: must be at most 4096 (the suite's pools would not fit in memory) (got 4097)",
+    ),
     ("page size negative", ["--page-size", "-64"], "SuiteOptions.page_size: must be an int >= 1 (got -64)"),
-    ("model name of 10k characters", ["--model-name", "m" * 10_000],
-     "SuiteOptions.model_name: must be at most 100 printable characters, 10000 given "
-     f"(got '{'m' * 57}...')"),
-    ("model name with a newline", ["--model-name", "a\nb"],
-     "SuiteOptions.model_name: must be at most 100 printable characters, 3 given (got 'a\\nb')"),
-    ("json into a directory", ["--json", "."],
-     "--json: must be a file the report can be written to; it is a directory (got '.')"),
-    ("json under /proc", ["--json", "/proc/report.json"],
-     "--json: must be a file the report can be written to; nothing can be created in /proc (No such file or "
-     "directory) (got '/proc/report.json')"),
-    ("junit under a file", ["--junit-xml", "a-file/report.xml"],
-     "--junit-xml: must be a file the report can be written to; {folder}/a-file is not a folder "
-     "(got 'a-file/report.xml')"),
-    ("markdown deep under a file", ["--markdown", "a-file/x/y/report.md"],
-     "--markdown: must be a file the report can be written to; {folder}/a-file is not a folder "
-     "(got 'a-file/x/y/report.md')"),
-    ("markdown under /proc", ["--markdown", "/proc/new/report.md"],
-     "--markdown: must be a file the report can be written to; nothing can be created in /proc (No such file or "
-     "directory) (got '/proc/new/report.md')"),
-    ("unknown level", ["--levels", "core,fast"],
-     "--levels: must name backend levels from ['core', 'legacy', 'v1', 'v2', 'prefix', 'namespacing', "
-     "'concurrency', 'durability', 'robustness'] (got 'fast', not a level)"),
+    (
+        "model name of 10k characters",
+        ["--model-name", "m" * 10_000],
+        f"SuiteOptions.model_name: must be at most 100 printable characters, 10000 given (got '{'m' * 57}...')",
+    ),
+    (
+        "model name with a newline",
+        ["--model-name", "a\nb"],
+        "SuiteOptions.model_name: must be at most 100 printable characters, 3 given (got 'a\\nb')",
+    ),
+    (
+        "json into a directory",
+        ["--json", "."],
+        "--json: must be a file the report can be written to; it is a directory (got '.')",
+    ),
+    (
+        "json under /proc",
+        ["--json", "/proc/report.json"],
+        "--json: must be a file the report can be written to; nothing can be created in /proc (No such file or "
+        "directory) (got '/proc/report.json')",
+    ),
+    (
+        "junit under a file",
+        ["--junit-xml", "a-file/report.xml"],
+        "--junit-xml: must be a file the report can be written to; {folder}/a-file is not a folder "
+        "(got 'a-file/report.xml')",
+    ),
+    (
+        "markdown deep under a file",
+        ["--markdown", "a-file/x/y/report.md"],
+        "--markdown: must be a file the report can be written to; {folder}/a-file is not a folder "
+        "(got 'a-file/x/y/report.md')",
+    ),
+    (
+        "markdown under /proc",
+        ["--markdown", "/proc/new/report.md"],
+        "--markdown: must be a file the report can be written to; nothing can be created in /proc (No such file or "
+        "directory) (got '/proc/new/report.md')",
+    ),
+    (
+        "unknown level",
+        ["--levels", "core,fast"],
+        "--levels: must name backend levels from ['core', 'legacy', 'v1', 'v2', 'prefix', 'namespacing', "
+        "'concurrency', 'durability', 'robustness'] (got 'fast', not a level)",
+    ),
     ("unknown check", ["--check", "rm_rf"], "--check: must name a check from --list-checks (got 'rm_rf')"),
-    ("extra config not JSON", ["--extra-config", "{path: x}"],
-     "--extra-config: must be a JSON object or @file (Expecting property name enclosed in double quotes) "
-     "(got '{path: x}')"),
-    ("extra config a list", ["--extra-config", "[1]"],
-     "--extra-config: must be an object (a dict of options) (got [1])"),
-    ("extra config file missing", ["--extra-config", "@missing.json"],
-     "--extra-config: must name an existing file after '@' (got '@missing.json')"),
-    ("extra config of another kind", ["--extra-config", "@a-file"],
-     "--extra-config: must be a .json, .toml, .yaml or .yml file (got 'a-file')"),
-    ("backend module raising on import", ["--backend", "raises_on_import:Backend"],
-     "--backend: module 'raises_on_import' must import without error (RuntimeError: boom at import) "
-     "(got 'raises_on_import:Backend')"),
-    ("module_path raising on import", ["--extra-config", '{"module_path": "raises_on_import", "class_name": "B"}'],
-     "extra_config.module_path/class_name: module 'raises_on_import' must import without error (RuntimeError: boom "
-     "at import) (got 'raises_on_import:B')"),
-    ("backend without a class", ["--backend", "raises_on_import"], "--backend: must be 'module:Class' "
-     "(got 'raises_on_import')"),
-    ("password in a bad extra config", ["--extra-config", '{"redis_password": "hunter2", "x": }'],
-     "--extra-config: must be a JSON object or @file (Expecting value) (got '{\"redis_password\": \"***\", \"x\": }')"),
+    (
+        "extra config not JSON",
+        ["--extra-config", "{path: x}"],
+        "--extra-config: must be a JSON object or @file (Expecting property name enclosed in double quotes) "
+        "(got '{path: x}')",
+    ),
+    (
+        "extra config a list",
+        ["--extra-config", "[1]"],
+        "--extra-config: must be an object (a dict of options) (got [1])",
+    ),
+    (
+        "extra config file missing",
+        ["--extra-config", "@missing.json"],
+        "--extra-config: must name an existing file after '@' (got '@missing.json')",
+    ),
+    (
+        "extra config of another kind",
+        ["--extra-config", "@a-file"],
+        "--extra-config: must be a .json, .toml, .yaml or .yml file (got 'a-file')",
+    ),
+    (
+        "backend module raising on import",
+        ["--backend", "raises_on_import:Backend"],
+        "--backend: module 'raises_on_import' must import without error (RuntimeError: boom at import) "
+        "(got 'raises_on_import:Backend')",
+    ),
+    (
+        "module_path raising on import",
+        ["--extra-config", '{"module_path": "raises_on_import", "class_name": "B"}'],
+        "extra_config.module_path/class_name: module 'raises_on_import' must import without error (RuntimeError: boom "
+        "at import) (got 'raises_on_import:B')",
+    ),
+    (
+        "backend without a class",
+        ["--backend", "raises_on_import"],
+        "--backend: must be 'module:Class' (got 'raises_on_import')",
+    ),
+    (
+        "password in a bad extra config",
+        ["--extra-config", '{"redis_password": "hunter2", "x": }'],
+        '--extra-config: must be a JSON object or @file (Expecting value) (got \'{"redis_password": "***", "x": }\')',
+    ),
 ]
 """``hicache-conform run`` usage errors: (label, arguments, message after ``hicache-conform run: ``)."""
 
 FILE_CONFIG_ROWS: list[tuple[str, Any, dict, str]] = [
     ("no path", "m", {}, "FileBackend.extra_config.path: required, the directory that holds the pages (got None)"),
-    ("path an int", "m", {"path": 5}, "FileBackend.extra_config.path: required, the directory that holds the pages "
-                                       "(got 5)"),
+    (
+        "path an int",
+        "m",
+        {"path": 5},
+        "FileBackend.extra_config.path: required, the directory that holds the pages (got 5)",
+    ),
     ("fsync a str", "m", {"fsync": "yes"}, "FileBackend.extra_config.fsync: must be true or false (got 'yes')"),
-    ("model name ..", "..", {}, "FileBackend.storage_config.model_name: must give a directory name that is not '.' or "
-                                "'..' and at most 200 bytes once escaped (got '..', 2 characters)"),
-    ("model name .", ".", {}, "FileBackend.storage_config.model_name: must give a directory name that is not '.' or "
-                              "'..' and at most 200 bytes once escaped (got '.', 1 characters)"),
-    ("model name of 10k characters", "m" * 10_000, {},
-     "FileBackend.storage_config.model_name: must give a directory name that is not '.' or '..' and at most 200 "
-     f"bytes once escaped (got '{'m' * 76}..., 10000 characters)"),
-    ("model name escaping past 200 bytes", "/" * 67, {},
-     "FileBackend.storage_config.model_name: must give a directory name that is not '.' or '..' and at most 200 "
-     f"bytes once escaped (got '{'/' * 67}', 67 characters)"),
+    (
+        "model name ..",
+        "..",
+        {},
+        "FileBackend.storage_config.model_name: must give a directory name that is not '.' or "
+        "'..' and at most 200 bytes once escaped (got '..', 2 characters)",
+    ),
+    (
+        "model name .",
+        ".",
+        {},
+        "FileBackend.storage_config.model_name: must give a directory name that is not '.' or "
+        "'..' and at most 200 bytes once escaped (got '.', 1 characters)",
+    ),
+    (
+        "model name of 10k characters",
+        "m" * 10_000,
+        {},
+        "FileBackend.storage_config.model_name: must give a directory name that is not '.' or '..' and at most 200 "
+        f"bytes once escaped (got '{'m' * 76}..., 10000 characters)",
+    ),
+    (
+        "model name escaping past 200 bytes",
+        "/" * 67,
+        {},
+        "FileBackend.storage_config.model_name: must give a directory name that is not '.' or '..' and at most 200 "
+        f"bytes once escaped (got '{'/' * 67}', 67 characters)",
+    ),
 ]
 """The file backend's configuration: (label, model name, extra config, message)."""
 
 HOST_INDEX_ROWS: list[tuple[str, Any, str]] = [
-    ("validate_host_indices on the meta device", lambda: torch.arange(PAGE_SIZE, device="meta"),
-     "host_indices: must be a tensor on the CPU (or a CUDA device), whose slots can be read (got 'tensor on meta') "
-     "[BE-15]"),
-    ("backup host_indices on the meta device", lambda: torch.arange(PAGE_SIZE, device="meta"),
-     "CacheController.backup.host_indices: must be a tensor on the CPU (or a CUDA device), whose slots can be read "
-     "(got 'tensor on meta') [BE-15]"),
-    ("backup host_indices of floats", lambda: torch.arange(float(PAGE_SIZE)),
-     "CacheController.backup.host_indices: must be a 1-D integer torch.Tensor, not torch.float32 (got "
-     "Tensor(shape=(4,), dtype=torch.float32)) [BE-15]"),
-    ("backup host_indices too few", lambda: torch.arange(PAGE_SIZE - 1),
-     "CacheController.backup.host_indices: must hold key_count * page_size = 1 * 4 = 4 slots (got "
-     "Tensor(shape=(3,), dtype=torch.int64)) [BE-15]"),
+    (
+        "validate_host_indices on the meta device",
+        lambda: torch.arange(PAGE_SIZE, device="meta"),
+        "host_indices: must be a tensor on the CPU (or a CUDA device), whose slots can be read (got 'tensor on meta') "
+        "[BE-15]",
+    ),
+    (
+        "backup host_indices on the meta device",
+        lambda: torch.arange(PAGE_SIZE, device="meta"),
+        "CacheController.backup.host_indices: must be a tensor on the CPU (or a CUDA device), whose slots can be read "
+        "(got 'tensor on meta') [BE-15]",
+    ),
+    (
+        "backup host_indices of floats",
+        lambda: torch.arange(float(PAGE_SIZE)),
+        "CacheController.backup.host_indices: must be a 1-D integer torch.Tensor, not torch.float32 (got "
+        "Tensor(shape=(4,), dtype=torch.float32)) [BE-15]",
+    ),
+    (
+        "backup host_indices too few",
+        lambda: torch.arange(PAGE_SIZE - 1),
+        "CacheController.backup.host_indices: must hold key_count * page_size = 1 * 4 = 4 slots (got "
+        "Tensor(shape=(3,), dtype=torch.int64)) [BE-15]",
+    ),
 ]
 """Host slots handed to ``validate_host_indices`` directly and through the reference controller's backup:
 (label, slots, message)."""
 
-TRACE_CLI_ROWS = ["method rm_rf", "result nested 1000 deep", "chain with an empty key", "not JSON", "empty text",
-                  "an unknown call field", "format unknown", "operations empty"]
+TRACE_CLI_ROWS = [
+    "method rm_rf",
+    "result nested 1000 deep",
+    "chain with an empty key",
+    "not JSON",
+    "empty text",
+    "an unknown call field",
+    "format unknown",
+    "operations empty",
+]
 """Trace rows also run through ``hicache-conform trace`` (exit 2, the message on stderr, nothing on stdout)."""
 
 
@@ -480,15 +449,21 @@ def test_the_matrix_has_at_least_250_cases_and_every_row_a_message() -> None:
     assert set(BACKEND_MESSAGES) == {label for label, _ in rows.BACKEND_ACTIONS}
     assert set(OPTION_MESSAGES) == {label for label, _ in rows.OPTION_ACTIONS}
     assert set(TRACE_MESSAGES) == {label for label, _ in rows.TRACE_ACTIONS}
-    sizes = {"backend API": len(BACKEND_CASES), "suite options": len(OPTION_MESSAGES),
-             "trace format": len(TRACE_MESSAGES) + len(TRACE_CLI_ROWS), "CLI": len(CLI_ROWS),
-             "file backend config": len(FILE_CONFIG_ROWS), "host slots": len(HOST_INDEX_ROWS)}
+    sizes = {
+        "backend API": len(BACKEND_CASES),
+        "suite options": len(OPTION_MESSAGES),
+        "trace format": len(TRACE_MESSAGES) + len(TRACE_CLI_ROWS),
+        "CLI": len(CLI_ROWS),
+        "file backend config": len(FILE_CONFIG_ROWS),
+        "host slots": len(HOST_INDEX_ROWS),
+    }
     assert sum(sizes.values()) >= 250, sizes
 
 
 @pytest.mark.clause("KEY-2", "BE-15", "BE-19", "BE-24", "BE-28")
-@pytest.mark.parametrize(("kind", "label", "action"), BACKEND_CASES,
-                         ids=[f"{kind}: {label}" for kind, label, _ in BACKEND_CASES])
+@pytest.mark.parametrize(
+    ("kind", "label", "action"), BACKEND_CASES, ids=[f"{kind}: {label}" for kind, label, _ in BACKEND_CASES]
+)
 def test_backend_refuses_bad_input_and_writes_nothing(kind: str, label: str, action: Any, tmp_path: Any) -> None:
     scene = scene_for(kind, str(tmp_path))
     stats, files = scene.backend.get_stats(), snapshot(str(tmp_path))
@@ -542,8 +517,9 @@ def cli_folder(tmp_path: Any, monkeypatch: Any) -> str:
 
 @pytest.mark.clause("BE-1")
 @pytest.mark.parametrize(("label", "arguments", "message"), CLI_ROWS, ids=[row[0] for row in CLI_ROWS])
-def test_run_usage_errors_exit_2_and_write_nothing(label: str, arguments: list, message: str, cli_folder: str,
-                                                   capsys: Any) -> None:
+def test_run_usage_errors_exit_2_and_write_nothing(
+    label: str, arguments: list, message: str, cli_folder: str, capsys: Any
+) -> None:
     before = snapshot(cli_folder)
     assert main(["run", "--quiet", "--no-color", *arguments]) == 2
     captured = capsys.readouterr()
@@ -553,10 +529,12 @@ def test_run_usage_errors_exit_2_and_write_nothing(label: str, arguments: list, 
     assert after == before  # no report, no probe, no temporary directory left
 
 
-@pytest.mark.parametrize(("label", "model_name", "extra", "message"), FILE_CONFIG_ROWS,
-                         ids=[row[0] for row in FILE_CONFIG_ROWS])
-def test_file_backend_refuses_bad_configuration_and_writes_nothing(label: str, model_name: str, extra: dict,
-                                                                   message: str, tmp_path: Any) -> None:
+@pytest.mark.parametrize(
+    ("label", "model_name", "extra", "message"), FILE_CONFIG_ROWS, ids=[row[0] for row in FILE_CONFIG_ROWS]
+)
+def test_file_backend_refuses_bad_configuration_and_writes_nothing(
+    label: str, model_name: str, extra: dict, message: str, tmp_path: Any
+) -> None:
     config = HiCacheStorageConfig.single_rank(model_name=model_name)
     arguments = {"path": str(tmp_path / "store"), **extra} if "path" not in extra and label != "no path" else extra
     with pytest.raises(ValueError) as raised:

@@ -24,23 +24,42 @@ from tests.reliability.backends import InterruptedFileBackend
 
 
 def files_under(path: Any) -> list[str]:
-    return sorted(os.path.relpath(os.path.join(folder, name), path)
-                  for folder, folders, files in os.walk(path) for name in folders + files)
+    return sorted(
+        os.path.relpath(os.path.join(folder, name), path)
+        for folder, folders, files in os.walk(path)
+        for name in folders + files
+    )
 
 
 @pytest.mark.clause("BE-11")
-def test_an_interrupt_in_a_check_gives_exit_130_a_partial_report_and_a_clean_store(tmp_path: Any,
-                                                                                    capsys: Any) -> None:
+def test_an_interrupt_in_a_check_gives_exit_130_a_partial_report_and_a_clean_store(tmp_path: Any, capsys: Any) -> None:
     root = tmp_path / "store"
     InterruptedFileBackend.writes = 0
-    status = main(["run", "--backend", "tests.reliability.backends:InterruptedFileBackend", "--extra-config",
-                   json.dumps({"path": str(root)}), "--profile", "smoke", "--seed", "0", "--quiet", "--no-color",
-                   "--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md")])
+    status = main(
+        [
+            "run",
+            "--backend",
+            "tests.reliability.backends:InterruptedFileBackend",
+            "--extra-config",
+            json.dumps({"path": str(root)}),
+            "--profile",
+            "smoke",
+            "--seed",
+            "0",
+            "--quiet",
+            "--no-color",
+            "--json",
+            str(tmp_path / "r.json"),
+            "--markdown",
+            str(tmp_path / "r.md"),
+        ]
+    )
     output = capsys.readouterr().out
     assert status == 130
     assert InterruptedFileBackend.writes == InterruptedFileBackend.INTERRUPT_AT  # pages were written first
     assert output.rstrip().splitlines()[-3] == (
-        "INTERRUPTED: THE RUN WAS STOPPED BEFORE ITS END; THIS REPORT HOLDS ONLY WHAT RAN UNTIL THEN")
+        "INTERRUPTED: THE RUN WAS STOPPED BEFORE ITS END; THIS REPORT HOLDS ONLY WHAT RAN UNTIL THEN"
+    )
     document = json.loads((tmp_path / "r.json").read_text())
     assert document["interrupted"] is True and document["passed"] is False
     assert 0 < len(document["sections"][0]["checks"])  # the checks that ran before are in it
@@ -61,10 +80,27 @@ def test_sigint_during_the_concurrency_check_leaves_no_temporary_files(tmp_path:
     temporary.mkdir()
     environment = dict(os.environ, TMPDIR=str(temporary), PYTHONUNBUFFERED="1")
     process = subprocess.Popen(
-        [sys.executable, "-m", "hicache_contracts.cli", "run", "--check", "concurrent_calls_keep_every_key_consistent",
-         "--profile", "exhaustive", "--no-engine", "--no-color", "--seed", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment, cwd=os.getcwd(),
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # a background job starts with it ignored
+        [
+            sys.executable,
+            "-m",
+            "hicache_contracts.cli",
+            "run",
+            "--check",
+            "concurrent_calls_keep_every_key_consistent",
+            "--profile",
+            "exhaustive",
+            "--no-engine",
+            "--no-color",
+            "--seed",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=environment,
+        cwd=os.getcwd(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # a background job starts with it ignored
     lines = []
     deadline = time.monotonic() + 120
     for line in process.stdout:  # wait until the file backend's check has started

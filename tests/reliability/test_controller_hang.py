@@ -31,6 +31,7 @@ def hang_until(release: threading.Event, entered: threading.Event) -> Any:
         entered.set()
         release.wait(60)
         return run()
+
     return hang
 
 
@@ -41,7 +42,7 @@ def stored(store: str) -> None:
     slots = pool.alloc(len(KEYS))
     for start in range(0, len(KEYS), 128):
         end = min(start + 128, len(KEYS))
-        assert all(writer.batch_set_v1(list(KEYS[start:end]), slots[start * PAGE_SIZE:end * PAGE_SIZE]))
+        assert all(writer.batch_set_v1(list(KEYS[start:end]), slots[start * PAGE_SIZE : end * PAGE_SIZE]))
 
 
 def test_the_default_call_deadline_is_finite() -> None:
@@ -49,19 +50,23 @@ def test_the_default_call_deadline_is_finite() -> None:
     assert controller.caller.call_deadline == DEFAULT_CALL_DEADLINE == 30.0
     with pytest.raises(ValueError) as raised:
         BackendCaller(object(), float("inf"))
-    assert str(raised.value) == ("CacheController.call_deadline: must be a finite number of seconds > 0, or None to "
-                                 "wait for ever (got inf)")
+    assert str(raised.value) == (
+        "CacheController.call_deadline: must be a finite number of seconds > 0, or None to wait for ever (got inf)"
+    )
 
 
 @pytest.mark.clause("CTL-11", "CTL-6")
 @pytest.mark.parametrize("method, call_number", [("batch_get_v1", 1), ("batch_exists", 0), ("batch_set_v1", 0)])
 @pytest.mark.parametrize("call_deadline", [DEFAULT_CALL_DEADLINE, None])
-def test_a_hung_call_holds_neither_the_final_ack_nor_close(method: str, call_number: int, call_deadline: Any,
-                                                         tmp_path: Any, controller_class: type = CacheController) -> None:
+def test_a_hung_call_holds_neither_the_final_ack_nor_close(
+    method: str, call_number: int, call_deadline: Any, tmp_path: Any, controller_class: type = CacheController
+) -> None:
     store = f"hang-{tmp_path.name}-{method}-{call_deadline}"
     stored(store)
     release, entered = threading.Event(), threading.Event()
-    recorder = RecordingBackend(memory_backend(store=store), {method: on_call(call_number, hang_until(release, entered))})
+    recorder = RecordingBackend(
+        memory_backend(store=store), {method: on_call(call_number, hang_until(release, entered))}
+    )
     pool = make_pool()
     before = set(threading.enumerate())
     controller = controller_class(recorder, pool, prefetch_threshold=0, call_deadline=call_deadline)
@@ -82,9 +87,16 @@ def test_a_hung_call_holds_neither_the_final_ack_nor_close(method: str, call_num
             expected = "revoked: miss" if method == "batch_exists" else f"{method} abandoned: the controller is closing"
             assert operation.final_ack.error == expected  # a hit query that never answers is a miss (CTL-1)
         left = [thread for thread in set(threading.enumerate()) - before if thread.is_alive()]
-        assert [thread.name for thread in left] == [f"hicache-call-{name}" for name in (
-            {"batch_get_v1": "hicache-prefetch-io", "batch_exists": "hicache-hit-query",
-             "batch_set_v1": "hicache-backup"}[method],)]  # only the call still inside the backend
+        assert [thread.name for thread in left] == [
+            f"hicache-call-{name}"
+            for name in (
+                {
+                    "batch_get_v1": "hicache-prefetch-io",
+                    "batch_exists": "hicache-hit-query",
+                    "batch_set_v1": "hicache-backup",
+                }[method],
+            )
+        ]  # only the call still inside the backend
     finally:
         release.set()
     deadline = time.monotonic() + 10
@@ -111,5 +123,6 @@ class WaitsForEver(CacheController):
 
 def test_planted_close_that_waits_for_the_hung_call_is_caught(tmp_path: Any) -> None:
     with pytest.raises(AssertionError):
-        test_a_hung_call_holds_neither_the_final_ack_nor_close("batch_get_v1", 1, DEFAULT_CALL_DEADLINE, tmp_path,
-                                                             controller_class=WaitsForEver)
+        test_a_hung_call_holds_neither_the_final_ack_nor_close(
+            "batch_get_v1", 1, DEFAULT_CALL_DEADLINE, tmp_path, controller_class=WaitsForEver
+        )

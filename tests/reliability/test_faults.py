@@ -74,8 +74,9 @@ def test_kill_9_during_writes_leaves_only_whole_pages(tmp_path: Any) -> None:
     root = str(tmp_path / "store")
     wrong = pages = 0
     for attempt in range(3):
-        process = subprocess.Popen([sys.executable, "-m", "tests.reliability.fault_writer", root],
-                                   stdout=subprocess.PIPE, cwd=os.getcwd())
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.reliability.fault_writer", root], stdout=subprocess.PIPE, cwd=os.getcwd()
+        )
         assert process.stdout.readline().strip() == b"writing"
         time.sleep(0.3 + 0.2 * attempt)
         process.send_signal(signal.SIGKILL)

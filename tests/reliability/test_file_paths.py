@@ -26,8 +26,17 @@ KEY = "ab" * 32
 
 
 def make_pool(pages: int = 4) -> HostPagePool:
-    return HostPagePool(page_count=pages, page_size=PAGE_SIZE, layer_num=1, head_num=1, head_dim=2,
-                        dtype=torch.float16, kind="mha", layout="layer_first", pin_memory=False)
+    return HostPagePool(
+        page_count=pages,
+        page_size=PAGE_SIZE,
+        layer_num=1,
+        head_num=1,
+        head_dim=2,
+        dtype=torch.float16,
+        kind="mha",
+        layout="layer_first",
+        pin_memory=False,
+    )
 
 
 def flat_page(pool: HostPagePool, page: int) -> torch.Tensor:
@@ -83,7 +92,8 @@ def test_model_names_that_are_no_directory_name_are_refused(place: dict[str, str
     shown = repr(model_name) if len(repr(model_name)) <= 80 else repr(model_name)[:77] + "..."
     assert str(raised.value) == (
         "FileBackend.storage_config.model_name: must give a directory name that is not '.' or '..' and at most "
-        f"200 bytes once escaped (got {shown}, {len(model_name)} characters)")
+        f"200 bytes once escaped (got {shown}, {len(model_name)} characters)"
+    )
     assert snapshot(place["top"]) == before  # nothing written, not even the root's probe
 
 
@@ -97,8 +107,10 @@ def test_model_names_that_escape_to_a_directory_name_are_accepted(place: dict[st
 
 
 # ---------------------------------------------------------------- keys and pool names
-@pytest.mark.parametrize("key", [".", "..", "...", "%2e", "../../outside/foreign.bin", "/etc/passwd", "a" * 300,
-                                 "a" * 301, "\x00", "k/../.."])
+@pytest.mark.parametrize(
+    "key",
+    [".", "..", "...", "%2e", "../../outside/foreign.bin", "/etc/passwd", "a" * 300, "a" * 301, "\x00", "k/../.."],
+)
 def test_every_key_stays_a_file_of_its_own_under_the_root(place: dict[str, str], key: str) -> None:
     backend = backend_for(place)
     outside = snapshot(place["outside"])
@@ -110,8 +122,9 @@ def test_every_key_stays_a_file_of_its_own_under_the_root(place: dict[str, str],
     assert backend.batch_get_v1([key], slots(1)) == [True]
     assert flat_page(pool, 1).eq(3.0).all()
     stored = [name for name in snapshot(place["root"]) if name.endswith(tuple("0123456789abcdef")) or "%" in name]
-    assert all(os.path.realpath(os.path.join(place["root"], name)).startswith(place["root"] + os.sep)
-               for name in stored)
+    assert all(
+        os.path.realpath(os.path.join(place["root"], name)).startswith(place["root"] + os.sep) for name in stored
+    )
     assert snapshot(place["outside"]) == outside
     backend.clear()
     assert backend.exists(key) is False
@@ -146,7 +159,8 @@ def test_an_object_name_outside_the_root_is_refused_before_any_io(place: dict[st
         with pytest.raises(ValueError) as raised:
             backend._path(name)
         assert str(raised.value) == (
-            f"FileBackend: object name {name[:80]!r} does not lie under the root {place['root']!r}")
+            f"FileBackend: object name {name[:80]!r} does not lie under the root {place['root']!r}"
+        )
 
 
 # ---------------------------------------------------------------- links
@@ -199,8 +213,14 @@ def test_clear_leaves_no_empty_directory_but_keeps_other_namespaces(place: dict[
     assert second.batch_set_v1([KEY], slots()) == [True]
     first.clear()
     assert second.exists(KEY) is True
-    assert sorted(snapshot(place["root"])) == ["m", "m/pp0of1", "m/pp0of1/cp0of1", "m/pp0of1/cp0of1/tp1of2",
-                                                "m/pp0of1/cp0of1/tp1of2/kv", f"m/pp0of1/cp0of1/tp1of2/kv/{KEY}"]
+    assert sorted(snapshot(place["root"])) == [
+        "m",
+        "m/pp0of1",
+        "m/pp0of1/cp0of1",
+        "m/pp0of1/cp0of1/tp1of2",
+        "m/pp0of1/cp0of1/tp1of2/kv",
+        f"m/pp0of1/cp0of1/tp1of2/kv/{KEY}",
+    ]
     second.clear()
     assert snapshot(place["root"]) == {}
 
@@ -272,7 +292,8 @@ def test_planted_link_following_is_caught(place: dict[str, str], monkeypatch: An
 def test_planted_empty_directories_are_caught(place: dict[str, str], monkeypatch: Any) -> None:
     with pytest.raises(AssertionError):
         test_clear_leaves_no_empty_directory_but_keeps_other_namespaces(
-            place_with(place, LeavesEmptyDirectories, monkeypatch))
+            place_with(place, LeavesEmptyDirectories, monkeypatch)
+        )
 
 
 def place_with(place: dict[str, str], cls: type, monkeypatch: Any) -> dict[str, str]:

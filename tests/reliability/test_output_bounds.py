@@ -15,9 +15,17 @@ KEY = "ab" * 32
 
 def test_a_huge_operation_id_is_printed_shortened(tmp_path: Any, capsys: Any) -> None:
     huge = "x" * 5_000_000
-    document = {"format": "hicache-trace/1", "operations": [
-        {"operation_id": huge, "chain": [KEY], "prefix_keys": None,
-         "calls": [{"index": 0, "method": "batch_exists", "keys": [KEY], "result": 0}]}]}
+    document = {
+        "format": "hicache-trace/1",
+        "operations": [
+            {
+                "operation_id": huge,
+                "chain": [KEY],
+                "prefix_keys": None,
+                "calls": [{"index": 0, "method": "batch_exists", "keys": [KEY], "result": 0}],
+            }
+        ],
+    }
     path = tmp_path / "trace.json"
     path.write_text(json.dumps(document))
     shortened = f"{'x' * (MAX_OPERATION_ID_LENGTH - 40)}... (5000000 characters)"
@@ -39,11 +47,29 @@ def test_a_report_that_cannot_be_written_after_the_run_exits_2(tmp_path: Any, ca
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "write_text", disk_full)
-    status = main(["run", "--backend", "tests.conformance.correct_backend:CorrectBackend", "--profile", "smoke",
-                   "--seed", "0", "--quiet", "--no-color", "--check", "batch_exists_has_no_side_effects",
-                   "--json", str(tmp_path / "report.json"), "--markdown", str(tmp_path / "report.md")])
+    status = main(
+        [
+            "run",
+            "--backend",
+            "tests.conformance.correct_backend:CorrectBackend",
+            "--profile",
+            "smoke",
+            "--seed",
+            "0",
+            "--quiet",
+            "--no-color",
+            "--check",
+            "batch_exists_has_no_side_effects",
+            "--json",
+            str(tmp_path / "report.json"),
+            "--markdown",
+            str(tmp_path / "report.md"),
+        ]
+    )
     captured = capsys.readouterr()
     assert status == 2
-    assert captured.err == (f"hicache-conform run: --json: the report could not be written (No space left on device) "
-                            f"(got {str(tmp_path / 'report.json')!r})\n")
+    assert captured.err == (
+        f"hicache-conform run: --json: the report could not be written (No space left on device) "
+        f"(got {str(tmp_path / 'report.json')!r})\n"
+    )
     assert "PASSED" in captured.out and (tmp_path / "report.md").exists()  # the other reports are still written

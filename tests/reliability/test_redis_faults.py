@@ -66,14 +66,16 @@ def unhook(backend: Any, method: str) -> None:
     backend.__dict__.pop(method, None)
 
 
-def run_with_kills(server: RedisServer, backend_class: type = RedisBackend,
-                   controller_class: type = CacheController) -> Run:
+def run_with_kills(
+    server: RedisServer, backend_class: type = RedisBackend, controller_class: type = CacheController
+) -> Run:
     """Back up and prefetch round after round while the server is killed twice and restarted; return the counts."""
     server.start()
     config = HiCacheStorageConfig.single_rank(model_name=unique_model_name("faults"))
     backend = backend_class(config, {"redis_url": server.url, **RECOVERY})
-    pool = HostPagePool(page_count=3 * PAGES, page_size=PAGE_SIZE, layer_num=2, head_num=1, head_dim=8,
-                        pin_memory=False)
+    pool = HostPagePool(
+        page_count=3 * PAGES, page_size=PAGE_SIZE, layer_num=2, head_num=1, head_dim=8, pin_memory=False
+    )
     generator = torch.Generator().manual_seed(11)
     expected: dict[str, torch.Tensor] = {}
     counts = Run()
@@ -84,14 +86,14 @@ def run_with_kills(server: RedisServer, backend_class: type = RedisBackend,
         slots = pool.alloc(PAGES)
         for index, key in enumerate(keys):
             slot = int(slots[index * PAGE_SIZE])
-            pool.set_from_flat_data_page(slot, torch.randn(pool.get_data_page(slot).shape,
-                                                           generator=generator).to(pool.dtype))
+            pool.set_from_flat_data_page(
+                slot, torch.randn(pool.get_data_page(slot).shape, generator=generator).to(pool.dtype)
+            )
             expected[key] = pool.get_data_page(slot).clone()
         operation = controller.backup(keys, slots)
         assert operation.wait(60), f"round {round_number}: the backup did not finish"
         for index in range(PAGES):  # the source slots may come back to a prefetch: leave nothing that matches
-            pool.set_from_flat_data_page(int(slots[index * PAGE_SIZE]),
-                                         torch.full_like(expected[keys[index]], -7.0))
+            pool.set_from_flat_data_page(int(slots[index * PAGE_SIZE]), torch.full_like(expected[keys[index]], -7.0))
         pool.free(slots)
         return keys
 
@@ -180,7 +182,7 @@ class ShortPrefetchWithoutFinalAck(CacheController):
     def _finish_prefetch(self, operation: Any) -> None:
         slots = operation.host_indices
         if slots is not None and operation.loaded_tokens < slots.numel():
-            self._free_host_slots(operation, self.host_pool, slots[operation.loaded_tokens:])
+            self._free_host_slots(operation, self.host_pool, slots[operation.loaded_tokens :])
             operation.host_indices = slots[: operation.loaded_tokens]
             operation._finish()
             return

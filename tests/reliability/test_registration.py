@@ -25,8 +25,17 @@ KEY = "cd" * 32
 
 
 def make_pool(pages: int = 4) -> HostPagePool:
-    return HostPagePool(page_count=pages, page_size=PAGE_SIZE, layer_num=1, head_num=1, head_dim=2,
-                        dtype=torch.float16, kind="mha", layout="layer_first", pin_memory=False)
+    return HostPagePool(
+        page_count=pages,
+        page_size=PAGE_SIZE,
+        layer_num=1,
+        head_num=1,
+        head_dim=2,
+        dtype=torch.float16,
+        kind="mha",
+        layout="layer_first",
+        pin_memory=False,
+    )
 
 
 @pytest.fixture(params=["memory", "file"])
@@ -53,12 +62,16 @@ def test_a_second_host_pool_for_one_name_is_refused(backend: Any) -> None:
     backend.register_mem_pool_host(first)
     backend.register_mem_host_pool_v2(first, PoolName.KV)  # the same pool again, as SGLang does: accepted
     backend.register_mem_pool_host(first)
-    refused(lambda: backend.register_mem_pool_host(second),
-            f"{name}.register_mem_pool_host: pool 'kv' already has another host pool; one instance serves one host "
-            "pool per name (build one instance per controller) (got 'HostPagePool') [BE-28]")
-    refused(lambda: backend.register_mem_host_pool_v2(second, "kv"),
-            f"{name}.register_mem_host_pool_v2: pool 'kv' already has another host pool; one instance serves one "
-            "host pool per name (build one instance per controller) (got 'HostPagePool') [BE-28]")
+    refused(
+        lambda: backend.register_mem_pool_host(second),
+        f"{name}.register_mem_pool_host: pool 'kv' already has another host pool; one instance serves one host "
+        "pool per name (build one instance per controller) (got 'HostPagePool') [BE-28]",
+    )
+    refused(
+        lambda: backend.register_mem_host_pool_v2(second, "kv"),
+        f"{name}.register_mem_host_pool_v2: pool 'kv' already has another host pool; one instance serves one "
+        "host pool per name (build one instance per controller) (got 'HostPagePool') [BE-28]",
+    )
     backend.register_mem_host_pool_v2(second, PoolName.INDEXER)  # another name: its own pool
     assert backend.mem_pool_host is first
 
@@ -66,9 +79,11 @@ def test_a_second_host_pool_for_one_name_is_refused(backend: Any) -> None:
 @pytest.mark.clause("BE-24")
 @pytest.mark.parametrize("name", ["bogus", "KV", "", 3, None, b"kv"])
 def test_a_pool_name_that_is_no_pool_name_is_refused(backend: Any, name: Any) -> None:
-    refused(lambda: backend.register_mem_host_pool_v2(make_pool(), name),
-            f"{type(backend).__name__}.register_mem_host_pool_v2.host_pool_name: must be a PoolName or its value, "
-            f"such as 'kv' or 'indexer' (got {name!r}) [BE-24]")
+    refused(
+        lambda: backend.register_mem_host_pool_v2(make_pool(), name),
+        f"{type(backend).__name__}.register_mem_host_pool_v2.host_pool_name: must be a PoolName or its value, "
+        f"such as 'kv' or 'indexer' (got {name!r}) [BE-24]",
+    )
     assert backend.mem_pool_host is None  # nothing registered
 
 

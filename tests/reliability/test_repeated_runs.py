@@ -25,8 +25,11 @@ from hicache_contracts.conformance.runner import run_suite
 from hicache_reference.backends import FileBackend
 
 RUNS = 10
-CHECKS = ("stateful_model_of_a_lossy_write_once_store", "v1_pages_round_trip_bit_for_bit",
-          "clear_removes_only_its_own_namespace")
+CHECKS = (
+    "stateful_model_of_a_lossy_write_once_store",
+    "v1_pages_round_trip_bit_for_bit",
+    "clear_removes_only_its_own_namespace",
+)
 MAX_GROWTH_MIB = 8.0
 """Allowed growth of resident memory from the second run to the last (one leaked run holds far more)."""
 

@@ -18,20 +18,46 @@ from hicache_contracts.cli import main
 from hicache_contracts.conformance.redaction import is_secret_key, redact, redact_value, secret_values
 
 PASSWORD, URL_PASSWORD, TOKEN = "hunter2-pw", "s3cr3t-in-url", "tok-123456"
-EXTRA = {"redis_url": f"redis://admin:{URL_PASSWORD}@cache.local:6379/0", "redis_password": PASSWORD,
-         "nested": {"api_token": TOKEN}, "endpoint": "cache.local"}
+EXTRA = {
+    "redis_url": f"redis://admin:{URL_PASSWORD}@cache.local:6379/0",
+    "redis_password": PASSWORD,
+    "nested": {"api_token": TOKEN},
+    "endpoint": "cache.local",
+}
 
 
 def run_cli(tmp_path: Any, *arguments: str) -> int:
-    return main(["run", "--profile", "smoke", "--seed", "0", "--quiet", "--no-color", "--json",
-                 str(tmp_path / "r.json"), "--junit-xml", str(tmp_path / "r.xml"), "--markdown",
-                 str(tmp_path / "r.md"), *arguments])
+    return main(
+        [
+            "run",
+            "--profile",
+            "smoke",
+            "--seed",
+            "0",
+            "--quiet",
+            "--no-color",
+            "--json",
+            str(tmp_path / "r.json"),
+            "--junit-xml",
+            str(tmp_path / "r.xml"),
+            "--markdown",
+            str(tmp_path / "r.md"),
+            *arguments,
+        ]
+    )
 
 
 @pytest.mark.clause("BE-1")
 def test_secrets_are_redacted_in_every_output(tmp_path: Any, capsys: Any) -> None:
-    status = run_cli(tmp_path, "--backend", "tests.reliability.backends:RefusesToBuild",
-                     "--extra-config", json.dumps(EXTRA), "--check", "extra_config_with_unknown_keys_is_accepted")
+    status = run_cli(
+        tmp_path,
+        "--backend",
+        "tests.reliability.backends:RefusesToBuild",
+        "--extra-config",
+        json.dumps(EXTRA),
+        "--check",
+        "extra_config_with_unknown_keys_is_accepted",
+    )
     assert status == 1
     captured = capsys.readouterr()
     outputs = {"terminal": captured.out + captured.err}
@@ -43,16 +69,29 @@ def test_secrets_are_redacted_in_every_output(tmp_path: Any, capsys: Any) -> Non
         assert "redis://admin:***@cache.local:6379/0" in text, where  # the rest of the URL stays readable
         assert "cache.local" in text
     document = json.loads(outputs["json"])
-    failure = next(clause for section in document["sections"] for clause in section["clauses"]
-                   if clause["status"] == "fail")["failures"][0]
+    failure = next(
+        clause for section in document["sections"] for clause in section["clauses"] if clause["status"] == "fail"
+    )["failures"][0]
     assert "'redis_password': '***'" in failure["counterexample"]
     assert "'api_token': '***'" in failure["message"]
     ElementTree.fromstring(outputs["xml"].split("\n", 1)[1])  # still valid XML
 
 
 def test_usage_errors_are_redacted(capsys: Any) -> None:
-    assert main(["run", "--backend", "tests.reliability.backends:RefusesToBuild", "--extra-config",
-                 json.dumps({**EXTRA, "redis_port": 6379}), "--levels", "core,nonsense"]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "--backend",
+                "tests.reliability.backends:RefusesToBuild",
+                "--extra-config",
+                json.dumps({**EXTRA, "redis_port": 6379}),
+                "--levels",
+                "core,nonsense",
+            ]
+        )
+        == 2
+    )
     error = capsys.readouterr().err
     assert error.startswith("hicache-conform run: --levels: ")
     bad = '{"redis_password": "' + PASSWORD + '", "x": }'
@@ -61,23 +100,26 @@ def test_usage_errors_are_redacted(capsys: Any) -> None:
     assert PASSWORD not in error and '"redis_password": "***"' in error
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("redis://:pw12345@host:6379", "redis://:***@host:6379"),
-    ("rediss://user:p%40ss@host/0", "rediss://user:***@host/0"),
-    ("http://host:8080/path", "http://host:8080/path"),
-    ("{'redis_password': 'a b c', 'x': 1}", "{'redis_password': '***', 'x': 1}"),
-    ('{"password": "x\\"y"}', '{"password": "***"}'),
-    ('{\\"password\\": \\"abc\\", \\"x\\": 1}', '{\\"password\\": \\"***\\", \\"x\\": 1}'),
-    ("password=abc; next", "password=***; next"),
-    ("--redis-password hunter2 --seed 0", "--redis-password *** --seed 0"),
-    ("aws_secret_access_key = AKIA", "aws_secret_access_key = ***"),
-    ("token=abc", "token=***"),
-    ("tokens: 8192", "tokens: 8192"),
-    ("prefetch_timeout_per_ki_token=0.25", "prefetch_timeout_per_ki_token=0.25"),
-    ("the password is wrong", "the password is wrong"),
-    ("{'kind': 'final', 'tokens': 64}", "{'kind': 'final', 'tokens': 64}"),
-    ("model_name='m'", "model_name='m'"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("redis://:pw12345@host:6379", "redis://:***@host:6379"),
+        ("rediss://user:p%40ss@host/0", "rediss://user:***@host/0"),
+        ("http://host:8080/path", "http://host:8080/path"),
+        ("{'redis_password': 'a b c', 'x': 1}", "{'redis_password': '***', 'x': 1}"),
+        ('{"password": "x\\"y"}', '{"password": "***"}'),
+        ('{\\"password\\": \\"abc\\", \\"x\\": 1}', '{\\"password\\": \\"***\\", \\"x\\": 1}'),
+        ("password=abc; next", "password=***; next"),
+        ("--redis-password hunter2 --seed 0", "--redis-password *** --seed 0"),
+        ("aws_secret_access_key = AKIA", "aws_secret_access_key = ***"),
+        ("token=abc", "token=***"),
+        ("tokens: 8192", "tokens: 8192"),
+        ("prefetch_timeout_per_ki_token=0.25", "prefetch_timeout_per_ki_token=0.25"),
+        ("the password is wrong", "the password is wrong"),
+        ("{'kind': 'final', 'tokens': 64}", "{'kind': 'final', 'tokens': 64}"),
+        ("model_name='m'", "model_name='m'"),
+    ],
+)
 def test_redaction_rules(text: str, expected: str) -> None:
     assert redact(text) == expected
 
@@ -87,9 +129,13 @@ def test_known_secret_values_are_redacted_anywhere() -> None:
     assert redact(f"login failed for {PASSWORD} at {TOKEN}", secret_values(EXTRA)) == "login failed for *** at ***"
     assert redact("a 1 b", ("1",)) == "a 1 b"  # too short to replace everywhere
     assert redact_value({"redis_password": 5, "model_name": "m", "inner": ["redis://:abcd@h"]}) == {
-        "redis_password": "***", "model_name": "m", "inner": ["redis://:***@h"]}
-    assert [is_secret_key(name) for name in ("redis_password", "token", "tokens", "per_ki_token", "api_key",
-                                             "model_name")] == [True, True, False, False, True, False]
+        "redis_password": "***",
+        "model_name": "m",
+        "inner": ["redis://:***@h"],
+    }
+    assert [
+        is_secret_key(name) for name in ("redis_password", "token", "tokens", "per_ki_token", "api_key", "model_name")
+    ] == [True, True, False, False, True, False]
 
 
 def test_planted_report_without_redaction_is_caught(tmp_path: Any, capsys: Any, monkeypatch: Any) -> None:

@@ -27,8 +27,12 @@ differential = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, 
 def planted_search(strategy: st.SearchStrategy, disagrees: Callable[[Any], bool], examples: int = 2_000) -> Any:
     """Return an input on which a planted variant disagrees with the release; fail if none is found."""
     try:
-        return find(strategy, disagrees, settings=settings(max_examples=examples, deadline=None,
-                                                             derandomize=True, database=None))
+        return find(
+            strategy,
+            disagrees,
+            settings=settings(max_examples=examples, deadline=None, derandomize=True, database=None),
+        )
     except NoSuchExample:
-        raise AssertionError(f"no input among {examples} tells the planted variant from the release: "
-                             "the comparison cannot fail") from None
+        raise AssertionError(
+            f"no input among {examples} tells the planted variant from the release: the comparison cannot fail"
+        ) from None

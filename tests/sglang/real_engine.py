@@ -57,17 +57,27 @@ class _Allocator:
 
 
 def _device_pool(memory_pool: Any, page_size: int, tokens: int) -> Any:
-    return memory_pool.MHATokenToKVPool(tokens, page_size, torch.float16, 1, 4, 1, "cpu", False,
-                                        start_layer=0, end_layer=0)
+    return memory_pool.MHATokenToKVPool(
+        tokens, page_size, torch.float16, 1, 4, 1, "cpu", False, start_layer=0, end_layer=0
+    )
 
 
 def _host_pool(mha: Any, device_pool: Any, page_size: int, label: str) -> Any:
     """The release's MHA host pool on CPU (0.5.23 takes the device pool's buffer info, older ones the pool)."""
     cls = mha.MHATokenToKVPoolHost
     if "buffer_info" in inspect.signature(cls.__init__).parameters:
-        return cls(device_pool.get_device_pool_infos()[0].buffer_info, 2.0, 0, page_size, "layer_first",
-                   pin_memory=False, device_capacity_tokens=device_pool.size, start_layer=device_pool.start_layer,
-                   end_layer=device_pool.end_layer, pool_label=label)
+        return cls(
+            device_pool.get_device_pool_infos()[0].buffer_info,
+            2.0,
+            0,
+            page_size,
+            "layer_first",
+            pin_memory=False,
+            device_capacity_tokens=device_pool.size,
+            start_layer=device_pool.start_layer,
+            end_layer=device_pool.end_layer,
+            pool_label=label,
+        )
     return cls(device_pool, 2.0, 0, page_size, "layer_first", pin_memory=False, pool_label=label)
 
 
@@ -99,8 +109,10 @@ def _with_v1(file_class: type) -> type:
 
         def batch_set_v1(self, keys, host_indices, extra_info=None):
             pool = self.mem_pool_host
-            return [self.set(key, pool.get_data_page(host_indices[number * pool.page_size]))
-                    for number, key in enumerate(keys)]
+            return [
+                self.set(key, pool.get_data_page(host_indices[number * pool.page_size]))
+                for number, key in enumerate(keys)
+            ]
 
     return HiCacheFileV1
 
@@ -133,16 +145,30 @@ class RealEngine:
             self.pools["swa"] = _host_pool(mha, swa_device, page_size, "swa")
             self.pools["indexer"] = _host_pool(mha, indexer_device, page_size, "indexer")
             entries = [
-                group.PoolEntry(name=PoolName.KV, host_pool=kv_host, device_pool=device,
-                                layer_mapper=lambda layer: layer, is_primary_index_anchor=True),
-                group.PoolEntry(name=PoolName.SWA, host_pool=self.pools["swa"], device_pool=swa_device,
-                                layer_mapper=lambda layer: layer),
-                group.PoolEntry(name=PoolName.INDEXER, host_pool=self.pools["indexer"], device_pool=indexer_device,
-                                layer_mapper=lambda layer: layer),
+                group.PoolEntry(
+                    name=PoolName.KV,
+                    host_pool=kv_host,
+                    device_pool=device,
+                    layer_mapper=lambda layer: layer,
+                    is_primary_index_anchor=True,
+                ),
+                group.PoolEntry(
+                    name=PoolName.SWA,
+                    host_pool=self.pools["swa"],
+                    device_pool=swa_device,
+                    layer_mapper=lambda layer: layer,
+                ),
+                group.PoolEntry(
+                    name=PoolName.INDEXER,
+                    host_pool=self.pools["indexer"],
+                    device_pool=indexer_device,
+                    layer_mapper=lambda layer: layer,
+                ),
             ]
             host = group.HostPoolGroup(entries)
             controller_class = importlib.import_module(
-                "sglang.srt.mem_cache.hybrid_cache.hybrid_cache_controller").HybridCacheController
+                "sglang.srt.mem_cache.hybrid_cache.hybrid_cache_controller"
+            ).HybridCacheController
         else:
             host = kv_host
             controller_class = self.cc.HiCacheController
@@ -172,9 +198,13 @@ class RealEngine:
             # "file" calls the legacy batch_get / batch_set, which carry no prefix.
             name, extra = ("dynamic", {"interface_v1": 1}) if v1 else ("file", None)
             with _single_rank():
-                self.controller.attach_storage_backend(name, prefetch_threshold=self.page_size,
-                                                       model_name="real-engine",
-                                                       storage_backend_extra_config=extra, **kwargs)
+                self.controller.attach_storage_backend(
+                    name,
+                    prefetch_threshold=self.page_size,
+                    model_name="real-engine",
+                    storage_backend_extra_config=extra,
+                    **kwargs,
+                )
         finally:
             factory.create_backend = original
             self.cc.is_dp_attention_enabled = dp_attention
@@ -190,8 +220,12 @@ class RealEngine:
     def trailing(self, keys: list, pages: int, *, allocate: bool = True) -> Any:
         """A TRAILING_PAGES SWA transfer of the last ``pages`` keys (its host rows allocated on the SWA pool)."""
         rows = self.pools["swa"].alloc(pages * self.page_size) if allocate else None
-        return self.storage.PoolTransfer(name=self.storage.PoolName.SWA, host_indices=rows, keys=list(keys[-pages:]),
-                                         hit_policy=self.storage.PoolHitPolicy.TRAILING_PAGES)
+        return self.storage.PoolTransfer(
+            name=self.storage.PoolName.SWA,
+            host_indices=rows,
+            keys=list(keys[-pages:]),
+            hit_policy=self.storage.PoolHitPolicy.TRAILING_PAGES,
+        )
 
     def derived(self) -> Any:
         """A KV-derived INDEXER transfer (its rows and keys are the KV ones)."""
@@ -201,8 +235,10 @@ class RealEngine:
         """``(written, now in the host rows)`` for each page of the ``tokens`` the prefetch's acks report loaded."""
         pool = self.pools["kv"]
         pages = tokens // self.page_size
-        return [(self.written[key], pool.get_data_page(operation.host_indices[number * self.page_size]).flatten())
-                for number, key in enumerate(operation.hash_value[:pages])]
+        return [
+            (self.written[key], pool.get_data_page(operation.host_indices[number * self.page_size]).flatten())
+            for number, key in enumerate(operation.hash_value[:pages])
+        ]
 
     # ------------------------------------------------------------ operations
     def backup(self, token_ids: list, *, prefix_keys: Optional[list], extra_pools: Optional[list] = None) -> Any:
@@ -213,15 +249,22 @@ class RealEngine:
         generator = torch.Generator().manual_seed(len(self.written))
         for number, key in enumerate(keys):  # distinct bytes per page, so a read of the wrong page shows
             page = torch.randn(pool.get_dummy_flat_data_page().shape, generator=generator).to(
-                pool.get_dummy_flat_data_page().dtype)
+                pool.get_dummy_flat_data_page().dtype
+            )
             pool.set_from_flat_data_page(rows[number * self.page_size], page)
             self.written[key] = page
         kwargs = {"extra_pools": extra_pools} if self.hybrid else {}
         self.controller.write_storage(rows, token_ids, hash_value=keys, prefix_keys=prefix_keys, **kwargs)
         return self.controller.ack_backup_queue.get(timeout=WAIT_S)
 
-    def prefetch(self, token_ids: list, *, prefix_keys: Optional[list], extra_pools: Optional[list] = None,
-                 last_hash: Optional[str] = None) -> tuple[Any, list]:
+    def prefetch(
+        self,
+        token_ids: list,
+        *,
+        prefix_keys: Optional[list],
+        extra_pools: Optional[list] = None,
+        last_hash: Optional[str] = None,
+    ) -> tuple[Any, list]:
         """Run one prefetch as the scheduler would; return (operation, acks as contract models)."""
         if self.hybrid:
             handle = SimpleNamespace(rid="r-1")
@@ -251,8 +294,11 @@ class RealEngine:
                 hits = {str(getattr(name, "value", name)): count for name, count in ack.pool_hits.items() if count}
                 acks.append(PoolHitsAck(operation_id=operation.id, pool_hits=hits))
             if ack.completed_req:
-                tokens = acks[-1].tokens if acks and isinstance(acks[-1], ProgressAck) else (
-                    max((a.tokens for a in acks if isinstance(a, ProgressAck)), default=0))
+                tokens = (
+                    acks[-1].tokens
+                    if acks and isinstance(acks[-1], ProgressAck)
+                    else (max((a.tokens for a in acks if isinstance(a, ProgressAck)), default=0))
+                )
                 acks.append(FinalAck(operation_id=operation.id, tokens=tokens))
                 return acks
         raise AssertionError(f"no final ack within {WAIT_S} s; acks so far: {acks}")

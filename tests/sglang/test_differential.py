@@ -80,8 +80,9 @@ def test_namespace_seed_matches_the_release(sglang_utils, release, extra_key, ca
 
 
 # ------------------------------------------------------------------ pool hits
-RESULTS = st.dictionaries(st.sampled_from(["kv", "swa", "mamba", "indexer"]), st.lists(st.booleans(), max_size=12),
-                          max_size=4)
+RESULTS = st.dictionaries(
+    st.sampled_from(["kv", "swa", "mamba", "indexer"]), st.lists(st.booleans(), max_size=12), max_size=4
+)
 
 
 @pytest.mark.clause("HYB-8")
@@ -112,8 +113,10 @@ def _hicache_file_answer(module, root, kv, pools):
     from hicache_contracts.interop import to_sglang
     from hicache_contracts.models import HiCacheStorageConfig, PoolTransfer
 
-    config = to_sglang(HiCacheStorageConfig.single_rank(model_name="diff", extra_config={"file_storage_path": root}),
-                       storage_module=module)
+    config = to_sglang(
+        HiCacheStorageConfig.single_rank(model_name="diff", extra_config={"file_storage_path": root}),
+        storage_module=module,
+    )
     backend = module.HiCacheFile(config, root)  # 0.5.20 and 0.5.21 ignore file_storage_path
     assert backend.file_path == root, f"HiCacheFile stores under {backend.file_path!r}, not the test's {root!r}"
     keys = ["%064x" % index for index in range(len(kv))]
@@ -122,8 +125,12 @@ def _hicache_file_answer(module, root, kv, pools):
         if present:
             open(os.path.join(root, f"{backend._get_suffixed_key(keys[index])}.bin"), "wb").close()
     for name, policy, window, present in pools:
-        transfer = to_sglang(PoolTransfer(name=name, keys=keys[len(keys) - window:] if policy == "trailing_pages"
-                                          else keys, hit_policy=policy), storage_module=module)
+        transfer = to_sglang(
+            PoolTransfer(
+                name=name, keys=keys[len(keys) - window :] if policy == "trailing_pages" else keys, hit_policy=policy
+            ),
+            storage_module=module,
+        )
         transfers.append(transfer)
         for index, flag in enumerate(present):
             if flag:
@@ -162,5 +169,7 @@ def test_fold_matches_hicache_file_over_a_real_store(sglang_storage, release):
 
     compare()
     if diverges:
-        assert disagreements, (f"SGLang {release} is recorded as folding with the minimum of maxima (BE-21), "
-                               "but it agreed with the spec on every store: update the divergence registry")
+        assert disagreements, (
+            f"SGLang {release} is recorded as folding with the minimum of maxima (BE-21), "
+            "but it agreed with the spec on every store: update the divergence registry"
+        )

@@ -77,9 +77,10 @@ def _release_groups(storage, prefix, span, counts, empty_as_none):
     hybrid = _module(HYBRID)
     transfers = []
     for count in counts:
-        keys = list(span[len(span) - count:]) if count else (None if empty_as_none else [])
-        transfers.append(storage.PoolTransfer(name=storage.PoolName.SWA, keys=keys,
-                                              hit_policy=storage.PoolHitPolicy.TRAILING_PAGES))
+        keys = list(span[len(span) - count :]) if count else (None if empty_as_none else [])
+        transfers.append(
+            storage.PoolTransfer(name=storage.PoolName.SWA, keys=keys, hit_policy=storage.PoolHitPolicy.TRAILING_PAGES)
+        )
     given_prefix = None if prefix is None else list(prefix)
     groups = hybrid._trailing_chain_groups(given_prefix, list(span), transfers)
     answer = []
@@ -106,8 +107,10 @@ def test_sidecar_groups_match_the_release(sglang_storage, release, case):
 def test_sidecar_groups_refute_the_operation_level_prefix(sglang_storage, release):
     """The comparison catches the old PFX-9 rule: every call carrying the operation's prefix."""
     _needs(release, "0.5.21", "trailing-length grouping of sidecar calls")
-    planted_search(group_inputs(), lambda case: _release_groups(sglang_storage, *case)
-                   != plan_sidecar_groups_operation_prefix(*case[:3]))
+    planted_search(
+        group_inputs(),
+        lambda case: _release_groups(sglang_storage, *case) != plan_sidecar_groups_operation_prefix(*case[:3]),
+    )
 
 
 # ------------------------------------------------------------------ prefetch timeout (CTL-10, CTL-14, CTL-16)
@@ -129,12 +132,19 @@ def _unified_settings(release: str, base: float, per_ki: float, page_size: int) 
     hybrid = _module(HYBRID)
     attachment = _module("sglang.srt.mem_cache.unified_cache.storage_attachment")
     parsed = hybrid.HybridCacheController.parse_storage_backend_extra_config(
-        json.dumps({"prefetch_timeout_base": base, "prefetch_timeout_per_ki_token": per_ki}))
+        json.dumps({"prefetch_timeout_base": base, "prefetch_timeout_per_ki_token": per_ki})
+    )
     cache = SimpleNamespace(page_size=page_size, enable_storage=False)
     attachment.StorageAttachment(cache).apply_runtime_config(
-        storage_backend=None, prefetch_threshold=parsed[1], prefetch_timeout_base=parsed[2],
-        prefetch_timeout_per_ki_token=parsed[3], hicache_storage_pass_prefix_keys=parsed[4],
-        enable_storage=False, enable_storage_metrics=False, extra_metric_labels=None)
+        storage_backend=None,
+        prefetch_threshold=parsed[1],
+        prefetch_timeout_base=parsed[2],
+        prefetch_timeout_per_ki_token=parsed[3],
+        hicache_storage_pass_prefix_keys=parsed[4],
+        enable_storage=False,
+        enable_storage_metrics=False,
+        extra_metric_labels=None,
+    )
     return cache
 
 
@@ -148,8 +158,9 @@ def _expires_after(module, check, operation, limit: float) -> bool:
 def _agrees(module, check, operation, expected: float) -> bool:
     """Whether the release's deadline check flips where ``expected`` says (to 1e-9 relative: rounding order differs)."""
     slack = 1e-9 * max(1.0, expected)
-    return (not _expires_after(module, check, operation, expected - slack)
-            and _expires_after(module, check, operation, expected + slack))
+    return not _expires_after(module, check, operation, expected - slack) and _expires_after(
+        module, check, operation, expected + slack
+    )
 
 
 def _release_timeout_agrees(release: str, case, spec_timeout) -> bool:
@@ -182,8 +193,10 @@ def test_prefetch_timeout_matches_the_release(release, case):
 @pytest.mark.clause("CTL-14", "CTL-16")
 def test_prefetch_timeout_refutes_the_capped_rule(release):
     """The comparison catches the 0.5.20 HiRadixCache cap (30 s) applied to the unified cache."""
+
     def capped(tokens, base, per_ki):
         return compute_prefetch_timeout(tokens, base, per_ki, LEGACY_PREFETCH_TIMEOUT_MAX)
+
     planted_search(timeout_inputs(), lambda case: not _release_timeout_agrees(release, case, capped))
 
 
@@ -201,8 +214,9 @@ def test_legacy_prefetch_timeout_matches_hiradix_cache(sglang_storage, release, 
         pytest.skip(f"SGLang {release} has no HiRadixCache (removed after 0.5.20)")
     base, per_ki, page_size, pages, _ = case
     hiradix = _module("sglang.srt.mem_cache.hiradix_cache")
-    cache = SimpleNamespace(page_size=page_size,
-                            prefetch_timeout_config=sglang_storage.PrefetchTimeoutConfig(base, per_ki, maximum))
+    cache = SimpleNamespace(
+        page_size=page_size, prefetch_timeout_config=sglang_storage.PrefetchTimeoutConfig(base, per_ki, maximum)
+    )
     check = lambda op: hiradix.HiRadixCache._prefetch_timeout_check_linear_func(cache, op)  # noqa: E731
     expected = compute_prefetch_timeout(pages * page_size, base, per_ki, maximum)
     assert _agrees(hiradix, check, SimpleNamespace(hash_value=range(pages)), expected), (case, maximum)
@@ -214,7 +228,10 @@ def test_legacy_prefetch_timeout_defaults_match_the_release(sglang_storage, rele
         pytest.skip(f"SGLang {release} has no PrefetchTimeoutConfig (removed after 0.5.20)")
     config = sglang_storage.PrefetchTimeoutConfig()
     assert (config.base, config.per_ki_token, config.max) == (
-        LEGACY_PREFETCH_TIMEOUT_BASE, LEGACY_PREFETCH_TIMEOUT_PER_KI_TOKEN, LEGACY_PREFETCH_TIMEOUT_MAX)
+        LEGACY_PREFETCH_TIMEOUT_BASE,
+        LEGACY_PREFETCH_TIMEOUT_PER_KI_TOKEN,
+        LEGACY_PREFETCH_TIMEOUT_MAX,
+    )
 
 
 # ------------------------------------------------------------------ rank agreement (RANK-1, RANK-2, RANK-5, RANK-6)
@@ -301,8 +318,10 @@ def test_scalar_rank_agreement_matches_the_release(case):
 
 @pytest.mark.clause("RANK-1")
 def test_scalar_rank_agreement_refutes_max():
-    planted_search(scalar_ranks(), lambda case: any(answer != _spec_scalar_agreement(case, max)
-                                                    for answer in _base_controller_hits(case)))
+    planted_search(
+        scalar_ranks(),
+        lambda case: any(answer != _spec_scalar_agreement(case, max) for answer in _base_controller_hits(case)),
+    )
 
 
 @st.composite
@@ -332,8 +351,9 @@ def _hybrid_agreement(storage, case) -> list[tuple[int, dict]]:
     """Every rank's agreed hit (tokens) and pool verdicts, from HybridCacheController._sync_prefetch_hit_query."""
     hybrid = _module(HYBRID)
     page_size, span, extra_tokens, policies, ranks = case
-    transfers = [storage.PoolTransfer(name=storage.PoolName.SWA, hit_policy=storage.PoolHitPolicy(policy))
-                 for policy in policies]
+    transfers = [
+        storage.PoolTransfer(name=storage.PoolName.SWA, hit_policy=storage.PoolHitPolicy(policy)) for policy in policies
+    ]
 
     def run_rank(rank, collective):
         hit, restorable, verdicts = ranks[rank]
@@ -342,17 +362,21 @@ def _hybrid_agreement(storage, case) -> list[tuple[int, dict]]:
         controller.prefetch_hits_sync_groups = []
         controller._all_reduce = collective
         result = SimpleNamespace(restorable_prefix_pages=None if restorable is None else list(restorable))
-        operation = SimpleNamespace(pool_transfers=transfers, token_ids=[0] * (span * page_size + extra_tokens),
-                                    pool_storage_result=result,
-                                    query_pool_hit_pages={storage.PoolName(name): pages for name, pages in verdicts})
+        operation = SimpleNamespace(
+            pool_transfers=transfers,
+            token_ids=[0] * (span * page_size + extra_tokens),
+            pool_storage_result=result,
+            query_pool_hit_pages={storage.PoolName(name): pages for name, pages in verdicts},
+        )
         agreed = controller._sync_prefetch_hit_query(operation, hit * page_size)
         return int(agreed), {str(name.value): pages for name, pages in operation.query_pool_hit_pages.items()}
 
     return _over_ranks(run_rank, len(ranks))
 
 
-def _spec_vector_agreement(release, case, agree_flags=agree_restorable_hit_pages,
-                           agree_pools=agree_pool_boundaries) -> tuple[int, dict]:
+def _spec_vector_agreement(
+    release, case, agree_flags=agree_restorable_hit_pages, agree_pools=agree_pool_boundaries
+) -> tuple[int, dict]:
     page_size, span, _, policies, ranks = case
     if release_key(release) >= (0, 5, 23) and "trailing_pages" in policies:  # RANK-6
         agreed = agree_flags(tuple(compute_restorable_flags(hit, restorable, span) for hit, restorable, _ in ranks))
@@ -379,9 +403,13 @@ def test_packed_rank_vector_matches_the_release(sglang_storage, release, case):
 @pytest.mark.clause("RANK-6")
 def test_packed_rank_vector_refutes_min_of_largest_lengths(sglang_storage, release):
     _needs(release, "0.5.23", "per-length restorable flags")
-    planted_search(vector_ranks(min_ranks=2, trailing=True), lambda case: any(
-        answer != _spec_vector_agreement(release, case, _min_of_largest_flag)
-        for answer in _hybrid_agreement(sglang_storage, case)))
+    planted_search(
+        vector_ranks(min_ranks=2, trailing=True),
+        lambda case: any(
+            answer != _spec_vector_agreement(release, case, _min_of_largest_flag)
+            for answer in _hybrid_agreement(sglang_storage, case)
+        ),
+    )
 
 
 def _pools_any_rank_named(rank_boundaries) -> tuple:
@@ -396,6 +424,10 @@ def _pools_any_rank_named(rank_boundaries) -> tuple:
 @pytest.mark.clause("RANK-5")
 def test_packed_rank_vector_refutes_verdicts_some_rank_lacks(sglang_storage, release):
     _needs(release, "0.5.22", "packed rank-agreement vector")
-    planted_search(vector_ranks(min_ranks=2), lambda case: any(
-        answer != _spec_vector_agreement(release, case, agree_pools=_pools_any_rank_named)
-        for answer in _hybrid_agreement(sglang_storage, case)))
+    planted_search(
+        vector_ranks(min_ranks=2),
+        lambda case: any(
+            answer != _spec_vector_agreement(release, case, agree_pools=_pools_any_rank_named)
+            for answer in _hybrid_agreement(sglang_storage, case)
+        ),
+    )

@@ -31,15 +31,18 @@ NO_DELAY = {"sim_op_latency_us": 0, "sim_write_gbps": 0, "sim_read_gbps": 0}
 
 
 def _diverges(release: str) -> bool:
-    return any(item.clause_id == "BE-21" and item.function == "SimHiCacheStorage.batch_exists_v2"
-               for item in divergences_for_release(release))
+    return any(
+        item.clause_id == "BE-21" and item.function == "SimHiCacheStorage.batch_exists_v2"
+        for item in divergences_for_release(release)
+    )
 
 
 def _sim_answer(storage, store):
     """Write the store's pages through the simulator's own batch_set_v2, then ask its batch_exists_v2."""
     kv, pools = store
-    config = to_sglang(HiCacheStorageConfig.single_rank(model_name="diff", extra_config=dict(NO_DELAY)),
-                       storage_module=storage)
+    config = to_sglang(
+        HiCacheStorageConfig.single_rank(model_name="diff", extra_config=dict(NO_DELAY)), storage_module=storage
+    )
     backend = in_tree_factory("sim", extra_config=NO_DELAY).build(config)
     keys = ["%064x" % index for index in range(len(kv))]
     writes = [storage.PoolTransfer(name=storage.PoolName.KV, keys=[k for k, flag in zip(keys, kv) if flag])]
@@ -47,8 +50,13 @@ def _sim_answer(storage, store):
     for name, policy, window, present in pools:
         pool = storage.PoolName(name)
         writes.append(storage.PoolTransfer(name=pool, keys=[k for k, flag in zip(keys, present) if flag]))
-        query.append(storage.PoolTransfer(name=pool, keys=keys[len(keys) - window:] if policy == "trailing_pages"
-                                          else keys, hit_policy=storage.PoolHitPolicy(policy)))
+        query.append(
+            storage.PoolTransfer(
+                name=pool,
+                keys=keys[len(keys) - window :] if policy == "trailing_pages" else keys,
+                hit_policy=storage.PoolHitPolicy(policy),
+            )
+        )
     written = backend.batch_set_v2(writes)
     assert all(all(flags) for flags in written.values())
     result = backend.batch_exists_v2(keys, query)
@@ -75,5 +83,6 @@ def test_sim_backend_divergence_is_still_there(sglang_storage, release):
     if _diverges(release):
         planted_search(stores(), lambda store: _sim_answer(sglang_storage, store)[:2] != fold_pool_query(*store)[:2])
     else:
-        planted_search(stores(), lambda store: _sim_answer(sglang_storage, store)
-                       != fold_pool_query_min_of_maxima(*store))
+        planted_search(
+            stores(), lambda store: _sim_answer(sglang_storage, store) != fold_pool_query_min_of_maxima(*store)
+        )

@@ -37,16 +37,33 @@ def samples() -> list:
         HiCacheStorageExtraInfo(prefix_keys=[]),
         HiCacheStorageExtraInfo(prefix_keys=KEYS[:2], extra_info={"session_id": "s-1"}),
         HiCacheStorageConfig.single_rank(),
-        HiCacheStorageConfig.single_rank(model_name=None, tp_size=4, tp_rank=3, pp_size=2, pp_rank=1,
-                                         attn_cp_size=2, attn_cp_rank=1, is_page_first_layout=True,
-                                         enable_storage_metrics=True, tp_lcm_size=8, should_split_heads=True,
-                                         extra_config={"path": "/x", "nested": {"a": 1}}),
+        HiCacheStorageConfig.single_rank(
+            model_name=None,
+            tp_size=4,
+            tp_rank=3,
+            pp_size=2,
+            pp_rank=1,
+            attn_cp_size=2,
+            attn_cp_rank=1,
+            is_page_first_layout=True,
+            enable_storage_metrics=True,
+            tp_lcm_size=8,
+            should_split_heads=True,
+            extra_config={"path": "/x", "nested": {"a": 1}},
+        ),
         HiCacheStorageConfig.single_rank(dp_rank=2),
-        HiCacheStorageConfig.single_rank(is_mla_model=True, tp_size=2, tp_rank=1, dcp_size=2, dcp_rank=1,
-                                         logical_page_size=64),
+        HiCacheStorageConfig.single_rank(
+            is_mla_model=True, tp_size=2, tp_rank=1, dcp_size=2, dcp_rank=1, logical_page_size=64
+        ),
         PoolTransfer(name="kv", host_indices=indices, keys=KEYS),
-        PoolTransfer(name="swa", host_indices=indices, device_indices=indices, keys=KEYS,
-                     hit_policy="trailing_pages", nodes_to_load=["node"]),
+        PoolTransfer(
+            name="swa",
+            host_indices=indices,
+            device_indices=indices,
+            keys=KEYS,
+            hit_policy="trailing_pages",
+            nodes_to_load=["node"],
+        ),
         PoolTransfer(name="indexer", keys=KEYS, indices_from_pool="kv"),
         PoolTransfer(name="mamba", keys=KEYS, hit_policy="block_groups", block_pages=4, group_pages=2),
         PoolTransfer(name="auxiliary_swa", keys=KEYS),
@@ -60,8 +77,11 @@ def _release_lacks(model, module) -> list[str]:
     """The fields (or enum values) of ``model`` that hold a non-default value the release cannot carry."""
     cls = getattr(module, type(model).__name__)
     theirs = {field.name for field in dataclasses.fields(cls)}
-    lacking = [name for name, info in type(model).model_fields.items()
-               if name not in theirs and getattr(model, name) != info.default]
+    lacking = [
+        name
+        for name, info in type(model).model_fields.items()
+        if name not in theirs and getattr(model, name) != info.default
+    ]
     for field, enum_name in (("name", "PoolName"), ("indices_from_pool", "PoolName"), ("hit_policy", "PoolHitPolicy")):
         value = getattr(model, field, None)
         if value is not None and value.value not in {member.value for member in getattr(module, enum_name)}:
@@ -138,8 +158,9 @@ def test_planted_interop_bugs_fail_the_round_trip(sglang_storage, release):
 def test_a_release_field_the_project_lacks_is_refused_unless_default(sglang_storage, release):
     """from_sglang on a subclass of the release's class with one more field: dropped at its default, else refused."""
     base = sglang_storage.HiCacheStorageExtraInfo
-    extended = dataclasses.make_dataclass("HiCacheStorageExtraInfo", [("trace_id", object, dataclasses.field(default=None))],
-                                          bases=(base,))
+    extended = dataclasses.make_dataclass(
+        "HiCacheStorageExtraInfo", [("trace_id", object, dataclasses.field(default=None))], bases=(base,)
+    )
     assert from_sglang(extended(prefix_keys=[], trace_id=None)) == HiCacheStorageExtraInfo(prefix_keys=[])
     with pytest.raises(ContractViolation) as caught:
         from_sglang(extended(prefix_keys=[], trace_id="t-1"))

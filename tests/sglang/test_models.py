@@ -28,8 +28,7 @@ def test_models_match_the_release(sglang_storage, release):
 
 def _renamed(description, cls, old, new):
     planted = copy.deepcopy(description)
-    planted["classes"][cls] = [[new if field == old else field, default]
-                               for field, default in planted["classes"][cls]]
+    planted["classes"][cls] = [[new if field == old else field, default] for field, default in planted["classes"][cls]]
     return planted
 
 
@@ -46,8 +45,10 @@ def test_a_planted_drift_is_caught(sglang_storage, release):
     assert any(last_member in problem for problem in compare(missing, theirs, release))
 
     defaulted = copy.deepcopy(ours)
-    defaulted["classes"]["PoolTransfer"] = [[field, "'trailing_pages'" if field == "hit_policy" else default]
-                                            for field, default in defaulted["classes"]["PoolTransfer"]]
+    defaulted["classes"]["PoolTransfer"] = [
+        [field, "'trailing_pages'" if field == "hit_policy" else default]
+        for field, default in defaulted["classes"]["PoolTransfer"]
+    ]
     assert any("hit_policy" in problem for problem in compare(defaulted, theirs, release))
 
     reordered = copy.deepcopy(ours)
@@ -56,8 +57,9 @@ def test_a_planted_drift_is_caught(sglang_storage, release):
     assert any("order" in problem for problem in compare(reordered, theirs, release))
 
     value = copy.deepcopy(ours)
-    value["enums"]["PoolHitPolicy"] = [[name, "ALL" if name == "ALL_PAGES" else text]
-                                       for name, text in value["enums"]["PoolHitPolicy"]]
+    value["enums"]["PoolHitPolicy"] = [
+        [name, "ALL" if name == "ALL_PAGES" else text] for name, text in value["enums"]["PoolHitPolicy"]
+    ]
     assert any("ALL_PAGES" in problem for problem in compare(value, theirs, release))
 
 
@@ -70,8 +72,18 @@ def test_dcp_validation_agrees_with_the_release(sglang_storage, release):
     cls = sglang_storage.HiCacheStorageConfig
     if "dcp_size" not in cls.__dataclass_fields__:
         pytest.skip(f"SGLang {release} has no DCP fields")
-    base = dict(tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_cp_rank=0, attn_cp_size=1, is_mla_model=False,
-                enable_storage_metrics=False, is_page_first_layout=False, model_name="m")
+    base = dict(
+        tp_rank=0,
+        tp_size=1,
+        pp_rank=0,
+        pp_size=1,
+        attn_cp_rank=0,
+        attn_cp_size=1,
+        is_mla_model=False,
+        enable_storage_metrics=False,
+        is_page_first_layout=False,
+        model_name="m",
+    )
     cases = []
     for tp_size in (1, 2, 3, 4):
         for tp_rank in range(tp_size):
@@ -79,8 +91,17 @@ def test_dcp_validation_agrees_with_the_release(sglang_storage, release):
                 for dcp_rank in range(dcp_size):
                     for mla in (False, True):
                         for page in (None, 0, 2, 3, 64):
-                            cases.append(dict(base, tp_size=tp_size, tp_rank=tp_rank, dcp_size=dcp_size,
-                                              dcp_rank=dcp_rank, is_mla_model=mla, logical_page_size=page))
+                            cases.append(
+                                dict(
+                                    base,
+                                    tp_size=tp_size,
+                                    tp_rank=tp_rank,
+                                    dcp_size=dcp_size,
+                                    dcp_rank=dcp_rank,
+                                    is_mla_model=mla,
+                                    logical_page_size=page,
+                                )
+                            )
     for case in cases:
         try:
             theirs = cls(**case)

@@ -35,8 +35,9 @@ from tests.sglang.real_engine import RealEngine
 STORED, ASKED, WINDOW = 200, 300, 4
 PREFIXES = {"anchor": ["p0"], "empty": []}
 CONTROLLERS = ("HiCacheController", "HybridCacheController")
-CASES = [(controller, prefix, kind) for controller in CONTROLLERS for prefix in PREFIXES
-         for kind in ("backup", "prefetch")]
+CASES = [
+    (controller, prefix, kind) for controller in CONTROLLERS for prefix in PREFIXES for kind in ("backup", "prefetch")
+]
 
 
 @dataclass
@@ -52,8 +53,9 @@ class Run:
 
     def check(self, *, version: Optional[str] = None, cut: bool = False) -> Any:
         chain = self.cut_chain if cut else self.chain
-        return check_trace(self.calls, chain=chain, prefix_keys=self.prefix_keys, page_size=1,
-                           sglang_version=version, **self.options)
+        return check_trace(
+            self.calls, chain=chain, prefix_keys=self.prefix_keys, page_size=1, sglang_version=version, **self.options
+        )
 
 
 def _run_controller(engine: RealEngine, hybrid: bool) -> dict:
@@ -65,8 +67,9 @@ def _run_controller(engine: RealEngine, hybrid: bool) -> dict:
         backup_prefix = list(prefix)
         backup = engine.backup(tokens, prefix_keys=backup_prefix, extra_pools=extra)
         assert backup.completed_tokens == STORED and len(os.listdir(engine.folder)) >= STORED  # the test's own store
-        runs["backup", prefix_name] = Run(list(engine.rec.calls), keys, backup_prefix,
-                                          {"backup_completed_tokens": backup.completed_tokens})
+        runs["backup", prefix_name] = Run(
+            list(engine.rec.calls), keys, backup_prefix, {"backup_completed_tokens": backup.completed_tokens}
+        )
         engine.rec.clear_calls()
         tokens = list(range(base, base + ASKED))
         keys = engine.keys(tokens)
@@ -77,8 +80,13 @@ def _run_controller(engine: RealEngine, hybrid: bool) -> dict:
         assert list(operation.all_hash_values) == keys
         loaded = engine.loaded_pages(operation, acks[-1].tokens)
         assert len(loaded) == STORED and all(torch.equal(written, now) for written, now in loaded)
-        runs["prefetch", prefix_name] = Run(list(engine.rec.calls), list(operation.all_hash_values), prefetch_prefix,
-                                            {"acks": acks}, cut_chain=list(operation.hash_value))
+        runs["prefetch", prefix_name] = Run(
+            list(engine.rec.calls),
+            list(operation.all_hash_values),
+            prefetch_prefix,
+            {"acks": acks},
+            cut_chain=list(operation.hash_value),
+        )
         engine.rec.clear_calls()
     return runs
 
@@ -116,7 +124,9 @@ PLAIN = {
         ("HybridCacheController", "empty", "backup"): {"PFX-4", "PFX-7"},
         ("HybridCacheController", "empty", "prefetch"): {"PFX-4", "PFX-7", "PFX-8"},
     },
-    "0.5.21": _LATER, "0.5.22": _LATER, "0.5.23": _LATER,
+    "0.5.21": _LATER,
+    "0.5.22": _LATER,
+    "0.5.23": _LATER,
 }
 # The registry entries that record them (0.5.20: per case; later: the hybrid hit query).
 ENTRIES = {
@@ -137,8 +147,26 @@ ENTRIES = {
 }
 
 
-@pytest.mark.clause("PFX-2", "PFX-4", "PFX-5", "PFX-7", "PFX-8", "PFX-9", "CTL-1", "CTL-2", "CTL-4", "CTL-5",
-                    "CTL-6", "CTL-7", "CTL-11", "CTL-13", "HYB-1", "HYB-2", "HYB-3", "HYB-5")
+@pytest.mark.clause(
+    "PFX-2",
+    "PFX-4",
+    "PFX-5",
+    "PFX-7",
+    "PFX-8",
+    "PFX-9",
+    "CTL-1",
+    "CTL-2",
+    "CTL-4",
+    "CTL-5",
+    "CTL-6",
+    "CTL-7",
+    "CTL-11",
+    "CTL-13",
+    "HYB-1",
+    "HYB-2",
+    "HYB-3",
+    "HYB-5",
+)
 @pytest.mark.parametrize("case", CASES, ids="-".join)
 def test_real_controller_is_clean_but_for_its_recorded_divergences(runs, release, case):
     run = runs[case]
@@ -151,11 +179,13 @@ def test_real_controller_is_clean_but_for_its_recorded_divergences(runs, release
     plain = run.check()
     assert set(plain.violated) == PLAIN[release].get(case, set()), plain.format_table()
     # Each plain finding is one of the divergences shown, unchanged.
-    assert sorted(_findings(plain), key=str) == sorted(((d.clause, d.call_index, d.message)
-                                                        for d in judged.divergences), key=str)
+    assert sorted(_findings(plain), key=str) == sorted(
+        ((d.clause, d.call_index, d.message) for d in judged.divergences), key=str
+    )
     controller, _, kind = case
-    expected = {"PFX-1", "CTL-2"} | ({"CTL-1", "CTL-4", "CTL-5", "CTL-6", "CTL-11"} if kind == "prefetch"
-                                     else {"CTL-7", "CTL-13"})
+    expected = {"PFX-1", "CTL-2"} | (
+        {"CTL-1", "CTL-4", "CTL-5", "CTL-6", "CTL-11"} if kind == "prefetch" else {"CTL-7", "CTL-13"}
+    )
     if controller == "HybridCacheController":
         expected |= {"HYB-1", "HYB-2", "HYB-3"} if kind == "prefetch" else {"HYB-5"}
     assert expected <= set(judged.checked), judged.checked

@@ -50,8 +50,10 @@ class _Recording(MemoryBackend):
 @pytest.mark.clause("BE-8", "BE-1")
 def test_the_backend_receives_the_release_classes(sglang_storage, release):
     _Recording.seen = set()
-    run_suite(_Recording, SuiteOptions(profile="smoke", seed=0, sglang_version=release,
-                                       checks=("v1_pages_round_trip_bit_for_bit",)))
+    run_suite(
+        _Recording,
+        SuiteOptions(profile="smoke", seed=0, sglang_version=release, checks=("v1_pages_round_trip_bit_for_bit",)),
+    )
     assert sglang_storage.HiCacheStorageConfig in _Recording.seen
     assert not {cls for cls in _Recording.seen if cls.__module__.startswith("hicache_contracts")}
 
@@ -60,9 +62,25 @@ def test_the_backend_receives_the_release_classes(sglang_storage, release):
 def test_the_main_job_names_the_release(release):
     if release not in (SGLANG_RELEASES[0], SGLANG_RELEASES[-1]):
         pytest.skip("the CLI's release choice is checked on the oldest and the newest pinned release")
-    done = subprocess.run([sys.executable, "-m", "hicache_contracts.cli", "run", "--no-color", "--no-engine",
-                           "--profile", "smoke", "--seed", "0", "--sglang-version", release],
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hicache_contracts.cli",
+            "run",
+            "--no-color",
+            "--no-engine",
+            "--profile",
+            "smoke",
+            "--seed",
+            "0",
+            "--sglang-version",
+            release,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert f"SGLang objects: release {release}" in done.stdout
 
@@ -72,15 +90,23 @@ def test_another_release_in_the_same_process_is_one_clear_line(release):
     if release != SGLANG_RELEASES[-1]:
         pytest.skip("checked once, on the newest pinned release")
     other = next(version for version in SGLANG_RELEASES if version != release)
-    done = subprocess.run([sys.executable, "-c",
-                           "import sys; from hicache_contracts.cli import main\n"
-                           f"from hicache_contracts.sglang_release import storage_module; storage_module({release!r})\n"
-                           f"sys.exit(main(['run', '--sglang-version', {other!r}, '--quiet']))"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from hicache_contracts.cli import main\n"
+            f"from hicache_contracts.sglang_release import storage_module; storage_module({release!r})\n"
+            f"sys.exit(main(['run', '--sglang-version', {other!r}, '--quiet']))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == (
         f"hicache-conform run: --sglang-version: sglang {release} is already imported in this process; "
-        f"sglang {other} needs a process of its own")
+        f"sglang {other} needs a process of its own"
+    )
 
 
 @pytest.mark.clause(*[item.id for item in backend_clauses()])

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Optional
 
 
-
 def extend_prefix_in_place(prefix: Optional[list[str]], batch: list[str]) -> Optional[list[str]]:
     """Extend the prefix with ``+=`` (SGLang before the fix): mutates the list already handed out.
 
@@ -22,7 +21,9 @@ def extend_prefix_in_place(prefix: Optional[list[str]], batch: list[str]) -> Opt
     return prefix
 
 
-def extend_prefix_only_when_non_empty(prefix: Optional[tuple[str, ...]], batch: tuple[str, ...]) -> Optional[tuple[str, ...]]:
+def extend_prefix_only_when_non_empty(
+    prefix: Optional[tuple[str, ...]], batch: tuple[str, ...]
+) -> Optional[tuple[str, ...]]:
     """Extend only a non-empty prefix (SGLang before the fix): [] never accumulates.
 
     post: (prefix is None) == (__return__ is None)
@@ -33,7 +34,9 @@ def extend_prefix_only_when_non_empty(prefix: Optional[tuple[str, ...]], batch: 
     return prefix
 
 
-def extend_prefix_collapsing_empty(prefix: Optional[tuple[str, ...]], batch: tuple[str, ...]) -> Optional[tuple[str, ...]]:
+def extend_prefix_collapsing_empty(
+    prefix: Optional[tuple[str, ...]], batch: tuple[str, ...]
+) -> Optional[tuple[str, ...]]:
     """Treat [] as None ('feature off'): the feature switches itself off at the root.
 
     post: (prefix is None) == (__return__ is None)
@@ -76,7 +79,9 @@ def compute_pool_hit_window_misplaced(policy: str, window: int, present: tuple[b
     return kv_hit if all(present[:size]) else 0
 
 
-def fold_pool_query_min_of_maxima(kv_present: tuple[bool, ...], pools: tuple[tuple[str, str, int, tuple[bool, ...]], ...]) -> tuple:
+def fold_pool_query_min_of_maxima(
+    kv_present: tuple[bool, ...], pools: tuple[tuple[str, str, int, tuple[bool, ...]], ...]
+) -> tuple:
     """Fold with the minimum of each pool's largest hit (SGLang #39147; HiCacheFile before 0.5.23, SimHiCacheStorage).
 
     The first two pre lines narrow the domain to where the two folds part (an
@@ -108,7 +113,7 @@ def fold_pool_query_min_of_maxima(kv_present: tuple[bool, ...], pools: tuple[tup
             if policy == "all_pages":
                 ok = all(present[:end])
             else:
-                ok = all(present[max(0, end - size):end])
+                ok = all(present[max(0, end - size) : end])
             if ok:
                 boundary = end
                 break
@@ -118,7 +123,9 @@ def fold_pool_query_min_of_maxima(kv_present: tuple[bool, ...], pools: tuple[tup
     return final, tuple(entries), tuple(range(1, final + 1))
 
 
-def plan_sidecar_groups_operation_prefix(prefix: Optional[tuple[str, ...]], span: tuple[str, ...], key_counts: tuple[int, ...]) -> tuple:
+def plan_sidecar_groups_operation_prefix(
+    prefix: Optional[tuple[str, ...]], span: tuple[str, ...], key_counts: tuple[int, ...]
+) -> tuple:
     """Give every sidecar call the operation-level prefix (the old PFX-9 decision): a trailing window's prefix skips keys.
 
     pre: all(0 <= n <= len(span) for n in key_counts)

@@ -48,8 +48,19 @@ def leading(flags) -> int:
 
 # ---------------------------------------------------------------- CTL-3, CTL-2
 @pytest.mark.clause("CTL-3")
-@pytest.mark.parametrize("hit, threshold, worth", [(0, 0, False), (1, 0, True), (1, 1, True), (1, 2, False),
-                                                   (2, 2, True), (0, 1, False), (64, 65, False), (65, 65, True)])
+@pytest.mark.parametrize(
+    "hit, threshold, worth",
+    [
+        (0, 0, False),
+        (1, 0, True),
+        (1, 1, True),
+        (1, 2, False),
+        (2, 2, True),
+        (0, 1, False),
+        (64, 65, False),
+        (65, 65, True),
+    ],
+)
 def test_prefetch_threshold_boundaries(hit: int, threshold: int, worth: bool) -> None:
     assert is_prefetch_worth_it(hit, threshold) is worth
 
@@ -61,8 +72,10 @@ def test_storage_batch_size_is_sglangs() -> None:
 
 # ---------------------------------------------------------------- KEY-*: bigram chains at their length boundaries
 @pytest.mark.clause("KEY-1")
-@pytest.mark.parametrize("tokens, page_size, pages", [((), 1, 0), ((7,), 1, 0), ((7, 8), 1, 1), ((7, 8), 2, 0),
-                                                      ((1, 2, 3, 4), 2, 1), ((1, 2, 3, 4, 5), 2, 2)])
+@pytest.mark.parametrize(
+    "tokens, page_size, pages",
+    [((), 1, 0), ((7,), 1, 0), ((7, 8), 1, 1), ((7, 8), 2, 0), ((1, 2, 3, 4), 2, 1), ((1, 2, 3, 4, 5), 2, 2)],
+)
 def test_bigram_chain_length_counts_the_lookahead_out(tokens: tuple, page_size: int, pages: int) -> None:
     assert len(compute_key_chain(tokens, page_size, bigram=True)) == pages
     assert len(compute_key_chain(tokens, page_size)) == len(tokens) // page_size
@@ -74,24 +87,39 @@ def test_bigram_chain_length_counts_the_lookahead_out(tokens: tuple, page_size: 
 def test_all_pages_lengths_are_exactly_the_leading_run(present: list[bool], data: st.DataObject) -> None:
     kv_hit = data.draw(st.integers(0, len(present)))
     assert compute_restorable_lengths(ALL_PAGES, 0, tuple(present), kv_hit) == tuple(
-        range(1, leading(present[:kv_hit]) + 1))
+        range(1, leading(present[:kv_hit]) + 1)
+    )
 
 
 @pytest.mark.clause("HYB-9", "BE-21")
 def test_a_block_groups_pool_does_not_stop_the_pools_after_it() -> None:
     kv = (True, True, True, True)
-    pools = (("indexer", BLOCK_GROUPS, 0, (True, False, False, False)),
-             ("swa", ALL_PAGES, 0, (True, True, False, False)))
+    pools = (
+        ("indexer", BLOCK_GROUPS, 0, (True, False, False, False)),
+        ("swa", ALL_PAGES, 0, (True, True, False, False)),
+    )
     hit, entries, restorable = fold_pool_query(kv, pools)
     assert (hit, restorable) == (2, (1, 2))
     assert dict(entries)["swa"] == 2 and entries[0] == (KV, 4)
 
 
 @pytest.mark.clause("HYB-6", "HYB-7", "BE-21")
-@given(st.lists(st.booleans(), min_size=1, max_size=6).flatmap(
-    lambda kv: st.tuples(st.just(tuple(kv)), st.lists(st.tuples(
-        st.sampled_from((ALL_PAGES, TRAILING_PAGES)), st.integers(0, 3),
-        st.lists(st.booleans(), min_size=len(kv), max_size=len(kv)).map(tuple)), min_size=1, max_size=3))))
+@given(
+    st.lists(st.booleans(), min_size=1, max_size=6).flatmap(
+        lambda kv: st.tuples(
+            st.just(tuple(kv)),
+            st.lists(
+                st.tuples(
+                    st.sampled_from((ALL_PAGES, TRAILING_PAGES)),
+                    st.integers(0, 3),
+                    st.lists(st.booleans(), min_size=len(kv), max_size=len(kv)).map(tuple),
+                ),
+                min_size=1,
+                max_size=3,
+            ),
+        )
+    )
+)
 def test_mixed_all_and_trailing_pools_fold_to_the_intersection(case) -> None:
     kv, queries = case
     pools = tuple((f"p{index}", policy, window, present) for index, (policy, window, present) in enumerate(queries))
@@ -102,7 +130,7 @@ def test_mixed_all_and_trailing_pools_fold_to_the_intersection(case) -> None:
             lengths &= set(range(1, leading(present[:kv_hit]) + 1))
         else:
             size = max(1, window)
-            lengths &= {n for n in range(1, kv_hit + 1) if all(present[max(0, n - size):n])}
+            lengths &= {n for n in range(1, kv_hit + 1) if all(present[max(0, n - size) : n])}
     hit, _, restorable = fold_pool_query(kv, pools)
     assert restorable == tuple(sorted(lengths)) and hit == max(lengths, default=0)
 
@@ -115,14 +143,17 @@ def test_the_writer_of_replicated_kv_defaults_to_tp_rank_0() -> None:
 
 
 @pytest.mark.clause("BE-25")
-@pytest.mark.parametrize("args, valid", [
-    (dict(tp_rank=0, tp_size=2, dcp_rank=0, dcp_size=2, logical_page_size=2), True),
-    (dict(tp_rank=1, tp_size=2, dcp_rank=1, dcp_size=2, logical_page_size=4), True),
-    (dict(tp_rank=-1, tp_size=2, dcp_rank=1, dcp_size=2, logical_page_size=2), False),
-    (dict(tp_rank=0, tp_size=2, dcp_rank=0, dcp_size=2, logical_page_size=0), False),
-    (dict(tp_rank=0, tp_size=1, dcp_rank=-1, dcp_size=1, logical_page_size=None), False),
-    (dict(tp_rank=0, tp_size=1, dcp_rank=0, dcp_size=1, logical_page_size=None), True),
-])
+@pytest.mark.parametrize(
+    "args, valid",
+    [
+        (dict(tp_rank=0, tp_size=2, dcp_rank=0, dcp_size=2, logical_page_size=2), True),
+        (dict(tp_rank=1, tp_size=2, dcp_rank=1, dcp_size=2, logical_page_size=4), True),
+        (dict(tp_rank=-1, tp_size=2, dcp_rank=1, dcp_size=2, logical_page_size=2), False),
+        (dict(tp_rank=0, tp_size=2, dcp_rank=0, dcp_size=2, logical_page_size=0), False),
+        (dict(tp_rank=0, tp_size=1, dcp_rank=-1, dcp_size=1, logical_page_size=None), False),
+        (dict(tp_rank=0, tp_size=1, dcp_rank=0, dcp_size=1, logical_page_size=None), True),
+    ],
+)
 def test_dcp_configuration_boundaries(args: dict, valid: bool) -> None:
     assert (check_dcp_config(is_mla_model=True, **args) is None) is valid
 

@@ -17,9 +17,19 @@ from hypothesis import strategies as st
 from hicache_spec.confirmation import confirmed_hit, confirmed_pages
 
 PAGES = [
-    ([True, True, True], 3, 3), ([True, False, True], 3, 1), ([False, True, True], 3, 0), ([], 0, 0),
-    ([True, 1, True], 3, 1), ([True, True, None], 3, 2), ([True, True], 3, 0), ([True] * 4, 3, 0),
-    ((True, True, True), 3, 0), (None, 3, 0), (True, 1, 0), ("TTT", 3, 0), ({0: True}, 1, 0),
+    ([True, True, True], 3, 3),
+    ([True, False, True], 3, 1),
+    ([False, True, True], 3, 0),
+    ([], 0, 0),
+    ([True, 1, True], 3, 1),
+    ([True, True, None], 3, 2),
+    ([True, True], 3, 0),
+    ([True] * 4, 3, 0),
+    ((True, True, True), 3, 0),
+    (None, 3, 0),
+    (True, 1, 0),
+    ("TTT", 3, 0),
+    ({0: True}, 1, 0),
 ]
 
 
@@ -38,8 +48,11 @@ def test_a_snapshot_tuple_counts_as_the_list_it_copies():
 
 
 @pytest.mark.clause("CTL-11", "BE-2")
-@pytest.mark.parametrize("result,expected", [(0, 0), (1, 1), (4, 4), (5, 0), (-1, 0), (True, 0), (False, 0),
-                                             (2.0, 0), (None, 0), ("2", 0)], ids=repr)
+@pytest.mark.parametrize(
+    "result,expected",
+    [(0, 0), (1, 1), (4, 4), (5, 0), (-1, 0), (True, 0), (False, 0), (2.0, 0), (None, 0), ("2", 0)],
+    ids=repr,
+)
 def test_confirmed_hit(result, expected):
     assert confirmed_hit(result, 4) == expected
 

@@ -34,7 +34,9 @@ def function_source(version: str, file: str, function: str) -> str:
         found = [node for node in scope if isinstance(node, ast.ClassDef) and node.name == owner]
         assert found, f"{version} {file}: no class {owner}"
         scope = list(found[0].body)
-    matches = [node for node in scope if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name]
+    matches = [
+        node for node in scope if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
+    ]
     assert matches, f"{version} {file}: no function {function}"
     return ast.get_source_segment(text, matches[0]) or ""
 
@@ -76,4 +78,6 @@ def test_registry_rejects_unknown_clause_and_duplicate_ids(monkeypatch):
 
 def test_committed_divergence_document_is_fresh():
     committed = (ROOT / "docs" / "divergences.md").read_text(encoding="utf-8")
-    assert committed == render_divergences(), "docs/divergences.md is stale: run `hicache-conform divergences --write docs/divergences.md`"
+    assert committed == render_divergences(), (
+        "docs/divergences.md is stale: run `hicache-conform divergences --write docs/divergences.md`"
+    )

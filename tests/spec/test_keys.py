@@ -56,7 +56,15 @@ def test_key_names_the_whole_prefix():
 @pytest.mark.clause("KEY-2")
 @pytest.mark.parametrize(
     "value, ok",
-    [("a" * 64, True), ("A" * 64, False), ("a" * 63, False), ("g" * 64, False), ("", False), (123, False), (None, False)],
+    [
+        ("a" * 64, True),
+        ("A" * 64, False),
+        ("a" * 63, False),
+        ("g" * 64, False),
+        ("", False),
+        (123, False),
+        (None, False),
+    ],
 )
 def test_strict_page_key(value, ok):
     assert is_page_key(value) is ok
@@ -88,7 +96,10 @@ def test_namespace_seed_matches_its_byte_layout(extra_key, cache_salt):
 def test_a_namespaced_chain_starts_from_the_seed_and_parts_stay_apart():
     from hicache_spec import compute_namespace_seed
 
-    seeds = {compute_namespace_seed(*parts) for parts in [("", None), (None, ""), ("ab", None), ("a", "b"), ("ab", ""), ("", "ab")]}
+    seeds = {
+        compute_namespace_seed(*parts)
+        for parts in [("", None), (None, ""), ("ab", None), ("a", "b"), ("ab", ""), ("", "ab")]
+    }
     assert len(seeds) == 6 and None not in seeds
     assert compute_namespace_seed(None, None) is None
     tokens = tuple(range(8))

@@ -21,8 +21,12 @@ gating_fold_cases = st.integers(min_value=3, max_value=8).flatmap(
     lambda length: st.tuples(
         st.just((True,) * length),
         st.tuples(
-            st.integers(0, length).map(lambda run: ("indexer", "all_pages", 0, (True,) * run + (False,) * (length - run))),
-            st.lists(st.booleans(), min_size=length, max_size=length).map(lambda flags: ("swa", "trailing_pages", 2, tuple(flags))),
+            st.integers(0, length).map(
+                lambda run: ("indexer", "all_pages", 0, (True,) * run + (False,) * (length - run))
+            ),
+            st.lists(st.booleans(), min_size=length, max_size=length).map(
+                lambda flags: ("swa", "trailing_pages", 2, tuple(flags))
+            ),
         ),
     )
 )
@@ -32,7 +36,13 @@ gating_fold_cases = st.integers(min_value=3, max_value=8).flatmap(
 def is_refuted(check, strategy) -> bool:
     """Return whether hypothesis finds an input on which ``check`` fails."""
 
-    @settings(max_examples=300, database=None, deadline=None, report_multiple_bugs=False, suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=300,
+        database=None,
+        deadline=None,
+        report_multiple_bugs=False,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(strategy)
     def property_under_test(value):
         check(value)
@@ -44,7 +54,9 @@ def is_refuted(check, strategy) -> bool:
     return False
 
 
-as_lists = st.tuples(st.one_of(st.none(), st.lists(st.sampled_from(["a", "b"]))), st.lists(st.just("c"), min_size=1, max_size=3))
+as_lists = st.tuples(
+    st.one_of(st.none(), st.lists(st.sampled_from(["a", "b"]))), st.lists(st.just("c"), min_size=1, max_size=3)
+)
 
 
 @pytest.mark.clause("PFX-5")
@@ -75,7 +87,9 @@ def test_off_by_one_leading_run_is_refuted():
 
 @pytest.mark.clause("HYB-7")
 def test_misplaced_trailing_window_is_refuted():
-    assert is_refuted(lambda case: check_compute_pool_hit(planted_spec.compute_pool_hit_window_misplaced, case), pool_cases)
+    assert is_refuted(
+        lambda case: check_compute_pool_hit(planted_spec.compute_pool_hit_window_misplaced, case), pool_cases
+    )
 
 
 @pytest.mark.clause("BE-21", "HYB-7")
@@ -85,7 +99,9 @@ def test_min_of_maxima_fold_is_refuted():
 
 @pytest.mark.clause("PFX-9")
 def test_operation_level_sidecar_prefix_is_refuted():
-    assert is_refuted(lambda case: check_sidecar_groups(planted_spec.plan_sidecar_groups_operation_prefix, *case), sidecar_cases)
+    assert is_refuted(
+        lambda case: check_sidecar_groups(planted_spec.plan_sidecar_groups_operation_prefix, *case), sidecar_cases
+    )
 
 
 def test_the_real_functions_pass_the_same_checks():

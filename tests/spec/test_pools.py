@@ -132,8 +132,10 @@ def test_fold_is_the_largest_length_every_gating_pool_restores(case):
 def test_fold_is_not_the_minimum_of_maxima():
     """SGLang #39147: KV and an ALL_PAGES pool reach 4; a trailing pool (N=2) restores 2 and 5 but not 3 or 4."""
     kv = (True,) * 5
-    pools = (("indexer", ALL_PAGES, 0, (True, True, True, True, False)),
-             ("swa", TRAILING_PAGES, 2, (True, True, False, True, True)))
+    pools = (
+        ("indexer", ALL_PAGES, 0, (True, True, True, True, False)),
+        ("swa", TRAILING_PAGES, 2, (True, True, False, True, True)),
+    )
     hit, entries, restorable = fold_pool_query(kv, pools)
     assert restorable == (1, 2)
     assert hit == 2  # min of maxima would say min(5, 4, 5) = 4, which swa cannot restore
@@ -183,7 +185,11 @@ def test_trailing_window_ends_at_the_hit(hit, window):
 
 
 @pytest.mark.clause("HYB-8")
-@given(st.lists(st.tuples(st.sampled_from(["kv", "indexer", "swa"]), st.lists(st.booleans(), max_size=8).map(tuple)), max_size=4).map(tuple))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["kv", "indexer", "swa"]), st.lists(st.booleans(), max_size=8).map(tuple)), max_size=4
+    ).map(tuple)
+)
 def test_count_pool_hits_matches_brute_force(results):
     expected = tuple((name, brute_force_pool_hit(ALL_PAGES, 0, flags, len(flags))) for name, flags in results)
     assert count_pool_hits(results) == expected

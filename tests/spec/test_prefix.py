@@ -75,7 +75,7 @@ def check_sidecar_groups(impl, prefix, span, key_counts) -> None:
             continue
         for index in group:
             # The transfer's keys are the span's last key_counts[index]; prefix + keys must be prefix + span.
-            keys = tuple(span[len(span) - key_counts[index]:])
+            keys = tuple(span[len(span) - key_counts[index] :])
             assert tuple(group_prefix) + keys == tuple(prefix) + tuple(span), "PFX-9: the prefix joins the keys"
     if prefix is not None:
         assert len(groups) == len(set(key_counts)), "one call per distinct trailing length"

@@ -129,17 +129,32 @@ def test_unified_cache_timeout_follows_the_key_list_when_checked(requested_pages
 
 
 @pytest.mark.clause("CTL-10", "CTL-14")
-@given(st.integers(min_value=0, max_value=10**7), st.floats(0, 100), st.floats(0, 10), st.one_of(st.none(), st.floats(0, 100)))
+@given(
+    st.integers(min_value=0, max_value=10**7),
+    st.floats(0, 100),
+    st.floats(0, 10),
+    st.one_of(st.none(), st.floats(0, 100)),
+)
 def test_prefetch_timeout_formula(tokens, base, per_ki, maximum):
     linear = base + per_ki * tokens / 1024
-    assert compute_prefetch_timeout(tokens, base, per_ki, maximum) == (linear if maximum is None else min(maximum, linear))
+    assert compute_prefetch_timeout(tokens, base, per_ki, maximum) == (
+        linear if maximum is None else min(maximum, linear)
+    )
 
 
 @pytest.mark.clause("CTL-3")
 @pytest.mark.parametrize(
     "span, threshold, page_size, ok",
-    [(255, 256, 1, False), (256, 256, 1, True), (300, 256, 64, True), (255, 256, 64, False),
-     (63, 0, 64, False), (64, 0, 64, True), (0, 0, 1, False), (129, 128, 128, True)],
+    [
+        (255, 256, 1, False),
+        (256, 256, 1, True),
+        (300, 256, 64, True),
+        (255, 256, 64, False),
+        (63, 0, 64, False),
+        (64, 0, 64, True),
+        (0, 0, 1, False),
+        (129, 128, 128, True),
+    ],
 )
 def test_span_below_the_effective_threshold_is_declined_before_query(span, threshold, page_size, ok):
     assert is_prefetch_span_long_enough(span, threshold, page_size) is ok
@@ -174,7 +189,13 @@ def test_agreed_hit_is_the_largest_length_every_rank_restores():
 
 
 @pytest.mark.clause("RANK-6")
-@given(st.lists(st.tuples(st.integers(0, 8), st.one_of(st.none(), st.lists(st.integers(-1, 10), max_size=6).map(tuple))), min_size=1, max_size=4))
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 8), st.one_of(st.none(), st.lists(st.integers(-1, 10), max_size=6).map(tuple))),
+        min_size=1,
+        max_size=4,
+    )
+)
 def test_agreement_matches_intersection_of_sets(ranks):
     span = 8
     flags = tuple(compute_restorable_flags(hit, restorable, span) for hit, restorable in ranks)

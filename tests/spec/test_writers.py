@@ -54,11 +54,25 @@ def test_dcp_validation(args, reason):
 
 
 @pytest.mark.clause("BE-25")
-@given(st.booleans(), st.integers(0, 8), st.integers(1, 8), st.integers(0, 4), st.integers(1, 4), st.one_of(st.none(), st.integers(-2, 130)))
+@given(
+    st.booleans(),
+    st.integers(0, 8),
+    st.integers(1, 8),
+    st.integers(0, 4),
+    st.integers(1, 4),
+    st.one_of(st.none(), st.integers(-2, 130)),
+)
 def test_dcp_validation_property(mla, tp_rank, tp_size, dcp_rank, dcp_size, logical):
     valid = 0 <= dcp_rank < dcp_size and (
         dcp_size == 1
-        or (mla and tp_size % dcp_size == 0 and 0 <= tp_rank < tp_size and tp_rank % dcp_size == dcp_rank
-            and logical is not None and logical > 0 and logical % dcp_size == 0)
+        or (
+            mla
+            and tp_size % dcp_size == 0
+            and 0 <= tp_rank < tp_size
+            and tp_rank % dcp_size == dcp_rank
+            and logical is not None
+            and logical > 0
+            and logical % dcp_size == 0
+        )
     )
     assert (check_dcp_config(mla, tp_rank, tp_size, dcp_rank, dcp_size, logical) is None) == valid

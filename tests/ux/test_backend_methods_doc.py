@@ -27,8 +27,9 @@ DOCUMENT = PROJECT / "docs" / "backend-methods.md"
 
 
 def test_the_committed_reference_is_fresh(capsys) -> None:
-    assert main(["methods", "--check", str(DOCUMENT)]) == 0, "regenerate: hicache-conform methods --write " \
-                                                             "docs/backend-methods.md"
+    assert main(["methods", "--check", str(DOCUMENT)]) == 0, (
+        "regenerate: hicache-conform methods --write docs/backend-methods.md"
+    )
     assert DOCUMENT.read_text() == render_backend_methods()
 
 
@@ -36,8 +37,9 @@ def test_a_stale_reference_is_refused(tmp_path: Path, capsys) -> None:
     stale = tmp_path / "backend-methods.md"
     stale.write_text(render_backend_methods().replace("batch_get_v1", "batch_get_v0", 1))
     assert main(["methods", "--check", str(stale)]) == 1
-    assert capsys.readouterr().err.strip() == (f"{stale}: stale; regenerate with `hicache-conform methods --write "
-                                               f"{stale}`")
+    assert capsys.readouterr().err.strip() == (
+        f"{stale}: stale; regenerate with `hicache-conform methods --write {stale}`"
+    )
 
 
 @pytest.mark.clause("BE-14", "BE-2")
@@ -52,8 +54,9 @@ def test_every_protocol_method_is_listed_with_its_signature_and_clauses() -> Non
             assert method.protocol == name
             assert method.signature.startswith(f"{attribute}(") and "self" not in method.signature
             assert f"### {attribute}\n" in render_backend_methods()
-    assert listed["batch_get_v1"].signature == ("batch_get_v1(keys: list[str], host_indices: Any, "
-                                                "extra_info: Optional[Any] = None) -> list[bool]")
+    assert listed["batch_get_v1"].signature == (
+        "batch_get_v1(keys: list[str], host_indices: Any, extra_info: Optional[Any] = None) -> list[bool]"
+    )
     assert {"BE-14", "BE-15", "BE-16"} <= set(listed["batch_get_v1"].clauses)
     assert "BE-2" in listed["batch_exists"].clauses
 

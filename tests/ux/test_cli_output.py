@@ -28,20 +28,38 @@ COMMAND = [sys.executable, "-c", "import sys; from hicache_contracts.cli import 
 def run_with_reader_gone(*arguments: str) -> tuple[int, str]:
     """Run the command with its stdout a pipe whose reader has already closed it; return (status, stderr)."""
     environment = dict(os.environ, PYTHONPATH=str(PROJECT))
-    process = subprocess.Popen([*COMMAND, *arguments], cwd=PROJECT, env=environment, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [*COMMAND, *arguments], cwd=PROJECT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     process.stdout.close()  # the reader is gone before the first line
     _, error = process.communicate(timeout=120)
     return process.returncode, error
 
 
 @pytest.mark.clause("BE-14")
-@pytest.mark.parametrize("arguments, status", [
-    (["spec"], 0),
-    (["run", "--list-checks"], 0),
-    (["run", "--backend", "tests.conformance.planted_backends:ScalarV1Result", "--levels", "core,v1",
-      "--profile", "smoke", "--seed", "0", "--check", "v1_results_have_one_bool_per_key"], 1),
-])
+@pytest.mark.parametrize(
+    "arguments, status",
+    [
+        (["spec"], 0),
+        (["run", "--list-checks"], 0),
+        (
+            [
+                "run",
+                "--backend",
+                "tests.conformance.planted_backends:ScalarV1Result",
+                "--levels",
+                "core,v1",
+                "--profile",
+                "smoke",
+                "--seed",
+                "0",
+                "--check",
+                "v1_results_have_one_bool_per_key",
+            ],
+            1,
+        ),
+    ],
+)
 def test_a_broken_pipe_ends_quietly_with_the_commands_own_status(arguments: list, status: int) -> None:
     if arguments[0] == "run" and "--backend" in arguments:
         arguments = [*arguments, "--extra-config", json.dumps({"store": fresh_store()})]
@@ -51,9 +69,16 @@ def test_a_broken_pipe_ends_quietly_with_the_commands_own_status(arguments: list
 
 def test_a_closed_stdout_ends_quietly_with_the_commands_own_status() -> None:
     environment = dict(os.environ, PYTHONPATH=str(PROJECT))
-    result = subprocess.run([*COMMAND, "clauses"], cwd=PROJECT, env=environment, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, timeout=120,
-                            preexec_fn=lambda: os.close(1))
+    result = subprocess.run(
+        [*COMMAND, "clauses"],
+        cwd=PROJECT,
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: os.close(1),
+    )
     assert (result.returncode, result.stderr) == (0, "")
 
 

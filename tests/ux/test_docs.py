@@ -30,8 +30,10 @@ MARKER = re.compile(r"<!-- (runs|sketch): (.+?) -->")
 
 
 def documents() -> list[Path]:
-    return [PROJECT / "README.md", *sorted(path for path in (PROJECT / "docs").glob("*.md")
-                                           if path.name not in GENERATED)]
+    return [
+        PROJECT / "README.md",
+        *sorted(path for path in (PROJECT / "docs").glob("*.md") if path.name not in GENERATED),
+    ]
 
 
 def blocks(path: Path) -> list[tuple[int, str, str, object]]:
@@ -39,14 +41,17 @@ def blocks(path: Path) -> list[tuple[int, str, str, object]]:
     text = path.read_text(encoding="utf-8")
     found = []
     for position, match in enumerate(FENCE.finditer(text)):
-        before = text[:match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
         found.append((position, match.group(1), match.group(2), MARKER.fullmatch(before.strip())))
     return found
 
 
 def block_to_run(document: str, first_line: str) -> str:
-    (code,) = [code for _, language, code, marker in blocks(PROJECT / document)
-               if language == "python" and code.startswith(first_line)]
+    (code,) = [
+        code
+        for _, language, code, marker in blocks(PROJECT / document)
+        if language == "python" and code.startswith(first_line)
+    ]
     return code
 
 
@@ -81,7 +86,7 @@ def test_the_end_to_end_check_of_the_engine_guide_runs_as_written(capsys) -> Non
 def table_rows(document: str, header: str) -> list[list[str]]:
     """The rows of the Markdown table whose header line is ``header``, split into cells."""
     text = (PROJECT / "docs" / document).read_text(encoding="utf-8")
-    table = text[text.index(header):].split("\n\n", 1)[0].splitlines()[2:]
+    table = text[text.index(header) :].split("\n\n", 1)[0].splitlines()[2:]
     return [[cell.strip() for cell in re.split(r"(?<!\\)\|", row)[1:-1]] for row in table]
 
 
@@ -95,11 +100,18 @@ def test_the_level_table_of_the_vendor_guide_lists_the_clauses_a_backend_is_held
 def test_the_option_table_of_the_vendor_guide_lists_every_option_of_run() -> None:
     parser = build_parser()
     (run,) = [action.choices["run"] for action in parser._subparsers._group_actions]
-    options = {option for action in run._actions for option in action.option_strings
-               if option.startswith("--") and option != "--help"}
+    options = {
+        option
+        for action in run._actions
+        for option in action.option_strings
+        if option.startswith("--") and option != "--help"
+    }
     table = " ".join(" ".join(row) for row in table_rows("vendors.md", "| option | meaning (default) |"))
-    missing = sorted(option for option in options if f"`{option}" not in table and f"{option}`" not in table
-                     and f" {option}" not in table)
+    missing = sorted(
+        option
+        for option in options
+        if f"`{option}" not in table and f"{option}`" not in table and f" {option}" not in table
+    )
     assert missing == []
 
 
@@ -125,32 +137,41 @@ def unresolved_imports(documents_and_code: list[tuple[str, str]]) -> list[str]:
 
 
 def test_every_project_import_in_the_guides_resolves_sketches_included() -> None:
-    found = [(path.name, code) for path in documents() for _, language, code, _ in blocks(path)
-             if language == "python"]
+    found = [(path.name, code) for path in documents() for _, language, code, _ in blocks(path) if language == "python"]
     assert sum(len(project_imports(code)) for _, code in found) >= 20  # the guides' imports are all seen
     assert unresolved_imports(found) == []
     # ...the scenarios API among them, from the package and from its module (the same objects)
     import hicache_contracts.engine as engine
     import hicache_contracts.engine.scenarios as scenarios
+
     assert [name for name in scenarios.__all__ if getattr(engine, name, None) is not getattr(scenarios, name)] == []
 
 
 def test_an_import_that_does_not_resolve_is_reported() -> None:
-    planted = [("planted.md", "from hicache_contracts.engine import check_engine, no_such_name\n"
-                              "import hicache_spec\nfrom hicache_reference.nowhere import X  # a sketch\n")]
+    planted = [
+        (
+            "planted.md",
+            "from hicache_contracts.engine import check_engine, no_such_name\n"
+            "import hicache_spec\nfrom hicache_reference.nowhere import X  # a sketch\n",
+        )
+    ]
     assert unresolved_imports(planted) == [
         "planted.md: from hicache_contracts.engine import check_engine, no_such_name: ImportError: cannot import "
         "name 'no_such_name' from 'hicache_contracts.engine' (" + str(PROJECT / "contracts/engine/__init__.py") + ")",
         "planted.md: from hicache_reference.nowhere import X: ModuleNotFoundError: No module named "
-        "'hicache_reference.nowhere'"]
+        "'hicache_reference.nowhere'",
+    ]
 
 
 JSON_FENCE = re.compile(r"^```json\n(.*?)^```$", re.S | re.M)
 
 
 def json_blocks() -> list[tuple[str, str]]:
-    return [(path.name, match.group(1)) for path in documents()
-            for match in JSON_FENCE.finditer(path.read_text(encoding="utf-8"))]
+    return [
+        (path.name, match.group(1))
+        for path in documents()
+        for match in JSON_FENCE.finditer(path.read_text(encoding="utf-8"))
+    ]
 
 
 def check_json_block(document: str, text: str) -> str:
@@ -178,10 +199,14 @@ def test_every_json_block_of_the_guides_is_what_it_says() -> None:
     assert len(kinds) >= 4 and sorted(set(kinds)) == ["redis extra config", "trace"], kinds
 
 
-@pytest.mark.parametrize("old, new", [
-    ('"tokens": 64}\n      ]', '"tokens": 32}\n      ]'),          # a final ack that disagrees with progress
-    ('"result": 2},\n        {"index": 1', '"result": 2,},\n        {"index": 1'),  # not JSON
-], ids=["final-ack", "not-json"])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ('"tokens": 64}\n      ]', '"tokens": 32}\n      ]'),  # a final ack that disagrees with progress
+        ('"result": 2},\n        {"index": 1', '"result": 2,},\n        {"index": 1'),  # not JSON
+    ],
+    ids=["final-ack", "not-json"],
+)
 def test_a_broken_trace_block_is_caught(old: str, new: str) -> None:
     (text,) = [text for document, text in json_blocks() if '"hicache-trace/1"' in text]
     assert old in text

@@ -23,7 +23,7 @@ from hicache_contracts.cli import main
 from hicache_contracts.conformance import BackendFactory, SuiteOptions, run_suite
 from hicache_contracts.scaffold import render_skeleton
 
-FILLED_STORAGE_CALLS = '''    # ---------------------------------------------------------------- storage calls: a dict all instances share
+FILLED_STORAGE_CALLS = """    # ---------------------------------------------------------------- storage calls: a dict all instances share
     def connect(self, extra_config):
         self.objects = OBJECTS.setdefault(extra_config.get("store", "default"), {})
 
@@ -43,7 +43,7 @@ FILLED_STORAGE_CALLS = '''    # ------------------------------------------------
 
 
 OBJECTS: dict = {}
-'''
+"""
 """What a vendor writes: the skeleton's storage section, filled in (the only lines changed)."""
 
 
@@ -62,17 +62,19 @@ def fill_in(path: Path) -> Path:
     marker = "    # ---------------------------------------------------------------- storage calls: fill these in"
     assert marker in text
     filled = path.with_name(f"filled_{path.name}")
-    filled.write_text(text[:text.index(marker)] + FILLED_STORAGE_CALLS)
+    filled.write_text(text[: text.index(marker)] + FILLED_STORAGE_CALLS)
     return filled
 
 
 def suite(backend: type, levels: tuple[str, ...] = ("core", "v1", "v2", "namespacing")):
-    return run_suite(BackendFactory(backend, {"store": f"init-{id(backend)}"}),
-                     SuiteOptions(profile="smoke", seed=0, levels=levels))
+    return run_suite(
+        BackendFactory(backend, {"store": f"init-{id(backend)}"}), SuiteOptions(profile="smoke", seed=0, levels=levels)
+    )
 
 
-@pytest.mark.clause("BE-14", "BE-15", "BE-16", "BE-17", "BE-19", "BE-21", "BE-22", "HYB-6", "HYB-7",
-                    "HYB-8", "NS-1", "NS-5", "NS-8")
+@pytest.mark.clause(
+    "BE-14", "BE-15", "BE-16", "BE-17", "BE-19", "BE-21", "BE-22", "HYB-6", "HYB-7", "HYB-8", "NS-1", "NS-5", "NS-8"
+)
 def test_the_filled_skeleton_passes_core_v1_v2_and_namespacing(tmp_path: Path, capsys) -> None:
     assert main(["init", "my_store", "--directory", str(tmp_path)]) == 0
     assert f"wrote {tmp_path / 'my_store.py'}" in capsys.readouterr().out
@@ -100,14 +102,20 @@ def test_the_unfilled_skeleton_builds_and_gets_verdicts(tmp_path: Path) -> None:
     assert "the backend could not be built" not in report.render_text(color=False)
 
 
-@pytest.mark.parametrize("arguments, message", [
-    (["init", "my-store"], "hicache-conform init: init NAME: must be a Python module name, such as my_store "
-                           "(got 'my-store')"),
-    (["init", "my_store", "--class", "class"], "hicache-conform init: init --class: must be a Python class name, "
-                                                "such as MyStore (got 'class')"),
-])
-def test_a_bad_name_is_refused_and_nothing_is_written(tmp_path: Path, arguments: list, message: str,
-                                                      capsys) -> None:
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (
+            ["init", "my-store"],
+            "hicache-conform init: init NAME: must be a Python module name, such as my_store (got 'my-store')",
+        ),
+        (
+            ["init", "my_store", "--class", "class"],
+            "hicache-conform init: init --class: must be a Python class name, such as MyStore (got 'class')",
+        ),
+    ],
+)
+def test_a_bad_name_is_refused_and_nothing_is_written(tmp_path: Path, arguments: list, message: str, capsys) -> None:
     assert main([*arguments, "--directory", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == message
     assert list(tmp_path.iterdir()) == []
@@ -116,20 +124,35 @@ def test_a_bad_name_is_refused_and_nothing_is_written(tmp_path: Path, arguments:
 def test_an_existing_file_is_never_overwritten(tmp_path: Path, capsys) -> None:
     (tmp_path / "my_store.py").write_text("# mine\n")
     assert main(["init", "my_store", "--directory", str(tmp_path)]) == 2
-    assert capsys.readouterr().err.strip() == (f"hicache-conform init: init NAME: {tmp_path / 'my_store.py'} must "
-                                               "not exist yet; nothing was written (got 'my_store')")
+    assert capsys.readouterr().err.strip() == (
+        f"hicache-conform init: init NAME: {tmp_path / 'my_store.py'} must "
+        "not exist yet; nothing was written (got 'my_store')"
+    )
     assert (tmp_path / "my_store.py").read_text() == "# mine\n"
 
 
 @pytest.mark.clause("BE-21", "BE-22", "BE-26")
-@pytest.mark.parametrize("mutation, clause_ids", [
-    (("restorable = [n for n in restorable if n in allowed]",  # each pool's largest hit, then the minimum
-      "restorable = list(range(1, min(len(restorable), allowed[-1] if allowed else 0) + 1))"), {"BE-21", "BE-26"}),
-    (("results[transfer.name] = [False] * len(keys) if indices is None else self.read_pages(pool, keys, indices)",
-      "results[transfer.name] = [True] * len(keys)"), {"BE-22"}),  # sidecar reads claimed, none done
-], ids=["min-of-maxima", "claims-reads"])
-def test_the_v2_checks_catch_a_planted_skeleton(tmp_path: Path, mutation: tuple[str, str],
-                                                clause_ids: set) -> None:
+@pytest.mark.parametrize(
+    "mutation, clause_ids",
+    [
+        (
+            (
+                "restorable = [n for n in restorable if n in allowed]",  # each pool's largest hit, then the minimum
+                "restorable = list(range(1, min(len(restorable), allowed[-1] if allowed else 0) + 1))",
+            ),
+            {"BE-21", "BE-26"},
+        ),
+        (
+            (
+                "results[transfer.name] = [False] * len(keys) if indices is None else self.read_pages(pool, keys, indices)",
+                "results[transfer.name] = [True] * len(keys)",
+            ),
+            {"BE-22"},
+        ),  # sidecar reads claimed, none done
+    ],
+    ids=["min-of-maxima", "claims-reads"],
+)
+def test_the_v2_checks_catch_a_planted_skeleton(tmp_path: Path, mutation: tuple[str, str], clause_ids: set) -> None:
     path = tmp_path / "my_store.py"
     path.write_text(render_skeleton("my_store"))
     filled = fill_in(path)

@@ -35,8 +35,9 @@ class MyStore(CorrectBackend):
 def run_in(directory: Path, *arguments: str) -> subprocess.CompletedProcess:
     """Run ``hicache-conform`` in ``directory``, with only the project itself on PYTHONPATH."""
     environment = dict(os.environ, PYTHONPATH=str(PROJECT), NO_COLOR="1")
-    return subprocess.run([*COMMAND, *arguments], cwd=directory, env=environment, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [*COMMAND, *arguments], cwd=directory, env=environment, capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.mark.clause("BE-1")
@@ -44,11 +45,22 @@ def test_a_package_in_the_working_directory_is_imported_and_the_note_says_so(tmp
     (tmp_path / "my_pkg").mkdir()
     (tmp_path / "my_pkg" / "__init__.py").write_text("")
     (tmp_path / "my_pkg" / "store.py").write_text(STORE)
-    result = run_in(tmp_path, "run", "--backend", "my_pkg.store:MyStore", "--extra-config", '{"store": "ux-cwd"}',
-                    "--check", "batch_exists_has_no_side_effects", "--quiet")
+    result = run_in(
+        tmp_path,
+        "run",
+        "--backend",
+        "my_pkg.store:MyStore",
+        "--extra-config",
+        '{"store": "ux-cwd"}',
+        "--check",
+        "batch_exists_has_no_side_effects",
+        "--quiet",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stderr == (f"hicache-conform: imported 'my_pkg.store' from the working directory {tmp_path} "
-                             "(it is not on the import path)\n")
+    assert result.stderr == (
+        f"hicache-conform: imported 'my_pkg.store' from the working directory {tmp_path} "
+        "(it is not on the import path)\n"
+    )
     assert "backend my_pkg.store:MyStore" in result.stdout
 
 
@@ -60,7 +72,8 @@ def test_a_module_found_nowhere_names_the_folder_searched_and_the_fix(tmp_path: 
         "hicache-conform run: --backend: module 'my_pkg.store' must be importable; it is neither on the import "
         f"path nor in the working directory {tmp_path} (no my_pkg/ or my_pkg.py there); run from the folder that "
         "holds it, add that folder to PYTHONPATH, or install your package (pip install -e .) "
-        "(got 'my_pkg.store:MyStore')\n")
+        "(got 'my_pkg.store:MyStore')\n"
+    )
 
 
 @pytest.mark.clause("BE-1")
@@ -71,7 +84,8 @@ def test_a_module_whose_own_import_is_missing_names_that_dependency(tmp_path: Pa
     assert result.stderr == (
         "hicache-conform run: --backend: module 'vendor_store' must import without error; it needs "
         "'no_such_vendor_sdk', which is not installed (install it into this environment) "
-        "(got 'vendor_store:MyStore')\n")
+        "(got 'vendor_store:MyStore')\n"
+    )
 
 
 @pytest.mark.clause("BE-1")
@@ -81,4 +95,5 @@ def test_a_module_that_raises_while_importing_names_the_error(tmp_path: Path) ->
     assert result.returncode == 2
     assert result.stderr == (
         "hicache-conform run: --backend: module 'broken_store' must import without error "
-        "(RuntimeError: no endpoint configured) (got 'broken_store:MyStore')\n")
+        "(RuntimeError: no endpoint configured) (got 'broken_store:MyStore')\n"
+    )

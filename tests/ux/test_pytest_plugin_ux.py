@@ -31,13 +31,29 @@ CHECKS_V1 = inspect.getsourcefile(checks_v1)
 
 def pytest_in(directory: Path, *arguments: str) -> subprocess.CompletedProcess:
     environment = dict(os.environ, PYTHONPATH=str(PROJECT), NO_COLOR="1")
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfs", *arguments],
-                          cwd=directory, env=environment, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfs", *arguments],
+        cwd=directory,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def backend_options(backend: str = "tests.conformance.correct_backend:CorrectBackend", levels: str = "core,v1"):
-    return ["--hicache-backend", backend, "--hicache-extra-config", json.dumps({"store": fresh_store()}),
-            "--hicache-profile", "smoke", "--hicache-seed", "0", "--hicache-levels", levels]
+    return [
+        "--hicache-backend",
+        backend,
+        "--hicache-extra-config",
+        json.dumps({"store": fresh_store()}),
+        "--hicache-profile",
+        "smoke",
+        "--hicache-seed",
+        "0",
+        "--hicache-levels",
+        levels,
+    ]
 
 
 @pytest.mark.clause("BE-2")
@@ -70,11 +86,17 @@ def test_a_clause_id_runs_every_check_of_that_clause(tmp_path: Path) -> None:
     assert result.returncode == 0
 
 
-@pytest.mark.parametrize("arguments, message", [
-    (["hicache[no_such_check]"], "ERROR: hicache[no_such_check]: must name a check (hicache-conform run "
-                                 "--list-checks) or a clause a check covers (got 'no_such_check')"),
-    (["--hicache-levels", "core", "hicache[BE-2]"], None),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (
+            ["hicache[no_such_check]"],
+            "ERROR: hicache[no_such_check]: must name a check (hicache-conform run "
+            "--list-checks) or a clause a check covers (got 'no_such_check')",
+        ),
+        (["--hicache-levels", "core", "hicache[BE-2]"], None),
+    ],
+)
 def test_an_item_id_needs_a_backend_and_a_known_name(tmp_path: Path, arguments: list, message) -> None:
     if message is None:  # no backend named
         result = pytest_in(tmp_path, "hicache-conform::hicache[BE-2]")
@@ -92,13 +114,14 @@ def test_a_skipped_check_points_at_its_own_source_from_the_command_line(tmp_path
     assert "pytest_plugin.py" not in line and "checks_v1.py:" in line, line
     assert line.endswith(": level v1 not claimed")
     check_line = int(line.split("checks_v1.py:")[1].split(":")[0])
-    source = Path(CHECKS_V1).read_text().splitlines()[check_line - 1:check_line + 2]
+    source = Path(CHECKS_V1).read_text().splitlines()[check_line - 1 : check_line + 2]
     assert any("def v1_results_have_one_bool_per_key" in text for text in source), source
 
 
 @pytest.mark.clause("BE-14")
 def test_a_skipped_check_points_at_its_own_source_through_the_fixture(tmp_path: Path) -> None:
-    (tmp_path / "conftest.py").write_text(textwrap.dedent(f"""
+    (tmp_path / "conftest.py").write_text(
+        textwrap.dedent(f"""
         import pytest
         from hicache_contracts.conformance import BackendFactory, SuiteOptions
         from tests.conformance.correct_backend import CorrectBackend
@@ -110,9 +133,11 @@ def test_a_skipped_check_points_at_its_own_source_through_the_fixture(tmp_path: 
         @pytest.fixture(scope="session")
         def hicache_options():
             return SuiteOptions(profile="smoke", seed=0, levels=("core",))
-    """))
+    """)
+    )
     (tmp_path / "test_vendor.py").write_text(
-        "from hicache_contracts.conformance.pytest_plugin import test_hicache_conformance  # noqa: F401\n")
+        "from hicache_contracts.conformance.pytest_plugin import test_hicache_conformance  # noqa: F401\n"
+    )
     result = pytest_in(tmp_path, "-k", "v1_results_have_one_bool_per_key")
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
     assert "pytest_plugin.py" not in line and "checks_v1.py:" in line, line
@@ -122,7 +147,13 @@ def test_the_k_example_of_the_vendor_guide_selects_the_checks_it_says(tmp_path: 
     guide = (PROJECT / "docs" / "vendors.md").read_text()
     (expression,) = re.findall(r'-k "([^"]+)"\s+# the v1 and prefix checks', guide)
     result = pytest_in(tmp_path, *backend_options(), "-k", expression, "--collect-only", "-q")
-    selected = sorted(line.split("hicache[", 1)[1].rstrip("]") for line in result.stdout.splitlines()
-                      if line.startswith("hicache-conform::"))
-    assert selected == sorted(check.name for check in ordered_checks()
-                              if set(check.levels) & {"v1", "prefix"} and check.requires in (("v1",), ("prefix",)))
+    selected = sorted(
+        line.split("hicache[", 1)[1].rstrip("]")
+        for line in result.stdout.splitlines()
+        if line.startswith("hicache-conform::")
+    )
+    assert selected == sorted(
+        check.name
+        for check in ordered_checks()
+        if set(check.levels) & {"v1", "prefix"} and check.requires in (("v1",), ("prefix",))
+    )

@@ -38,31 +38,45 @@ def _stub(folder: Path, name: str, body: str) -> None:
     path.chmod(0o755)
 
 
-def run_install(tmp_path: Path, *, uid: int = 0, sudo: Optional[bool] = None, apt: bool = True,
-                apt_fails: str = "", installs: bool = True, present: bool = False,
-                script: Path = SCRIPT) -> tuple[int, str, list[str]]:
+def run_install(
+    tmp_path: Path,
+    *,
+    uid: int = 0,
+    sudo: Optional[bool] = None,
+    apt: bool = True,
+    apt_fails: str = "",
+    installs: bool = True,
+    present: bool = False,
+    script: Path = SCRIPT,
+) -> tuple[int, str, list[str]]:
     """Run the install script with stand-ins; return its status, output and the commands the stand-ins saw."""
     stubs, log = tmp_path / "bin", tmp_path / "calls.log"
     stubs.mkdir(parents=True, exist_ok=True)
     log.write_text("")
-    _stub(stubs, "id", f'echo {uid}')
+    _stub(stubs, "id", f"echo {uid}")
     if not (stubs / "chmod").exists():
         (stubs / "chmod").symlink_to(shutil.which("chmod") or "/bin/chmod")  # for the apt-get stand-in
-    programs = f'for p in redis-server redis-cli; do printf "#!{BASH}\\necho v=7\\n" > "{stubs}/$p"; ' \
-               f'chmod +x "{stubs}/$p"; done'
+    programs = (
+        f'for p in redis-server redis-cli; do printf "#!{BASH}\\necho v=7\\n" > "{stubs}/$p"; '
+        f'chmod +x "{stubs}/$p"; done'
+    )
     if present:
         _stub(stubs, "redis-server", "echo v=7")
         _stub(stubs, "redis-cli", "echo v=7")
     if apt:
-        _stub(stubs, "apt-get", f'echo "apt-get $*" >> "{log}"\n'
-                                f'case "$1 $2" in "{apt_fails}") exit 100 ;; esac\n'
-                                f'if [ "$1" = install ] && [ {int(installs)} = 1 ]; then {programs}; fi')
+        _stub(
+            stubs,
+            "apt-get",
+            f'echo "apt-get $*" >> "{log}"\n'
+            f'case "$1 $2" in "{apt_fails}") exit 100 ;; esac\n'
+            f'if [ "$1" = install ] && [ {int(installs)} = 1 ]; then {programs}; fi',
+        )
         _stub(stubs, "env", 'while [ "${1#*=}" != "$1" ]; do export "$1"; shift; done; exec "$@"')
     if sudo is not None:
-        _stub(stubs, "sudo", f'echo "sudo $*" >> "{log}"\n[ "$2" = true ] && exit {0 if sudo else 1}\n'
-                             f'shift; exec "$@"')
-    done = subprocess.run([BASH, str(script)], capture_output=True, text=True, timeout=60,
-                          env={"PATH": str(stubs), "HOME": str(tmp_path)})
+        _stub(stubs, "sudo", f'echo "sudo $*" >> "{log}"\n[ "$2" = true ] && exit {0 if sudo else 1}\nshift; exec "$@"')
+    done = subprocess.run(
+        [BASH, str(script)], capture_output=True, text=True, timeout=60, env={"PATH": str(stubs), "HOME": str(tmp_path)}
+    )
     return done.returncode, done.stdout + done.stderr, log.read_text().splitlines()
 
 
@@ -73,18 +87,30 @@ def check_install_cases(tmp_path: Path, script: Path = SCRIPT) -> None:
     """Every case of the install step, whole output and the commands run."""
     status, out, calls = run_install(tmp_path / "root", script=script)
     assert (status, calls) == (0, ["apt-get update -qq", "apt-get install -y -qq redis-server"]), (out, calls)
-    assert out.splitlines() == [INSTALL_SAYS, f"setup.sh: installed redis-server ({tmp_path}/root/bin/redis-server);"
-                                " the Redis tests start their servers from it"]
+    assert out.splitlines() == [
+        INSTALL_SAYS,
+        f"setup.sh: installed redis-server ({tmp_path}/root/bin/redis-server);"
+        " the Redis tests start their servers from it",
+    ]
 
     status, out, calls = run_install(tmp_path / "sudo", uid=1000, sudo=True, script=script)
-    assert (status, calls) == (0, ["sudo -n true", "sudo -n apt-get update -qq", "apt-get update -qq",
-                                   "sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server",
-                                   "apt-get install -y -qq redis-server"]), (out, calls)
+    assert (status, calls) == (
+        0,
+        [
+            "sudo -n true",
+            "sudo -n apt-get update -qq",
+            "apt-get update -qq",
+            "sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server",
+            "apt-get install -y -qq redis-server",
+        ],
+    ), (out, calls)
 
     status, out, calls = run_install(tmp_path / "user", uid=1000, sudo=False, script=script)
     assert (status, calls) == (0, ["sudo -n true"]), (out, calls)
-    assert out.splitlines() == ["setup.sh: redis-server is not installed and installing it needs root or "
-                                "passwordless sudo" + SKIP, HOW]
+    assert out.splitlines() == [
+        "setup.sh: redis-server is not installed and installing it needs root or passwordless sudo" + SKIP,
+        HOW,
+    ]
 
     status, out, calls = run_install(tmp_path / "nosudo", uid=1000, script=script)
     assert (status, calls) == (0, [])
@@ -92,7 +118,8 @@ def check_install_cases(tmp_path: Path, script: Path = SCRIPT) -> None:
     status, out, calls = run_install(tmp_path / "noapt", apt=False, script=script)
     assert status == 0 and out.splitlines() == [
         "setup.sh: redis-server is not installed and there is no apt-get here" + SKIP,
-        "setup.sh:   to install: install Redis (redis-server and redis-cli) with your system's package manager"]
+        "setup.sh:   to install: install Redis (redis-server and redis-cli) with your system's package manager",
+    ]
 
     status, out, calls = run_install(tmp_path / "update", apt_fails="update -qq", script=script)
     assert (status, calls) == (0, ["apt-get update -qq"])
@@ -103,23 +130,30 @@ def check_install_cases(tmp_path: Path, script: Path = SCRIPT) -> None:
 
     status, out, calls = run_install(tmp_path / "empty", installs=False, script=script)
     assert status == 0 and out.splitlines()[-2] == (
-        "setup.sh: apt-get installed redis-server but redis-server or redis-cli is still not on PATH" + SKIP)
+        "setup.sh: apt-get installed redis-server but redis-server or redis-cli is still not on PATH" + SKIP
+    )
 
     status, out, calls = run_install(tmp_path / "present", present=True, script=script)
     assert (status, calls) == (0, [])
-    assert out == f"setup.sh: redis-server found ({tmp_path}/present/bin/redis-server); " \
-                  "the Redis tests start their servers from it\n"
+    assert (
+        out == f"setup.sh: redis-server found ({tmp_path}/present/bin/redis-server); "
+        "the Redis tests start their servers from it\n"
+    )
 
 
 def test_install_step_installs_where_it_may_and_never_fails(tmp_path: Path) -> None:
     check_install_cases(tmp_path)
 
 
-@pytest.mark.parametrize("mutation", [
-    ("  exit 0\n}", "  exit 1\n}"),                                      # a fallback that fails setup
-    ("&& sudo -n true >/dev/null 2>&1", ""),                             # sudo assumed without asking
-    ('if ! "${as_root[@]}" apt-get update -qq; then\n  fallback "apt-get update failed"\nfi\n', ''),  # no update
-], ids=["fails-setup", "assumes-sudo", "skips-update"])
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        ("  exit 0\n}", "  exit 1\n}"),  # a fallback that fails setup
+        ("&& sudo -n true >/dev/null 2>&1", ""),  # sudo assumed without asking
+        ('if ! "${as_root[@]}" apt-get update -qq; then\n  fallback "apt-get update failed"\nfi\n', ""),  # no update
+    ],
+    ids=["fails-setup", "assumes-sudo", "skips-update"],
+)
 def test_install_cases_catch_planted_scripts(tmp_path: Path, mutation: tuple[str, str]) -> None:
     text = SCRIPT.read_text()
     assert mutation[0] in text
@@ -152,8 +186,10 @@ def _ports(extra: dict) -> list[int]:
     return [int(node.rpartition(":")[2]) for node in nodes]
 
 
-@pytest.mark.skipif(shutil.which("redis-server") is None or shutil.which("redis-cli") is None,
-                    reason="needs redis-server and redis-cli (bash scripts/install_redis.sh)")
+@pytest.mark.skipif(
+    shutil.which("redis-server") is None or shutil.which("redis-cli") is None,
+    reason="needs redis-server and redis-cli (bash scripts/install_redis.sh)",
+)
 def test_session_servers_start_on_free_ports_and_stop() -> None:
     servers = SessionServers(environ={})
     try:
@@ -177,12 +213,14 @@ def test_a_named_server_wins_and_nothing_is_started() -> None:
     with_own = SessionServers(environ={})
     try:
         own = with_own.extra("standalone")
-        named = SessionServers(environ={"HICACHE_REDIS_URL": own["redis_url"],
-                                        "HICACHE_REDIS_CLUSTER_NODES": "127.0.0.1:1"})
+        named = SessionServers(
+            environ={"HICACHE_REDIS_URL": own["redis_url"], "HICACHE_REDIS_CLUSTER_NODES": "127.0.0.1:1"}
+        )
         assert named.extra("standalone") == own and named.started == {}
         reason = named.extra("cluster")
         assert isinstance(reason, str) and reason.startswith(
-            "no Redis cluster at 127.0.0.1:1 (HICACHE_REDIS_CLUSTER_NODES; "), reason
+            "no Redis cluster at 127.0.0.1:1 (HICACHE_REDIS_CLUSTER_NODES; "
+        ), reason
         assert named.started == {}
     finally:
         with_own.close()
@@ -193,9 +231,11 @@ def test_no_server_to_start_is_a_reason_naming_the_fix(monkeypatch: pytest.Monke
     assert SessionServers(environ={}).extra("standalone") == (
         "redis-server and redis-cli are not installed, so no standalone Redis server can be started (bash "
         "scripts/setup.sh installs them where it can; or apt-get install redis-server), and HICACHE_REDIS_URL "
-        "names none")
+        "names none"
+    )
     assert SessionServers(environ={"HICACHE_NO_REDIS": "1"}).extra("cluster") == (
-        "HICACHE_NO_REDIS=1 and HICACHE_REDIS_CLUSTER_NODES is unset: no cluster Redis server")
+        "HICACHE_NO_REDIS=1 and HICACHE_REDIS_CLUSTER_NODES is unset: no cluster Redis server"
+    )
     with pytest.raises(ValueError, match="mode must be one of"):
         SessionServers(environ={}).extra("sentinel")
     assert os.environ["PATH"] == str(tmp_path)

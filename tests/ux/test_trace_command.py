@@ -47,16 +47,20 @@ def test_junit_xml_has_a_case_per_clause_and_a_failure_per_broken_clause(tmp_pat
     assert failed == {"PFX-4", "CTL-6"}
     assert root.get("failures") == "2" and int(root.get("tests")) == len(cases) >= 5
     assert cases["CTL-6"].get("classname") == "hicache.trace.controller"
-    assert cases["CTL-6"].find("failure").get("message") == ("operation: no final ack; every prefetch ends with one, also when the backend raised or the "
-                                                                  "operation was terminated")
+    assert cases["CTL-6"].find("failure").get("message") == (
+        "operation: no final ack; every prefetch ends with one, also when the backend raised or the "
+        "operation was terminated"
+    )
     assert "rule: An empty prefix [] accumulates like any list" in cases["PFX-4"].find("failure").text
 
 
 @pytest.mark.clause("PFX-2", "CTL-5")
 def test_a_conforming_trace_gives_junit_without_failures_and_markdown_that_passes(tmp_path) -> None:
     xml_path, markdown_path = tmp_path / "trace.xml", tmp_path / "TRACE.md"
-    assert main(["trace", write(tmp_path, HAND_WRITTEN), "--junit-xml", str(xml_path),
-                 "--markdown", str(markdown_path)]) == 0
+    assert (
+        main(["trace", write(tmp_path, HAND_WRITTEN), "--junit-xml", str(xml_path), "--markdown", str(markdown_path)])
+        == 0
+    )
     root = ElementTree.parse(xml_path).getroot()
     assert root.get("failures") == "0" and root.find("testsuite/testcase/failure") is None
     assert {"PFX-2", "CTL-5"} <= {case.get("name") for case in root.iter("testcase")}
@@ -72,7 +76,10 @@ def test_markdown_lists_each_violation_with_where_it_happened(tmp_path) -> None:
     text = markdown_path.read_text()
     assert "**FAILED**: 0 of 1 operation(s) conform." in text
     assert "## operation req-1\n\n| clause | verdict | where | message |\n|---|---|---|---|\n" in text
-    assert "| CTL-6 | **fail** | operation | no final ack; every prefetch ends with one, also when the backend raised or the operation was terminated |" in text
+    assert (
+        "| CTL-6 | **fail** | operation | no final ack; every prefetch ends with one, also when the backend raised or the operation was terminated |"
+        in text
+    )
 
 
 def test_schema_prints_the_trace_documents_json_schema(capsys) -> None:
