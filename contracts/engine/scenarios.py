@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Iterable, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
-from hicache_spec import clauses, fold_pool_hits
+from hicache_spec import fold_pool_hits
 from hicache_contracts.engine._checker import check_trace
 from hicache_contracts.engine._recorder import RecordingBackend
-from hicache_contracts.engine._reference import PAGE_SIZE, SWA_WINDOW, ClauseResult, Scenario
+from hicache_contracts.engine._reference import PAGE_SIZE, SWA_WINDOW, ClauseResult, Scenario, clause_results
 from hicache_contracts.engine._report import TraceReport
 from hicache_contracts.models import pool_value as _pool_name
 
@@ -383,27 +383,12 @@ def check_engine(
     many scenarios checked it and, on failure, the first violation and its
     scenario.
     """
-    checked: dict[str, int] = {}
-    failures: dict[str, list[str]] = {}
-    for scenario in STANDARD_SCENARIOS if scenarios is None else scenarios:
-        engine = engine_factory()
-        if scenario.hybrid and not getattr(engine, "supports_hybrid", False):
-            continue
-        report = run_engine_scenario(engine, scenario).report
-        for clause_id in report.checked:
-            checked[clause_id] = checked.get(clause_id, 0) + 1
-        for violation in report.violations:
-            checked.setdefault(violation.clause, 0)
-            failures.setdefault(violation.clause, []).append(f"{scenario}: {violation}")
-    results = []
-    for registered in clauses():
-        if registered.id not in checked:
-            continue
-        found = failures.get(registered.id, [])
-        detail = (
-            f"{len(found)} violation(s); first: {found[0]}"
-            if found
-            else f"checked in {checked[registered.id]} scenario(s), no violation"
-        )
-        results.append(ClauseResult(registered.id, not found, detail))
-    return results
+
+    def runs() -> Iterable[tuple[EngineScenario, TraceReport]]:
+        for scenario in STANDARD_SCENARIOS if scenarios is None else scenarios:
+            engine = engine_factory()
+            if scenario.hybrid and not getattr(engine, "supports_hybrid", False):
+                continue
+            yield scenario, run_engine_scenario(engine, scenario).report
+
+    return clause_results(runs())
