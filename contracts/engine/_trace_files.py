@@ -4,6 +4,12 @@ JUnit: a ``testsuite`` per operation, a ``testcase`` per clause the checker
 had material for (``classname`` ``hicache.trace.<level>``), a ``failure``
 per violated clause listing each violation with where it happened.
 Markdown: per operation a table of clause, verdict, where and message.
+
+A report judged for a pinned release (``sglang_version=V``) may hold recorded
+divergences: findings that do not fail the verdict. JUnit shows each in its
+clause's passing ``testcase`` as a ``divergence`` property and in
+``system-out``; Markdown as a ``divergence`` row naming the entries and the
+release, and the summary line counts them.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import xml.etree.ElementTree as ElementTree
 from typing import Sequence
 
 from hicache_spec import UnknownClauseError, clause
-from hicache_contracts.engine._report import TraceReport
+from hicache_contracts.engine._report import TraceReport, TraceViolation
 
 __all__ = ["operation_name", "reports_to_junit_xml", "reports_to_markdown"]
 
@@ -23,7 +29,15 @@ def operation_name(report: TraceReport, number: int) -> str:
 
 
 def _clauses_of(report: TraceReport) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(report.checked + report.violated))
+    return tuple(dict.fromkeys(report.checked + report.violated + tuple(item.clause for item in report.divergences)))
+
+
+def _diverging(report: TraceReport, clause_id: str) -> tuple[TraceViolation, ...]:
+    return tuple(item for item in report.divergences if item.clause == clause_id)
+
+
+def _recorded(item: TraceViolation) -> str:
+    return f"recorded divergence {', '.join(item.divergence)} of SGLang {item.release}"
 
 
 def _level(clause_id: str) -> str:
@@ -69,6 +83,14 @@ def reports_to_junit_xml(reports: Sequence[TraceReport], *, source: str = "trace
                 failure.text = "\n".join(
                     ([f"rule: {statement}"] if statement else []) + [f"{item.where}: {item.message}" for item in found]
                 )
+            diverging = _diverging(report, clause_id)
+            if diverging:
+                properties = ElementTree.SubElement(case, "properties")
+                for item in diverging:
+                    ElementTree.SubElement(properties, "property", name="divergence", value=_recorded(item))
+                ElementTree.SubElement(case, "system-out").text = "\n".join(
+                    f"{_recorded(item)} (not failing the verdict): {item.where}: {item.message}" for item in diverging
+                )
     ElementTree.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"
 
@@ -81,10 +103,15 @@ def reports_to_markdown(reports: Sequence[TraceReport], *, source: str = "trace"
     """Return the reports as Markdown: a summary line, then per operation a clause table."""
     conforming = sum(report.ok for report in reports)
     verdict = "PASSED" if conforming == len(reports) else "FAILED"
+    diverging = [item for report in reports for item in report.divergences]
+    releases = ", ".join(dict.fromkeys(str(item.release) for item in diverging))
+    recorded = (
+        f" {len(diverging)} recorded divergence(s) of SGLang {releases}, not failing the verdict." if diverging else ""
+    )
     lines = [
         f"# Engine trace `{_cell(source)}`",
         "",
-        f"**{verdict}**: {conforming} of {len(reports)} operation(s) conform.",
+        f"**{verdict}**: {conforming} of {len(reports)} operation(s) conform.{recorded}",
         "",
     ]
     for number, report in enumerate(reports):
@@ -96,9 +123,14 @@ def reports_to_markdown(reports: Sequence[TraceReport], *, source: str = "trace"
         ]
         for clause_id in _clauses_of(report):
             found = report.for_clause(clause_id)
-            if not found:
+            diverging_here = _diverging(report, clause_id)
+            if not found and not diverging_here:
                 lines.append(f"| {clause_id} | pass | | |")
             for item in found:
                 lines.append(f"| {clause_id} | **fail** | {item.where} | {_cell(item.message)} |")
+            for item in diverging_here:
+                lines.append(
+                    f"| {clause_id} | divergence: {_cell(_recorded(item))} | {item.where} | {_cell(item.message)} |"
+                )
         lines.append("")
     return "\n".join(lines)
