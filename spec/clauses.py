@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hicache_spec.registry import Clause
+from hicache_spec._clause import Clause
 
 __all__ = ["CLAUSES", "STORAGE_BATCH_SIZE"]
 

@@ -8,8 +8,8 @@ checks it carries ``@pytest.mark.clause("PFX-2")``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from hicache_spec._clause import Clause
+from hicache_spec.clauses import CLAUSES
 from hicache_spec.releases import SGLANG_RELEASES, check_release, release_key
 
 __all__ = [
@@ -63,39 +63,6 @@ ROLES = ("backend", "engine", "both")
 
 class UnknownClauseError(KeyError):
     """A clause ID was looked up that the registry does not hold."""
-
-
-@dataclass(frozen=True)
-class Clause:
-    """One normative rule of the contract."""
-
-    id: str
-    """Stable identifier, ``FAMILY-N``."""
-    level: str
-    """The capability the clause belongs to (a key of ``LEVELS``)."""
-    role: str
-    """Whom the clause binds (one of ``ROLES``)."""
-    statement: str
-    """One normative sentence."""
-    rationale: str
-    """Why the rule exists: the failure it prevents."""
-    source: str
-    """Where the rule comes from: the SGLang source it was read from, or a project decision."""
-    retired: bool = False
-    """A retired clause keeps its ID and is no longer checked."""
-    releases: str = "0.5.20+"
-    """The SGLang releases the rule holds for: ``"0.5.21+"`` (since), ``"0.5.20-0.5.22"`` (a range),
-    ``"0.5.23"`` (one release) or ``"decision"`` (a project decision, every release)."""
-
-    @property
-    def family(self) -> str:
-        """The family prefix of the ID (``PFX`` for ``PFX-2``)."""
-        return self.id.rsplit("-", 1)[0]
-
-    @property
-    def number(self) -> int:
-        """The number of the clause within its family."""
-        return int(self.id.rsplit("-", 1)[1])
 
 
 def _release_bounds(releases: str) -> tuple[str, str]:
@@ -155,8 +122,6 @@ def _validate(all_clauses: tuple[Clause, ...]) -> dict[str, Clause]:
 
 
 def _load() -> dict[str, Clause]:
-    from hicache_spec.clauses import CLAUSES
-
     return _validate(CLAUSES)
 
 

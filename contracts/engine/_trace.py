@@ -66,7 +66,7 @@ from hicache_contracts.models import (
     ProgressAck,
     validate_page_keys,
 )
-from hicache_contracts.engine._recorder import (
+from hicache_contracts.engine._calls import (
     EXTRA_INFO_ABSENT,
     EXTRA_INFO_PRESENT,
     RecordedCall,

@@ -1,0 +1,213 @@
+"""The record of one backend call as a recorder keeps it: ``RecordedCall`` and ``RecordedTransfer``.
+
+``RecordingBackend`` (``_recorder``) fills these in; the checker and the trace
+format (``_trace``) read them. Every field is a snapshot taken at call time,
+except the live objects named on ``RecordedCall``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from hicache_contracts.prefix_keys import PrefixKeys
+
+__all__ = [
+    "EXTRA_INFO_ABSENT",
+    "EXTRA_INFO_NONE",
+    "EXTRA_INFO_PRESENT",
+    "RecordedCall",
+    "RecordedTransfer",
+    "call_keys",
+    "snapshot_prefix",
+]
+
+EXTRA_INFO_ABSENT = "absent"
+"""The call passed no extra_info argument at all."""
+EXTRA_INFO_NONE = "none"
+"""The call passed ``extra_info=None``."""
+EXTRA_INFO_PRESENT = "present"
+"""The call passed an extra_info object."""
+
+
+def call_keys(keys: Any, transfers: Any) -> Any:
+    """Return a recorded call's keys: its own, or for a v2 read or write those of its first transfer with keys."""
+    if keys is not None:
+        return keys
+    for transfer in transfers or ():
+        if transfer.keys is not None:
+            return transfer.keys
+    return ()
+
+
+def snapshot_prefix(value: Any) -> tuple[Any, Optional[str]]:
+    """Return ``(snapshot, problem)`` for a prefix_keys value, taken so that later changes cannot reach it.
+
+    None stays None; an immutable ``PrefixKeys`` or tuple is kept as is; any
+    other sequence is copied into a tuple. ``problem`` says why a value is not
+    a sequence of keys (a str, a set, a number), else it is None.
+    """
+    if value is None:
+        return None, None
+    if isinstance(value, (PrefixKeys, tuple)):
+        return value, None
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        return None, f"prefix_keys is a {type(value).__name__}, not a sequence of keys"
+    return tuple(value), None
+
+
+def _name_of(value: Any) -> Any:
+    """Return an enum member's value (SGLang's or ours), else ``str(value)``; None stays None."""
+    if value is None:
+        return None
+    value = getattr(value, "value", value)
+    return value if isinstance(value, str) else str(value)
+
+
+def _keys_tuple(keys: Any) -> Optional[tuple]:
+    """Return a tuple copy of a key sequence; None for None or for an iterator (copying would consume it)."""
+    if keys is None:
+        return None
+    if isinstance(keys, tuple):
+        return keys
+    if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence):
+        return None
+    return tuple(keys)
+
+
+class RecordedTransfer:
+    """One PoolTransfer of a v2 call, as recorded: its pool, keys and how its hit is measured."""
+
+    __slots__ = ("name", "keys", "indices_from_pool", "hit_policy")
+
+    def __init__(
+        self, name: Optional[str], keys: Optional[tuple], indices_from_pool: Optional[str], hit_policy: Optional[str]
+    ) -> None:
+        self.name = name
+        """The pool name as a str (``"kv"``, ``"indexer"``, ...)."""
+        self.keys = keys
+        """The transfer's keys at call time, or None."""
+        self.indices_from_pool = indices_from_pool
+        """``"kv"`` for a KV-derived sidecar, else None."""
+        self.hit_policy = hit_policy
+        """``"all_pages"`` or ``"trailing_pages"``, or None when the object has no such attribute."""
+
+    @classmethod
+    def from_object(cls, transfer: Any) -> "RecordedTransfer":
+        """Read a PoolTransfer (ours, SGLang's or any object with those attributes)."""
+        return cls(
+            _name_of(getattr(transfer, "name", None)),
+            _keys_tuple(getattr(transfer, "keys", None)),
+            _name_of(getattr(transfer, "indices_from_pool", None)),
+            _name_of(getattr(transfer, "hit_policy", None)),
+        )
+
+    def __repr__(self) -> str:
+        count = None if self.keys is None else len(self.keys)
+        return f"RecordedTransfer(name={self.name!r}, keys=<{count}>, indices_from_pool={self.indices_from_pool!r})"
+
+
+class RecordedCall:
+    """One call the engine made through a RecordingBackend.
+
+    The attribute names match ``TraceCall`` (the JSON form), so the checker
+    reads either. ``extra_info``, ``prefix_object``, ``args``, ``kwargs`` and
+    ``returned`` are the live objects; everything else is a snapshot.
+    """
+
+    __slots__ = (
+        "index",
+        "method",
+        "keys",
+        "transfers",
+        "extra_info_state",
+        "extra_info",
+        "prefix_object",
+        "prefix_keys",
+        "prefix_keys_problem",
+        "args",
+        "kwargs",
+        "returned",
+        "result",
+        "raised",
+        "thread",
+        "thread_id",
+        "started",
+        "finished",
+        "recording_problem",
+    )
+
+    def __init__(self, index: int, method: str, args: tuple, kwargs: dict) -> None:
+        self.index = index
+        """Position in the recorder's call list (start order)."""
+        self.method = method
+        """The backend method called."""
+        self.keys: Optional[tuple] = None
+        """The page keys (one for get/set/exists); None for batch_get_v2/batch_set_v2 (see ``transfers``)."""
+        self.transfers: Optional[tuple[RecordedTransfer, ...]] = None
+        """The PoolTransfers of a v2 call, or None."""
+        self.extra_info_state = EXTRA_INFO_ABSENT
+        """``"absent"`` (no argument), ``"none"`` (passed None) or ``"present"``."""
+        self.extra_info: Any = None
+        """The extra_info object the backend received, or None."""
+        self.prefix_object: Any = None
+        """The object ``extra_info.prefix_keys`` referred to at call time."""
+        self.prefix_keys: Any = None
+        """Snapshot of ``extra_info.prefix_keys`` at call time (a tuple or PrefixKeys), or None."""
+        self.prefix_keys_problem: Optional[str] = None
+        """Why the prefix could not be read as a sequence of keys, or None."""
+        self.args = args
+        """The positional arguments, as passed."""
+        self.kwargs = kwargs
+        """The keyword arguments, as passed."""
+        self.returned: Any = None
+        """The object the inner backend returned (the engine got this very object)."""
+        self.result: Any = None
+        """A snapshot of what the checker needs from the result (bools as a tuple, hit counts ...)."""
+        self.raised: Optional[str] = None
+        """``"Type: message"`` when the inner backend raised (the exception was re-raised)."""
+        self.thread = threading.current_thread().name
+        """The calling thread's name."""
+        self.thread_id = threading.get_ident()
+        """The calling thread's identifier."""
+        self.started = time.monotonic()
+        """``time.monotonic()`` when the call started."""
+        self.finished: Optional[float] = None
+        """``time.monotonic()`` when it returned or raised; None while in flight."""
+        self.recording_problem: Optional[str] = None
+        """Why part of the call could not be recorded (the call itself went through), or None."""
+
+    @property
+    def all_keys(self) -> tuple:
+        """The call's keys; for a v2 read or write, the keys of its first transfer."""
+        return call_keys(self.keys, self.transfers)
+
+    def current_prefix(self) -> tuple[bool, Any, Optional[str]]:
+        """Return ``(changed, value, problem)``: whether the prefix handed to the backend differs now from its snapshot.
+
+        Two ways to change it are seen: the object itself changed in place
+        (``prefix += batch`` on a list), or ``extra_info.prefix_keys`` was
+        rebound to another value (PFX-5).
+        """
+        if self.extra_info_state != EXTRA_INFO_PRESENT or self.prefix_keys_problem is not None:
+            return False, self.prefix_keys, None
+        if self.prefix_object is not None and self.prefix_object is not self.prefix_keys:
+            value, problem = snapshot_prefix(self.prefix_object)
+            if problem is not None or value != self.prefix_keys:
+                return True, value, problem
+        current = getattr(self.extra_info, "prefix_keys", None)
+        if current is self.prefix_object:
+            return False, self.prefix_keys, None
+        value, problem = snapshot_prefix(current)
+        if problem is not None or value != self.prefix_keys:
+            return True, value, problem
+        return False, self.prefix_keys, None
+
+    def __repr__(self) -> str:
+        prefix = None if self.prefix_keys is None else f"<{len(self.prefix_keys)} keys>"
+        return (
+            f"RecordedCall(#{self.index} {self.method}, keys=<{len(self.all_keys)}>, "
+            f"extra_info={self.extra_info_state}, prefix_keys={prefix}, thread={self.thread!r})"
+        )
