@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from hicache_contracts.conformance.cli import install as install_run
 from hicache_contracts.engine.cli import install as install_trace
@@ -95,6 +95,17 @@ def _render_command(args: argparse.Namespace, text: str, command: str) -> int:
     return 0
 
 
+def _add_render_command(
+    sub: Any, name: str, help_text: str, func: Callable[..., int], what: str = "the document"
+) -> None:
+    """A subcommand that renders a generated document: ``--write PATH`` or ``--check PATH`` (exit 1 if stale)."""
+    command = sub.add_parser(name, help=help_text)
+    group = command.add_mutually_exclusive_group()
+    group.add_argument("--write", metavar="PATH", help=f"write {what} to PATH")
+    group.add_argument("--check", metavar="PATH", help="exit 1 if PATH differs from a fresh render")
+    command.set_defaults(func=func)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hicache-conform",
@@ -110,21 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="list the clauses that hold for pinned SGLang release V, with their releases",
     )
     clauses_parser.set_defaults(func=_cmd_clauses)
-    divergences_parser = sub.add_parser("divergences", help="render where released SGLang diverges from the clauses")
-    group = divergences_parser.add_mutually_exclusive_group()
-    group.add_argument("--write", metavar="PATH", help="write the document to PATH")
-    group.add_argument("--check", metavar="PATH", help="exit 1 if PATH differs from a fresh render")
-    divergences_parser.set_defaults(func=_cmd_divergences)
-    spec_parser = sub.add_parser("spec", help="render the normative document from the registry")
-    group = spec_parser.add_mutually_exclusive_group()
-    group.add_argument("--write", metavar="PATH", help="write the document to PATH")
-    group.add_argument("--check", metavar="PATH", help="exit 1 if PATH differs from a fresh render")
-    spec_parser.set_defaults(func=_cmd_spec)
-    methods_parser = sub.add_parser("methods", help="render the backend-method reference from the protocols")
-    group = methods_parser.add_mutually_exclusive_group()
-    group.add_argument("--write", metavar="PATH", help="write the reference to PATH")
-    group.add_argument("--check", metavar="PATH", help="exit 1 if PATH differs from a fresh render")
-    methods_parser.set_defaults(func=_cmd_methods)
+    _add_render_command(sub, "divergences", "render where released SGLang diverges from the clauses", _cmd_divergences)
+    _add_render_command(sub, "spec", "render the normative document from the registry", _cmd_spec)
+    _add_render_command(
+        sub, "methods", "render the backend-method reference from the protocols", _cmd_methods, "the reference"
+    )
     init_parser = sub.add_parser(
         "init",
         help="write a backend skeleton NAME.py to fill in with storage calls",
