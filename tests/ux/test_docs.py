@@ -217,3 +217,13 @@ def test_a_broken_trace_block_is_caught(old: str, new: str) -> None:
 def test_a_bad_extra_config_block_is_caught() -> None:
     with pytest.raises(ValueError):
         check_json_block("distributed.md", '{"redis_url": "redis://10.0.0.5:6379/0", "socket_timeout": "2 s"}')
+
+
+def test_the_index_names_every_level_of_the_registry() -> None:
+    """docs/index.md's sentence on levels names each level of ``hicache_spec.LEVELS`` and no other."""
+    from hicache_spec import LEVELS
+
+    text = (PROJECT / "docs" / "index.md").read_text()
+    sentence = text[text.index("a *level*") : text.index("a *role*")]
+    named = re.findall(r"`([a-z0-9]+)`", sentence)
+    assert sorted(named) == sorted(LEVELS), f"docs/index.md names levels {named}; the registry has {list(LEVELS)}"
