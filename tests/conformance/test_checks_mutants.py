@@ -1,0 +1,39 @@
+"""Every branch of a vendor check that decides a verdict is reached by a planted bug or a correct variant.
+
+Scenario: each backend of planted_mutants.MUTANT_PLANTED is run through the one check that must catch
+it; each correct variant of planted_mutants.CORRECT_VARIANTS through every check.
+Expected: the planted bug fails its check on its clause, with a message; a correct variant fails none.
+Why it matters: a condition of a check that no bug reaches can be inverted or dropped with every test
+still green (docs/mutation/checks.md lists the checks' mutation score).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conformance.helpers import failed, run, statuses
+from tests.conformance.planted_mutants import CORRECT_VARIANTS, MUTANT_PLANTED
+
+
+@pytest.mark.parametrize(
+    "backend, check, clause, options",
+    [
+        pytest.param(backend, check, clause, options, id=backend.__name__, marks=pytest.mark.clause(clause))
+        for backend, (check, clause, options) in MUTANT_PLANTED.items()
+    ],
+)
+def test_planted_bug_fails_its_check(backend: type, check: str, clause: str, options: dict) -> None:
+    report = run(backend, checks=(check,), **options)
+    assert clause in failed(report), f"{backend.__name__}: {check} gave {statuses(report)}"
+    verdict = next(item for item in report.sections[0].clauses if item.clause_id == clause)
+    assert verdict.failures and verdict.failures[0].message
+
+
+@pytest.mark.parametrize(
+    "backend, options",
+    [pytest.param(backend, options, id=backend.__name__) for backend, options in CORRECT_VARIANTS.items()],
+)
+def test_correct_variant_passes_every_check(backend: type, options: dict) -> None:
+    report = run(backend, **options)
+    failing = {verdict.clause_id: verdict.reason for verdict in report.sections[0].clauses if verdict.status == "fail"}
+    assert failing == {}, report.render_text(color=False)
