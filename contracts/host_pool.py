@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import torch
 
-from hicache_contracts.errors import ContractViolation
+from hicache_contracts.errors import ContractViolation, bad_value
 
 __all__ = ["KINDS", "LAYOUTS", "HostPagePool"]
 
@@ -43,7 +43,7 @@ def _violation(clause_id: str, field: str, rule: str, value: Any) -> ContractVio
 
 def _bad_argument(field: str, rule: str, value: Any) -> ValueError:
     """Build the error for a bad constructor argument (no clause: the pool's own geometry)."""
-    return ValueError(f"{_CLASS}.{field}: {rule} (got {value!r})")
+    return bad_value(f"{_CLASS}.{field}", rule, value)
 
 
 def _positive_int(field: str, value: Any) -> int:

@@ -35,11 +35,7 @@ LOADING_KEYS: tuple[str, ...] = ("backend_name", "module_path", "class_name", "i
 """Keys SGLang's dynamic loading reads from the extra config and still passes to the backend."""
 
 
-def _config_error(field_name: str, rule: str, value: object) -> ValueError:
-    return bad_value(field_name, rule, value)
-
-
-def parse_extra_config(text: Optional[str], *, field_name: str = "--extra-config") -> Optional[dict]:
+def parse_extra_config(text: Optional[str], *, field_name: str = "--extra-config") -> Optional[dict[str, Any]]:
     """Return the extra config that ``text`` describes: JSON, or ``@path`` to a JSON, TOML or YAML file.
 
     None or blank text gives None. Anything but an object (a dict) is refused
@@ -51,7 +47,7 @@ def parse_extra_config(text: Optional[str], *, field_name: str = "--extra-config
     if text.startswith("@"):
         path = Path(text[1:]).expanduser()
         if not path.is_file():
-            raise _config_error(field_name, "must name an existing file after '@'", text)
+            raise bad_value(field_name, "must name an existing file after '@'", text)
         suffix = path.suffix.lower()
         raw = path.read_text(encoding="utf-8")
         try:
@@ -66,41 +62,41 @@ def parse_extra_config(text: Optional[str], *, field_name: str = "--extra-config
 
                 value = yaml.safe_load(raw)
             else:
-                raise _config_error(field_name, "must be a .json, .toml, .yaml or .yml file", str(path))
+                raise bad_value(field_name, "must be a .json, .toml, .yaml or .yml file", str(path))
         except ValueError as error:  # json, tomllib and yaml errors are ValueErrors or carry a message
             if str(error).startswith(field_name):
                 raise
-            raise _config_error(field_name, f"must be a valid {suffix[1:]} file ({error})", str(path)) from None
+            raise bad_value(field_name, f"must be a valid {suffix[1:]} file ({error})", str(path)) from None
         except Exception as error:  # yaml.YAMLError
-            raise _config_error(field_name, f"must be a valid {suffix[1:]} file ({error})", str(path)) from None
+            raise bad_value(field_name, f"must be a valid {suffix[1:]} file ({error})", str(path)) from None
     else:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as error:
-            raise _config_error(field_name, f"must be a JSON object or @file ({error.msg})", text) from None
+            raise bad_value(field_name, f"must be a JSON object or @file ({error.msg})", text) from None
     if not isinstance(value, dict):
-        raise _config_error(field_name, "must be an object (a dict of options)", value)
+        raise bad_value(field_name, "must be an object (a dict of options)", value)
     return value
 
 
 def load_object(spec: str, *, field_name: str = "--backend") -> Any:
     """Import and return the object named by ``spec``: ``package.module:Name`` or ``package.module.Name``."""
     if not isinstance(spec, str) or not spec.strip():
-        raise _config_error(field_name, "must be 'module:Class'", spec)
+        raise bad_value(field_name, "must be 'module:Class'", spec)
     spec = spec.strip()
     if ":" in spec:
         module_name, _, attribute = spec.partition(":")
     else:
         module_name, _, attribute = spec.rpartition(".")
     if not module_name or not attribute:
-        raise _config_error(field_name, "must be 'module:Class'", spec)
+        raise bad_value(field_name, "must be 'module:Class'", spec)
     module = import_backend_module(module_name, spec, field_name=field_name)
     target: Any = module
     for part in attribute.split("."):
         try:
             target = getattr(target, part)
         except AttributeError:
-            raise _config_error(field_name, f"module {module_name!r} must define {attribute!r}", spec) from None
+            raise bad_value(field_name, f"module {module_name!r} must define {attribute!r}", spec) from None
     return target
 
 
@@ -144,7 +140,7 @@ def import_backend_module(module_name: str, spec: str, *, field_name: str = "--b
             )
             return module
     top = module_name.partition(".")[0]
-    raise _config_error(
+    raise bad_value(
         field_name,
         f"module {module_name!r} must be importable; it is neither on the import path nor in the working "
         f"directory {working_directory} (no {top}/ or {top}.py there); run from the folder that holds it, "
@@ -161,7 +157,7 @@ def _import_error(field_name: str, module_name: str, error: BaseException, spec:
         )
     else:
         rule = f"module {module_name!r} must import without error ({type(error).__name__}: {error})"
-    return _config_error(field_name, rule, spec)
+    return bad_value(field_name, rule, spec)
 
 
 @dataclass(frozen=True)
@@ -187,13 +183,13 @@ class BackendFactory:
 
     def __post_init__(self) -> None:
         if not callable(self.target):
-            raise _config_error("BackendFactory.target", "must be a backend class or callable", self.target)
+            raise bad_value("BackendFactory.target", "must be a backend class or callable", self.target)
         if self.extra_config is not None and not isinstance(self.extra_config, Mapping):
-            raise _config_error("BackendFactory.extra_config", "must be a dict or None", self.extra_config)
+            raise bad_value("BackendFactory.extra_config", "must be a dict or None", self.extra_config)
         if not isinstance(self.not_asked, Mapping) or not all(
             isinstance(level, str) and isinstance(why, str) for level, why in self.not_asked.items()
         ):
-            raise _config_error("BackendFactory.not_asked", "must map level names to reasons", self.not_asked)
+            raise bad_value("BackendFactory.not_asked", "must map level names to reasons", self.not_asked)
         if not self.name:
             object.__setattr__(self, "name", _describe_target(self.target))
 
@@ -228,12 +224,12 @@ def resolve_factory(
         config = dict(extra_config or {})
         module_path, class_name = config.get("module_path"), config.get("class_name")
         if not module_path and not class_name:
-            raise _config_error(
+            raise bad_value(
                 "--backend", "must be given, or the extra config must hold module_path and class_name", None
             )
         if not module_path or not class_name:
             missing, present = ("module_path", "class_name") if not module_path else ("class_name", "module_path")
-            raise _config_error(
+            raise bad_value(
                 f"extra_config.{missing}",
                 f"must be given with {present} to name the backend (or give --backend)",
                 config.get(missing),

@@ -69,6 +69,7 @@ from redis.crc import key_slot
 from redis.exceptions import AskError, ClusterDownError, TryAgainError
 from redis.retry import Retry
 
+from hicache_contracts.errors import bad_value
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends.base import PageStoreBackend, pool_key, tensor_bytes
 from hicache_reference.backends.namespace import storage_name
@@ -91,7 +92,7 @@ _UNLINK_BATCH = 512
 
 
 def _config_error(field: str, rule: str, value: Any) -> ValueError:
-    return ValueError(f"{_CLASS}.extra_config.{field}: {rule} (got {value!r})")
+    return bad_value(f"{_CLASS}.extra_config.{field}", rule, value)
 
 
 def _number(
