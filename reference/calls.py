@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable, Optional
 
+from hicache_contracts.models import pool_value
 from hicache_spec.confirmation import confirmed_hit
 from hicache_spec.confirmation import confirmed_pages as spec_confirmed_pages
 
@@ -266,7 +267,7 @@ def confirmed_exists(result: Any, count: int) -> int:
 
 
 def _pool_entry(result: Mapping, name: Any) -> Any:
-    value = name.value if isinstance(name, Enum) else name
+    value = pool_value(name)
     if value in result:
         return result[value]
     if name in result:
@@ -286,7 +287,4 @@ def confirmed_pool_pages(result: Any, name: Any, count: int) -> int:
 
 def confirmed_kv_hit(result: Any, count: int) -> int:
     """Return the folded hit a ``batch_exists_v2`` result confirms: ``kv_hit_pages`` in [0, count], else 0. Clauses: CTL-11, BE-21."""
-    hit = getattr(result, "kv_hit_pages", None)
-    if type(hit) is int and 0 <= hit <= count:
-        return hit
-    return 0
+    return confirmed_hit(getattr(result, "kv_hit_pages", None), count)
