@@ -1,12 +1,18 @@
 """Planted bugs that only one check catches: for checks whose other planted bugs some other check sees too.
 
 ``SINGLE`` maps each backend to the one check that must catch it, and no other.
+Each bug is one a vendor could ship; the docstring says which path it lives
+on and why the other checks never walk that path.
 """
 
 from __future__ import annotations
 
+import time
+
+import torch
+
 from hicache_spec import STORAGE_BATCH_SIZE
-from tests.conformance.correct_backend import CorrectBackend
+from tests.conformance.correct_backend import CorrectBackend, pool_name, tensor_bytes
 
 
 class FullBatchOfUnknownKeysHitsOnce(CorrectBackend):
@@ -36,8 +42,250 @@ class RootPrefixCapsTheCount(CorrectBackend):
         return min(count, 2) if prefix is not None and len(prefix) == 0 else count
 
 
+class ChainLookupReservesTheRest(CorrectBackend):
+    """A lookup of a chain (more than 4 keys) whose head is stored reserves page-sized placeholders for the
+    missing rest, for the write-back to come, and a placeholder counts as stored (BE-3). Only BE-3 looks up
+    such a chain twice; the state machine's lookups hold at most 4 keys."""
+
+    def batch_exists(self, keys, extra_info=None):
+        found = super().batch_exists(keys, extra_info)
+        if 0 < found < len(keys) and len(keys) > 4:
+            for key in keys[found:]:
+                if self.fetch(self.name(key)) is None:
+                    self.put(self.name(key), bytes(self.page_bytes()))
+        return found
+
+
+class ExistsRaisesOnUnknownKey(CorrectBackend):
+    """Legacy exists() indexes its dict with [], so a key never stored raises KeyError (BE-4); batch_exists and
+    get look keys up safely. On a v1 backend only BE-4 asks exists() about a key never stored."""
+
+    def exists(self, key):
+        with self.lock:
+            self.objects[self.name(key)]  # KeyError for a key never stored
+        return self.present(self.name(key))
+
+    def batch_exists(self, keys, extra_info=None):
+        for index, key in enumerate(keys):
+            if not self.present(self.name(key)):
+                return index
+        return len(keys)
+
+    def get(self, key, target_location=None, target_sizes=None):
+        if not self.present(self.name(key)):
+            return None
+        return super().get(key, target_location, target_sizes)
+
+
+class AcknowledgesFailedWrites(CorrectBackend):
+    """A page whose store call fails is reported stored, "queued for a retry" that never comes (BE-5). Only BE-5
+    makes the store fail."""
+
+    def put(self, name, data):
+        try:
+            return super().put(name, data)
+        except OSError:
+            return True
+
+
+class SetReturnsBytesWritten(CorrectBackend):
+    """set() returns what the write returned, the number of bytes written, instead of a bool (BE-9); batch_set
+    folds the counts into one bool. On a v1 backend only BE-9 looks at what set() returns."""
+
+    def set(self, key, value=None, target_location=None, target_sizes=None):
+        try:
+            data = tensor_bytes(value)
+            self.put(self.name(key), data)
+            return len(data)
+        except Exception:
+            return False
+
+
+class ShortObjectPaddedIntoTarget(CorrectBackend):
+    """get() copies a stored object into the head of the target whatever its length and returns the whole target
+    as the page (BE-13); exists and batch_exists check the length. Only BE-13 stores a short object."""
+
+    def get(self, key, target_location=None, target_sizes=None):
+        try:
+            data = self.fetch(self.name(key))
+        except OSError:
+            return None
+        if data is None or target_location is None:
+            return super().get(key, target_location, target_sizes)
+        flat = target_location.view(-1)
+        if data:
+            page = torch.frombuffer(bytearray(data), dtype=flat.dtype)
+            flat[: page.numel()].copy_(page)
+        return target_location
+
+
+class MissClearsThePageAtItsPosition(CorrectBackend):
+    """A read zero-fills the slots of each miss, but takes host page i for the i-th key instead of the page
+    host_indices gives (BE-16). Only BE-16 guards low host pages while reading past a miss."""
+
+    def read_pages(self, pool, keys, host_indices):
+        results = super().read_pages(pool, keys, host_indices)
+        host_pool = self.pools.get(pool)
+        for index, hit in enumerate(results):
+            start = index * host_pool.page_size if host_pool is not None else 0  # not host_indices[index * page_size]
+            if not hit and host_pool is not None and start < host_pool.size:
+                host_pool.set_from_flat_data_page(start, host_pool.get_dummy_flat_data_page())
+        return results
+
+
+class LeadingMissesRebaseTheRead(CorrectBackend):
+    """A read whose first keys miss skips them and reads the rest as one run of host pages from the first hit's
+    slot (BE-15): right only where the pages are contiguous, as the state machine's are."""
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        keys = list(keys)
+        lead = next((index for index, key in enumerate(keys) if self.exists(key)), len(keys))
+        if lead in (0, len(keys)):
+            return super().batch_get_v1(keys, host_indices, extra_info)
+        page_size = self.pools["kv"].page_size
+        first = int(host_indices[lead * page_size])
+        run = torch.arange(first, first + (len(keys) - lead) * page_size, dtype=torch.int64)
+        return [False] * lead + self.read_pages("kv", keys[lead:], run)
+
+
+class FullBatchWriteDeferred(CorrectBackend):
+    """batch_set_v1 of a full batch (128 pages) acknowledges at once and copies the host pages when a read
+    comes; a page whose host memory changed meanwhile is dropped as torn (BE-17). Only the v1 round trip
+    overwrites a full batch's host pages before reading it back."""
+
+    def __init__(self, storage_config, kwargs=None):
+        super().__init__(storage_config, kwargs)
+        self.deferred: dict[str, tuple[int, bytes]] = {}
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        keys = list(keys)
+        if len(keys) < STORAGE_BATCH_SIZE:
+            return super().batch_set_v1(keys, host_indices, extra_info)
+        host_pool = self.pools["kv"]
+        for index, key in enumerate(keys):
+            slot = int(host_indices[index * host_pool.page_size])
+            self.deferred[self.name(key)] = (slot, tensor_bytes(host_pool.get_data_page(slot, flat=True)))
+        return [True] * len(keys)
+
+    def present(self, name, pool="kv"):
+        return name in self.deferred or super().present(name, pool)
+
+    def read_pages(self, pool, keys, host_indices):
+        host_pool = self.pools["kv"]
+        for name, (slot, snapshot) in list(self.deferred.items()):
+            data = tensor_bytes(host_pool.get_data_page(slot, flat=True))
+            if data == snapshot:
+                self.put(name, data)
+            del self.deferred[name]
+        return super().read_pages(pool, keys, host_indices)
+
+    def clear(self):
+        self.deferred.clear()
+        super().clear()
+
+
+class DerivedSidecarFollowsKv(CorrectBackend):
+    """batch_exists_v2 answers a KV-derived sidecar (indices_from_pool kv) from KV's presence, as if the two were
+    always written together (BE-22). The policy-folding check asks about the indexer without indices_from_pool."""
+
+    def pool_query(self, transfer, keys):
+        name, policy, window, present = super().pool_query(transfer, keys)
+        if pool_name(getattr(transfer, "indices_from_pool", None)) == "kv":
+            present = self.pool_present("kv", keys)
+        return (name, policy, window, present)
+
+
+class ChunkedSidecarReadReusesFirstSlots(CorrectBackend):
+    """batch_get_v2 reads a sidecar transfer of more than 64 pages in chunks of 64, giving every chunk the first
+    chunk's host slots: later pages land on the first ones (HYB-8). Only HYB-8 reads a full sidecar batch."""
+
+    CHUNK = 64
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        results = {}
+        for item in transfers:
+            name, keys = pool_name(item.name), list(item.keys or ())
+            flags: list[bool] = []
+            for start in range(0, len(keys), self.CHUNK):  # host_indices is never offset by start * page_size
+                flags += self.read_pages(name, keys[start : start + self.CHUNK], item.host_indices)
+            results[name] = flags
+        return results
+
+
+class LookupFlattensRanksOtherwise(CorrectBackend):
+    """Names carry one flat rank, tp + tp_size * (pp + pp_size * cp); batch_exists flattens it as
+    tp + tp_size * pp + pp_size * cp, so lookups miss on a rank with cp > 0 and tp_size > 1 (NS-6). Only NS-6
+    looks up its own pages on such a rank."""
+
+    def flat_rank(self, config, *, lookup=False):
+        tp = 0 if config.is_mla_model else config.tp_rank
+        cp_stride = config.pp_size if lookup else config.tp_size * config.pp_size
+        return tp + config.tp_size * config.pp_rank + cp_stride * config.attn_cp_rank
+
+    def namespace_of(self, config):
+        return f"{config.model_name}|rank{self.flat_rank(config)}"
+
+    def batch_exists(self, keys, extra_info=None):
+        namespace = f"{self.config.model_name}|rank{self.flat_rank(self.config, lookup=True)}"
+        for index, key in enumerate(keys):
+            if not self.present(f"{namespace}|kv|{key}"):
+                return index
+        return len(keys)
+
+
+class OneKeyLookupsCached(CorrectBackend):
+    """A one-key lookup is answered from a cache of earlier one-key hits, which clear() leaves in place (BE-11).
+    The pool-clearing check looks up several keys at once."""
+
+    def __init__(self, storage_config, kwargs=None):
+        super().__init__(storage_config, kwargs)
+        self.hot: set[str] = set()
+
+    def batch_exists(self, keys, extra_info=None):
+        if len(keys) == 1 and keys[0] in self.hot:
+            return 1
+        count = super().batch_exists(keys, extra_info)
+        if len(keys) == 1 and count:
+            self.hot.add(keys[0])
+        return count
+
+
+class WriteKeysParkedOnTheInstance(CorrectBackend):
+    """batch_set_v1 parks the batch's keys on the instance while it gathers the host pages, then stores the
+    pages under the parked keys: two concurrent writes store pages under each other's keys (BE-23)."""
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        self.parked = list(keys)
+        host_pool = self.pools["kv"]
+        pages = [
+            tensor_bytes(host_pool.get_data_page(int(host_indices[index * host_pool.page_size]), flat=True))
+            for index in range(len(keys))
+        ]
+        time.sleep(0.001)  # the latency of a real transfer, during which another thread may park its keys
+        results = []
+        for key, data in zip(self.parked, pages):
+            try:
+                results.append(self.put(self.name(key), data))
+            except OSError:
+                results.append(False)
+        return results + [False] * (len(keys) - len(results))
+
+
 SINGLE: dict[type, str] = {
     FullBatchOfUnknownKeysHitsOnce: "batch_exists_counts_the_leading_run",
     CloseDropsThePages: "pages_survive_a_rebuild",
     RootPrefixCapsTheCount: "prefix_states_none_empty_and_list_all_work",
+    ChainLookupReservesTheRest: "batch_exists_has_no_side_effects",
+    ExistsRaisesOnUnknownKey: "missing_keys_are_misses_not_errors",
+    AcknowledgesFailedWrites: "storage_errors_are_failures_not_exceptions",
+    SetReturnsBytesWritten: "legacy_results_have_their_shapes",
+    ShortObjectPaddedIntoTarget: "short_objects_are_misses",
+    MissClearsThePageAtItsPosition: "v1_reads_touch_only_addressed_slots",
+    LeadingMissesRebaseTheRead: "v1_hits_after_a_miss_land_in_their_own_scattered_slots",
+    FullBatchWriteDeferred: "v1_pages_round_trip_bit_for_bit",
+    DerivedSidecarFollowsKv: "v2_kv_derived_sidecars_travel_with_kv",
+    ChunkedSidecarReadReusesFirstSlots: "v2_pool_hits_count_only_pages_that_landed",
+    LookupFlattensRanksOtherwise: "exists_get_and_set_share_one_key_scheme",
+    OneKeyLookupsCached: "clear_removes_every_page",
+    WriteKeysParkedOnTheInstance: "concurrent_calls_keep_every_key_consistent",
 }
