@@ -12,12 +12,19 @@ of the pool, ``writes_from_ranges``) to a temporary file in the same
 directory (its name holds ``%tmp``, which no escaped key contains),
 optionally ``fsync``-ed, then
 ``os.replace``-d over the final name: a page is never visible half written
-(BE-7). Reads check with ``fstat`` that the file is exactly one page long (an
-empty, short or long file is a miss and touches nothing, BE-13), then
-``os.readv`` it straight into the page's host byte ranges when the base
-offers them (``reads_into_ranges``), else into the base's staging buffer. A
-read that comes up short after that (the file shrank) or fails is False for
-its page; only that page's own ranges may hold part of it (BE-15, BE-16).
+(BE-7). Reads take the file's size from ``lseek`` to its end (two cheap calls
+where ``fstat`` builds a whole status object) and go on only when it is
+exactly one page (an empty, short or long file, or one that cannot seek, is a
+miss and touches nothing, BE-13); then ``os.readv`` lands it straight in the
+page's host byte ranges when the base offers them (``reads_into_ranges``),
+else in the base's staging buffer. A read that comes up short after that (the
+file shrank) or fails is False for its page; only that page's own ranges may
+hold part of it (BE-15, BE-16).
+
+The batch forms (``_read_objects_into_ranges``, ``_write_objects``) run the
+per-page steps in one loop: names are checked, directories made and link
+checks looked up once per call, not once per page. A subclass or instance
+that replaces the single-page primitive gets the base's per-page loop instead.
 
 Extra config: ``path`` (required), ``fsync`` (default False).
 """
@@ -50,6 +57,8 @@ DIRECTORY_MODE = 0o700
 """Mode directories are created with (before the umask)."""
 _OPEN_FOR_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 """A page is opened without following a link (and without blocking on a FIFO someone put there)."""
+_NOT_A_PAGE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ESPIPE, errno.EISDIR, errno.EINVAL})
+"""Errors of a read that mean "no page file here" (a miss), not a failing storage."""
 _OPEN_FOR_WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -179,8 +188,8 @@ class FileBackend(PageStoreBackend):
 
     def _names(self, keys: Sequence[str], pool: str = KV) -> list[str]:
         """Return ``_name`` of every key; a batch of plain keys (ASCII letters and digits) is named at once."""
-        joined = "".join(keys)
-        if joined.isascii() and joined.isalnum() and max(map(len, keys), default=0) <= NAME_MAX_BYTES:
+        joined = "".join(keys)  # bytes.isalnum is a table lookup per byte, str.isalnum a Unicode query per character
+        if joined.isascii() and joined.encode("ascii").isalnum() and max(map(len, keys), default=0) <= NAME_MAX_BYTES:
             cached = self._name_prefixes.get(pool)  # plain keys are their own file names: prefix + key
             if cached is None or cached[0] is not self.namespace:  # the namespace may be set after construction
                 cached = self._name_prefixes[pool] = (self.namespace, self._name("", pool))
@@ -248,30 +257,91 @@ class FileBackend(PageStoreBackend):
         return self._read_object_into_ranges(name, [buffer])
 
     def _read_object_into_ranges(self, name: str, views: Sequence[memoryview]) -> bool:
-        path = self._path(name)
-        try:
-            descriptor = os.open(path, _OPEN_FOR_READ)
-        except (FileNotFoundError, NotADirectoryError):
-            return False
-        except OSError as error:
-            if error.errno == errno.ELOOP:
-                return False  # the page file is a link: not followed, a miss
-            raise
-        try:
-            self._check_no_links(path[: path.rindex("/")])  # os.path.dirname, without its cost
-            byte_count = sum(map(len, views))
-            status = os.fstat(descriptor)
-            if not stat.S_ISREG(status.st_mode) or status.st_size != byte_count:
-                return False  # BE-13: empty, short or long is a miss, and nothing is touched
-            return read_exactly(descriptor, views, byte_count)
-        finally:
-            os.close(descriptor)
+        return self._read_objects_into_ranges([name], [views])[0]
+
+    def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[list[memoryview]]) -> list[bool]:
+        """Read each page file into its views, in one loop; names and links are checked once per call.
+
+        Per page: open (not following a link), the size from ``lseek`` to the
+        end, and only when it is exactly the page's, back to the start and one
+        ``readv`` (continued by ``read_exactly`` if it comes up short).
+        """
+        if getattr(self._read_object_into_ranges, "__func__", None) is not FileBackend._read_object_into_ranges:
+            return super()._read_objects_into_ranges(names, page_views)  # the single form was replaced
+        results: list[bool] = []
+        readv, lseek, end, start = os.readv, os.lseek, os.SEEK_END, os.SEEK_SET  # looked up per call: tests patch os
+        for path, views in zip(self._paths(names), page_views):
+            try:
+                descriptor = os.open(path, _OPEN_FOR_READ)
+            except OSError as error:
+                results.append(self._not_a_page(error))
+                continue
+            try:
+                byte_count = sum(map(len, views))
+                if lseek(descriptor, 0, end) != byte_count:
+                    results.append(False)  # BE-13: empty, short or long is a miss, and nothing is touched
+                    continue
+                lseek(descriptor, 0, start)
+                filled = readv(descriptor, views) if len(views) <= IOV_MAX else 0
+                results.append(
+                    filled == byte_count or read_exactly(descriptor, _after(views, filled), byte_count - filled)
+                )
+            except OSError as error:
+                results.append(self._not_a_page(error))
+            finally:
+                os.close(descriptor)
+        return results
+
+    def _not_a_page(self, error: OSError) -> bool:
+        """Return False for a page whose read raised ``error``; count it as a storage error (BE-5) unless the
+        file is simply no page: missing, a link (not followed), or a FIFO, directory or device (cannot seek)."""
+        if error.errno not in _NOT_A_PAGE:
+            self._counters.add(storage_errors=1)
+        return False
+
+    def _paths(self, names: Sequence[str]) -> list[str]:
+        """Return ``_path`` of every name, the link check of each directory among them looked up once."""
+        joined = "/".join(names)  # an empty name, or one that starts with '.' or '/', shows as "//" or "/." here
+        if joined[:1] not in ("", ".", "/") and joined[-1:] != "/" and not ("/." in joined or "//" in joined):
+            paths = [self._root_prefix + name for name in names] if "\0" not in joined else []
+        else:
+            paths = []
+        if not paths:  # some name needs a closer look (or there are none)
+            paths = [self._path(name) for name in names]
+        for directory in {path[: path.rindex("/")] for path in paths}:
+            try:
+                self._check_no_links(directory)
+            except (FileNotFoundError, NotADirectoryError):
+                pass  # not there (yet): its pages are misses when opened, and it is checked again next time
+        return paths
 
     def _write_object(self, name: str, data: memoryview, group: Optional[str]) -> bool:
-        final = self._path(name)
+        return self._write_file(self._path(name), data, self._temporary_suffix())
+
+    def _write_objects(
+        self, names: Sequence[str], datas: Sequence[Optional[memoryview]], groups: Sequence[Optional[str]]
+    ) -> list[bool]:
+        """Write each page as its file: the single-page write in one loop, with one temporary-name stem per call."""
+        if getattr(self._write_object, "__func__", None) is not FileBackend._write_object:
+            return super()._write_objects(names, datas, groups)  # the single form was replaced
+        suffix, write, results = self._temporary_suffix(), self._write_file, []
+        for number, (name, data) in enumerate(zip(names, datas)):
+            try:
+                results.append(data is not None and write(self._path(name), data, f"{suffix}.{number}"))
+            except Exception:  # BE-5: this page failed; the others go on
+                self._counters.add(storage_errors=1)
+                results.append(False)
+        return results
+
+    def _temporary_suffix(self) -> str:
+        """Return a suffix no other write uses: the mark, the process, the thread and a number of this instance."""
+        return f"{_TEMPORARY_MARK}.{os.getpid()}.{threading.get_ident()}.{next(self._temporary_numbers)}"
+
+    def _write_file(self, final: str, data: Any, suffix: str) -> bool:
+        """Write ``data`` (a buffer or the page's list of ranges) to ``final + suffix``, then rename it to ``final``."""
         directory = final[: final.rindex("/")]  # os.path.dirname, without its cost
         self._ensure_directory(directory)
-        temporary = f"{final}{_TEMPORARY_MARK}.{os.getpid()}.{threading.get_ident()}.{next(self._temporary_numbers)}"
+        temporary = final + suffix
         try:
             descriptor = os.open(temporary, _OPEN_FOR_WRITE, FILE_MODE)
         except FileNotFoundError:  # the directory was removed by clear(): make it again, once
