@@ -50,7 +50,7 @@ def _history(suite: SuiteContext, events: list[Event], key: str, origin: int) ->
     for event in sorted((item for item in events if key in item.keys), key=lambda item: item.start)[:12]:
         lines.append(
             f"  t={(event.start - origin) // 1000:>7}..{(event.end - origin) // 1000:<7} µs  "
-            f"thread {event.thread}  {event.operation}({suite.show(list(event.keys))}) -> {event.outcome}"
+            f"thread {event.thread}  {event.operation}({suite.names.show(list(event.keys))}) -> {event.outcome}"
         )
     return "\n".join(lines)
 
@@ -61,11 +61,13 @@ def concurrent_calls_keep_every_key_consistent(suite: SuiteContext) -> None:
     profile = suite.profile
     workers = max(3, profile.concurrency_threads)
     bound = suite.options.timeout_s
-    instance = suite.build(
-        suite.config(model_name=suite.namespace("threads")), pages=workers * PAGES_PER_THREAD + 1, tag="concurrency"
+    instance = suite.instances.build(
+        suite.instances.config(model_name=suite.names.namespace("threads")),
+        pages=workers * PAGES_PER_THREAD + 1,
+        tag="concurrency",
     )
-    suite.require_round_trip(instance)  # one thread moves pages: what fails below comes from the threads
-    keys = suite.new_keys(profile.concurrency_keys)
+    suite.io.require_round_trip(instance)  # one thread moves pages: what fails below comes from the threads
+    keys = suite.names.new_keys(profile.concurrency_keys)
     events: list[Event] = []
     problems: list[str] = []
     barrier = threading.Barrier(workers + 1)
@@ -86,15 +88,15 @@ def concurrent_calls_keep_every_key_consistent(suite: SuiteContext) -> None:
             start = time.monotonic_ns()
             try:
                 if operation == "set":
-                    outcome: Any = suite.write(instance, chosen, pages=pages, clause_id="BE-23")
+                    outcome: Any = suite.io.write(instance, chosen, pages=pages, clause_id="BE-23")
                 elif operation == "get":
-                    read = suite.read(instance, chosen, pages=pages, clause_id="BE-23")
+                    read = suite.io.read(instance, chosen, pages=pages, clause_id="BE-23")
                     outcome = [page is not None for page in read]
                     for key, page in zip(chosen, read):
-                        if page is not None and not suite.same_page(key, instance.pool, page):
-                            problems.append(f"thread {index} read {suite.label(key)} with corrupt bytes")
+                        if page is not None and not suite.pages.same_page(key, instance.pool, page):
+                            problems.append(f"thread {index} read {suite.names.label(key)} with corrupt bytes")
                 else:
-                    outcome = suite.count(instance, chosen, clause_id="BE-23")
+                    outcome = suite.io.count(instance, chosen, clause_id="BE-23")
             except ClauseFailure as failure:
                 problems.append(f"thread {index}: {failure.message}")
                 continue
@@ -148,9 +150,9 @@ def concurrent_calls_keep_every_key_consistent(suite: SuiteContext) -> None:
             )
             if confirmed:
                 expect(
-                    suite.count(instance, [key], clause_id="BE-23") == 1,
+                    suite.io.count(instance, [key], clause_id="BE-23") == 1,
                     "BE-23",
-                    f"{suite.label(key)} was stored (set returned True) but is gone after the threads finished",
+                    f"{suite.names.label(key)} was stored (set returned True) but is gone after the threads finished",
                     shown + "\n" + _history(suite, events, key, origin),
                 )
 
@@ -178,7 +180,7 @@ def _check_histories(suite: SuiteContext, events: list[Event], keys: list[str], 
             if hit and (began is None or began > event.end):
                 fail(
                     "BE-23",
-                    f"{event.operation} by thread {event.thread} found {suite.label(key)} before any write of it began",
+                    f"{event.operation} by thread {event.thread} found {suite.names.label(key)} before any write of it began",
                     shown + "\n" + _history(suite, events, key, origin),
                 )
         if suite.may_evict:
@@ -189,7 +191,7 @@ def _check_histories(suite: SuiteContext, events: list[Event], keys: list[str], 
                 if not hit and stored_at is not None and stored_at < event.start:
                     fail(
                         "BE-23",
-                        f"get by thread {event.thread} missed {suite.label(key)}, stored (set returned "
+                        f"get by thread {event.thread} missed {suite.names.label(key)}, stored (set returned "
                         "True) before the get began",
                         shown + "\n" + _history(suite, events, key, origin),
                     )

@@ -7,8 +7,8 @@ backend's mode: through v1 when v1 is claimed (the legacy get/set/batch_*
 are then never called: SGLang does not call them on such a backend), else
 through the legacy ``batch_set``/``batch_get``; sidecar pools through v2,
 never KV. Before moving pages for what it checks, a check
-makes sure the basic v1 round trip works (``suite.require_round_trip``, or
-``suite.store`` for the pages it needs): a broken read or write is then
+makes sure the basic v1 round trip works (``suite.io.require_round_trip``, or
+``suite.io.store`` for the pages it needs): a broken read or write is then
 reported on BE-14, BE-15 or BE-17, not on the check's own clause.
 """
 
@@ -53,35 +53,35 @@ def is_bool(value: Any) -> bool:
 @conformance_check("KEY-2")
 def any_non_empty_string_is_a_key(suite: SuiteContext) -> None:
     """Keys are any non-empty str: pages stored under non-hex keys are found and read back."""
-    instance = suite.main
-    suite.require_round_trip(instance)
+    instance = suite.instances.main
+    suite.io.require_round_trip(instance)
     keys = [f"conform-{suite.run_id}-page-{number}.v{number % 3}" for number in range(3)]
-    keys += [suite.new_keys(1)[0].upper()]  # same characters as a page key, but not lowercase
-    written = suite.write(instance, keys, pages=suite.spread(len(keys)), clause_id="KEY-2")
+    keys += [suite.names.new_keys(1)[0].upper()]  # same characters as a page key, but not lowercase
+    written = suite.io.write(instance, keys, pages=suite.pages.spread(len(keys)), clause_id="KEY-2")
     refused = [key for key, ok in zip(keys, written) if not ok]
     expect(
         not refused, "KEY-2", f"the backend refused to store pages under the non-hex keys {refused!r}", f"keys {keys!r}"
     )
-    count = suite.count(instance, keys, clause_id="KEY-2")
+    count = suite.io.count(instance, keys, clause_id="KEY-2")
     expect(
         count == len(keys),
         "KEY-2",
         f"batch_exists found {count} of {len(keys)} pages stored under non-hex keys",
         f"keys {keys!r}",
     )
-    pages = suite.spread(len(keys), start=STORAGE_BATCH_SIZE * 2)
-    for key, page in zip(keys, suite.read(instance, keys, pages=pages, clause_id="KEY-2")):
+    pages = suite.pages.spread(len(keys), start=STORAGE_BATCH_SIZE * 2)
+    for key, page in zip(keys, suite.io.read(instance, keys, pages=pages, clause_id="KEY-2")):
         expect(
-            suite.same_page(key, instance.pool, page),
+            suite.pages.same_page(key, instance.pool, page),
             "KEY-2",
-            f"the page stored under key {key!r} reads back as {describe_page_difference(suite.page_for(key, instance.pool), page)}",
+            f"the page stored under key {key!r} reads back as {describe_page_difference(suite.pages.page_for(key, instance.pool), page)}",
         )
 
 
 @conformance_check("BE-1")
 def extra_config_with_unknown_keys_is_accepted(suite: SuiteContext) -> None:
     """A backend accepts SGLang's loading keys and keys it does not know in its extra config (and None when it needs none)."""
-    suite.require_round_trip(suite.main)  # with the suite's own extra config, pages move
+    suite.io.require_round_trip(suite.instances.main)  # with the suite's own extra config, pages move
     base = dict(suite.factory.extra_config or {})
     loading = {
         "backend_name": "hicache-conform",
@@ -99,12 +99,12 @@ def extra_config_with_unknown_keys_is_accepted(suite: SuiteContext) -> None:
     }
     variants.append((f"holding {sorted(set(extended) - set(base))}", extended))
     for label, extra_config in variants:
-        config = suite.config(model_name=suite.namespace("config"), extra_config=extra_config)
-        instance = suite.build(config, pages=4, v2=False, construct_clause="BE-1")
-        keys = suite.new_keys(2)
-        written = suite.write(instance, keys, clause_id="BE-1")
-        read = suite.read(instance, keys, pages=[2, 3], clause_id="BE-1")
-        works = all(written) and all(suite.same_page(key, instance.pool, page) for key, page in zip(keys, read))
+        config = suite.instances.config(model_name=suite.names.namespace("config"), extra_config=extra_config)
+        instance = suite.instances.build(config, pages=4, v2=False, construct_clause="BE-1")
+        keys = suite.names.new_keys(2)
+        written = suite.io.write(instance, keys, clause_id="BE-1")
+        read = suite.io.read(instance, keys, pages=[2, 3], clause_id="BE-1")
+        works = all(written) and all(suite.pages.same_page(key, instance.pool, page) for key, page in zip(keys, read))
         expect(
             works,
             "BE-1",
@@ -118,29 +118,29 @@ def extra_config_with_unknown_keys_is_accepted(suite: SuiteContext) -> None:
 @conformance_check("BE-2")
 def batch_exists_counts_the_leading_run(suite: SuiteContext) -> None:
     """batch_exists returns the length of the leading run of stored keys, counted in pages."""
-    instance = suite.main
-    suite.require_round_trip(instance)
+    instance = suite.instances.main
+    suite.io.require_round_trip(instance)
 
     @given(st.lists(st.booleans(), max_size=12))
     @example([True, False, True])  # a hole: the keys after it do not count
     @example([False, True, True])
     def leading_run(presence: list[bool]) -> None:
-        keys = suite.new_keys(len(presence))
+        keys = suite.names.new_keys(len(presence))
         stored = [key for key, present in zip(keys, presence) if present]
-        suite.store(instance, stored, pages=suite.spread(len(stored)), clause_id="BE-2")
+        suite.io.store(instance, stored, pages=suite.pages.spread(len(stored)), clause_id="BE-2")
         expected = count_leading_run(tuple(presence))
-        count = suite.count(instance, keys)
+        count = suite.io.count(instance, keys)
         pattern = "".join("S" if present else "-" for present in presence)
         expect(
             count == expected,
             "BE-2",
             f"batch_exists returned {count}, expected the leading run {expected}",
-            f"keys {suite.show(keys)} with stored pattern '{pattern}' (S stored, - missing)",
+            f"keys {suite.names.show(keys)} with stored pattern '{pattern}' (S stored, - missing)",
         )
 
     run_property(suite.seed, leading_run, "BE-2", suite.profile.examples)
     expect(
-        suite.count(instance, suite.new_keys(STORAGE_BATCH_SIZE)) == 0,
+        suite.io.count(instance, suite.names.new_keys(STORAGE_BATCH_SIZE)) == 0,
         "BE-2",
         "batch_exists counted pages that were never written",
     )
@@ -149,10 +149,10 @@ def batch_exists_counts_the_leading_run(suite: SuiteContext) -> None:
 @conformance_check("BE-21", requires=("v2",))
 def batch_exists_v2_takes_a_whole_chain(suite: SuiteContext) -> None:
     """One batch_exists_v2 over a chain of thousands of keys, with a transfer per sidecar pool, counts the whole stored prefix."""
-    instance, backend = suite.main, suite.main.backend
-    suite.require_round_trip(instance)
+    instance, backend = suite.instances.main, suite.instances.main.backend
+    suite.io.require_round_trip(instance)
     size = STORAGE_BATCH_SIZE
-    chain = suite.new_keys(LONG_CHAIN_KEYS)
+    chain = suite.names.new_keys(LONG_CHAIN_KEYS)
     stored = chain[:LONG_CHAIN_STORED]
     indexer, swa = instance.pool_for(PoolName.INDEXER), instance.pool_for(PoolName.SWA)
     for start in range(0, len(stored), size):  # a backup slice by slice: its sidecars first, then KV
@@ -160,20 +160,22 @@ def batch_exists_v2_takes_a_whole_chain(suite: SuiteContext) -> None:
         pages = list(range(len(batch)))
         for sidecar in (indexer, swa):
             for key, page in zip(batch, pages):
-                sidecar.poke(page, suite.page_for(key, sidecar, 7))
+                sidecar.poke(page, suite.pages.page_for(key, sidecar, 7))
         transfers = [
-            suite.transfer(PoolName.INDEXER, batch, indexer.slots(pages), derived=True),
-            suite.transfer(PoolName.SWA, batch, swa.slots(pages)),
+            suite.wire.transfer(PoolName.INDEXER, batch, indexer.slots(pages), derived=True),
+            suite.wire.transfer(PoolName.SWA, batch, swa.slots(pages)),
         ]
-        flags = suite.v2_flags(suite.call("BE-21", backend.batch_set_v2, transfers, None), transfers, "batch_set_v2")
-        written = suite.write(instance, batch, pages=pages, clause_id="BE-21")
+        flags = suite.io.v2_flags(
+            suite.calls.call("BE-21", backend.batch_set_v2, transfers, None), transfers, "batch_set_v2"
+        )
+        written = suite.io.write(instance, batch, pages=pages, clause_id="BE-21")
         if not all(written) or not all(all(value) for value in flags.values()):
             raise CheckSkipped("the backend refused pages of the chain the check needs")
     query = [
-        suite.transfer(PoolName.INDEXER, chain, policy=PoolHitPolicy.ALL_PAGES, derived=True),
-        suite.transfer(PoolName.SWA, chain[-1:], policy=PoolHitPolicy.TRAILING_PAGES),
+        suite.wire.transfer(PoolName.INDEXER, chain, policy=PoolHitPolicy.ALL_PAGES, derived=True),
+        suite.wire.transfer(PoolName.SWA, chain[-1:], policy=PoolHitPolicy.TRAILING_PAGES),
     ]
-    raw = suite.call("BE-21", backend.batch_exists_v2, chain, query, None)
+    raw = suite.calls.call("BE-21", backend.batch_exists_v2, chain, query, None)
     kv_hit = getattr(raw, "kv_hit_pages", None)
     expect(
         kv_hit == len(stored),
@@ -181,42 +183,42 @@ def batch_exists_v2_takes_a_whole_chain(suite: SuiteContext) -> None:
         f"one batch_exists_v2 over a chain of {len(chain)} keys whose first "
         f"{len(stored)} pages are stored in KV, indexer and swa returned kv_hit_pages {kv_hit!r}: SGLang 0.5.23 "
         "sends the whole chain in one call",
-        f"batch_exists_v2({suite.show(chain)}, {suite.show(query)}) -> {suite.show(raw)}",
+        f"batch_exists_v2({suite.names.show(chain)}, {suite.names.show(query)}) -> {suite.names.show(raw)}",
     )
 
 
 @conformance_check("BE-3")
 def batch_exists_has_no_side_effects(suite: SuiteContext) -> None:
     """batch_exists([]) is 0, and asking twice changes nothing: missing keys stay missing, stored ones stay."""
-    instance = suite.main
-    empty = suite.call("BE-3", instance.backend.batch_exists, [], None)
+    instance = suite.instances.main
+    empty = suite.calls.call("BE-3", instance.backend.batch_exists, [], None)
     expect(empty == 0 and not isinstance(empty, bool), "BE-3", f"batch_exists([]) returned {empty!r}, not 0")
-    stored, missing = suite.new_keys(3), suite.new_keys(3)
-    suite.store(instance, stored, clause_id="BE-3")
+    stored, missing = suite.names.new_keys(3), suite.names.new_keys(3)
+    suite.io.store(instance, stored, clause_id="BE-3")
     first = [
-        suite.count(instance, missing, clause_id="BE-3"),
-        suite.count(instance, stored + missing, clause_id="BE-3"),
+        suite.io.count(instance, missing, clause_id="BE-3"),
+        suite.io.count(instance, stored + missing, clause_id="BE-3"),
     ]
     second = [
-        suite.count(instance, missing, clause_id="BE-3"),
-        suite.count(instance, stored + missing, clause_id="BE-3"),
+        suite.io.count(instance, missing, clause_id="BE-3"),
+        suite.io.count(instance, stored + missing, clause_id="BE-3"),
     ]
     expect(
         first == second == [0, 3],
         "BE-3",
         f"repeated batch_exists calls gave {first} then {second}, expected [0, 3] both times",
-        f"stored {suite.show(stored)}, missing {suite.show(missing)}",
+        f"stored {suite.names.show(stored)}, missing {suite.names.show(missing)}",
     )
-    appeared = [suite.label(key) for key, hit in zip(missing, suite.found(instance, missing)) if hit]
+    appeared = [suite.names.label(key) for key, hit in zip(missing, suite.io.found(instance, missing)) if hit]
     expect(
         not appeared,
         "BE-3",
         f"batch_exists made missing keys exist: exists() is now true for {appeared}",
-        f"batch_exists({suite.show(missing)}) on keys never written",
+        f"batch_exists({suite.names.show(missing)}) on keys never written",
     )
-    pages = suite.read(instance, stored, pages=[8, 9, 10], clause_id="BE-3")
+    pages = suite.io.read(instance, stored, pages=[8, 9, 10], clause_id="BE-3")
     expect(
-        all(suite.same_page(key, instance.pool, page) for key, page in zip(stored, pages)),
+        all(suite.pages.same_page(key, instance.pool, page) for key, page in zip(stored, pages)),
         "BE-3",
         "stored pages no longer read back after batch_exists calls",
     )
@@ -226,49 +228,51 @@ def batch_exists_has_no_side_effects(suite: SuiteContext) -> None:
 @conformance_check("BE-4")
 def missing_keys_are_misses_not_errors(suite: SuiteContext) -> None:
     """A missing key yields None or False from every read and query of the backend's mode, never an exception."""
-    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
-    missing = suite.new_keys(3)
-    count = suite.count(instance, missing, clause_id="BE-4")
+    instance, backend, pool = suite.instances.main, suite.instances.main.backend, suite.instances.main.pool
+    missing = suite.names.new_keys(3)
+    count = suite.io.count(instance, missing, clause_id="BE-4")
     expect(
         count == 0,
         "BE-4",
         f"batch_exists counted {count} of 3 keys never written",
-        f"batch_exists({suite.show(missing)}) -> {count}",
+        f"batch_exists({suite.names.show(missing)}) -> {count}",
     )
     if suite.claims("v1"):
-        flags = suite.v1_flags(
-            suite.call("BE-4", backend.batch_get_v1, missing, pool.slots([0, 1, 2]), None), missing, "batch_get_v1"
+        flags = suite.io.v1_flags(
+            suite.calls.call("BE-4", backend.batch_get_v1, missing, pool.slots([0, 1, 2]), None),
+            missing,
+            "batch_get_v1",
         )
         expect(
             not any(flags),
             "BE-4",
             f"batch_get_v1 on missing keys returned {flags}",
-            f"batch_get_v1({suite.show(missing)}, <host slots>, None) -> {flags}",
+            f"batch_get_v1({suite.names.show(missing)}, <host slots>, None) -> {flags}",
         )
     if suite.claims("legacy"):  # the legacy methods: on a backend SGLang drives through them, or that claims them
         key = missing[0]
-        hit = suite.call("BE-4", backend.exists, key)
-        expect(not hit, "BE-4", f"exists({suite.label(key)}) returned {hit!r} for a key never written")
+        hit = suite.calls.call("BE-4", backend.exists, key)
+        expect(not hit, "BE-4", f"exists({suite.names.label(key)}) returned {hit!r} for a key never written")
         targets = [torch.zeros(pool.page_element_count, dtype=pool.dtype) for _ in missing]
-        values = suite.call("BE-4", backend.batch_get, missing, targets)
+        values = suite.calls.call("BE-4", backend.batch_get, missing, targets)
         expect(
             values is None
             or (isinstance(values, (list, tuple)) and all(value is None or value is False for value in values)),
             "BE-4",
-            f"batch_get on missing keys returned {suite.show(values)}, not one None per key",
-            f"batch_get({suite.show(missing)}, <3 flat pages>) -> {suite.show(values)}",
+            f"batch_get on missing keys returned {suite.names.show(values)}, not one None per key",
+            f"batch_get({suite.names.show(missing)}, <3 flat pages>) -> {suite.names.show(values)}",
         )
     if suite.claims("v2"):
         sidecar = instance.pool_for(PoolName.INDEXER)
-        transfers = [suite.transfer(PoolName.INDEXER, missing, sidecar.slots([0, 1, 2]), derived=True)]
-        flags = suite.v2_flags(suite.call("BE-4", backend.batch_get_v2, transfers, None), transfers, "batch_get_v2")[
-            PoolName.INDEXER.value
-        ]
+        transfers = [suite.wire.transfer(PoolName.INDEXER, missing, sidecar.slots([0, 1, 2]), derived=True)]
+        flags = suite.io.v2_flags(
+            suite.calls.call("BE-4", backend.batch_get_v2, transfers, None), transfers, "batch_get_v2"
+        )[PoolName.INDEXER.value]
         expect(
             not any(flags),
             "BE-4",
             f"batch_get_v2 of a sidecar on missing keys returned {flags}",
-            f"batch_get_v2({suite.show(transfers)}, None) -> {flags}",
+            f"batch_get_v2({suite.names.show(transfers)}, None) -> {flags}",
         )
 
 
@@ -281,25 +285,27 @@ def storage_errors_are_failures_not_exceptions(suite: SuiteContext) -> None:
     the host pool's page helpers raising. A page reported stored while the
     store failed must read back afterwards.
     """
-    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
-    keys = suite.new_keys(2)
-    suite.store(instance, keys, clause_id="BE-5")
-    fresh = suite.new_keys(2)
+    instance, backend, pool = suite.instances.main, suite.instances.main.backend, suite.instances.main.pool
+    keys = suite.names.new_keys(2)
+    suite.io.store(instance, keys, clause_id="BE-5")
+    fresh = suite.names.new_keys(2)
     calls_before = pool.helper_calls
-    with suite.storage_faults(instance) as how:
-        written = suite.write(instance, fresh, pages=[0, 1], clause_id="BE-5")
-        suite.read(instance, keys, pages=[2, 3], clause_id="BE-5")
-        suite.count(instance, keys + fresh, clause_id="BE-5")
+    with suite.io.storage_faults(instance) as how:
+        written = suite.io.write(instance, fresh, pages=[0, 1], clause_id="BE-5")
+        suite.io.read(instance, keys, pages=[2, 3], clause_id="BE-5")
+        suite.io.count(instance, keys + fresh, clause_id="BE-5")
         if suite.claims("v2"):
             sidecar = instance.pool_for(PoolName.SWA)
-            transfer = [suite.transfer(PoolName.SWA, fresh, sidecar.slots([0, 1]))]
-            suite.call("BE-5", backend.batch_set_v2, transfer, None)
-            suite.call("BE-5", backend.batch_get_v2, [suite.transfer(PoolName.SWA, keys, sidecar.slots([2, 3]))], None)
-            suite.call(
+            transfer = [suite.wire.transfer(PoolName.SWA, fresh, sidecar.slots([0, 1]))]
+            suite.calls.call("BE-5", backend.batch_set_v2, transfer, None)
+            suite.calls.call(
+                "BE-5", backend.batch_get_v2, [suite.wire.transfer(PoolName.SWA, keys, sidecar.slots([2, 3]))], None
+            )
+            suite.calls.call(
                 "BE-5",
                 backend.batch_exists_v2,
                 keys,
-                [suite.transfer(PoolName.SWA, keys[-1:], policy=PoolHitPolicy.TRAILING_PAGES)],
+                [suite.wire.transfer(PoolName.SWA, keys[-1:], policy=PoolHitPolicy.TRAILING_PAGES)],
                 None,
             )
     if how.startswith("while every page helper") and pool.helper_calls == calls_before:
@@ -309,14 +315,16 @@ def storage_errors_are_failures_not_exceptions(suite: SuiteContext) -> None:
         )
     claimed = [key for key, ok in zip(fresh, written) if ok]
     if claimed and not suite.may_evict:
-        pages = suite.read(instance, claimed, pages=list(range(4, 4 + len(claimed))), clause_id="BE-5")
-        lost = [suite.label(key) for key, page in zip(claimed, pages) if not suite.same_page(key, pool, page)]
+        pages = suite.io.read(instance, claimed, pages=list(range(4, 4 + len(claimed))), clause_id="BE-5")
+        lost = [
+            suite.names.label(key) for key, page in zip(claimed, pages) if not suite.pages.same_page(key, pool, page)
+        ]
         expect(
             not lost,
             "BE-5",
             f"a write {how} returned True for {lost}, which do not read back: a storage "
             "error must be reported as False",
-            f"write {suite.show(fresh)} {how} -> {written}; read back after",
+            f"write {suite.names.show(fresh)} {how} -> {written}; read back after",
         )
 
 
@@ -324,31 +332,31 @@ def storage_errors_are_failures_not_exceptions(suite: SuiteContext) -> None:
 @conformance_check("BE-6")
 def rewriting_a_key_returns_true_and_keeps_correct_bytes(suite: SuiteContext) -> None:
     """Writing an existing key returns True and leaves correct bytes, whether the backend skips or overwrites."""
-    instance, pool = suite.main, suite.main.pool
-    for path in [suite.io_path()]:  # the one path SGLang writes this backend's KV through
-        keys = suite.new_keys(2)
-        suite.store(instance, keys, path=path, clause_id="BE-6")
-        again = suite.write(instance, keys, path=path, clause_id="BE-6")
+    instance, pool = suite.instances.main, suite.instances.main.pool
+    for path in [suite.io.io_path()]:  # the one path SGLang writes this backend's KV through
+        keys = suite.names.new_keys(2)
+        suite.io.store(instance, keys, path=path, clause_id="BE-6")
+        again = suite.io.write(instance, keys, path=path, clause_id="BE-6")
         expect(
             all(again),
             "BE-6",
             f"writing the same pages again returned {again} through {path}, not all True",
-            f"write {suite.show(keys)} twice through {path}",
+            f"write {suite.names.show(keys)} twice through {path}",
         )
-        changed = suite.write(instance, keys, path=path, variant=1, clause_id="BE-6")
+        changed = suite.io.write(instance, keys, path=path, variant=1, clause_id="BE-6")
         expect(
             all(changed),
             "BE-6",
             f"writing existing keys with other bytes returned {changed} through {path}, not all True",
-            f"write {suite.show(keys)}, then again with different bytes",
+            f"write {suite.names.show(keys)}, then again with different bytes",
         )
-        for key, page in zip(keys, suite.read(instance, keys, pages=[4, 5], path=path, clause_id="BE-6")):
-            correct = suite.same_page(key, pool, page) or suite.same_page(key, pool, page, variant=1)
+        for key, page in zip(keys, suite.io.read(instance, keys, pages=[4, 5], path=path, clause_id="BE-6")):
+            correct = suite.pages.same_page(key, pool, page) or suite.pages.same_page(key, pool, page, variant=1)
             expect(
                 correct,
                 "BE-6",
-                f"after rewriting {suite.label(key)} it reads back as neither the first nor the "
-                f"second bytes ({describe_page_difference(suite.page_for(key, pool), page)} against the first)",
+                f"after rewriting {suite.names.label(key)} it reads back as neither the first nor the "
+                f"second bytes ({describe_page_difference(suite.pages.page_for(key, pool), page)} against the first)",
             )
 
 
@@ -360,11 +368,11 @@ def pages_are_invisible_until_fully_written(suite: SuiteContext) -> None:
             "visibility is observed by holding the backend's read of a host page, which only v1 "
             "writes do; v1 is not claimed"
         )
-    backend, pool = suite.main.backend, suite.main.pool
-    keys = suite.new_keys(3)
+    backend, pool = suite.instances.main.backend, suite.instances.main.pool
+    keys = suite.names.new_keys(3)
     pages = [0, 1, 2]
     for key, page in zip(keys, pages):
-        pool.poke(page, suite.page_for(key, pool))
+        pool.poke(page, suite.pages.page_for(key, pool))
     held_key = keys[0]
     bound = min(suite.options.timeout_s, 10.0)
     outcome: dict[str, Any] = {}
@@ -402,7 +410,7 @@ def pages_are_invisible_until_fully_written(suite: SuiteContext) -> None:
                     except Exception:
                         visible = False
                     if visible and not hold.released.is_set():
-                        seen.append(f"{name}({suite.label(key)})")
+                        seen.append(f"{name}({suite.names.label(key)})")
 
         polling = threading.Thread(target=poller, name="hicache-conform-poller", daemon=True)
         polling.start()
@@ -414,23 +422,23 @@ def pages_are_invisible_until_fully_written(suite: SuiteContext) -> None:
         "BE-7",
         f"{', '.join(seen)} saw the page while batch_set_v1 was still reading it from the "
         f"host pool (held in {hold.reached_by})",
-        f"batch_set_v1({suite.show(keys)}, ...) held at {suite.label(held_key)}'s host page; meanwhile {seen[0] if seen else ''} -> hit",
+        f"batch_set_v1({suite.names.show(keys)}, ...) held at {suite.names.label(held_key)}'s host page; meanwhile {seen[0] if seen else ''} -> hit",
     )
 
 
 # ---------------------------------------------------------------- BE-8
 def extra_info_shapes(suite: SuiteContext) -> list[tuple[str, Any]]:
     """Every shape of extra_info BE-8 names, labelled."""
-    history = suite.new_keys(2)
+    history = suite.names.new_keys(2)
     return [
         ("None", None),
-        ("HiCacheStorageExtraInfo()", suite.info()),
-        ("prefix_keys=[]", suite.info(prefix_keys=[])),
-        (f"prefix_keys={suite.show(history)}", suite.info(prefix_keys=history)),
-        ("extra_info with an unknown key", suite.info(extra_info={UNKNOWN_OPTION: 1})),
+        ("HiCacheStorageExtraInfo()", suite.wire.info()),
+        ("prefix_keys=[]", suite.wire.info(prefix_keys=[])),
+        (f"prefix_keys={suite.names.show(history)}", suite.wire.info(prefix_keys=history)),
+        ("extra_info with an unknown key", suite.wire.info(extra_info={UNKNOWN_OPTION: 1})),
         (
             "prefix_keys=[] and extra_info with an unknown key",
-            suite.info(prefix_keys=[], extra_info={UNKNOWN_OPTION: 1}),
+            suite.wire.info(prefix_keys=[], extra_info={UNKNOWN_OPTION: 1}),
         ),
     ]
 
@@ -438,8 +446,8 @@ def extra_info_shapes(suite: SuiteContext) -> list[tuple[str, Any]]:
 @conformance_check("BE-8")
 def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
     """Every method taking extra_info accepts it positionally and by keyword, as None, empty, [] or a list of keys, with unknown extra_info keys."""
-    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
-    suite.require_round_trip(instance)
+    instance, backend, pool = suite.instances.main, suite.instances.main.backend, suite.instances.main.pool
+    suite.io.require_round_trip(instance)
     for label, info in extra_info_shapes(suite):
         for style in ("positional", "keyword"):
 
@@ -453,71 +461,71 @@ def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
                         "BE-8",
                         f"{method.__name__} with extra_info {label} passed {style}ly raised "
                         f"{type(error).__name__}: {error}",
-                        f"{suite.describe_call(method, arguments, keywords)}",
+                        f"{suite.names.describe_call(method, arguments, keywords)}",
                     )
 
-            keys = suite.new_keys(2)
+            keys = suite.names.new_keys(2)
             if suite.claims("v1"):
-                flags = suite.v1_flags(call(backend.batch_set_v1, keys, pool.slots([0, 1])), keys, "batch_set_v1")
+                flags = suite.io.v1_flags(call(backend.batch_set_v1, keys, pool.slots([0, 1])), keys, "batch_set_v1")
                 expect(all(flags), "BE-8", f"batch_set_v1 with extra_info {label} ({style}) returned {flags}")
             else:
-                suite.store(instance, keys, clause_id="BE-8")
+                suite.io.store(instance, keys, clause_id="BE-8")
             count = call(backend.batch_exists, keys)
             expect(
                 count == 2,
                 "BE-8",
                 f"batch_exists with extra_info {label} ({style}) returned {count!r}, expected 2",
-                f"batch_exists({suite.show(keys)}, {label})",
+                f"batch_exists({suite.names.show(keys)}, {label})",
             )
             if suite.claims("v1"):
-                flags = suite.v1_flags(call(backend.batch_get_v1, keys, pool.slots([2, 3])), keys, "batch_get_v1")
+                flags = suite.io.v1_flags(call(backend.batch_get_v1, keys, pool.slots([2, 3])), keys, "batch_get_v1")
                 expect(all(flags), "BE-8", f"batch_get_v1 with extra_info {label} ({style}) returned {flags}")
             if suite.claims("v2"):  # v2 carries sidecars; KV moved above through v1
                 sidecar = instance.pool_for(PoolName.SWA)
-                more = suite.new_keys(1)
-                call(backend.batch_set_v2, [suite.transfer(PoolName.SWA, more, sidecar.slots([4]))])
+                more = suite.names.new_keys(1)
+                call(backend.batch_set_v2, [suite.wire.transfer(PoolName.SWA, more, sidecar.slots([4]))])
                 call(
                     backend.batch_exists_v2,
                     more,
-                    [suite.transfer(PoolName.SWA, more, policy=PoolHitPolicy.TRAILING_PAGES)],
+                    [suite.wire.transfer(PoolName.SWA, more, policy=PoolHitPolicy.TRAILING_PAGES)],
                 )
-                call(backend.batch_get_v2, [suite.transfer(PoolName.SWA, more, sidecar.slots([5]))])
+                call(backend.batch_get_v2, [suite.wire.transfer(PoolName.SWA, more, sidecar.slots([5]))])
 
 
 # ---------------------------------------------------------------- BE-9, BE-10
 @conformance_check("BE-9")
 def legacy_results_have_their_shapes(suite: SuiteContext) -> None:
     """get gives a tensor or None, batch_get one tensor-or-None per key, set and batch_set a bool."""
-    backend, pool = suite.main.backend, suite.main.pool  # runs only when legacy is claimed
-    key = suite.new_keys(1)[0]
-    outcome = suite.call("BE-9", backend.set, key, suite.page_for(key, pool))
-    expect(is_bool(outcome), "BE-9", f"set returned {outcome!r}, not a bool", f"set({suite.label(key)}, page)")
+    backend, pool = suite.instances.main.backend, suite.instances.main.pool  # runs only when legacy is claimed
+    key = suite.names.new_keys(1)[0]
+    outcome = suite.calls.call("BE-9", backend.set, key, suite.pages.page_for(key, pool))
+    expect(is_bool(outcome), "BE-9", f"set returned {outcome!r}, not a bool", f"set({suite.names.label(key)}, page)")
     if outcome:
         target = torch.zeros(pool.page_element_count, dtype=pool.dtype)
-        value = suite.call("BE-9", backend.get, key, target)
+        value = suite.calls.call("BE-9", backend.get, key, target)
         expect(
             isinstance(value, torch.Tensor),
             "BE-9",
-            f"get of a stored key returned {suite.show(value)}, not a tensor",
-            f"get({suite.label(key)}, target)",
+            f"get of a stored key returned {suite.names.show(value)}, not a tensor",
+            f"get({suite.names.label(key)}, target)",
         )
         expect(
-            pages_equal(value, suite.page_for(key, pool)),
+            pages_equal(value, suite.pages.page_for(key, pool)),
             "BE-9",
-            f"get of a stored key returned {describe_page_difference(suite.page_for(key, pool), value)}",
-            f"set then get({suite.label(key)})",
+            f"get of a stored key returned {describe_page_difference(suite.pages.page_for(key, pool), value)}",
+            f"set then get({suite.names.label(key)})",
         )
-    keys, missing = suite.new_keys(3), suite.new_keys(1)
-    outcome = suite.call("BE-9", backend.batch_set, keys, [suite.page_for(item, pool) for item in keys])
+    keys, missing = suite.names.new_keys(3), suite.names.new_keys(1)
+    outcome = suite.calls.call("BE-9", backend.batch_set, keys, [suite.pages.page_for(item, pool) for item in keys])
     expect(
         is_bool(outcome),
         "BE-9",
         f"batch_set returned {outcome!r}, not a bool",
-        f"batch_set({suite.show(keys)}, values)",
+        f"batch_set({suite.names.show(keys)}, values)",
     )
     asked = [keys[0], missing[0], keys[1], keys[2]]
     targets = [torch.zeros(pool.page_element_count, dtype=pool.dtype) for _ in asked]
-    values = suite.call("BE-9", backend.batch_get, asked, targets)
+    values = suite.calls.call("BE-9", backend.batch_get, asked, targets)
     shape_ok = (
         isinstance(values, (list, tuple))
         and len(values) == len(asked)
@@ -526,38 +534,38 @@ def legacy_results_have_their_shapes(suite: SuiteContext) -> None:
     expect(
         shape_ok,
         "BE-9",
-        f"batch_get returned {suite.show(values)}, not one tensor-or-None per key",
-        f"batch_get({suite.show(asked)}) with {suite.label(missing[0])} missing",
+        f"batch_get returned {suite.names.show(values)}, not one tensor-or-None per key",
+        f"batch_get({suite.names.show(asked)}) with {suite.names.label(missing[0])} missing",
     )
-    expect(values[1] is None, "BE-9", f"batch_get gave {suite.show(values[1])} for a missing key, not None")
+    expect(values[1] is None, "BE-9", f"batch_get gave {suite.names.show(values[1])} for a missing key, not None")
     if outcome:
         for index in (0, 2, 3):
             expect(
-                pages_equal(values[index], suite.page_for(asked[index], pool)),
+                pages_equal(values[index], suite.pages.page_for(asked[index], pool)),
                 "BE-9",
-                f"batch_get returned wrong bytes for {suite.label(asked[index])}: "
-                f"{describe_page_difference(suite.page_for(asked[index], pool), values[index])}",
+                f"batch_get returned wrong bytes for {suite.names.label(asked[index])}: "
+                f"{describe_page_difference(suite.pages.page_for(asked[index], pool), values[index])}",
             )
 
 
 @conformance_check("BE-10")
 def full_batches_of_128_pages_work(suite: SuiteContext) -> None:
     """Batches of STORAGE_BATCH_SIZE (128) pages are written, found and read back whole."""
-    instance, pool = suite.main, suite.main.pool
-    suite.require_round_trip(instance)  # small batches work: what fails below is the size
+    instance, pool = suite.instances.main, suite.instances.main.pool
+    suite.io.require_round_trip(instance)  # small batches work: what fails below is the size
     size = STORAGE_BATCH_SIZE
-    keys = suite.new_keys(size)
-    written = suite.write(instance, keys, pages=suite.spread(size), clause_id="BE-10")
+    keys = suite.names.new_keys(size)
+    written = suite.io.write(instance, keys, pages=suite.pages.spread(size), clause_id="BE-10")
     expect(
         all(written),
         "BE-10",
         f"a write of {size} pages succeeded for {sum(written)} of them",
-        f"{suite.io_path()} write of {size} keys {suite.show(keys)}",
+        f"{suite.io.io_path()} write of {size} keys {suite.names.show(keys)}",
     )
-    count = suite.count(instance, keys, clause_id="BE-10")
+    count = suite.io.count(instance, keys, clause_id="BE-10")
     expect(count == size, "BE-10", f"batch_exists over {size} stored keys returned {count}")
-    read = suite.read(instance, keys, pages=suite.spread(size, start=2 * size), clause_id="BE-10")
-    wrong = [index for index, (key, page) in enumerate(zip(keys, read)) if not suite.same_page(key, pool, page)]
+    read = suite.io.read(instance, keys, pages=suite.pages.spread(size, start=2 * size), clause_id="BE-10")
+    wrong = [index for index, (key, page) in enumerate(zip(keys, read)) if not suite.pages.same_page(key, pool, page)]
     expect(
         not wrong,
         "BE-10",
@@ -568,23 +576,23 @@ def full_batches_of_128_pages_work(suite: SuiteContext) -> None:
 @conformance_check("BE-2", requires=("core",))
 def batch_exists_takes_a_whole_chain(suite: SuiteContext) -> None:
     """One batch_exists over a chain of thousands of keys counts its whole stored prefix, as 0.5.23 asks it."""
-    instance = suite.main
-    suite.require_round_trip(instance)
+    instance = suite.instances.main
+    suite.io.require_round_trip(instance)
     size = STORAGE_BATCH_SIZE
-    chain = suite.new_keys(LONG_CHAIN_KEYS)
+    chain = suite.names.new_keys(LONG_CHAIN_KEYS)
     stored = chain[:LONG_CHAIN_STORED]
     for start in range(0, len(stored), size):  # written as SGLang's backup writes: slice by slice
         batch = stored[start : start + size]
-        written = suite.write(instance, batch, pages=list(range(len(batch))), clause_id="BE-2")
+        written = suite.io.write(instance, batch, pages=list(range(len(batch))), clause_id="BE-2")
         if not all(written):
             raise CheckSkipped(f"the backend refused {written.count(False)} of {len(batch)} pages of the chain")
-    count = suite.count(instance, chain)
+    count = suite.io.count(instance, chain)
     expect(
         count == len(stored),
         "BE-2",
         f"one batch_exists over a chain of {len(chain)} keys whose first "
         f"{len(stored)} are stored returned {count}: SGLang 0.5.23 sends the whole chain unbatched",
-        f"write {len(stored)} pages in slices of {size}, then batch_exists({suite.show(chain)}) -> {count}",
+        f"write {len(stored)} pages in slices of {size}, then batch_exists({suite.names.show(chain)}) -> {count}",
     )
 
 
@@ -592,59 +600,66 @@ def batch_exists_takes_a_whole_chain(suite: SuiteContext) -> None:
 @conformance_check("BE-11")
 def clear_removes_every_page(suite: SuiteContext) -> None:
     """clear() never raises, and afterwards batch_exists is 0 and exists False for every key written before."""
-    instance = suite.build(suite.config(model_name=suite.namespace("clear")), pages=8, tag="clear")
-    keys = suite.new_keys(3)
-    suite.store(instance, keys, clause_id="BE-11")
-    suite.count(instance, keys, clause_id="BE-11")  # looked up before clear(): a cache of hits must not outlive it
-    suite.found(instance, keys)
-    suite.call("BE-11", instance.backend.clear)
-    count = suite.count(instance, keys, clause_id="BE-11")
-    left = [suite.label(key) for key, hit in zip(keys, suite.found(instance, keys)) if hit]
+    instance = suite.instances.build(
+        suite.instances.config(model_name=suite.names.namespace("clear")), pages=8, tag="clear"
+    )
+    keys = suite.names.new_keys(3)
+    suite.io.store(instance, keys, clause_id="BE-11")
+    suite.io.count(instance, keys, clause_id="BE-11")  # looked up before clear(): a cache of hits must not outlive it
+    suite.io.found(instance, keys)
+    suite.calls.call("BE-11", instance.backend.clear)
+    count = suite.io.count(instance, keys, clause_id="BE-11")
+    left = [suite.names.label(key) for key, hit in zip(keys, suite.io.found(instance, keys)) if hit]
     expect(
         count == 0 and not left,
         "BE-11",
         f"after clear() batch_exists returned {count} and exists() was true for {left}",
-        f"write {suite.show(keys)}, clear(), batch_exists({suite.show(keys)})",
+        f"write {suite.names.show(keys)}, clear(), batch_exists({suite.names.show(keys)})",
     )
-    suite.call("BE-11", instance.backend.clear)  # clearing an empty store never raises either
+    suite.calls.call("BE-11", instance.backend.clear)  # clearing an empty store never raises either
 
 
 @conformance_check("BE-11", requires=("v2",))
 def clear_removes_every_pool(suite: SuiteContext) -> None:
     """clear() removes KV and every sidecar pool's pages: afterwards nothing reads back from any pool."""
-    instance = suite.build(
-        suite.config(model_name=suite.namespace("clear-pools")), pages=8, v2=True, tag="clear, every pool"
+    instance = suite.instances.build(
+        suite.instances.config(model_name=suite.names.namespace("clear-pools")),
+        pages=8,
+        v2=True,
+        tag="clear, every pool",
     )
     backend = instance.backend
-    keys, pages = suite.new_keys(3), [0, 1, 2]
+    keys, pages = suite.names.new_keys(3), [0, 1, 2]
     sidecars = [(PoolName.INDEXER, True), (PoolName.SWA, False)]
     transfers = []
     for name, derived in sidecars:  # a backup as SGLang writes it: the sidecars first, then KV
         sidecar = instance.pool_for(name)
         for key, page in zip(keys, pages):
-            sidecar.poke(page, suite.page_for(key, sidecar, 5))
-        transfers.append(suite.transfer(name, keys, sidecar.slots(pages), derived=derived))
-    written = suite.v2_flags(suite.call("BE-11", backend.batch_set_v2, transfers, None), transfers, "batch_set_v2")
-    suite.store(instance, keys, pages=pages, clause_id="BE-11")
+            sidecar.poke(page, suite.pages.page_for(key, sidecar, 5))
+        transfers.append(suite.wire.transfer(name, keys, sidecar.slots(pages), derived=derived))
+    written = suite.io.v2_flags(
+        suite.calls.call("BE-11", backend.batch_set_v2, transfers, None), transfers, "batch_set_v2"
+    )
+    suite.io.store(instance, keys, pages=pages, clause_id="BE-11")
     if not all(all(flags) for flags in written.values()):
         raise CheckSkipped(f"the backend refused sidecar pages the check needs (batch_set_v2 -> {written})")
-    suite.call("BE-11", backend.clear)
+    suite.calls.call("BE-11", backend.clear)
     shown = (
-        f"batch_set_v2 of indexer and swa pages for {suite.show(keys)}, the KV write, clear(), then "
+        f"batch_set_v2 of indexer and swa pages for {suite.names.show(keys)}, the KV write, clear(), then "
         "batch_exists, the KV read and batch_get_v2 of each sidecar pool"
     )
-    count = suite.count(instance, keys, clause_id="BE-11")
+    count = suite.io.count(instance, keys, clause_id="BE-11")
     expect(count == 0, "BE-11", f"after clear() batch_exists still counts {count} pages", shown)
     left = [
-        suite.label(key)
-        for key, page in zip(keys, suite.read(instance, keys, pages=[4, 5, 6], clause_id="BE-11"))
+        suite.names.label(key)
+        for key, page in zip(keys, suite.io.read(instance, keys, pages=[4, 5, 6], clause_id="BE-11"))
         if page is not None
     ]
     expect(not left, "BE-11", f"after clear() the KV pages of {left} still read back", shown)
     for name, derived in sidecars:
         sidecar = instance.pool_for(name)
-        reads = [suite.transfer(name, keys, sidecar.slots([4, 5, 6]), derived=derived)]
-        loaded = suite.v2_flags(suite.call("BE-11", backend.batch_get_v2, reads, None), reads, "batch_get_v2")[
+        reads = [suite.wire.transfer(name, keys, sidecar.slots([4, 5, 6]), derived=derived)]
+        loaded = suite.io.v2_flags(suite.calls.call("BE-11", backend.batch_get_v2, reads, None), reads, "batch_get_v2")[
             name.value
         ]
         expect(
@@ -652,43 +667,47 @@ def clear_removes_every_pool(suite: SuiteContext) -> None:
             "BE-11",
             f"after clear() batch_get_v2 still loads pool {name.value!r}'s pages "
             f"({loaded}): clear() must remove every pool of the namespace, sidecars included",
-            f"{shown}; batch_get_v2({suite.show(reads)}) -> {loaded}",
+            f"{shown}; batch_get_v2({suite.names.show(reads)}) -> {loaded}",
         )
 
 
 @conformance_check("BE-12")
 def get_stats_returns_none_or_an_object(suite: SuiteContext) -> None:
     """get_stats() returns None or a metrics object, never a dict."""
-    instance = suite.main
+    instance = suite.instances.main
     for moment in ("before IO", "after IO"):
         if moment == "after IO":
-            suite.write(instance, suite.new_keys(1), clause_id="BE-12")
-        stats = suite.call("BE-12", instance.backend.get_stats)
+            suite.io.write(instance, suite.names.new_keys(1), clause_id="BE-12")
+        stats = suite.calls.call("BE-12", instance.backend.get_stats)
         expect(
             not isinstance(stats, (dict, Mapping)),
             "BE-12",
             f"get_stats() {moment} returned a {type(stats).__name__}, not None or a metrics object",
-            f"get_stats() -> {suite.show(stats)}",
+            f"get_stats() -> {suite.names.show(stats)}",
         )
 
 
 @conformance_check("BE-13")
 def short_objects_are_misses(suite: SuiteContext) -> None:
     """A stored object that is empty or shorter than a page is a miss for exists, batch_exists and get."""
-    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool  # a short object is planted with set
+    instance, backend, pool = (
+        suite.instances.main,
+        suite.instances.main.backend,
+        suite.instances.main.pool,
+    )  # a short object is planted with set
     for label, length in (("an empty value", 0), ("half a page", pool.page_element_count // 2)):
-        key = suite.new_keys(1)[0]
-        value = suite.page_for(key, pool)[:length].clone()
+        key = suite.names.new_keys(1)[0]
+        value = suite.pages.page_for(key, pool)[:length].clone()
         try:
-            suite.call("BE-13", backend.set, key, value)
+            suite.calls.call("BE-13", backend.set, key, value)
         except ClauseFailure:
             continue  # refusing a short value is fine; only hits matter here
-        stored = f"set({suite.label(key)}, {length}-element tensor)"
+        stored = f"set({suite.names.label(key)}, {length}-element tensor)"
         try:
-            counted = suite.count(instance, [key], clause_id="BE-13")
-            hit = bool(suite.call("BE-13", backend.exists, key))
+            counted = suite.io.count(instance, [key], clause_id="BE-13")
+            hit = bool(suite.calls.call("BE-13", backend.exists, key))
             target = torch.zeros(pool.page_element_count, dtype=pool.dtype)
-            read = suite.call("BE-13", backend.get, key, target)
+            read = suite.calls.call("BE-13", backend.get, key, target)
             read_whole = isinstance(read, torch.Tensor) and read.numel() == pool.page_element_count
             flags: list[bool] = []
         except ClauseFailure as failure:  # say which short object the failing lookup met
@@ -698,9 +717,9 @@ def short_objects_are_misses(suite: SuiteContext) -> None:
         expect(
             counted == 0 and not hit and not read_whole and not any(flags),
             "BE-13",
-            f"{label} stored under {suite.label(key)} counts as a hit (batch_exists {counted}, exists {hit}, "
+            f"{label} stored under {suite.names.label(key)} counts as a hit (batch_exists {counted}, exists {hit}, "
             f"get a full page {read_whole}, batch_get_v1 {flags})",
-            f"{stored}, then batch_exists([{suite.label(key)}])",
+            f"{stored}, then batch_exists([{suite.names.label(key)}])",
         )
 
 
@@ -708,12 +727,12 @@ def short_objects_are_misses(suite: SuiteContext) -> None:
 @conformance_check("BE-18")
 def unimplemented_methods_raise_not_implemented(suite: SuiteContext) -> None:
     """A v1 or v2 method the backend does not implement raises NotImplementedError; it never returns None."""
-    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
+    instance, backend, pool = suite.instances.main, suite.instances.main.backend, suite.instances.main.pool
     # SGLang's own base class returns None from v1 in every release: that is a bug only where SGLang calls v1,
     # i.e. where the extra config says interface_v1 (the dynamic loader's switch to the zero-copy path).
     asks_v1 = bool((suite.factory.extra_config or {}).get("interface_v1"))
     asked = tuple(name for name in V2_METHODS if name != "register_mem_host_pool_v2") + (V1_METHODS if asks_v1 else ())
-    capabilities = suite.call_as("BE-18", "detect_capabilities", detect_capabilities, backend)
+    capabilities = suite.calls.call_as("BE-18", "detect_capabilities", detect_capabilities, backend)
     for name in capabilities.returning_none:
         if name in asked:
             fail(
@@ -721,14 +740,14 @@ def unimplemented_methods_raise_not_implemented(suite: SuiteContext) -> None:
                 f"{name} returned None on empty input instead of a result or NotImplementedError",
                 f"{name}([]) -> None",
             )
-    key = suite.new_keys(1)
+    key = suite.names.new_keys(1)
     sidecar = instance.sidecars.get(PoolName.SWA.value, pool)
     calls = {
         "batch_get_v1": (backend.batch_get_v1, (key, pool.slots([0]), None)),
         "batch_set_v1": (backend.batch_set_v1, (key, pool.slots([0]), None)),
         "batch_exists_v2": (backend.batch_exists_v2, (key, [], None)),
-        "batch_get_v2": (backend.batch_get_v2, ([suite.transfer(PoolName.SWA, key, sidecar.slots([0]))], None)),
-        "batch_set_v2": (backend.batch_set_v2, ([suite.transfer(PoolName.SWA, key, sidecar.slots([0]))], None)),
+        "batch_get_v2": (backend.batch_get_v2, ([suite.wire.transfer(PoolName.SWA, key, sidecar.slots([0]))], None)),
+        "batch_set_v2": (backend.batch_set_v2, ([suite.wire.transfer(PoolName.SWA, key, sidecar.slots([0]))], None)),
     }
     for name in asked:
         if name not in calls or not capabilities.method(name).present:
@@ -738,7 +757,7 @@ def unimplemented_methods_raise_not_implemented(suite: SuiteContext) -> None:
             continue  # a claimed level's methods are checked by that level's checks
         method, arguments = calls[name]
         try:
-            result = suite.call("BE-18", method, *arguments)
+            result = suite.calls.call("BE-18", method, *arguments)
         except ClauseFailure as failure:
             if failure.__cause__ is not None:
                 continue  # NotImplementedError as asked; any other error: input it never sees, only None is the bug
@@ -747,20 +766,22 @@ def unimplemented_methods_raise_not_implemented(suite: SuiteContext) -> None:
             result is not None,
             "BE-18",
             f"{name} (level {level} not claimed) returned None instead of raising NotImplementedError",
-            f"{name}({suite.show(key)}, ...) -> None",
+            f"{name}({suite.names.show(key)}, ...) -> None",
         )
 
 
 @conformance_check("BE-24")
 def host_pools_register_before_any_io(suite: SuiteContext) -> None:
     """register_mem_pool_host (and register_mem_host_pool_v2 for every pool, KV included) accept the pools; IO works right after."""
-    suite.require_round_trip(suite.main)
-    instance = suite.build(suite.config(model_name=suite.namespace("register")), pages=4, tag="register")
-    keys = suite.new_keys(2)
-    written = suite.write(instance, keys, clause_id="BE-24")
-    read = suite.read(instance, keys, pages=[2, 3], clause_id="BE-24")
+    suite.io.require_round_trip(suite.instances.main)
+    instance = suite.instances.build(
+        suite.instances.config(model_name=suite.names.namespace("register")), pages=4, tag="register"
+    )
+    keys = suite.names.new_keys(2)
+    written = suite.io.write(instance, keys, clause_id="BE-24")
+    read = suite.io.read(instance, keys, pages=[2, 3], clause_id="BE-24")
     expect(
-        all(written) and all(suite.same_page(key, instance.pool, page) for key, page in zip(keys, read)),
+        all(written) and all(suite.pages.same_page(key, instance.pool, page) for key, page in zip(keys, read)),
         "BE-24",
         f"the first IO after registration failed (writes {written}, reads {[page is not None for page in read]})",
         "construct, register the pools, write 2 pages, read them",
@@ -769,13 +790,13 @@ def host_pools_register_before_any_io(suite: SuiteContext) -> None:
 
 def _round_trip(suite: SuiteContext, instance: Instance, keys: list, targets: list, shown: str) -> None:
     """Read ``keys`` into host pages ``targets`` of ``instance``'s pool; fail BE-28 on other bytes."""
-    for key, page in zip(keys, suite.read(instance, keys, pages=targets, clause_id="BE-28")):
-        wanted = suite.page_for(key, instance.pool)
+    for key, page in zip(keys, suite.io.read(instance, keys, pages=targets, clause_id="BE-28")):
+        wanted = suite.pages.page_for(key, instance.pool)
         expect(
             pages_equal(wanted, page),
             "BE-28",
             f"after a second host pool was registered under 'kv', "
-            f"{suite.label(key)} read through {instance.tag}'s pool holds "
+            f"{suite.names.label(key)} read through {instance.tag}'s pool holds "
             f"{describe_page_difference(wanted, page)}",
             shown,
         )
@@ -784,22 +805,28 @@ def _round_trip(suite: SuiteContext, instance: Instance, keys: list, targets: li
 @conformance_check("BE-28", requires=("robustness",))
 def second_host_pool_is_served_or_refused(suite: SuiteContext) -> None:
     """A second, different host pool under 'kv' is either served beside the first or refused with an error; never a silent swap."""
-    suite.require_round_trip(suite.main)
-    first = suite.build(suite.config(model_name=suite.namespace("two-pools")), pages=8, tag="the first controller")
+    suite.io.require_round_trip(suite.instances.main)
+    first = suite.instances.build(
+        suite.instances.config(model_name=suite.names.namespace("two-pools")), pages=8, tag="the first controller"
+    )
     backend, config = first.backend, first.config
     second = Instance(
-        backend, config, suite.new_pool(8, kind="mla" if config.is_mla_model else "mha"), {}, "the second controller"
+        backend,
+        config,
+        suite.instances.new_pool(8, kind="mla" if config.is_mla_model else "mha"),
+        {},
+        "the second controller",
     )  # shares the instance; cleared with the first
-    early, late, theirs = suite.new_keys(2), suite.new_keys(2), suite.new_keys(2)
-    if not all(suite.write(first, early, pages=[0, 1], clause_id="BE-28")):
+    early, late, theirs = suite.names.new_keys(2), suite.names.new_keys(2), suite.names.new_keys(2)
+    if not all(suite.io.write(first, early, pages=[0, 1], clause_id="BE-28")):
         raise CheckSkipped("the backend refused the pages the check needs")
     calls = [("register_mem_pool_host", (second.pool,))]
     if suite.claims("v2"):
-        calls.append(("register_mem_host_pool_v2", (second.pool, suite.pool_name(PoolName.KV))))
+        calls.append(("register_mem_host_pool_v2", (second.pool, suite.wire.pool_name(PoolName.KV))))
     refused = None
     for name, arguments in calls:  # the second controller attaches to the same instance
         try:
-            suite.call("BE-28", getattr(backend, name), *arguments)
+            suite.calls.call("BE-28", getattr(backend, name), *arguments)
         except CallTimedOut:
             raise
         except ClauseFailure as failure:
@@ -813,14 +840,14 @@ def second_host_pool_is_served_or_refused(suite: SuiteContext) -> None:
             )
             break
     shown = (
-        f"write {suite.show(early)} through the first pool, register a second host pool under 'kv'"
+        f"write {suite.names.show(early)} through the first pool, register a second host pool under 'kv'"
         f"{' (refused: ' + type(refused).__name__ + ')' if refused else ''}, write "
-        f"{suite.show(late)} through the first{'' if refused else ' and ' + suite.show(theirs) + ' through the second'}"
+        f"{suite.names.show(late)} through the first{'' if refused else ' and ' + suite.names.show(theirs) + ' through the second'}"
         f", read each back through its own pool"
     )
-    if refused is None and not all(suite.write(second, theirs, pages=[0, 1], clause_id="BE-28")):
+    if refused is None and not all(suite.io.write(second, theirs, pages=[0, 1], clause_id="BE-28")):
         raise CheckSkipped("the backend refused the second controller's pages the check needs")
-    if not all(suite.write(first, late, pages=[2, 3], clause_id="BE-28")):
+    if not all(suite.io.write(first, late, pages=[2, 3], clause_id="BE-28")):
         raise CheckSkipped("the backend refused the pages the check needs")
     _round_trip(suite, first, early + late, [4, 5, 6, 7], shown)
     if refused is None:
@@ -830,20 +857,23 @@ def second_host_pool_is_served_or_refused(suite: SuiteContext) -> None:
 @conformance_check("BE-27")
 def host_pools_registered_hook_accepts_the_pools(suite: SuiteContext) -> None:
     """on_host_pools_registered, called once after the registration burst (0.5.23), accepts the pools; IO works after it."""
-    if not callable(getattr(suite.main.backend, "on_host_pools_registered", None)):
+    if not callable(getattr(suite.instances.main.backend, "on_host_pools_registered", None)):
         raise CheckSkipped(
             "not applicable: the backend has no on_host_pools_registered (SGLang before 0.5.23 never "
             "calls it; 0.5.23's base class gives every subclass a no-op one)"
         )
-    suite.require_round_trip(suite.main)
-    instance = suite.build(
-        suite.config(model_name=suite.namespace("attach")), pages=4, tag="attach", construct_clause="BE-27"
+    suite.io.require_round_trip(suite.instances.main)
+    instance = suite.instances.build(
+        suite.instances.config(model_name=suite.names.namespace("attach")),
+        pages=4,
+        tag="attach",
+        construct_clause="BE-27",
     )  # registers, then calls the hook (a raise fails BE-27)
-    keys = suite.new_keys(2)
-    written = suite.write(instance, keys, clause_id="BE-27")
-    read = suite.read(instance, keys, pages=[2, 3], clause_id="BE-27")
+    keys = suite.names.new_keys(2)
+    written = suite.io.write(instance, keys, clause_id="BE-27")
+    read = suite.io.read(instance, keys, pages=[2, 3], clause_id="BE-27")
     expect(
-        all(written) and all(suite.same_page(key, instance.pool, page) for key, page in zip(keys, read)),
+        all(written) and all(suite.pages.same_page(key, instance.pool, page) for key, page in zip(keys, read)),
         "BE-27",
         f"the first IO after on_host_pools_registered failed (writes {written}, reads "
         f"{[page is not None for page in read]})",
@@ -854,7 +884,9 @@ def host_pools_registered_hook_accepts_the_pools(suite: SuiteContext) -> None:
 @conformance_check("BE-25")
 def every_rank_inside_its_group_is_accepted(suite: SuiteContext) -> None:
     """A backend builds and works for configs at the edges of their groups: every rank at size - 1, DP ranks, tp_lcm_size."""
-    suite.require_round_trip(suite.main)  # a single-rank instance moves pages: what fails below is the rank
+    suite.io.require_round_trip(
+        suite.instances.main
+    )  # a single-rank instance moves pages: what fails below is the rank
     # The other half of BE-25, rejecting impossible coordinates, happens where the config is built (the
     # contract model refuses them), so the suite can hand a backend only possible ones.
     edges = [
@@ -868,23 +900,23 @@ def every_rank_inside_its_group_is_accepted(suite: SuiteContext) -> None:
         ("tp_lcm_size 4 with tp_size 2", dict(tp_rank=1, tp_size=2, tp_lcm_size=4, should_split_heads=False)),
     ]
     for label, overrides in edges:
-        if not suite.release_has_fields(overrides):
+        if not suite.wire.release_has_fields(overrides):
             continue  # only configurations the release handing over its objects can build
-        config = suite.config(model_name=suite.namespace("edge"), **overrides)
-        instance = suite.build(config, pages=4, v2=False, tag=label, construct_clause="BE-25")
-        keys = suite.new_keys(2)
+        config = suite.instances.config(model_name=suite.names.namespace("edge"), **overrides)
+        instance = suite.instances.build(config, pages=4, v2=False, tag=label, construct_clause="BE-25")
+        keys = suite.names.new_keys(2)
         writer = instance
         if not is_storage_writer(config):  # replicated KV: SGLang lets only the writer rank write it
-            writer = suite.build(
+            writer = suite.instances.build(
                 config.model_copy(update=dict(tp_rank=getattr(config, "dcp_rank", 0))),
                 pages=4,
                 v2=False,
                 tag=f"the writer of {label}",
                 construct_clause="BE-25",
             )
-        written = suite.write(writer, keys, clause_id="BE-25")
-        read = suite.read(instance, keys, pages=[2, 3], clause_id="BE-25")
-        works = all(written) and all(suite.same_page(key, instance.pool, page) for key, page in zip(keys, read))
+        written = suite.io.write(writer, keys, clause_id="BE-25")
+        read = suite.io.read(instance, keys, pages=[2, 3], clause_id="BE-25")
+        works = all(written) and all(suite.pages.same_page(key, instance.pool, page) for key, page in zip(keys, read))
         expect(
             works,
             "BE-25",

@@ -29,7 +29,7 @@ def sibling_configs(suite: SuiteContext, model_name: str) -> list[tuple[str, str
         ("NS-1", "tp_rank 1 instead of 0 (same tp_size)", dict(tp_rank=1)),
         ("NS-2", "pp_rank 1 instead of 0", dict(pp_rank=1)),
         ("NS-3", "attn_cp_rank 1 instead of 0", dict(attn_cp_rank=1)),
-        ("NS-4", "another model_name", dict(model_name=suite.namespace("other-model"))),
+        ("NS-4", "another model_name", dict(model_name=suite.names.namespace("other-model"))),
     ]
 
 
@@ -37,21 +37,23 @@ def build_with(suite: SuiteContext, model_name: str, tag: str, *, v2: bool = Fal
     """Build an instance with every group of size 2 (rank 0 unless ``overrides`` say otherwise)."""
     fields: dict[str, Any] = dict(SPREAD_RANKS, is_mla_model=False, model_name=model_name)
     fields.update(overrides)
-    return suite.build(suite.config(**fields), pages=8, v2=v2, tag=tag)
+    return suite.instances.build(suite.instances.config(**fields), pages=8, v2=v2, tag=tag)
 
 
 @conformance_check("NS-1", "NS-2", "NS-3", "NS-4")
 def ranks_and_models_never_share_pages(suite: SuiteContext) -> None:
     """Instances differing only in tp_rank, pp_rank, attn_cp_rank or model_name never see or overwrite each other's pages."""
-    model = suite.namespace("ns")
+    model = suite.names.namespace("ns")
     base = build_with(suite, model, "tp 0, pp 0, cp 0")
     for clause_id, difference, overrides in sibling_configs(suite, model):
-        keys = suite.new_keys(2)
-        suite.store(base, keys, clause_id=clause_id)
+        keys = suite.names.new_keys(2)
+        suite.io.store(base, keys, clause_id=clause_id)
         sibling = build_with(suite, overrides.pop("model_name", model), difference, **overrides)
-        shown = f"instance A (tp 0/2, pp 0/2, cp 0/2) writes {suite.show(keys)}; instance B differs in {difference}"
-        count = suite.count(sibling, keys, clause_id=clause_id)
-        seen = suite.read(sibling, keys, pages=[2, 3], clause_id=clause_id)
+        shown = (
+            f"instance A (tp 0/2, pp 0/2, cp 0/2) writes {suite.names.show(keys)}; instance B differs in {difference}"
+        )
+        count = suite.io.count(sibling, keys, clause_id=clause_id)
+        seen = suite.io.read(sibling, keys, pages=[2, 3], clause_id=clause_id)
         expect(
             count == 0 and not any(page is not None for page in seen),
             clause_id,
@@ -59,13 +61,13 @@ def ranks_and_models_never_share_pages(suite: SuiteContext) -> None:
             f"{[page is not None for page in seen]})",
             shown,
         )
-        suite.write(sibling, keys, variant=1, clause_id=clause_id)
-        for key, page in zip(keys, suite.read(base, keys, pages=[4, 5], clause_id=clause_id)):
+        suite.io.write(sibling, keys, variant=1, clause_id=clause_id)
+        for key, page in zip(keys, suite.io.read(base, keys, pages=[4, 5], clause_id=clause_id)):
             expect(
-                suite.same_page(key, base.pool, page),
+                suite.pages.same_page(key, base.pool, page),
                 clause_id,
-                f"after an instance with {difference} wrote the same key, {suite.label(key)} reads back as "
-                f"{describe_page_difference(suite.page_for(key, base.pool), page)} for the first",
+                f"after an instance with {difference} wrote the same key, {suite.names.label(key)} reads back as "
+                f"{describe_page_difference(suite.pages.page_for(key, base.pool), page)} for the first",
                 shown + "; then B writes other bytes under the same keys",
             )
 
@@ -73,19 +75,19 @@ def ranks_and_models_never_share_pages(suite: SuiteContext) -> None:
 @conformance_check("NS-5")
 def replicated_kv_is_shared_across_tp_ranks(suite: SuiteContext) -> None:
     """With is_mla_model=True a page written by tp_rank 0 is found and read by tp_rank 1 (same PP and CP)."""
-    model = suite.namespace("mla")
+    model = suite.names.namespace("mla")
     writer = build_with(suite, model, "tp 0 of 2, replicated KV", is_mla_model=True, tp_rank=0)
     reader = build_with(suite, model, "tp 1 of 2, replicated KV", is_mla_model=True, tp_rank=1)
-    keys = suite.new_keys(3)
-    suite.store(writer, keys, clause_id="NS-5")
-    shown = f"is_mla_model=True, tp_size 2: rank 0 writes {suite.show(keys)}, rank 1 looks them up"
-    count = suite.count(reader, keys, clause_id="NS-5")
+    keys = suite.names.new_keys(3)
+    suite.io.store(writer, keys, clause_id="NS-5")
+    shown = f"is_mla_model=True, tp_size 2: rank 0 writes {suite.names.show(keys)}, rank 1 looks them up"
+    count = suite.io.count(reader, keys, clause_id="NS-5")
     expect(count == len(keys), "NS-5", f"tp_rank 1 found {count} of {len(keys)} pages tp_rank 0 wrote", shown)
-    for key, page in zip(keys, suite.read(reader, keys, pages=[3, 4, 5], clause_id="NS-5")):
+    for key, page in zip(keys, suite.io.read(reader, keys, pages=[3, 4, 5], clause_id="NS-5")):
         expect(
-            suite.same_page(key, reader.pool, page),
+            suite.pages.same_page(key, reader.pool, page),
             "NS-5",
-            f"tp_rank 1 reads {suite.label(key)} as {describe_page_difference(suite.page_for(key, reader.pool), page)}",
+            f"tp_rank 1 reads {suite.names.label(key)} as {describe_page_difference(suite.pages.page_for(key, reader.pool), page)}",
             shown,
         )
 
@@ -95,40 +97,42 @@ def a_non_writer_rank_writes_what_it_reports(suite: SuiteContext) -> None:
     """A rank that is not the storage writer still writes its sidecars: what batch_set_v2 reports stored reads back on that rank."""
     # SGLang's backup on a rank with replicated KV that is not the writer skips KV and writes the sidecar pools,
     # reporting the backup complete when they succeed; a backend that skips those writes loses them silently.
-    config = suite.config(model_name=suite.namespace("non-writer"), tp_rank=1, tp_size=2, is_mla_model=True)
-    rank = suite.build(config, pages=8, v2=True, tag="tp 1 of 2, replicated KV, not the storage writer")
-    keys, pages, targets = suite.new_keys(3), [0, 1, 2], [4, 5, 6]
+    config = suite.instances.config(
+        model_name=suite.names.namespace("non-writer"), tp_rank=1, tp_size=2, is_mla_model=True
+    )
+    rank = suite.instances.build(config, pages=8, v2=True, tag="tp 1 of 2, replicated KV, not the storage writer")
+    keys, pages, targets = suite.names.new_keys(3), [0, 1, 2], [4, 5, 6]
     swa = rank.pool_for(PoolName.SWA)
     for key, page in zip(keys, pages):
-        swa.poke(page, suite.page_for(key, swa, 3))
-    writes = [suite.transfer(PoolName.SWA, keys, swa.slots(pages))]
-    written = suite.v2_flags(suite.call("BE-17", rank.backend.batch_set_v2, writes, None), writes, "batch_set_v2")[
-        PoolName.SWA.value
-    ]
+        swa.poke(page, suite.pages.page_for(key, swa, 3))
+    writes = [suite.wire.transfer(PoolName.SWA, keys, swa.slots(pages))]
+    written = suite.io.v2_flags(
+        suite.calls.call("BE-17", rank.backend.batch_set_v2, writes, None), writes, "batch_set_v2"
+    )[PoolName.SWA.value]
     swa.fill(pages, value=-1.0)  # what lands below can only come from storage
     swa.fill(targets)
-    reads = [suite.transfer(PoolName.SWA, keys, swa.slots(targets))]  # that rank's next prefetch reads them
-    loaded = suite.v2_flags(suite.call("BE-17", rank.backend.batch_get_v2, reads, None), reads, "batch_get_v2")[
-        PoolName.SWA.value
-    ]
+    reads = [suite.wire.transfer(PoolName.SWA, keys, swa.slots(targets))]  # that rank's next prefetch reads them
+    loaded = suite.io.v2_flags(
+        suite.calls.call("BE-17", rank.backend.batch_get_v2, reads, None), reads, "batch_get_v2"
+    )[PoolName.SWA.value]
     other_swa = swa
     shown = (
-        f"is_mla_model=True, tp_rank 1 of 2 (not the writer): batch_set_v2(swa, {suite.show(keys)}) -> "
+        f"is_mla_model=True, tp_rank 1 of 2 (not the writer): batch_set_v2(swa, {suite.names.show(keys)}) -> "
         f"{written}; then batch_get_v2 of them on the same rank -> {loaded}"
     )
     for index, (key, stored, hit) in enumerate(zip(keys, written, loaded)):
         if hit:
             expect(
-                suite.same_page(key, other_swa, other_swa.peek(targets[index]), 3),
+                suite.pages.same_page(key, other_swa, other_swa.peek(targets[index]), 3),
                 "BE-17",
-                f"the swa page of {suite.label(key)} reads back with other bytes",
+                f"the swa page of {suite.names.label(key)} reads back with other bytes",
                 shown,
             )
         elif stored and not suite.may_evict:
             fail(
                 "BE-17",
                 f"batch_set_v2 on a rank that is not the storage writer returned True for "
-                f"{suite.label(key)}'s swa page, but it cannot be read back",
+                f"{suite.names.label(key)}'s swa page, but it cannot be read back",
                 shown,
             )
 
@@ -137,27 +141,27 @@ def a_non_writer_rank_writes_what_it_reports(suite: SuiteContext) -> None:
 def exists_get_and_set_share_one_key_scheme(suite: SuiteContext) -> None:
     """Pages written through the backend's write path are found by batch_exists (and legacy exists) and read back."""
     instance = build_with(
-        suite, suite.namespace("scheme"), "tp 1/2, pp 1/2, cp 1/2", tp_rank=1, pp_rank=1, attn_cp_rank=1
+        suite, suite.names.namespace("scheme"), "tp 1/2, pp 1/2, cp 1/2", tp_rank=1, pp_rank=1, attn_cp_rank=1
     )
-    path = suite.io_path()  # SGLang writes, looks up and reads KV of one backend through one path
-    keys = suite.new_keys(2)
-    suite.store(instance, keys, path=path, clause_id="NS-6")
-    shown = f"written through {path} as {suite.show(keys)} by an instance at tp 1/2, pp 1/2, cp 1/2"
-    count = suite.count(instance, keys, clause_id="NS-6")
+    path = suite.io.io_path()  # SGLang writes, looks up and reads KV of one backend through one path
+    keys = suite.names.new_keys(2)
+    suite.io.store(instance, keys, path=path, clause_id="NS-6")
+    shown = f"written through {path} as {suite.names.show(keys)} by an instance at tp 1/2, pp 1/2, cp 1/2"
+    count = suite.io.count(instance, keys, clause_id="NS-6")
     expect(
         count == len(keys),
         "NS-6",
         f"batch_exists found {count} of {len(keys)} pages written through {path}",
-        f"{shown}; batch_exists({suite.show(keys)}) -> {count}",
+        f"{shown}; batch_exists({suite.names.show(keys)}) -> {count}",
     )
     if path == "legacy":
-        found = suite.exists_flags(instance, keys, clause_id="NS-6")
+        found = suite.io.exists_flags(instance, keys, clause_id="NS-6")
         expect(all(found), "NS-6", f"exists() misses pages written through batch_set: {found}", shown)
-    for key, page in zip(keys, suite.read(instance, keys, pages=[4, 5], path=path, clause_id="NS-6")):
+    for key, page in zip(keys, suite.io.read(instance, keys, pages=[4, 5], path=path, clause_id="NS-6")):
         expect(
-            suite.same_page(key, instance.pool, page),
+            suite.pages.same_page(key, instance.pool, page),
             "NS-6",
-            f"{'batch_get' if path == 'legacy' else 'batch_get_v1'} misses {suite.label(key)} written through {path}",
+            f"{'batch_get' if path == 'legacy' else 'batch_get_v1'} misses {suite.names.label(key)} written through {path}",
             shown,
         )
 
@@ -165,46 +169,46 @@ def exists_get_and_set_share_one_key_scheme(suite: SuiteContext) -> None:
 @conformance_check("NS-8")
 def clear_removes_only_its_own_namespace(suite: SuiteContext) -> None:
     """clear() on one instance leaves the pages of other models and other ranks in place."""
-    model = suite.namespace("scoped")
+    model = suite.names.namespace("scoped")
     cleared = build_with(suite, model, "the cleared instance")
     others = [
-        build_with(suite, suite.namespace("neighbour"), "another model"),
+        build_with(suite, suite.names.namespace("neighbour"), "another model"),
         build_with(suite, model, "another tp_rank", tp_rank=1),
     ]
-    keys = suite.new_keys(2)
+    keys = suite.names.new_keys(2)
     for instance in [cleared] + others:
-        suite.store(instance, keys, clause_id="NS-8")
-    suite.call("BE-11", cleared.backend.clear)
+        suite.io.store(instance, keys, clause_id="NS-8")
+    suite.calls.call("BE-11", cleared.backend.clear)
     for other in others:
-        count = suite.count(other, keys, clause_id="NS-8")
+        count = suite.io.count(other, keys, clause_id="NS-8")
         expect(
             count == len(keys),
             "NS-8",
             f"clear() on one instance removed the pages of {other.tag} (batch_exists {count} of {len(keys)})",
-            f"three instances write {suite.show(keys)}; clear() on the first; look up in {other.tag}",
+            f"three instances write {suite.names.show(keys)}; clear() on the first; look up in {other.tag}",
         )
 
 
 @conformance_check("NS-7")
 def pages_survive_a_rebuild(suite: SuiteContext) -> None:
     """A backend rebuilt with the same configuration finds and reads the pages written before."""
-    config = suite.config(model_name=suite.namespace("durable"))
-    first = suite.build(config, pages=8, tag="before the restart")
-    keys = suite.new_keys(3)
-    suite.store(first, keys, clause_id="NS-7")
+    config = suite.instances.config(model_name=suite.names.namespace("durable"))
+    first = suite.instances.build(config, pages=8, tag="before the restart")
+    keys = suite.names.new_keys(3)
+    suite.io.store(first, keys, clause_id="NS-7")
     close = getattr(first.backend, "close", None)
     if callable(close):
-        suite.call("NS-7", close)
-    suite.forget(first)  # closed: the rebuilt instance clears the namespace at the end
-    second = suite.build(config, pages=8, tag="after the restart")
-    shown = f"instance 1 writes {suite.show(keys)} and closes; instance 2 is built from the same configuration"
-    count = suite.count(second, keys, clause_id="NS-7")
+        suite.calls.call("NS-7", close)
+    suite.instances.forget(first)  # closed: the rebuilt instance clears the namespace at the end
+    second = suite.instances.build(config, pages=8, tag="after the restart")
+    shown = f"instance 1 writes {suite.names.show(keys)} and closes; instance 2 is built from the same configuration"
+    count = suite.io.count(second, keys, clause_id="NS-7")
     expect(count == len(keys), "NS-7", f"the rebuilt backend found {count} of {len(keys)} pages", shown)
-    for key, page in zip(keys, suite.read(second, keys, pages=[4, 5, 6], clause_id="NS-7")):
+    for key, page in zip(keys, suite.io.read(second, keys, pages=[4, 5, 6], clause_id="NS-7")):
         expect(
-            suite.same_page(key, second.pool, page),
+            suite.pages.same_page(key, second.pool, page),
             "NS-7",
-            f"the rebuilt backend reads {suite.label(key)} as "
-            f"{describe_page_difference(suite.page_for(key, second.pool), page)}",
+            f"the rebuilt backend reads {suite.names.label(key)} as "
+            f"{describe_page_difference(suite.pages.page_for(key, second.pool), page)}",
             shown,
         )

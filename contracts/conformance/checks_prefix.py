@@ -23,42 +23,45 @@ from hicache_contracts.models import PoolName
 @conformance_check("PFX-1")
 def prefix_states_none_empty_and_list_all_work(suite: SuiteContext) -> None:
     """Pages written in batches with the prefix off (None), at the root ([]) and extended (a list) are found with the same prefixes."""
-    instance = suite.main
+    instance = suite.instances.main
     for state in ("None", "[] then a list"):
-        chain = suite.new_keys(4)
+        chain = suite.names.new_keys(4)
         first, second = chain[:2], chain[2:]
         if state == "None":
-            infos = (suite.info(prefix_keys=None), suite.info(prefix_keys=None))
-            whole = suite.info(prefix_keys=None)
+            infos = (suite.wire.info(prefix_keys=None), suite.wire.info(prefix_keys=None))
+            whole = suite.wire.info(prefix_keys=None)
         else:
-            infos = (suite.info(prefix_keys=[]), suite.info(prefix_keys=first))
-            whole = suite.info(prefix_keys=[])
+            infos = (suite.wire.info(prefix_keys=[]), suite.wire.info(prefix_keys=first))
+            whole = suite.wire.info(prefix_keys=[])
         for batch, info in zip((first, second), infos):
             if suite.claims("v1"):
-                suite.store(instance, batch, info=info, path="v1", clause_id="PFX-1")
+                suite.io.store(instance, batch, info=info, path="v1", clause_id="PFX-1")
             else:
-                suite.store(instance, batch, path="legacy", clause_id="PFX-1")
+                suite.io.store(instance, batch, path="legacy", clause_id="PFX-1")
         shown = (
-            f"write {suite.show(first)} with {suite.show(infos[0])} and {suite.show(second)} with "
-            f"{suite.show(infos[1])}"
+            f"write {suite.names.show(first)} with {suite.names.show(infos[0])} and {suite.names.show(second)} with "
+            f"{suite.names.show(infos[1])}"
         )
-        count = suite.count(instance, chain, whole, clause_id="PFX-1")
+        count = suite.io.count(instance, chain, whole, clause_id="PFX-1")
         expect(
-            count == 4, "PFX-1", f"batch_exists over the chain with {suite.show(whole)} found {count} of 4 pages", shown
+            count == 4,
+            "PFX-1",
+            f"batch_exists over the chain with {suite.names.show(whole)} found {count} of 4 pages",
+            shown,
         )
-        count = suite.count(instance, second, infos[1], clause_id="PFX-1")
+        count = suite.io.count(instance, second, infos[1], clause_id="PFX-1")
         expect(
             count == 2,
             "PFX-1",
-            f"batch_exists over the second batch with {suite.show(infos[1])} found {count} of 2 pages",
+            f"batch_exists over the second batch with {suite.names.show(infos[1])} found {count} of 2 pages",
             shown,
         )
         if suite.claims("v1"):
-            pages = suite.read(instance, second, pages=[6, 7], info=infos[1], path="v1", clause_id="PFX-1")
+            pages = suite.io.read(instance, second, pages=[6, 7], info=infos[1], path="v1", clause_id="PFX-1")
             expect(
-                all(suite.same_page(key, instance.pool, page) for key, page in zip(second, pages)),
+                all(suite.pages.same_page(key, instance.pool, page) for key, page in zip(second, pages)),
                 "PFX-1",
-                f"batch_get_v1 with {suite.show(infos[1])} did not read back the second batch",
+                f"batch_get_v1 with {suite.names.show(infos[1])} did not read back the second batch",
                 shown,
             )
 
@@ -66,43 +69,43 @@ def prefix_states_none_empty_and_list_all_work(suite: SuiteContext) -> None:
 def watched_info(suite: SuiteContext, prefix: list[str]) -> tuple[Any, WatchedList]:
     """Return an extra info holding a watched copy of ``prefix``, shaped as SGLang hands it over."""
     watched = WatchedList(prefix)
-    if suite.sglang is not None:
-        return suite.sglang.HiCacheStorageExtraInfo(prefix_keys=watched, extra_info=None), watched
+    if suite.wire.sglang is not None:
+        return suite.wire.sglang.HiCacheStorageExtraInfo(prefix_keys=watched, extra_info=None), watched
     return ExtraInfoStandIn(prefix_keys=watched, extra_info=None), watched
 
 
 def prefix_calls(suite: SuiteContext) -> list[tuple[str, Callable[[Any], Any]]]:
     """Every call of a claimed level that takes extra_info, as ``(name, call(info))``; each writes fresh keys."""
-    backend, pool = suite.main.backend, suite.main.pool
+    backend, pool = suite.instances.main.backend, suite.instances.main.pool
     calls: list[tuple[str, Callable[[Any], Any]]] = [
-        ("batch_exists", lambda info: backend.batch_exists(suite.new_keys(2), info))
+        ("batch_exists", lambda info: backend.batch_exists(suite.names.new_keys(2), info))
     ]
     if suite.claims("v1"):
 
         def set_v1(info: Any) -> Any:
-            keys = suite.new_keys(2)
+            keys = suite.names.new_keys(2)
             for key, page in zip(keys, (0, 1)):
-                pool.poke(page, suite.page_for(key, pool))
+                pool.poke(page, suite.pages.page_for(key, pool))
             return backend.batch_set_v1(keys, pool.slots([0, 1]), info)
 
         calls += [
             ("batch_set_v1", set_v1),
-            ("batch_get_v1", lambda info: backend.batch_get_v1(suite.new_keys(2), pool.slots([2, 3]), info)),
+            ("batch_get_v1", lambda info: backend.batch_get_v1(suite.names.new_keys(2), pool.slots([2, 3]), info)),
         ]
     if suite.claims("v2"):  # v2 carries the sidecar pools
-        swa = suite.main.sidecars.get(PoolName.SWA.value, pool)
+        swa = suite.instances.main.sidecars.get(PoolName.SWA.value, pool)
         calls += [
-            ("batch_exists_v2", lambda info: backend.batch_exists_v2(suite.new_keys(2), [], info)),
+            ("batch_exists_v2", lambda info: backend.batch_exists_v2(suite.names.new_keys(2), [], info)),
             (
                 "batch_set_v2",
                 lambda info: backend.batch_set_v2(
-                    [suite.transfer(PoolName.SWA, suite.new_keys(1), swa.slots([4]))], info
+                    [suite.wire.transfer(PoolName.SWA, suite.names.new_keys(1), swa.slots([4]))], info
                 ),
             ),
             (
                 "batch_get_v2",
                 lambda info: backend.batch_get_v2(
-                    [suite.transfer(PoolName.SWA, suite.new_keys(1), swa.slots([5]))], info
+                    [suite.wire.transfer(PoolName.SWA, suite.names.new_keys(1), swa.slots([5]))], info
                 ),
             ),
         ]
@@ -113,15 +116,15 @@ def prefix_calls(suite: SuiteContext) -> list[tuple[str, Callable[[Any], Any]]]:
 def prefix_keys_are_never_mutated(suite: SuiteContext) -> None:
     """No call changes the prefix_keys list it receives."""
     for name, call in prefix_calls(suite):
-        prefix = suite.new_keys(3)
+        prefix = suite.names.new_keys(3)
         info, watched = watched_info(suite, prefix)
-        suite.call_as("PFX-6", name, call, info)
+        suite.calls.call_as("PFX-6", name, call, info)
         changed = list(watched) != prefix
         expect(
             not watched.mutations and not changed,
             "PFX-6",
             f"{name} mutated prefix_keys ({', '.join(watched.mutations) or 'its content changed'})",
-            f"{name}(..., extra_info(prefix_keys={suite.show(prefix)})) left prefix_keys as {suite.show(list(watched))}",
+            f"{name}(..., extra_info(prefix_keys={suite.names.show(prefix)})) left prefix_keys as {suite.names.show(list(watched))}",
         )
 
 
@@ -130,9 +133,9 @@ def prefix_keys_are_copied_if_kept(suite: SuiteContext) -> None:
     """No call keeps the prefix_keys list after it returns (a backend that needs it later keeps a copy)."""
     watchers: list[tuple[str, list[str], weakref.ref]] = []
     for name, call in prefix_calls(suite):
-        prefix = suite.new_keys(3)
+        prefix = suite.names.new_keys(3)
         info, watched = watched_info(suite, prefix)
-        suite.call_as("PFX-6", name, call, info)
+        suite.calls.call_as("PFX-6", name, call, info)
         watched.append("changed-after-the-call")  # a backend reading its kept reference later would see this
         watchers.append((name, prefix, weakref.ref(watched)))
         del info, watched
@@ -146,5 +149,5 @@ def prefix_keys_are_copied_if_kept(suite: SuiteContext) -> None:
                 "PFX-6",
                 f"{name} kept a reference to the prefix_keys list after returning (held by "
                 f"{', '.join(holders) or 'an object'}); a backend must copy what it keeps",
-                f"{name}(..., extra_info(prefix_keys={suite.show(prefix)})), then the caller drops the list",
+                f"{name}(..., extra_info(prefix_keys={suite.names.show(prefix)})), then the caller drops the list",
             )

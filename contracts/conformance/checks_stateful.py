@@ -53,11 +53,11 @@ def lossy_write_once_store_machine(suite: SuiteContext) -> type[RuleBasedStateMa
 
         @initialize()
         def build_instance(self) -> None:
-            self.instance = suite.build(
-                suite.config(model_name=suite.namespace("machine")), pages=16, tag="state machine"
+            self.instance = suite.instances.build(
+                suite.instances.config(model_name=suite.names.namespace("machine")), pages=16, tag="state machine"
             )
-            self.keys = suite.new_keys(KEY_COUNT)
-            note(f"keys: {suite.show(self.keys)}")
+            self.keys = suite.names.new_keys(KEY_COUNT)
+            note(f"keys: {suite.names.show(self.keys)}")
 
         def chosen(self, indices: list[int]) -> list[str]:
             return [self.keys[index] for index in indices]
@@ -74,64 +74,68 @@ def lossy_write_once_store_machine(suite: SuiteContext) -> type[RuleBasedStateMa
             for key, page in zip(keys, pages):
                 if page is not None:
                     if key in self.cleared:
-                        fail("BE-11", f"{suite.label(key)} reads back after clear() and no new write")
-                    expect(key in self.attempted, read_clause, f"{suite.label(key)} reads back but was never written")
+                        fail("BE-11", f"{suite.names.label(key)} reads back after clear() and no new write")
                     expect(
-                        suite.same_page(key, self.instance.pool, page),
+                        key in self.attempted, read_clause, f"{suite.names.label(key)} reads back but was never written"
+                    )
+                    expect(
+                        suite.pages.same_page(key, self.instance.pool, page),
                         read_clause,
-                        f"{suite.label(key)} reads back as "
-                        f"{describe_page_difference(suite.page_for(key, self.instance.pool), page)}",
+                        f"{suite.names.label(key)} reads back as "
+                        f"{describe_page_difference(suite.pages.page_for(key, self.instance.pool), page)}",
                     )
                 elif key in self.confirmed and not suite.may_evict:
                     writer = self.confirmed[key]
                     fail(
                         "BE-17" if writer == "v1" else "BE-9",
-                        f"{suite.label(key)} was stored (set returned True through {writer}) but {path} reads miss it",
+                        f"{suite.names.label(key)} was stored (set returned True through {writer}) but {path} reads miss it",
                     )
 
         @precondition(lambda self: not uses_v1)
         @rule(indices=picks)
         def set_pages(self, indices: list[int]) -> None:
             keys = self.chosen(indices)
-            self.record_writes(keys, suite.write(self.instance, keys, path="legacy", clause_id="BE-9"), "legacy")
+            self.record_writes(keys, suite.io.write(self.instance, keys, path="legacy", clause_id="BE-9"), "legacy")
 
         @precondition(lambda self: uses_v1)
         @rule(indices=picks)
         def set_pages_v1(self, indices: list[int]) -> None:
             keys = self.chosen(indices)
-            results = suite.write(self.instance, keys, pages=list(range(len(keys))), path="v1", clause_id="BE-17")
+            results = suite.io.write(self.instance, keys, pages=list(range(len(keys))), path="v1", clause_id="BE-17")
             self.record_writes(keys, results, "v1")
 
         @precondition(lambda self: not uses_v1)
         @rule(indices=picks)
         def get_pages(self, indices: list[int]) -> None:
             keys = self.chosen(indices)
-            self.check_reads(keys, suite.read(self.instance, keys, path="legacy", clause_id="BE-9"), "legacy")
+            self.check_reads(keys, suite.io.read(self.instance, keys, path="legacy", clause_id="BE-9"), "legacy")
 
         @precondition(lambda self: uses_v1)
         @rule(indices=picks)
         def get_pages_v1(self, indices: list[int]) -> None:
             keys = self.chosen(indices)
-            pages = suite.read(self.instance, keys, pages=list(range(8, 8 + len(keys))), path="v1", clause_id="BE-15")
+            pages = suite.io.read(
+                self.instance, keys, pages=list(range(8, 8 + len(keys))), path="v1", clause_id="BE-15"
+            )
             self.check_reads(keys, pages, "v1")
 
         @rule(indices=st.lists(st.integers(0, KEY_COUNT - 1), max_size=KEY_COUNT, unique=True))
         def query(self, indices: list[int]) -> None:
             keys = self.chosen(indices)
-            count = suite.count(self.instance, keys)
+            count = suite.io.count(self.instance, keys)
             upper = count_leading_run(tuple(key in self.attempted for key in keys))
             lower = 0 if suite.may_evict else count_leading_run(tuple(key in self.confirmed for key in keys))
             if count > upper and keys[upper] in self.cleared:
-                fail("BE-11", f"batch_exists counts {suite.label(keys[upper])}, cleared and not written since")
+                fail("BE-11", f"batch_exists counts {suite.names.label(keys[upper])}, cleared and not written since")
             expect(
                 lower <= count <= upper,
                 "BE-2",
-                f"batch_exists({suite.show(keys)}) returned {count}; the model allows {lower}..{upper}",
+                f"batch_exists({suite.names.show(keys)}) returned {count}; the model allows {lower}..{upper}",
             )
 
         @rule()
         def clear(self) -> None:
-            suite.call("BE-11", self.instance.backend.clear)
+            suite.calls.call("BE-11", self.instance.backend.clear)
             self.cleared |= self.attempted
             self.attempted.clear()
             self.confirmed.clear()
@@ -141,20 +145,20 @@ def lossy_write_once_store_machine(suite: SuiteContext) -> type[RuleBasedStateMa
             if self.instance is None or suite.may_evict:
                 return
             for key, writer in self.confirmed.items():
-                if suite.count(self.instance, [key]) != 1:
+                if suite.io.count(self.instance, [key]) != 1:
                     fail(
                         "BE-17" if writer == "v1" else "BE-9",
-                        f"{suite.label(key)} was stored (set returned True through {writer}) but batch_exists "
+                        f"{suite.names.label(key)} was stored (set returned True through {writer}) but batch_exists "
                         "no longer finds it",
                     )
 
         def teardown(self) -> None:
-            if self.instance is not None and suite.timed_out is None:
-                suite.call("BE-11", self.instance.backend.clear)
+            if self.instance is not None and suite.calls.timed_out is None:
+                suite.calls.call("BE-11", self.instance.backend.clear)
                 close = getattr(self.instance.backend, "close", None)
                 if callable(close):
-                    suite.call("BE-11", close)
-                suite.forget(self.instance)
+                    suite.calls.call("BE-11", close)
+                suite.instances.forget(self.instance)
 
     return LossyWriteOnceStore
 

@@ -23,18 +23,18 @@ GUARD_VALUE = 77.0
 @conformance_check("BE-14")
 def v1_results_have_one_bool_per_key(suite: SuiteContext) -> None:
     """batch_get_v1 and batch_set_v1 return a list of exactly len(keys) bools, for hits, misses and empty input."""
-    backend, pool = suite.main.backend, suite.main.pool
+    backend, pool = suite.instances.main.backend, suite.instances.main.pool
     for size in (0,) + suite.profile.batch_sizes:
-        keys = suite.new_keys(size)
+        keys = suite.names.new_keys(size)
         for method, pages in (
-            (backend.batch_set_v1, suite.spread(size)),
-            (backend.batch_get_v1, suite.spread(size, start=2 * STORAGE_BATCH_SIZE)),
+            (backend.batch_set_v1, suite.pages.spread(size)),
+            (backend.batch_get_v1, suite.pages.spread(size, start=2 * STORAGE_BATCH_SIZE)),
         ):
             if method.__name__ == "batch_set_v1":
                 for key, page in zip(keys, pages):
-                    pool.poke(page, suite.page_for(key, pool))
-            raw = suite.call("BE-14", method, keys, pool.slots(pages), None)
-            shown = f"{method.__name__}({suite.show(keys)}, <{size * pool.page_size} host slots>) -> {suite.show(raw)}"
+                    pool.poke(page, suite.pages.page_for(key, pool))
+            raw = suite.calls.call("BE-14", method, keys, pool.slots(pages), None)
+            shown = f"{method.__name__}({suite.names.show(keys)}, <{size * pool.page_size} host slots>) -> {suite.names.show(raw)}"
             if not isinstance(raw, list):
                 fail("BE-14", f"{method.__name__} returned a {type(raw).__name__}, not a list", shown)
             expect(len(raw) == size, "BE-14", f"{method.__name__} returned {len(raw)} results for {size} keys", shown)
@@ -44,43 +44,43 @@ def v1_results_have_one_bool_per_key(suite: SuiteContext) -> None:
                 f"{method.__name__} returned non-bool entries {[type(item).__name__ for item in raw][:4]}",
                 shown,
             )
-        missing = suite.new_keys(size)
-        raw = suite.call("BE-14", backend.batch_get_v1, missing, pool.slots(suite.spread(size)), None)
+        missing = suite.names.new_keys(size)
+        raw = suite.calls.call("BE-14", backend.batch_get_v1, missing, pool.slots(suite.pages.spread(size)), None)
         expect(
             isinstance(raw, list) and len(raw) == size,
             "BE-14",
-            f"batch_get_v1 on {size} missing keys returned {suite.show(raw)}",
+            f"batch_get_v1 on {size} missing keys returned {suite.names.show(raw)}",
         )
 
 
 @conformance_check("BE-15", "BE-17")
 def v1_pages_round_trip_bit_for_bit(suite: SuiteContext) -> None:
     """A page whose set returned True reads back; a read that returns True put exactly the stored bytes in the addressed slots."""
-    instance, pool = suite.main, suite.main.pool
+    instance, pool = suite.instances.main, suite.instances.main.pool
     for size in suite.profile.batch_sizes:
-        keys = suite.new_keys(size)
-        sources = suite.spread(size)
-        written = suite.write(instance, keys, pages=sources, path="v1", clause_id="BE-17")
+        keys = suite.names.new_keys(size)
+        sources = suite.pages.spread(size)
+        written = suite.io.write(instance, keys, pages=sources, path="v1", clause_id="BE-17")
         pool.fill(sources, value=-1.0)  # from now on the bytes can only come from storage
-        targets = suite.spread(size, start=2 * STORAGE_BATCH_SIZE)
-        read = suite.read(instance, keys, pages=targets, path="v1", clause_id="BE-15")
+        targets = suite.pages.spread(size, start=2 * STORAGE_BATCH_SIZE)
+        read = suite.io.read(instance, keys, pages=targets, path="v1", clause_id="BE-15")
         for index, (key, stored, page) in enumerate(zip(keys, written, read)):
             shown = (
-                f"batch_set_v1 then batch_get_v1 of {size} keys {suite.show(keys)}; "
-                f"page {index} ({suite.label(key)}) from host page {sources[index]} into host page {targets[index]}"
+                f"batch_set_v1 then batch_get_v1 of {size} keys {suite.names.show(keys)}; "
+                f"page {index} ({suite.names.label(key)}) from host page {sources[index]} into host page {targets[index]}"
             )
             expect(
                 page is not None or not stored or suite.may_evict,
                 "BE-17",
-                f"batch_set_v1 returned True for {suite.label(key)} but batch_get_v1 cannot read it back",
+                f"batch_set_v1 returned True for {suite.names.label(key)} but batch_get_v1 cannot read it back",
                 shown,
             )
             if page is not None:
-                expected = suite.page_for(key, pool)
+                expected = suite.pages.page_for(key, pool)
                 expect(
                     pages_equal(expected, page),
                     "BE-15",
-                    f"batch_get_v1 returned True for {suite.label(key)} but its slots hold "
+                    f"batch_get_v1 returned True for {suite.names.label(key)} but its slots hold "
                     f"{describe_page_difference(expected, page)}",
                     shown,
                 )
@@ -89,29 +89,29 @@ def v1_pages_round_trip_bit_for_bit(suite: SuiteContext) -> None:
 @conformance_check("BE-16")
 def v1_reads_touch_only_addressed_slots(suite: SuiteContext) -> None:
     """A read writes nothing outside the addressed host slots, for hits and misses alike."""
-    instance, pool = suite.main, suite.main.pool
+    instance, pool = suite.instances.main, suite.instances.main.pool
     for size in suite.profile.batch_sizes:
-        keys = suite.new_keys(size)
+        keys = suite.names.new_keys(size)
         present = [index % 3 != 1 for index in range(size)]  # every third page is a miss
         stored = [key for key, here in zip(keys, present) if here]
-        suite.store(instance, stored, pages=suite.spread(len(stored)), path="v1", clause_id="BE-16")
-        addressed = suite.spread(size, start=1, stride=2)  # odd pages; the even pages around them are guards
+        suite.io.store(instance, stored, pages=suite.pages.spread(len(stored)), path="v1", clause_id="BE-16")
+        addressed = suite.pages.spread(size, start=1, stride=2)  # odd pages; the even pages around them are guards
         guards = list(range(0, 2 * size + 1, 2))
         pool.fill(guards, value=GUARD_VALUE)
         guard_page = pool.peek(guards[0])
-        suite.read(instance, keys, pages=addressed, path="v1", clause_id="BE-16")
+        suite.io.read(instance, keys, pages=addressed, path="v1", clause_id="BE-16")
         for guard in guards:
             page = pool.peek(guard)
             if not pages_equal(guard_page, page):
                 neighbours = [index for index, page_number in enumerate(addressed) if abs(page_number - guard) == 1]
                 which = ", ".join(
-                    f"{suite.label(keys[index])} ({'hit' if present[index] else 'miss'})" for index in neighbours
+                    f"{suite.names.label(keys[index])} ({'hit' if present[index] else 'miss'})" for index in neighbours
                 )
                 fail(
                     "BE-16",
                     f"batch_get_v1 wrote into guard page {guard}, which it was not given "
                     f"({describe_page_difference(guard_page, page)})",
-                    f"batch_get_v1 of {size} keys {suite.show(keys)} (every third missing) into odd host pages; "
+                    f"batch_get_v1 of {size} keys {suite.names.show(keys)} (every third missing) into odd host pages; "
                     f"guard page {guard} lies next to {which}",
                 )
 
@@ -119,41 +119,44 @@ def v1_reads_touch_only_addressed_slots(suite: SuiteContext) -> None:
 @conformance_check("BE-15", "BE-16")
 def v1_hits_after_a_miss_land_in_their_own_scattered_slots(suite: SuiteContext) -> None:
     """A read whose first keys miss puts each later hit in its own slots, for pages scattered over the host pool."""
-    instance, pool = suite.main, suite.main.pool
-    suite.require_round_trip(instance)  # plain reads work: what fails below is the miss ahead or the scatter
+    instance, pool = suite.instances.main, suite.instances.main.pool
+    suite.io.require_round_trip(instance)  # plain reads work: what fails below is the miss ahead or the scatter
     for size in suite.profile.batch_sizes:
         if size < 2:
             continue
-        keys = suite.new_keys(size)
+        keys = suite.names.new_keys(size)
         present = [index % 4 != 0 for index in range(size)]  # a miss first, then every fourth page
         stored = [key for key, here in zip(keys, present) if here]
-        suite.store(instance, stored, pages=suite.spread(len(stored)), path="v1", clause_id="BE-15")
+        suite.io.store(instance, stored, pages=suite.pages.spread(len(stored)), path="v1", clause_id="BE-15")
         # non-consecutive pages, one or two guard pages apart, in a random order: host pages handed out by an
         # allocator that has been running a while are scattered, never one contiguous run
         addressed, cursor = [], 2 * STORAGE_BATCH_SIZE
         for _ in range(size):
-            cursor += 1 + suite.rng.randrange(2)
+            cursor += 1 + suite.pages.rng.randrange(2)
             addressed.append(cursor)
-        suite.rng.shuffle(addressed)
+        suite.pages.rng.shuffle(addressed)
         region = list(range(2 * STORAGE_BATCH_SIZE, cursor + 2))
         pool.fill(region, value=GUARD_VALUE)
         guard = pool.peek(region[0])
-        read = suite.read(instance, keys, pages=addressed, path="v1", clause_id="BE-15")
+        read = suite.io.read(instance, keys, pages=addressed, path="v1", clause_id="BE-15")
         pattern = "".join("S" if here else "-" for here in present)
         shown = (
-            f"batch_get_v1 of {size} keys {suite.show(keys)} (stored pattern '{pattern}', S stored) into "
+            f"batch_get_v1 of {size} keys {suite.names.show(keys)} (stored pattern '{pattern}', S stored) into "
             f"scattered host pages {addressed[:6]}{' ...' if size > 6 else ''}"
         )
         for index, (key, here, page) in enumerate(zip(keys, present, read)):
             if page is not None:
-                expected = suite.page_for(key, pool)
+                expected = suite.pages.page_for(key, pool)
                 expect(
-                    here, "BE-15", f"batch_get_v1 returned True for {suite.label(key)}, which was never written", shown
+                    here,
+                    "BE-15",
+                    f"batch_get_v1 returned True for {suite.names.label(key)}, which was never written",
+                    shown,
                 )
                 expect(
                     pages_equal(expected, page),
                     "BE-15",
-                    f"batch_get_v1 returned True for {suite.label(key)} (position {index}, after "
+                    f"batch_get_v1 returned True for {suite.names.label(key)} (position {index}, after "
                     f"{present[:index].count(False)} miss(es)) but host page {addressed[index]} holds "
                     f"{describe_page_difference(expected, page)}",
                     shown,

@@ -33,12 +33,12 @@ def place(suite: SuiteContext, instance: Instance, name: PoolName, keys: Sequenc
     """Put the suite's page of each key for pool ``name`` into ``pages`` of that pool."""
     pool = instance.pool_for(name)
     for key, page in zip(keys, pages):
-        pool.poke(page, suite.page_for(key, pool, VARIANTS[name.value]))
+        pool.poke(page, suite.pages.page_for(key, pool, VARIANTS[name.value]))
 
 
 def expected_page(suite: SuiteContext, instance: Instance, name: str, key: str) -> Any:
     pool = instance.pool_for(name)
-    return suite.page_for(key, pool, VARIANTS[name])
+    return suite.pages.page_for(key, pool, VARIANTS[name])
 
 
 def store_pool(
@@ -55,13 +55,13 @@ def store_pool(
     if not keys:
         return
     if name is PoolName.KV:
-        if not all(suite.write(instance, keys, pages=pages, clause_id="BE-21")):
+        if not all(suite.io.write(instance, keys, pages=pages, clause_id="BE-21")):
             raise CheckSkipped("the backend refused to store KV pages the check needs")
         return
     place(suite, instance, name, keys, pages)
-    transfers = [suite.transfer(name, keys, instance.pool_for(name).slots(pages), derived=derived)]
-    flags = suite.v2_flags(
-        suite.call("BE-19", instance.backend.batch_set_v2, transfers, None), transfers, "batch_set_v2"
+    transfers = [suite.wire.transfer(name, keys, instance.pool_for(name).slots(pages), derived=derived)]
+    flags = suite.io.v2_flags(
+        suite.calls.call("BE-19", instance.backend.batch_set_v2, transfers, None), transfers, "batch_set_v2"
     )
     if not all(flags[name.value]):
         raise CheckSkipped(f"the backend refused to store pages of pool {name.value!r} the check needs")
@@ -75,7 +75,7 @@ def read_result(suite: SuiteContext, raw: Any, shown: str) -> tuple[int, dict[st
         fail(
             "BE-21",
             "batch_exists_v2 must return a PoolTransferResult (kv_hit_pages int, extra_pool_hit_pages "
-            f"dict), got {suite.show(raw)}",
+            f"dict), got {suite.names.show(raw)}",
             shown,
         )
     return kv_hit, {str(getattr(name, "value", name)): hits for name, hits in extra.items()}
@@ -84,30 +84,30 @@ def read_result(suite: SuiteContext, raw: Any, shown: str) -> tuple[int, dict[st
 @conformance_check("BE-19")
 def v2_results_have_one_entry_per_pool(suite: SuiteContext) -> None:
     """batch_get_v2 and batch_set_v2 return one entry per transfer name holding len(keys) bools; [] gives {}."""
-    instance, backend = suite.main, suite.main.backend
+    instance, backend = suite.instances.main, suite.instances.main.backend
     for method in (backend.batch_set_v2, backend.batch_get_v2):
-        raw = suite.call("BE-19", method, [], None)
+        raw = suite.calls.call("BE-19", method, [], None)
         expect(
             isinstance(raw, Mapping) and not raw,
             "BE-19",
-            f"{method.__name__}([]) returned {suite.show(raw)}, not an empty dict",
+            f"{method.__name__}([]) returned {suite.names.show(raw)}, not an empty dict",
         )
     for size in (1, 3):
-        keys = suite.new_keys(size)
+        keys = suite.names.new_keys(size)
         kv_pages, swa_pages = list(range(size)), list(range(size, 2 * size))
         place(suite, instance, PoolName.INDEXER, keys, kv_pages)
         place(suite, instance, PoolName.SWA, keys, swa_pages)
         for method in (backend.batch_set_v2, backend.batch_get_v2):
             transfers = [  # the sidecars of one slice, as SGLang sends them (KV moves through v1)
-                suite.transfer(PoolName.INDEXER, keys, instance.pool.slots(kv_pages), derived=True),
-                suite.transfer(
+                suite.wire.transfer(PoolName.INDEXER, keys, instance.pool.slots(kv_pages), derived=True),
+                suite.wire.transfer(
                     PoolName.SWA,
                     keys,
                     instance.pool_for(PoolName.SWA).slots(swa_pages),
                     policy=PoolHitPolicy.TRAILING_PAGES,
                 ),
             ]
-            suite.v2_flags(suite.call("BE-19", method, transfers, None), transfers, method.__name__)
+            suite.io.v2_flags(suite.calls.call("BE-19", method, transfers, None), transfers, method.__name__)
 
 
 @conformance_check("BE-20", requires=("v2", "robustness"))
@@ -116,22 +116,22 @@ def v2_unregistered_pool_is_all_false(suite: SuiteContext) -> None:
 
     No pinned release sends such a transfer, so this runs only when the backend claims robustness.
     """
-    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
-    keys = suite.new_keys(2)
+    instance, backend, pool = suite.instances.main, suite.instances.main.backend, suite.instances.main.pool
+    keys = suite.names.new_keys(2)
     swa = instance.pool_for(PoolName.SWA)
     place(suite, instance, PoolName.SWA, keys, [0, 1])
     for method in (backend.batch_set_v2, backend.batch_get_v2):
         transfers = [
-            suite.transfer(PoolName.SWA, keys, swa.slots([0, 1])),
-            suite.transfer(UNREGISTERED_POOL, keys, pool.slots([2, 3])),
+            suite.wire.transfer(PoolName.SWA, keys, swa.slots([0, 1])),
+            suite.wire.transfer(UNREGISTERED_POOL, keys, pool.slots([2, 3])),
         ]
-        flags = suite.v2_flags(suite.call("BE-20", method, transfers, None), transfers, method.__name__)
+        flags = suite.io.v2_flags(suite.calls.call("BE-20", method, transfers, None), transfers, method.__name__)
         expect(
             not any(flags[UNREGISTERED_POOL.value]),
             "BE-20",
             f"{method.__name__} returned {flags[UNREGISTERED_POOL.value]} for pool "
             f"{UNREGISTERED_POOL.value!r}, which was never registered",
-            f"{method.__name__}({suite.show(transfers)})",
+            f"{method.__name__}({suite.names.show(transfers)})",
         )
         if method.__name__ == "batch_set_v2":
             expect(
@@ -139,11 +139,11 @@ def v2_unregistered_pool_is_all_false(suite: SuiteContext) -> None:
                 "BE-20",
                 f"batch_set_v2 failed the registered pool 'swa' "
                 f"({flags[PoolName.SWA.value]}) because another transfer named an unregistered pool",
-                f"batch_set_v2({suite.show(transfers)}) -> {flags}",
+                f"batch_set_v2({suite.names.show(transfers)}) -> {flags}",
             )
-    query = [suite.transfer(UNREGISTERED_POOL, keys)]
-    shown = f"batch_exists_v2({suite.show(keys)}, {suite.show(query)})"
-    kv_hit, _ = read_result(suite, suite.call("BE-20", backend.batch_exists_v2, keys, query, None), shown)
+    query = [suite.wire.transfer(UNREGISTERED_POOL, keys)]
+    shown = f"batch_exists_v2({suite.names.show(keys)}, {suite.names.show(query)})"
+    kv_hit, _ = read_result(suite, suite.calls.call("BE-20", backend.batch_exists_v2, keys, query, None), shown)
     expect(
         kv_hit == 0,
         "BE-20",
@@ -175,8 +175,8 @@ def pool_patterns(draw: Any) -> tuple:
 @conformance_check("BE-21", "HYB-6", "HYB-7", "BE-26")
 def v2_exists_folds_pool_hits_per_policy(suite: SuiteContext) -> None:
     """batch_exists_v2's kv_hit_pages is the largest length KV and every pool can restore (SGLang 0.5.23's HiCacheFile)."""
-    instance, backend = suite.main, suite.main.backend
-    suite.require_round_trip(instance)
+    instance, backend = suite.instances.main, suite.instances.main.backend
+    suite.io.require_round_trip(instance)
     start = 2 * STORAGE_BATCH_SIZE
 
     @given(pool_patterns())
@@ -188,15 +188,15 @@ def v2_exists_folds_pool_hits_per_policy(suite: SuiteContext) -> None:
     def folding(patterns: tuple) -> None:
         kv, indexer, swa, window = patterns
         size = len(kv)
-        keys = suite.new_keys(size)
+        keys = suite.names.new_keys(size)
         for name, present in ((PoolName.KV, kv), (PoolName.INDEXER, indexer), (PoolName.SWA, swa)):
             chosen = [key for key, here in zip(keys, present) if here]
             store_pool(suite, instance, name, chosen, list(range(start, start + len(chosen))))
         window_keys = keys[max(0, len(keys) - window) :] if window else []
         window = len(window_keys)  # N is len(transfer.keys): a window cannot hold more keys than the chain
         query = [
-            suite.transfer(PoolName.INDEXER, keys, policy=PoolHitPolicy.ALL_PAGES),
-            suite.transfer(PoolName.SWA, window_keys, policy=PoolHitPolicy.TRAILING_PAGES),
+            suite.wire.transfer(PoolName.INDEXER, keys, policy=PoolHitPolicy.ALL_PAGES),
+            suite.wire.transfer(PoolName.SWA, window_keys, policy=PoolHitPolicy.TRAILING_PAGES),
         ]
         folded, entries, restorable = fold_pool_query(
             tuple(kv),
@@ -221,7 +221,7 @@ def v2_exists_folds_pool_hits_per_policy(suite: SuiteContext) -> None:
             f"swa (trailing_pages, window {window}) '{_pattern(swa)}'; expected kv_hit_pages {folded}, "
             f"extra_pool_hit_pages {expected}, restorable_prefix_pages {list(restorable)}"
         )
-        result = suite.call("BE-21", backend.batch_exists_v2, keys, query, None)
+        result = suite.calls.call("BE-21", backend.batch_exists_v2, keys, query, None)
         kv_hit, pools = read_result(suite, result, shown)
         got = f"got kv_hit_pages {kv_hit}, extra_pool_hit_pages {pools}"
         for name, clause_id, policy in (
@@ -274,17 +274,17 @@ def v2_exists_folds_pool_hits_per_policy(suite: SuiteContext) -> None:
 @conformance_check("HYB-8")
 def v2_pool_hits_count_only_pages_that_landed(suite: SuiteContext) -> None:
     """Per pool, the leading run of True that count_pool_hits takes from a slice's reads covers only pages whose bytes landed."""
-    instance, backend = suite.main, suite.main.backend
-    suite.require_round_trip(instance)  # KV moves through v1 here: a broken v1 round trip is BE-15/BE-17's
+    instance, backend = suite.instances.main, suite.instances.main.backend
+    suite.io.require_round_trip(instance)  # KV moves through v1 here: a broken v1 round trip is BE-15/BE-17's
     for size in suite.profile.batch_sizes:
-        keys = suite.new_keys(size)
-        sources, targets = list(range(size)), suite.spread(size, start=2 * STORAGE_BATCH_SIZE)
+        keys = suite.names.new_keys(size)
+        sources, targets = list(range(size)), suite.pages.spread(size, start=2 * STORAGE_BATCH_SIZE)
         swa_sources = list(range(size, 2 * size))
         sidecars = [(PoolName.INDEXER, sources, True), (PoolName.SWA, swa_sources, False)]
         for name, pages, _ in sidecars:
             place(suite, instance, name, keys, pages)
         writes = [
-            suite.transfer(
+            suite.wire.transfer(
                 name,
                 keys,
                 instance.pool_for(name).slots(pages),
@@ -293,21 +293,21 @@ def v2_pool_hits_count_only_pages_that_landed(suite: SuiteContext) -> None:
             )
             for name, pages, derived in sidecars
         ]
-        suite.v2_flags(
-            suite.call("HYB-8", backend.batch_set_v2, writes, None), writes, "batch_set_v2"
+        suite.io.v2_flags(
+            suite.calls.call("HYB-8", backend.batch_set_v2, writes, None), writes, "batch_set_v2"
         )  # sidecars first
-        suite.write(instance, keys, pages=sources, clause_id="HYB-8")  # then KV, as a backup writes them
+        suite.io.write(instance, keys, pages=sources, clause_id="HYB-8")  # then KV, as a backup writes them
         for name, pages, _ in sidecars:
             instance.pool_for(name).fill(pages, value=-1.0)
         instance.pool.fill(sources, value=-1.0)
-        kv_pages = suite.read(instance, keys, pages=targets, clause_id="HYB-8")  # KV of the slice, then its sidecars
+        kv_pages = suite.io.read(instance, keys, pages=targets, clause_id="HYB-8")  # KV of the slice, then its sidecars
         reads = [
-            suite.transfer(name, keys, instance.pool_for(name).slots(targets), derived=derived)
+            suite.wire.transfer(name, keys, instance.pool_for(name).slots(targets), derived=derived)
             for name, _, derived in sidecars
         ]
         for name, _, _ in sidecars:
             instance.pool_for(name).fill(targets)
-        flags = suite.v2_flags(suite.call("HYB-8", backend.batch_get_v2, reads, None), reads, "batch_get_v2")
+        flags = suite.io.v2_flags(suite.calls.call("HYB-8", backend.batch_get_v2, reads, None), reads, "batch_get_v2")
         results = {PoolName.KV.value: [page is not None for page in kv_pages], **flags}
         hits = dict(count_pool_hits(tuple((name, tuple(value)) for name, value in results.items())))
         for name, loaded in hits.items():
@@ -320,10 +320,10 @@ def v2_pool_hits_count_only_pages_that_landed(suite: SuiteContext) -> None:
                 expect(
                     pages_equal(wanted, page),
                     "HYB-8",
-                    f"count_pool_hits counts page {index} of pool {name!r} ({suite.label(keys[index])}) as loaded, "
+                    f"count_pool_hits counts page {index} of pool {name!r} ({suite.names.label(keys[index])}) as loaded, "
                     f"but its slots hold {describe_page_difference(wanted, page)}",
                     f"batch_set_v2 (indexer, swa) and the KV write, then the KV read and batch_get_v2 of {size} "
-                    f"keys {suite.show(keys)}",
+                    f"keys {suite.names.show(keys)}",
                 )
 
 
@@ -333,35 +333,35 @@ def write_with_derived_sidecar(
     """Back up ``keys`` as SGLang does: the KV-derived indexer with batch_set_v2 first, then KV; return both flags."""
     pool = instance.pool
     place(suite, instance, PoolName.INDEXER, keys, pages)
-    sidecar = [suite.transfer(PoolName.INDEXER, keys, pool.slots(pages), derived=True)]
-    indexer = suite.v2_flags(
-        suite.call("BE-22", instance.backend.batch_set_v2, sidecar, None), sidecar, "batch_set_v2"
+    sidecar = [suite.wire.transfer(PoolName.INDEXER, keys, pool.slots(pages), derived=True)]
+    indexer = suite.io.v2_flags(
+        suite.calls.call("BE-22", instance.backend.batch_set_v2, sidecar, None), sidecar, "batch_set_v2"
     )[PoolName.INDEXER.value]
-    kv = suite.write(instance, keys, pages=pages, clause_id="BE-22")
+    kv = suite.io.write(instance, keys, pages=pages, clause_id="BE-22")
     return kv, indexer
 
 
 @conformance_check("BE-22")
 def v2_kv_derived_sidecars_travel_with_kv(suite: SuiteContext) -> None:
     """A KV-derived sidecar written with KV reads back with it, also after a rewrite, and one never written is reported missing."""
-    instance, backend, pool = suite.main, suite.main.backend, suite.main.pool
-    suite.require_round_trip(instance)
-    keys = suite.new_keys(3)
+    instance, backend, pool = suite.instances.main, suite.instances.main.backend, suite.instances.main.pool
+    suite.io.require_round_trip(instance)
+    keys = suite.names.new_keys(3)
     pages = [0, 1, 2]
     for attempt in ("first backup", "a second backup of the same pages"):  # SGLang may back a page up again
         written_kv, written_indexer = write_with_derived_sidecar(suite, instance, keys, pages)
-        query = [suite.transfer(PoolName.INDEXER, keys, policy=PoolHitPolicy.ALL_PAGES, derived=True)]
+        query = [suite.wire.transfer(PoolName.INDEXER, keys, policy=PoolHitPolicy.ALL_PAGES, derived=True)]
         shown = (
-            f"{attempt}: batch_set_v2(kv-derived indexer, {suite.show(keys)}) then the KV write; then "
+            f"{attempt}: batch_set_v2(kv-derived indexer, {suite.names.show(keys)}) then the KV write; then "
             "batch_exists_v2 with the indexer transfer, the KV read and batch_get_v2 of the indexer"
         )
-        kv_hit, pools = read_result(suite, suite.call("BE-22", backend.batch_exists_v2, keys, query, None), shown)
+        kv_hit, pools = read_result(suite, suite.calls.call("BE-22", backend.batch_exists_v2, keys, query, None), shown)
         targets = [10, 11, 12]
-        kv_pages = suite.read(instance, keys, pages=targets, clause_id="BE-22")
+        kv_pages = suite.io.read(instance, keys, pages=targets, clause_id="BE-22")
         indexer_pool = instance.pool_for(PoolName.INDEXER)
         indexer_pool.fill(targets)
-        reads = [suite.transfer(PoolName.INDEXER, keys, pool.slots(targets), derived=True)]
-        loaded = suite.v2_flags(suite.call("BE-22", backend.batch_get_v2, reads, None), reads, "batch_get_v2")[
+        reads = [suite.wire.transfer(PoolName.INDEXER, keys, pool.slots(targets), derived=True)]
+        loaded = suite.io.v2_flags(suite.calls.call("BE-22", backend.batch_get_v2, reads, None), reads, "batch_get_v2")[
             PoolName.INDEXER.value
         ]
         for index, key in enumerate(keys):
@@ -372,14 +372,14 @@ def v2_kv_derived_sidecars_travel_with_kv(suite: SuiteContext) -> None:
                 expect(
                     pages_equal(wanted, page),
                     "BE-22",
-                    f"the kv-derived indexer page of {suite.label(key)} "
+                    f"the kv-derived indexer page of {suite.names.label(key)} "
                     f"read back as {describe_page_difference(wanted, page)}",
                     shown,
                 )
             elif reported and not suite.may_evict:
                 fail(
                     "BE-22",
-                    f"batch_exists_v2 reports the kv-derived indexer page of {suite.label(key)} present "
+                    f"batch_exists_v2 reports the kv-derived indexer page of {suite.names.label(key)} present "
                     f"(kv_hit_pages {kv_hit}, extra_pool_hit_pages {pools}), but batch_get_v2 cannot "
                     "read it",
                     shown,
@@ -388,15 +388,15 @@ def v2_kv_derived_sidecars_travel_with_kv(suite: SuiteContext) -> None:
                 expect(
                     loaded[index],
                     "BE-22",
-                    f"{suite.label(key)}'s KV page reads back but its kv-derived "
+                    f"{suite.names.label(key)}'s KV page reads back but its kv-derived "
                     "indexer page, written in the same backup, does not",
                     shown,
                 )
-    alone = suite.new_keys(2)
+    alone = suite.names.new_keys(2)
     store_pool(suite, instance, PoolName.KV, alone, [20, 21])
-    shown = f"the KV write alone of {suite.show(alone)}, then batch_exists_v2 asking for the kv-derived indexer"
-    query = [suite.transfer(PoolName.INDEXER, alone, policy=PoolHitPolicy.ALL_PAGES, derived=True)]
-    kv_hit, pools = read_result(suite, suite.call("BE-22", backend.batch_exists_v2, alone, query, None), shown)
+    shown = f"the KV write alone of {suite.names.show(alone)}, then batch_exists_v2 asking for the kv-derived indexer"
+    query = [suite.wire.transfer(PoolName.INDEXER, alone, policy=PoolHitPolicy.ALL_PAGES, derived=True)]
+    kv_hit, pools = read_result(suite, suite.calls.call("BE-22", backend.batch_exists_v2, alone, query, None), shown)
     expect(
         kv_hit == 0 and pools.get(PoolName.INDEXER.value, 0) == 0,
         "BE-22",

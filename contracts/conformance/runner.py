@@ -66,7 +66,7 @@ from hicache_contracts.conformance import checks_stateful as _checks_stateful  #
 from hicache_contracts.conformance import checks_v1 as _checks_v1  # noqa: F401
 from hicache_contracts.conformance import checks_v2 as _checks_v2  # noqa: F401
 from hicache_contracts.sglang_release import describe_choice, release_of
-from hicache_contracts.conformance.context import SuiteContext
+from hicache_contracts.conformance.context import Session, SuiteContext
 from hicache_contracts.conformance.framework import (
     CallTimedOut,
     Check,
@@ -204,7 +204,8 @@ class SuiteRunner:
         self.factory: BackendFactory = resolve_factory(factory)
         self.options = options or SuiteOptions()
         self.title = title or f"backend {self.factory.name}"
-        self.context = SuiteContext(self.factory, self.options)
+        self.session = Session(self.factory, self.options)
+        self.context: Optional[SuiteContext] = None
         self.decision: Optional[LevelDecision] = None
         self.startup_failure: Optional[ClauseFailure] = None
         self.outcomes: list[CheckOutcome] = []
@@ -222,21 +223,16 @@ class SuiteRunner:
         klass = self.factory.backend_class
         try:
             declared = self.options.levels or (None if klass is None else declared_levels(klass))
-            probe = self.context.build(
-                self.context.config(model_name=self.context.namespace("probe")), pages=2, v2=False, tag="probe"
+            builder = self.session.instances(register_v2=False)
+            probe = builder.build(
+                builder.config(model_name=self.session.names.namespace("probe")), pages=2, v2=False, tag="probe"
             )
-            finished, capabilities = self.context._deadline.run(
-                detect_capabilities, (probe.backend,), {}, self.options.timeout_s
+            self.capabilities = self.session.calls.untraced(
+                "BE-18",
+                "probing the methods with empty inputs (batch_exists([]), batch_get_v1([], ...), ...)",
+                detect_capabilities,
+                probe.backend,
             )
-            if not finished:
-                stuck = CallTimedOut(
-                    "BE-18",
-                    "probing the methods with empty inputs (batch_exists([]), batch_get_v1([], ...), ...)",
-                    self.options.timeout_s,
-                )
-                self.context.timed_out = stuck
-                raise stuck
-            self.capabilities = capabilities
             if declared is None:
                 declared = self.capabilities.declared
         except ClauseFailure as failure:
@@ -246,15 +242,14 @@ class SuiteRunner:
             self.startup_failure = ClauseFailure("BE-1", str(error))
             return
         self.decision = decide_levels(self.capabilities, declared, self.factory.not_asked)
-        self.context.claimed = self.decision.claimed
         may_evict = self.options.may_evict
         if may_evict is None:
             may_evict = bool(getattr(klass, "hicache_may_evict", False))
-        self.context.may_evict = may_evict
+        self.context = SuiteContext(self.session, claimed=self.decision.claimed, may_evict=may_evict)
 
     def close(self) -> None:
         """Clear and close every instance the run built; let go of the run's state machine classes."""
-        self.context.close()
+        self.session.close()
         forget_state_machines(self._machines_before)
 
     def __enter__(self) -> "SuiteRunner":
@@ -290,7 +285,7 @@ class SuiteRunner:
                 failure.counterexample,
             )
         decision = self.decision
-        hung = self.context.timed_out
+        hung = self.session.calls.timed_out
         if hung is not None:
             return CheckOutcome(
                 check.name,
@@ -305,9 +300,10 @@ class SuiteRunner:
             why = decision.dishonoured.get(level) or "not claimed"
             return CheckOutcome(check.name, check.clauses, SKIP, message=f"level {level} {why}")
         started = time.monotonic()
-        self.context.begin_check()
+        context = self.context
+        context.calls.begin_check()
         try:
-            check.function(self.context)
+            check.function(context)
         except CallTimedOut as failure:  # fails here, whichever clause the stuck call served
             clause_id = failure.clause_id if failure.clause_id in check.clauses else check.clauses[0]
             return CheckOutcome(
@@ -350,7 +346,7 @@ class SuiteRunner:
                 self._actionable(check, primary, None),
                 time.monotonic() - started,
             )
-        asserted = tuple(item for item in check.clauses if item in self.context.asserted)
+        asserted = tuple(item for item in check.clauses if item in context.calls.asserted)
         return CheckOutcome(check.name, check.clauses, PASS, duration_s=time.monotonic() - started, asserted=asserted)
 
     def replay_command(self, check: Check) -> str:
@@ -376,7 +372,7 @@ class SuiteRunner:
             parts.append("--may-evict")
         if options.timeout_s != 60.0:
             parts.append(f"--timeout {options.timeout_s:g}")
-        parts += [f"--check {check.name}", f"--seed {self.context.seed}"]
+        parts += [f"--check {check.name}", f"--seed {self.session.seed}"]
         return " ".join(parts)
 
     def _actionable(self, check: Check, clause_id: str, counterexample: Optional[str]) -> str:
@@ -385,7 +381,7 @@ class SuiteRunner:
         rationale = lookup_clause(clause_id).rationale
         if rationale:
             lines.append(f"why it matters: {' '.join(rationale.split())}")
-        calls = list(self.context.transcript)
+        calls = list(self.session.calls.transcript)
         if calls:
             lines.append(f"last backend calls ({len(calls)}, oldest first):")
             lines += [f"  {call}" for call in calls]
@@ -445,20 +441,21 @@ class SuiteRunner:
     # ------------------------------------------------------------ verdicts
     def section(self) -> ReportSection:
         """Return the report section of what ran so far."""
-        context = self.context
-        release = None if context.sglang is None else (release_of(context.sglang) or "installed")
+        session = self.session
+        sglang = session.wire.sglang
+        release = None if sglang is None else (release_of(sglang) or "installed")
         options = dict(
             self.options.as_dict(),
-            seed=context.seed,
-            run_namespace=context.model_name,
-            sglang_objects=context.sglang is not None,
+            seed=session.seed,
+            run_namespace=session.model_name,
+            sglang_objects=sglang is not None,
             sglang_release=release,
         )
         notes = [
-            f"run namespace {context.model_name} (everything written is under it and cleared at the end)",
+            f"run namespace {session.model_name} (everything written is under it and cleared at the end)",
             describe_choice(release),
         ]
-        notes += context.cleanup_notes
+        notes += session.built.cleanup_notes
         if self.startup_failure is not None:
             failure = self.startup_failure
             levels = tuple(

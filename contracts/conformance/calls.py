@@ -1,0 +1,106 @@
+"""Backend calls under the run's deadline, failing the clause they serve, written to the check's transcript."""
+
+from __future__ import annotations
+
+import collections
+import inspect
+from typing import Any, Callable, Optional
+
+from hicache_contracts.conformance.deadline import DeadlineRunner
+from hicache_contracts.conformance.framework import CallTimedOut, ClauseFailure, record_assertions
+from hicache_contracts.conformance.names import Names
+
+__all__ = ["CLEANUP_TIMEOUT_S", "Calls", "TRANSCRIPT_CALLS"]
+
+TRANSCRIPT_CALLS = 12
+"""How many of a check's last backend calls a failure shows."""
+CLEANUP_TIMEOUT_S = 5.0
+"""The deadline of clear() and close() at the end of a run whose backend already missed a deadline."""
+
+
+class Calls:
+    """Runs backend calls (``call``, ``call_as``) under a per-call deadline of ``timeout_s`` seconds."""
+
+    def __init__(self, names: Names, timeout_s: float) -> None:
+        self.names = names
+        """How the transcript shows arguments and results."""
+        self.timeout_s = timeout_s
+        """The deadline of each call (``--timeout``)."""
+        self.transcript: collections.deque[str] = collections.deque(maxlen=TRANSCRIPT_CALLS)
+        """The last backend calls of the running check, as ``name(arguments) -> result``."""
+        self.asserted: set[str] = set()
+        """Clause IDs whose ``expect`` ran in the running check."""
+        self.timed_out: Optional[CallTimedOut] = None
+        """The first call that missed its deadline; once set, every later call fails at once."""
+        self._deadline = DeadlineRunner()
+
+    def call(self, clause_id: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call a backend method under the deadline; an exception out of it is a failure of ``clause_id``."""
+        return self.call_as(clause_id, getattr(function, "__name__", "call"), function, *args, **kwargs)
+
+    def call_as(self, clause_id: str, name: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``call``, showing the call as ``name(...)`` (for a function whose own name says nothing)."""
+        shown = self.names.describe_named(name, args, kwargs)
+        if self.timed_out is not None:
+            raise CallTimedOut(clause_id, shown, self.timeout_s)
+        try:
+            finished, value = self._deadline.run(function, args, kwargs, self.timeout_s)
+        except ClauseFailure:
+            raise
+        except Exception as error:
+            self.transcript.append(f"{shown} raised {type(error).__name__}: {error}")
+            if isinstance(error, TypeError) and not _accepts(function, args, kwargs) and _takes_extra_info(name):
+                raise ClauseFailure(
+                    "BE-8",
+                    f"{shown} raised {type(error).__name__}: {error}; its signature does "
+                    "not take extra_info the way SGLang passes it",
+                ) from error
+            raise ClauseFailure(clause_id, f"{shown} raised {type(error).__name__}: {error}") from error
+        if not finished:
+            self.timed_out = CallTimedOut(clause_id, shown, self.timeout_s)
+            self.transcript.append(f"{shown} -> did not return within {self.timeout_s:g} s")
+            raise self.timed_out
+        self.transcript.append(f"{shown} -> {self.names.show(value)}")
+        return value
+
+    def untraced(self, clause_id: str, shown: str, function: Callable[..., Any], *args: Any) -> Any:
+        """Run ``function`` under the deadline, out of the transcript; past it, stop the run (``CallTimedOut``)."""
+        finished, value = self._deadline.run(function, args, {}, self.timeout_s)
+        if not finished:
+            self.timed_out = CallTimedOut(clause_id, shown, self.timeout_s)
+            raise self.timed_out
+        return value
+
+    def begin_check(self) -> None:
+        """Start a fresh transcript and record of asserted clauses (the runner calls this before each check)."""
+        self.transcript.clear()
+        self.asserted = record_assertions()
+
+    @property
+    def cleanup_timeout_s(self) -> float:
+        """The deadline of each cleanup call: short once the backend has missed a deadline."""
+        return self.timeout_s if self.timed_out is None else min(self.timeout_s, CLEANUP_TIMEOUT_S)
+
+    def cleanup(self, function: Callable[[], Any], timeout_s: float) -> bool:
+        """Run ``function()`` under ``timeout_s``; return whether it finished (its exception propagates)."""
+        finished, _ = self._deadline.run(function, (), {}, timeout_s)
+        return finished
+
+    def close(self) -> None:
+        """Let go of the deadline's worker."""
+        self._deadline.close()
+
+
+def _accepts(function: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether ``function``'s signature binds these arguments (True when it cannot be read)."""
+    try:
+        inspect.signature(function).bind(*args, **kwargs)
+    except TypeError:
+        return False
+    except ValueError:
+        return True
+    return True
+
+
+def _takes_extra_info(name: str) -> bool:
+    return name in ("batch_exists", "batch_get_v1", "batch_set_v1", "batch_exists_v2", "batch_get_v2", "batch_set_v2")

@@ -1,0 +1,271 @@
+"""The backend instances a run builds: their configurations, host pools and registration, and their cleanup.
+
+Every instance has a model name under the run's namespace; at the end the
+run calls ``clear()`` only on the instances it built, then ``close()`` where
+a backend has one, and never ``clear()`` on anything else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+
+from hicache_spec import STORAGE_BATCH_SIZE
+from hicache_contracts.conformance.calls import Calls
+from hicache_contracts.conformance.framework import CallTimedOut, ClauseFailure, fail
+from hicache_contracts.conformance.loading import BackendFactory
+from hicache_contracts.conformance.names import Names
+from hicache_contracts.conformance.options import SuiteOptions
+from hicache_contracts.conformance.pools import ConformancePool
+from hicache_contracts.conformance.wire import Wire
+from hicache_contracts.models import HiCacheStorageConfig, PoolName, pool_value
+
+__all__ = [
+    "BuiltInstances",
+    "HEAD_DIM",
+    "HEAD_NUM",
+    "Instance",
+    "Instances",
+    "LAYER_NUM",
+    "MAIN_POOL_PAGES",
+    "SIDECAR_POOLS",
+    "UNREGISTERED_POOL",
+]
+
+LAYER_NUM = 2
+"""Layers of the suite's KV host pools (small: the bytes matter, not their number)."""
+HEAD_NUM = 2
+"""Heads per layer of the suite's MHA pools."""
+HEAD_DIM = 8
+"""Elements per head of the suite's pools (the latent width for MLA)."""
+MAIN_POOL_PAGES = 4 * STORAGE_BATCH_SIZE + 8
+"""Pages of the main instance's pool: room for two full batches, each with a guard page around every page."""
+SIDECAR_POOLS: tuple[PoolName, ...] = (PoolName.INDEXER, PoolName.SWA)
+"""The sidecar pools registered for v2 checks besides KV."""
+UNREGISTERED_POOL = PoolName.DRAFT
+"""A pool the suite never registers (BE-20)."""
+
+
+@dataclass
+class Instance:
+    """One backend instance the suite built, with the host pools it registered."""
+
+    backend: Any
+    """The backend object."""
+    config: HiCacheStorageConfig
+    """Its configuration, as a contract model (the backend received the wire form)."""
+    pool: ConformancePool
+    """The KV host pool registered with ``register_mem_pool_host``."""
+    sidecars: dict[str, ConformancePool] = field(default_factory=dict)
+    """Sidecar pools registered with ``register_mem_host_pool_v2``, by pool name."""
+    tag: str = "main"
+    """How messages name this instance."""
+
+    def pool_for(self, name: Any) -> ConformancePool:
+        """Return the host pool of pool ``name`` (KV or a sidecar)."""
+        text = pool_value(name)
+        return self.pool if text == PoolName.KV.value else self.sidecars[text]
+
+
+class BuiltInstances:
+    """Every instance a run built, in build order; ``close`` clears and closes them."""
+
+    def __init__(self, calls: Calls) -> None:
+        self.calls = calls
+        """Runs the cleanup calls under their deadline."""
+        self.cleanup_notes: list[str] = []
+        """What went wrong while cleaning up (reported, never raised)."""
+        self._instances: list[Instance] = []
+
+    @property
+    def instances(self) -> tuple[Instance, ...]:
+        """Every instance built so far."""
+        return tuple(self._instances)
+
+    def add(self, instance: Instance) -> None:
+        """Track ``instance`` (cleared and closed at the end)."""
+        self._instances.append(instance)
+
+    def forget(self, instance: Instance) -> None:
+        """Stop tracking ``instance`` (the caller cleared and closed it)."""
+        if instance in self._instances:
+            self._instances.remove(instance)
+
+    def close(self) -> None:
+        """Clear every instance the run built (its own namespaces only), then close those that can close.
+
+        Each call runs under the deadline (a short one once the backend has
+        missed a deadline); what goes wrong is noted, never raised.
+        """
+        timeout = self.calls.cleanup_timeout_s
+        for method in ("clear", "close"):
+            for instance in reversed(self._instances):
+                function = getattr(instance.backend, method, None)
+                if not callable(function):
+                    continue
+                try:
+                    finished = self.calls.cleanup(function, timeout)
+                except Exception as error:  # reported by BE-11's check; cleanup goes on
+                    self.cleanup_notes.append(f"{method}() on {instance.tag} raised {type(error).__name__}: {error}")
+                    continue
+                if not finished:
+                    self.cleanup_notes.append(
+                        f"{method}() on {instance.tag} did not return within {timeout:g} s; cleanup stopped there"
+                    )
+                    self._instances.clear()
+                    break
+        self._instances.clear()
+        self.calls.close()
+
+
+class Instances:
+    """Builds instances under the run's namespace (``config``, ``new_pool``, ``build``, ``main``)."""
+
+    def __init__(
+        self,
+        factory: BackendFactory,
+        options: SuiteOptions,
+        names: Names,
+        wire: Wire,
+        built: BuiltInstances,
+        *,
+        register_v2: bool,
+    ) -> None:
+        self.factory = factory
+        """Builds backend instances."""
+        self.options = options
+        """The run's options (page size, layout, kind)."""
+        self.names = names
+        """The run's namespaces."""
+        self.wire = wire
+        """The configuration's wire form."""
+        self.built = built
+        """Where built instances are tracked; its calls run every call here."""
+        self.register_v2 = register_v2
+        """Whether ``build`` registers the v2 pools unless told (v2 claimed)."""
+        self._main: Optional[Instance] = None
+
+    @property
+    def calls(self) -> Calls:
+        """The run's backend calls."""
+        return self.built.calls
+
+    def config(
+        self, *, model_name: Optional[str] = None, extra_config: Any = ..., **overrides: Any
+    ) -> HiCacheStorageConfig:
+        """Return a configuration under the run's namespace; ``overrides`` replace single-rank defaults."""
+        if extra_config is ...:
+            extra_config = None if self.factory.extra_config is None else dict(self.factory.extra_config)
+        fields: dict[str, Any] = dict(
+            tp_rank=0,
+            tp_size=1,
+            pp_rank=0,
+            pp_size=1,
+            attn_cp_rank=0,
+            attn_cp_size=1,
+            is_mla_model=self.options.kind == "mla",
+            enable_storage_metrics=False,
+            is_page_first_layout=self.options.layout == "page_first",
+            model_name=model_name or self.names.model_name,
+            extra_config=extra_config,
+        )
+        fields.update(overrides)
+        return HiCacheStorageConfig(**fields)
+
+    def new_pool(
+        self, page_count: int, *, kind: Optional[str] = None, layer_num: int = LAYER_NUM, head_num: Optional[int] = None
+    ) -> ConformancePool:
+        """Return a pool with the run's page size and layout."""
+        kind = kind or self.options.kind
+        heads = head_num if head_num is not None else (1 if kind == "mla" else HEAD_NUM)
+        return ConformancePool(
+            page_count=page_count,
+            page_size=self.options.page_size,
+            layer_num=layer_num,
+            head_num=heads,
+            head_dim=HEAD_DIM,
+            dtype=torch.float16,
+            kind=kind,
+            layout=self.options.layout,
+            pin_memory=False,
+        )
+
+    def build(
+        self,
+        config: Optional[HiCacheStorageConfig] = None,
+        *,
+        pages: int = 32,
+        v2: Optional[bool] = None,
+        tag: str = "",
+        construct_clause: str = "BE-1",
+    ) -> Instance:
+        """Build, register and remember an instance for ``config`` (default: the run's main configuration).
+
+        The pool is registered with ``register_mem_pool_host`` right after
+        construction; with ``v2`` (default: ``register_v2``) KV and the sidecar
+        pools are also registered with ``register_mem_host_pool_v2``.
+        """
+        config = config or self.config()
+        calls = self.calls
+        wire_config = self.wire.form(config)
+        try:
+            backend = calls.call_as(construct_clause, f"{self.factory.name}", self.factory.build, wire_config)
+        except CallTimedOut:
+            raise
+        except ClauseFailure as failure:
+            error = failure.__cause__ or failure
+            hint = ""
+            if config.extra_config:
+                hint = (
+                    " (SGLang builds a dynamic backend as cls(storage_config, {}): the extra config arrives "
+                    "in storage_config.extra_config, the second argument is an empty dict)"
+                )
+            fail(
+                construct_clause,
+                f"building the backend raised {type(error).__name__}: {error}{hint}",
+                f"{self.factory.name}(storage_config=HiCacheStorageConfig({describe_config(config)}, "
+                f"extra_config={dict(config.extra_config) if config.extra_config else None!r}), {{}})",
+            )
+        pool = self.new_pool(pages, kind="mla" if config.is_mla_model else "mha")  # as SGLang pairs them
+        instance = Instance(backend, config, pool, {}, tag or describe_config(config))
+        self.built.add(instance)
+        calls.call("BE-24", backend.register_mem_pool_host, pool)
+        if self.register_v2 if v2 is None else v2:
+            calls.call("BE-24", backend.register_mem_host_pool_v2, pool, self.wire.pool_name(PoolName.KV))
+            for name in SIDECAR_POOLS:
+                sidecar = self.new_pool(pages, kind="mla", layer_num=1)
+                instance.sidecars[name.value] = sidecar
+                calls.call("BE-24", backend.register_mem_host_pool_v2, sidecar, self.wire.pool_name(name))
+        hook = getattr(backend, "on_host_pools_registered", None)
+        if callable(hook):  # 0.5.23: once, after the initial registration burst, before any IO
+            calls.call("BE-27", hook)
+        return instance
+
+    @property
+    def main(self) -> Instance:
+        """The run's main instance (built once, with a pool large enough for every data check)."""
+        if self._main is None:
+            self._main = self.build(pages=MAIN_POOL_PAGES, tag="main")
+        return self._main
+
+    @property
+    def instances(self) -> tuple[Instance, ...]:
+        """Every instance built so far."""
+        return self.built.instances
+
+    def forget(self, instance: Instance) -> None:
+        """Stop tracking ``instance`` (the caller cleared and closed it)."""
+        self.built.forget(instance)
+
+
+def describe_config(config: HiCacheStorageConfig) -> str:
+    """Return the fields of ``config`` a message names: its model name, the ranks of groups over one, MLA."""
+    parts = [f"model_name={config.model_name!r}"]
+    for rank, size in (("tp_rank", "tp_size"), ("pp_rank", "pp_size"), ("attn_cp_rank", "attn_cp_size")):
+        if getattr(config, size) != 1:
+            parts.append(f"{rank}={getattr(config, rank)}/{getattr(config, size)}")
+    if config.is_mla_model:
+        parts.append("is_mla_model=True")
+    return ", ".join(parts)

@@ -1,0 +1,350 @@
+"""Moving the suite's pages: writes, reads, lookups, and the setup writes a check relies on.
+
+Calls follow SGLang's controller for the backend's mode: a backend that
+claims v1 moves KV through ``batch_get_v1``/``batch_set_v1`` only (the
+legacy methods are never called on it); any other through ``batch_set`` and
+``batch_get`` with the host pool's flat pages, as SGLang's generic path
+does. KV never travels through v2: v2 IO carries sidecar pools. Lookups go
+through ``batch_exists``. A rank that is not the storage writer
+(``is_mla_model`` and ``tp_rank != dcp_rank``) never writes KV.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import Any, Iterator, Optional, Sequence
+
+import torch
+
+from hicache_contracts.conformance.calls import Calls
+from hicache_contracts.conformance.contents import Pages
+from hicache_contracts.conformance.framework import CheckSkipped, ClauseFailure, PreconditionFailed, fail
+from hicache_contracts.conformance.instances import Instance
+from hicache_contracts.conformance.names import Names
+from hicache_contracts.conformance.pools import describe_page_difference, pages_equal
+from hicache_contracts.models import pool_value
+
+__all__ = ["FAULT_HOOK", "HOST_POOL_FAULTS", "PageIO", "ROUND_TRIP_PAGES", "is_storage_writer"]
+
+ROUND_TRIP_PAGES = 4
+"""Pages of the round trip every check's setup relies on: enough for a read one page off or every third write
+dropped to show."""
+FAULT_HOOK = "hicache_storage_faults"
+"""A backend method returning a context manager inside which the instance's own storage I/O fails as its store
+fails (BE-5); the suite's way to provoke a storage error without knowing the store."""
+HOST_POOL_FAULTS = "hicache_host_pool_faults"
+"""A class attribute a backend sets True to opt into storage errors provoked by the host pool's page helpers
+raising OSError (BE-5), for a backend without a fault hook. SGLang's host pools never raise there."""
+
+
+def is_storage_writer(config: Any) -> bool:
+    """Whether SGLang lets this rank write KV: not rank-replicated, or the DCP rank's own TP rank (0.5.23)."""
+    return not config.is_mla_model or config.tp_rank == getattr(config, "dcp_rank", 0)
+
+
+class PageIO:
+    """Writes, reads and looks up the suite's pages on an instance, through the path SGLang would use."""
+
+    def __init__(self, names: Names, pages: Pages, calls: Calls, *, uses_v1: bool, may_evict: bool) -> None:
+        self.names = names
+        """How messages show keys and values."""
+        self.pages = pages
+        """The pages written."""
+        self.calls = calls
+        """Runs every backend call."""
+        self.uses_v1 = uses_v1
+        """Whether KV moves through v1 (v1 claimed), else through the legacy batch methods."""
+        self.may_evict = may_evict
+        """Whether the backend may drop pages it accepted."""
+        self._round_trips: dict[int, tuple[Instance, Optional[PreconditionFailed]]] = {}
+        """Per instance (by id, held so the id stays its own): how its basic round trip went."""
+
+    def io_path(self) -> str:
+        """How checks move pages: ``v1`` when v1 is claimed, else ``legacy``."""
+        return "v1" if self.uses_v1 else "legacy"
+
+    def write(
+        self,
+        instance: Instance,
+        keys: Sequence[str],
+        *,
+        pages: Optional[Sequence[int]] = None,
+        info: Any = None,
+        variant: int = 0,
+        path: Optional[str] = None,
+        clause_id: str = "BE-17",
+    ) -> list[bool]:
+        """Write the suite's page for each key; return one success flag per key.
+
+        The pages are placed in host pages ``pages`` (default: the first
+        ones); v1 writes them with ``batch_set_v1``, legacy with one
+        ``batch_set`` of the host pool's flat pages, as SGLang's generic path
+        does (its one bool stands for every page). A call that raises is a
+        failure of ``clause_id``. A rank that is not the storage writer is
+        never asked to write KV, as SGLang never asks it.
+        """
+        keys = list(keys)
+        backend, pool = instance.backend, instance.pool
+        if not is_storage_writer(instance.config):
+            raise RuntimeError(f"suite bug: {instance.tag} is not the storage writer; SGLang never writes KV there")
+        pages = list(pages) if pages is not None else list(range(len(keys)))
+        for key, page in zip(keys, pages):
+            pool.poke(page, self.pages.page_for(key, pool, variant))
+        if (path or self.io_path()) == "legacy":
+            if not keys:
+                return []
+            values = [pool.peek(page) for page in pages]
+            outcome = self.calls.call(clause_id, backend.batch_set, keys, values)
+            return [outcome is True] * len(keys)
+        raw = self.calls.call(clause_id, backend.batch_set_v1, keys, pool.slots(pages), info)
+        return self.v1_flags(raw, keys, "batch_set_v1")
+
+    def read(
+        self,
+        instance: Instance,
+        keys: Sequence[str],
+        *,
+        pages: Optional[Sequence[int]] = None,
+        info: Any = None,
+        path: Optional[str] = None,
+        clause_id: str = "BE-15",
+    ) -> list[Optional[torch.Tensor]]:
+        """Read each key; return the page read (bytes as they landed) or None for a miss.
+
+        v1 reads into host pages ``pages`` with ``batch_get_v1``; legacy
+        calls ``batch_get`` with one dummy flat page per key, as SGLang's
+        generic path does, and takes what it returns (None for a miss).
+        """
+        keys = list(keys)
+        backend, pool = instance.backend, instance.pool
+        if (path or self.io_path()) == "legacy":
+            if not keys:
+                return []
+            targets = [torch.zeros(pool.page_element_count, dtype=pool.dtype) for _ in keys]
+            values = self.calls.call(clause_id, backend.batch_get, keys, targets)
+            if values is None:
+                return [None] * len(keys)
+            if not isinstance(values, (list, tuple)) or len(values) != len(keys):
+                fail(
+                    "BE-9",
+                    f"batch_get must return one tensor-or-None per key ({len(keys)}), got {self.names.show(values)}",
+                    f"batch_get({self.names.show(keys)}, <{len(keys)} flat pages>) -> {self.names.show(values)}",
+                )
+            return [value if isinstance(value, torch.Tensor) else None for value in values]
+        pages = list(pages) if pages is not None else list(range(len(keys)))
+        pool.fill(pages)
+        raw = self.calls.call(clause_id, backend.batch_get_v1, keys, pool.slots(pages), info)
+        flags = self.v1_flags(raw, keys, "batch_get_v1")
+        return [pool.peek(page) if flag else None for flag, page in zip(flags, pages)]
+
+    def v1_flags(self, raw: Any, keys: Sequence[str], method: str) -> list[bool]:
+        """Return a v1 result as a list of bools; fail BE-14 unless it is a list of exactly len(keys) bools."""
+        if not isinstance(raw, (list, tuple)) or len(raw) != len(keys):
+            shown = f"{len(raw)} entries" if isinstance(raw, (list, tuple)) else repr(raw)
+            fail(
+                "BE-14",
+                f"{method} must return a list of exactly len(keys) = {len(keys)} bools, got {shown}",
+                f"{method}({self.names.show(list(keys))}, ...) -> {self.names.show(raw)}",
+            )
+        return [bool(item) for item in raw]
+
+    def v2_flags(self, raw: Any, transfers: Sequence[Any], method: str) -> dict[str, list[bool]]:
+        """Return a v2 get/set result by pool name; fail BE-19 unless it has exactly one entry per
+        transfer name, each a list of len(keys) bools."""
+        shown = f"{method}({self.names.show(list(transfers))}) -> {self.names.show(raw)}"
+        if not isinstance(raw, Mapping):
+            fail("BE-19", f"{method} must return a dict of pool name -> list of bools, got {type(raw).__name__}", shown)
+        by_name = {pool_value(name): flags for name, flags in raw.items()}
+        expected = {pool_value(item.name): len(item.keys or ()) for item in transfers}
+        for name, length in expected.items():
+            flags = by_name.get(name)
+            if flags is None:
+                fail("BE-19", f"{method} left pool {name!r} out of its result", shown)
+            if not isinstance(flags, (list, tuple)) or len(flags) != length:
+                got = f"{len(flags)} entries" if isinstance(flags, (list, tuple)) else repr(flags)
+                fail(
+                    "BE-19", f"{method} must give pool {name!r} a list of len(keys) = {length} bools, got {got}", shown
+                )
+        unexpected = sorted(set(by_name) - set(expected))
+        if unexpected:
+            fail("BE-19", f"{method} returned entries for pools it was not asked about: {unexpected}", shown)
+        return {name: [bool(flag) for flag in by_name[name]] for name in expected}
+
+    def count(self, instance: Instance, keys: Sequence[str], info: Any = None, *, clause_id: str = "BE-2") -> int:
+        """Return ``batch_exists(keys, info)``; fail BE-2 unless it is an int in [0, len(keys)]."""
+        raw = self.calls.call(clause_id, instance.backend.batch_exists, list(keys), info)
+        if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= len(keys):
+            fail(
+                "BE-2",
+                f"batch_exists must return an int n with 0 <= n <= len(keys) = {len(keys)}, got {raw!r}",
+                f"batch_exists({self.names.show(list(keys))}) -> {raw!r}",
+            )
+        return raw
+
+    def found(self, instance: Instance, keys: Sequence[str], *, clause_id: str = "BE-2") -> list[bool]:
+        """Return, per key, whether ``batch_exists([key])`` finds it (the lookup SGLang makes)."""
+        return [self.count(instance, [key], clause_id=clause_id) == 1 for key in keys]
+
+    def exists_flags(self, instance: Instance, keys: Sequence[str], *, clause_id: str = "BE-4") -> list[bool]:
+        """Return, per key, what legacy ``exists`` says (only for a backend not claiming v1)."""
+        return [bool(self.calls.call(clause_id, instance.backend.exists, key)) for key in keys]
+
+    @contextlib.contextmanager
+    def storage_faults(self, instance: Instance) -> Iterator[str]:
+        """Make the instance's storage fail inside the block, the way its store fails; yield how.
+
+        Through the backend's own fault hook (``hicache_storage_faults()``)
+        where it offers one; else through the host pool's page helpers where
+        the backend opts in (``hicache_host_pool_faults = True``); else the
+        check is skipped: SGLang's host pools never raise, so breaking them
+        would test something SGLang never does.
+        """
+        hook = getattr(instance.backend, FAULT_HOOK, None)
+        if callable(hook):
+            manager = self.calls.call("BE-5", hook)
+            with manager:
+                yield f"inside {FAULT_HOOK}()"
+            return
+        if getattr(instance.backend, HOST_POOL_FAULTS, False) is True:
+            with instance.pool.failing():
+                yield "while every page helper of the host pool raises OSError (opted in)"
+            return
+        raise CheckSkipped(
+            f"the backend offers no fault hook: define {FAULT_HOOK}() (a context manager inside "
+            f"which its storage I/O fails) or set {HOST_POOL_FAULTS} = True (see docs/vendors.md)"
+        )
+
+    def store(self, instance: Instance, keys: Sequence[str], **write_options: Any) -> None:
+        """Write the pages a check needs, as its setup: they must read back, or the check cannot look.
+
+        The check is skipped when the backend refuses any page (set returned
+        False). On the v1 path the pages are then read back into the same
+        host pages (overwritten first): a page whose set returned True but
+        does not read back raises ``PreconditionFailed`` on BE-17 (unless the
+        backend may evict), one that reads back wrong bytes on BE-15, and a
+        result of the wrong shape on BE-14. Before that, whatever the path,
+        the instance's basic v1 round trip (``require_round_trip``) must work.
+        """
+        keys = list(keys)
+        path = write_options.get("path") or self.io_path()
+        self.require_round_trip(instance)
+        with self.setup_step():
+            results = self.write(instance, keys, **write_options)
+        if not all(results):
+            refused = [self.names.label(key) for key, ok in zip(keys, results) if not ok]
+            raise CheckSkipped(
+                f"the backend refused to store pages the check needs (set returned False for "
+                f"{', '.join(refused[:4])}{', ...' if len(refused) > 4 else ''}); nothing to check"
+            )
+        if path == "v1":
+            pages = write_options.get("pages")
+            pages = list(pages) if pages is not None else list(range(len(keys)))
+            self.verify_stored(
+                instance, keys, pages, info=write_options.get("info"), variant=write_options.get("variant", 0)
+            )
+
+    def verify_stored(
+        self, instance: Instance, keys: Sequence[str], pages: Sequence[int], *, info: Any = None, variant: int = 0
+    ) -> None:
+        """Read ``keys`` back through v1 into host ``pages``; raise ``PreconditionFailed`` on BE-17 or BE-15
+        unless each holds exactly the suite's page (a miss is allowed when the backend may evict)."""
+        pool = instance.pool
+        pool.fill(pages, value=-1.0)  # what lands can only come from storage
+        shown = (
+            f"batch_set_v1 then batch_get_v1 of {self.names.show(list(keys))} into the same host pages {list(pages)}"
+        )
+        with self.setup_step():
+            read = self.read(instance, keys, pages=pages, info=info, path="v1")
+        for index, (key, page) in enumerate(zip(keys, read)):
+            expected = self.pages.page_for(key, pool, variant)
+            if page is None:
+                if not self.may_evict:
+                    raise PreconditionFailed(
+                        "BE-17",
+                        f"batch_set_v1 returned True for {self.names.label(key)} but batch_get_v1 cannot read it back",
+                        shown,
+                    )
+                pool.poke(pages[index], expected)  # leave the host page as the write found it
+            elif not pages_equal(expected, page):
+                raise PreconditionFailed(
+                    "BE-15",
+                    f"batch_get_v1 returned True for {self.names.label(key)} (page {index} "
+                    f"of {len(keys)}) but its slots hold "
+                    f"{describe_page_difference(expected, page)}",
+                    shown,
+                )
+
+    def require_round_trip(self, instance: Instance) -> None:
+        """Check once per instance that a batch of ``ROUND_TRIP_PAGES`` pages written from host pages reads back
+        bit for bit and is counted by batch_exists; raise ``PreconditionFailed`` whenever it did not: on BE-14,
+        BE-15 or BE-17 through v1, on BE-9 through the legacy batch_set/batch_get (a backend without v1), on
+        BE-2 for the count.
+
+        Checks whose subject is something else (a key form, a batch size, a
+        rank) call this before moving pages, so that a broken basic read or
+        write is reported on its own clause instead of theirs. A backend
+        that refuses the round trip's pages is not held to it here.
+        """
+        path = self.io_path()
+        if id(instance) in self._round_trips:
+            known = self._round_trips[id(instance)][1]
+            if known is not None:
+                raise PreconditionFailed(known.clause_id, known.message, known.counterexample)
+            return
+        keys = self.names.new_keys(ROUND_TRIP_PAGES)
+        pages = self.pages.spread(ROUND_TRIP_PAGES)
+        try:
+            with self.setup_step():
+                results = self.write(instance, keys, pages=pages, path=path)
+            stored = [(key, page) for key, page, ok in zip(keys, pages, results) if ok]
+            if stored:
+                if path == "v1":
+                    self.verify_stored(instance, [key for key, _ in stored], [page for _, page in stored])
+                else:
+                    self.verify_stored_legacy(instance, [key for key, _ in stored])
+                if len(stored) == len(keys):  # every page reads back: batch_exists must count them all
+                    with self.setup_step():
+                        counted = self.count(instance, keys)
+                    if counted != len(keys):
+                        read = "batch_get_v1" if path == "v1" else "batch_get"
+                        # none found: the lookup looks where the write did not put them, a key scheme of its own
+                        root = "NS-6" if counted == 0 else "BE-2"
+                        raise PreconditionFailed(
+                            root,
+                            f"batch_exists counts {counted} of {len(keys)} pages that {read} reads back",
+                            f"the write, then batch_exists({self.names.show(keys)}) -> {counted}",
+                        )
+        except PreconditionFailed as failure:
+            self._round_trips[id(instance)] = (instance, failure)
+            raise
+        self._round_trips[id(instance)] = (instance, None)
+
+    def verify_stored_legacy(self, instance: Instance, keys: Sequence[str], *, variant: int = 0) -> None:
+        """Read ``keys`` back through the legacy batch_get; raise ``PreconditionFailed`` on BE-9 unless each is
+        exactly the suite's page (a miss is allowed when the backend may evict)."""
+        shown = f"batch_set then batch_get of {self.names.show(list(keys))}"
+        with self.setup_step():
+            read = self.read(instance, keys, path="legacy")
+        for key, page in zip(keys, read):
+            expected = self.pages.page_for(key, instance.pool, variant)
+            if page is None and not self.may_evict:
+                raise PreconditionFailed(
+                    "BE-9",
+                    f"batch_set returned True for {self.names.label(key)} but batch_get gives None for it",
+                    shown,
+                )
+            if page is not None and not pages_equal(expected, page):
+                raise PreconditionFailed(
+                    "BE-9",
+                    f"batch_get gives {self.names.label(key)} as {describe_page_difference(expected, page)}",
+                    shown,
+                )
+
+    @contextlib.contextmanager
+    def setup_step(self) -> Iterator[None]:
+        """Turn a ``ClauseFailure`` raised inside into ``PreconditionFailed`` on the same clause."""
+        try:
+            yield
+        except ClauseFailure as failure:
+            raise PreconditionFailed(failure.clause_id, failure.message, failure.counterexample) from None

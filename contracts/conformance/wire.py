@@ -1,0 +1,75 @@
+"""The objects handed to the backend: SGLang's own when SGLang is importable, else the contract models."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Optional, Sequence
+
+import torch
+
+from hicache_contracts.interop import SGLANG_STORAGE_MODULE, to_sglang
+from hicache_contracts.models import HiCacheStorageExtraInfo, PoolHitPolicy, PoolName, PoolTransfer
+from hicache_contracts.sglang_release import resolve_release
+
+__all__ = ["Wire", "sglang_module"]
+
+
+class Wire:
+    """Turns contract models into what the backend receives (``HiCacheStorageConfig``, ``PoolTransfer``, ...)."""
+
+    def __init__(self, sglang: Any) -> None:
+        self.sglang = sglang
+        """SGLang's storage module when importable (its objects are handed to the backend), else None."""
+
+    def form(self, model: Any) -> Any:
+        """Return ``model`` as the backend receives it: SGLang's object when SGLang is importable."""
+        if self.sglang is None or model is None:
+            return model
+        return to_sglang(model, storage_module=self.sglang)
+
+    def release_has_fields(self, fields: Any) -> bool:
+        """Whether the SGLang release whose objects the backend receives has every config field in ``fields``.
+
+        Always true for the contract models; an older release lacks fields (``dp_rank`` before 0.5.21).
+        """
+        if self.sglang is None:
+            return True
+        known = getattr(self.sglang.HiCacheStorageConfig, "__dataclass_fields__", None)
+        return known is None or all(name in known for name in fields)
+
+    def pool_name(self, name: PoolName) -> Any:
+        """Return ``name`` as SGLang's ``PoolName`` when SGLang is importable, else the contract enum."""
+        return name if self.sglang is None else self.sglang.PoolName(name.value)
+
+    def info(self, prefix_keys: Any = None, extra_info: Any = None) -> Any:
+        """Return an extra info with these fields, in the backend's wire form."""
+        return self.form(HiCacheStorageExtraInfo(prefix_keys=prefix_keys, extra_info=extra_info))
+
+    def transfer(
+        self,
+        name: PoolName,
+        keys: Sequence[str],
+        host_indices: Optional[torch.Tensor] = None,
+        *,
+        policy: PoolHitPolicy = PoolHitPolicy.ALL_PAGES,
+        derived: bool = False,
+    ) -> Any:
+        """Return a ``PoolTransfer`` in the backend's wire form; ``derived`` makes it a KV-derived sidecar."""
+        model = PoolTransfer(
+            name=name,
+            keys=list(keys),
+            host_indices=host_indices,
+            hit_policy=policy,
+            indices_from_pool=PoolName.KV if derived else None,
+        )
+        return self.form(model)
+
+
+def sglang_module(choice: Optional[str]) -> Any:
+    """Return the storage module of the release ``choice`` selects (see ``SuiteOptions.sglang_version``), or None.
+
+    Raises ReleaseError when the choice cannot be honoured (the CLI checks it before running).
+    """
+    if resolve_release(choice) is None:
+        return None
+    return importlib.import_module(SGLANG_STORAGE_MODULE)
