@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Optional
 
-from hicache_spec import compute_page_words, compute_pool_hit, count_leading_run
+from hicache_spec import compute_page_words, count_leading_run
 from hicache_spec import compute_restorable_lengths, is_page_key, plan_batches  # noqa: F401 (the contracts name them)
 
 
@@ -114,13 +114,24 @@ def fold_pool_query_min_of_maxima(
     post: __return__[0] == (__return__[2][-1] if __return__[2] else 0)
     post: all(n in compute_restorable_lengths(q[1], q[2], q[3], count_leading_run(kv_present)) for q in pools if q[1] != "block_groups" for n in __return__[2])
     """
-    kv_hit = count_leading_run(kv_present)
+    kv_hit = 0
+    while kv_hit < len(kv_present) and kv_present[kv_hit]:
+        kv_hit += 1
     final = kv_hit
     entries = [("kv", kv_hit)] if kv_hit else []
     for name, policy, window, present in pools:
         if final == 0:
             break
-        boundary = compute_pool_hit(policy, window, present, kv_hit)  # the pool's largest hit
+        size = max(1, window)
+        boundary = 0
+        for end in range(kv_hit, 0, -1):  # the pool's largest hit, inline
+            if policy == "all_pages":
+                ok = all(present[:end])
+            else:
+                ok = all(present[max(0, end - size) : end])
+            if ok:
+                boundary = end
+                break
         if boundary:
             entries.append((name, boundary))
         final = min(final, boundary)
