@@ -1,8 +1,10 @@
 """Backup and prefetch through the reference controller into Redis, against raw pipelined SET/GET, in one run.
 
 Workload: 4,096 pages of 64 KiB (``--quick``: 1,024 pages, one repeat) on a
-standalone Redis on loopback (``--url``, default ``$HICACHE_REDIS_URL`` or
-redis://127.0.0.1:6390/0).
+standalone Redis on loopback: ``--url`` or ``$HICACHE_REDIS_URL`` when given,
+else a private ``redis-server`` (from PATH) that the benchmark starts on a free
+loopback port, without persistence, and stops afterwards, as the tests do
+(tests/redis_support.py).
 
 - baseline: the same page payloads, as ready-made ``bytes``, written with
   redis-py pipelines of 128 ``SET`` commands and read back with pipelines of
@@ -33,11 +35,16 @@ Run: python benchmarks/bench_redis.py [--quick] [--repeats N] [--url redis://hos
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
+import shutil
+import socket
+import subprocess
+import tempfile
 import time
 import uuid
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import redis
 import torch
@@ -57,6 +64,42 @@ PIPELINE = 128
 """Commands per baseline pipeline, as many as the controller's pages per slice."""
 PARSERS = {"hiredis": _HiredisParser, "python": _RESP2Parser}
 """redis-py's reply parsers: the C one (hiredis) and the pure-Python one."""
+
+
+@contextlib.contextmanager
+def private_server() -> Iterator[str]:
+    """Start ``redis-server`` on a free loopback port (no persistence, its files in a temporary directory); yield
+    its URL; stop it afterwards. Raises RuntimeError when there is no ``redis-server`` or it does not answer."""
+    if shutil.which("redis-server") is None:
+        raise RuntimeError("no redis-server on PATH (scripts/install_redis.sh installs one), and no --url given")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    directory = tempfile.mkdtemp(prefix="hicache-bench-redis-")
+    command = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    server = subprocess.Popen(command + ["--dir", directory], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=0.5)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"redis-server on port {port} did not start") from None
+                time.sleep(0.05)
+        client.close()
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def page_keys(count: int) -> list[str]:
@@ -226,13 +269,26 @@ def run(
     repeats: Optional[int] = None,
     parsers: Sequence[str] = ("hiredis", "python"),
 ) -> dict:
-    """Measure with each parser; return the figures per parser and hiredis's speed-up over the Python parser."""
-    url = url or os.environ.get("HICACHE_REDIS_URL") or "redis://127.0.0.1:6390/0"
+    """Measure with each parser; return the figures per parser and hiredis's speed-up over the Python parser.
+
+    The server: ``url``, else ``$HICACHE_REDIS_URL``, else a private one on a free port (``private_server``)."""
+    url = url or os.environ.get("HICACHE_REDIS_URL")
+    if url is None:
+        with private_server() as private_url:
+            results = run(quick, private_url, repeats, parsers)
+        results["server"] = "private redis-server on a free loopback port"
+        return results
     pages = 1024 if quick else 4096
     repeats = repeats or (1 if quick else 5)
     if not HIREDIS_AVAILABLE:
         parsers = [name for name in parsers if name != "hiredis"]
-    results: dict = {"url": url, "pages": pages, "repeats": repeats, "hiredis_available": HIREDIS_AVAILABLE}
+    results: dict = {
+        "url": url,
+        "server": "given",
+        "pages": pages,
+        "repeats": repeats,
+        "hiredis_available": HIREDIS_AVAILABLE,
+    }
     for name in parsers:
         results[name] = measure(url, pages, repeats, PARSERS[name])
     if "hiredis" in results and "python" in results:
@@ -246,14 +302,17 @@ def run(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1,024 pages, one repeat")
-    parser.add_argument("--url", default=os.environ.get("HICACHE_REDIS_URL") or "redis://127.0.0.1:6390/0")
+    parser.add_argument(
+        "--url", default=None, help="a server to use (default $HICACHE_REDIS_URL, else a private one on a free port)"
+    )
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--parser", choices=("hiredis", "python", "both"), default="both")
     arguments = parser.parse_args()
     parsers = ("hiredis", "python") if arguments.parser == "both" else (arguments.parser,)
     results = run(arguments.quick, arguments.url, arguments.repeats, parsers)
     print(
-        f"{results['pages']} pages x 64 KiB, Redis at {results['url']}, {results['repeats']} repeat(s), "
+        f"{results['pages']} pages x 64 KiB, Redis at {results['url']} ({results['server']}), "
+        f"{results['repeats']} repeat(s), "
         f"pipelines / slices of {PIPELINE}" + ("" if results["hiredis_available"] else "; hiredis not installed")
     )
     rows = [
