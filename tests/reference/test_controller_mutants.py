@@ -1,0 +1,288 @@
+"""What the reference controller sends, acknowledges and frees, where its other tests left a mutant alive.
+
+Each test pins one observable outcome that SGLang's controller (0.5.23,
+``srt/managers/cache_controller.py``) also produces: the calls the backend
+sees, the acks an operation emits, the host slots left in use. The
+mutants they kill are listed in docs/mutation/controller.md.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hicache_contracts import PoolHitPolicy, PoolName, PoolTransfer
+from hicache_reference import CacheController, SidecarPool, ThreadRankGroup
+from hicache_spec import compute_key_chain
+from tests.reference.controller_helpers import (
+    PAGE_SIZE,
+    CountingHostPool,
+    RecordingBackend,
+    check_frees,
+    config,
+    fill_random,
+    keys_for,
+    make_pool,
+    memory_backend,
+    pool_hits,
+    raising,
+    returning,
+    wait_all,
+)
+
+PAGES = 20
+WINDOW = 4
+KEYS = keys_for(PAGES, offset=90_000)
+
+
+def swa_pool(pages: int = 32) -> CountingHostPool:
+    return CountingHostPool(pages, PAGE_SIZE, 1, 1, 4, kind="mha", pin_memory=False)
+
+
+def swa_sidecar(pool: CountingHostPool) -> SidecarPool:
+    return SidecarPool(PoolName.SWA, pool, hit_policy=PoolHitPolicy.TRAILING_PAGES, window_pages=WINDOW)
+
+
+def store_with_swa(backend, pages: int = PAGES) -> None:
+    """Back up ``pages`` pages of KEYS with the SWA state of the last WINDOW of them, through a controller."""
+    kv, swa = make_pool(), swa_pool()
+    fill_random(kv, 1)
+    fill_random(swa, 2)
+    transfer = PoolTransfer(
+        name=PoolName.SWA,
+        keys=KEYS[pages - WINDOW : pages],
+        host_indices=swa.alloc(WINDOW),
+        hit_policy=PoolHitPolicy.TRAILING_PAGES,
+    )
+    with CacheController(backend, kv, sidecar_pools=[swa_sidecar(swa)]) as controller:
+        backup = controller.backup(KEYS[:pages], kv.alloc(pages), sidecar_transfers=[transfer])
+        wait_all(backup)
+    assert backup.completed_tokens == pages * PAGE_SIZE, backup.error
+
+
+# ================================================================== hit query
+@pytest.mark.clause("CTL-11", "BE-21", "CTL-3")
+def test_a_raising_v2_hit_query_is_a_miss():
+    """SGLang counts a hit query that raised as 0 pages: nothing is read, nothing allocated."""
+    store = memory_backend()
+    store_with_swa(store)
+    kv, swa = make_pool(), swa_pool()
+    recorder = RecordingBackend(memory_backend(store=store.store), {"batch_exists_v2": raising()})
+    with CacheController(recorder, kv, sidecar_pools=[swa_sidecar(swa)], prefetch_threshold=0) as controller:
+        operation = controller.prefetch(keys=KEYS)
+        wait_all(operation)
+    assert operation.hit_pages == 0 and operation.revoked
+    assert operation.final_ack.tokens == 0
+    assert recorder.calls_of("batch_get_v1", "batch_get_v2") == []
+    assert kv.used_pages() == 0 and swa.used_pages() == 0
+
+
+# ================================================================== sidecars across ranks
+class HybridRank:
+    """One TP rank (of two) with a KV pool and an SWA pool, its own namespace of a shared store."""
+
+    def __init__(self, rank: int, group, store, faults=None) -> None:
+        store_with_swa(memory_backend(store=store, tp_rank=rank, tp_size=2))
+        self.kv, self.swa = make_pool(), swa_pool()
+        self.backend = RecordingBackend(memory_backend(store=store, tp_rank=rank, tp_size=2), faults)
+        self.controller = CacheController(
+            self.backend,
+            self.kv,
+            storage_config=config(tp_rank=rank, tp_size=2),
+            sidecar_pools=[swa_sidecar(self.swa)],
+            rank_group=group,
+            prefetch_threshold=0,
+        )
+
+
+@pytest.mark.clause("HYB-2", "HYB-4", "CTL-12", "RANK-3")
+def test_a_sidecar_read_failed_on_another_rank_frees_this_ranks_slots(threads_before):
+    """The per-pool hit is agreed with MIN: a rank whose own read succeeded acks 0 and frees the pool's slots."""
+    groups = ThreadRankGroup.create(2, timeout=20)
+    store = memory_backend().store
+    ranks = [
+        HybridRank(0, groups[0], store),
+        HybridRank(1, groups[1], store, {"batch_get_v2": returning({})}),
+    ]
+    operations = [rank.controller.prefetch(keys=KEYS) for rank in ranks]
+    wait_all(*operations)
+    for rank in ranks:
+        assert rank.controller.close()
+    for rank, operation in zip(ranks, operations):
+        assert operation.loaded_tokens == PAGES * PAGE_SIZE
+        assert pool_hits(operation) == {"swa": 0}
+        assert operation.pool_host_indices == {}
+        assert operation.final_ack.error == "sidecar read failed"
+        assert rank.swa.used_pages() == 0 and not rank.swa.double_frees
+        check_frees(rank.kv, operation.loaded_host_indices)
+    assert ranks[0].backend.calls_of("batch_get_v2")[0].result.keys() == {"swa"}  # rank 0's own read succeeded
+
+
+# ================================================================== why an operation was revoked
+def stored_backend(pages: int, chain: tuple = KEYS):
+    """A memory backend holding the first ``pages`` pages of ``chain``, and the pool that wrote them."""
+    pool = make_pool()
+    backend = memory_backend()
+    backend.register_mem_pool_host(pool)
+    if pages:
+        slots = pool.alloc(pages)
+        assert all(backend.batch_set_v1(list(chain[:pages]), slots))
+        pool.free(slots)
+    return backend, pool
+
+
+@pytest.mark.clause("CTL-3", "CTL-6")
+def test_the_final_ack_says_why_a_short_span_was_declined():
+    backend, pool = stored_backend(3)
+    with CacheController(backend, pool, prefetch_threshold=8, register_host_pools=False) as controller:
+        operation = controller.prefetch(keys=KEYS[:3])
+        wait_all(operation)
+    assert operation.final_ack.error == (
+        "revoked: span of 6 tokens is below the threshold of 8; declined before any query"
+    )
+
+
+@pytest.mark.clause("CTL-3", "CTL-6")
+@pytest.mark.parametrize(
+    "stored,error", [(3, "revoked: agreed hit of 6 tokens is below the threshold of 8"), (0, "revoked: miss")]
+)
+def test_the_final_ack_says_why_a_short_hit_was_revoked(stored, error):
+    backend, pool = stored_backend(stored)
+    with CacheController(backend, pool, prefetch_threshold=8, register_host_pools=False) as controller:
+        operation = controller.prefetch(keys=KEYS)
+        wait_all(operation)
+    assert operation.hit_pages == stored and operation.final_ack.error == error
+    assert pool.used_pages() == 0
+
+
+# ================================================================== bad settings and input: a clear error, nothing done
+def bad_setting(field: str, host_pool=None, **settings):
+    """Build a controller (not started) with ``settings``; return the error's text, asserting it names ``field``."""
+    with pytest.raises(ValueError) as raised:
+        CacheController(memory_backend(), host_pool or make_pool(), start=False, **settings)
+    assert str(raised.value).startswith(f"CacheController.{field}: "), str(raised.value)
+    return str(raised.value)
+
+
+CLAUSE_OF_SETTING = {"batch_size": "CTL-2", "prefetch_threshold": "CTL-3", "pass_prefix_keys": "PFX-1"}
+
+
+@pytest.mark.clause("CTL-2", "CTL-3", "PFX-1")
+@pytest.mark.parametrize(
+    "field,value,accepted",
+    [
+        ("batch_size", 0, False),
+        ("batch_size", 1, True),
+        ("batch_size", True, False),
+        ("batch_size", 2.0, False),
+        ("prefetch_threshold", -1, False),
+        ("prefetch_threshold", 0, True),
+        ("prefetch_threshold", False, False),
+        ("prefetch_threshold", 8.0, False),
+        ("pass_prefix_keys", 1, False),
+        ("pass_prefix_keys", True, True),
+    ],
+)
+def test_controller_settings_are_checked(field, value, accepted):
+    if accepted:
+        controller = CacheController(memory_backend(), make_pool(), start=False, **{field: value})
+        assert getattr(controller, field) == value and not controller.running
+    else:
+        assert bad_setting(field, **{field: value}).endswith(f"(got {value!r}) [{CLAUSE_OF_SETTING[field]}]")
+
+
+@pytest.mark.clause("HYB-1", "HYB-3", "HYB-7")
+def test_sidecar_pool_fields_are_checked_and_frozen():
+    pool = swa_pool()
+    default = SidecarPool("swa", pool)
+    assert (default.name, default.hit_policy, default.window_pages, default.kv_derived) == (
+        PoolName.SWA,
+        PoolHitPolicy.ALL_PAGES,
+        1,
+        False,
+    )
+    assert not default.is_trailing and swa_sidecar(pool).is_trailing
+    with pytest.raises(AttributeError):
+        default.window_pages = 2
+    assert SidecarPool(PoolName.SWA, pool, hit_policy="trailing_pages", window_pages=1).window_pages == 1
+    for kwargs, message in [
+        ({"name": "nope"}, "SidecarPool.name: must be a PoolName value (got 'nope')"),
+        ({"name": "kv"}, "SidecarPool.name: must not be kv"),
+        ({"hit_policy": "some"}, "SidecarPool.hit_policy: must be a PoolHitPolicy value (got 'some')"),
+        ({"window_pages": 0}, "SidecarPool.window_pages: must be an int >= 1 (got 0)"),
+        ({"window_pages": True}, "SidecarPool.window_pages: must be an int >= 1 (got True)"),
+        ({"window_pages": 2.0}, "SidecarPool.window_pages: must be an int >= 1 (got 2.0)"),
+        (
+            {"kv_derived": True, "hit_policy": "trailing_pages"},
+            "SidecarPool.hit_policy: a KV-derived pool has every KV page (got 'trailing_pages')",
+        ),
+    ]:
+        with pytest.raises(ValueError) as raised:
+            SidecarPool(**{"name": "swa", "host_pool": pool, **kwargs})
+        assert str(raised.value).startswith(message), str(raised.value)
+    assert SidecarPool("indexer", make_pool(), kv_derived=True).kv_derived
+
+
+@pytest.mark.clause("HYB-1", "BE-19")
+def test_the_controllers_sidecar_pools_are_checked():
+    kv = make_pool(pages=8)
+    same_size = CountingHostPool(8, PAGE_SIZE, 1, 1, 2, kind="mla", pin_memory=False)
+    controller = CacheController(
+        memory_backend(), kv, sidecar_pools=[SidecarPool("indexer", same_size, kv_derived=True)], start=False
+    )
+    assert [pool.name for pool in controller.derived_pools] == [PoolName.INDEXER] and controller.separate_pools == ()
+    other_page = CountingHostPool(8, PAGE_SIZE + 1, 1, 1, 2, kind="mla", pin_memory=False)
+    bad_setting("sidecar_pools[0]", host_pool=kv, sidecar_pools=["swa"])
+    for pools, field in [
+        ([SidecarPool("swa", swa_pool()), SidecarPool("swa", swa_pool())], "sidecar_pools[1].name"),
+        ([SidecarPool("swa", swa_pool()), SidecarPool("mamba", other_page)], "sidecar_pools[1].host_pool.page_size"),
+    ]:
+        with pytest.raises(ValueError) as raised:
+            CacheController(memory_backend(), kv, sidecar_pools=pools, start=False)
+        assert str(raised.value).startswith(f"CacheController.{field}: "), str(raised.value)
+
+
+@pytest.mark.clause("KEY-1", "KEY-3", "CTL-6")
+def test_prefetch_input_is_checked_and_nothing_is_sent():
+    recorder = RecordingBackend(memory_backend())
+    with CacheController(recorder, make_pool(), prefetch_threshold=0) as controller:
+        for args, kwargs, field in [
+            ((), {}, "prefetch.token_ids"),
+            (([0, 1],), {"keys": KEYS[:1]}, "prefetch.token_ids"),
+            (([0, 2**32],), {}, "prefetch.token_ids[1]"),
+            (([True, 1],), {}, "prefetch.token_ids[0]"),
+            (([0, 1.0],), {}, "prefetch.token_ids[1]"),
+            (([0, 1],), {"prior_key": "A" * 64}, "prefetch.prior_key[0]"),
+            (([0, 1],), {"operation_id": True}, "operation_id"),
+            (([0, 1],), {"operation_id": 1.5}, "operation_id"),
+        ]:
+            with pytest.raises(ValueError) as raised:
+                controller.prefetch(*args, **kwargs)
+            assert str(raised.value).startswith(f"CacheController.{field}: "), (field, str(raised.value))
+        assert recorder.calls == []
+        edge = controller.prefetch([0, 2**32 - 1, 5, 6], operation_id="edge")
+        numbered = controller.prefetch(keys=KEYS[:2], operation_id=7)
+        counted = [controller.prefetch(keys=KEYS[:1]) for _ in range(2)]
+        wait_all(edge, numbered, *counted)
+    assert edge.operation_id == "edge" and numbered.operation_id == 7
+    assert [operation.operation_id for operation in counted] == [0, 1]
+    assert edge.keys == compute_key_chain((0, 2**32 - 1, 5, 6), PAGE_SIZE)  # the top token value is accepted
+
+
+@pytest.mark.clause("HYB-5")
+def test_backup_sidecar_transfers_are_checked_and_nothing_is_written():
+    kv, swa = make_pool(), swa_pool()
+    recorder = RecordingBackend(memory_backend())
+    indexer = SidecarPool("indexer", make_pool(), kv_derived=True)
+    with CacheController(recorder, kv, sidecar_pools=[swa_sidecar(swa), indexer]) as controller:
+        slots = kv.alloc(2)
+        for transfer, field in [
+            ("swa", "backup.sidecar_transfers[0]"),
+            (PoolTransfer(name="indexer", keys=KEYS[:2], host_indices=slots), "backup.sidecar_transfers[0].name"),
+            (PoolTransfer(name="mamba", keys=KEYS[:2], host_indices=slots), "backup.sidecar_transfers[0].name"),
+            (PoolTransfer(name="swa", keys=KEYS[:2]), "backup.sidecar_transfers[0]"),
+            (PoolTransfer(name="swa", host_indices=swa.alloc(2)), "backup.sidecar_transfers[0]"),
+        ]:
+            with pytest.raises(ValueError) as raised:
+                controller.backup(KEYS[:2], slots, sidecar_transfers=[transfer])
+            assert str(raised.value).startswith(f"CacheController.{field}: "), (field, str(raised.value))
+    assert recorder.calls_of("batch_set_v1", "batch_set_v2") == []
