@@ -58,6 +58,7 @@ TARGETS: dict[str, Target] = {
             for n in (
                 "batching",
                 "clauses",
+                "confirmation",
                 "divergences",
                 "keys",
                 "pools",
@@ -76,6 +77,7 @@ TARGETS: dict[str, Target] = {
             for n, tests in {
                 "batching": ("batching",),
                 "clauses": ("registry",),
+                "confirmation": ("confirmation",),
                 "divergences": ("divergences",),
                 "keys": ("keys",),
                 "pools": ("pools",),
@@ -421,8 +423,17 @@ def judge(m: Mutant, tests: tuple[str, ...], timeout: float) -> None:
         if code == 5:
             m.status = "no-tests"
             return
+        if mode == "fresh" and code != 1 and not _tree_imports(m, tests, timeout):
+            m.status = "error"  # the tree on disk does not import without the mutant either (an edit under way)
+            return
         m.status = "killed"
         return
+
+
+def _tree_imports(m: Mutant, tests: tuple[str, ...], timeout: float) -> bool:
+    """Whether the tests pass on a fresh import of the unmutated tree (the files on disk may be mid-edit)."""
+    clean = Mutant(m.path, "", 0, 0, "", source=(ROOT / m.path).read_text(), tests=m.tests)
+    return wait_child(run_child(clean, tests, "fresh"), 3 * timeout + 30) == 0
 
 
 # ---------------------------------------------------------------- the run
@@ -562,8 +573,8 @@ def main(argv: list[str] | None = None) -> int:
         begun = time.monotonic()
         judge(m, target.tests_for(m.path), args.timeout or 2 * cmap.seconds(m.tests) + 20)
         durations.append(time.monotonic() - begun)
-        if m.status == "survived":
-            print(f"  survived: {m.ident}", flush=True)
+        if m.status in ("survived", "error"):
+            print(f"  {m.status}: {m.ident}", flush=True)
         if index % 25 == 0:
             print(f"  {index}/{len(mutants)} ({time.monotonic() - started:.0f}s)", flush=True)
 
@@ -584,6 +595,7 @@ def main(argv: list[str] | None = None) -> int:
         "timeouts": sum(m.status == "timeout" for m in mutants),
         "equivalent": sum(m.status == "equivalent" for m in mutants),
         "not_run": sum(m.status == "pending" for m in mutants),
+        "errors": [m.ident for m in mutants if m.status == "error"],
         "score": round(score, 4),
         "floor": floor,
         "seconds": round(elapsed, 1),
