@@ -12,6 +12,7 @@ import threading
 import time
 from typing import Any
 
+from hicache_contracts.conformance import BACKEND_LEVELS
 from tests.conformance.correct_backend import CorrectBackend
 
 
@@ -124,7 +125,9 @@ MUTANT_PLANTED: dict[type, tuple[str, str, dict]] = {
 }
 """Planted backend -> (the check that must fail it, the clause it reports, extra suite options)."""
 
-CORRECT_VARIANTS: dict[type, dict] = {
-    EvictsAfterTheSecondRead: {},
-}
-"""Correct backends (evicting ones declare it) -> suite options: every check they run must pass."""
+CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
+    ("evicting-declared", EvictsAfterTheSecondRead, {}),
+    ("mla-page-first", CorrectBackend, dict(kind="mla", layout="page_first")),
+    ("legacy-mla", CorrectBackend, dict(kind="mla", levels=tuple(level for level in BACKEND_LEVELS if level != "v1"))),
+]
+"""(name, correct backend, suite options): every check the run makes must pass (an evicting backend declares it)."""

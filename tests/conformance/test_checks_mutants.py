@@ -9,7 +9,11 @@ still green (docs/mutation/checks.md lists the checks' mutation score).
 
 from __future__ import annotations
 
+import json
+
 import pytest
+
+from tests.conformance.check_messages import BACKENDS, RECORDED, verdict
 
 from tests.conformance.helpers import failed, run, statuses
 from tests.conformance.planted_mutants import CORRECT_VARIANTS, MUTANT_PLANTED
@@ -30,10 +34,25 @@ def test_planted_bug_fails_its_check(backend: type, check: str, clause: str, opt
 
 
 @pytest.mark.parametrize(
-    "backend, options",
-    [pytest.param(backend, options, id=backend.__name__) for backend, options in CORRECT_VARIANTS.items()],
+    "backend, options", [pytest.param(backend, options, id=name) for name, backend, options in CORRECT_VARIANTS]
 )
 def test_correct_variant_passes_every_check(backend: type, options: dict) -> None:
     report = run(backend, **options)
     failing = {verdict.clause_id: verdict.reason for verdict in report.sections[0].clauses if verdict.status == "fail"}
     assert failing == {}, report.render_text(color=False)
+
+
+RECORDED_VERDICTS = [
+    (name, check, expected)
+    for name, by_check in json.loads(RECORDED.read_text()).items()
+    for check, expected in sorted(by_check.items())
+]
+
+
+@pytest.mark.parametrize(
+    "name, check, expected",
+    [pytest.param(name, check, expected, id=f"{name}-{check}") for name, check, expected in RECORDED_VERDICTS],
+)
+def test_check_alone_reports_the_planted_bug_as_recorded(name: str, check: str, expected: list) -> None:
+    """Run alone, the check fails the planted bug on the same clause, with the same message and counterexample."""
+    assert verdict(BACKENDS[name], check) == expected
