@@ -25,7 +25,9 @@ Round trips: every batch call is one pipeline per Redis node (one for
 standalone; for a cluster, one per master owning a slot of the batch, sent in
 parallel); a read of a whole 128-page slice is one call. Requests are packed
 here (``_pack``) so that a page goes out straight from the host pool, each
-contiguous part of it one buffer of the request, never copied; replies are
+contiguous part of it one buffer of the request, never copied (the base hands
+a write the page's host byte ranges, computed by arithmetic for a
+``HostPagePool``: ``writes_from_ranges``); replies are
 read on redis-py's pooled connections by redis-py's reply parser — hiredis's C
 parser when it is installed (a dependency of the project; 1.4-3.3x the
 throughput of the pure-Python one, benchmarks/README.md) — and a page that
@@ -546,6 +548,7 @@ class RedisBackend(PageStoreBackend):
     hicache_levels = ("core", "legacy", "v1", "v2", "prefix", "namespacing", "concurrency", "durability", "robustness")
     """The capability levels the backend claims."""
     reads_into_ranges = True
+    writes_from_ranges = True
     """Replies are copied straight into the host page ranges where the pool lists them (one copy per page)."""
 
     def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
