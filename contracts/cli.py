@@ -158,7 +158,8 @@ class _ReaderGoneStream:
     def write(self, text: str) -> int:
         if not self.reader_gone:
             try:
-                return self._stream.write(text)
+                written: int = self._stream.write(text)
+                return written
             except (BrokenPipeError, ValueError):  # ValueError: the stream was closed
                 self._silence()
         return len(text)

@@ -68,5 +68,5 @@ class ContractViolation(ValueError):
         self.clause_id = clause_id
         super().__init__(format_violation(field, rule, value, clause_id))
 
-    def __reduce__(self):  # keep the attributes across pickling (multiprocessing, pytest-xdist)
+    def __reduce__(self) -> tuple[Any, ...]:  # keep the attributes across pickling (multiprocessing, pytest-xdist)
         return (type(self), (self.field, self.rule, self.value, self.clause_id))

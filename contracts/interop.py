@@ -71,8 +71,8 @@ def _class_fields(cls: type) -> Optional[dict[str, Any]]:
     for field in dataclasses.fields(cls):
         if field.default is not dataclasses.MISSING:
             fields[field.name] = field.default
-        elif field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-            fields[field.name] = field.default_factory()  # type: ignore[misc]
+        elif field.default_factory is not dataclasses.MISSING:
+            fields[field.name] = field.default_factory()
         else:
             fields[field.name] = _MISSING
     return fields

@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator, Mapping
 from enum import Enum
-from typing import Annotated, Any, ClassVar, Literal, Optional, Union
+from typing import Annotated, Any, ClassVar, Literal, Optional, TypeVar, Union
 
 import torch
 from pydantic import (
@@ -150,7 +150,11 @@ PrefetchPolicy = Literal["best_effort", "wait_complete", "timeout"]
 """The prefetch policies of CTL-9."""
 
 
-def _plain(check: Any, serialize: Any = None, when_used: str = "always") -> Any:
+def _plain(
+    check: Any,
+    serialize: Any = None,
+    when_used: Literal["always", "unless-none", "json", "json-unless-none"] = "always",
+) -> Any:
     """Return an annotation that validates with ``check`` and serialises with ``serialize``."""
 
     class _Schema:
@@ -194,7 +198,7 @@ PoolHitPolicyField = Annotated[
 
 
 # ==================================================================== read-only mapping
-class ReadOnlyMapping(Mapping):
+class ReadOnlyMapping(Mapping[str, Any]):
     """An immutable mapping with str keys: reads like a dict, equals an equal dict, pickles.
 
     ``copy()`` returns a new plain dict, like ``dict.copy``. The freeze is
@@ -202,6 +206,8 @@ class ReadOnlyMapping(Mapping):
     """
 
     __slots__ = ("_data",)
+
+    _data: dict[str, Any]
 
     def __init__(self, data: Any = ()) -> None:
         _set_attribute(self, "_data", dict(data))
@@ -221,7 +227,7 @@ class ReadOnlyMapping(Mapping):
     def get(self, key: Any, default: Any = None) -> Any:
         return self._data.get(key, default)
 
-    def copy(self) -> dict:
+    def copy(self) -> dict[str, Any]:
         """Return a new, mutable dict with the same items."""
         return dict(self._data)
 
@@ -241,7 +247,7 @@ class ReadOnlyMapping(Mapping):
     def __delattr__(self, name: str) -> None:
         raise AttributeError("ReadOnlyMapping is immutable")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[ReadOnlyMapping], tuple[dict[str, Any]]]:
         return (ReadOnlyMapping, (self._data,))
 
     def __repr__(self) -> str:
@@ -304,12 +310,12 @@ def _index_tensor_problem(value: object) -> Optional[str]:
 
 def _check_index_tensor(value: object) -> torch.Tensor:
     problem = _index_tensor_problem(value)
-    if problem is not None:
-        raise ContractViolation("", problem, value, "BE-15")
+    if problem is not None or not isinstance(value, torch.Tensor):  # no problem: a tensor
+        raise ContractViolation("", problem or _RULE_INDEX_TENSOR, value, "BE-15")
     return value  # held as given: never copied
 
 
-def _index_tensor_from_json(value: list) -> torch.Tensor:
+def _index_tensor_from_json(value: list[int]) -> torch.Tensor:
     return torch.tensor(value, dtype=torch.int64)
 
 
@@ -348,7 +354,7 @@ class _Missing:
 _MISSING = _Missing()
 
 
-def _format_location(location: tuple) -> str:
+def _format_location(location: tuple[Union[int, str], ...]) -> str:
     """Return ``('keys', 3)`` as ``keys[3]`` and ``('a', 'b')`` as ``a.b``."""
     text = ""
     for part in location:
@@ -367,14 +373,14 @@ def _join_path(path: str, suffix: str) -> str:
     return f"{path}.{suffix}"
 
 
-def violation_from(model: type, error: ValidationError, location_offset: int = 0) -> ContractViolation:
+def violation_from(model: type[ContractModel], error: ValidationError, location_offset: int = 0) -> ContractViolation:
     """Return a ContractViolation for the first error of ``error``, raised while building ``model``."""
     first = error.errors(include_url=False)[0]
     location = tuple(first["loc"])[location_offset:]
     path = _format_location(location)
     cause = (first.get("ctx") or {}).get("error")
     top = location[0] if location and isinstance(location[0], str) else None
-    clause_id = model._field_clauses.get(top, model._default_clause)
+    clause_id = model._default_clause if top is None else model._field_clauses.get(top, model._default_clause)
     if isinstance(cause, ContractViolation):
         field = _join_path(path, cause.field)
         clause_id = clause_id if cause.clause_id == FIELD_CLAUSE else cause.clause_id
@@ -383,6 +389,9 @@ def violation_from(model: type, error: ValidationError, location_offset: int = 0
     rule = rule[:1].lower() + rule[1:]
     value = _MISSING if first["type"] == "missing" else first.get("input")
     return ContractViolation(f"{model.__name__}.{path}" if path else model.__name__, rule, value, clause_id)
+
+
+_Model = TypeVar("_Model", bound="ContractModel")
 
 
 class ContractModel(BaseModel):
@@ -420,20 +429,20 @@ class ContractModel(BaseModel):
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
     @classmethod
-    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Any:
+    def model_validate(cls: type[_Model], obj: Any, *args: Any, **kwargs: Any) -> _Model:
         try:
             return super().model_validate(obj, *args, **kwargs)
         except ValidationError as error:
             raise violation_from(cls, error) from error
 
     @classmethod
-    def model_validate_json(cls, json_data: Any, *args: Any, **kwargs: Any) -> Any:
+    def model_validate_json(cls: type[_Model], json_data: Any, *args: Any, **kwargs: Any) -> _Model:
         try:
             return super().model_validate_json(json_data, *args, **kwargs)
         except ValidationError as error:
             raise violation_from(cls, error) from error
 
-    def _evolve(self, **changes: Any) -> Any:
+    def _evolve(self: _Model, **changes: Any) -> _Model:
         """Return a copy with ``changes`` applied, without validation: only for values already validated."""
         new = object.__new__(type(self))
         fields = dict(self.__dict__)
@@ -741,7 +750,7 @@ class PoolTransferResult(ContractModel):
     @classmethod
     def empty(cls) -> "PoolTransferResult":
         """Return the result of a complete miss: no page in any pool."""
-        return cls(kv_hit_pages=0, extra_pool_hit_pages={})
+        return cls(kv_hit_pages=0, extra_pool_hit_pages=ReadOnlyMapping())
 
 
 # ==================================================================== operations and acks
@@ -834,8 +843,8 @@ class FinalAck(ContractModel):
 Ack = Annotated[Union[ProgressAck, PoolHitsAck, FinalAck], Field(discriminator="kind")]
 """Any ack, told apart by its ``kind``."""
 
-_ACK_ADAPTER: TypeAdapter = TypeAdapter(Ack)
-_ACK_CLASSES = {"progress": ProgressAck, "pool_hits": PoolHitsAck, "final": FinalAck}
+_ACK_ADAPTER: TypeAdapter[Union[ProgressAck, PoolHitsAck, FinalAck]] = TypeAdapter(Ack)
+_ACK_CLASSES: dict[str, type[ContractModel]] = {"progress": ProgressAck, "pool_hits": PoolHitsAck, "final": FinalAck}
 
 
 def _ack_violation(error: ValidationError) -> ContractViolation:
@@ -930,6 +939,7 @@ def validate_host_indices(
     problem = _index_tensor_problem(host_indices)
     if problem is not None:
         raise ContractViolation(field, problem, host_indices, "BE-15")
+    tensor: torch.Tensor = host_indices  # no problem: a 1-D integer tensor
     expected = key_count * page_size
     if host_indices.numel() != expected:
         raise ContractViolation(
@@ -939,7 +949,7 @@ def validate_host_indices(
             "BE-15",
         )
     if key_count == 0:
-        return host_indices
+        return tensor
     pages = host_indices.view(key_count, page_size)  # a view of the caller's tensor: nothing is copied
     first_slots = pages[:, 0]
     # Fast path, three vectorised checks: consecutive within each page, non-negative, aligned.
@@ -948,7 +958,7 @@ def validate_host_indices(
         and int(first_slots.min()) >= 0
         and not bool((first_slots % page_size).any())
     ):
-        return host_indices
+        return tensor
     # Slow path: find the first broken page, to name it.
     misaligned = (first_slots % page_size != 0) | (first_slots < 0)
     if page_size == 1:
@@ -971,4 +981,4 @@ def validate_host_indices(
             pages[page].tolist(),
             "BE-15",
         )
-    return host_indices
+    return tensor

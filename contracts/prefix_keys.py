@@ -42,7 +42,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterator, Sequence
 from itertools import chain
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from pydantic_core import core_schema
 
@@ -57,7 +57,7 @@ __all__ = [
     "find_key_problem",
 ]
 
-KeysInput = Union[list, tuple, "PrefixKeys"]
+KeysInput = Union[list[Any], tuple[Any, ...], "PrefixKeys"]
 """What a key-sequence field accepts: a list, a tuple or a key sequence of str."""
 
 _set_attribute = object.__setattr__
@@ -66,7 +66,7 @@ _RULE_KEY = "page key must be a non-empty str"
 """The KEY-2 rule for a key outside strict mode."""
 
 
-def find_key_problem(keys: tuple) -> Optional[int]:
+def find_key_problem(keys: tuple[Any, ...]) -> Optional[int]:
     """Return the index of the first key that is not a non-empty str, or None if all are. Clause: KEY-2.
 
     Fast path in C for the common case: ``str.join`` accepts only str, ``all``
@@ -85,7 +85,7 @@ def find_key_problem(keys: tuple) -> Optional[int]:
     return None
 
 
-def _as_key_tuple(keys: object, field: str, container_clause: str = "PFX-1") -> tuple:
+def _as_key_tuple(keys: object, field: str, container_clause: str = "PFX-1") -> tuple[str, ...]:
     """Return ``keys`` (a list, tuple or key sequence) as a checked tuple; raise ContractViolation otherwise.
 
     A container of the wrong kind breaks ``container_clause``; a bad key breaks KEY-2.
@@ -114,6 +114,12 @@ class PrefixKeys:
 
     __slots__ = ("_parent", "_chunk", "_length", "_flat", "_hash")
 
+    _parent: Optional[PrefixKeys]
+    _chunk: tuple[str, ...]
+    _length: int
+    _flat: Optional[tuple[str, ...]]
+    _hash: Optional[int]
+
     _container_clause = "PFX-1"
     """The clause a container of the wrong kind breaks: PFX-1, the prefix is a list or None."""
 
@@ -128,7 +134,7 @@ class PrefixKeys:
 
     # ------------------------------------------------------------ building
     @classmethod
-    def _from_checked_tuple(cls, flat: tuple) -> "PrefixKeys":
+    def _from_checked_tuple(cls, flat: tuple[str, ...]) -> "PrefixKeys":
         """Return a root node over ``flat``, whose keys have already been checked."""
         node = object.__new__(cls)
         _set_parent(node, None)
@@ -157,24 +163,24 @@ class PrefixKeys:
         _set_hash(node, None)
         return node
 
-    def as_tuple(self) -> tuple:
+    def as_tuple(self) -> tuple[str, ...]:
         """Return every key as one tuple, built once and cached (O(n) the first time, O(1) after)."""
         flat = self._flat
         if flat is not None:
             return flat
-        chunks = []
+        chunks: list[tuple[str, ...]] = []
         node: Optional[PrefixKeys] = self
         while node is not None and node._flat is None:
             chunks.append(node._chunk)
             node = node._parent
-        base = node._flat if node is not None else ()
+        base = node._flat if node is not None and node._flat is not None else ()
         chunks.append(base)
         chunks.reverse()
         flat = tuple(chain.from_iterable(chunks))
         _set_attribute(self, "_flat", flat)
         return flat
 
-    def copy(self) -> list:
+    def copy(self) -> list[str]:
         """Return a new list of the keys, like ``list.copy`` (PFX-6: what a backend keeps)."""
         return list(self.as_tuple())
 
@@ -264,10 +270,10 @@ class PrefixKeys:
     def __copy__(self) -> "PrefixKeys":
         return self
 
-    def __deepcopy__(self, memo: dict) -> "PrefixKeys":
+    def __deepcopy__(self, memo: dict[int, Any]) -> "PrefixKeys":
         return self
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[tuple[str, ...]], PrefixKeys], tuple[tuple[str, ...]]]:
         return (type(self)._from_checked_tuple, (self.as_tuple(),))
 
     def __repr__(self) -> str:
@@ -283,7 +289,7 @@ class PrefixKeys:
                 return value  # already checked when it was built
             return cls._from_checked_tuple(_as_key_tuple(value, "", cls._container_clause))
 
-        def from_json(value: list) -> PrefixKeys:
+        def from_json(value: list[Any]) -> PrefixKeys:
             return cls._from_checked_tuple(_as_key_tuple(value, "", cls._container_clause))
 
         return core_schema.json_or_python_schema(
@@ -297,11 +303,12 @@ class PrefixKeys:
         )
 
 
-_set_parent = PrefixKeys._parent.__set__
-_set_chunk = PrefixKeys._chunk.__set__
-_set_length = PrefixKeys._length.__set__
-_set_flat = PrefixKeys._flat.__set__
-_set_hash = PrefixKeys._hash.__set__
+# The slot descriptors' setters (vars() gives the descriptors themselves, as PrefixKeys._parent does at run time).
+_set_parent: Callable[[PrefixKeys, Optional[PrefixKeys]], None] = vars(PrefixKeys)["_parent"].__set__
+_set_chunk: Callable[[PrefixKeys, tuple[str, ...]], None] = vars(PrefixKeys)["_chunk"].__set__
+_set_length: Callable[[PrefixKeys, int], None] = vars(PrefixKeys)["_length"].__set__
+_set_flat: Callable[[PrefixKeys, Optional[tuple[str, ...]]], None] = vars(PrefixKeys)["_flat"].__set__
+_set_hash: Callable[[PrefixKeys, Optional[int]], None] = vars(PrefixKeys)["_hash"].__set__
 
 
 class PageKeys(PrefixKeys):

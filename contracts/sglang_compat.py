@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import subprocess
 import sys
@@ -79,6 +80,11 @@ RELEASE_ONLY_FIELDS: dict[tuple[str, str, str], str] = {
 """(release, class, field) → why the project does not model a field one release has."""
 
 
+def _known_difference(name: str, field: str) -> bool:
+    """Whether field ``field`` of dataclass ``name`` differs from the release on purpose (KNOWN_DIFFERENCES)."""
+    return (name, field) in KNOWN_DIFFERENCES
+
+
 def _default_text(value: Any) -> str:
     if isinstance(value, Enum):
         value = value.value
@@ -113,8 +119,8 @@ def describe_release(module: Any) -> dict[str, Any]:
         for field in dataclasses.fields(cls):
             if field.default is not dataclasses.MISSING:
                 default = _default_text(field.default)
-            elif field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-                default = _default_text(field.default_factory())  # type: ignore[misc]
+            elif field.default_factory is not dataclasses.MISSING:
+                default = _default_text(field.default_factory())
             else:
                 default = REQUIRED
             fields.append([field.name, default])
@@ -152,7 +158,7 @@ def compare(project: dict[str, Any], release: dict[str, Any], version: str) -> l
             item="field",
             quantity="default",
             show=str,
-            allowed=lambda field, name=name: (name, field) in KNOWN_DIFFERENCES,
+            allowed=functools.partial(_known_difference, name),
         )
         our_order, their_order = [field for field, _ in ours], [field for field, _ in theirs]
         if [field for field in our_order if field in their_order] != [
@@ -182,8 +188,8 @@ def compare(project: dict[str, Any], release: dict[str, Any], version: str) -> l
 
 def _compare_items(
     name: str,
-    ours: list,
-    theirs: list,
+    ours: list[Any],
+    theirs: list[Any],
     version: str,
     exact: bool,
     *,
@@ -220,7 +226,8 @@ def probe_release(version: str, *, timeout: float = 600) -> dict[str, Any]:
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines()
         raise RuntimeError(f"probing sglang {version} failed: {lines[-1] if lines else done.returncode}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    probed: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return probed
 
 
 def render_table(project: dict[str, Any], releases: dict[str, dict[str, Any]]) -> str:
@@ -259,7 +266,7 @@ def render_table(project: dict[str, Any], releases: dict[str, dict[str, Any]]) -
     return "\n".join(lines) + "\n"
 
 
-def _table(name: str, ours: list, theirs: dict[str, list], *, member: bool) -> list[str]:
+def _table(name: str, ours: list[Any], theirs: dict[str, list[Any]], *, member: bool) -> list[str]:
     """Return one Markdown row per field (or enum member) of ``name``: the project's column, then each release's."""
     items = [item for item, _ in ours]
     for pairs in theirs.values():

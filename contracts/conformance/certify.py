@@ -155,7 +155,7 @@ def _claimed(section: Any, level: str) -> bool:
     return any(item.level == level and item.claimed for item in section.levels)
 
 
-def submission(report: SuiteReport, problems: list[str]) -> dict:
+def submission(report: SuiteReport, problems: list[str]) -> dict[str, Any]:
     """Return the ``submission.json`` document of a certification run."""
     import torch
 
@@ -202,7 +202,7 @@ def submission(report: SuiteReport, problems: list[str]) -> dict:
     }
 
 
-def _level_counts(section: Any, level: str) -> dict:
+def _level_counts(section: Any, level: str) -> dict[str, Any]:
     counts = {"pass": 0, "fail": 0, "skip": 0}
     for verdict in section.level_clauses(level):
         counts[verdict.status] += 1

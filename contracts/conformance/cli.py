@@ -49,7 +49,7 @@ from hicache_contracts.host_pool import KINDS, LAYOUTS
 __all__ = ["build_options", "install", "run_command"]
 
 
-def install(subparsers: argparse._SubParsersAction) -> None:
+def install(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``run`` subcommand to ``hicache-conform``."""
     parser = subparsers.add_parser(
         "run",
@@ -362,7 +362,11 @@ def _run(
 
 
 def _cleanup(
-    runners: list, threads_before: set, directory: Optional[str], options: SuiteOptions, interrupted: bool
+    runners: list[Any],
+    threads_before: set[threading.Thread],
+    directory: Optional[str],
+    options: SuiteOptions,
+    interrupted: bool,
 ) -> None:
     """Clear and close every instance, let the run's threads stop, remove the temporary directory.
 

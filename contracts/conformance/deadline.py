@@ -28,10 +28,10 @@ class _Job:
 
     __slots__ = ("function", "args", "kwargs", "done", "value", "error")
 
-    def __init__(self, function: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+    def __init__(self, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.function: Optional[Callable[..., Any]] = function
-        self.args: Optional[tuple] = args
-        self.kwargs: Optional[dict] = kwargs
+        self.args: Optional[tuple[Any, ...]] = args
+        self.kwargs: Optional[dict[str, Any]] = kwargs
         self.done = threading.Event()
         self.value: Any = None
         self.error: Optional[BaseException] = None
@@ -44,6 +44,7 @@ def _serve(jobs: "queue.SimpleQueue[Optional[_Job]]") -> None:
             return
         function, args, kwargs = job.function, job.args, job.kwargs
         job.function = job.args = job.kwargs = None
+        assert function is not None and args is not None and kwargs is not None  # each job is served once
         try:
             job.value = function(*args, **kwargs)
         except BaseException as error:  # handed back to the caller, which decides
@@ -73,7 +74,9 @@ class DeadlineRunner:
             self._local.jobs = jobs
         return jobs
 
-    def run(self, function: Callable[..., Any], args: tuple, kwargs: dict, timeout_s: float) -> tuple[bool, Any]:
+    def run(
+        self, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float
+    ) -> tuple[bool, Any]:
         """Call ``function(*args, **kwargs)``; return ``(True, value)``, or ``(False, None)`` past ``timeout_s``.
 
         An exception out of the call is raised here, in the caller's thread.

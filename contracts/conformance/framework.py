@@ -64,7 +64,7 @@ class ClauseFailure(AssertionError):
         self.counterexample = counterexample
         super().__init__(f"[{clause_id}] {message}")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.clause_id, self.message, self.counterexample))
 
 
@@ -80,7 +80,7 @@ class CallTimedOut(ClauseFailure):
             f"{call} -> (no return within {timeout_s:g} s; the run stopped here)",
         )
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.clause_id, self.call, self.timeout_s))
 
 
@@ -98,7 +98,7 @@ class PreconditionFailed(Exception):
         self.counterexample = counterexample
         super().__init__(f"setup needs [{clause_id}]: {message}")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.clause_id, self.message, self.counterexample))
 
 
@@ -157,7 +157,9 @@ TIERS: tuple[str, ...] = ("examples", "stateful", "concurrency")
 """Check tiers, in run order."""
 
 
-def conformance_check(*clause_ids: str, requires: Optional[tuple[str, ...]] = None, tier: str = "examples") -> Callable:
+def conformance_check(
+    *clause_ids: str, requires: Optional[tuple[str, ...]] = None, tier: str = "examples"
+) -> Callable[..., Any]:
     """Register the decorated function as a check of ``clause_ids``.
 
     ``requires`` defaults to the levels of the clauses: the check runs only

@@ -28,7 +28,7 @@ def _tables() -> Any:
     return stateful
 
 
-def state_machines() -> frozenset:
+def state_machines() -> frozenset[str]:
     """Return the machine classes hypothesis holds now."""
     stateful = _tables()
     if stateful is None:
@@ -36,7 +36,7 @@ def state_machines() -> frozenset:
     return frozenset(getattr(stateful.RuleBasedStateMachine, "_setup_state_per_class", {}))
 
 
-def forget_state_machines(known: frozenset) -> None:
+def forget_state_machines(known: frozenset[str]) -> None:
     """Drop every machine class not in ``known`` from hypothesis' tables, and clear its per-class caches."""
     stateful = _tables()
     if stateful is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from hicache_contracts.errors import bad_value
 from hicache_contracts.host_pool import KINDS, LAYOUTS
@@ -121,7 +121,7 @@ class SuiteOptions:
     sglang_version: Optional[str] = None
     """Whose objects the backend receives: None picks the installed SGLang (contract models when there is
     none), ``"none"`` the contract models, a pinned version that release (installed, or its cached wheel)."""
-    extra: dict = field(default_factory=dict, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
     """Free-form notes copied into the report's options (the CLI records the backend spec here)."""
 
     def __post_init__(self) -> None:
@@ -182,7 +182,7 @@ class SuiteOptions:
         """The ``Profile`` named by ``profile``."""
         return PROFILES[self.profile]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """Return the options as plain data, for reports."""
         return {
             "model_name": self.model_name,

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Union
 
 import pytest
 
@@ -46,6 +46,9 @@ from hicache_contracts.conformance.loading import BackendFactory, parse_extra_co
 from hicache_contracts.conformance.options import PROFILES, SuiteOptions
 from hicache_contracts.conformance.report import FAIL, SKIP, CheckOutcome, SuiteReport
 from hicache_contracts.conformance.runner import SuiteRunner, setup_reason
+
+if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr
 
 __all__ = [
     "ConformanceFailure",
@@ -64,8 +67,8 @@ CLAUSE_MARKER = "clause(*ids): the spec clause IDs this test checks"
 SUITE_NODE = "hicache-conform"
 """The node the command-line items hang under: their IDs read ``hicache-conform::hicache[<check name>]``."""
 
-_RUNNERS = pytest.StashKey[list]()
-_SELECTED = pytest.StashKey[tuple]()
+_RUNNERS = pytest.StashKey[list[SuiteRunner]]()
+_SELECTED = pytest.StashKey[tuple[Any, ...]]()
 _ITEM_ARGUMENT = re.compile(rf"^(?:{re.escape(SUITE_NODE)}::)?hicache\[(?P<name>[^\]]+)\]$")
 
 
@@ -192,7 +195,7 @@ class ConformanceItem(pytest.Item):
     def runtest(self) -> None:
         run_as_pytest(_command_line_runner(self.config), self.check)
 
-    def repr_failure(self, excinfo: Any, style: Any = None) -> str:
+    def repr_failure(self, excinfo: Any, style: Any = None) -> Union[str, TerminalRepr]:
         if isinstance(excinfo.value, ConformanceFailure):
             return str(excinfo.value)
         return super().repr_failure(excinfo)
@@ -209,7 +212,7 @@ class ConformanceSuite(pytest.Collector):
         super().__init__(**kwargs)
         self.selected = selected
 
-    def collect(self) -> list:
+    def collect(self) -> list[Any]:
         checks = [check for check in ordered_checks() if self._is_selected(check)]
         return [ConformanceItem.from_parent(self, name=f"hicache[{check.name}]", check=check) for check in checks]
 
@@ -260,7 +263,7 @@ def pytest_collection(session: pytest.Session) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[Any]) -> None:
     if factory_from(config) is None:
         return
     suite = ConformanceSuite.from_parent(

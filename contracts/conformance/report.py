@@ -64,7 +64,7 @@ class Failure:
     counterexample: Optional[str] = None
     """The smallest input the check found that shows it."""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"check": self.check, "message": self.message, "counterexample": self.counterexample}
 
 
@@ -99,7 +99,7 @@ class CheckOutcome:
             and (len(self.clauses) == 1 or clause_id in self.asserted)
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "check": self.check,
             "clauses": list(self.clauses),
@@ -128,7 +128,7 @@ class ClauseVerdict:
     checks: tuple[str, ...] = ()
     """The checks that looked at it."""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.clause_id,
             "level": self.level,
@@ -152,7 +152,7 @@ class LevelVerdict:
     """Why it is not claimed, or a note on the claim (declared but not honoured)."""
     description: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "level": self.level,
             "claimed": self.claimed,
@@ -173,7 +173,7 @@ class ReportSection:
     levels: tuple[LevelVerdict, ...]
     clauses: tuple[ClauseVerdict, ...]
     checks: tuple[CheckOutcome, ...] = ()
-    options: dict = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
     """The options of the run (profile, seed, page size, ...), as plain data."""
     notes: tuple[str, ...] = ()
     """Anything else worth reading (cleanup problems, the run namespace)."""
@@ -223,7 +223,7 @@ class ReportSection:
     def level_clauses(self, level: str) -> tuple[ClauseVerdict, ...]:
         return tuple(verdict for verdict in self.clauses if verdict.level == level)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "title": self.title,
             "subject": self.subject,
@@ -287,7 +287,7 @@ class SuiteReport:
         return total
 
     # ------------------------------------------------------------ renderings
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Return the report as plain data (redacted)."""
         report = self.redacted()
         return {

@@ -35,7 +35,8 @@ class InTreeBackend:
     """Built as ``cls(storage_config, mem_pool_host)``; else ``cls(storage_config)``."""
 
     def load(self) -> type:
-        return getattr(importlib.import_module(self.module), self.class_name)
+        backend_class: type = getattr(importlib.import_module(self.module), self.class_name)
+        return backend_class
 
 
 IN_TREE_BACKENDS: dict[str, InTreeBackend] = {
@@ -54,7 +55,7 @@ GENERIC_PATH = (
 
 
 def in_tree_factory(
-    name: str, *, directory: Optional[str] = None, extra_config: Optional[dict] = None
+    name: str, *, directory: Optional[str] = None, extra_config: Optional[dict[str, Any]] = None
 ) -> BackendFactory:
     """Return a factory that builds SGLang's built-in backend ``name`` the way SGLang's factory does.
 

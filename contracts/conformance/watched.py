@@ -30,7 +30,7 @@ _MUTATORS = (
 )
 
 
-class WatchedList(list):
+class WatchedList(list[Any]):
     """A list that records the name of every mutating method called on it in ``mutations``."""
 
     def __init__(self, *args: Any) -> None:
@@ -57,5 +57,5 @@ for _name in _MUTATORS:
 class ExtraInfoStandIn:
     """A stand-in for SGLang's ``HiCacheStorageExtraInfo`` dataclass: same fields, a mutable list inside."""
 
-    prefix_keys: Optional[list] = None
-    extra_info: Optional[dict] = None
+    prefix_keys: Optional[list[Any]] = None
+    extra_info: Optional[dict[str, Any]] = None

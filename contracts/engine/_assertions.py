@@ -10,7 +10,7 @@ from hicache_contracts.engine._report import TraceReport
 __all__ = ["assert_trace_conforms", "format_failure"]
 
 
-def format_failure(report: TraceReport, calls: Sequence = ()) -> str:
+def format_failure(report: TraceReport, calls: Sequence[Any] = ()) -> str:
     """Return a failure text: per violation, the clause, its statement and the offending call."""
     by_index = {getattr(call, "index", None): call for call in calls}
     lines = [f"trace breaks {len(report.violated)} clause(s): {', '.join(report.violated)}"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any, Optional
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, Optional, TypeVar, Union
 
 from hicache_contracts.prefix_keys import PrefixKeys
 
@@ -24,21 +24,25 @@ __all__ = [
     "snapshot_prefix",
 ]
 
-EXTRA_INFO_ABSENT = "absent"
+EXTRA_INFO_ABSENT: Final = "absent"
 """The call passed no extra_info argument at all."""
-EXTRA_INFO_NONE = "none"
+EXTRA_INFO_NONE: Final = "none"
 """The call passed ``extra_info=None``."""
-EXTRA_INFO_PRESENT = "present"
+EXTRA_INFO_PRESENT: Final = "present"
 """The call passed an extra_info object."""
 
 
-def call_keys(keys: Any, transfers: Any) -> Any:
+_Keys = TypeVar("_Keys", bound=Sequence[Any])
+
+
+def call_keys(keys: Optional[_Keys], transfers: Optional[Iterable[Any]]) -> Union[_Keys, tuple[()]]:
     """Return a recorded call's keys: its own, or for a v2 read or write those of its first transfer with keys."""
     if keys is not None:
         return keys
     for transfer in transfers or ():
-        if transfer.keys is not None:
-            return transfer.keys
+        found: Optional[_Keys] = transfer.keys
+        if found is not None:
+            return found
     return ()
 
 
@@ -66,7 +70,7 @@ def _name_of(value: Any) -> Any:
     return value if isinstance(value, str) else str(value)
 
 
-def _keys_tuple(keys: Any) -> Optional[tuple]:
+def _keys_tuple(keys: Any) -> Optional[tuple[Any, ...]]:
     """Return a tuple copy of a key sequence; None for None or for an iterator (copying would consume it)."""
     if keys is None:
         return None
@@ -83,7 +87,11 @@ class RecordedTransfer:
     __slots__ = ("name", "keys", "indices_from_pool", "hit_policy")
 
     def __init__(
-        self, name: Optional[str], keys: Optional[tuple], indices_from_pool: Optional[str], hit_policy: Optional[str]
+        self,
+        name: Optional[str],
+        keys: Optional[tuple[Any, ...]],
+        indices_from_pool: Optional[str],
+        hit_policy: Optional[str],
     ) -> None:
         self.name = name
         """The pool name as a str (``"kv"``, ``"indexer"``, ...)."""
@@ -139,16 +147,16 @@ class RecordedCall:
         "recording_problem",
     )
 
-    def __init__(self, index: int, method: str, args: tuple, kwargs: dict) -> None:
+    def __init__(self, index: int, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.index = index
         """Position in the recorder's call list (start order)."""
         self.method = method
         """The backend method called."""
-        self.keys: Optional[tuple] = None
+        self.keys: Optional[tuple[Any, ...]] = None
         """The page keys (one for get/set/exists); None for batch_get_v2/batch_set_v2 (see ``transfers``)."""
         self.transfers: Optional[tuple[RecordedTransfer, ...]] = None
         """The PoolTransfers of a v2 call, or None."""
-        self.extra_info_state = EXTRA_INFO_ABSENT
+        self.extra_info_state: str = EXTRA_INFO_ABSENT
         """``"absent"`` (no argument), ``"none"`` (passed None) or ``"present"``."""
         self.extra_info: Any = None
         """The extra_info object the backend received, or None."""
@@ -180,7 +188,7 @@ class RecordedCall:
         """Why part of the call could not be recorded (the call itself went through), or None."""
 
     @property
-    def all_keys(self) -> tuple:
+    def all_keys(self) -> tuple[Any, ...]:
         """The call's keys; for a v2 read or write, the keys of its first transfer."""
         return call_keys(self.keys, self.transfers)
 

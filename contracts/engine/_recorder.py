@@ -83,7 +83,7 @@ _SAMPLES = 48
 """Elements compared by identity before an earlier snapshot of the same list is reused."""
 
 
-def _reused_snapshot(prefix: Any, earlier: Sequence["RecordedCall"]) -> Optional[tuple]:
+def _reused_snapshot(prefix: Any, earlier: Sequence["RecordedCall"]) -> Optional[tuple[Any, ...]]:
     """Return an earlier call's snapshot of this very list if the list still looks the same, else None.
 
     Engines hand one list to several calls (SGLang: one per batch, to its
@@ -136,7 +136,7 @@ def _summarize_result(method: str, result: Any) -> Any:
 
 
 def _record_arguments(
-    call: RecordedCall, method: str, args: tuple, kwargs: dict, earlier: Sequence[RecordedCall] = ()
+    call: RecordedCall, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], earlier: Sequence[RecordedCall] = ()
 ) -> None:
     """Fill ``call`` with the keys, transfers and extra_info of a call, by the contract's positions.
 
@@ -153,11 +153,11 @@ def _record_arguments(
         transfers = args[position] if len(args) > position else kwargs.get(keyword)
         if isinstance(transfers, Sequence):  # never iterate an iterator the backend has yet to read
             call.transfers = tuple(RecordedTransfer.from_object(transfer) for transfer in transfers)
-    position = EXTRA_INFO_METHODS.get(method)
-    if position is None:
+    info_position = EXTRA_INFO_METHODS.get(method)
+    if info_position is None:
         return
-    if len(args) > position:
-        extra_info = args[position]
+    if len(args) > info_position:
+        extra_info = args[info_position]
     else:
         extra_info = kwargs.get("extra_info", _NOT_GIVEN)
     if extra_info is _NOT_GIVEN:
@@ -203,7 +203,7 @@ class RecordingBackend:
                 f"RecordingBackend.inner: must not itself be a RecordingBackend (got {type(inner).__name__}) [BE-24]"
             )
         proxy_class = cls._proxy_class_for(type(inner))
-        instance = object.__new__(proxy_class)
+        instance: RecordingBackend = object.__new__(proxy_class)
         object.__setattr__(instance, "_recording_inner", inner)
         object.__setattr__(instance, "_recording_calls", [])
         object.__setattr__(instance, "_recording_lock", threading.Lock())
@@ -244,7 +244,7 @@ class RecordingBackend:
         return trace_document_from_calls(self.calls, chain=chain, prefix_keys=prefix_keys, **operation)
 
     # ------------------------------------------------------------ forwarding
-    def _recording_call(self, method: str, args: tuple, kwargs: dict) -> Any:
+    def _recording_call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         target = getattr(self._recording_inner, method)
         call = None
         try:
@@ -318,7 +318,9 @@ def _make_method(name: str, target: Any, static: bool = False) -> Any:
     except (AttributeError, TypeError):
         pass
     method.__name__ = name
-    method.__wrapped__ = getattr(target, "__func__", target)  # signature and stub detection read the inner method
+    method.__dict__["__wrapped__"] = getattr(
+        target, "__func__", target
+    )  # signature and stub detection read the inner method
     if static:
         # A staticmethod has no self: the proxy's method does, so binding it must drop that self, not the first
         # parameter of the inner function.
@@ -327,7 +329,7 @@ def _make_method(name: str, target: Any, static: bool = False) -> Any:
         except (TypeError, ValueError):
             return method
         self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
-        method.__signature__ = inner_signature.replace(
+        method.__dict__["__signature__"] = inner_signature.replace(
             parameters=[self_parameter, *inner_signature.parameters.values()]
         )
     return method

@@ -30,7 +30,7 @@ SWA_WINDOW = 4
 """N of the trailing-window sidecar of the hybrid scenarios."""
 ANCHOR = compute_key_chain(tuple(range(1000, 1000 + 3 * PAGE_SIZE)), PAGE_SIZE)
 """The keys of three anchor pages: the non-empty prefix of the scenarios (PFX-10)."""
-PREFIXES: dict[str, Optional[tuple]] = {"none": None, "empty": (), "anchor": ANCHOR}
+PREFIXES: dict[str, Optional[tuple[Any, ...]]] = {"none": None, "empty": (), "anchor": ANCHOR}
 """The three states of an operation's prefix (PFX-1)."""
 
 
@@ -68,7 +68,7 @@ class Scenario:
         return compute_key_chain(tuple(range(self.pages * PAGE_SIZE)), PAGE_SIZE, ANCHOR[-1])
 
     @property
-    def prefix_keys(self) -> Optional[tuple]:
+    def prefix_keys(self) -> Optional[tuple[Any, ...]]:
         return PREFIXES[self.prefix]
 
     def __str__(self) -> str:
@@ -111,7 +111,7 @@ class RunOutcome:
     operation: Any
     scenario: Scenario
     terminated_before_slice: Optional[int] = None
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def check(self, **options: Any) -> TraceReport:
         """Check the recorded trace (and, for a prefetch, its acks) of this run."""

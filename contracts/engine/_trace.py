@@ -50,7 +50,7 @@ from __future__ import annotations
 import difflib
 import json
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Optional, Union
+from typing import Any, ClassVar, Final, Literal, Optional, TypeVar, Union
 
 from pydantic import BaseModel, ValidationError, field_validator, model_serializer, model_validator
 
@@ -89,7 +89,7 @@ __all__ = [
     "trace_document_from_calls",
 ]
 
-TRACE_FORMAT = "hicache-trace/1"
+TRACE_FORMAT: Final = "hicache-trace/1"
 """The value of a trace file's ``format`` field; bumped on an incompatible change."""
 
 Keys = tuple[str, ...]
@@ -153,7 +153,8 @@ class TraceFormatError(ContractViolation):
     """A trace that is not valid: ``field: rule (got value)``, with `` [CLAUSE]`` when a clause governs the value."""
 
     def __init__(self, field: str, rule: str, value: Any, clause_id: Optional[str]) -> None:
-        self.field, self.rule, self.value, self.clause_id = field, rule, value, clause_id
+        self.field, self.rule, self.value = field, rule, value
+        self.clause_id = clause_id  # type: ignore[assignment]  # None: a rule of the format's own, no clause
         tag = f" [{clause_id}]" if clause_id else ""
         ValueError.__init__(self, f"{field}: {rule} (got {_short_repr(value)}){tag}")
 
@@ -163,10 +164,10 @@ class _Nothing:
         return "nothing"
 
 
-_ACK_MODELS: dict[str, type] = {"progress": ProgressAck, "pool_hits": PoolHitsAck, "final": FinalAck}
+_ACK_MODELS: dict[str, type[ContractModel]] = {"progress": ProgressAck, "pool_hits": PoolHitsAck, "final": FinalAck}
 
 
-def _location_text(location: tuple) -> str:
+def _location_text(location: tuple[Union[int, str], ...]) -> str:
     """``('operations', 0, 'acks', 1, 'final', 'tokens')`` as ``operations[0].acks[1].tokens`` (no union tag)."""
     text = ""
     for position, part in enumerate(location):
@@ -176,20 +177,21 @@ def _location_text(location: tuple) -> str:
     return text
 
 
-def _walk(root: type, location: tuple) -> tuple[Any, Optional[str], int, Any]:
+def _walk(root: type[BaseModel], location: tuple[Union[int, str], ...]) -> tuple[Any, Optional[str], int, Any]:
     """Follow ``location`` through the trace models.
 
     Returns the model declaring the last field reached, that field (None if
     none), how many parts of ``location`` lead to it, and the model holding
     the value ``location`` ends at (None when it is not an object).
     """
-    model, owner, field, depth = root, root, None, 0
+    model: Union[type[BaseModel], str, None] = root
+    owner, field, depth = root, None, 0
     for position, part in enumerate(location):
         if isinstance(part, int):
             continue
         if model == "ack" and part in _ACK_MODELS:  # a tagged union: the tag names the ack's model
             model = _ACK_MODELS[part]
-        elif model not in (None, "ack") and part in model.model_fields:
+        elif isinstance(model, type) and part in model.model_fields:  # a model, not None or "ack"
             owner, field, depth = model, part, position + 1
             model = getattr(owner, "_children", {}).get(part)
         else:
@@ -202,8 +204,10 @@ def _field_clause(model: Any, field: Optional[str]) -> Optional[str]:
     if field is None:
         return None
     if model in _ACK_MODELS.values():
-        return model._field_clauses.get(field, model._default_clause)
-    return getattr(model, "_trace_clauses", {}).get(field)
+        ack: type[ContractModel] = model
+        return ack._field_clauses.get(field, ack._default_clause)
+    clauses: dict[str, str] = getattr(model, "_trace_clauses", {})
+    return clauses.get(field)
 
 
 def trace_error(root: type, error: ValidationError) -> TraceFormatError:
@@ -238,6 +242,9 @@ def trace_error(root: type, error: ValidationError) -> TraceFormatError:
     return TraceFormatError(where, rule, first.get("input"), _field_clause(owner, field) if within else None)
 
 
+_Trace = TypeVar("_Trace", bound="_TraceModel")
+
+
 class _TraceModel(ContractModel):
     """A trace model: validation errors become TraceFormatError, tagged per ``_trace_clauses``."""
 
@@ -255,16 +262,16 @@ class _TraceModel(ContractModel):
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
     @classmethod
-    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Any:
+    def model_validate(cls: type[_Trace], obj: Any, *args: Any, **kwargs: Any) -> _Trace:
         try:
-            return BaseModel.model_validate.__func__(cls, obj, *args, **kwargs)
+            return super(ContractModel, cls).model_validate(obj, *args, **kwargs)  # pydantic's own, not ContractModel's
         except ValidationError as error:
             raise trace_error(cls, error) from None
 
     @classmethod
-    def model_validate_json(cls, json_data: Any, *args: Any, **kwargs: Any) -> Any:
+    def model_validate_json(cls: type[_Trace], json_data: Any, *args: Any, **kwargs: Any) -> _Trace:
         try:
-            return BaseModel.model_validate_json.__func__(cls, json_data, *args, **kwargs)
+            return super(ContractModel, cls).model_validate_json(json_data, *args, **kwargs)
         except ValidationError as error:
             raise trace_error(cls, error) from None
 
@@ -562,7 +569,7 @@ def load_trace(source: Union[str, Path, bytes]) -> TraceDocument:
     ):
         path = Path(source)
         try:
-            text = path.read_bytes()
+            text: Union[str, bytes] = path.read_bytes()
         except OSError as error:
             raise TraceFormatError(
                 "TraceDocument", f"must be a readable file ({error.strerror})", str(path), None

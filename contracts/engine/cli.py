@@ -20,7 +20,7 @@ from hicache_contracts.errors import ContractViolation
 __all__ = ["install", "run_trace_command"]
 
 
-def install(subparsers: argparse._SubParsersAction) -> None:
+def install(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``trace`` subcommand."""
     parser = subparsers.add_parser(
         "trace",

@@ -31,6 +31,7 @@ from hicache_contracts.engine._checker import check_trace
 from hicache_contracts.engine._recorder import RecordingBackend
 from hicache_contracts.engine._reference import PAGE_SIZE, SWA_WINDOW, ClauseResult, Scenario, clause_results
 from hicache_contracts.engine._report import TraceReport
+from hicache_contracts.models import ReadOnlyMapping
 from hicache_contracts.models import pool_value as _pool_name
 
 __all__ = [
@@ -169,11 +170,11 @@ class ScenarioBackend:
     runs after each ``batch_get_v1``.
     """
 
-    def __init__(self, storage_config: Any = None, kwargs: Optional[dict] = None) -> None:
+    def __init__(self, storage_config: Any = None, kwargs: Optional[dict[str, Any]] = None) -> None:
         self.pages: dict[tuple[str, str], Optional[bytes]] = {}
         self.pools: dict[str, Any] = {}
         self.lock = threading.Lock()
-        self.unreadable: frozenset = frozenset()
+        self.unreadable: frozenset[str] = frozenset()
         self.raise_on_read: Optional[int] = None
         self.hang_on_read: Optional[int] = None
         self.hanging = threading.Event()
@@ -236,7 +237,7 @@ class ScenarioBackend:
     def exists(self, key: str) -> bool:
         return self._has("kv", key)
 
-    def batch_exists(self, keys: list, extra_info: Any = None) -> int:
+    def batch_exists(self, keys: list[Any], extra_info: Any = None) -> int:
         if self.gate is not None:
             self.gate.wait(WAIT_S)
         for position, key in enumerate(keys):
@@ -244,7 +245,7 @@ class ScenarioBackend:
                 return position
         return len(keys)
 
-    def batch_get_v1(self, keys: list, host_indices: Any, extra_info: Any = None) -> list[bool]:
+    def batch_get_v1(self, keys: list[Any], host_indices: Any, extra_info: Any = None) -> list[bool]:
         with self.lock:
             number, self.reads = self.reads, self.reads + 1
         if number == self.raise_on_read:
@@ -257,10 +258,10 @@ class ScenarioBackend:
             self.after_read(number)
         return results
 
-    def batch_set_v1(self, keys: list, host_indices: Any, extra_info: Any = None) -> list[bool]:
+    def batch_set_v1(self, keys: list[Any], host_indices: Any, extra_info: Any = None) -> list[bool]:
         return self._write("kv", list(keys), host_indices)
 
-    def batch_exists_v2(self, keys: list, pool_transfers: Any = None, extra_info: Any = None) -> Any:
+    def batch_exists_v2(self, keys: list[Any], pool_transfers: Any = None, extra_info: Any = None) -> Any:
         from hicache_contracts.models import PoolTransferResult
 
         if self.gate is not None:
@@ -276,15 +277,15 @@ class ScenarioBackend:
             for item in pool_transfers or ()
         )
         hit, entries = fold_pool_hits(tuple(self._has("kv", key) for key in keys), queries)
-        return PoolTransferResult(kv_hit_pages=hit, extra_pool_hit_pages=dict(entries))
+        return PoolTransferResult(kv_hit_pages=hit, extra_pool_hit_pages=ReadOnlyMapping(entries))
 
-    def batch_get_v2(self, transfers: list, extra_info: Any = None) -> dict:
+    def batch_get_v2(self, transfers: list[Any], extra_info: Any = None) -> dict[str, list[bool]]:
         return {
             _pool_name(item.name): self._read(_pool_name(item.name), list(item.keys or ()), item.host_indices)
             for item in transfers
         }
 
-    def batch_set_v2(self, transfers: list, extra_info: Any = None) -> dict:
+    def batch_set_v2(self, transfers: list[Any], extra_info: Any = None) -> dict[str, list[bool]]:
         return {
             _pool_name(item.name): self._write(_pool_name(item.name), list(item.keys or ()), item.host_indices)
             for item in transfers
