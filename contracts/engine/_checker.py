@@ -115,7 +115,7 @@ def _kind_of(call: Any) -> Optional[str]:
     return _KIND_BY_METHOD.get(call.method)
 
 
-def _kinds_of(calls: Sequence) -> dict[int, Optional[str]]:
+def _kinds_of(calls: Sequence[Any]) -> dict[int, Optional[str]]:
     """Return each call's role (by ``id``), a batch_get_v2 that reads a slice's KV keys counted as KV-derived."""
     kinds = {id(call): _kind_of(call) for call in calls}
     last_kv_read: dict[Any, Any] = {}
@@ -140,9 +140,9 @@ def _kinds_of(calls: Sequence) -> dict[int, Optional[str]]:
     return kinds
 
 
-def _queried_chain(calls: Sequence, kinds: dict, chain: tuple) -> tuple:
+def _queried_chain(calls: Sequence[Any], kinds: dict[int, Optional[str]], chain: tuple[Any, ...]) -> tuple[Any, ...]:
     """Return ``chain``, or the keys the hit query asked for when ``chain`` stops at the hit they found."""
-    queried: list = []
+    queried: list[Any] = []
     hit = 0
     for call in calls:
         if kinds[id(call)] != HIT_QUERY:
@@ -171,13 +171,13 @@ _KINDS_BY_FUNCTION = {
 }
 
 
-def _split_divergences(report: TraceReport, kinds_by_index: dict, version: str) -> TraceReport:
+def _split_divergences(report: TraceReport, kinds_by_index: dict[int, Optional[str]], version: str) -> TraceReport:
     """Move the findings the registry records for release ``version`` from violations to divergences."""
     recorded = divergences_for_release(version)
     violations, diverging = [], []
     for violation in report.violations:
         entries = [item for item in recorded if item.clause_id == violation.clause]
-        kind = kinds_by_index.get(violation.call_index)
+        kind = None if violation.call_index is None else kinds_by_index.get(violation.call_index)
         # A call's finding: the entries whose function makes that kind of call; an operation's: those whose
         # function makes a kind of call the trace holds (a prefetch's, not a backup's), when there are such.
         wanted = {kind} if kind is not None else set(kinds_by_index.values()) - {None}
@@ -203,8 +203,8 @@ def _describe(keys: Any) -> str:
     return f"{len(keys)} key(s)" if len(keys) != 1 else "1 key"
 
 
-def _first_difference(received: Sequence, expected: Sequence) -> str:
-    for position, (got, wanted) in enumerate(zip(received, expected)):
+def _first_difference(received: Sequence[Any], expected: Optional[Sequence[Any]]) -> str:
+    for position, (got, wanted) in enumerate(zip(received, expected or ())):
         if got != wanted:
             return f"; first difference at position {position}"
     return ""
@@ -249,14 +249,14 @@ class _Checker:
 
     def __init__(
         self,
-        calls: Sequence,
-        chain: tuple,
-        initial: Optional[tuple],
+        calls: Sequence[Any],
+        chain: tuple[Any, ...],
+        initial: Optional[tuple[Any, ...]],
         after_known: bool,
         after: Any,
         batch_size: int,
         page_size: Optional[int],
-        acks: Optional[Sequence],
+        acks: Optional[Sequence[Any]],
         agreed_pages: Optional[int],
         terminated_before_slice: Optional[int],
         backup_completed_tokens: Optional[int],
@@ -303,17 +303,17 @@ class _Checker:
         for clause_id in clause_ids:
             self.checked[clause_id] = None
 
-    def of_kind(self, kind: str) -> list:
+    def of_kind(self, kind: str) -> list[Any]:
         return [call for call in self.calls if self.kinds[id(call)] == kind]
 
-    def expected_prefix(self, offset: int) -> tuple:
+    def expected_prefix(self, offset: int) -> Optional[tuple[str, ...]]:
         if offset % self.batch_size == 0 and self.expected_by_slice is not None:
             slot = offset // self.batch_size
             if slot < len(self.expected_by_slice):
                 return self.expected_by_slice[slot]
         return prefix_before(self.initial, self.chain, offset)
 
-    def slice_keys(self, slice_index: int) -> tuple:
+    def slice_keys(self, slice_index: int) -> tuple[Any, ...]:
         start = slice_index * self.batch_size
         return self.chain[start : start + self.batch_size]
 
@@ -580,7 +580,7 @@ class _Checker:
         """CTL-4, HYB-1, RANK-2; return (pages asked per slice read, pages loaded per slice read, stopped early)."""
         reads = self.of_kind(KV_READ)
         derived = self.of_kind(DERIVED_READ)
-        derived_by_offset: dict[int, list] = {}
+        derived_by_offset: dict[int, list[Any]] = {}
         for call in derived:
             offset = self.offsets.get(id(call))
             if offset is not None:
@@ -628,7 +628,7 @@ class _Checker:
                     f"KV read of pages [{offset}, {offset + len(keys)}) goes beyond the agreed hit of {agreed} pages",
                     call,
                 )
-            for sidecar in derived_by_offset.get(offset, ()):
+            for sidecar in () if offset is None else derived_by_offset.get(offset, ()):
                 self.check("HYB-1")
                 for transfer in sidecar.transfers:
                     flags = (sidecar.result or {}).get(transfer.name) if isinstance(sidecar.result, dict) else None
@@ -674,7 +674,7 @@ class _Checker:
         last_kv = max(
             (call.index for call in self.calls if self.kinds[id(call)] in (KV_READ, DERIVED_READ)), default=-1
         )
-        keys_per_pool: dict[Any, list] = {}
+        keys_per_pool: dict[Any, list[Any]] = {}
         policy_per_pool: dict[Any, Any] = {}
         for call in sidecars:
             for transfer in call.transfers or ():
@@ -718,7 +718,7 @@ class _Checker:
                     sidecars[0],
                 )
 
-    def sidecar_calls_allowed(self, keys_per_pool: dict) -> int:
+    def sidecar_calls_allowed(self, keys_per_pool: dict[Any, list[Any]]) -> int:
         """How many sidecar v2 calls an operation may make: one per trailing-length group (PFX-9), or CTL-2's split."""
         groups = len({len(set(keys)) for keys in keys_per_pool.values()})
         longest = max((len(set(keys)) for keys in keys_per_pool.values()), default=0)
@@ -731,7 +731,7 @@ class _Checker:
         if sidecar_writes:
             self.check("HYB-5")
             first_kv = min((call.index for call in writes), default=None)
-            keys_per_pool: dict[Any, list] = {}
+            keys_per_pool: dict[Any, list[Any]] = {}
             for call in sidecar_writes:
                 for transfer in call.transfers or ():
                     keys_per_pool.setdefault(transfer.name, []).extend(transfer.keys or ())
@@ -785,6 +785,7 @@ class _Checker:
                 writes[-1],
             )
         if self.backup_completed_tokens is not None:
+            assert self.page_size is not None  # check_trace asks for page_size with backup_completed_tokens
             slice_pages = tuple(end - start for start, end in plan_batches(len(self.chain), self.batch_size))
             expected = compute_backup_progress(slice_pages, tuple(slice_ok[: len(slice_pages)]), self.page_size)
             if self.backup_completed_tokens != expected:
@@ -813,6 +814,7 @@ class _Checker:
             violations=tuple(self.violations), checked=tuple(self.checked), operation_id=self.operation_id
         )
         if self.acks is not None:
+            assert self.page_size is not None  # check_trace asks for page_size with acks
             if agreed is not None:
                 slice_pages = tuple(end - start for start, end in plan_batches(agreed, self.batch_size))
             else:
@@ -836,6 +838,7 @@ class _Checker:
 
     def check_unconfirmed_acks(self) -> TraceReport:
         """CTL-11: no ack counts more tokens than every page the backend confirmed in this trace."""
+        assert self.acks is not None and self.page_size is not None  # called only for a trace with acks
         bound = self.confirmed_pages * self.page_size
         violations = []
         for position, ack in enumerate(self.acks):
@@ -853,19 +856,19 @@ class _Checker:
         return TraceReport(violations=tuple(violations), checked=("CTL-11",))
 
 
-def _keys_argument(value: Any, name: str) -> tuple:
+def _keys_argument(value: Any, name: str) -> tuple[Any, ...]:
     validate_page_keys(value, field=f"check_trace.{name}")
     return tuple(value)
 
 
 def check_trace(
-    calls: Sequence,
+    calls: Sequence[Any],
     *,
     chain: Sequence[str],
     prefix_keys: Optional[Sequence[str]],
     batch_size: int = STORAGE_BATCH_SIZE,
     page_size: Optional[int] = None,
-    acks: Optional[Sequence] = None,
+    acks: Optional[Sequence[Any]] = None,
     agreed_pages: Optional[int] = None,
     terminated_before_slice: Optional[int] = None,
     backup_completed_tokens: Optional[int] = None,
@@ -943,14 +946,14 @@ def check_operation(operation: TraceOperation, *, sglang_version: Optional[str] 
 
 
 def _run(
-    calls: Sequence,
-    chain: tuple,
-    initial: Optional[tuple],
+    calls: Sequence[Any],
+    chain: tuple[Any, ...],
+    initial: Optional[tuple[Any, ...]],
     after_known: bool,
     after: Any,
     batch_size: int,
     page_size: Optional[int],
-    acks: Optional[Sequence],
+    acks: Optional[Sequence[Any]],
     agreed_pages: Optional[int],
     terminated_before_slice: Optional[int],
     backup_completed_tokens: Optional[int],
@@ -1013,7 +1016,7 @@ def _validated_pages(name: str, values: Any) -> tuple[int, ...]:
 
 
 def check_acks(
-    acks: Sequence,
+    acks: Sequence[Any],
     *,
     slice_pages: Sequence[int],
     loaded_pages: Sequence[int],
