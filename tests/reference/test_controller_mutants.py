@@ -8,6 +8,8 @@ mutants they kill are listed in docs/mutation/controller.md.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from hicache_contracts import PoolHitPolicy, PoolName, PoolTransfer
@@ -286,3 +288,115 @@ def test_backup_sidecar_transfers_are_checked_and_nothing_is_written():
                 controller.backup(KEYS[:2], slots, sidecar_transfers=[transfer])
             assert str(raised.value).startswith(f"CacheController.{field}: "), (field, str(raised.value))
     assert recorder.calls_of("batch_set_v1", "batch_set_v2") == []
+
+
+# ================================================================== the v2 hit query's answer
+class Answer:
+    """A ``batch_exists_v2`` result as any backend may give it (not validated)."""
+
+    def __init__(self, hit: int, pools=None, restorable=None) -> None:
+        self.kv_hit_pages = hit
+        self.extra_pool_hit_pages = pools if pools is not None else {}
+        self.restorable_prefix_pages = restorable
+
+
+class AnsweringBackend(RecordingBackend):
+    """Answers ``batch_exists_v2`` with a fixed result and keeps the pool transfers it was asked about."""
+
+    def __init__(self, answer: Answer) -> None:
+        super().__init__(memory_backend())
+        self.answer = answer
+        self.asked: list = []
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        self.asked.append((tuple(keys), list(pool_transfers or ())))
+        return self._record("batch_exists_v2", keys, extra_info, lambda: self.answer)
+
+
+def v2_prefetch(answer: Answer, sidecars, **settings):
+    backend = AnsweringBackend(answer)
+    controller = CacheController(backend, make_pool(), sidecar_pools=sidecars, prefetch_threshold=0, **settings)
+    with controller:
+        operation = controller.prefetch(keys=KEYS)
+        wait_all(operation)
+    return operation, backend, controller
+
+
+@pytest.mark.clause("RANK-5", "BE-21", "CTL-11")
+@pytest.mark.parametrize(
+    "entries,agreed",
+    [
+        ({"indexer": 0}, {"indexer": 0}),
+        ({"indexer": PAGES}, {"indexer": PAGES}),
+        ({PoolName.INDEXER: 3}, {"indexer": 3}),
+        ({"indexer": PAGES + 1}, {}),
+        ({"indexer": True}, {}),
+        ({"indexer": 2.0}, {}),
+        ({"indexer": "3"}, {}),
+        ({"swa": 3}, {}),
+    ],
+)
+def test_each_pools_own_boundary_is_kept_only_when_it_is_a_page_count(entries, agreed):
+    indexer = SidecarPool(PoolName.INDEXER, make_pool(), kv_derived=True)
+    operation, _, controller = v2_prefetch(Answer(PAGES, entries), [indexer])
+    assert operation.agreed_pool_hits == agreed
+    assert operation.hit_pages == PAGES and controller.internal_errors == []
+
+
+@pytest.mark.clause("RANK-6", "CTL-11")
+@pytest.mark.parametrize("restorable", [["x"], 5, [None]], ids=["not-a-number", "not-a-list", "none-entry"])
+def test_a_malformed_restorable_set_restores_nothing(restorable):
+    operation, _, controller = v2_prefetch(Answer(PAGES, {"swa": PAGES}, restorable), [swa_sidecar(swa_pool())])
+    assert operation.hit_pages == 0 and operation.final_ack.error == "revoked: miss"
+    assert controller.internal_errors == []
+
+
+@pytest.mark.clause("HYB-7", "BE-21", "PFX-7")
+def test_the_v2_hit_query_names_each_pools_keys():
+    """ALL_PAGES pools name the whole chain, a TRAILING_PAGES pool its last N keys; KV-derived pools index KV."""
+    sidecars = [
+        swa_sidecar(swa_pool()),
+        SidecarPool(PoolName.INDEXER, make_pool(), kv_derived=True),
+        SidecarPool(PoolName.MAMBA, swa_pool()),
+    ]
+    _, backend, _ = v2_prefetch(Answer(0), sidecars, pass_prefix_keys=True)
+    ((keys, transfers),) = backend.asked
+    assert keys == KEYS
+    assert [(t.name, tuple(t.keys), t.hit_policy, t.indices_from_pool) for t in transfers] == [
+        (PoolName.SWA, KEYS[-WINDOW:], PoolHitPolicy.TRAILING_PAGES, None),
+        (PoolName.INDEXER, KEYS, PoolHitPolicy.ALL_PAGES, PoolName.KV),
+        (PoolName.MAMBA, KEYS, PoolHitPolicy.ALL_PAGES, None),
+    ]
+    assert backend.calls[0].prefix_at_call == ()
+
+
+# ================================================================== who writes replicated KV (CTL-8)
+def backup_as(storage_config) -> tuple:
+    """Back up 2 pages under ``storage_config``; return (whether KV was written, the completed tokens)."""
+    recorder = RecordingBackend(memory_backend())
+    pool = make_pool()
+    with CacheController(recorder, pool, storage_config=storage_config) as controller:
+        backup = controller.backup(KEYS[:2], pool.alloc(2))
+        wait_all(backup)
+    return bool(recorder.calls_of("batch_set_v1")), backup.wrote_kv, backup.completed_tokens
+
+
+@pytest.mark.clause("CTL-8")
+@pytest.mark.parametrize(
+    "storage_config,writes",
+    [
+        # SGLang 0.5.20-0.5.22's config has no dcp_rank: the writer is TP rank 0.
+        (SimpleNamespace(tp_rank=0, tp_size=2, is_mla_model=True), True),
+        (SimpleNamespace(tp_rank=1, tp_size=2, is_mla_model=True), False),
+        (SimpleNamespace(tp_rank=0, tp_size=2, is_mla_model=True, dcp_rank=None), True),
+        # 0.5.23 with decode context parallelism: the writer of each DCP shard is the rank whose tp_rank is its dcp_rank.
+        (config(tp_rank=1, tp_size=2, dcp_rank=1, dcp_size=2, logical_page_size=4, is_mla_model=True), True),
+        (config(tp_rank=1, tp_size=2, is_mla_model=False), True),
+        (None, True),
+    ],
+    ids=["0.5.20-rank0", "0.5.20-rank1", "dcp-none", "dcp-rank1", "not-mla", "no-config"],
+)
+def test_the_storage_writer_follows_the_config(storage_config, writes):
+    wrote, wrote_kv, completed = backup_as(storage_config)
+    assert (wrote, wrote_kv) == (writes, writes)
+    assert completed == 2 * PAGE_SIZE  # a non-writer acks the writer's outcome (here: its own, alone)
