@@ -271,6 +271,9 @@ class FileBackend(PageStoreBackend):
         results: list[bool] = []
         readv, lseek, end, start = os.readv, os.lseek, os.SEEK_END, os.SEEK_SET  # looked up per call: tests patch os
         for path, views in zip(self._paths(names), page_views):
+            if not path:
+                results.append(False)
+                continue
             try:
                 descriptor = os.open(path, _OPEN_FOR_READ)
             except OSError as error:
@@ -300,15 +303,16 @@ class FileBackend(PageStoreBackend):
         return False
 
     def _paths(self, names: Sequence[str]) -> list[str]:
-        """Return ``_path`` of every name, the link check of each directory among them looked up once."""
+        """Return ``_path`` of every name ("" for one that does not lie under the root, counted as a storage
+        error), the link check of each directory among them looked up once."""
         joined = "/".join(names)  # an empty name, or one that starts with '.' or '/', shows as "//" or "/." here
         if joined[:1] not in ("", ".", "/") and joined[-1:] != "/" and not ("/." in joined or "//" in joined):
             paths = [self._root_prefix + name for name in names] if "\0" not in joined else []
         else:
             paths = []
-        if not paths:  # some name needs a closer look (or there are none)
-            paths = [self._path(name) for name in names]
-        for directory in {path[: path.rindex("/")] for path in paths}:
+        if not paths:  # some name needs a closer look (or there are none); one that fails it fails alone
+            paths = [self._guarded(self._path, "", name) for name in names]
+        for directory in {path[: path.rindex("/")] for path in paths if path}:
             try:
                 self._check_no_links(directory)
             except (FileNotFoundError, NotADirectoryError):
