@@ -28,6 +28,7 @@ from tests.reference.controller_helpers import (
     pool_hits,
     raising,
     returning,
+    short_by,
     wait_all,
 )
 
@@ -400,3 +401,116 @@ def test_the_storage_writer_follows_the_config(storage_config, writes):
     wrote, wrote_kv, completed = backup_as(storage_config)
     assert (wrote, wrote_kv) == (writes, writes)
     assert completed == 2 * PAGE_SIZE  # a non-writer acks the writer's outcome (here: its own, alone)
+
+
+# ================================================================== a failure of the controller's own code
+class Boom(RuntimeError):
+    pass
+
+
+class FailingStep(CacheController):
+    """Raises from the one overridable step named in ``failing``, the first time it runs."""
+
+    failing = ""
+
+    def _fail(self, step: str) -> None:
+        if step == self.failing:
+            self.failing = ""
+            raise Boom(f"planted failure in {step}")
+
+    def _hit_query(self, operation):
+        self._fail("hit query")
+        return super()._hit_query(operation)
+
+    def _read_slice(self, operation, slice_index, start, end):
+        self._fail("read")
+        return super()._read_slice(operation, slice_index, start, end)
+
+    def _finish_prefetch(self, operation):
+        self._fail("final ack")
+        return super()._finish_prefetch(operation)
+
+    def _write_slice(self, operation, slice_index, start, end):
+        self._fail("write")
+        return super()._write_slice(operation, slice_index, start, end)
+
+
+def failing_controller(step: str, pages: int = 3):
+    backend, pool = stored_backend(pages)
+    controller = FailingStep(backend, pool, prefetch_threshold=0, register_host_pools=False, start=False)
+    controller.failing = step
+    controller.start()
+    return controller, pool
+
+
+@pytest.mark.clause("CTL-6", "CTL-3", "CTL-12")
+@pytest.mark.parametrize(
+    "step,stage,tokens,error",
+    [
+        ("hit query", "hit query", 0, "revoked: internal error: Boom: planted failure in hit query"),
+        ("read", "prefetch IO", 0, "internal error: Boom: planted failure in read"),
+        ("final ack", "final ack", 3 * PAGE_SIZE, "planted failure in final ack"),  # the tokens loaded
+    ],
+)
+def test_an_internal_prefetch_failure_still_ends_with_a_final_ack(step, stage, tokens, error, threads_before):
+    controller, pool = failing_controller(step)
+    with controller:
+        failed = controller.prefetch(keys=KEYS[:3])
+        wait_all(failed)
+        after = controller.prefetch(keys=KEYS[:3])  # the worker threads go on
+        wait_all(after)
+    assert [ack.kind for ack in failed.acks][-1:] == ["final"] and failed.done
+    assert failed.final_ack.tokens == tokens and failed.final_ack.error == error
+    assert len(controller.internal_errors) == 1
+    assert controller.internal_errors == [f"{stage} of operation 0: Boom: planted failure in {step}"]
+    assert after.final_ack.tokens == 3 * PAGE_SIZE and after.final_ack.error is None
+    if step != "final ack":
+        check_frees(pool, after.loaded_host_indices)
+
+
+@pytest.mark.clause("CTL-7", "CTL-13")
+def test_an_internal_backup_failure_completes_nothing_and_the_next_backup_runs(threads_before):
+    done = []
+    controller, pool = failing_controller("write", pages=0)
+    controller.on_backup_done = done.append
+    with controller:
+        failed = controller.backup(KEYS[:2], pool.alloc(2))
+        wait_all(failed)
+        after = controller.backup(KEYS[2:4], pool.alloc(2))
+        wait_all(after)
+    assert failed.completed_tokens == 0 and failed.error == "internal error: Boom: planted failure in write"
+    assert controller.internal_errors == ["backup of operation 0: Boom: planted failure in write"]
+    assert after.completed_tokens == 2 * PAGE_SIZE and after.error is None
+    assert done == [failed, after]
+
+
+@pytest.mark.clause("CTL-13")
+def test_a_raising_backup_callback_is_contained(threads_before):
+    def callback(operation):
+        raise Boom("planted callback failure")
+
+    pool = make_pool()
+    with CacheController(memory_backend(), pool, on_backup_done=callback) as controller:
+        backups = [controller.backup(KEYS[start : start + 2], pool.alloc(2)) for start in (0, 2)]
+        wait_all(*backups)
+    assert [backup.completed_tokens for backup in backups] == [2 * PAGE_SIZE] * 2
+    assert controller.internal_errors == [
+        f"on_backup_done callback of operation {index}: Boom: planted callback failure" for index in (0, 1)
+    ]
+
+
+class FailingFreePool(CountingHostPool):
+    def free(self, indices) -> int:
+        raise Boom("planted free failure")
+
+
+@pytest.mark.clause("CTL-12", "CTL-6")
+def test_a_raising_host_free_is_recorded_and_the_final_ack_still_comes():
+    pool = FailingFreePool(600, PAGE_SIZE, 2, 1, 4, kind="mha", pin_memory=False)
+    backend, _ = stored_backend(3)
+    recorder = RecordingBackend(memory_backend(store=backend.store), {"batch_get_v1": short_by(1)})
+    with CacheController(recorder, pool, prefetch_threshold=0) as controller:
+        operation = controller.prefetch(keys=KEYS[:3])  # loads 2 of the 3 pages hit: the last slot is freed
+        wait_all(operation)
+    assert operation.final_ack.tokens == 2 * PAGE_SIZE and operation.final_ack.error is None
+    assert controller.internal_errors == ["host free of operation 0: Boom: planted free failure"]
