@@ -1,0 +1,120 @@
+"""The trace checker on traces at the edges its rules draw: the ones a small change to the checker would misjudge.
+
+Scenario: conforming and non-conforming prefetches and backups of 10 pages in
+slices of 4 (tests/engine/traces.py) changed at one edge: a KV-derived read
+that confirms fewer pages than its KV read, reads without a hit query, a
+prefetch revoked before IO, an operation-level finding under a pinned
+release, the pages a finding names. Expected: the verdict SGLang's controller
+implies, and findings whose messages name the right pages. Why this matters:
+each case is one a mutation of the checker got wrong while every other test
+still passed (docs/mutation.md).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hicache_contracts import FinalAck, ProgressAck
+from hicache_contracts.engine import check_operation
+from tests.engine.traces import (
+    PAGE_SIZE,
+    PREFIX,
+    backup_trace,
+    drop_call,
+    find,
+    key,
+    prefetch_trace,
+    renumber,
+    replace_call,
+    with_fields,
+)
+
+
+def _clauses(report) -> set[str]:
+    return {violation.clause for violation in report.violations}
+
+
+def _messages(report, clause_id: str) -> list[str]:
+    return [violation.message for violation in report.violations if violation.clause == clause_id]
+
+
+def _frozen_acks(loaded_pages: int, slices: int = 3) -> tuple:
+    """The acks of a prefetch whose loading stopped at ``loaded_pages``: one per slice, then the final."""
+    tokens = loaded_pages * PAGE_SIZE
+    progress = tuple(ProgressAck(operation_id="op", slice_index=n, tokens=tokens) for n in range(slices))
+    return progress + (FinalAck(operation_id="op", tokens=tokens),)
+
+
+def _without_hit_query(operation):
+    while True:
+        try:
+            operation = drop_call(operation, find(operation, "batch_exists"))
+        except LookupError:
+            return operation
+
+
+def _short_derived_read(*, keep_reading: bool):
+    """A hybrid prefetch whose first KV-derived read confirms 2 of its 4 pages (its KV read confirmed all 4)."""
+    operation = prefetch_trace(hybrid=True)
+    position = find(operation, "batch_get_v2", 0, derived=True)
+    operation = replace_call(operation, position, result={"indexer": [True, True, False, False]})
+    if not keep_reading:
+        operation = renumber(operation, list(operation.calls[: position + 1]))
+    return with_fields(operation, acks=_frozen_acks(2))
+
+
+@pytest.mark.clause("HYB-1", "CTL-4", "CTL-5")
+def test_a_short_kv_derived_read_ends_the_slice_and_the_io():
+    """The slice loads what both its KV read and its KV-derived reads confirmed: 2 pages, and IO stops there."""
+    report = check_operation(_short_derived_read(keep_reading=False))
+    assert report.ok, report.format_table()
+    continuing = check_operation(_short_derived_read(keep_reading=True))
+    assert "CTL-4" in _clauses(continuing), continuing.format_table()
+
+
+@pytest.mark.clause("CTL-4")
+def test_reads_without_a_hit_query_are_judged_against_the_chain():
+    """With no hit query and no agreed_pages the slices are the chain's: 4, 4 and a last, shorter one of 2."""
+    report = check_operation(_without_hit_query(prefetch_trace()))
+    assert report.ok, report.format_table()
+
+
+@pytest.mark.clause("CTL-4")
+def test_reads_without_a_hit_query_in_the_wrong_order_are_refused():
+    operation = _without_hit_query(prefetch_trace())
+    first, second = find(operation, "batch_get_v1", 0), find(operation, "batch_get_v1", 1)
+    calls = list(operation.calls)
+    calls[first], calls[second] = calls[second], calls[first]
+    report = check_operation(renumber(operation, calls))
+    assert "CTL-4" in _clauses(report), report.format_table()
+    assert any(
+        "reads pages [4, 8)" in message and "is pages [0, 4)" in message for message in _messages(report, "CTL-4")
+    )
+
+
+@pytest.mark.clause("CTL-3", "CTL-5", "CTL-6")
+def test_a_prefetch_revoked_after_its_hit_query_agrees_on_nothing():
+    """No read and no termination: nothing was agreed, so the acks are a final ack of 0 tokens alone."""
+    operation = prefetch_trace()
+    operation = renumber(operation, [call for call in operation.calls if call.method == "batch_exists"])
+    revoked = with_fields(operation, acks=(FinalAck(operation_id="op", tokens=0),))
+    report = check_operation(revoked)
+    assert report.ok, report.format_table()
+    with_a_progress_ack = with_fields(
+        operation, acks=(ProgressAck(operation_id="op", slice_index=0, tokens=0), FinalAck(operation_id="op", tokens=0))
+    )
+    assert "CTL-5" in _clauses(check_operation(with_a_progress_ack))
+
+
+@pytest.mark.clause("PFX-5")
+@pytest.mark.parametrize(
+    "build, entries", [(backup_trace, ("DIV-4",)), (prefetch_trace, ("DIV-3", "DIV-12"))], ids=["backup", "prefetch"]
+)
+def test_an_operation_level_finding_names_the_divergences_of_its_kind_of_operation(build, entries):
+    """The operation's own prefix changed: 0.5.20 records it (per SGLang function), 0.5.23 does not."""
+    operation = with_fields(build(), prefix_keys_after=PREFIX + (key(7),))
+    old = check_operation(operation, sglang_version="0.5.20")
+    assert old.ok, old.format_table()
+    assert [(finding.clause, finding.divergence) for finding in old.divergences] == [("PFX-5", entries)]
+    new = check_operation(operation, sglang_version="0.5.23")
+    assert _clauses(new) == {"PFX-5"} and not new.divergences
