@@ -328,6 +328,7 @@ def v2_prefetch(answer: Answer, sidecars, **settings):
     "entries,agreed",
     [
         ({"indexer": 0}, {"indexer": 0}),
+        ({"indexer": 1}, {"indexer": 1}),
         ({"indexer": PAGES}, {"indexer": PAGES}),
         ({PoolName.INDEXER: 3}, {"indexer": 3}),
         ({"indexer": PAGES + 1}, {}),
@@ -514,3 +515,99 @@ def test_a_raising_host_free_is_recorded_and_the_final_ack_still_comes():
         wait_all(operation)
     assert operation.final_ack.tokens == 2 * PAGE_SIZE and operation.final_ack.error is None
     assert controller.internal_errors == ["host free of operation 0: Boom: planted free failure"]
+
+
+# ================================================================== sidecar reads and writes, one rank
+def swa_prefetch(faults=None, short_pool=False):
+    """Prefetch KEYS (all stored, with the SWA window) through a controller with one SWA pool."""
+    store = memory_backend()
+    store_with_swa(store)
+    kv, swa = make_pool(), swa_pool()
+    swa.alloc_short = short_pool
+    recorder = RecordingBackend(memory_backend(store=store.store), faults)
+    with CacheController(recorder, kv, sidecar_pools=[swa_sidecar(swa)], prefetch_threshold=0) as controller:
+        operation = controller.prefetch(keys=KEYS)
+        wait_all(operation)
+    return operation, recorder, kv, swa, controller
+
+
+@pytest.mark.clause("HYB-2", "HYB-3", "CTL-6")
+def test_a_sidecar_read_that_succeeds_keeps_its_window_and_reports_no_error():
+    operation, recorder, kv, swa, controller = swa_prefetch()
+    assert operation.final_ack.tokens == PAGES * PAGE_SIZE and operation.final_ack.error is None
+    assert pool_hits(operation) == {"swa": PAGES}
+    assert swa.used_pages() == WINDOW and operation.pool_host_indices["swa"].numel() == WINDOW * PAGE_SIZE
+    ((_, keys, _),) = recorder.calls_of("batch_get_v2")[0].transfers
+    assert keys == KEYS[PAGES - WINDOW :]
+    assert kv.used_pages() == PAGES and controller.internal_errors == []
+
+
+@pytest.mark.clause("HYB-4", "CTL-12")
+def test_a_sidecar_pool_short_of_host_memory_reads_nothing_and_fails_the_pool():
+    operation, recorder, kv, swa, _ = swa_prefetch(short_pool=True)
+    assert operation.loaded_tokens == PAGES * PAGE_SIZE  # KV is kept
+    assert pool_hits(operation) == {"swa": 0} and operation.final_ack.error == "sidecar read failed"
+    assert recorder.calls_of("batch_get_v2") == [] and swa.used_pages() == 0
+
+
+@pytest.mark.clause("HYB-1", "CTL-11", "CTL-4")
+def test_a_raising_derived_read_loads_nothing():
+    store = memory_backend()
+    indexer_pool = make_pool()
+    kv = make_pool()
+    indexer = SidecarPool(PoolName.INDEXER, indexer_pool, kv_derived=True)
+    with CacheController(
+        store, make_pool(), sidecar_pools=[SidecarPool(PoolName.INDEXER, make_pool(), kv_derived=True)]
+    ) as writer:
+        wait_all(writer.backup(KEYS, writer.host_pool.alloc(PAGES)))
+    recorder = RecordingBackend(memory_backend(store=store.store), {"batch_get_v2": raising()})
+    with CacheController(recorder, kv, sidecar_pools=[indexer], prefetch_threshold=0) as controller:
+        operation = controller.prefetch(keys=KEYS)
+        wait_all(operation)
+    assert operation.hit_pages == PAGES and operation.final_ack.tokens == 0
+    assert operation.final_ack.error == "batch_get_v2 raised RuntimeError: planted storage failure"
+    assert len(recorder.calls_of("batch_get_v1")) == 1 and kv.used_pages() == 0
+
+
+def mamba_backup(storage_config, faults):
+    """Back up 2 pages with the MAMBA state of the last one; return (the backup, the recorder)."""
+    kv, mamba = make_pool(), swa_pool()
+    recorder = RecordingBackend(memory_backend(), faults)
+    transfer = PoolTransfer(
+        name=PoolName.MAMBA, keys=KEYS[1:2], host_indices=mamba.alloc(1), hit_policy=PoolHitPolicy.TRAILING_PAGES
+    )
+    with CacheController(
+        recorder, kv, storage_config=storage_config, sidecar_pools=[SidecarPool(PoolName.MAMBA, mamba)]
+    ) as controller:
+        backup = controller.backup(KEYS[:2], kv.alloc(2), sidecar_transfers=[transfer])
+        wait_all(backup)
+    return backup, recorder
+
+
+NON_WRITER = config(tp_rank=1, tp_size=2, is_mla_model=True)
+RAISED = "batch_set_v2 raised RuntimeError: planted storage failure"
+
+
+@pytest.mark.clause("HYB-5", "CTL-7", "CTL-11")
+def test_a_raising_sidecar_write_writes_no_kv():
+    backup, recorder = mamba_backup(None, {"batch_set_v2": raising()})
+    assert recorder.calls_of("batch_set_v1") == []
+    assert backup.completed_tokens == 0 and backup.local_completed_tokens == 0 and backup.error == RAISED
+
+
+@pytest.mark.clause("CTL-8", "CTL-15", "CTL-11")
+@pytest.mark.parametrize(
+    "faults,local,error",
+    [
+        (None, 2 * PAGE_SIZE, None),
+        ({"batch_set_v2": raising()}, 0, RAISED),
+        ({"batch_set_v2": returning({"mamba": [False]})}, 0, "sidecar write failed"),
+    ],
+    ids=["written", "raised", "failed"],
+)
+def test_a_non_writer_offers_the_whole_span_only_when_its_sidecars_were_written(faults, local, error):
+    backup, recorder = mamba_backup(NON_WRITER, faults)
+    assert recorder.calls_of("batch_set_v1") == [] and not backup.wrote_kv
+    assert [name for call in recorder.calls_of("batch_set_v2") for name, _, _ in call.transfers] == ["mamba"]
+    assert backup.local_completed_tokens == local and backup.completed_tokens == local  # alone: its own offer
+    assert backup.error == error
