@@ -19,8 +19,9 @@ loopback port, without persistence, and stops afterwards, as the tests do
 Everything runs twice, once per reply parser: hiredis (the C parser redis-py
 uses when it is installed, a dependency of the project) and redis-py's
 pure-Python parser, each phase of a run using the same parser as its
-baseline; the speed-up of hiredis over the Python parser is printed for the
-baseline and the controller alike.
+baseline; the parsers take turns within each repeat, and the speed-up of
+hiredis over the Python parser is printed for the baseline and the controller
+alike.
 
 Each repeat runs the three in turn (rotating which goes first), and before
 each phase waits until the server has no lazily freed memory pending, so
@@ -44,7 +45,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 import redis
 import torch
@@ -231,36 +232,49 @@ class Workload:
         return written - started, read - written
 
 
-def measure(url: str, pages: int, repeats: int, parser: type) -> dict:
-    """Run the three phases ``repeats`` times with ``parser``; return MB/s (best) and ratios to the raw baseline."""
-    workload = Workload(url, pages, parser)
+PHASES = ("raw", "controller", "backend_alone")
+"""The workload's phases, each returning (write seconds, read seconds)."""
+
+
+def measure(url: str, pages: int, repeats: int, parsers: Sequence[str]) -> dict:
+    """Run the phases ``repeats`` times with each parser; return, per parser, MB/s (best) and ratios to raw.
+
+    The parsers take turns within each repeat (and the phases rotate), so that
+    a change of load on a shared machine hits both alike.
+    """
+    workload = Workload(url, pages)
+    own_client = workload.client
+    clients = {name: redis.Redis.from_url(url, parser_class=PARSERS[name]) for name in parsers}
     megabytes = pages * workload.pool.page_bytes / 1e6
-    phases: dict[str, Callable[[], tuple[float, float]]] = {
-        "raw": workload.raw,
-        "controller": workload.controller,
-        "backend": workload.backend_alone,
+    timings: dict[str, dict[str, list[tuple[float, float]]]] = {
+        name: {phase: [] for phase in PHASES} for name in parsers
     }
-    timings: dict[str, list[tuple[float, float]]] = {name: [] for name in phases}
-    order = list(phases)
     try:
         for repeat in range(repeats):
-            for name in order[repeat % 3 :] + order[: repeat % 3]:
-                timings[name].append(phases[name]())
+            turn = list(parsers)[repeat % len(parsers) :] + list(parsers)[: repeat % len(parsers)]
+            for name in turn:
+                workload.parser, workload.client = PARSERS[name], clients[name]
+                for phase in PHASES[repeat % 3 :] + PHASES[: repeat % 3]:
+                    timings[name][phase].append(getattr(workload, phase)())
     finally:
         delete_prefix(workload.client, workload.prefix)
-        workload.client.close()
-    rates = {}
-    for name in phases:
-        for which, direction in ((0, "write"), (1, "read")):
-            rates[f"{name}_{direction}"] = megabytes / min(timing[which] for timing in timings[name])
-    return {
-        "megabytes": megabytes,
-        "rates_mb_s": rates,
-        "backup_over_raw_set": rates["controller_write"] / rates["raw_write"],
-        "prefetch_over_raw_get": rates["controller_read"] / rates["raw_read"],
-        "backend_set_over_raw_set": rates["backend_write"] / rates["raw_write"],
-        "backend_get_over_raw_get": rates["backend_read"] / rates["raw_read"],
-    }
+        for client in (own_client, *clients.values()):
+            client.close()
+    results = {}
+    for name in parsers:
+        rates = {}
+        for phase, label in zip(PHASES, ("raw", "controller", "backend")):
+            for which, direction in ((0, "write"), (1, "read")):
+                rates[f"{label}_{direction}"] = megabytes / min(timing[which] for timing in timings[name][phase])
+        results[name] = {
+            "megabytes": megabytes,
+            "rates_mb_s": rates,
+            "backup_over_raw_set": rates["controller_write"] / rates["raw_write"],
+            "prefetch_over_raw_get": rates["controller_read"] / rates["raw_read"],
+            "backend_set_over_raw_set": rates["backend_write"] / rates["raw_write"],
+            "backend_get_over_raw_get": rates["backend_read"] / rates["raw_read"],
+        }
+    return results
 
 
 def run(
@@ -289,8 +303,7 @@ def run(
         "repeats": repeats,
         "hiredis_available": HIREDIS_AVAILABLE,
     }
-    for name in parsers:
-        results[name] = measure(url, pages, repeats, PARSERS[name])
+    results.update(measure(url, pages, repeats, list(parsers)))
     if "hiredis" in results and "python" in results:
         results["hiredis_speedup"] = {
             key: results["hiredis"]["rates_mb_s"][key] / results["python"]["rates_mb_s"][key]
