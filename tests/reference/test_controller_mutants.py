@@ -8,6 +8,7 @@ mutants they kill are listed in docs/mutation/controller.md.
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -611,3 +612,25 @@ def test_a_non_writer_offers_the_whole_span_only_when_its_sidecars_were_written(
     assert [name for call in recorder.calls_of("batch_set_v2") for name, _, _ in call.transfers] == ["mamba"]
     assert backup.local_completed_tokens == local and backup.completed_tokens == local  # alone: its own offer
     assert backup.error == error
+
+
+# ================================================================== close() with a worker that cannot stop
+@pytest.mark.clause("CTL-11", "CTL-6")
+def test_close_returns_false_when_a_worker_cannot_stop_and_the_worker_still_ends(threads_before):
+    """A callback that does not return keeps its worker: close(timeout) gives up and says so, never hangs."""
+    release, entered = threading.Event(), threading.Event()
+
+    def on_ack(operation, ack):
+        entered.set()
+        release.wait(30)
+
+    controller = CacheController(memory_backend(), make_pool(), prefetch_threshold=0, on_ack=on_ack)
+    try:
+        operation = controller.prefetch(keys=KEYS[:3])  # a miss: its final ack goes to on_ack
+        assert entered.wait(10)
+        assert controller.close(timeout=0.5) is False
+        assert not controller.running
+    finally:
+        release.set()
+    assert operation.wait(10) and operation.final_ack.error == "revoked: miss"
+    assert controller.close() is True  # closed already
