@@ -37,7 +37,8 @@ from hicache_contracts import (
 from hicache_contracts.capabilities import detect_capabilities
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends import MemoryBackend, storage_name
-from hicache_spec import STORAGE_BATCH_SIZE, fold_pool_query
+from hicache_spec import STORAGE_BATCH_SIZE
+from tests.oracles import plain_fold
 
 PAGE_SIZE = 4
 """Tokens per page in every test pool."""
@@ -585,9 +586,10 @@ def check_unregistered_pool(harness: Harness) -> None:
 
 @clause_check
 def check_v2_exists_folds(harness: Harness, kv_present: tuple, pools: tuple) -> None:
-    """BE-21: batch_exists_v2 equals the spec's fold over KV and every requested pool.
+    """BE-21: batch_exists_v2 equals SGLang 0.5.23's fold over KV and every requested pool.
 
-    ``pools`` holds (name, policy, window, presence) as in ``fold_pool_query`` (SGLang 0.5.23's HiCacheFile).
+    ``pools`` holds (name, policy, window, presence) as in ``fold_pool_query``; the expected answer is
+    ``tests.oracles.plain_fold``, not the spec function the reference backends fold with.
     """
     backend = harness.make()
     backend.clear()
@@ -606,7 +608,7 @@ def check_v2_exists_folds(harness: Harness, kv_present: tuple, pools: tuple) -> 
         transfers.append(
             PoolTransfer(name=name, keys=keys[len(keys) - window :] if window else None, hit_policy=policy)
         )
-    folded, entries, restorable = fold_pool_query(kv_present, pools)
+    folded, entries, restorable = plain_fold(kv_present, pools)
     expected = PoolTransferResult(
         kv_hit_pages=folded, extra_pool_hit_pages=dict(entries), restorable_prefix_pages=list(restorable)
     )

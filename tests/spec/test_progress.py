@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,6 +23,8 @@ from hicache_spec import (
     compute_prefetch_timeout,
     is_prefetch_worth_it,
 )
+from tests.spec import planted_spec
+from tests.spec.test_planted import is_refuted
 
 slice_plans = st.lists(st.integers(min_value=1, max_value=128), max_size=6).flatmap(
     lambda sizes: st.tuples(
@@ -74,10 +78,24 @@ def test_backup_counts_leading_successful_slices(slices, page_size):
     assert compute_backup_progress(sizes, outcomes, page_size) == expected * page_size
 
 
+rank_hit_lists = st.lists(st.integers(min_value=0, max_value=10_000), min_size=1, max_size=8)
+
+
+def check_agree_hit_pages(impl, hits) -> None:
+    """The agreed hit is a rank's hit that no rank's hit is below (not ``min``, which the spec itself uses)."""
+    lowest = [hit for hit in hits if not any(other < hit for other in hits)]
+    assert impl(tuple(hits)) == lowest[0]
+
+
 @pytest.mark.clause("RANK-1", "RANK-2", "RANK-5")
-@given(st.lists(st.integers(min_value=0, max_value=10_000), min_size=1, max_size=8))
+@given(rank_hit_lists)
 def test_agreement_is_the_minimum(hits):
-    assert agree_hit_pages(tuple(hits)) == min(hits)
+    check_agree_hit_pages(agree_hit_pages, hits)
+
+
+@pytest.mark.clause("RANK-1")
+def test_agreement_oracle_refutes_the_maximum():
+    assert is_refuted(lambda hits: check_agree_hit_pages(planted_spec.agree_hit_pages_maximum, hits), rank_hit_lists)
 
 
 @pytest.mark.clause("CTL-3")
@@ -136,29 +154,59 @@ def test_unified_cache_timeout_follows_the_key_list_when_checked(requested_pages
     st.one_of(st.none(), st.floats(0, 100)),
 )
 def test_prefetch_timeout_formula(tokens, base, per_ki, maximum):
-    linear = base + per_ki * tokens / 1024
-    assert compute_prefetch_timeout(tokens, base, per_ki, maximum) == (
-        linear if maximum is None else min(maximum, linear)
+    check_prefetch_timeout(compute_prefetch_timeout, (tokens, base, per_ki, maximum))
+
+
+def check_prefetch_timeout(impl, case) -> None:
+    """Exact arithmetic, whole Ki tokens and the rest apart, the cap as a branch: not the spec's expression."""
+    tokens, base, per_ki, maximum = case
+    whole, rest = divmod(tokens, 1024)
+    exact = Fraction(base) + Fraction(per_ki) * whole + Fraction(per_ki) * Fraction(rest, 1024)
+    if maximum is not None and Fraction(maximum) < exact:
+        exact = Fraction(maximum)
+    assert impl(tokens, base, per_ki, maximum) == pytest.approx(float(exact), rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.clause("CTL-10")
+def test_timeout_oracle_refutes_a_cap_on_the_base_only():
+    cases = st.tuples(st.integers(0, 10**7), st.floats(0, 100), st.floats(0, 10), st.floats(0, 100))
+    assert is_refuted(
+        lambda case: check_prefetch_timeout(planted_spec.compute_prefetch_timeout_caps_base_only, case), cases
     )
 
 
+SPAN_CASES = [
+    # span, threshold, page_size, whether the span is long enough, the effective threshold
+    (255, 256, 1, False, 256),
+    (256, 256, 1, True, 256),
+    (300, 256, 64, True, 256),
+    (255, 256, 64, False, 256),
+    (63, 0, 64, False, 64),
+    (64, 0, 64, True, 64),
+    (0, 0, 1, False, 1),
+    (129, 128, 128, True, 128),
+    (100, 32, 64, True, 64),  # a threshold inside the first page is raised to it
+    (300, 300, 64, False, 300),  # 256 whole-page tokens; the partial page does not count
+]
+
+
 @pytest.mark.clause("CTL-3")
-@pytest.mark.parametrize(
-    "span, threshold, page_size, ok",
-    [
-        (255, 256, 1, False),
-        (256, 256, 1, True),
-        (300, 256, 64, True),
-        (255, 256, 64, False),
-        (63, 0, 64, False),
-        (64, 0, 64, True),
-        (0, 0, 1, False),
-        (129, 128, 128, True),
-    ],
-)
-def test_span_below_the_effective_threshold_is_declined_before_query(span, threshold, page_size, ok):
+@pytest.mark.parametrize("span, threshold, page_size, ok, effective", SPAN_CASES)
+def test_span_below_the_effective_threshold_is_declined_before_query(span, threshold, page_size, ok, effective):
     assert is_prefetch_span_long_enough(span, threshold, page_size) is ok
-    assert compute_effective_threshold(threshold, page_size) == max(threshold, page_size)
+    assert compute_effective_threshold(threshold, page_size) == effective
+
+
+@pytest.mark.clause("CTL-3")
+def test_span_table_refutes_planted_thresholds():
+    assert any(
+        planted_spec.compute_effective_threshold_zero_only(threshold, page) != effective
+        for _, threshold, page, _, effective in SPAN_CASES
+    )
+    assert any(
+        planted_spec.is_prefetch_span_long_enough_unaligned(span, threshold, page) is not ok
+        for span, threshold, page, ok, _ in SPAN_CASES
+    )
 
 
 @pytest.mark.clause("RANK-6")
@@ -210,4 +258,22 @@ def test_agreement_matches_intersection_of_sets(ranks):
 @pytest.mark.clause("CTL-3")
 @given(st.integers(min_value=0, max_value=10**6), st.integers(min_value=0, max_value=10**6))
 def test_prefetch_threshold_property(tokens, threshold):
-    assert is_prefetch_worth_it(tokens, threshold) == (tokens > 0 and tokens >= threshold)
+    check_prefetch_worth_it(is_prefetch_worth_it, (tokens, threshold))
+
+
+def check_prefetch_worth_it(impl, case) -> None:
+    """Worth it: some hit, and not below the threshold, as branches (not the spec's expression)."""
+    tokens, threshold = case
+    if tokens == 0:
+        expected = False
+    elif tokens < threshold:
+        expected = False
+    else:
+        expected = True
+    assert impl(tokens, threshold) is expected
+
+
+@pytest.mark.clause("CTL-3")
+def test_threshold_oracle_refutes_a_strict_comparison():
+    at_or_near = st.integers(0, 10**6).flatmap(lambda t: st.tuples(st.just(t), st.sampled_from([t, t + 1, 0])))
+    assert is_refuted(lambda case: check_prefetch_worth_it(planted_spec.is_prefetch_worth_it_strict, case), at_or_near)
