@@ -51,10 +51,10 @@ def refuting_functions(functions: list[ast.FunctionDef], lines: list[str], outpu
     refuted = set()
     for number, message in ERROR.findall(output):
         line = int(number)
-        if not POST_LINE.match(lines[line - 1]):
-            continue
-        if not (message.startswith("false when calling") or "is not marked as mutable" in message):
-            continue  # the condition raised: nothing was refuted
+        if "is not marked as mutable" in message:
+            pass  # a post[] line broken: CrossHair names the function's first line
+        elif not (POST_LINE.match(lines[line - 1]) and message.startswith("false when calling")):
+            continue  # not a post line, or the condition raised: nothing was refuted
         refuted |= {node.name for node in functions if node.lineno <= line <= (node.end_lineno or node.lineno)}
     return refuted
 

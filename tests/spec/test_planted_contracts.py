@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import copy
 import importlib
+import importlib.util
 import inspect
 import re
 from pathlib import Path
@@ -166,3 +167,24 @@ def test_a_new_contracted_function_without_a_variant_is_found(monkeypatch):
     monkeypatch.setattr(__import__(__name__, fromlist=["planted_variants"]), "planted_variants", lambda: kept)
     with pytest.raises(AssertionError, match="compute_trailing_window"):
         test_every_contracted_spec_function_has_a_planted_variant()
+
+
+def test_crosshair_check_counts_only_a_post_line_made_false():
+    """``.ci/crosshair_check.py`` credits a variant only when one of its post lines is false (or post[] broken)."""
+    loader = importlib.util.spec_from_file_location("crosshair_check", ROOT / ".ci" / "crosshair_check.py")
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    text = (ROOT / "tests" / "spec" / "planted_spec.py").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    functions = [node for node in ast.parse(text).body if isinstance(node, ast.FunctionDef)]
+    fold = next(node for node in functions if node.name == "fold_pool_query_min_of_maxima")
+    post = next(n for n in range(fold.lineno, fold.end_lineno + 1) if lines[n - 1].strip().startswith("post:"))
+    pre = next(n for n in range(fold.lineno, fold.end_lineno + 1) if lines[n - 1].strip().startswith("pre:"))
+
+    def refuted(line: int, message: str) -> set:
+        return module.refuting_functions(functions, lines, f"/x/tests/spec/planted_spec.py:{line}: error: {message}\n")
+
+    assert refuted(post, "false when calling f(...)") == {fold.name}
+    assert refuted(post, "Error while evaluating post condition: NameError: name 'x' is not defined") == set()
+    assert refuted(pre, "false when calling f(...)") == set()
+    assert refuted(fold.lineno, 'Argument "prefix" is not marked as mutable, but changed') == {fold.name}
