@@ -126,9 +126,11 @@ class MissClearsThePageAtItsPosition(CorrectBackend):
     def read_pages(self, pool, keys, host_indices):
         results = super().read_pages(pool, keys, host_indices)
         host_pool = self.pools.get(pool)
+        if host_pool is None:
+            return results
         for index, hit in enumerate(results):
-            start = index * host_pool.page_size if host_pool is not None else 0  # not host_indices[index * page_size]
-            if not hit and host_pool is not None and start < host_pool.size:
+            start = index * host_pool.page_size  # the key's position, not host_indices[index * page_size]
+            if not hit and start < host_pool.size:
                 host_pool.set_from_flat_data_page(start, host_pool.get_dummy_flat_data_page())
         return results
 
