@@ -128,10 +128,12 @@ from hicache_contracts import (
     HiCacheStorageExtraInfo,
     PoolHitPolicy,
     PoolHitsAck,
+    PageKeys,
     PoolName,
     PoolTransfer,
     PrefixKeys,
     ProgressAck,
+    ReadOnlyMapping,
     validate_host_indices,
     validate_page_keys,
 )
@@ -146,7 +148,13 @@ from hicache_reference.calls import (
     confirmed_pool_pages,
 )
 from hicache_reference.operations import BackupOperation, PrefetchOperation
-from hicache_reference.policies import PREFETCH_POLICIES, TimeoutSettings, compute_deadline, is_terminated
+from hicache_reference.policies import (
+    PREFETCH_POLICIES,
+    TimeoutSettings,
+    compute_deadline,
+    is_prefetch_policy,
+    is_terminated,
+)
 from hicache_reference.rank_group import LocalRankGroup, RankGroup, all_reduce_min_vector
 from hicache_spec import (
     DEFAULT_PREFETCH_THRESHOLD_TOKENS,
@@ -179,6 +187,13 @@ _STOP = object()
 _CLASS = "CacheController"
 
 
+def _keys_of(transfer: PoolTransfer) -> PageKeys:
+    """A sidecar transfer's keys: the controller's own always have them, a caller's are checked at submission."""
+    keys = transfer.keys
+    assert keys is not None
+    return keys
+
+
 def _violation(field: str, rule: str, value: Any, clause_id: str) -> ContractViolation:
     return ContractViolation(f"{_CLASS}.{field}", rule, value, clause_id)
 
@@ -193,9 +208,11 @@ class SidecarPool:
     ``TRAILING_PAGES`` pool (HYB-3, HYB-7).
     """
 
-    name: Union[PoolName, str]
+    name: PoolName
+    """Given as a member or its value (``"swa"``); held as the member."""
     host_pool: Any
-    hit_policy: Union[PoolHitPolicy, str] = PoolHitPolicy.ALL_PAGES
+    hit_policy: PoolHitPolicy = PoolHitPolicy.ALL_PAGES
+    """Given as a member or its value; held as the member."""
     window_pages: int = 1
     kv_derived: bool = False
 
@@ -444,7 +461,7 @@ class CacheController:
         anchor (PFX-10); when both are given its last key must be
         ``prior_key``. Bad input raises ContractViolation and starts nothing.
         """
-        if policy not in PREFETCH_POLICIES:
+        if not is_prefetch_policy(policy):
             raise _violation("prefetch.policy", f"must be one of {', '.join(PREFETCH_POLICIES)}", policy, "CTL-9")
         prefix = self._check_prefix("prefetch.prefix_keys", prefix_keys)
         if prefix is not None:
@@ -553,6 +570,7 @@ class CacheController:
         if keys is not None:
             validate_page_keys(keys, field=f"{_CLASS}.prefetch.keys")
             return tuple(keys)
+        assert token_ids is not None  # exactly one of the two was given
         tokens = tuple(token_ids)
         for index, token in enumerate(tokens):
             if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < 2**32:
@@ -719,7 +737,7 @@ class CacheController:
                 operation.local_restorable = tuple(int(length) for length in restorable)  # RANK-6
             except (TypeError, ValueError):
                 operation.local_restorable = ()  # CTL-11: a malformed set restores nothing beyond 0
-        entries = getattr(outcome.result, "extra_pool_hit_pages", None)
+        entries: Any = getattr(outcome.result, "extra_pool_hit_pages", None)  # read by duck typing
         if callable(getattr(entries, "get", None)):  # a dict, or the models' read-only mapping
             for pool in self.sidecar_pools:
                 value = entries.get(pool.name, entries.get(pool.name.value))
@@ -735,7 +753,7 @@ class CacheController:
             transfers.append(
                 PoolTransfer(
                     name=pool.name,
-                    keys=keys,
+                    keys=PageKeys(keys),
                     hit_policy=pool.hit_policy,
                     indices_from_pool=PoolName.KV if pool.kv_derived else None,
                 )
@@ -813,6 +831,7 @@ class CacheController:
         """Read the agreed keys slice by slice, one progress ack per slice. Clauses: CTL-4, CTL-5, RANK-3, RANK-4."""
         agreed_tokens = 0
         stopped = False
+        assert operation.hit_pages is not None  # agreed before any read
         for slice_index, (start, end) in enumerate(plan_batches(operation.hit_pages, self.batch_size)):
             if not stopped and self._should_terminate(operation):  # CTL-9
                 stopped = True
@@ -841,6 +860,7 @@ class CacheController:
     def _read_slice(self, operation: PrefetchOperation, slice_index: int, start: int, end: int) -> int:
         """Read one slice of KV and its KV-derived sidecars with one extra info; return the pages loaded. Clauses: HYB-1, PFX-8."""
         keys = list(operation.keys[start:end])
+        assert operation.host_indices is not None  # allocated before any read
         slots = operation.host_indices[start * self.page_size : end * self.page_size]
         extra_info = self._extra_info_for_slice(operation, start)  # PFX-2: one value for both reads (PFX-8)
         loaded = self._read_kv_slice(operation, keys, slots, extra_info)
@@ -861,7 +881,7 @@ class CacheController:
     ) -> int:
         """``batch_get_v2`` of the KV-derived sidecars of one slice; return the minimum confirmed. Clauses: HYB-1, HYB-4, PFX-8."""
         transfers = [
-            PoolTransfer(name=pool.name, host_indices=slots, keys=keys, indices_from_pool=PoolName.KV)
+            PoolTransfer(name=pool.name, host_indices=slots, keys=PageKeys(keys), indices_from_pool=PoolName.KV)
             for pool in self.derived_pools
         ]
         outcome = self.caller.call("batch_get_v2", transfers, extra_info, quiescence=operation.quiescence)
@@ -896,6 +916,7 @@ class CacheController:
     def _load_sidecars(self, operation: PrefetchOperation) -> None:
         """Read the other sidecars once, agree per pool, ack their hits. Clauses: HYB-2, HYB-3, HYB-4, RANK-3."""
         hit_pages = operation.hit_pages
+        assert hit_pages is not None  # agreed before any read
         local_hits = self._read_sidecars(operation, hit_pages)
         agreed_hits = {}
         for pool in sorted(self.separate_pools, key=lambda pool: pool.name.value):  # same order on every rank
@@ -907,7 +928,9 @@ class CacheController:
                 self._free_host_slots(operation, self._pool(name).host_pool, slots)
         if any(hits == 0 for hits in agreed_hits.values()) and operation.error is None:
             operation.error = "sidecar read failed"
-        self._emit_ack(operation, PoolHitsAck(operation_id=operation.operation_id, pool_hits=agreed_hits))
+        self._emit_ack(
+            operation, PoolHitsAck(operation_id=operation.operation_id, pool_hits=ReadOnlyMapping(agreed_hits))
+        )
 
     def _read_sidecars(self, operation: PrefetchOperation, hit_pages: int) -> dict[str, int]:
         """Read every non-KV-derived pool's window of the hit; all or nothing. Clauses: HYB-3, HYB-4.
@@ -926,7 +949,10 @@ class CacheController:
             allocated.append((pool, slots))
             transfers.append(
                 PoolTransfer(
-                    name=pool.name, host_indices=slots, keys=operation.keys[start:end], hit_policy=pool.hit_policy
+                    name=pool.name,
+                    host_indices=slots,
+                    keys=PageKeys(operation.keys[start:end]),
+                    hit_policy=pool.hit_policy,
                 )
             )
         success = len(allocated) == len(self.separate_pools) and self._read_sidecar_parts(operation, transfers)
@@ -962,7 +988,7 @@ class CacheController:
         A transfer covers the span up to its first key: ``len(span)`` minus its
         key count, SGLang's rule for the trailing keys it sends.
         """
-        counts = tuple(min(len(transfer.keys), len(span)) for transfer in transfers)
+        counts = tuple(min(len(_keys_of(transfer)), len(span)) for transfer in transfers)
         groups = plan_sidecar_groups(None if not self.pass_prefix_keys else (), tuple(span), counts)
         planned = []
         for prefix, members in groups:
@@ -973,7 +999,7 @@ class CacheController:
     def _sidecar_read_succeeded(self, outcome: CallOutcome, transfers: list[PoolTransfer]) -> bool:
         """Whether every pool is present in the result with every page True. Clause: HYB-4."""
         return outcome.returned and all(
-            confirmed_pool_pages(outcome.result, transfer.name, len(transfer.keys)) == len(transfer.keys)
+            confirmed_pool_pages(outcome.result, transfer.name, len(_keys_of(transfer))) == len(_keys_of(transfer))
             for transfer in transfers
         )
 
@@ -1070,7 +1096,10 @@ class CacheController:
         """The caller's sidecar transfers, plus one per KV-derived pool over the KV keys and slots (HYB-1)."""
         derived = [
             PoolTransfer(
-                name=pool.name, host_indices=operation.host_indices, keys=operation.keys, indices_from_pool=PoolName.KV
+                name=pool.name,
+                host_indices=operation.host_indices,
+                keys=PageKeys(operation.keys),
+                indices_from_pool=PoolName.KV,
             )
             for pool in self.derived_pools
         ]
@@ -1096,7 +1125,7 @@ class CacheController:
                     outcomes.extend(False for _ in group)
                 return False
             oks = [
-                confirmed_pool_pages(outcome.result, transfer.name, len(transfer.keys)) == len(transfer.keys)
+                confirmed_pool_pages(outcome.result, transfer.name, len(_keys_of(transfer))) == len(_keys_of(transfer))
                 for transfer in group
             ]  # HYB-4
             if outcomes is not None:
@@ -1108,13 +1137,16 @@ class CacheController:
 
     def _transfer_part(self, transfer: PoolTransfer, start: int, end: int) -> PoolTransfer:
         """The pages [start, end) of a transfer (keys and slots)."""
-        if start == 0 and len(transfer.keys) <= end:
+        keys = _keys_of(transfer)
+        if start == 0 and len(keys) <= end:
             return transfer
-        end = min(end, len(transfer.keys))
+        end = min(end, len(keys))
+        slots = transfer.host_indices
+        assert slots is not None  # a sidecar transfer has slots (checked when the backup was submitted)
         return PoolTransfer(
             name=transfer.name,
-            keys=transfer.keys[start:end],
-            host_indices=transfer.host_indices[start * self.page_size : end * self.page_size],
+            keys=PageKeys(keys[start:end]),
+            host_indices=slots[start * self.page_size : end * self.page_size],
             hit_policy=transfer.hit_policy,
             indices_from_pool=transfer.indices_from_pool,
         )

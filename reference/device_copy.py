@@ -223,12 +223,14 @@ class PageCopier:
         )  # gather on the host, into pinned memory
         device_index = device_pages.pin_memory()
         event = torch.cuda.Event()
-        self.stream.wait_stream(torch.cuda.current_stream(self.device_buffer.device))  # after earlier device work
-        with torch.cuda.stream(self.stream):
+        stream = self.stream
+        assert stream is not None  # made in __init__ for a CUDA buffer
+        stream.wait_stream(torch.cuda.current_stream(self.device_buffer.device))  # after earlier device work
+        with torch.cuda.stream(stream):
             arrived = staging.to(self.device_buffer.device, non_blocking=True)
             index = device_index.to(self.device_buffer.device, non_blocking=True)
             self._pages_view(self.device_buffer).index_copy_(self.slot_dim, index, self._pages_view(arrived))
-            event.record(self.stream)
+            event.record(stream)
         return CopyHandle(event=event, keep=(staging, device_index, arrived, index))
 
     def _store_cuda(self, device_slots: torch.Tensor, host_slots: torch.Tensor) -> CopyHandle:
@@ -236,12 +238,14 @@ class PageCopier:
         staging = self._staging(host_pages.numel())
         device_index = device_pages.pin_memory()
         event = torch.cuda.Event()
-        self.stream.wait_stream(torch.cuda.current_stream(self.device_buffer.device))  # after earlier device work
-        with torch.cuda.stream(self.stream):
+        stream = self.stream
+        assert stream is not None  # made in __init__ for a CUDA buffer
+        stream.wait_stream(torch.cuda.current_stream(self.device_buffer.device))  # after earlier device work
+        with torch.cuda.stream(stream):
             index = device_index.to(self.device_buffer.device, non_blocking=True)
             gathered = self._pages_view(self.device_buffer).index_select(self.slot_dim, index)
             self._pages_view(staging).copy_(gathered, non_blocking=True)
-            event.record(self.stream)
+            event.record(stream)
         host = self.host_pool.kv_buffer
         staged_pages = torch.arange(host_pages.numel())
 

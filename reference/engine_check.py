@@ -17,7 +17,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from hicache_contracts import HiCacheStorageConfig, PoolTransfer
+from hicache_contracts import HiCacheStorageConfig, PageKeys, PoolHitPolicy, PoolName, PoolTransfer
 from hicache_contracts.engine._recorder import RecordingBackend
 from hicache_contracts.engine._reference import (
     PAGE_SIZE,
@@ -43,18 +43,21 @@ def _sidecar_pools(hybrid: bool) -> tuple:
     if not hybrid:
         return ()
     return (
-        SidecarPool("indexer", _host_pool(), kv_derived=True),
-        SidecarPool("swa", _host_pool(), hit_policy="trailing_pages", window_pages=SWA_WINDOW),
+        SidecarPool(PoolName.INDEXER, _host_pool(), kv_derived=True),
+        SidecarPool(PoolName.SWA, _host_pool(), hit_policy=PoolHitPolicy.TRAILING_PAGES, window_pages=SWA_WINDOW),
     )
 
 
 def _swa_transfers(pools: tuple, keys: Sequence[str]) -> list:
     if not pools:
         return []
-    window = tuple(keys[-SWA_WINDOW:])
+    window = PageKeys(tuple(keys[-SWA_WINDOW:]))
     return [
         PoolTransfer(
-            name="swa", keys=window, host_indices=pools[1].host_pool.alloc(len(window)), hit_policy="trailing_pages"
+            name=PoolName.SWA,
+            keys=window,
+            host_indices=pools[1].host_pool.alloc(len(window)),
+            hit_policy=PoolHitPolicy.TRAILING_PAGES,
         )
     ]
 
@@ -112,7 +115,10 @@ def _filled_store(scenario: Scenario) -> MemoryStore:
     with CacheController(
         MemoryBackend(config, {"store": store}), pool, storage_config=config, sidecar_pools=pools
     ) as controller:
-        backup = controller.backup(keys, pool.alloc(stored), sidecar_transfers=_swa_transfers(pools, keys))
+        slots = pool.alloc(stored)
+        if slots is None:
+            raise RuntimeError(f"could not fill the store for {scenario}: no host memory for {stored} pages")
+        backup = controller.backup(keys, slots, sidecar_transfers=_swa_transfers(pools, keys))
         if not backup.wait(10) or backup.completed_tokens != stored * PAGE_SIZE:
             raise RuntimeError(f"could not fill the store for {scenario}: {backup!r}")
     return store

@@ -21,8 +21,10 @@ from hicache_contracts import (
     BackupOperationSnapshot,
     FinalAck,
     HiCacheStorageExtraInfo,
+    PageKeys,
     PoolHitsAck,
     PrefetchOperationSnapshot,
+    PrefetchPolicy,
     PrefixKeys,
     ProgressAck,
 )
@@ -83,12 +85,15 @@ class _Quiescence:
 class PrefetchOperation:
     """One prefetch: the chain it queries, its prefix and policy, and everything it emitted."""
 
+    _slice_info_cursor: tuple[int, HiCacheStorageExtraInfo]
+    """Set by the controller: the extra info of the latest slice and where it starts (PFX-2)."""
+
     def __init__(
         self,
         operation_id: OperationId,
         keys: tuple[str, ...],
         base_info: HiCacheStorageExtraInfo,
-        policy: str,
+        policy: PrefetchPolicy,
         page_size: int,
         batch_size: int,
         submitted_at: float,
@@ -187,7 +192,7 @@ class PrefetchOperation:
         """Return the operation as the contract model the trace checker reads."""
         return PrefetchOperationSnapshot(
             operation_id=self.operation_id,
-            keys=self.keys,
+            keys=PageKeys(self.keys),
             prefix_keys=self.base_info.prefix_keys,
             page_size=self.page_size,
             batch_size=self.batch_size,
@@ -211,6 +216,9 @@ class PrefetchOperation:
 
 class BackupOperation:
     """One backup: the keys and host slots it writes, and how far it got (CTL-7)."""
+
+    _slice_info_cursor: tuple[int, HiCacheStorageExtraInfo]
+    """Set by the controller: the extra info of the latest slice and where it starts (PFX-2)."""
 
     def __init__(
         self,
@@ -263,7 +271,7 @@ class BackupOperation:
         """Return the operation as the contract model the trace checker reads."""
         return BackupOperationSnapshot(
             operation_id=self.operation_id,
-            keys=self.keys,
+            keys=PageKeys(self.keys),
             prefix_keys=self.base_info.prefix_keys,
             page_size=self.page_size,
             batch_size=self.batch_size,

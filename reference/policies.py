@@ -17,14 +17,24 @@ all-reduced with MIN, so a rank that stopped freezes every rank's ack
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from hicache_spec import compute_prefetch_timeout
 
-__all__ = ["PREFETCH_POLICIES", "TimeoutSettings", "compute_deadline", "is_terminated"]
+if TYPE_CHECKING:
+    from typing_extensions import TypeGuard
+
+    from hicache_contracts.models import PrefetchPolicy
+
+__all__ = ["PREFETCH_POLICIES", "TimeoutSettings", "compute_deadline", "is_prefetch_policy", "is_terminated"]
 
 PREFETCH_POLICIES: tuple[str, ...] = ("best_effort", "wait_complete", "timeout")
 """The prefetch policies of CTL-9, in the order the clause names them."""
+
+
+def is_prefetch_policy(value: object) -> TypeGuard[PrefetchPolicy]:
+    """Whether ``value`` is one of ``PREFETCH_POLICIES`` (CTL-9)."""
+    return value in PREFETCH_POLICIES
 
 
 class TimeoutSettings:

@@ -39,7 +39,7 @@ __all__ = ["SGLANG_AVAILABLE", "SGLangFileBackend", "SGLangMemoryBackend", "SGLa
 SGLANG_AVAILABLE: bool = _sglang_storage is not None
 """Whether SGLang's storage module was importable when this module was loaded."""
 
-_SGLangBase: type = getattr(_sglang_storage, "HiCacheStorage", object) if SGLANG_AVAILABLE else object
+_SGLangBase: type[Any] = getattr(_sglang_storage, "HiCacheStorage", object) if SGLANG_AVAILABLE else object
 """SGLang's ``HiCacheStorage`` when present, else ``object``."""
 
 

@@ -62,7 +62,13 @@ import torch
 
 from hicache_contracts.errors import ContractViolation
 from hicache_contracts.host_pool import HostPagePool
-from hicache_contracts.models import PoolName, PoolTransferResult, validate_host_indices, validate_page_keys
+from hicache_contracts.models import (
+    PoolName,
+    PoolTransferResult,
+    ReadOnlyMapping,
+    validate_host_indices,
+    validate_page_keys,
+)
 from hicache_reference.backends.namespace import namespace_for, storage_name
 from hicache_spec import ALL_PAGES, KV, fold_pool_query
 
@@ -259,7 +265,9 @@ def tensor_bytes(tensor: torch.Tensor) -> memoryview:
     if count == 0:
         return memoryview(b"")
     array = (ctypes.c_ubyte * count).from_address(tensor.data_ptr())
-    array.owner = tensor  # the memory belongs to the tensor: keep it alive as long as the view
+    # The memory belongs to the tensor: keep it alive as long as the view. (ctypes arrays take attributes; the
+    # stubs declare none.)
+    array.owner = tensor  # type: ignore[attr-defined]
     return memoryview(array).cast("B")
 
 
@@ -370,7 +378,7 @@ class PageStoreBackend:
         """Return ``_read_object_into`` of each (name, buffer); a failing one gives False."""
         return [self._guarded(self._read_object_into, False, name, buffer) for name, buffer in zip(names, buffers)]
 
-    def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[list[memoryview]]) -> list[bool]:
+    def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[Sequence[memoryview]]) -> list[bool]:
         """Return ``_read_object_into_ranges`` of each (name, views); a failing one gives False."""
         return [
             self._guarded(self._read_object_into_ranges, False, name, views) for name, views in zip(names, page_views)
@@ -645,7 +653,9 @@ class PageStoreBackend:
         as ``get_page_buffer_meta`` lists them; raises unless every page's
         ranges add up to exactly one page.
         """
-        per_page = page_format.range_count if per_page is None else per_page
+        if per_page is None:
+            assert page_format.range_count is not None  # set for every format a backend registers
+            per_page = page_format.range_count
         pointers, sizes = PageStoreBackend._range_lists(pool, page_format, slots, per_page)
         pairs = list(zip(pointers, sizes))
         return [pairs[first : first + per_page] for first in range(0, len(pairs), per_page)]
@@ -946,7 +956,9 @@ class PageStoreBackend:
             folded = restorable[-1] if restorable else 0
         # Each pool's own boundary, KV's included; the lengths every pool can restore (BE-26).
         return PoolTransferResult(
-            kv_hit_pages=folded, extra_pool_hit_pages=dict(entries), restorable_prefix_pages=list(restorable)
+            kv_hit_pages=folded,
+            extra_pool_hit_pages=ReadOnlyMapping(entries),
+            restorable_prefix_pages=tuple(restorable),
         )
 
     def _plan_v2(self, transfers: list) -> list[tuple[Any, str, list[str], Optional[list[int]]]]:
@@ -956,7 +968,7 @@ class PageStoreBackend:
         """
         transfers = self._checked_transfers(transfers, "transfers")
         kv_indices = next((getattr(t, "host_indices", None) for t in transfers if pool_key(t.name) == KV), None)
-        plan = []
+        plan: list[tuple[Any, str, list[str], Optional[list[int]]]] = []
         for transfer in transfers:
             name = pool_key(transfer.name)
             keys = self._checked_keys(_transfer_keys(transfer))

@@ -116,7 +116,7 @@ def _foreach_copy(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tenso
         raise failures[0]
 
 
-def _reinterpreted(page: torch.Tensor, dtype: torch.dtype, shape: torch.Size) -> torch.Tensor:
+def _reinterpreted(page: torch.Tensor, dtype: torch.dtype, shape: Sequence[int]) -> torch.Tensor:
     """Return the bytes of a page as a tensor of ``dtype`` and ``shape`` (a view of a contiguous page)."""
     return page.contiguous().reshape(-1).view(torch.uint8).view(dtype).view(shape)
 
@@ -243,7 +243,7 @@ class MemoryStore:
     def held_bytes(self) -> int:
         """Return the bytes of page memory the store holds: every slab's rows, free ones too, and its own tensors."""
         with self._lock:
-            own = sum(_byte_count(entry) for entry in self._objects.values() if type(entry) is not int)
+            own = sum(_byte_count(entry) for entry in self._objects.values() if not isinstance(entry, int))
             return own + sum(slab.nbytes() for slab in self._slabs.values())
 
     def slab_rows(self) -> list[tuple[int, int]]:
@@ -278,7 +278,7 @@ class MemoryStore:
                 entry = objects.get(name)
                 if entry is not None:
                     objects.move_to_end(name)
-                    if type(entry) is int:
+                    if isinstance(entry, int):
                         entry = self._slab_list[entry >> _ROW_BITS].row(entry & _ROW_MASK).clone()
                 found.append(entry)
         return found
@@ -370,7 +370,7 @@ class MemoryStore:
                     results.append(False)
                     continue
                 objects.move_to_end(name)
-                if type(entry) is int:
+                if isinstance(entry, int):
                     slab = slab_list[entry >> _ROW_BITS]
                     if slab.dtype == dtype and slab.shape == shape:
                         group = by_slab.get(slab.number)
@@ -445,7 +445,7 @@ class MemoryStore:
             self._slab_list[entry >> _ROW_BITS].free.append(entry & _ROW_MASK)
 
     def _entry_bytes(self, entry: _Entry) -> int:
-        return self._slab_list[entry >> _ROW_BITS].row_bytes if type(entry) is int else _byte_count(entry)
+        return self._slab_list[entry >> _ROW_BITS].row_bytes if isinstance(entry, int) else _byte_count(entry)
 
     def _unlink(self, name: str) -> None:
         group = self._group_of.pop(name, None)
