@@ -259,7 +259,7 @@ class FileBackend(PageStoreBackend):
     def _read_object_into_ranges(self, name: str, views: Sequence[memoryview]) -> bool:
         return self._read_objects_into_ranges([name], [views])[0]
 
-    def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[list[memoryview]]) -> list[bool]:
+    def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[Sequence[memoryview]]) -> list[bool]:
         """Read each page file into its views, in one loop; names and links are checked once per call.
 
         Per page: open (not following a link), the size from ``lseek`` to the
