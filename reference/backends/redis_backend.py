@@ -62,7 +62,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Literal, Mapping, Optional, Sequence, overload
 
 import redis
 from redis.backoff import NoBackoff
@@ -97,6 +97,12 @@ def _config_error(field: str, rule: str, value: Any) -> ValueError:
     return bad_value(f"{_CLASS}.extra_config.{field}", rule, value)
 
 
+@overload
+def _number(extra: Mapping, field: str, default: float, *, minimum: float, allow_none: Literal[False]) -> float: ...
+@overload
+def _number(
+    extra: Mapping, field: str, default: Optional[float], *, minimum: float, allow_none: bool
+) -> Optional[float]: ...
 def _number(
     extra: Mapping, field: str, default: Optional[float], *, minimum: float, allow_none: bool
 ) -> Optional[float]:
@@ -321,6 +327,7 @@ class RedisNodes:
         self._closed = False
         self._standalone: Optional[redis.Redis] = None
         if not settings.is_cluster:
+            assert settings.url is not None  # RedisSettings holds a url or cluster nodes
             # No retry inside redis-py: this class retries a broken pooled connection once itself.
             self._standalone = redis.Redis.from_url(
                 settings.url,
@@ -415,8 +422,8 @@ class RedisNodes:
             groups, unrouted = self._groups(units)
         except Exception as error:  # BE-5
             return [error] * len(units)
-        for index, error in unrouted.items():
-            results[index] = error
+        for index, problem in unrouted.items():
+            results[index] = problem
         jobs = [(name, client, indices) for name, (client, indices) in groups.items()]
         if len(jobs) == 1:
             outcomes = [self._run_on_node(jobs[0][0], jobs[0][1], [units[i] for i in jobs[0][2]])]
@@ -521,11 +528,14 @@ class RedisNodes:
             self._closed = True
             cluster, self._cluster = self._cluster, None
             executor, self._executor = self._executor, None
-        for closing in (
-            lambda: self._standalone is not None and self._standalone.close(),
-            lambda: cluster is not None and cluster.close(),
-            lambda: executor is not None and executor.shutdown(wait=False),
-        ):
+        closers: list[Optional[Callable[[], None]]] = [
+            None if self._standalone is None else self._standalone.close,
+            None if cluster is None else cluster.close,
+            None if executor is None else lambda: executor.shutdown(wait=False),
+        ]
+        for closing in closers:
+            if closing is None:
+                continue
             try:
                 closing()
             except Exception:  # closing is best effort
@@ -600,7 +610,7 @@ class RedisBackend(PageStoreBackend):
                 arrived.append(False)
         return arrived
 
-    def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[list[memoryview]]) -> list[bool]:
+    def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[Sequence[memoryview]]) -> list[bool]:
         arrived = []
         for data, views in zip(self._fetch(names), page_views):
             size = sum(view.nbytes for view in views)
