@@ -17,10 +17,12 @@ import pytest
 from hicache_contracts import FinalAck, ProgressAck
 from hicache_contracts.engine import check_operation
 from tests.engine.traces import (
+    CHAIN,
     PAGE_SIZE,
     PREFIX,
     backup_trace,
     drop_call,
+    duplicate_call,
     find,
     key,
     prefetch_trace,
@@ -118,3 +120,56 @@ def test_an_operation_level_finding_names_the_divergences_of_its_kind_of_operati
     assert [(finding.clause, finding.divergence) for finding in old.divergences] == [("PFX-5", entries)]
     new = check_operation(operation, sglang_version="0.5.23")
     assert _clauses(new) == {"PFX-5"} and not new.divergences
+
+
+@pytest.mark.clause("CTL-2", "PFX-2")
+def test_a_misaligned_read_with_the_right_prefix_breaks_only_the_slicing():
+    """A KV read at page 2 carrying the operation's prefix plus chain[:2] is a CTL-2 finding, not a PFX-2 one."""
+    operation = prefetch_trace()
+    position = find(operation, "batch_get_v1", 0)
+    report = check_operation(replace_call(operation, position, keys=CHAIN[2:6], prefix_keys=PREFIX + CHAIN[:2]))
+    assert "CTL-2" in _clauses(report) and "PFX-2" not in _clauses(report), report.format_table()
+
+
+@pytest.mark.clause("CTL-1")
+def test_a_hit_query_slice_off_the_grid_is_named_with_its_slice():
+    operation = prefetch_trace()
+    position = find(operation, "batch_exists", 1)
+    report = check_operation(replace_call(operation, position, keys=CHAIN[5:9], prefix_keys=PREFIX + CHAIN[:5]))
+    assert _messages(report, "CTL-1") == ["hit query call 1 asks for 4 key(s) at page 5; slice 1 is pages [4, 8)"]
+
+
+@pytest.mark.clause("RANK-2", "CTL-4")
+def test_reads_past_the_agreed_hit_are_named_with_their_pages():
+    """Ranks agreed on 6 pages; the controller read all 10 anyway."""
+    report = check_operation(with_fields(prefetch_trace(), agreed_pages=6))
+    assert _messages(report, "RANK-2") == [
+        "KV read of pages [4, 8) goes beyond the agreed hit of 6 pages",
+        "KV read of pages [8, 10) goes beyond the agreed hit of 6 pages",
+    ]
+    assert any("slice 1 of the agreed keys is pages [4, 6)" in message for message in _messages(report, "CTL-4"))
+
+
+@pytest.mark.clause("HYB-2")
+def test_a_second_sidecar_read_is_named_by_its_number():
+    operation = prefetch_trace(hybrid=True)
+    report = check_operation(duplicate_call(operation, find(operation, "batch_get_v2", 0, derived=False)))
+    assert any(message.startswith("sidecar read number 2:") for message in _messages(report, "HYB-2"))
+
+
+@pytest.mark.clause("HYB-5")
+def test_a_fourth_sidecar_write_is_named_by_its_number():
+    """Two trailing-length groups over 10 pages in slices of 4 allow three batch_set_v2 calls, not four."""
+    operation = backup_trace(hybrid=True)
+    position = find(operation, "batch_set_v2", 1)
+    report = check_operation(duplicate_call(duplicate_call(operation, position), position))
+    assert any(message.startswith("sidecar write number 4:") for message in _messages(report, "HYB-5"))
+    assert not any(message.startswith("sidecar write number 3:") for message in _messages(report, "HYB-5"))
+
+
+@pytest.mark.clause("CTL-7")
+def test_a_backup_write_off_the_grid_is_named_with_its_slice():
+    operation = backup_trace()
+    position = find(operation, "batch_set_v1", 1)
+    report = check_operation(replace_call(operation, position, keys=CHAIN[5:9], prefix_keys=PREFIX + CHAIN[:5]))
+    assert _messages(report, "CTL-7") == ["backup write 1 writes pages [5...) but slice 1 is pages [4...)"]
