@@ -91,7 +91,7 @@ class Calls:
         self._deadline.close()
 
 
-def _accepts(function: Any, args: tuple, kwargs: dict) -> bool:
+def _accepts(function: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether ``function``'s signature binds these arguments (True when it cannot be read)."""
     try:
         inspect.signature(function).bind(*args, **kwargs)

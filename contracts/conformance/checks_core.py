@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from hypothesis import example, given, strategies as st
@@ -396,7 +396,7 @@ def pages_are_invisible_until_fully_written(suite: SuiteContext) -> None:
         watched = keys if hold.reached_by == "get_page_buffer_meta" else [held_key]
 
         def poller() -> None:
-            probes = [  # the lookups SGLang makes on a v1 backend
+            probes: list[tuple[str, Callable[[str], bool]]] = [  # the lookups SGLang makes on a v1 backend
                 ("batch_exists", lambda key: backend.batch_exists([key], None) != 0),
                 (
                     "batch_get_v1",
@@ -788,7 +788,7 @@ def host_pools_register_before_any_io(suite: SuiteContext) -> None:
     )
 
 
-def _round_trip(suite: SuiteContext, instance: Instance, keys: list, targets: list, shown: str) -> None:
+def _round_trip(suite: SuiteContext, instance: Instance, keys: list[str], targets: list[int], shown: str) -> None:
     """Read ``keys`` into host pages ``targets`` of ``instance``'s pool; fail BE-28 on other bytes."""
     for key, page in zip(keys, suite.io.read(instance, keys, pages=targets, clause_id="BE-28")):
         wanted = suite.pages.page_for(key, instance.pool)
@@ -820,7 +820,7 @@ def second_host_pool_is_served_or_refused(suite: SuiteContext) -> None:
     early, late, theirs = suite.names.new_keys(2), suite.names.new_keys(2), suite.names.new_keys(2)
     if not all(suite.io.write(first, early, pages=[0, 1], clause_id="BE-28")):
         raise CheckSkipped("the backend refused the pages the check needs")
-    calls = [("register_mem_pool_host", (second.pool,))]
+    calls: list[tuple[str, tuple[Any, ...]]] = [("register_mem_pool_host", (second.pool,))]
     if suite.claims("v2"):
         calls.append(("register_mem_host_pool_v2", (second.pool, suite.wire.pool_name(PoolName.KV))))
     refused = None

@@ -131,7 +131,7 @@ def prefix_keys_are_never_mutated(suite: SuiteContext) -> None:
 @conformance_check("PFX-6")
 def prefix_keys_are_copied_if_kept(suite: SuiteContext) -> None:
     """No call keeps the prefix_keys list after it returns (a backend that needs it later keeps a copy)."""
-    watchers: list[tuple[str, list[str], weakref.ref]] = []
+    watchers: list[tuple[str, list[str], weakref.ref[WatchedList]]] = []
     for name, call in prefix_calls(suite):
         prefix = suite.names.new_keys(3)
         info, watched = watched_info(suite, prefix)

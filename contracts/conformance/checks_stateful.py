@@ -59,6 +59,12 @@ def lossy_write_once_store_machine(suite: SuiteContext) -> type[RuleBasedStateMa
             self.keys = suite.names.new_keys(KEY_COUNT)
             note(f"keys: {suite.names.show(self.keys)}")
 
+        @property
+        def built(self) -> Instance:
+            """The instance under test; rules run only after ``build_instance``."""
+            assert self.instance is not None
+            return self.instance
+
         def chosen(self, indices: list[int]) -> list[str]:
             return [self.keys[index] for index in indices]
 
@@ -79,10 +85,10 @@ def lossy_write_once_store_machine(suite: SuiteContext) -> type[RuleBasedStateMa
                         key in self.attempted, read_clause, f"{suite.names.label(key)} reads back but was never written"
                     )
                     expect(
-                        suite.pages.same_page(key, self.instance.pool, page),
+                        suite.pages.same_page(key, self.built.pool, page),
                         read_clause,
                         f"{suite.names.label(key)} reads back as "
-                        f"{describe_page_difference(suite.pages.page_for(key, self.instance.pool), page)}",
+                        f"{describe_page_difference(suite.pages.page_for(key, self.built.pool), page)}",
                     )
                 elif key in self.confirmed and not suite.may_evict:
                     writer = self.confirmed[key]
@@ -95,34 +101,32 @@ def lossy_write_once_store_machine(suite: SuiteContext) -> type[RuleBasedStateMa
         @rule(indices=picks)
         def set_pages(self, indices: list[int]) -> None:
             keys = self.chosen(indices)
-            self.record_writes(keys, suite.io.write(self.instance, keys, path="legacy", clause_id="BE-9"), "legacy")
+            self.record_writes(keys, suite.io.write(self.built, keys, path="legacy", clause_id="BE-9"), "legacy")
 
         @precondition(lambda self: uses_v1)
         @rule(indices=picks)
         def set_pages_v1(self, indices: list[int]) -> None:
             keys = self.chosen(indices)
-            results = suite.io.write(self.instance, keys, pages=list(range(len(keys))), path="v1", clause_id="BE-17")
+            results = suite.io.write(self.built, keys, pages=list(range(len(keys))), path="v1", clause_id="BE-17")
             self.record_writes(keys, results, "v1")
 
         @precondition(lambda self: not uses_v1)
         @rule(indices=picks)
         def get_pages(self, indices: list[int]) -> None:
             keys = self.chosen(indices)
-            self.check_reads(keys, suite.io.read(self.instance, keys, path="legacy", clause_id="BE-9"), "legacy")
+            self.check_reads(keys, suite.io.read(self.built, keys, path="legacy", clause_id="BE-9"), "legacy")
 
         @precondition(lambda self: uses_v1)
         @rule(indices=picks)
         def get_pages_v1(self, indices: list[int]) -> None:
             keys = self.chosen(indices)
-            pages = suite.io.read(
-                self.instance, keys, pages=list(range(8, 8 + len(keys))), path="v1", clause_id="BE-15"
-            )
+            pages = suite.io.read(self.built, keys, pages=list(range(8, 8 + len(keys))), path="v1", clause_id="BE-15")
             self.check_reads(keys, pages, "v1")
 
         @rule(indices=st.lists(st.integers(0, KEY_COUNT - 1), max_size=KEY_COUNT, unique=True))
         def query(self, indices: list[int]) -> None:
             keys = self.chosen(indices)
-            count = suite.io.count(self.instance, keys)
+            count = suite.io.count(self.built, keys)
             upper = count_leading_run(tuple(key in self.attempted for key in keys))
             lower = 0 if suite.may_evict else count_leading_run(tuple(key in self.confirmed for key in keys))
             if count > upper and keys[upper] in self.cleared:
@@ -135,7 +139,7 @@ def lossy_write_once_store_machine(suite: SuiteContext) -> type[RuleBasedStateMa
 
         @rule()
         def clear(self) -> None:
-            suite.calls.call("BE-11", self.instance.backend.clear)
+            suite.calls.call("BE-11", self.built.backend.clear)
             self.cleared |= self.attempted
             self.attempted.clear()
             self.confirmed.clear()

@@ -152,7 +152,7 @@ def v2_unregistered_pool_is_all_false(suite: SuiteContext) -> None:
     )
 
 
-def _examined(kv: tuple, indexer: tuple, name: str) -> bool:
+def _examined(kv: tuple[Any, ...], indexer: tuple[Any, ...], name: str) -> bool:
     """Whether SGLang's fold looks at pool ``name`` of the (indexer, swa) query: always the first, the next while a length is left."""
     if name == PoolName.INDEXER.value:
         return True
@@ -165,7 +165,7 @@ def _pattern(flags: Sequence[bool]) -> str:
 
 
 @st.composite
-def pool_patterns(draw: Any) -> tuple:
+def pool_patterns(draw: Any) -> tuple[Any, ...]:
     """Draw which pages KV, an all_pages pool and a trailing_pages pool hold, and the trailing window."""
     size = draw(st.integers(0, 6))
     flags = st.lists(st.booleans(), min_size=size, max_size=size)
@@ -185,7 +185,7 @@ def v2_exists_folds_pool_hits_per_policy(suite: SuiteContext) -> None:
     @example(([True, True, True], [True, True, True], [False, True, True], 1))  # trailing: only the window
     # KV 5, indexer 4, swa (N=2) restores 1, 2 and 5: the hit is 2, not min(5, 4, 5) = 4 (SGLang #39147).
     @example(([True] * 5, [True, True, True, True, False], [True, True, False, True, True], 2))
-    def folding(patterns: tuple) -> None:
+    def folding(patterns: tuple[Any, ...]) -> None:
         kv, indexer, swa, window = patterns
         size = len(kv)
         keys = suite.names.new_keys(size)
@@ -224,24 +224,24 @@ def v2_exists_folds_pool_hits_per_policy(suite: SuiteContext) -> None:
         result = suite.calls.call("BE-21", backend.batch_exists_v2, keys, query, None)
         kv_hit, pools = read_result(suite, result, shown)
         got = f"got kv_hit_pages {kv_hit}, extra_pool_hit_pages {pools}"
-        for name, clause_id, policy in (
+        for pool_name, clause_id, policy in (
             (PoolName.INDEXER.value, "HYB-6", ALL_PAGES),
             (PoolName.SWA.value, "HYB-7", TRAILING_PAGES),
         ):
-            if name in examined:
+            if pool_name in examined:
                 expect(
-                    pools.get(name, 0) == expected.get(name, 0),
+                    pools.get(pool_name, 0) == expected.get(pool_name, 0),
                     clause_id,
-                    f"pool {name!r} ({policy}) hit {pools.get(name, 0)} pages, expected its own boundary "
-                    f"{expected.get(name, 0)}; {got}",
+                    f"pool {pool_name!r} ({policy}) hit {pools.get(pool_name, 0)} pages, expected its own boundary "
+                    f"{expected.get(pool_name, 0)}; {got}",
                     shown,
                 )
-            elif pools.get(name, 0):
-                boundary = dict(own[name]).get(name, 0)
+            elif pools.get(pool_name, 0):
+                boundary = dict(own[pool_name]).get(pool_name, 0)
                 expect(
-                    pools[name] == boundary,
+                    pools[pool_name] == boundary,
                     clause_id,
-                    f"pool {name!r} ({policy}) reported {pools[name]} pages; an entry is optional once no length "
+                    f"pool {pool_name!r} ({policy}) reported {pools[pool_name]} pages; an entry is optional once no length "
                     f"is left to restore, but must be the pool's own boundary {boundary}; {got}",
                     shown,
                 )
@@ -310,17 +310,17 @@ def v2_pool_hits_count_only_pages_that_landed(suite: SuiteContext) -> None:
         flags = suite.io.v2_flags(suite.calls.call("HYB-8", backend.batch_get_v2, reads, None), reads, "batch_get_v2")
         results = {PoolName.KV.value: [page is not None for page in kv_pages], **flags}
         hits = dict(count_pool_hits(tuple((name, tuple(value)) for name, value in results.items())))
-        for name, loaded in hits.items():
+        for pool_name, loaded in hits.items():
             for index in range(loaded):
-                if name == PoolName.KV.value:
+                if pool_name == PoolName.KV.value:
                     page = kv_pages[index]
                 else:
-                    page = instance.pool_for(name).peek(targets[index])
-                wanted = expected_page(suite, instance, name, keys[index])
+                    page = instance.pool_for(pool_name).peek(targets[index])
+                wanted = expected_page(suite, instance, pool_name, keys[index])
                 expect(
                     pages_equal(wanted, page),
                     "HYB-8",
-                    f"count_pool_hits counts page {index} of pool {name!r} ({suite.names.label(keys[index])}) as loaded, "
+                    f"count_pool_hits counts page {index} of pool {pool_name!r} ({suite.names.label(keys[index])}) as loaded, "
                     f"but its slots hold {describe_page_difference(wanted, page)}",
                     f"batch_set_v2 (indexer, swa) and the KV write, then the KV read and batch_get_v2 of {size} "
                     f"keys {suite.names.show(keys)}",

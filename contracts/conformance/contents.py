@@ -21,7 +21,7 @@ class Pages:
         """The seed of every page and random choice."""
         self.rng = random.Random(seed)
         """Random choices of the checks."""
-        self._pages: dict[tuple, torch.Tensor] = {}
+        self._pages: dict[tuple[str, int, torch.dtype, int], torch.Tensor] = {}
 
     def page_for(self, key: str, pool: ConformancePool, variant: int = 0) -> torch.Tensor:
         """Return the page the suite stores under ``key`` in ``pool``: random, but fixed per key and variant."""

@@ -74,11 +74,11 @@ class Names:
         text = repr(value)
         return text if len(text) <= 120 else text[:117] + "..."
 
-    def describe_call(self, function: Any, args: Sequence[Any], kwargs: Optional[dict] = None) -> str:
+    def describe_call(self, function: Any, args: Sequence[Any], kwargs: Optional[dict[str, Any]] = None) -> str:
         """Return ``name(arguments)`` as messages show a call."""
         return self.describe_named(getattr(function, "__name__", "call"), args, kwargs)
 
-    def describe_named(self, name: str, args: Sequence[Any], kwargs: Optional[dict] = None) -> str:
+    def describe_named(self, name: str, args: Sequence[Any], kwargs: Optional[dict[str, Any]] = None) -> str:
         """Return ``name(arguments)`` with the arguments as messages show them."""
         parts = [self.show(argument) for argument in args]
         parts += [f"{key}={self.show(value)}" for key, value in (kwargs or {}).items()]

@@ -9,6 +9,7 @@ import torch
 
 from hicache_contracts.interop import SGLANG_STORAGE_MODULE, to_sglang
 from hicache_contracts.models import HiCacheStorageExtraInfo, PoolHitPolicy, PoolName, PoolTransfer
+from hicache_contracts.prefix_keys import PageKeys
 from hicache_contracts.sglang_release import resolve_release
 
 __all__ = ["Wire", "sglang_module"]
@@ -57,7 +58,7 @@ class Wire:
         """Return a ``PoolTransfer`` in the backend's wire form; ``derived`` makes it a KV-derived sidecar."""
         model = PoolTransfer(
             name=name,
-            keys=list(keys),
+            keys=PageKeys(tuple(keys)),
             host_indices=host_indices,
             hit_policy=policy,
             indices_from_pool=PoolName.KV if derived else None,
