@@ -634,3 +634,13 @@ def test_close_returns_false_when_a_worker_cannot_stop_and_the_worker_still_ends
         release.set()
     assert operation.wait(10) and operation.final_ack.error == "revoked: miss"
     assert controller.close() is True  # closed already
+
+
+def test_the_worker_threads_never_hold_the_process(threads_before):
+    """The three workers are daemon threads, as SGLang's are: a controller never closed does not block exit."""
+    controller = CacheController(memory_backend(), make_pool())
+    try:
+        workers = {thread.name: thread.daemon for thread in set(threading.enumerate()) - threads_before}
+    finally:
+        assert controller.close()
+    assert workers == {"hicache-hit-query": True, "hicache-prefetch-io": True, "hicache-backup": True}
