@@ -110,6 +110,28 @@ class StatsRaiseDuringIO(CorrectBackend):
         return None
 
 
+# ================================================================ BE-8: extra_info by keyword
+class V1SetNamesItsInfoParameterInfo(CorrectBackend):
+    """batch_set_v1's third parameter is called ``info``: extra_info passed by keyword raises (BE-8)."""
+
+    def batch_set_v1(self, keys, host_indices, info=None):  # type: ignore[override]
+        return super().batch_set_v1(keys, host_indices, info)
+
+
+class V1GetNamesItsInfoParameterInfo(CorrectBackend):
+    """batch_get_v1's third parameter is called ``info``: extra_info passed by keyword raises (BE-8)."""
+
+    def batch_get_v1(self, keys, host_indices, info=None):  # type: ignore[override]
+        return super().batch_get_v1(keys, host_indices, info)
+
+
+class V2GetNamesItsInfoParameterInfo(CorrectBackend):
+    """batch_get_v2's second parameter is called ``info``: extra_info passed by keyword raises (BE-8)."""
+
+    def batch_get_v2(self, transfers, info=None):  # type: ignore[override]
+        return super().batch_get_v2(transfers, info)
+
+
 # ================================================================ correct variants
 class EvictsAfterTheSecondRead(DropsAfterTheSecondRead):
     """The same cache, declaring that it may evict: correct."""
@@ -122,6 +144,9 @@ MUTANT_PLANTED: dict[type, tuple[str, str, dict]] = {
     IndexPerThread: ("concurrent_calls_keep_every_key_consistent", "BE-23", {}),
     DropsAfterTheSecondRead: ("concurrent_calls_keep_every_key_consistent", "BE-23", {}),
     StatsRaiseDuringIO: ("concurrent_calls_keep_every_key_consistent", "BE-23", {}),
+    V1SetNamesItsInfoParameterInfo: ("extra_info_accepted_in_every_shape", "BE-8", {}),
+    V1GetNamesItsInfoParameterInfo: ("extra_info_accepted_in_every_shape", "BE-8", {}),
+    V2GetNamesItsInfoParameterInfo: ("extra_info_accepted_in_every_shape", "BE-8", {}),
 }
 """Planted backend -> (the check that must fail it, the clause it reports, extra suite options)."""
 
