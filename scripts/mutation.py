@@ -362,8 +362,72 @@ def pytest_args(m: Mutant, tests: tuple[str, ...]) -> tuple[list[str], list]:
     return list(dict.fromkeys(t.split("::", 1)[0] for t in m.tests)), [_Only(m.tests)]
 
 
+class _Session:
+    """A pytest session that collects once and forks a child per mutant after collection, so a swapped-in
+    mutant costs only its tests (no configuration, plugin loading or collection per mutant)."""
+
+    def __init__(self, loop):
+        self.loop, self.items = loop, []
+
+    def pytest_collection_finish(self, session):
+        self.items = list(session.items)
+        gc.freeze()
+
+    def pytest_runtestloop(self, session):
+        global _SESSION
+        _SESSION = self
+        try:
+            self.loop()
+        finally:
+            _SESSION = None
+        return True
+
+    def fork(self, m: Mutant, tests: tuple[str, ...], mode: str) -> int:
+        pid = os.fork()
+        if pid:
+            return pid
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.dup2(devnull, 2)
+            if mode == "swap" and not swap_in(m):
+                os._exit(200)
+            if m.tests is None:
+                items = [
+                    i
+                    for i in self.items
+                    if any(i.nodeid == t or i.nodeid.startswith((t + "/", t + "::")) for t in tests)
+                ]
+            else:
+                by_id = {item.nodeid: item for item in self.items}
+                if not set(m.tests) <= set(by_id):
+                    os._exit(201)
+                items = [by_id[t] for t in m.tests]
+            from _pytest.runner import runtestprotocol
+
+            for position, item in enumerate(items):
+                following = items[position + 1] if position + 1 < len(items) else None
+                if any(report.failed for report in runtestprotocol(item, nextitem=following, log=False)):
+                    os._exit(1)
+            os._exit(0 if items else 5)
+        except BaseException:  # noqa: BLE001 - any escape from the test run is a killed mutant
+            os._exit(199)
+
+
+_SESSION: _Session | None = None
+
+
+def in_session(paths: tuple[str, ...], loop) -> None:
+    """Collect `paths` in one pytest session and call `loop()` in place of running its tests."""
+    import pytest
+
+    pytest.main([*paths, "-q", "-s", "-p", "no:cacheprovider", "-p", "no:randomly"], plugins=[_Session(loop)])
+
+
 def run_child(m: Mutant, tests: tuple[str, ...], mode: str, quiet: bool = True) -> int:
     """Fork; the child installs the mutant and runs the tests. Returns the child's exit code (or -1)."""
+    if _SESSION is not None and mode in ("swap", "clean"):
+        return _SESSION.fork(m, tests, mode)
     pid = os.fork()
     if pid == 0:
         try:
@@ -385,11 +449,15 @@ def run_child(m: Mutant, tests: tuple[str, ...], mode: str, quiet: bool = True) 
     return pid
 
 
+CHILD_CPU = [0.0]  # CPU seconds of the children waited for: the cost of a run, whatever the machine's load
+
+
 def wait_child(pid: int, timeout: float) -> int | None:
     deadline = time.monotonic() + timeout
     while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
+        done, status, usage = os.wait4(pid, os.WNOHANG)
         if done:
+            CHILD_CPU[0] += usage.ru_utime + usage.ru_stime
             return os.waitstatus_to_exitcode(status)
         if time.monotonic() > deadline:
             os.kill(pid, signal.SIGKILL)
@@ -497,6 +565,41 @@ def coverage_map(name: str, target: Target, tests: tuple[str, ...], fresh: bool 
     return mutation_coverage.CoverageMap(json.loads(path.read_text())), -1
 
 
+def run_mutants(args, target: Target, mutants: list[Mutant], known: dict, cmap, probe, header: str, started) -> int:
+    """Judge each mutant in turn (inside the pytest session); returns 2 when the tests fail without one."""
+    if probe is not None:  # a cached map: the tests must still pass without a mutant
+        clean = wait_child(run_child(*probe, "clean"), 3600)
+        if clean != 0:
+            print(f"the tests fail without any mutant (exit {clean})", flush=True)
+            return 2
+    print(f"{header}; ready in {time.monotonic() - started:.1f}s", flush=True)
+
+    durations: list[float] = []
+    for index, m in enumerate(mutants, 1):
+        if index % 25 == 0:
+            print(f"  {index}/{len(mutants)} ({time.monotonic() - started:.0f}s)", flush=True)
+        expected = sum(durations) / len(durations) if durations else 0.0
+        if args.budget and time.monotonic() - started + expected > args.budget:
+            break  # the budget is spent, or the average mutant would overrun it
+        if m.ident in known:
+            m.status = "equivalent"
+            continue
+        m.source = mutated_source(m) or ""
+        if not m.source:
+            m.status = "no-mutation"
+            continue
+        if m.tests == []:
+            m.status = "not-covered"
+            print(f"  not covered: {m.ident}", flush=True)
+            continue
+        begun = time.monotonic()
+        judge(m, target.tests_for(m.path), args.timeout or 2 * cmap.seconds(m.tests) + 20)
+        durations.append(time.monotonic() - begun)
+        if m.status in ("survived", "error"):
+            print(f"  {m.status}: {m.ident}", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", required=True, choices=sorted(TARGETS))
@@ -540,44 +643,20 @@ def main(argv: list[str] | None = None) -> int:
     every = any(m.tests is None for m in mutants if m.ident not in known)
     needed = all_tests if every else tuple(dict.fromkeys(t for m in mutants if m.tests for t in m.tests))
     paths = all_tests if every else tuple(dict.fromkeys(t.split("::", 1)[0] for t in needed))
-    if paths and not recorded:
-        preload(paths)
-    if not recorded and needed:  # the map came from the cache: the tests must still pass
-        probe = Mutant("", "", 0, 0, "", source="", tests=None if every else list(needed))
-        clean = wait_child(run_child(probe, all_tests, "clean"), 3600)
-        if clean != 0:
-            print(f"the tests fail without any mutant (exit {clean}): {' '.join(paths)}")
-            return 2
-    print(
+    probe = None
+    if not recorded and needed:
+        probe = (Mutant("", "", 0, 0, "", tests=None if every else list(needed)), all_tests)
+    header = (
         f"{args.target}: {len(mutants)} of {total} mutants; coverage map {'recorded' if recorded else 'cached'}, "
-        f"{len(cmap.tests)} tests; ready in {time.monotonic() - started:.1f}s",
-        flush=True,
+        f"{len(cmap.tests)} tests"
     )
-
-    durations: list[float] = []
-    for index, m in enumerate(mutants, 1):
-        expected = sum(durations) / len(durations) if durations else 0.0
-        if args.budget and time.monotonic() - started + expected > args.budget:
-            break  # the budget is spent, or the average mutant would overrun it
-        if m.ident in known:
-            m.status = "equivalent"
-            continue
-        m.source = mutated_source(m) or ""
-        if not m.source:
-            m.status = "no-mutation"
-            continue
-        if m.tests == []:
-            m.status = "not-covered"
-            print(f"  not covered: {m.ident}", flush=True)
-            continue
-        begun = time.monotonic()
-        judge(m, target.tests_for(m.path), args.timeout or 2 * cmap.seconds(m.tests) + 20)
-        durations.append(time.monotonic() - begun)
-        if m.status in ("survived", "error"):
-            print(f"  {m.status}: {m.ident}", flush=True)
-        if index % 25 == 0:
-            print(f"  {index}/{len(mutants)} ({time.monotonic() - started:.0f}s)", flush=True)
-
+    outcome: list[int] = []
+    if paths:
+        in_session(
+            paths, lambda: outcome.append(run_mutants(args, target, mutants, known, cmap, probe, header, started))
+        )
+    if outcome and outcome[0]:
+        return outcome[0]
     ran = [m for m in mutants if m.status in ("killed", "timeout", "survived", "not-covered")]
     killed = [m for m in ran if m.status in ("killed", "timeout")]
     survivors = [m for m in ran if m.status in ("survived", "not-covered")]
@@ -599,6 +678,7 @@ def main(argv: list[str] | None = None) -> int:
         "score": round(score, 4),
         "floor": floor,
         "seconds": round(elapsed, 1),
+        "child_cpu_seconds": round(CHILD_CPU[0], 1),
         "seed": args.seed,
         "sample": args.sample,
         "survivors": [{"id": m.ident, "line": m.line, "covered": m.status != "not-covered"} for m in survivors],
