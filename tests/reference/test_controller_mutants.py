@@ -644,3 +644,18 @@ def test_the_worker_threads_never_hold_the_process(threads_before):
     finally:
         assert controller.close()
     assert workers == {"hicache-hit-query": True, "hicache-prefetch-io": True, "hicache-backup": True}
+
+
+@pytest.mark.clause("CTL-6", "CTL-7", "CTL-13")
+def test_close_lets_every_operation_submitted_before_it_finish_normally(threads_before):
+    """close() first waits for the queued work (most of its timeout); only what is still running then is abandoned."""
+    backend, pool = stored_backend(PAGES)
+    recorder = RecordingBackend(backend)
+    controller = CacheController(recorder, pool, prefetch_threshold=0, register_host_pools=False)
+    prefetches = [controller.prefetch(keys=KEYS) for _ in range(3)]
+    backups = [controller.backup(keys_for(2, offset=start), pool.alloc(2)) for start in range(0, 40, 4)]
+    assert controller.close() is True
+    assert [operation.final_ack.tokens for operation in prefetches] == [PAGES * PAGE_SIZE] * 3
+    assert [operation.final_ack.error for operation in prefetches] == [None] * 3
+    assert [backup.completed_tokens for backup in backups] == [2 * PAGE_SIZE] * 10
+    assert [backup.error for backup in backups] == [None] * 10
