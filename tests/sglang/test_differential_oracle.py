@@ -14,10 +14,20 @@ import shutil
 import tempfile
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 
 from tests.oracles import plain_fold
 from tests.sglang.test_differential import _diverges, _hicache_file_answer, differential, stores
+
+
+ISSUE_39147 = (
+    (True,) * 5,
+    (
+        ("indexer", "all_pages", 5, (True, True, True, True, False)),
+        ("swa", "trailing_pages", 2, (True, True, False, True, True)),
+    ),
+)
+"""Where the folds part (SGLang #39147): the minimum of maxima says 4, the intersection of restorable lengths 2."""
 
 
 @pytest.mark.clause("BE-21", "HYB-6", "HYB-7")
@@ -27,6 +37,7 @@ def test_plain_fold_matches_hicache_file(sglang_storage, release):
 
     @differential
     @given(store=stores())
+    @example(store=ISSUE_39147)
     def compare(store):
         kv, pools = store
         root = tempfile.mkdtemp(prefix="hicache-oracle-")
