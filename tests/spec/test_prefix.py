@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hicache_spec import expected_prefixes, extend_prefix, plan_batches, prefix_before
+from hicache_spec import expected_prefixes, extend_prefix, prefix_before
 from tests.spec.strategies import key_tuples, prefixes
 
 
@@ -33,25 +33,56 @@ def test_empty_prefix_accumulates():
     assert extend_prefix(None, ("a",)) is None
 
 
-@pytest.mark.clause("PFX-2")
-@given(prefixes, key_tuples, st.data())
-def test_prefix_before_is_operation_prefix_plus_chain_head(prefix, chain, data):
-    offset = data.draw(st.integers(min_value=0, max_value=len(chain)))
-    result = prefix_before(prefix, chain, offset)
+def plain_prefix_before(prefix, chain, offset):
+    """The operation's prefix, then the chain's keys before ``offset``, appended one by one."""
     if prefix is None:
-        assert result is None
-    else:
-        assert result == prefix + chain[:offset]
+        return None
+    keys = list(prefix)
+    for position in range(offset):
+        keys.append(chain[position])
+    return tuple(keys)
+
+
+def check_prefix_before(impl, prefix, chain, offset) -> None:
+    assert impl(prefix, chain, offset) == plain_prefix_before(prefix, chain, offset)
+
+
+def check_expected_prefixes(impl, prefix, chain, batch_size) -> None:
+    """One prefix per batch, batch i starting at key i * batch_size (counted here, not by ``plan_batches``)."""
+    expected, start = [], 0
+    while start < len(chain):
+        expected.append(plain_prefix_before(prefix, chain, start))
+        start += batch_size
+    assert list(impl(prefix, chain, batch_size)) == expected
+
+
+with_offsets = st.tuples(prefixes, key_tuples).flatmap(
+    lambda case: st.tuples(st.just(case[0]), st.just(case[1]), st.integers(min_value=0, max_value=len(case[1])))
+)
+with_batch_sizes = st.tuples(prefixes, key_tuples, st.integers(min_value=1, max_value=5))
+
+
+@pytest.mark.clause("PFX-2")
+@given(with_offsets)
+def test_prefix_before_is_operation_prefix_plus_chain_head(case):
+    check_prefix_before(prefix_before, *case)
 
 
 @pytest.mark.clause("PFX-2", "PFX-10", "CTL-2")
-@given(prefixes, key_tuples, st.integers(min_value=1, max_value=5))
-def test_expected_prefixes_one_per_batch_contiguous(prefix, chain, batch_size):
-    result = expected_prefixes(prefix, chain, batch_size)
-    batches = plan_batches(len(chain), batch_size)
-    assert len(result) == len(batches)
-    for got, (start, _end) in zip(result, batches):
-        assert got == (None if prefix is None else prefix + chain[:start])
+@given(with_batch_sizes)
+def test_expected_prefixes_one_per_batch_contiguous(case):
+    check_expected_prefixes(expected_prefixes, *case)
+
+
+@pytest.mark.clause("PFX-2")
+def test_prefix_oracles_refute_planted_off_by_ones():
+    from tests.spec import planted_spec
+    from tests.spec.test_planted import is_refuted
+
+    planted = planted_spec.prefix_before_including_first_key
+    assert is_refuted(lambda case: check_prefix_before(planted, *case), with_offsets)
+    planted = planted_spec.expected_prefixes_after_own_batch
+    assert is_refuted(lambda case: check_expected_prefixes(planted, *case), with_batch_sizes)
 
 
 @pytest.mark.clause("PFX-2")
