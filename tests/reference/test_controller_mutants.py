@@ -659,3 +659,27 @@ def test_close_lets_every_operation_submitted_before_it_finish_normally(threads_
     assert [operation.final_ack.error for operation in prefetches] == [None] * 3
     assert [backup.completed_tokens for backup in backups] == [2 * PAGE_SIZE] * 10
     assert [backup.error for backup in backups] == [None] * 10
+
+
+@pytest.mark.clause("CTL-11")
+def test_close_without_a_timeout_budget_never_waits_for_a_hung_backend_call():
+    """close(timeout=0) abandons at once: it returns while the backend is still inside the call."""
+    entered, release, returned = threading.Event(), threading.Event(), threading.Event()
+
+    def hang(call, run):
+        entered.set()
+        release.wait(15)
+        returned.set()
+        return run()
+
+    backend, pool = stored_backend(3)
+    recorder = RecordingBackend(backend, {"batch_get_v1": hang})
+    controller = CacheController(recorder, pool, prefetch_threshold=0, register_host_pools=False, call_deadline=None)
+    try:
+        operation = controller.prefetch(keys=KEYS[:3])
+        assert entered.wait(10)
+        controller.close(timeout=0)
+        assert not returned.is_set()  # close did not wait for the backend
+    finally:
+        release.set()
+    assert operation.wait(10) and operation.final_ack is not None  # abandoned, or returned first: both end it
