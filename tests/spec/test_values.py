@@ -28,6 +28,25 @@ def test_the_loose_check_lets_a_bool_and_an_int_enum_through() -> None:
     assert _planted_isinstance(True) and _planted_isinstance(Small.ONE)
 
 
-@given(st.integers(-5, 50), st.integers(-5, 5), st.one_of(st.none(), st.integers(5, 60)))
-def test_an_int_counts_exactly_within_its_bounds(value: int, minimum: int, maximum) -> None:
-    assert is_count(value, minimum, maximum) == (value >= minimum and (maximum is None or value <= maximum))
+bounded_ints = st.tuples(st.integers(-5, 50), st.integers(-5, 5), st.one_of(st.none(), st.integers(5, 60)))
+
+
+def check_bounds(impl, case) -> None:
+    """An int counts iff it is one of the values from minimum up to maximum, listed (not the spec's comparisons)."""
+    value, minimum, maximum = case
+    allowed = range(minimum, (maximum if maximum is not None else max(value, minimum)) + 1)
+    assert impl(value, minimum, maximum) == (value in list(allowed))
+
+
+@given(bounded_ints)
+def test_an_int_counts_exactly_within_its_bounds(case) -> None:
+    check_bounds(is_count, case)
+
+
+def test_the_bounds_oracle_refutes_an_exclusive_maximum() -> None:
+    from tests.spec.test_planted import is_refuted
+
+    def exclusive(value, minimum=0, maximum=None):  # planted: the maximum itself refused
+        return type(value) is int and value >= minimum and (maximum is None or value < maximum)
+
+    assert is_refuted(lambda case: check_bounds(exclusive, case), bounded_ints)
