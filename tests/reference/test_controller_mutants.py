@@ -683,3 +683,28 @@ def test_close_without_a_timeout_budget_never_waits_for_a_hung_backend_call():
     finally:
         release.set()
     assert operation.wait(10) and operation.final_ack is not None  # abandoned, or returned first: both end it
+
+
+# ================================================================== prefixes of calls that do not start the chain
+ANCHOR = keys_for(2, offset=70_000)
+
+
+@pytest.mark.clause("PFX-9", "PFX-2", "HYB-5")
+def test_a_trailing_sidecar_write_first_in_its_backup_gets_the_prefix_that_joins_its_keys():
+    """The backup's first call starts mid-span (the SWA window): its prefix is the anchor and the span before it."""
+    kv, swa = make_pool(), swa_pool()
+    recorder = RecordingBackend(memory_backend())
+    transfer = PoolTransfer(
+        name=PoolName.SWA,
+        keys=KEYS[PAGES - WINDOW :],
+        host_indices=swa.alloc(WINDOW),
+        hit_policy=PoolHitPolicy.TRAILING_PAGES,
+    )
+    with CacheController(recorder, kv, sidecar_pools=[swa_sidecar(swa)], pass_prefix_keys=True) as controller:
+        backup = controller.backup(KEYS, kv.alloc(PAGES), prefix_keys=ANCHOR, sidecar_transfers=[transfer])
+        wait_all(backup)
+    assert backup.completed_tokens == PAGES * PAGE_SIZE
+    assert [(call.method, call.prefix_at_call) for call in recorder.calls] == [
+        ("batch_set_v2", ANCHOR + KEYS[: PAGES - WINDOW]),
+        ("batch_set_v1", ANCHOR),
+    ]
