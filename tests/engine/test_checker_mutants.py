@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from hicache_contracts import FinalAck, ProgressAck
-from hicache_contracts.engine import check_operation
+from hicache_contracts.engine import TraceTransfer, check_operation
 from tests.engine.traces import (
     CHAIN,
     PAGE_SIZE,
@@ -173,3 +173,51 @@ def test_a_backup_write_off_the_grid_is_named_with_its_slice():
     position = find(operation, "batch_set_v1", 1)
     report = check_operation(replace_call(operation, position, keys=CHAIN[5:9], prefix_keys=PREFIX + CHAIN[:5]))
     assert _messages(report, "CTL-7") == ["backup write 1 writes pages [5...) but slice 1 is pages [4...)"]
+
+
+@pytest.mark.clause("CTL-2", "CTL-4")
+def test_an_oversized_last_read_without_a_hit_query_is_out_of_its_slice():
+    """Without a hit query only the last read may be short; one longer than its slice breaks CTL-2 and CTL-4."""
+    operation = _without_hit_query(prefetch_trace())
+    operation = replace_call(operation, find(operation, "batch_get_v1", 1), keys=CHAIN[4:10], result=[True] * 6)
+    report = check_operation(drop_call(operation, find(operation, "batch_get_v1", 2)))
+    assert "KV read 1 reads pages [4, 10) but slice 1 of the agreed keys is pages [4, 8)" in _messages(report, "CTL-4")
+    assert "CTL-2" in _clauses(report)
+
+
+@pytest.mark.clause("PFX-2")
+@pytest.mark.parametrize("extra, wrong", [((), False), ((key(9),), True)], ids=["right", "one-key-too-many"])
+def test_an_empty_hit_query_carries_the_prefix_of_the_operations_start(extra, wrong):
+    """A hit query for no keys asks about page 0: its prefix is the operation's own."""
+    operation = prefetch_trace()
+    operation = renumber(operation, [call for call in operation.calls if call.method == "batch_exists"][:1])
+    operation = replace_call(operation, 0, keys=(), result=0, prefix_keys=PREFIX + extra)
+    report = check_operation(with_fields(operation, acks=(FinalAck(operation_id="op", tokens=0),)))
+    assert ("PFX-2" in _clauses(report)) == wrong, report.format_table()
+
+
+@pytest.mark.clause("PFX-7")
+@pytest.mark.parametrize(
+    "state, how", [("absent", "no extra_info argument"), ("none", "extra_info=None")], ids=["absent", "none"]
+)
+def test_a_call_without_extra_info_is_named_by_how_it_left_it_out(state, how):
+    operation = prefetch_trace()
+    position = find(operation, "batch_get_v1", 0)
+    report = check_operation(replace_call(operation, position, extra_info_state=state, prefix_keys=None))
+    assert [message.endswith(f"but the call passed {how}") for message in _messages(report, "PFX-7")] == [True]
+
+
+@pytest.mark.clause("HYB-1")
+@pytest.mark.parametrize("start, ok", [(0, True), (1, False)], ids=["same-keys", "shifted-keys"])
+def test_every_transfer_of_a_kv_derived_read_reads_the_slices_kv_keys(start, ok):
+    """Two KV-derived pools read in one batch_get_v2: both carry the slice's keys."""
+    operation = prefetch_trace(hybrid=True)
+    transfers = (
+        TraceTransfer(name="indexer", keys=CHAIN[0:4], indices_from_pool="kv"),
+        TraceTransfer(name="nsa", keys=CHAIN[start : start + 4], indices_from_pool="kv"),
+    )
+    position = find(operation, "batch_get_v2", 0, derived=True)
+    report = check_operation(
+        replace_call(operation, position, transfers=transfers, result={"indexer": [True] * 4, "nsa": [True] * 4})
+    )
+    assert report.ok == ok and _clauses(report) <= {"HYB-1"}, report.format_table()
