@@ -4,24 +4,7 @@
 
 (``run_reference_suite``, the reference backends, is ``hicache_reference.main_job``'s.)
 
-What a backend claims (``decide_levels``):
-
-- ``core`` always: it binds every backend and needs only ``batch_exists``;
-- ``legacy`` (get/set/exists/batch_get/batch_set) when declared, and always
-  for a backend without v1: SGLang's generic path moves its KV through
-  ``batch_get``/``batch_set`` in every pinned release; a backend that claims
-  v1 is never asked them, so it is not held to them unless it declares
-  ``legacy``;
-- the levels the vendor declares (``SuiteOptions.levels``, else the class
-  attribute ``hicache_levels``); a declared level whose methods are absent or
-  only raise NotImplementedError fails every clause of that level ("declared
-  but not honoured") and its checks are not run;
-- without a declaration, what probing finds (``detect_capabilities``): v1, v2
-  and prefix when their methods are implemented, namespacing and concurrency
-  always (every multi-rank, multi-threaded engine needs them), durability
-  and robustness never (they cannot be probed; declare them). Robustness
-  holds inputs no pinned release sends (a v2 transfer for a pool never
-  registered, BE-20): a backend is held to them only when it says so.
+What a backend claims is ``decide_levels``'s (``hicache_contracts.conformance.claims``).
 
 Every backend call runs under the run's deadline (``--timeout``, per call).
 A call past it fails its check's clause ("did not return within T s") and
@@ -32,9 +15,7 @@ A failure carries, below its counterexample, the clause's rationale, the
 check's last backend calls with what they returned, and a replay command
 (``hicache-conform run ... --check NAME --seed S``).
 
-A clause of a claimed level passes when at least one check of it ran to the
-end, none found it broken and none was stopped by a broken setup; it is
-skipped, with the reason, otherwise.
+How outcomes become clause verdicts is ``hicache_contracts.conformance.verdicts``'s.
 
 Root causes: a check whose setup found another clause broken (pages written
 through the suite's helpers do not read back, a v1 result of the wrong
@@ -51,13 +32,11 @@ from __future__ import annotations
 import json
 import time
 import traceback
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Optional
 
-from hicache_spec import LEVELS
 from hicache_spec import clause as lookup_clause
 from hicache_contracts._moved import moved_names
-from hicache_contracts.capabilities import CAPABILITY_LEVELS, Capabilities, declared_levels, detect_capabilities
+from hicache_contracts.capabilities import Capabilities, declared_levels, detect_capabilities
 from hicache_contracts.conformance import checks_concurrency as _checks_concurrency  # noqa: F401  (registers)
 from hicache_contracts.conformance import checks_core as _checks_core  # noqa: F401
 from hicache_contracts.conformance import checks_namespacing as _checks_namespacing  # noqa: F401
@@ -66,6 +45,7 @@ from hicache_contracts.conformance import checks_stateful as _checks_stateful  #
 from hicache_contracts.conformance import checks_v1 as _checks_v1  # noqa: F401
 from hicache_contracts.conformance import checks_v2 as _checks_v2  # noqa: F401
 from hicache_contracts.sglang_release import describe_choice, release_of
+from hicache_contracts.conformance.claims import ALWAYS_PROBED, LevelDecision, decide_levels
 from hicache_contracts.conformance.context import Session, SuiteContext
 from hicache_contracts.conformance.framework import (
     CallTimedOut,
@@ -85,12 +65,10 @@ from hicache_contracts.conformance.report import (
     PASS,
     SKIP,
     CheckOutcome,
-    ClauseVerdict,
-    Failure,
-    LevelVerdict,
     ReportSection,
     SuiteReport,
 )
+from hicache_contracts.conformance.verdicts import clause_verdict, setup_reason, startup_verdicts
 from hicache_contracts.conformance.version import tool_version
 
 __all__ = [
@@ -99,11 +77,9 @@ __all__ = [
     "SuiteRunner",
     "decide_levels",
     "run_suite",
+    "setup_reason",
     "tool_version",
 ]
-
-ALWAYS_PROBED: tuple[str, ...] = ("namespacing", "concurrency")
-"""Levels claimed without a declaration: they need no method beyond core."""
 
 Progress = Callable[[int, int, Check, CheckOutcome], None]
 """Called after each check: ``(position from 1, total, check, outcome)``."""
@@ -111,90 +87,9 @@ Progress = Callable[[int, int, Check, CheckOutcome], None]
 Starting = Callable[[int, int, Check], None]
 """Called before each check: ``(position from 1, total, check)`` (the live line)."""
 
-CORE_METHODS: tuple[str, ...] = ("batch_exists",)
-"""The methods of level core: the hit query SGLang asks of every backend."""
-
-OPT_IN_LEVELS: tuple[str, ...] = ("durability", "robustness")
-"""Levels never probed: a backend claims them only by declaring them."""
-
-LEGACY_NOT_ASKED = (
-    "SGLang moves KV through batch_get_v1/batch_set_v1 on a backend that claims v1 and never calls "
-    "get, set, exists, batch_get or batch_set; declare legacy to have them checked"
-)
-"""Why ``legacy`` is not claimed by a v1 backend that does not declare it."""
-
-
 __getattr__ = moved_names(
     __name__, dict.fromkeys(("reference_factories", "run_reference_suite"), "hicache_reference.main_job")
 )
-
-
-@dataclass(frozen=True)
-class LevelDecision:
-    """What the backend claims, and why."""
-
-    claimed: frozenset[str]
-    """Claimed levels whose methods are there (the checks of these run)."""
-    dishonoured: dict
-    """Declared levels whose methods are missing: level → why."""
-    verdicts: tuple[LevelVerdict, ...]
-    """One per backend level, for the report."""
-
-
-def decide_levels(
-    capabilities: Capabilities, declared: Optional[tuple[str, ...]], not_asked: Optional[Mapping[str, str]] = None
-) -> LevelDecision:
-    """Return what a backend with ``capabilities`` claims, given the levels it declares (or None).
-
-    ``not_asked`` maps a level the engine never drives this backend in to why; such a level is not
-    claimed unless declared, whatever probing finds.
-    """
-    claimed: set[str] = set()
-    dishonoured: dict[str, str] = {}
-    verdicts = []
-    unasked = {level: why for level, why in (not_asked or {}).items() if declared is None or level not in declared}
-    zero_copy = not capabilities.missing_for("v1") and (declared is None or "v1" in declared) and "v1" not in unasked
-    legacy_missing = tuple(name for name in capabilities.missing_for("core") if name not in CORE_METHODS)
-    for level in BACKEND_LEVELS:
-        if level == "core":
-            missing = tuple(name for name in capabilities.missing_for("core") if name in CORE_METHODS)
-        elif level == "legacy":
-            missing = legacy_missing
-        else:
-            missing = capabilities.missing_for(level) if level in CAPABILITY_LEVELS else ()
-        problems = [
-            capabilities.method(name).problem or f"{name} does not accept extra_info both ways" for name in missing
-        ]
-        if level in unasked:
-            verdicts.append(LevelVerdict(level, False, "probed", unasked[level], LEVELS[level]))
-            continue
-        if level == "core":
-            source, wanted = "required", True
-        elif level == "legacy" and not zero_copy and not (declared is not None and level in declared):
-            source, wanted = "required", True  # SGLang's generic path is the only one left
-        elif declared is not None:
-            source, wanted = "declared", level in declared
-        else:
-            source = "probed"
-            wanted = level in ALWAYS_PROBED or (level in CAPABILITY_LEVELS and not missing)
-        if not wanted:
-            if level == "legacy":
-                reason = LEGACY_NOT_ASKED
-            elif declared is not None:
-                reason = "not declared"
-            elif level in OPT_IN_LEVELS:
-                reason = "cannot be probed; declare it with --levels or hicache_levels"
-            else:
-                reason = "; ".join(problems) or "not found"
-            verdicts.append(LevelVerdict(level, False, source, reason, LEVELS[level]))
-            continue
-        if problems:
-            dishonoured[level] = "declared but not honoured: " + "; ".join(problems)
-            verdicts.append(LevelVerdict(level, True, source, dishonoured[level], LEVELS[level]))
-            continue
-        claimed.add(level)
-        verdicts.append(LevelVerdict(level, True, source, None, LEVELS[level]))
-    return LevelDecision(frozenset(claimed), dishonoured, tuple(verdicts))
 
 
 class SuiteRunner:
@@ -284,7 +179,9 @@ class SuiteRunner:
                 f"the backend could not be built: {failure.message}",
                 failure.counterexample,
             )
-        decision = self.decision
+        decision, context = self.decision, self.context
+        if decision is None or context is None:  # start() sets both unless the backend could not be built
+            raise RuntimeError("SuiteRunner.start: must decide the levels before a check runs")
         hung = self.session.calls.timed_out
         if hung is not None:
             return CheckOutcome(
@@ -300,7 +197,6 @@ class SuiteRunner:
             why = decision.dishonoured.get(level) or "not claimed"
             return CheckOutcome(check.name, check.clauses, SKIP, message=f"level {level} {why}")
         started = time.monotonic()
-        context = self.context
         context.calls.begin_check()
         try:
             check.function(context)
@@ -457,132 +353,26 @@ class SuiteRunner:
         ]
         notes += session.built.cleanup_notes
         if self.startup_failure is not None:
-            failure = self.startup_failure
-            levels = tuple(
-                LevelVerdict(
-                    level,
-                    level == "core",
-                    "required" if level == "core" else "probed",
-                    None if level == "core" else "the backend could not be built",
-                    LEVELS[level],
-                )
+            levels, verdicts = startup_verdicts(self.startup_failure)
+        else:
+            decision = self.decision
+            covered = {clause_id for check in ordered_checks() for clause_id in check.clauses}
+            levels = decision.verdicts
+            verdicts = tuple(
+                clause_verdict(item, decision, self.outcomes, covered)
                 for level in BACKEND_LEVELS
+                for item in level_clauses(level)
             )
-            verdicts = []
-            for item in level_clauses("core"):
-                if item.id == failure.clause_id:
-                    verdicts.append(
-                        ClauseVerdict(
-                            item.id,
-                            item.level,
-                            item.statement,
-                            FAIL,
-                            failures=(Failure("startup", failure.message, failure.counterexample),),
-                        )
-                    )
-                else:
-                    verdicts.append(
-                        ClauseVerdict(
-                            item.id,
-                            item.level,
-                            item.statement,
-                            SKIP,
-                            reason="not checked: the backend could not be built",
-                        )
-                    )
-            for level in BACKEND_LEVELS[1:]:
-                for item in level_clauses(level):
-                    verdicts.append(
-                        ClauseVerdict(
-                            item.id,
-                            item.level,
-                            item.statement,
-                            SKIP,
-                            reason="not checked: the backend could not be built",
-                        )
-                    )
-            return ReportSection(
-                self.title,
-                self.factory.name,
-                levels,
-                tuple(verdicts),
-                tuple(self.outcomes),
-                options,
-                tuple(notes),
-                time.monotonic() - self._started,
-            )
-        decision = self.decision
-        covered = {clause_id for check in ordered_checks() for clause_id in check.clauses}
-        verdicts = [self._verdict(item, decision, covered) for level in BACKEND_LEVELS for item in level_clauses(level)]
         return ReportSection(
             self.title,
             self.factory.name,
-            decision.verdicts,
-            tuple(verdicts),
+            levels,
+            verdicts,
             tuple(self.outcomes),
             options,
             tuple(notes),
             time.monotonic() - self._started,
         )
-
-    def _verdict(self, item: Any, decision: LevelDecision, covered: set[str]) -> ClauseVerdict:
-        level_verdict = next(verdict for verdict in decision.verdicts if verdict.level == item.level)
-        if not level_verdict.claimed:
-            return ClauseVerdict(
-                item.id,
-                item.level,
-                item.statement,
-                SKIP,
-                reason=f"level {item.level} not claimed: {level_verdict.reason}",
-            )
-        if item.level in decision.dishonoured:
-            return ClauseVerdict(
-                item.id,
-                item.level,
-                item.statement,
-                FAIL,
-                failures=(Failure("capabilities", f"level {item.level} {decision.dishonoured[item.level]}"),),
-            )
-        related = [outcome for outcome in self.outcomes if item.id in outcome.clauses or outcome.clause_id == item.id]
-        failures = tuple(
-            Failure(outcome.check, outcome.message or "", outcome.counterexample)
-            for outcome in related
-            if outcome.status == FAIL and outcome.clause_id == item.id
-        )
-        if not failures:  # no check of its own saw it: what other checks' setups found is its failure
-            found = [outcome for outcome in self.outcomes if outcome.needs == item.id]
-            failures = tuple(
-                Failure(
-                    outcome.check, f"found while setting up {outcome.check}: {outcome.message}", outcome.counterexample
-                )
-                for outcome in found
-            )
-            related += [outcome for outcome in found if outcome not in related]
-        names = tuple(outcome.check for outcome in related)
-        if failures:
-            return ClauseVerdict(item.id, item.level, item.statement, FAIL, failures=failures, checks=names)
-        reasons = [setup_reason(outcome.needs) for outcome in related if outcome.needs is not None]
-        if not reasons and any(outcome.passed(item.id) for outcome in related):
-            return ClauseVerdict(item.id, item.level, item.statement, PASS, checks=names)
-        for outcome in related:
-            if outcome.needs is not None:
-                continue
-            if outcome.status == SKIP:
-                reasons.append(outcome.message or "skipped")
-            elif outcome.status == FAIL:
-                reasons.append(f"not reached: {outcome.check} stopped at {outcome.clause_id}")
-            elif outcome.status == PASS:
-                reasons.append(f"not checked: {outcome.check} passed without running {item.id}'s assertions")
-        if not related:
-            reasons.append("not run in this selection of checks" if item.id in covered else "no check covers it")
-        return ClauseVerdict(
-            item.id, item.level, item.statement, SKIP, reason="; ".join(dict.fromkeys(reasons)), checks=names
-        )
-
-
-def setup_reason(root: str) -> str:
-    """The reason a clause was not checked because its check's setup found ``root`` broken."""
-    return f"not checked: its setup needs {root}, which failed (see {root})"
 
 
 # ---------------------------------------------------------------- entry points

@@ -1,0 +1,114 @@
+"""What a backend claims (``decide_levels``):
+
+- ``core`` always: it binds every backend and needs only ``batch_exists``;
+- ``legacy`` (get/set/exists/batch_get/batch_set) when declared, and always
+  for a backend without v1: SGLang's generic path moves its KV through
+  ``batch_get``/``batch_set`` in every pinned release; a backend that claims
+  v1 is never asked them, so it is not held to them unless it declares
+  ``legacy``;
+- the levels the vendor declares (``SuiteOptions.levels``, else the class
+  attribute ``hicache_levels``); a declared level whose methods are absent or
+  only raise NotImplementedError fails every clause of that level ("declared
+  but not honoured") and its checks are not run;
+- without a declaration, what probing finds (``detect_capabilities``): v1, v2
+  and prefix when their methods are implemented, namespacing and concurrency
+  always (every multi-rank, multi-threaded engine needs them), durability
+  and robustness never (they cannot be probed; declare them). Robustness
+  holds inputs no pinned release sends (a v2 transfer for a pool never
+  registered, BE-20): a backend is held to them only when it says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+from hicache_spec import LEVELS
+from hicache_contracts.capabilities import CAPABILITY_LEVELS, Capabilities
+from hicache_contracts.conformance.levels import BACKEND_LEVELS
+from hicache_contracts.conformance.report import LevelVerdict
+
+__all__ = ["ALWAYS_PROBED", "LEGACY_NOT_ASKED", "LevelDecision", "OPT_IN_LEVELS", "decide_levels"]
+
+ALWAYS_PROBED: tuple[str, ...] = ("namespacing", "concurrency")
+"""Levels claimed without a declaration: they need no method beyond core."""
+
+CORE_METHODS: tuple[str, ...] = ("batch_exists",)
+"""The methods of level core: the hit query SGLang asks of every backend."""
+
+OPT_IN_LEVELS: tuple[str, ...] = ("durability", "robustness")
+"""Levels never probed: a backend claims them only by declaring them."""
+
+LEGACY_NOT_ASKED = (
+    "SGLang moves KV through batch_get_v1/batch_set_v1 on a backend that claims v1 and never calls "
+    "get, set, exists, batch_get or batch_set; declare legacy to have them checked"
+)
+"""Why ``legacy`` is not claimed by a v1 backend that does not declare it."""
+
+
+@dataclass(frozen=True)
+class LevelDecision:
+    """What the backend claims, and why."""
+
+    claimed: frozenset[str]
+    """Claimed levels whose methods are there (the checks of these run)."""
+    dishonoured: dict[str, str]
+    """Declared levels whose methods are missing: level → why."""
+    verdicts: tuple[LevelVerdict, ...]
+    """One per backend level, for the report."""
+
+
+def decide_levels(
+    capabilities: Capabilities, declared: Optional[tuple[str, ...]], not_asked: Optional[Mapping[str, str]] = None
+) -> LevelDecision:
+    """Return what a backend with ``capabilities`` claims, given the levels it declares (or None).
+
+    ``not_asked`` maps a level the engine never drives this backend in to why; such a level is not
+    claimed unless declared, whatever probing finds.
+    """
+    claimed: set[str] = set()
+    dishonoured: dict[str, str] = {}
+    verdicts = []
+    unasked = {level: why for level, why in (not_asked or {}).items() if declared is None or level not in declared}
+    zero_copy = not capabilities.missing_for("v1") and (declared is None or "v1" in declared) and "v1" not in unasked
+    legacy_missing = tuple(name for name in capabilities.missing_for("core") if name not in CORE_METHODS)
+    for level in BACKEND_LEVELS:
+        if level == "core":
+            missing = tuple(name for name in capabilities.missing_for("core") if name in CORE_METHODS)
+        elif level == "legacy":
+            missing = legacy_missing
+        else:
+            missing = capabilities.missing_for(level) if level in CAPABILITY_LEVELS else ()
+        problems = [
+            capabilities.method(name).problem or f"{name} does not accept extra_info both ways" for name in missing
+        ]
+        if level in unasked:
+            verdicts.append(LevelVerdict(level, False, "probed", unasked[level], LEVELS[level]))
+            continue
+        if level == "core":
+            source, wanted = "required", True
+        elif level == "legacy" and not zero_copy and not (declared is not None and level in declared):
+            source, wanted = "required", True  # SGLang's generic path is the only one left
+        elif declared is not None:
+            source, wanted = "declared", level in declared
+        else:
+            source = "probed"
+            wanted = level in ALWAYS_PROBED or (level in CAPABILITY_LEVELS and not missing)
+        if not wanted:
+            if level == "legacy":
+                reason = LEGACY_NOT_ASKED
+            elif declared is not None:
+                reason = "not declared"
+            elif level in OPT_IN_LEVELS:
+                reason = "cannot be probed; declare it with --levels or hicache_levels"
+            else:
+                reason = "; ".join(problems) or "not found"
+            verdicts.append(LevelVerdict(level, False, source, reason, LEVELS[level]))
+            continue
+        if problems:
+            dishonoured[level] = "declared but not honoured: " + "; ".join(problems)
+            verdicts.append(LevelVerdict(level, True, source, dishonoured[level], LEVELS[level]))
+            continue
+        claimed.add(level)
+        verdicts.append(LevelVerdict(level, True, source, None, LEVELS[level]))
+    return LevelDecision(frozenset(claimed), dishonoured, tuple(verdicts))

@@ -1,0 +1,132 @@
+"""Clause verdicts from check outcomes.
+
+A clause of a claimed level passes when at least one check of it ran to the
+end, none found it broken and none was stopped by a broken setup; it is
+skipped, with the reason, otherwise. A clause no check of its own saw broken
+fails on what other checks' setups found (``outcome.needs``), so an
+attribution never hides a failure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from hicache_spec import LEVELS
+from hicache_contracts.conformance.claims import LevelDecision
+from hicache_contracts.conformance.framework import ClauseFailure
+from hicache_contracts.conformance.levels import BACKEND_LEVELS, level_clauses
+from hicache_contracts.conformance.report import FAIL, PASS, SKIP, CheckOutcome, ClauseVerdict, Failure, LevelVerdict
+
+__all__ = ["clause_verdict", "setup_reason", "startup_verdicts"]
+
+
+def setup_reason(root: str) -> str:
+    """The reason a clause was not checked because its check's setup found ``root`` broken."""
+    return f"not checked: its setup needs {root}, which failed (see {root})"
+
+
+def startup_verdicts(failure: ClauseFailure) -> tuple[tuple[LevelVerdict, ...], tuple[ClauseVerdict, ...]]:
+    """Return the level and clause verdicts of a run whose backend could not be built (``failure`` says why)."""
+    levels = tuple(
+        LevelVerdict(
+            level,
+            level == "core",
+            "required" if level == "core" else "probed",
+            None if level == "core" else "the backend could not be built",
+            LEVELS[level],
+        )
+        for level in BACKEND_LEVELS
+    )
+    verdicts = []
+    for item in level_clauses("core"):
+        if item.id == failure.clause_id:
+            verdicts.append(
+                ClauseVerdict(
+                    item.id,
+                    item.level,
+                    item.statement,
+                    FAIL,
+                    failures=(Failure("startup", failure.message, failure.counterexample),),
+                )
+            )
+        else:
+            verdicts.append(
+                ClauseVerdict(
+                    item.id,
+                    item.level,
+                    item.statement,
+                    SKIP,
+                    reason="not checked: the backend could not be built",
+                )
+            )
+    for level in BACKEND_LEVELS[1:]:
+        for item in level_clauses(level):
+            verdicts.append(
+                ClauseVerdict(
+                    item.id,
+                    item.level,
+                    item.statement,
+                    SKIP,
+                    reason="not checked: the backend could not be built",
+                )
+            )
+    return levels, tuple(verdicts)
+
+
+def clause_verdict(
+    item: Any, decision: LevelDecision, outcomes: Sequence[CheckOutcome], covered: set[str]
+) -> ClauseVerdict:
+    """Return the verdict on clause ``item`` of a run that decided ``decision`` and saw ``outcomes``.
+
+    ``covered``: the clause IDs some registered check names.
+    """
+    level_verdict = next(verdict for verdict in decision.verdicts if verdict.level == item.level)
+    if not level_verdict.claimed:
+        return ClauseVerdict(
+            item.id,
+            item.level,
+            item.statement,
+            SKIP,
+            reason=f"level {item.level} not claimed: {level_verdict.reason}",
+        )
+    if item.level in decision.dishonoured:
+        return ClauseVerdict(
+            item.id,
+            item.level,
+            item.statement,
+            FAIL,
+            failures=(Failure("capabilities", f"level {item.level} {decision.dishonoured[item.level]}"),),
+        )
+    related = [outcome for outcome in outcomes if item.id in outcome.clauses or outcome.clause_id == item.id]
+    failures = tuple(
+        Failure(outcome.check, outcome.message or "", outcome.counterexample)
+        for outcome in related
+        if outcome.status == FAIL and outcome.clause_id == item.id
+    )
+    if not failures:  # no check of its own saw it: what other checks' setups found is its failure
+        found = [outcome for outcome in outcomes if outcome.needs == item.id]
+        failures = tuple(
+            Failure(outcome.check, f"found while setting up {outcome.check}: {outcome.message}", outcome.counterexample)
+            for outcome in found
+        )
+        related += [outcome for outcome in found if outcome not in related]
+    names = tuple(outcome.check for outcome in related)
+    if failures:
+        return ClauseVerdict(item.id, item.level, item.statement, FAIL, failures=failures, checks=names)
+    reasons = [setup_reason(outcome.needs) for outcome in related if outcome.needs is not None]
+    if not reasons and any(outcome.passed(item.id) for outcome in related):
+        return ClauseVerdict(item.id, item.level, item.statement, PASS, checks=names)
+    for outcome in related:
+        if outcome.needs is not None:
+            continue
+        if outcome.status == SKIP:
+            reasons.append(outcome.message or "skipped")
+        elif outcome.status == FAIL:
+            reasons.append(f"not reached: {outcome.check} stopped at {outcome.clause_id}")
+        elif outcome.status == PASS:
+            reasons.append(f"not checked: {outcome.check} passed without running {item.id}'s assertions")
+    if not related:
+        reasons.append("not run in this selection of checks" if item.id in covered else "no check covers it")
+    return ClauseVerdict(
+        item.id, item.level, item.statement, SKIP, reason="; ".join(dict.fromkeys(reasons)), checks=names
+    )
