@@ -17,13 +17,11 @@ all-reduced with MIN, so a rank that stopped freezes every rank's ack
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, TypeGuard
 
 from hicache_spec import compute_prefetch_timeout
 
 if TYPE_CHECKING:
-    from typing_extensions import TypeGuard
-
     from hicache_contracts.models import PrefetchPolicy
 
 __all__ = ["PREFETCH_POLICIES", "TimeoutSettings", "compute_deadline", "is_prefetch_policy", "is_terminated"]
