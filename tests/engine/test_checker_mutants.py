@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from hicache_contracts import FinalAck, ProgressAck
-from hicache_contracts.engine import TraceTransfer, check_operation
+from hicache_contracts.engine import TraceCall, TraceTransfer, check_operation, check_trace
 from tests.engine.traces import (
     CHAIN,
     PAGE_SIZE,
@@ -221,3 +221,42 @@ def test_every_transfer_of_a_kv_derived_read_reads_the_slices_kv_keys(start, ok)
         replace_call(operation, position, transfers=transfers, result={"indexer": [True] * 4, "nsa": [True] * 4})
     )
     assert report.ok == ok and _clauses(report) <= {"HYB-1"}, report.format_table()
+
+
+@pytest.mark.clause("RANK-2", "CTL-4")
+def test_a_read_past_the_agreed_hit_is_a_rank_2_finding_not_an_ordering_one():
+    """Ranks agreed on one slice; the reads of slices 1 and 2 break RANK-2 (there is no slice 1 to misorder)."""
+    report = check_operation(with_fields(prefetch_trace(), agreed_pages=4))
+    assert len(_messages(report, "RANK-2")) == 2 and "CTL-4" not in _clauses(report), report.format_table()
+
+
+@pytest.mark.clause("CTL-4")
+def test_the_read_of_the_slice_termination_named_is_refused():
+    report = check_operation(with_fields(prefetch_trace(), terminated_before_slice=1))
+    assert _messages(report, "CTL-4") == [
+        "KV read of pages [4...) after the operation was terminated before slice 1",
+        "KV read of pages [8...) after the operation was terminated before slice 1",
+    ]
+
+
+@pytest.mark.clause("CTL-2")
+@pytest.mark.parametrize(
+    "keys, where",
+    [
+        ((key(999),) + CHAIN[5:8], "its first key is not in the operation's chain"),
+        (CHAIN[4:6] + CHAIN[7:9], "its keys are not the run of the chain that starts at page 4"),
+    ],
+    ids=["foreign-key", "gap"],
+)
+def test_keys_that_are_not_a_run_of_the_chain_are_named_by_what_is_wrong(keys, where):
+    operation = prefetch_trace()
+    report = check_operation(replace_call(operation, find(operation, "batch_get_v1", 1), keys=keys))
+    assert _messages(report, "CTL-2") == [f"KV read batch_get_v1 with 4 key(s): {where}"]
+
+
+@pytest.mark.clause("PFX-2")
+def test_an_empty_hit_query_of_an_empty_chain_conforms():
+    """An operation with no pages: the one hit query asks for nothing and carries the operation's prefix."""
+    query = TraceCall(index=0, method="batch_exists", keys=(), result=0, extra_info_state="present", prefix_keys=PREFIX)
+    report = check_trace([query], chain=[], prefix_keys=PREFIX, batch_size=4)
+    assert report.ok, report.format_table()
