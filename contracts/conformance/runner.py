@@ -297,6 +297,7 @@ class SuiteRunner:
                 check.name, check.clauses, FAIL, root, finding.message, finding.counterexample, duration_s
             )
         decision = self.decision
+        assert decision is not None  # a check ran, so start() decided the levels
         if level_of(root) not in decision.claimed and level_of(root) not in decision.dishonoured:
             primary = next((item for item in check.clauses if level_of(item) in decision.claimed), check.clauses[0])
             return CheckOutcome(
@@ -356,6 +357,7 @@ class SuiteRunner:
             levels, verdicts = startup_verdicts(self.startup_failure)
         else:
             decision = self.decision
+            assert decision is not None  # start() decides the levels unless the backend could not be built
             covered = {clause_id for check in ordered_checks() for clause_id in check.clauses}
             levels = decision.verdicts
             verdicts = tuple(
