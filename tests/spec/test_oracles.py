@@ -4,7 +4,8 @@ Scenario: hypothesis draws KV presence and up to three pools of every policy;
 three planted folds (the minimum of each pool's largest hit, SGLang #39147; a
 BLOCK_GROUPS pool that gates; pools examined after no length is left).
 Expected: the plain fold equals ``fold_pool_query`` everywhere and differs from
-each planted fold on some input (a fixed one, then a drawn one).
+each planted fold: the first on #39147's store and on drawn stores where the
+folds part, the others on a fixed store.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from hypothesis import given
 from hicache_spec import fold_pool_hits, fold_pool_query
 from tests.oracles import plain_fold, plain_pool_boundary
 from tests.spec import planted_spec
-from tests.spec.test_planted import is_refuted
+from tests.spec.test_planted import gating_fold_cases, is_refuted
 from tests.spec.test_pools import fold_cases
 
 ISSUE_39147 = (
@@ -67,11 +68,22 @@ def agreeing(fold, parts=3):
 def test_plain_fold_refutes_the_minimum_of_maxima():
     assert plain_fold(*ISSUE_39147) == (2, (("kv", 5), ("indexer", 4), ("swa", 5)), (1, 2))
     assert planted_spec.fold_pool_query_min_of_maxima(*ISSUE_39147)[0] == 4
-    gating_only = fold_cases.filter(lambda case: all(policy != "block_groups" for _, policy, _, _ in case[1]))
-    assert is_refuted(agreeing(planted_spec.fold_pool_query_min_of_maxima, parts=2), gating_only)
+    assert is_refuted(agreeing(planted_spec.fold_pool_query_min_of_maxima, parts=2), gating_fold_cases)
 
 
 @pytest.mark.clause("HYB-9", "BE-21")
-@pytest.mark.parametrize("planted", [gating_block_groups, examines_every_pool])
-def test_plain_fold_refutes_planted_folds(planted):
-    assert is_refuted(agreeing(planted), fold_cases)
+@pytest.mark.parametrize(
+    "planted, store",
+    [
+        (gating_block_groups, ((True,) * 4, (("c4", "block_groups", 2, (True, True, True, False)),))),
+        (
+            examines_every_pool,
+            ((True, True), (("indexer", "all_pages", 0, (False, False)), ("swa", "trailing_pages", 1, (True, True)))),
+        ),
+    ],
+    ids=["gating-block-groups", "examines-every-pool"],
+)
+def test_plain_fold_refutes_planted_folds(planted, store):
+    with pytest.raises(AssertionError):
+        agreeing(planted)(store)
+    agreeing(fold_pool_query)(store)
