@@ -48,11 +48,7 @@ def _frozen_acks(loaded_pages: int, slices: int = 3) -> tuple:
 
 
 def _without_hit_query(operation):
-    while True:
-        try:
-            operation = drop_call(operation, find(operation, "batch_exists"))
-        except LookupError:
-            return operation
+    return renumber(operation, [call for call in operation.calls if not call.method.startswith("batch_exists")])
 
 
 def _short_derived_read(*, keep_reading: bool):
@@ -260,3 +256,23 @@ def test_an_empty_hit_query_of_an_empty_chain_conforms():
     query = TraceCall(index=0, method="batch_exists", keys=(), result=0, extra_info_state="present", prefix_keys=PREFIX)
     report = check_trace([query], chain=[], prefix_keys=PREFIX, batch_size=4)
     assert report.ok, report.format_table()
+
+
+@pytest.mark.clause("HYB-2", "HYB-3")
+def test_a_hybrid_prefetch_without_a_hit_query_reads_its_sidecars_after_complete_kv():
+    """No hit query and no agreed_pages: KV completes when every slice of the chain loaded, then sidecars follow."""
+    report = check_operation(_without_hit_query(prefetch_trace(hybrid=True)))
+    assert report.ok and "HYB-3" in report.checked, report.format_table()
+
+
+@pytest.mark.clause("PFX-7")
+@pytest.mark.parametrize("method, entries", [("batch_exists", ()), ("batch_get_v1", ("DIV-16",))])
+def test_a_call_level_finding_is_a_divergence_only_where_that_kind_of_call_diverged(method, entries):
+    """0.5.20 records PFX-7 for the KV read (_page_transfer_kv_batch) and for sidecar calls, not for the hit query."""
+    operation = prefetch_trace()
+    position = find(operation, method, 0)
+    report = check_operation(
+        replace_call(operation, position, extra_info_state="absent", prefix_keys=None), sglang_version="0.5.20"
+    )
+    assert tuple(entry for finding in report.divergences for entry in finding.divergence) == entries
+    assert _clauses(report) == (set() if entries else {"PFX-7"}), report.format_table()
