@@ -708,3 +708,62 @@ def test_a_trailing_sidecar_write_first_in_its_backup_gets_the_prefix_that_joins
         ("batch_set_v2", ANCHOR + KEYS[: PAGES - WINDOW]),
         ("batch_set_v1", ANCHOR),
     ]
+
+
+# ================================================================== the agreed cut (RANK-2)
+def kv_ranks(stored: tuple, threshold: int = 0, on_first_read=None):
+    """Prefetch KEYS on two TP ranks (threads) storing ``stored[rank]`` pages; return [(operation, controller, pool)]."""
+    groups = ThreadRankGroup.create(2, timeout=20)
+    store = memory_backend().store
+    ranks = []
+    for rank in range(2):
+        writer = memory_backend(store=store, tp_rank=rank, tp_size=2)
+        pool = make_pool()
+        writer.register_mem_pool_host(pool)
+        slots = pool.alloc(stored[rank])
+        assert all(writer.batch_set_v1(list(KEYS[: stored[rank]]), slots))
+        pool.free(slots)
+        faults = {"batch_get_v1": lambda call, run, pool=pool, rank=rank: on_first_read(rank, pool, run)}
+        recorder = RecordingBackend(
+            memory_backend(store=store, tp_rank=rank, tp_size=2), faults if on_first_read else None
+        )
+        controller = CacheController(
+            recorder,
+            pool,
+            storage_config=config(tp_rank=rank, tp_size=2),
+            rank_group=groups[rank],
+            prefetch_threshold=threshold,
+        )
+        ranks.append((controller, pool))
+    operations = [controller.prefetch(keys=KEYS) for controller, _ in ranks]
+    wait_all(*operations)
+    for controller, _ in ranks:
+        assert controller.close()
+    return [(operation, controller, pool) for operation, (controller, pool) in zip(operations, ranks)]
+
+
+@pytest.mark.clause("RANK-2", "CTL-12")
+def test_slots_past_the_agreed_hit_are_freed_before_any_read(threads_before):
+    """Rank 0 hits 20 pages, rank 1 only 12: rank 0 holds 12 pages' slots when its first read starts."""
+    held_at_first_read: list = []
+
+    def first_read(rank, pool, run):
+        if rank == 0 and not held_at_first_read:
+            held_at_first_read.append(pool.used_pages())
+        return run()
+
+    ranks = kv_ranks((PAGES, 12), on_first_read=first_read)
+    assert held_at_first_read == [12]
+    for operation, controller, pool in ranks:
+        assert operation.hit_pages == 12 and operation.final_ack.tokens == 12 * PAGE_SIZE
+        check_frees(pool, operation.loaded_host_indices)
+        assert controller.internal_errors == []
+
+
+@pytest.mark.clause("RANK-2", "CTL-3")
+def test_a_hit_below_the_threshold_cut_further_by_another_rank_is_revoked_cleanly(threads_before):
+    """Rank 0's 3 pages are below the threshold (nothing allocated); rank 1 has 2: both revoke, nothing held."""
+    for operation, controller, pool in kv_ranks((3, 2), threshold=8):
+        assert operation.hit_pages == 2 and operation.revoked
+        assert operation.final_ack.error == "revoked: agreed hit of 4 tokens is below the threshold of 8"
+        assert pool.used_pages() == 0 and controller.internal_errors == []
