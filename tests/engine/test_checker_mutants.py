@@ -276,3 +276,13 @@ def test_a_call_level_finding_is_a_divergence_only_where_that_kind_of_call_diver
     )
     assert tuple(entry for finding in report.divergences for entry in finding.divergence) == entries
     assert _clauses(report) == (set() if entries else {"PFX-7"}), report.format_table()
+
+
+@pytest.mark.clause("CTL-2")
+def test_an_oversized_kv_derived_read_is_counted_by_its_transfers_keys():
+    """A batch_get_v2 has no keys of its own: its size is its transfers'."""
+    operation = prefetch_trace(hybrid=True)
+    position = find(operation, "batch_get_v2", 0, derived=True)
+    transfers = (TraceTransfer(name="indexer", keys=CHAIN[0:5], indices_from_pool="kv"),)
+    report = check_operation(replace_call(operation, position, transfers=transfers, result={"indexer": [True] * 5}))
+    assert _messages(report, "CTL-2") == ["KV-derived read batch_get_v2 carries 5 keys, more than batch_size 4"]
