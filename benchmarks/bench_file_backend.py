@@ -14,7 +14,8 @@ move between a host page pool and files under one directory, in slices of
                                    one reused buffer (plain read)
 
 The plain files live at the same depth as the backend's (a directory per
-namespace part and pool, NS-1..NS-5), and the target's baselines do what the
+namespace part and pool, NS-1..NS-5), each way's in its own directory that
+holds as many files as the backend's, and the target's baselines do what the
 backend's guarantees need and no more: a page is never visible half written
 (BE-7: a temporary name, then a rename) and a file of the wrong size is a miss
 that touches nothing (BE-13: the size known before the read). The bare ways
@@ -116,8 +117,12 @@ def measure(pages: int, rounds: int, directory: str, layout: str = "page_first",
     backend.register_mem_pool_host(writer_pool)
     reader.register_mem_pool_host(reader_pool)
     staged_reader.register_mem_pool_host(reader_pool)
-    plain_directory = os.path.join(directory, "plain", backend.namespace, "kv")  # as deep as the backend's
-    os.makedirs(plain_directory, exist_ok=True)
+    # As deep as the backend's, and one directory per way, each holding as many files as the backend's.
+    plain_directory, writev_directory, bare_directory = (
+        os.path.join(directory, way, backend.namespace, "kv") for way in ("plain", "plain_writev", "bare")
+    )
+    for made in (plain_directory, writev_directory, bare_directory):
+        os.makedirs(made, exist_ok=True)
     prepared = [tensor_bytes(writer_pool.get_data_page(index * PAGE_SIZE)) for index in range(pages)]
     buffer = memoryview(bytearray(page_bytes))
     writer_ranges, reader_ranges = page_ranges(writer_pool, pages), page_ranges(reader_pool, pages)
@@ -153,7 +158,7 @@ def measure(pages: int, rounds: int, directory: str, layout: str = "page_first",
 
     def plain_writev() -> None:
         for key, parts in zip(keys_of(current[0]), writer_ranges):
-            final = os.path.join(plain_directory, key + ".v")
+            final = os.path.join(writev_directory, key)
             descriptor = os.open(final + ".tmp", temporary_flags, 0o600)
             os.writev(descriptor, parts)
             os.close(descriptor)
@@ -161,7 +166,7 @@ def measure(pages: int, rounds: int, directory: str, layout: str = "page_first",
 
     def bare_write() -> None:
         for key, data in zip(keys_of(current[0]), prepared):
-            descriptor = os.open(os.path.join(plain_directory, key + ".b"), flags, 0o644)
+            descriptor = os.open(os.path.join(bare_directory, key), flags, 0o644)
             os.write(descriptor, data)
             os.close(descriptor)
 
@@ -244,8 +249,8 @@ def measure(pages: int, rounds: int, directory: str, layout: str = "page_first",
         backend_directory = os.path.join(root, backend.namespace, "kv")
         for key in keys_of(round_number):
             os.unlink(os.path.join(plain_directory, key))
-            os.unlink(os.path.join(plain_directory, key + ".v"))
-            os.unlink(os.path.join(plain_directory, key + ".b"))
+            os.unlink(os.path.join(writev_directory, key))
+            os.unlink(os.path.join(bare_directory, key))
             os.unlink(os.path.join(backend_directory, key))
             if peer is not None:
                 os.unlink(os.path.join(peer_directory, f"{peer_writer._get_suffixed_key(key)}.bin"))
