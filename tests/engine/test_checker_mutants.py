@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from hicache_contracts import FinalAck, ProgressAck
-from hicache_contracts.engine import TraceCall, TraceTransfer, check_operation, check_trace
+from hicache_contracts import FinalAck, PoolHitsAck, ProgressAck
+from hicache_contracts.engine import TraceCall, TraceTransfer, check_acks, check_operation, check_trace
 from tests.engine.traces import (
     CHAIN,
     PAGE_SIZE,
@@ -286,3 +286,75 @@ def test_an_oversized_kv_derived_read_is_counted_by_its_transfers_keys():
     transfers = (TraceTransfer(name="indexer", keys=CHAIN[0:5], indices_from_pool="kv"),)
     report = check_operation(replace_call(operation, position, transfers=transfers, result={"indexer": [True] * 5}))
     assert _messages(report, "CTL-2") == ["KV-derived read batch_get_v2 carries 5 keys, more than batch_size 4"]
+
+
+def _named(report, clause_id: str) -> list:
+    return [violation.call_index for violation in report.violations if violation.clause == clause_id]
+
+
+@pytest.mark.clause("CTL-1")
+def test_a_hit_query_stopped_early_is_named_at_its_last_call():
+    """One fully hit slice of three queried, then nothing: the finding names that one call."""
+    operation = prefetch_trace()
+    operation = drop_call(operation, find(operation, "batch_exists", 2))
+    operation = drop_call(operation, find(operation, "batch_exists", 1))
+    assert _named(check_operation(operation), "CTL-1") == [0]
+
+
+@pytest.mark.clause("CTL-4")
+def test_io_stopped_early_is_named_at_its_last_read():
+    operation = prefetch_trace()
+    operation = drop_call(operation, find(operation, "batch_get_v1", 2))
+    operation = drop_call(operation, find(operation, "batch_get_v1", 1))
+    report = check_operation(operation)
+    assert _named(report, "CTL-4") == [find(operation, "batch_get_v1", 0)], report.format_table()
+
+
+@pytest.mark.clause("HYB-2")
+def test_a_sidecar_read_without_any_kv_io_is_named_once():
+    """No KV read at all: the sidecar read breaks HYB-2 because KV did not complete, not because KV came later."""
+    hybrid = prefetch_trace(hybrid=True)
+    operation = renumber(hybrid, [hybrid.calls[find(hybrid, "batch_get_v2", 0, derived=False)]])
+    messages = _messages(check_operation(operation), "HYB-2")
+    assert len(messages) == 1 and messages[0].startswith("sidecar read although KV IO did not complete")
+
+
+@pytest.mark.clause("HYB-2", "HYB-5")
+@pytest.mark.parametrize("kind", ["read", "write"])
+def test_a_sidecar_page_twice_in_the_only_sidecar_call_is_named_there(kind):
+    twice = (TraceTransfer(name="swa", keys=(CHAIN[9], CHAIN[9]), hit_policy="trailing_pages"),)
+    if kind == "read":
+        operation, clause_id = prefetch_trace(hybrid=True), "HYB-2"
+        position = find(operation, "batch_get_v2", 0, derived=False)
+    else:
+        operation, clause_id = backup_trace(hybrid=True), "HYB-5"
+        operation = drop_call(operation, find(operation, "batch_set_v2", 0))
+        position = find(operation, "batch_set_v2", 0)
+    report = check_operation(replace_call(operation, position, transfers=twice, result={"swa": [True, True]}))
+    assert _named(report, clause_id) == [position], report.format_table()
+
+
+@pytest.mark.clause("CTL-13")
+def test_a_backup_stopped_early_is_named_at_its_last_write():
+    operation = backup_trace()
+    operation = drop_call(operation, find(operation, "batch_set_v1", 2))
+    operation = drop_call(operation, find(operation, "batch_set_v1", 1))
+    assert _named(check_operation(operation), "CTL-13") == [0]
+
+
+@pytest.mark.clause("HYB-2", "CTL-6")
+def test_a_pool_hits_ack_with_no_progress_acks_is_in_order():
+    """No slice was agreed: a pool-hits ack of zeros and a final ack of 0 tokens are the whole schedule."""
+    acks = [PoolHitsAck(operation_id="op", pool_hits={"swa": 0}), FinalAck(operation_id="op", tokens=0)]
+    report = check_acks(acks, slice_pages=[], loaded_pages=[], page_size=PAGE_SIZE)
+    assert report.ok, report.format_table()
+
+
+@pytest.mark.clause("PFX-4")
+@pytest.mark.parametrize(
+    "prefix, collapsed", [("empty", "[] collapsed to None"), ("anchor", "a list turned into None")], ids=str
+)
+def test_a_prefix_turned_into_none_is_named_by_what_it_was(prefix, collapsed):
+    operation = prefetch_trace(prefix)
+    report = check_operation(replace_call(operation, find(operation, "batch_get_v1", 0), prefix_keys=None))
+    assert [message.endswith(f"({collapsed})") for message in _messages(report, "PFX-4")] == [True]
