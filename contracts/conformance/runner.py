@@ -296,8 +296,7 @@ class SuiteRunner:
             return CheckOutcome(
                 check.name, check.clauses, FAIL, root, finding.message, finding.counterexample, duration_s
             )
-        decision = self.decision
-        assert decision is not None  # a check ran, so start() decided the levels
+        decision = self._decided()
         if level_of(root) not in decision.claimed and level_of(root) not in decision.dishonoured:
             primary = next((item for item in check.clauses if level_of(item) in decision.claimed), check.clauses[0])
             return CheckOutcome(
@@ -318,6 +317,12 @@ class SuiteRunner:
             duration_s=duration_s,
             needs=root,
         )
+
+    def _decided(self) -> LevelDecision:
+        """The level decision, which ``start`` makes unless the backend could not be built."""
+        if self.decision is None:
+            raise RuntimeError("SuiteRunner.start: must decide the levels first")
+        return self.decision
 
     def root_failed(self, clause_id: str) -> bool:
         """Whether a check run so far failed ``clause_id`` itself (not only found it broken in its setup)."""
@@ -356,8 +361,7 @@ class SuiteRunner:
         if self.startup_failure is not None:
             levels, verdicts = startup_verdicts(self.startup_failure)
         else:
-            decision = self.decision
-            assert decision is not None  # start() decides the levels unless the backend could not be built
+            decision = self._decided()
             covered = {clause_id for check in ordered_checks() for clause_id in check.clauses}
             levels = decision.verdicts
             verdicts = tuple(
