@@ -358,3 +358,22 @@ def test_a_prefix_turned_into_none_is_named_by_what_it_was(prefix, collapsed):
     operation = prefetch_trace(prefix)
     report = check_operation(replace_call(operation, find(operation, "batch_get_v1", 0), prefix_keys=None))
     assert [message.endswith(f"({collapsed})") for message in _messages(report, "PFX-4")] == [True]
+
+
+@pytest.mark.clause("CTL-11")
+def test_acks_given_as_dicts_are_held_to_the_confirmed_pages():
+    """The first read confirms 2 of 4 pages and IO stops; dict acks counting 4 pages overstate it (CTL-11)."""
+    operation = prefetch_trace()
+    operation = replace_call(operation, find(operation, "batch_get_v1", 0), result=[True, True, False, False])
+    calls = [call for call in operation.calls if call.method != "batch_get_v1" or call.keys[0] == CHAIN[0]]
+
+    def acks(pages: int) -> list[dict]:
+        progress = [
+            {"kind": "progress", "operation_id": "op", "slice_index": n, "tokens": pages * PAGE_SIZE} for n in range(3)
+        ]
+        return progress + [{"kind": "final", "operation_id": "op", "tokens": pages * PAGE_SIZE}]
+
+    settings = dict(chain=CHAIN, prefix_keys=PREFIX, batch_size=4, page_size=PAGE_SIZE)
+    assert check_trace(calls, acks=acks(2), **settings).ok
+    overstated = check_trace(calls, acks=acks(4), **settings)
+    assert [v.ack_index for v in overstated.violations if v.clause == "CTL-11"] == [0, 1, 2, 3]
