@@ -12,6 +12,8 @@ still passed (docs/mutation.md).
 
 from __future__ import annotations
 
+from collections import deque
+
 import pytest
 
 from hicache_contracts import FinalAck, PoolHitsAck, ProgressAck
@@ -377,3 +379,10 @@ def test_acks_given_as_dicts_are_held_to_the_confirmed_pages():
     assert check_trace(calls, acks=acks(2), **settings).ok
     overstated = check_trace(calls, acks=acks(4), **settings)
     assert [v.ack_index for v in overstated.violations if v.clause == "CTL-11"] == [0, 1, 2, 3]
+
+
+@pytest.mark.clause("PFX-2")
+def test_an_operation_prefix_given_as_any_sequence_of_keys_is_accepted():
+    """check_trace takes the operation's prefix as any sequence of page keys, not only a list or tuple."""
+    report = check_trace(prefetch_trace().calls, chain=CHAIN, prefix_keys=deque(PREFIX), batch_size=4)
+    assert report.ok, report.format_table()
