@@ -386,3 +386,11 @@ def test_an_operation_prefix_given_as_any_sequence_of_keys_is_accepted():
     """check_trace takes the operation's prefix as any sequence of page keys, not only a list or tuple."""
     report = check_trace(prefetch_trace().calls, chain=CHAIN, prefix_keys=deque(PREFIX), batch_size=4)
     assert report.ok, report.format_table()
+
+
+@pytest.mark.clause("HYB-2")
+@pytest.mark.parametrize("hybrid", [False, True], ids=["plain", "hybrid"])
+def test_the_acks_report_checks_hyb_2_only_with_a_pool_hits_ack(hybrid):
+    operation = prefetch_trace(hybrid=hybrid)
+    report = check_acks(operation.acks, slice_pages=[4, 4, 2], loaded_pages=[4, 4, 2], page_size=PAGE_SIZE)
+    assert report.ok and ("HYB-2" in report.checked) == hybrid, report.format_table()
