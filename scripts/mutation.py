@@ -578,9 +578,9 @@ def run_mutants(args, target: Target, mutants: list[Mutant], known: dict, cmap, 
     for index, m in enumerate(mutants, 1):
         if index % 25 == 0:
             print(f"  {index}/{len(mutants)} ({time.monotonic() - started:.0f}s)", flush=True)
-        expected = sum(durations) / len(durations) if durations else 0.0
+        expected = max(durations, default=0.0)
         if args.budget and time.monotonic() - started + expected > args.budget:
-            break  # the budget is spent, or the average mutant would overrun it
+            break  # the budget is spent, or a mutant as slow as the slowest so far would overrun it
         if m.ident in known:
             m.status = "equivalent"
             continue
