@@ -16,7 +16,7 @@ from collections import deque
 
 import pytest
 
-from hicache_contracts import FinalAck, PoolHitsAck, ProgressAck
+from hicache_contracts import ContractViolation, FinalAck, PoolHitsAck, ProgressAck
 from hicache_contracts.engine import TraceCall, TraceTransfer, check_acks, check_operation, check_trace
 from tests.engine.traces import (
     CHAIN,
@@ -394,3 +394,35 @@ def test_the_acks_report_checks_hyb_2_only_with_a_pool_hits_ack(hybrid):
     operation = prefetch_trace(hybrid=hybrid)
     report = check_acks(operation.acks, slice_pages=[4, 4, 2], loaded_pages=[4, 4, 2], page_size=PAGE_SIZE)
     assert report.ok and ("HYB-2" in report.checked) == hybrid, report.format_table()
+
+
+@pytest.mark.clause("CTL-2", "CTL-5", "RANK-2", "CTL-4", "CTL-7")
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (dict(batch_size=None), "check_trace.batch_size: must be an int >= 1 (got None) [CTL-2]"),
+        (dict(page_size=0), "check_trace.page_size: must be an int >= 1 (got 0) [CTL-5]"),
+        (dict(agreed_pages=-1), "check_trace.agreed_pages: must be an int >= 0 (got -1) [RANK-2]"),
+        (
+            dict(terminated_before_slice=True),
+            "check_trace.terminated_before_slice: must be an int >= 0 (got True) [CTL-4]",
+        ),
+        (
+            dict(page_size=16, backup_completed_tokens=-16),
+            "check_trace.backup_completed_tokens: must be an int >= 0 (got -16) [CTL-7]",
+        ),
+    ],
+    ids=["batch-size-none", "page-size-0", "agreed-negative", "terminated-bool", "backup-tokens-negative"],
+)
+def test_a_bad_optional_setting_is_named_not_skipped(arguments, message):
+    """An optional setting may be left out (None); given, it must be an int in range."""
+    with pytest.raises(ContractViolation) as error:
+        check_trace([], chain=CHAIN, prefix_keys=None, **arguments)
+    assert str(error.value) == message
+
+
+@pytest.mark.clause("CTL-5")
+def test_check_acks_needs_a_page_size():
+    with pytest.raises(ContractViolation) as error:
+        check_acks([], slice_pages=[4], loaded_pages=[4], page_size=None)
+    assert str(error.value) == "check_acks.page_size: must be an int >= 1 (got None) [CTL-5]"
