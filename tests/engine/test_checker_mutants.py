@@ -250,6 +250,7 @@ def test_keys_that_are_not_a_run_of_the_chain_are_named_by_what_is_wrong(keys, w
     operation = prefetch_trace()
     report = check_operation(replace_call(operation, find(operation, "batch_get_v1", 1), keys=keys))
     assert _messages(report, "CTL-2") == [f"KV read batch_get_v1 with 4 key(s): {where}"]
+    assert "PFX-2" not in _clauses(report)  # a call with no place in the chain is held to no prefix
 
 
 @pytest.mark.clause("PFX-2")
@@ -426,3 +427,25 @@ def test_check_acks_needs_a_page_size():
     with pytest.raises(ContractViolation) as error:
         check_acks([], slice_pages=[4], loaded_pages=[4], page_size=None)
     assert str(error.value) == "check_acks.page_size: must be an int >= 1 (got None) [CTL-5]"
+
+
+@pytest.mark.clause("PFX-2")
+def test_a_kv_read_of_no_keys_is_held_to_no_prefix():
+    """A read of no pages has no place in the chain, so no prefix is expected of it (its other findings stand)."""
+    operation = prefetch_trace()
+    position = find(operation, "batch_get_v1", 2)
+    report = check_operation(replace_call(operation, position, keys=(), result=[], prefix_keys=PREFIX))
+    assert not {"PFX-2", "PFX-4"} & _clauses(report), report.format_table()
+
+
+@pytest.mark.clause("PFX-2", "PFX-4")
+@pytest.mark.parametrize(
+    "prefix, received, clause_id",
+    [("empty", (), "PFX-4"), ("empty", CHAIN[:3], "PFX-2"), ("anchor", (), "PFX-2")],
+    ids=["empty-stays-empty", "empty-grows-wrong", "anchor-emptied"],
+)
+def test_only_an_empty_prefix_that_never_grew_is_a_pfx_4_finding(prefix, received, clause_id):
+    """The operation's prefix [] must grow like a list: a call at page 4 that still gets [] breaks PFX-4."""
+    operation = prefetch_trace(prefix)
+    report = check_operation(replace_call(operation, find(operation, "batch_get_v1", 1), prefix_keys=received))
+    assert _clauses(report) == {clause_id}, report.format_table()
