@@ -449,3 +449,12 @@ def test_only_an_empty_prefix_that_never_grew_is_a_pfx_4_finding(prefix, receive
     operation = prefetch_trace(prefix)
     report = check_operation(replace_call(operation, find(operation, "batch_get_v1", 1), prefix_keys=received))
     assert _clauses(report) == {clause_id}, report.format_table()
+
+
+@pytest.mark.clause("CTL-1")
+def test_a_first_hit_query_off_the_grid_is_refused():
+    """Only the first hit query may cover the whole chain; a first one for pages [1, 5) is neither form."""
+    operation = prefetch_trace()
+    position = find(operation, "batch_exists", 0)
+    report = check_operation(replace_call(operation, position, keys=CHAIN[1:5], prefix_keys=PREFIX + CHAIN[:1]))
+    assert _messages(report, "CTL-1")[:1] == ["hit query call 0 asks for 4 key(s) at page 1; slice 0 is pages [0, 4)"]
