@@ -53,13 +53,14 @@ def _without_hit_query(operation):
     return renumber(operation, [call for call in operation.calls if not call.method.startswith("batch_exists")])
 
 
-def _short_derived_read(*, keep_reading: bool):
+def _short_derived_read(*, keep_reading: bool, sidecar: bool = False):
     """A hybrid prefetch whose first KV-derived read confirms 2 of its 4 pages (its KV read confirmed all 4)."""
     operation = prefetch_trace(hybrid=True)
     position = find(operation, "batch_get_v2", 0, derived=True)
     operation = replace_call(operation, position, result={"indexer": [True, True, False, False]})
     if not keep_reading:
-        operation = renumber(operation, list(operation.calls[: position + 1]))
+        read = operation.calls[find(operation, "batch_get_v2", 0, derived=False)]
+        operation = renumber(operation, list(operation.calls[: position + 1]) + ([read] if sidecar else []))
     return with_fields(operation, acks=_frozen_acks(2))
 
 
@@ -458,3 +459,10 @@ def test_a_first_hit_query_off_the_grid_is_refused():
     position = find(operation, "batch_exists", 0)
     report = check_operation(replace_call(operation, position, keys=CHAIN[1:5], prefix_keys=PREFIX + CHAIN[:1]))
     assert _messages(report, "CTL-1")[:1] == ["hit query call 0 asks for 4 key(s) at page 1; slice 0 is pages [0, 4)"]
+
+
+@pytest.mark.clause("HYB-2")
+def test_sidecars_read_after_a_short_slice_are_refused():
+    """KV stopped at 2 pages: the sidecars are not read then."""
+    report = check_operation(_short_derived_read(keep_reading=False, sidecar=True))
+    assert any(m.startswith("sidecar read although KV IO did not complete") for m in _messages(report, "HYB-2"))
