@@ -462,7 +462,9 @@ def test_a_first_hit_query_off_the_grid_is_refused():
 
 
 @pytest.mark.clause("HYB-2")
-def test_sidecars_read_after_a_short_slice_are_refused():
+@pytest.mark.parametrize("query", [True, False], ids=["after-a-hit-query", "without-one"])
+def test_sidecars_read_after_a_short_slice_are_refused(query):
     """KV stopped at 2 pages: the sidecars are not read then."""
-    report = check_operation(_short_derived_read(keep_reading=False, sidecar=True))
+    operation = _short_derived_read(keep_reading=False, sidecar=True)
+    report = check_operation(operation if query else _without_hit_query(operation))
     assert any(m.startswith("sidecar read although KV IO did not complete") for m in _messages(report, "HYB-2"))
