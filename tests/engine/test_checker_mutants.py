@@ -468,3 +468,47 @@ def test_sidecars_read_after_a_short_slice_are_refused(query):
     operation = _short_derived_read(keep_reading=False, sidecar=True)
     report = check_operation(operation if query else _without_hit_query(operation))
     assert any(m.startswith("sidecar read although KV IO did not complete") for m in _messages(report, "HYB-2"))
+
+
+@pytest.mark.clause("HYB-2")
+def test_pool_hits_after_io_stopped_early_are_refused():
+    """One slice of three read: KV did not complete, so the pool-hits ack must report no hits."""
+    acks = [
+        ProgressAck(operation_id="op", slice_index=0, tokens=4 * PAGE_SIZE),
+        PoolHitsAck(operation_id="op", pool_hits={"swa": 10}),
+        FinalAck(operation_id="op", tokens=4 * PAGE_SIZE),
+    ]
+    report = check_acks(acks, slice_pages=[4, 4, 2], loaded_pages=[4], page_size=PAGE_SIZE)
+    assert any("although KV did not complete" in message for message in _messages(report, "HYB-2"))
+
+
+@pytest.mark.clause("HYB-3")
+def test_a_trailing_sidecar_off_the_chain_is_a_window_finding():
+    operation = prefetch_trace(hybrid=True)
+    position = find(operation, "batch_get_v2", 0, derived=False)
+    off_chain = (TraceTransfer(name="swa", keys=(key(500), key(501)), hit_policy="trailing_pages"),)
+    report = check_operation(replace_call(operation, position, transfers=off_chain))
+    assert _clauses(report) == {"HYB-3"}, report.format_table()
+
+
+@pytest.mark.clause("PFX-5")
+def test_with_the_feature_off_no_prefix_is_held_unchanged():
+    assert "PFX-5" not in check_operation(prefetch_trace("none")).checked
+
+
+@pytest.mark.clause("HYB-3")
+def test_an_all_pages_sidecar_is_not_held_to_a_trailing_window():
+    """A second sidecar call reads a pool of every page (hit_policy all_pages): no window applies to it."""
+    operation = prefetch_trace(hybrid=True)
+    read = operation.calls[find(operation, "batch_get_v2", 0, derived=False)]
+    every = (TraceTransfer(name="mamba", keys=CHAIN, hit_policy="all_pages"),)
+    extra = TraceCall(
+        **{
+            **read.model_dump(exclude_unset=True),
+            "transfers": every,
+            "result": {"mamba": [True] * 10},
+            "prefix_keys": PREFIX,
+        }
+    )
+    report = check_operation(renumber(operation, [*operation.calls, extra]))
+    assert report.ok, report.format_table()
