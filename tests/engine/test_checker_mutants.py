@@ -512,3 +512,36 @@ def test_an_all_pages_sidecar_is_not_held_to_a_trailing_window():
     )
     report = check_operation(renumber(operation, [*operation.calls, extra]))
     assert report.ok, report.format_table()
+
+
+class _MethodOnly:
+    method = "batch_exists"
+
+
+@pytest.mark.clause("PFX-1", "PFX-2", "CTL-5")
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda: check_trace([], chain=CHAIN, prefix_keys=b"ab"),
+            "check_trace.prefix_keys: must be None or a sequence of page keys (got b'ab') [PFX-1]",
+        ),
+        (
+            lambda: check_trace("ab", chain=CHAIN, prefix_keys=None),
+            "check_trace.calls: must be a list of recorded calls (rec.calls) (got 'ab') [PFX-2]",
+        ),
+        (
+            lambda: check_trace([_MethodOnly()], chain=CHAIN, prefix_keys=None),
+            "must be a RecordedCall or TraceCall",
+        ),
+        (
+            lambda: check_acks("ab", slice_pages=[4], loaded_pages=[4], page_size=PAGE_SIZE),
+            "check_acks.acks: must be a sequence of acks (got 'ab') [CTL-5]",
+        ),
+    ],
+    ids=["prefix-bytes", "calls-str", "call-without-extra-info-state", "acks-str"],
+)
+def test_a_string_or_a_half_call_is_refused_by_name(call, message):
+    with pytest.raises(ContractViolation) as error:
+        call()
+    assert message in str(error.value)
