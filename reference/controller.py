@@ -1135,22 +1135,6 @@ class CacheController:
                 return False
         return True
 
-    def _transfer_part(self, transfer: PoolTransfer, start: int, end: int) -> PoolTransfer:
-        """The pages [start, end) of a transfer (keys and slots)."""
-        keys = _keys_of(transfer)
-        if start == 0 and len(keys) <= end:
-            return transfer
-        end = min(end, len(keys))
-        slots = transfer.host_indices
-        assert slots is not None  # a sidecar transfer has slots (checked when the backup was submitted)
-        return PoolTransfer(
-            name=transfer.name,
-            keys=PageKeys(keys[start:end]),
-            host_indices=slots[start * self.page_size : end * self.page_size],
-            hit_policy=transfer.hit_policy,
-            indices_from_pool=transfer.indices_from_pool,
-        )
-
     def _agree_backup(self, operation: BackupOperation, local_tokens: int) -> int:
         """All-reduce the backup outcome with MIN, so every rank acks the same. Clauses: CTL-8, RANK-3."""
         return self._backup_group.all_reduce_min(local_tokens)

@@ -435,6 +435,19 @@ class OperationPrefixController(CacheController):
 class SlicedSidecarReadController(CacheController):
     """CTL-2, HYB-2: the windows cut into batch_size parts, as this project once read them."""
 
+    def _transfer_part(self, transfer, start, end):
+        """The pages [start, end) of a transfer (keys and slots)."""
+        if start == 0 and len(transfer.keys) <= end:
+            return transfer
+        end = min(end, len(transfer.keys))
+        return PoolTransfer(
+            name=transfer.name,
+            keys=transfer.keys[start:end],
+            host_indices=transfer.host_indices[start * self.page_size : end * self.page_size],
+            hit_policy=transfer.hit_policy,
+            indices_from_pool=transfer.indices_from_pool,
+        )
+
     def _read_sidecar_parts(self, operation, transfers):
         longest = max(len(transfer.keys) for transfer in transfers)
         for start, end in plan_batches(longest, self.batch_size):
