@@ -114,7 +114,11 @@ TARGETS: dict[str, Target] = {
             f"contracts/conformance/checks_{n}.py"
             for n in ("concurrency", "core", "namespacing", "prefix", "stateful", "v1", "v2")
         ),
-        tests=("tests/conformance/test_planted.py", "tests/conformance/test_single_check.py"),
+        tests=(
+            "tests/conformance/test_planted.py",
+            "tests/conformance/test_checks_mutants.py",
+            "tests/conformance/test_single_check.py",
+        ),
         floor=0.90,
     ),
     # The controller's own test files (the rest of tests/reference covers the backends), and its hang test.
