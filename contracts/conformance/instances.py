@@ -159,20 +159,12 @@ class Instances:
         if extra_config is ...:
             extra_config = None if self.factory.extra_config is None else dict(self.factory.extra_config)
         fields: dict[str, Any] = dict(
-            tp_rank=0,
-            tp_size=1,
-            pp_rank=0,
-            pp_size=1,
-            attn_cp_rank=0,
-            attn_cp_size=1,
             is_mla_model=self.options.kind == "mla",
-            enable_storage_metrics=False,
             is_page_first_layout=self.options.layout == "page_first",
-            model_name=model_name or self.names.model_name,
             extra_config=extra_config,
         )
         fields.update(overrides)
-        return HiCacheStorageConfig(**fields)
+        return HiCacheStorageConfig.single_rank(model_name or self.names.model_name, **fields)
 
     def new_pool(
         self, page_count: int, *, kind: Optional[str] = None, layer_num: int = LAYER_NUM, head_num: Optional[int] = None

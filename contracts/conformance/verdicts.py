@@ -37,39 +37,15 @@ def startup_verdicts(failure: ClauseFailure) -> tuple[tuple[LevelVerdict, ...], 
         )
         for level in BACKEND_LEVELS
     )
+    not_built = "not checked: the backend could not be built"
     verdicts = []
-    for item in level_clauses("core"):
-        if item.id == failure.clause_id:
-            verdicts.append(
-                ClauseVerdict(
-                    item.id,
-                    item.level,
-                    item.statement,
-                    FAIL,
-                    failures=(Failure("startup", failure.message, failure.counterexample),),
-                )
-            )
-        else:
-            verdicts.append(
-                ClauseVerdict(
-                    item.id,
-                    item.level,
-                    item.statement,
-                    SKIP,
-                    reason="not checked: the backend could not be built",
-                )
-            )
-    for level in BACKEND_LEVELS[1:]:
+    for level in BACKEND_LEVELS:
         for item in level_clauses(level):
-            verdicts.append(
-                ClauseVerdict(
-                    item.id,
-                    item.level,
-                    item.statement,
-                    SKIP,
-                    reason="not checked: the backend could not be built",
-                )
-            )
+            if item.id == failure.clause_id and level == "core":
+                failures = (Failure("startup", failure.message, failure.counterexample),)
+                verdicts.append(ClauseVerdict(item.id, item.level, item.statement, FAIL, failures=failures))
+            else:
+                verdicts.append(ClauseVerdict(item.id, item.level, item.statement, SKIP, reason=not_built))
     return levels, tuple(verdicts)
 
 
