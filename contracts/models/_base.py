@@ -1,0 +1,128 @@
+"""The ContractModel base and the formatting of its validation errors."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, TypeVar, Union
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from hicache_contracts.errors import ContractViolation
+from hicache_contracts.models._fields import FIELD_CLAUSE
+
+_set_attribute = object.__setattr__
+
+
+class _Missing:
+    """Stands for a value that was not given, in error messages."""
+
+    def __repr__(self) -> str:
+        return "nothing"
+
+
+_MISSING = _Missing()
+
+
+def _format_location(location: tuple[Union[int, str], ...]) -> str:
+    """Return ``('keys', 3)`` as ``keys[3]`` and ``('a', 'b')`` as ``a.b``."""
+    text = ""
+    for part in location:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+def _join_path(path: str, suffix: str) -> str:
+    if not suffix:
+        return path
+    if not path or suffix.startswith("["):
+        return path + suffix
+    return f"{path}.{suffix}"
+
+
+def violation_from(model: type[ContractModel], error: ValidationError, location_offset: int = 0) -> ContractViolation:
+    """Return a ContractViolation for the first error of ``error``, raised while building ``model``."""
+    first = error.errors(include_url=False)[0]
+    location = tuple(first["loc"])[location_offset:]
+    path = _format_location(location)
+    cause = (first.get("ctx") or {}).get("error")
+    top = location[0] if location and isinstance(location[0], str) else None
+    clause_id = model._default_clause if top is None else model._field_clauses.get(top, model._default_clause)
+    if isinstance(cause, ContractViolation):
+        field = _join_path(path, cause.field)
+        clause_id = clause_id if cause.clause_id == FIELD_CLAUSE else cause.clause_id
+        return ContractViolation(f"{model.__name__}.{field}", cause.rule, cause.value, clause_id)
+    rule = first["msg"]
+    rule = rule[:1].lower() + rule[1:]
+    value = _MISSING if first["type"] == "missing" else first.get("input")
+    return ContractViolation(f"{model.__name__}.{path}" if path else model.__name__, rule, value, clause_id)
+
+
+_Model = TypeVar("_Model", bound="ContractModel")
+
+
+class ContractModel(BaseModel):
+    """The base of every contract model: frozen, strict, no unknown fields, errors as ContractViolation.
+
+    A subclass names the clause behind each field in ``_field_clauses`` and a
+    fallback in ``_default_clause``; a pydantic error on that field (a wrong
+    type, a missing value) is reported under it. A validator raises
+    ContractViolation with a field path relative to the value it checks (``""``
+    or ``"[3]"``) and a clause ID, or ``FIELD_CLAUSE`` for "this field's clause";
+    the model puts ``Class.field`` in front.
+    """
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        strict=True,
+        arbitrary_types_allowed=True,
+        revalidate_instances="never",
+    )
+
+    _field_clauses: ClassVar[dict[str, str]] = {}
+    """The clause a field's built-in type errors are reported under."""
+    _default_clause: ClassVar[str] = "BE-8"
+    """The clause for errors of a field not in ``_field_clauses``."""
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            self.__pydantic_validator__.validate_python(data, self_instance=self)
+        except ValidationError as error:
+            raise violation_from(type(self), error) from error
+
+    # Validation does not call this __init__ (it only converts the error), so
+    # model_validate_json keeps its JSON-mode validators.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    @classmethod
+    def model_validate(cls: type[_Model], obj: Any, *args: Any, **kwargs: Any) -> _Model:
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as error:
+            raise violation_from(cls, error) from error
+
+    @classmethod
+    def model_validate_json(cls: type[_Model], json_data: Any, *args: Any, **kwargs: Any) -> _Model:
+        try:
+            return super().model_validate_json(json_data, *args, **kwargs)
+        except ValidationError as error:
+            raise violation_from(cls, error) from error
+
+    def _evolve(self: _Model, **changes: Any) -> _Model:
+        """Return a copy with ``changes`` applied, without validation: only for values already validated."""
+        new = object.__new__(type(self))
+        fields = dict(self.__dict__)
+        fields.update(changes)
+        _set_attribute(new, "__dict__", fields)
+        _set_attribute(new, "__pydantic_fields_set__", self.__pydantic_fields_set__ | changes.keys())
+        _set_attribute(new, "__pydantic_extra__", None)
+        _set_attribute(new, "__pydantic_private__", None)
+        return new
+
+
+_set_model_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_model_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_model_private = BaseModel.__dict__["__pydantic_private__"].__set__

@@ -1,0 +1,127 @@
+"""Standalone checks for boundaries where no model is built: page keys and host indices."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from hicache_spec import is_page_key
+from hicache_spec.values import is_count
+from hicache_contracts.errors import ContractViolation
+from hicache_contracts.models._fields import _index_tensor_problem
+from hicache_contracts.prefix_keys import PrefixKeys, find_key_problem
+
+
+# ==================================================================== boundary checks
+_HEX_DIGITS = b"0123456789abcdef"
+"""The characters of a strict page key (KEY-2)."""
+
+
+def validate_page_keys(keys: Any, *, strict: bool = False, field: str = "keys") -> Any:
+    """Check that ``keys`` is a list, tuple or key sequence of page keys, and return it unchanged. Clause: KEY-2.
+
+    Every key must be a non-empty str; with ``strict``, exactly 64 lowercase hex
+    characters (``hicache_spec.is_page_key``). Raises ContractViolation naming
+    ``field`` and the index of the first bad key.
+    """
+    if isinstance(keys, PrefixKeys):
+        flat = keys.as_tuple()  # checked when built
+    elif isinstance(keys, (list, tuple)):
+        flat = tuple(keys)
+        bad = find_key_problem(flat)
+        if bad is not None:
+            raise ContractViolation(f"{field}[{bad}]", "page key must be a non-empty str", flat[bad], "KEY-2")
+    else:
+        raise ContractViolation(field, "must be a list, tuple or key sequence of str", keys, "KEY-2")
+    if strict and flat:
+        # Fast path: every key 64 long and only lowercase hex digits overall means every key is a page key.
+        joined = "".join(flat)
+        if set(map(len, flat)) != {64} or not joined.isascii() or joined.encode("ascii").translate(None, _HEX_DIGITS):
+            for index, key in enumerate(flat):
+                if not is_page_key(key):
+                    raise ContractViolation(
+                        f"{field}[{index}]", "page key must be 64 lowercase hex characters", key, "KEY-2"
+                    )
+    return keys
+
+
+@functools.lru_cache(maxsize=64)
+def _page_offsets_cached(page_size: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return torch.arange(page_size, dtype=dtype, device=device)
+
+
+def _page_offsets(page_size: int, like: torch.Tensor) -> torch.Tensor:
+    """Return ``[0, 1, ..., page_size - 1]`` with the dtype and device of ``like`` (cached)."""
+    return _page_offsets_cached(page_size, like.dtype, like.device)
+
+
+def validate_host_indices(
+    host_indices: Any, key_count: int, page_size: int, *, field: str = "host_indices"
+) -> torch.Tensor:
+    """Check the host slots of ``key_count`` pages and return the tensor itself (never a copy). Clauses: BE-15, BE-16.
+
+    Rules, in order: a tensor on the CPU or a CUDA device (a meta tensor has
+    no slots to read); a 1-D integer tensor; exactly ``key_count * page_size``
+    slots; each page's first slot a non-negative multiple of ``page_size``;
+    each page's slots consecutive. Raises ContractViolation naming ``field``
+    (with the page index where one applies) and the rule.
+    """
+    if not is_count(page_size, 1):
+        raise ContractViolation("page_size", "must be an int >= 1", page_size, "BE-15")
+    if not is_count(key_count):
+        raise ContractViolation("key_count", "must be an int >= 0", key_count, "BE-15")
+    if isinstance(host_indices, torch.Tensor) and host_indices.device.type not in ("cpu", "cuda"):
+        raise ContractViolation(
+            field,
+            "must be a tensor on the CPU (or a CUDA device), whose slots can be read",
+            f"tensor on {host_indices.device}",
+            "BE-15",
+        )  # a meta tensor holds no slots
+    problem = _index_tensor_problem(host_indices)
+    if problem is not None:
+        raise ContractViolation(field, problem, host_indices, "BE-15")
+    tensor: torch.Tensor = host_indices  # no problem: a 1-D integer tensor
+    expected = key_count * page_size
+    if host_indices.numel() != expected:
+        raise ContractViolation(
+            field,
+            f"must hold key_count * page_size = {key_count} * {page_size} = {expected} slots",
+            host_indices,
+            "BE-15",
+        )
+    if key_count == 0:
+        return tensor
+    pages = host_indices.view(key_count, page_size)  # a view of the caller's tensor: nothing is copied
+    first_slots = pages[:, 0]
+    # Fast path, three vectorised checks: consecutive within each page, non-negative, aligned.
+    if (
+        torch.equal(pages - first_slots.unsqueeze(1), _page_offsets(page_size, pages).expand(key_count, page_size))
+        and int(first_slots.min()) >= 0
+        and not bool((first_slots % page_size).any())
+    ):
+        return tensor
+    # Slow path: find the first broken page, to name it.
+    misaligned = (first_slots % page_size != 0) | (first_slots < 0)
+    if page_size == 1:
+        broken = misaligned
+    else:
+        steps = pages[:, 1:] - pages[:, :-1]
+        broken = misaligned | (steps != 1).any(dim=1)
+    if bool(broken.any()):
+        page = int(broken.nonzero()[0, 0])
+        if bool(misaligned[page]):
+            raise ContractViolation(
+                f"{field}[{page * page_size}]",
+                f"page {page}'s first slot must be a non-negative multiple of page_size = {page_size}",
+                int(first_slots[page]),
+                "BE-15",
+            )
+        raise ContractViolation(
+            f"{field}[{page * page_size}:{(page + 1) * page_size}]",
+            f"page {page}'s slots must be consecutive",
+            pages[page].tolist(),
+            "BE-15",
+        )
+    return tensor
