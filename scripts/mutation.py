@@ -112,7 +112,17 @@ TARGETS: dict[str, Target] = {
     "checks": Target(
         files=tuple(
             f"contracts/conformance/checks_{n}.py"
-            for n in ("concurrency", "core", "namespacing", "prefix", "stateful", "v1", "v2")
+            for n in (
+                "concurrency",
+                "core_hits",
+                "core_pages",
+                "core_upkeep",
+                "namespacing",
+                "prefix",
+                "stateful",
+                "v1",
+                "v2",
+            )
         ),
         tests=(
             "tests/conformance/test_planted.py",

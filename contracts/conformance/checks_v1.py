@@ -11,7 +11,7 @@ what lands can only have come from storage.
 from __future__ import annotations
 
 from hicache_spec import STORAGE_BATCH_SIZE
-from hicache_contracts.conformance.checks_core import is_bool
+from hicache_contracts.conformance.checks_core_hits import is_bool
 from hicache_contracts.conformance.context import SuiteContext
 from hicache_contracts.conformance.framework import conformance_check, expect, fail
 from hicache_contracts.conformance.pools import describe_page_difference, pages_equal

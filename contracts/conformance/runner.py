@@ -38,7 +38,9 @@ from hicache_spec import clause as lookup_clause
 from hicache_contracts._moved import moved_names
 from hicache_contracts.capabilities import Capabilities, declared_levels, detect_capabilities
 from hicache_contracts.conformance import checks_concurrency as _checks_concurrency  # noqa: F401  (registers)
-from hicache_contracts.conformance import checks_core as _checks_core  # noqa: F401
+from hicache_contracts.conformance import checks_core_hits as _checks_core_hits  # noqa: F401  (in this order)
+from hicache_contracts.conformance import checks_core_pages as _checks_core_pages  # noqa: F401
+from hicache_contracts.conformance import checks_core_upkeep as _checks_core_upkeep  # noqa: F401
 from hicache_contracts.conformance import checks_namespacing as _checks_namespacing  # noqa: F401
 from hicache_contracts.conformance import checks_prefix as _checks_prefix  # noqa: F401
 from hicache_contracts.conformance import checks_stateful as _checks_stateful  # noqa: F401

@@ -1,0 +1,320 @@
+"""Core-level checks of keys and the hit query: KEY-2, BE-1..BE-5 (batch_exists, misses, storage errors).
+
+Each check writes fresh keys (so checks do not depend on each other or on
+their order) and moves pages the way SGLang's controller does for the
+backend's mode: through v1 when v1 is claimed (the legacy get/set/batch_*
+are then never called: SGLang does not call them on such a backend), else
+through the legacy ``batch_set``/``batch_get``; sidecar pools through v2,
+never KV. Before moving pages for what it checks, a check
+makes sure the basic v1 round trip works (``suite.io.require_round_trip``, or
+``suite.io.store`` for the pages it needs): a broken read or write is then
+reported on BE-14, BE-15 or BE-17, not on the check's own clause.
+
+The core checks are split by concern over ``checks_core_hits``, ``checks_core_pages`` and
+``checks_core_upkeep``; the run imports them in that order, which is the order of their checks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from hypothesis import example, given, strategies as st
+
+from hicache_spec import STORAGE_BATCH_SIZE, count_leading_run
+from hicache_contracts.conformance.context import SuiteContext
+from hicache_contracts.conformance.framework import CheckSkipped, conformance_check, expect
+from hicache_contracts.conformance.properties import run_property
+from hicache_contracts.conformance.pools import describe_page_difference
+from hicache_contracts.models import PoolHitPolicy, PoolName
+
+LONG_CHAIN_KEYS = 4096
+"""Keys of the long hit query (BE-2): a 256k-token prompt at page size 64, one unbatched call in 0.5.23."""
+LONG_CHAIN_STORED = 8 * STORAGE_BATCH_SIZE + 5
+"""How many of them are stored: more than any power-of-two cap a backend might put on one lookup."""
+UNKNOWN_OPTION = "hicache_conform_unknown_option"
+"""A key no backend knows, added to the extra config (BE-1) and to extra_info dicts (BE-8)."""
+
+
+def is_bool(value: Any) -> bool:
+    """Whether ``value`` is a bool (numpy's bool included)."""
+    return isinstance(value, bool) or type(value).__name__ == "bool_"
+
+
+# ---------------------------------------------------------------- KEY-2, BE-1
+@conformance_check("KEY-2")
+def any_non_empty_string_is_a_key(suite: SuiteContext) -> None:
+    """Keys are any non-empty str: pages stored under non-hex keys are found and read back."""
+    instance = suite.instances.main
+    suite.io.require_round_trip(instance)
+    keys = [f"conform-{suite.run_id}-page-{number}.v{number % 3}" for number in range(3)]
+    keys += [suite.names.new_keys(1)[0].upper()]  # same characters as a page key, but not lowercase
+    written = suite.io.write(instance, keys, pages=suite.pages.spread(len(keys)), clause_id="KEY-2")
+    refused = [key for key, ok in zip(keys, written) if not ok]
+    expect(
+        not refused, "KEY-2", f"the backend refused to store pages under the non-hex keys {refused!r}", f"keys {keys!r}"
+    )
+    count = suite.io.count(instance, keys, clause_id="KEY-2")
+    expect(
+        count == len(keys),
+        "KEY-2",
+        f"batch_exists found {count} of {len(keys)} pages stored under non-hex keys",
+        f"keys {keys!r}",
+    )
+    pages = suite.pages.spread(len(keys), start=STORAGE_BATCH_SIZE * 2)
+    for key, page in zip(keys, suite.io.read(instance, keys, pages=pages, clause_id="KEY-2")):
+        expect(
+            suite.pages.same_page(key, instance.pool, page),
+            "KEY-2",
+            f"the page stored under key {key!r} reads back as {describe_page_difference(suite.pages.page_for(key, instance.pool), page)}",
+        )
+
+
+@conformance_check("BE-1")
+def extra_config_with_unknown_keys_is_accepted(suite: SuiteContext) -> None:
+    """A backend accepts SGLang's loading keys and keys it does not know in its extra config (and None when it needs none)."""
+    suite.io.require_round_trip(suite.instances.main)  # with the suite's own extra config, pages move
+    base = dict(suite.factory.extra_config or {})
+    loading = {
+        "backend_name": "hicache-conform",
+        "module_path": "hicache_conform.unknown",
+        "class_name": "Unknown",
+        "interface_v1": 1,
+    }  # SGLang passes its loading keys through
+    variants: list[tuple[str, Any]] = []
+    if not base:
+        variants.append(("None", None))
+    extended = {
+        **{key: value for key, value in loading.items() if key not in base},
+        **base,
+        UNKNOWN_OPTION: {"nested": [1, 2, 3]},
+    }
+    variants.append((f"holding {sorted(set(extended) - set(base))}", extended))
+    for label, extra_config in variants:
+        config = suite.instances.config(model_name=suite.names.namespace("config"), extra_config=extra_config)
+        instance = suite.instances.build(config, pages=4, v2=False, construct_clause="BE-1")
+        keys = suite.names.new_keys(2)
+        written = suite.io.write(instance, keys, clause_id="BE-1")
+        read = suite.io.read(instance, keys, pages=[2, 3], clause_id="BE-1")
+        works = all(written) and all(suite.pages.same_page(key, instance.pool, page) for key, page in zip(keys, read))
+        expect(
+            works,
+            "BE-1",
+            f"a backend built with an extra config {label} does not store and read pages "
+            f"(writes {written}, reads {[page is not None for page in read]})",
+            f"extra_config={extra_config!r}",
+        )
+
+
+# ---------------------------------------------------------------- BE-2, BE-3
+@conformance_check("BE-2")
+def batch_exists_counts_the_leading_run(suite: SuiteContext) -> None:
+    """batch_exists returns the length of the leading run of stored keys, counted in pages."""
+    instance = suite.instances.main
+    suite.io.require_round_trip(instance)
+
+    @given(st.lists(st.booleans(), max_size=12))
+    @example([True, False, True])  # a hole: the keys after it do not count
+    @example([False, True, True])
+    def leading_run(presence: list[bool]) -> None:
+        keys = suite.names.new_keys(len(presence))
+        stored = [key for key, present in zip(keys, presence) if present]
+        suite.io.store(instance, stored, pages=suite.pages.spread(len(stored)), clause_id="BE-2")
+        expected = count_leading_run(tuple(presence))
+        count = suite.io.count(instance, keys)
+        pattern = "".join("S" if present else "-" for present in presence)
+        expect(
+            count == expected,
+            "BE-2",
+            f"batch_exists returned {count}, expected the leading run {expected}",
+            f"keys {suite.names.show(keys)} with stored pattern '{pattern}' (S stored, - missing)",
+        )
+
+    run_property(suite.seed, leading_run, "BE-2", suite.profile.examples)
+    expect(
+        suite.io.count(instance, suite.names.new_keys(STORAGE_BATCH_SIZE)) == 0,
+        "BE-2",
+        "batch_exists counted pages that were never written",
+    )
+
+
+@conformance_check("BE-21", requires=("v2",))
+def batch_exists_v2_takes_a_whole_chain(suite: SuiteContext) -> None:
+    """One batch_exists_v2 over a chain of thousands of keys, with a transfer per sidecar pool, counts the whole stored prefix."""
+    instance, backend = suite.instances.main, suite.instances.main.backend
+    suite.io.require_round_trip(instance)
+    size = STORAGE_BATCH_SIZE
+    chain = suite.names.new_keys(LONG_CHAIN_KEYS)
+    stored = chain[:LONG_CHAIN_STORED]
+    indexer, swa = instance.pool_for(PoolName.INDEXER), instance.pool_for(PoolName.SWA)
+    for start in range(0, len(stored), size):  # a backup slice by slice: its sidecars first, then KV
+        batch = stored[start : start + size]
+        pages = list(range(len(batch)))
+        for sidecar in (indexer, swa):
+            for key, page in zip(batch, pages):
+                sidecar.poke(page, suite.pages.page_for(key, sidecar, 7))
+        transfers = [
+            suite.wire.transfer(PoolName.INDEXER, batch, indexer.slots(pages), derived=True),
+            suite.wire.transfer(PoolName.SWA, batch, swa.slots(pages)),
+        ]
+        flags = suite.io.v2_flags(
+            suite.calls.call("BE-21", backend.batch_set_v2, transfers, None), transfers, "batch_set_v2"
+        )
+        written = suite.io.write(instance, batch, pages=pages, clause_id="BE-21")
+        if not all(written) or not all(all(value) for value in flags.values()):
+            raise CheckSkipped("the backend refused pages of the chain the check needs")
+    query = [
+        suite.wire.transfer(PoolName.INDEXER, chain, policy=PoolHitPolicy.ALL_PAGES, derived=True),
+        suite.wire.transfer(PoolName.SWA, chain[-1:], policy=PoolHitPolicy.TRAILING_PAGES),
+    ]
+    raw = suite.calls.call("BE-21", backend.batch_exists_v2, chain, query, None)
+    kv_hit = getattr(raw, "kv_hit_pages", None)
+    expect(
+        kv_hit == len(stored),
+        "BE-21",
+        f"one batch_exists_v2 over a chain of {len(chain)} keys whose first "
+        f"{len(stored)} pages are stored in KV, indexer and swa returned kv_hit_pages {kv_hit!r}: SGLang 0.5.23 "
+        "sends the whole chain in one call",
+        f"batch_exists_v2({suite.names.show(chain)}, {suite.names.show(query)}) -> {suite.names.show(raw)}",
+    )
+
+
+@conformance_check("BE-3")
+def batch_exists_has_no_side_effects(suite: SuiteContext) -> None:
+    """batch_exists([]) is 0, and asking twice changes nothing: missing keys stay missing, stored ones stay."""
+    instance = suite.instances.main
+    empty = suite.calls.call("BE-3", instance.backend.batch_exists, [], None)
+    expect(empty == 0 and not isinstance(empty, bool), "BE-3", f"batch_exists([]) returned {empty!r}, not 0")
+    stored, missing = suite.names.new_keys(3), suite.names.new_keys(3)
+    suite.io.store(instance, stored, clause_id="BE-3")
+    first = [
+        suite.io.count(instance, missing, clause_id="BE-3"),
+        suite.io.count(instance, stored + missing, clause_id="BE-3"),
+    ]
+    second = [
+        suite.io.count(instance, missing, clause_id="BE-3"),
+        suite.io.count(instance, stored + missing, clause_id="BE-3"),
+    ]
+    expect(
+        first == second == [0, 3],
+        "BE-3",
+        f"repeated batch_exists calls gave {first} then {second}, expected [0, 3] both times",
+        f"stored {suite.names.show(stored)}, missing {suite.names.show(missing)}",
+    )
+    appeared = [suite.names.label(key) for key, hit in zip(missing, suite.io.found(instance, missing)) if hit]
+    expect(
+        not appeared,
+        "BE-3",
+        f"batch_exists made missing keys exist: exists() is now true for {appeared}",
+        f"batch_exists({suite.names.show(missing)}) on keys never written",
+    )
+    pages = suite.io.read(instance, stored, pages=[8, 9, 10], clause_id="BE-3")
+    expect(
+        all(suite.pages.same_page(key, instance.pool, page) for key, page in zip(stored, pages)),
+        "BE-3",
+        "stored pages no longer read back after batch_exists calls",
+    )
+
+
+# ---------------------------------------------------------------- BE-4, BE-5
+@conformance_check("BE-4")
+def missing_keys_are_misses_not_errors(suite: SuiteContext) -> None:
+    """A missing key yields None or False from every read and query of the backend's mode, never an exception."""
+    instance, backend, pool = suite.instances.main, suite.instances.main.backend, suite.instances.main.pool
+    missing = suite.names.new_keys(3)
+    count = suite.io.count(instance, missing, clause_id="BE-4")
+    expect(
+        count == 0,
+        "BE-4",
+        f"batch_exists counted {count} of 3 keys never written",
+        f"batch_exists({suite.names.show(missing)}) -> {count}",
+    )
+    if suite.claims("v1"):
+        flags = suite.io.v1_flags(
+            suite.calls.call("BE-4", backend.batch_get_v1, missing, pool.slots([0, 1, 2]), None),
+            missing,
+            "batch_get_v1",
+        )
+        expect(
+            not any(flags),
+            "BE-4",
+            f"batch_get_v1 on missing keys returned {flags}",
+            f"batch_get_v1({suite.names.show(missing)}, <host slots>, None) -> {flags}",
+        )
+    if suite.claims("legacy"):  # the legacy methods: on a backend SGLang drives through them, or that claims them
+        key = missing[0]
+        hit = suite.calls.call("BE-4", backend.exists, key)
+        expect(not hit, "BE-4", f"exists({suite.names.label(key)}) returned {hit!r} for a key never written")
+        targets = [torch.zeros(pool.page_element_count, dtype=pool.dtype) for _ in missing]
+        values = suite.calls.call("BE-4", backend.batch_get, missing, targets)
+        expect(
+            values is None
+            or (isinstance(values, (list, tuple)) and all(value is None or value is False for value in values)),
+            "BE-4",
+            f"batch_get on missing keys returned {suite.names.show(values)}, not one None per key",
+            f"batch_get({suite.names.show(missing)}, <3 flat pages>) -> {suite.names.show(values)}",
+        )
+    if suite.claims("v2"):
+        sidecar = instance.pool_for(PoolName.INDEXER)
+        transfers = [suite.wire.transfer(PoolName.INDEXER, missing, sidecar.slots([0, 1, 2]), derived=True)]
+        flags = suite.io.v2_flags(
+            suite.calls.call("BE-4", backend.batch_get_v2, transfers, None), transfers, "batch_get_v2"
+        )[PoolName.INDEXER.value]
+        expect(
+            not any(flags),
+            "BE-4",
+            f"batch_get_v2 of a sidecar on missing keys returned {flags}",
+            f"batch_get_v2({suite.names.show(transfers)}, None) -> {flags}",
+        )
+
+
+@conformance_check("BE-5", requires=("core",))
+def storage_errors_are_failures_not_exceptions(suite: SuiteContext) -> None:
+    """A storage error yields False, 0 or None from every call of the backend's mode, never an exception.
+
+    The error is made the way a store fails: inside the backend's own fault
+    hook (``hicache_storage_faults()``), or, where the backend opts in, by
+    the host pool's page helpers raising. A page reported stored while the
+    store failed must read back afterwards.
+    """
+    instance, backend, pool = suite.instances.main, suite.instances.main.backend, suite.instances.main.pool
+    keys = suite.names.new_keys(2)
+    suite.io.store(instance, keys, clause_id="BE-5")
+    fresh = suite.names.new_keys(2)
+    calls_before = pool.helper_calls
+    with suite.io.storage_faults(instance) as how:
+        written = suite.io.write(instance, fresh, pages=[0, 1], clause_id="BE-5")
+        suite.io.read(instance, keys, pages=[2, 3], clause_id="BE-5")
+        suite.io.count(instance, keys + fresh, clause_id="BE-5")
+        if suite.claims("v2"):
+            sidecar = instance.pool_for(PoolName.SWA)
+            transfer = [suite.wire.transfer(PoolName.SWA, fresh, sidecar.slots([0, 1]))]
+            suite.calls.call("BE-5", backend.batch_set_v2, transfer, None)
+            suite.calls.call(
+                "BE-5", backend.batch_get_v2, [suite.wire.transfer(PoolName.SWA, keys, sidecar.slots([2, 3]))], None
+            )
+            suite.calls.call(
+                "BE-5",
+                backend.batch_exists_v2,
+                keys,
+                [suite.wire.transfer(PoolName.SWA, keys[-1:], policy=PoolHitPolicy.TRAILING_PAGES)],
+                None,
+            )
+    if how.startswith("while every page helper") and pool.helper_calls == calls_before:
+        raise CheckSkipped(
+            "the backend moved pages without the host pool's page helpers (get_data_page, "
+            "set_from_flat_data_page, get_page_buffer_meta), so no storage error could be injected"
+        )
+    claimed = [key for key, ok in zip(fresh, written) if ok]
+    if claimed and not suite.may_evict:
+        pages = suite.io.read(instance, claimed, pages=list(range(4, 4 + len(claimed))), clause_id="BE-5")
+        lost = [
+            suite.names.label(key) for key, page in zip(claimed, pages) if not suite.pages.same_page(key, pool, page)
+        ]
+        expect(
+            not lost,
+            "BE-5",
+            f"a write {how} returned True for {lost}, which do not read back: a storage "
+            "error must be reported as False",
+            f"write {suite.names.show(fresh)} {how} -> {written}; read back after",
+        )

@@ -1,0 +1,287 @@
+"""Core-level checks of page IO: rewrites, visibility, extra_info and legacy shapes, full batches (BE-6..BE-10,
+the long hit query of BE-2).
+
+Written as in ``checks_core_hits`` (fresh keys, a verified round trip first).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+import torch
+
+from hicache_spec import STORAGE_BATCH_SIZE
+from hicache_contracts.conformance.checks_core_hits import LONG_CHAIN_KEYS, LONG_CHAIN_STORED, UNKNOWN_OPTION, is_bool
+from hicache_contracts.conformance.context import SuiteContext
+from hicache_contracts.conformance.framework import CheckSkipped, conformance_check, expect, fail
+from hicache_contracts.conformance.pools import describe_page_difference, pages_equal
+from hicache_contracts.models import PoolHitPolicy, PoolName
+
+
+# ---------------------------------------------------------------- BE-6, BE-7
+@conformance_check("BE-6")
+def rewriting_a_key_returns_true_and_keeps_correct_bytes(suite: SuiteContext) -> None:
+    """Writing an existing key returns True and leaves correct bytes, whether the backend skips or overwrites."""
+    instance, pool = suite.instances.main, suite.instances.main.pool
+    for path in [suite.io.io_path()]:  # the one path SGLang writes this backend's KV through
+        keys = suite.names.new_keys(2)
+        suite.io.store(instance, keys, path=path, clause_id="BE-6")
+        again = suite.io.write(instance, keys, path=path, clause_id="BE-6")
+        expect(
+            all(again),
+            "BE-6",
+            f"writing the same pages again returned {again} through {path}, not all True",
+            f"write {suite.names.show(keys)} twice through {path}",
+        )
+        changed = suite.io.write(instance, keys, path=path, variant=1, clause_id="BE-6")
+        expect(
+            all(changed),
+            "BE-6",
+            f"writing existing keys with other bytes returned {changed} through {path}, not all True",
+            f"write {suite.names.show(keys)}, then again with different bytes",
+        )
+        for key, page in zip(keys, suite.io.read(instance, keys, pages=[4, 5], path=path, clause_id="BE-6")):
+            correct = suite.pages.same_page(key, pool, page) or suite.pages.same_page(key, pool, page, variant=1)
+            expect(
+                correct,
+                "BE-6",
+                f"after rewriting {suite.names.label(key)} it reads back as neither the first nor the "
+                f"second bytes ({describe_page_difference(suite.pages.page_for(key, pool), page)} against the first)",
+            )
+
+
+@conformance_check("BE-7", requires=("core",))
+def pages_are_invisible_until_fully_written(suite: SuiteContext) -> None:
+    """While a write is still reading a page from the host pool, no query or read sees that page."""
+    if not suite.claims("v1"):
+        raise CheckSkipped(
+            "visibility is observed by holding the backend's read of a host page, which only v1 "
+            "writes do; v1 is not claimed"
+        )
+    backend, pool = suite.instances.main.backend, suite.instances.main.pool
+    keys = suite.names.new_keys(3)
+    pages = [0, 1, 2]
+    for key, page in zip(keys, pages):
+        pool.poke(page, suite.pages.page_for(key, pool))
+    held_key = keys[0]
+    bound = min(suite.options.timeout_s, 10.0)
+    outcome: dict[str, Any] = {}
+    seen: list[str] = []
+
+    def writer() -> None:
+        try:
+            outcome["result"] = backend.batch_set_v1(keys, pool.slots(pages), None)
+        except Exception as error:  # reported by other checks; here only visibility matters
+            outcome["error"] = error
+
+    with pool.holding([pages[0]], timeout_s=bound) as hold:
+        writing = threading.Thread(target=writer, name="hicache-conform-writer", daemon=True)
+        writing.start()
+        if not hold.reached.wait(bound):
+            writing.join(bound)
+            raise CheckSkipped(
+                "the backend did not read the host page through the pool's page helpers "
+                "(get_data_page / get_page_buffer_meta), so a write cannot be held half done"
+            )
+        watched = keys if hold.reached_by == "get_page_buffer_meta" else [held_key]
+
+        def poller() -> None:
+            probes: list[tuple[str, Callable[[str], bool]]] = [  # the lookups SGLang makes on a v1 backend
+                ("batch_exists", lambda key: backend.batch_exists([key], None) != 0),
+                (
+                    "batch_get_v1",
+                    lambda key: bool(backend.batch_get_v1([key], pool.slots([pool.page_count - 1]), None)[0]),
+                ),
+            ]
+            for key in watched:
+                for name, probe in probes:
+                    try:
+                        visible = probe(key)
+                    except Exception:
+                        visible = False
+                    if visible and not hold.released.is_set():
+                        seen.append(f"{name}({suite.names.label(key)})")
+
+        polling = threading.Thread(target=poller, name="hicache-conform-poller", daemon=True)
+        polling.start()
+        polling.join(bound)  # a backend that serialises calls blocks here: that is allowed, not evidence
+    writing.join(bound)
+    polling.join(bound)
+    expect(
+        not seen,
+        "BE-7",
+        f"{', '.join(seen)} saw the page while batch_set_v1 was still reading it from the "
+        f"host pool (held in {hold.reached_by})",
+        f"batch_set_v1({suite.names.show(keys)}, ...) held at {suite.names.label(held_key)}'s host page; meanwhile {seen[0] if seen else ''} -> hit",
+    )
+
+
+# ---------------------------------------------------------------- BE-8
+def extra_info_shapes(suite: SuiteContext) -> list[tuple[str, Any]]:
+    """Every shape of extra_info BE-8 names, labelled."""
+    history = suite.names.new_keys(2)
+    return [
+        ("None", None),
+        ("HiCacheStorageExtraInfo()", suite.wire.info()),
+        ("prefix_keys=[]", suite.wire.info(prefix_keys=[])),
+        (f"prefix_keys={suite.names.show(history)}", suite.wire.info(prefix_keys=history)),
+        ("extra_info with an unknown key", suite.wire.info(extra_info={UNKNOWN_OPTION: 1})),
+        (
+            "prefix_keys=[] and extra_info with an unknown key",
+            suite.wire.info(prefix_keys=[], extra_info={UNKNOWN_OPTION: 1}),
+        ),
+    ]
+
+
+@conformance_check("BE-8")
+def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
+    """Every method taking extra_info accepts it positionally and by keyword, as None, empty, [] or a list of keys, with unknown extra_info keys."""
+    instance, backend, pool = suite.instances.main, suite.instances.main.backend, suite.instances.main.pool
+    suite.io.require_round_trip(instance)
+    for label, info in extra_info_shapes(suite):
+        for style in ("positional", "keyword"):
+
+            def call(method: Any, *args: Any) -> Any:
+                arguments = (*args, info) if style == "positional" else args
+                keywords = {} if style == "positional" else {"extra_info": info}
+                try:
+                    return method(*arguments, **keywords)
+                except Exception as error:
+                    fail(
+                        "BE-8",
+                        f"{method.__name__} with extra_info {label} passed {style}ly raised "
+                        f"{type(error).__name__}: {error}",
+                        f"{suite.names.describe_call(method, arguments, keywords)}",
+                    )
+
+            keys = suite.names.new_keys(2)
+            if suite.claims("v1"):
+                flags = suite.io.v1_flags(call(backend.batch_set_v1, keys, pool.slots([0, 1])), keys, "batch_set_v1")
+                expect(all(flags), "BE-8", f"batch_set_v1 with extra_info {label} ({style}) returned {flags}")
+            else:
+                suite.io.store(instance, keys, clause_id="BE-8")
+            count = call(backend.batch_exists, keys)
+            expect(
+                count == 2,
+                "BE-8",
+                f"batch_exists with extra_info {label} ({style}) returned {count!r}, expected 2",
+                f"batch_exists({suite.names.show(keys)}, {label})",
+            )
+            if suite.claims("v1"):
+                flags = suite.io.v1_flags(call(backend.batch_get_v1, keys, pool.slots([2, 3])), keys, "batch_get_v1")
+                expect(all(flags), "BE-8", f"batch_get_v1 with extra_info {label} ({style}) returned {flags}")
+            if suite.claims("v2"):  # v2 carries sidecars; KV moved above through v1
+                sidecar = instance.pool_for(PoolName.SWA)
+                more = suite.names.new_keys(1)
+                call(backend.batch_set_v2, [suite.wire.transfer(PoolName.SWA, more, sidecar.slots([4]))])
+                call(
+                    backend.batch_exists_v2,
+                    more,
+                    [suite.wire.transfer(PoolName.SWA, more, policy=PoolHitPolicy.TRAILING_PAGES)],
+                )
+                call(backend.batch_get_v2, [suite.wire.transfer(PoolName.SWA, more, sidecar.slots([5]))])
+
+
+# ---------------------------------------------------------------- BE-9, BE-10
+@conformance_check("BE-9")
+def legacy_results_have_their_shapes(suite: SuiteContext) -> None:
+    """get gives a tensor or None, batch_get one tensor-or-None per key, set and batch_set a bool."""
+    backend, pool = suite.instances.main.backend, suite.instances.main.pool  # runs only when legacy is claimed
+    key = suite.names.new_keys(1)[0]
+    outcome = suite.calls.call("BE-9", backend.set, key, suite.pages.page_for(key, pool))
+    expect(is_bool(outcome), "BE-9", f"set returned {outcome!r}, not a bool", f"set({suite.names.label(key)}, page)")
+    if outcome:
+        target = torch.zeros(pool.page_element_count, dtype=pool.dtype)
+        value = suite.calls.call("BE-9", backend.get, key, target)
+        expect(
+            isinstance(value, torch.Tensor),
+            "BE-9",
+            f"get of a stored key returned {suite.names.show(value)}, not a tensor",
+            f"get({suite.names.label(key)}, target)",
+        )
+        expect(
+            pages_equal(value, suite.pages.page_for(key, pool)),
+            "BE-9",
+            f"get of a stored key returned {describe_page_difference(suite.pages.page_for(key, pool), value)}",
+            f"set then get({suite.names.label(key)})",
+        )
+    keys, missing = suite.names.new_keys(3), suite.names.new_keys(1)
+    outcome = suite.calls.call("BE-9", backend.batch_set, keys, [suite.pages.page_for(item, pool) for item in keys])
+    expect(
+        is_bool(outcome),
+        "BE-9",
+        f"batch_set returned {outcome!r}, not a bool",
+        f"batch_set({suite.names.show(keys)}, values)",
+    )
+    asked = [keys[0], missing[0], keys[1], keys[2]]
+    targets = [torch.zeros(pool.page_element_count, dtype=pool.dtype) for _ in asked]
+    values = suite.calls.call("BE-9", backend.batch_get, asked, targets)
+    shape_ok = (
+        isinstance(values, (list, tuple))
+        and len(values) == len(asked)
+        and all(value is None or isinstance(value, torch.Tensor) for value in values)
+    )
+    expect(
+        shape_ok,
+        "BE-9",
+        f"batch_get returned {suite.names.show(values)}, not one tensor-or-None per key",
+        f"batch_get({suite.names.show(asked)}) with {suite.names.label(missing[0])} missing",
+    )
+    expect(values[1] is None, "BE-9", f"batch_get gave {suite.names.show(values[1])} for a missing key, not None")
+    if outcome:
+        for index in (0, 2, 3):
+            expect(
+                pages_equal(values[index], suite.pages.page_for(asked[index], pool)),
+                "BE-9",
+                f"batch_get returned wrong bytes for {suite.names.label(asked[index])}: "
+                f"{describe_page_difference(suite.pages.page_for(asked[index], pool), values[index])}",
+            )
+
+
+@conformance_check("BE-10")
+def full_batches_of_128_pages_work(suite: SuiteContext) -> None:
+    """Batches of STORAGE_BATCH_SIZE (128) pages are written, found and read back whole."""
+    instance, pool = suite.instances.main, suite.instances.main.pool
+    suite.io.require_round_trip(instance)  # small batches work: what fails below is the size
+    size = STORAGE_BATCH_SIZE
+    keys = suite.names.new_keys(size)
+    written = suite.io.write(instance, keys, pages=suite.pages.spread(size), clause_id="BE-10")
+    expect(
+        all(written),
+        "BE-10",
+        f"a write of {size} pages succeeded for {sum(written)} of them",
+        f"{suite.io.io_path()} write of {size} keys {suite.names.show(keys)}",
+    )
+    count = suite.io.count(instance, keys, clause_id="BE-10")
+    expect(count == size, "BE-10", f"batch_exists over {size} stored keys returned {count}")
+    read = suite.io.read(instance, keys, pages=suite.pages.spread(size, start=2 * size), clause_id="BE-10")
+    wrong = [index for index, (key, page) in enumerate(zip(keys, read)) if not suite.pages.same_page(key, pool, page)]
+    expect(
+        not wrong,
+        "BE-10",
+        f"a read of {size} pages got {len(wrong)} wrong or missing, the first at position {wrong[0] if wrong else 0}",
+    )
+
+
+@conformance_check("BE-2", requires=("core",))
+def batch_exists_takes_a_whole_chain(suite: SuiteContext) -> None:
+    """One batch_exists over a chain of thousands of keys counts its whole stored prefix, as 0.5.23 asks it."""
+    instance = suite.instances.main
+    suite.io.require_round_trip(instance)
+    size = STORAGE_BATCH_SIZE
+    chain = suite.names.new_keys(LONG_CHAIN_KEYS)
+    stored = chain[:LONG_CHAIN_STORED]
+    for start in range(0, len(stored), size):  # written as SGLang's backup writes: slice by slice
+        batch = stored[start : start + size]
+        written = suite.io.write(instance, batch, pages=list(range(len(batch))), clause_id="BE-2")
+        if not all(written):
+            raise CheckSkipped(f"the backend refused {written.count(False)} of {len(batch)} pages of the chain")
+    count = suite.io.count(instance, chain)
+    expect(
+        count == len(stored),
+        "BE-2",
+        f"one batch_exists over a chain of {len(chain)} keys whose first "
+        f"{len(stored)} are stored returned {count}: SGLang 0.5.23 sends the whole chain unbatched",
+        f"write {len(stored)} pages in slices of {size}, then batch_exists({suite.names.show(chain)}) -> {count}",
+    )
