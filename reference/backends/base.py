@@ -469,13 +469,6 @@ class PageStoreBackend:
     def _page_slots(self, page_format: PageFormat, host_indices: Any, key_count: int) -> list[int]:
         """Return the first slot of each page, or raise ContractViolation before any IO (BE-15, BE-16)."""
         field = f"{type(self).__name__}.host_indices"
-        if isinstance(host_indices, torch.Tensor) and host_indices.device.type not in ("cpu", "cuda"):
-            raise ContractViolation(
-                field,
-                "must be a tensor on the CPU (or a CUDA device), whose slots can be read",
-                f"tensor on {host_indices.device}",
-                "BE-15",
-            )
         validate_host_indices(host_indices, key_count, page_format.page_size, field=field)
         if key_count == 0:
             return []
