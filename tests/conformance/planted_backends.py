@@ -472,7 +472,7 @@ class EmptyPrefixCrashes(CorrectBackend):
     def batch_exists(self, keys, extra_info=None):
         prefix = getattr(extra_info, "prefix_keys", None)
         if prefix is not None:
-            self.last_root = prefix[-1]
+            self.last_root = list(prefix)[-1]  # a list, whatever sequence the engine passed
         return super().batch_exists(keys, extra_info)
 
 
