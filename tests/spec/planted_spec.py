@@ -284,7 +284,7 @@ def compute_key_chain_keys_partial_page(
     pre: not bigram or all(isinstance(t, int) for t in token_ids)
     pre: all(0 <= w < 2 ** 63 for t in token_ids for w in ((t,) if isinstance(t, int) else t))
     pre: not bigram and extra_key is None and cache_salt is None and prior_key is None
-    pre: all(isinstance(t, int) for t in token_ids) and len(token_ids) <= 3
+    pre: all(isinstance(t, int) for t in token_ids) and len(token_ids) == 1 and page_size == 2
     raises: UnicodeEncodeError
     post: len(__return__) == max(0, len(token_ids) - (1 if bigram else 0)) // page_size
     """
@@ -293,7 +293,7 @@ def compute_key_chain_keys_partial_page(
     for start in range(0, len(token_ids), page_size):
         digest = hashlib.sha256(previous)
         for token in token_ids[start : start + page_size]:
-            digest.update(token.to_bytes(8, "little"))
+            digest.update(int(token).to_bytes(8, "little"))
         previous = digest.digest()
         keys.append(digest.hexdigest())
     return tuple(keys)
