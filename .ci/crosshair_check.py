@@ -78,12 +78,13 @@ def main() -> int:
     planted = [node.name for node in functions]
     started = time.monotonic()
     status, output = crosshair(str(PLANTED.relative_to(ROOT)), args.per_condition_timeout, args.budget)
-    refuted = refuting_functions(functions, PLANTED.read_text().splitlines(), output)
+    lines = PLANTED.read_text().splitlines()
+    refuted = refuting_functions(functions, lines, output)
     for node in functions:  # CrossHair's search is not deterministic: a miss gets one more, longer try alone
         if node.name not in refuted:
             target = f"{PLANTED.relative_to(ROOT)}:{node.lineno}"
             _, again = crosshair(target, 3 * args.per_condition_timeout, args.budget)
-            refuted |= refuting_functions(functions, PLANTED.read_text().splitlines(), again) & {node.name}
+            refuted |= refuting_functions(functions, lines, again) & {node.name}
             output += again
     missed = [name for name in planted if name not in refuted]
     print(f"crosshair: planted variants run in {time.monotonic() - started:.1f} s")
