@@ -21,6 +21,7 @@ from hicache_contracts.conformance.main_job import MainJob, Subjects
 from hicache_contracts.conformance.options import SuiteOptions
 from hicache_contracts.conformance.report import ReportSection, SuiteReport
 from hicache_contracts.conformance.runner import Progress, Starting, run_suite
+from hicache_reference.backdoors import FileBackdoor, MemoryBackdoor
 from hicache_reference.backends import FileBackend, MemoryBackend, forget_shared_memory_store
 from hicache_reference.engine_check import check_reference_controller
 
@@ -28,16 +29,20 @@ __all__ = ["MAIN_JOB", "reference_engine_section", "reference_factories", "relea
 
 
 def reference_factories(directory: str) -> list[tuple[str, BackendFactory]]:
-    """Return the reference backends with the extra config each needs (the file backend writes in ``directory``)."""
+    """Return the reference backends with the extra config and backdoor hooks each needs (files go in ``directory``)."""
     store = f"hicache-conform-{os.path.basename(directory)}"  # one store shared by every instance, as ranks share L3
     return [
         (
             "reference backend: memory",
-            BackendFactory(MemoryBackend, {"store": store}, "hicache_reference.backends:MemoryBackend"),
+            BackendFactory(
+                MemoryBackend, {"store": store}, "hicache_reference.backends:MemoryBackend", backdoor=MemoryBackdoor()
+            ),
         ),
         (
             "reference backend: file",
-            BackendFactory(FileBackend, {"path": directory}, "hicache_reference.backends:FileBackend"),
+            BackendFactory(
+                FileBackend, {"path": directory}, "hicache_reference.backends:FileBackend", backdoor=FileBackdoor()
+            ),
         ),
     ]
 

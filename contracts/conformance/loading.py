@@ -180,6 +180,8 @@ class BackendFactory:
     """The second constructor argument; empty, as SGLang passes it."""
     not_asked: Mapping[str, str] = field(default_factory=dict)
     """Levels the engine never drives this backend in, each with why: not claimed unless declared."""
+    backdoor: Optional[Any] = None
+    """Optional hooks to the stored objects (``hicache_contracts.conformance.backdoor``), for the checks that need them."""
 
     def __post_init__(self) -> None:
         if not callable(self.target):
@@ -190,6 +192,10 @@ class BackendFactory:
             isinstance(level, str) and isinstance(why, str) for level, why in self.not_asked.items()
         ):
             raise bad_value("BackendFactory.not_asked", "must map level names to reasons", self.not_asked)
+        if self.backdoor is not None and not all(
+            callable(getattr(self.backdoor, hook, None)) for hook in ("plant", "peek", "remove")
+        ):
+            raise bad_value("BackendFactory.backdoor", "must have plant, peek and remove methods", self.backdoor)
         if not self.name:
             object.__setattr__(self, "name", _describe_target(self.target))
 

@@ -46,6 +46,7 @@ from hicache_contracts.conformance import checks_prefix as _checks_prefix  # noq
 from hicache_contracts.conformance import checks_stateful as _checks_stateful  # noqa: F401
 from hicache_contracts.conformance import checks_v1 as _checks_v1  # noqa: F401
 from hicache_contracts.conformance import checks_v2 as _checks_v2  # noqa: F401
+from hicache_contracts.conformance import checks_backdoor as _checks_backdoor  # noqa: F401  (last: needs hooks)
 from hicache_contracts.sglang_release import describe_choice, release_of
 from hicache_contracts.conformance.claims import ALWAYS_PROBED, LevelDecision, decide_levels
 from hicache_contracts.conformance.context import Session, SuiteContext

@@ -13,6 +13,7 @@ import torch
 
 from hicache_spec import STORAGE_BATCH_SIZE
 from tests.conformance.correct_backend import CorrectBackend, pool_name, tensor_bytes
+from tests.conformance.planted_backdoor import BACKDOOR_SINGLE
 
 
 class FullBatchOfUnknownKeysHitsOnce(CorrectBackend):
@@ -291,3 +292,5 @@ SINGLE: dict[type, str] = {
     OneKeyLookupsCached: "clear_removes_every_page",
     WriteKeysParkedOnTheInstance: "concurrent_calls_keep_every_key_consistent",
 }
+
+SINGLE.update(BACKDOOR_SINGLE)  # the bugs only the backdoor checks catch (their backends offer the hooks)

@@ -1,0 +1,117 @@
+"""Checks that need the backend's backdoor hooks (``hicache_contracts.conformance.backdoor``).
+
+Some states no call of the interface can make: an object a crashed writer
+left short, or a page's object deleted behind the backend's back (an
+eviction by another process, an operator). The hooks make them directly;
+where the backend offers none, these checks are skipped with the reason.
+
+Before relying on the hooks, each check confirms them against the backend
+(a planted whole page is a hit, a written page is seen by ``peek``); hooks
+that disagree with the backend skip the check, saying so, rather than blame
+the backend.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from hicache_contracts.conformance.backdoor import Backdoor, backdoor_of, no_backdoor_reason
+from hicache_contracts.conformance.context import Instance, SuiteContext
+from hicache_contracts.conformance.framework import CheckSkipped, conformance_check, expect
+from hicache_contracts.conformance.pools import describe_page_difference, pages_equal
+
+KV = "kv"
+"""The pool name the hooks are given for KV pages."""
+
+
+def hooks(suite: SuiteContext) -> Backdoor:
+    """Return the backend's backdoor hooks; skip the check where it offers none."""
+    found = backdoor_of(suite.factory)
+    if found is None:
+        raise CheckSkipped(no_backdoor_reason())
+    return found
+
+
+def page_bytes(page: torch.Tensor) -> bytes:
+    """The bytes of a flat page, as the backend holds them."""
+    return page.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+def lookups(suite: SuiteContext, instance: Instance, key: str, clause_id: str) -> dict[str, bool]:
+    """Ask every claimed lookup whether ``key`` is a hit: batch_exists always, exists and get with legacy."""
+    backend, pool = instance.backend, instance.pool
+    seen = {"batch_exists": suite.io.count(instance, [key], clause_id=clause_id) == 1}
+    if suite.claims("legacy"):
+        seen["exists"] = bool(suite.calls.call(clause_id, backend.exists, key))
+        target = torch.zeros(pool.page_element_count, dtype=pool.dtype)
+        read = suite.calls.call(clause_id, backend.get, key, target)
+        seen["get"] = isinstance(read, torch.Tensor) and read.numel() == pool.page_element_count
+    return seen
+
+
+@conformance_check("BE-13", "BE-16", requires=("legacy",))
+def planted_short_objects_are_misses(suite: SuiteContext) -> None:
+    """An empty or truncated object left in the store is a miss for every lookup, and a read of it writes nothing."""
+    backdoor, instance = hooks(suite), suite.instances.main
+    backend, pool = instance.backend, instance.pool
+    whole = suite.names.new_keys(1)[0]
+    suite.calls.call("BE-13", backdoor.plant, backend, whole, KV, page_bytes(suite.pages.page_for(whole, pool)))
+    if not all(lookups(suite, instance, whole, "BE-13").values()):
+        raise CheckSkipped(
+            f"a whole page planted through the backdoor under {suite.names.label(whole)} is not a hit: the hooks "
+            "do not plant where the backend reads, so nothing planted can be checked"
+        )
+    size = pool.page_bytes
+    for label, length in (("an empty object", 0), ("a truncated object (half a page)", size // 2)):
+        key = suite.names.new_keys(1)[0]
+        suite.calls.call(
+            "BE-13", backdoor.plant, backend, key, KV, page_bytes(suite.pages.page_for(key, pool))[:length]
+        )
+        planted = f"plant {length} bytes under {suite.names.label(key)} (a page is {size})"
+        hits = [name for name, hit in lookups(suite, instance, key, "BE-13").items() if hit]
+        expect(not hits, "BE-13", f"{label} counts as a hit for {', '.join(hits)}", f"{planted}, then look it up")
+        if not suite.claims("v1"):
+            continue
+        pages = [1, 2, 3]  # the object is read into page 2; pages 1 and 3 are its guards
+        pool.fill(pages)
+        before = [pool.peek(page) for page in pages]
+        flags = suite.io.v1_flags(
+            suite.calls.call("BE-16", backend.batch_get_v1, [key], pool.slots([2]), None), [key], "batch_get_v1"
+        )
+        expect(not any(flags), "BE-13", f"batch_get_v1 of {label} returned {flags}", f"{planted}, then read it")
+        for page, expected in zip(pages, before):
+            got = pool.peek(page)
+            expect(
+                pages_equal(expected, got),
+                "BE-16",
+                f"a failed read of {label} wrote into host page {page} ({describe_page_difference(expected, got)})",
+                f"{planted}, then batch_get_v1([{suite.names.label(key)}]) into host page 2",
+            )
+
+
+@conformance_check("BE-4", "BE-2", requires=("core",))
+def a_removed_object_is_a_miss(suite: SuiteContext) -> None:
+    """A page whose stored object vanished (evicted or deleted elsewhere) is a miss, never a hit nor an error."""
+    backdoor, instance = hooks(suite), suite.instances.main
+    backend = instance.backend
+    keys = suite.names.new_keys(3)
+    suite.io.store(instance, keys, clause_id="BE-4")
+    gone = keys[1]
+    if any(suite.calls.call("BE-4", backdoor.peek, backend, key, KV) is None for key in keys):
+        raise CheckSkipped("the backdoor's peek does not see the pages the backend wrote: the hooks disagree with it")
+    suite.calls.call("BE-4", backdoor.remove, backend, gone, KV)
+    if suite.calls.call("BE-4", backdoor.peek, backend, gone, KV) is not None:
+        raise CheckSkipped("the backdoor's remove left the object in place: nothing vanished to check")
+    removed = f"write {suite.names.show(keys)}, remove the object of {suite.names.label(gone)} through the backdoor"
+    count = suite.io.count(instance, keys, clause_id="BE-2")
+    expect(count == 1, "BE-2", f"batch_exists counted {count} pages, not the 1 before the removed one", removed)
+    hits = [name for name, hit in lookups(suite, instance, gone, "BE-4").items() if hit]
+    expect(not hits, "BE-4", f"the removed page is still a hit for {', '.join(hits)}", f"{removed}, look it up")
+    pages = suite.io.read(instance, keys, pages=[4, 5, 6], clause_id="BE-4")
+    landed = [page is not None for page in pages]
+    expect(
+        landed == [True, False, True],
+        "BE-4",
+        f"reading the pages around the removed one gave {landed}, not [True, False, True]",
+        f"{removed}, then read all three",
+    )
