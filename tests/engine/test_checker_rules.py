@@ -22,8 +22,12 @@ PAIRED = {"RANK-3": "CTL-5"}
 """Rules always reported beside another rule, and the rule whose planted changes stand for them."""
 
 
+CHECKER_MODULES = sorted(Path(checker.__file__).parent.glob("_check*.py"))
+"""The trace checker's modules: the entry points and every rule family."""
+
+
 def reported_rules() -> set[str]:
-    return set(re.findall(r'"([A-Z]+-\d+)"', Path(checker.__file__).read_text()))
+    return {rule for path in CHECKER_MODULES for rule in re.findall(r'"([A-Z]+-\d+)"', path.read_text())}
 
 
 def planted_rules() -> set[str]:
@@ -37,6 +41,12 @@ def planted_rules() -> set[str]:
 def test_every_checker_rule_has_a_planted_change() -> None:
     missing = {rule for rule in reported_rules() - planted_rules() if PAIRED.get(rule) not in planted_rules()}
     assert missing == set()
+
+
+def test_the_rule_families_are_all_read() -> None:
+    names = {path.stem for path in CHECKER_MODULES}
+    assert {"_checker", "_check_acks", "_check_backup", "_check_hits", "_check_pages", "_check_prefix"} <= names
+    assert {"CTL-1", "CTL-7", "CTL-11", "HYB-3", "PFX-8"} <= reported_rules()
 
 
 def test_a_paired_rule_is_reported_with_its_partner() -> None:
