@@ -3,7 +3,7 @@
 The reference controller hands every call of an operation its own extra info
 (PFX-2): the operation's prefix followed by every key before the call's
 first key. This script drives the controller's own
-``CacheController._extra_info_for_slice`` over an operation of S slices of
+``PrefixInfo.for_slice`` (``hicache_reference.controller_parts``) over an operation of S slices of
 128 pages (S = 1 … 1,024) behind a prefix of D pages (D = 0 … 1M), calling
 it slice by slice as a backup or the prefetch IO does, and times every call.
 
@@ -29,7 +29,7 @@ import time
 import types
 
 from hicache_contracts import HiCacheStorageExtraInfo, PrefixKeys
-from hicache_reference import CacheController
+from hicache_reference.controller_parts import PrefixInfo
 from hicache_spec import STORAGE_BATCH_SIZE
 
 SLICE_COUNTS = (1, 4, 16, 64, 256, 1024)
@@ -48,17 +48,17 @@ def make_keys(count: int, start: int) -> tuple:
 
 
 def operation_for(keys: tuple, prefix: PrefixKeys) -> types.SimpleNamespace:
-    """What ``_extra_info_for_slice`` reads of an operation: its keys and its operation-level info."""
+    """What ``PrefixInfo.for_slice`` reads of an operation: its keys and its operation-level info."""
     return types.SimpleNamespace(keys=keys, base_info=HiCacheStorageExtraInfo(prefix_keys=prefix))
 
 
 def controller_slices(operation: types.SimpleNamespace, starts: range, clock: list) -> list:
     """The controller's own method, called slice by slice; ``clock`` gets each call's nanoseconds."""
-    method = CacheController._extra_info_for_slice
+    method = PrefixInfo(pass_prefix_keys=True).for_slice
     infos = []
     for start in starts:
         began = time.perf_counter_ns()
-        infos.append(method(None, operation, start))
+        infos.append(method(operation, start))
         clock.append(time.perf_counter_ns() - began)
     return infos
 

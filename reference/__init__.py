@@ -2,6 +2,7 @@
 
 from hicache_reference.calls import BackendCaller, CallOutcome
 from hicache_reference.controller import CacheController, SidecarPool
+from hicache_reference.settings import ControllerSettings
 from hicache_reference.device_copy import CopyHandle, PageCopier
 from hicache_reference.operations import BackupOperation, PrefetchOperation
 from hicache_reference.policies import PREFETCH_POLICIES
@@ -18,6 +19,7 @@ __all__ = [
     "BackupOperation",
     "CacheController",
     "CallOutcome",
+    "ControllerSettings",
     "CopyHandle",
     "LocalRankGroup",
     "PREFETCH_POLICIES",

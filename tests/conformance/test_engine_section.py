@@ -6,7 +6,7 @@ import pytest
 
 from hicache_contracts.conformance.report import FAIL, PASS, SKIP
 from hicache_reference.main_job import reference_engine_section
-from tests.engine.planted_controllers import EmptyPrefixAsNoneInHitQueryController, InPlacePrefixController
+from tests.planted_controllers import EmptyPrefixAsNoneInHitQueryController, PrefixGrownInPlaceController
 
 
 @pytest.mark.clause("PFX-2", "PFX-5", "CTL-5", "CTL-6")
@@ -20,7 +20,7 @@ def test_reference_controller_passes_every_traced_clause():
 
 @pytest.mark.clause("PFX-5")
 def test_in_place_prefix_controller_fails_the_section():
-    section = reference_engine_section(InPlacePrefixController)
+    section = reference_engine_section(PrefixGrownInPlaceController)
     failed = {verdict.clause_id for verdict in section.clauses if verdict.status == FAIL}
     assert "PFX-5" in failed
 

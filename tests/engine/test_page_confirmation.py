@@ -23,6 +23,7 @@ from hicache_reference import CacheController
 from hicache_reference.calls import confirmed_exists, confirmed_pages
 from hicache_contracts.engine._reference import Scenario
 from hicache_reference.engine_check import _filled_store, _host_pool, scripted_backend_class
+from hicache_reference.prefetch_io import PrefetchIO
 from hicache_spec.confirmation import confirmed_hit
 from hicache_spec.confirmation import confirmed_pages as spec_confirmed_pages
 from tests.engine.traces import BATCH, PAGE_SIZE, find, prefetch_trace, replace_call
@@ -87,10 +88,10 @@ def _ones_backend(config: HiCacheStorageConfig, store: Any) -> Any:
     return OnesBackend(config, {"store": store})
 
 
-class CountsTruthyEntriesController(CacheController):
+class CountsTruthyEntries(PrefetchIO):
     """CTL-11: a page counts as read when its entry is truthy (as SGLang's ``_page_get_zero_copy`` counts)."""
 
-    def _read_kv_slice(self, operation, keys, slots, extra_info):
+    def read_kv_slice(self, operation, keys, slots, extra_info):
         outcome = self.caller.call("batch_get_v1", keys, slots, extra_info, quiescence=operation.quiescence)
         if not outcome.returned or not isinstance(outcome.result, list):
             return 0
@@ -100,6 +101,9 @@ class CountsTruthyEntriesController(CacheController):
                 break
             count += 1
         return count
+
+
+CountsTruthyEntriesController = CacheController.with_parts(CountsTruthyEntries, name="CountsTruthyEntriesController")
 
 
 def _prefetch_over_ones(controller_class: type) -> tuple[Any, Any, Scenario]:

@@ -17,7 +17,7 @@ from hicache_contracts.cli import main
 from hicache_contracts.engine import TRACE_FORMAT, TraceDocument, check_operation, load_trace
 from hicache_contracts.engine._reference import PAGE_SIZE, Scenario
 from hicache_reference.engine_check import run_scenario
-from tests.engine import planted_controllers as planted
+from tests import planted_controllers as planted
 from tests.engine.traces import CHAIN, PREFIX
 
 
@@ -48,7 +48,7 @@ def test_a_reference_trace_round_trips_and_conforms():
 
 @pytest.mark.clause("PFX-5", "PFX-2")
 def test_a_planted_trace_gives_the_same_verdict_from_json():
-    outcome, document = recorded_document(Scenario("prefetch", 300, "anchor"), planted.InPlacePrefixController)
+    outcome, document = recorded_document(Scenario("prefetch", 300, "anchor"), planted.PrefixGrownInPlaceController)
     live = outcome.check()
     from_file = check_operation(load_trace(document.model_dump_json()).operations[0])
     assert live.violated == from_file.violated == ("PFX-5",)

@@ -3,7 +3,7 @@
 The checks (``check_*``) read what a controller did — the calls its backend
 saw and the acks its operations emitted — and raise AssertionError naming
 the clause broken. Each is tripped by a planted-bug controller in
-``planted_controllers.py`` (see ``test_controller_planted.py``).
+``tests/planted_controllers.py`` (see ``test_controller_planted.py``).
 """
 
 from __future__ import annotations

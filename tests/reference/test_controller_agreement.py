@@ -16,6 +16,7 @@ import pytest
 
 from hicache_contracts import PoolHitPolicy, PoolName, PoolTransfer, PoolTransferResult
 from hicache_reference import CacheController, SidecarPool, ThreadRankGroup
+from hicache_reference.hit_query import HitQuery
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
     RecordingBackend,
@@ -121,11 +122,14 @@ def answer(hit: int, restorable: Optional[tuple], **pools: int) -> PoolTransferR
     )
 
 
-class MinOfMaximaAgreement(CacheController):
+class MinOfMaximaHitQuery(HitQuery):
     """RANK-6: agrees on MIN of each rank's largest hit, as SGLang before 0.5.23 did."""
 
-    def _agree_hit(self, operation, local_hit):
-        return self._hit_group.all_reduce_min(local_hit)
+    def agree(self, operation, local_hit):
+        return self.channel.all_reduce_min(local_hit)
+
+
+MinOfMaximaAgreement = CacheController.with_parts(MinOfMaximaHitQuery, name="MinOfMaximaAgreement")
 
 
 @pytest.mark.clause("RANK-6", "BE-26")

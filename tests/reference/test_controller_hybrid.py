@@ -23,6 +23,8 @@ from hicache_contracts import PoolHitPolicy, PoolName, PoolTransfer
 from hicache_contracts.engine import RecordingBackend as EngineRecorder
 from hicache_contracts.engine import check_trace
 from hicache_reference import CacheController, SidecarPool
+from hicache_reference.controller_parts import PrefixInfo
+from hicache_reference.sidecar_reads import SidecarReader
 from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain, plan_batches
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
@@ -412,27 +414,26 @@ def test_a_failed_part_fails_the_whole_sidecar_read(failing_call, result):
 
 
 # ---------------------------------------------------------------- planted bugs for the grouped read
-class OneSidecarReadController(CacheController):
+class OneSidecarRead(SidecarReader):
     """PFX-9, HYB-2: every pool in one batch_get_v2 with the operation-level prefix, whatever its window."""
 
-    def _read_sidecar_parts(self, operation, transfers):
+    def read_parts(self, operation, transfers):
         outcome = self.caller.call(
-            "batch_get_v2", transfers, self._extra_info_for_slice(operation, 0), quiescence=operation.quiescence
+            "batch_get_v2", transfers, self.prefixes.for_slice(operation, 0), quiescence=operation.quiescence
         )
-        return self._sidecar_read_succeeded(outcome, transfers)
+        return self.read_succeeded(outcome, transfers)
 
 
-class OperationPrefixController(CacheController):
+class OperationPrefix(PrefixInfo):
     """PFX-9 (the old decision): one call per group, each with the operation-level prefix."""
 
-    def _sidecar_groups(self, operation, span, transfers):
+    def sidecar_groups(self, operation, span, transfers):
         return [
-            (self._extra_info_for_slice(operation, 0), group)
-            for _, group in super()._sidecar_groups(operation, span, transfers)
+            (self.for_slice(operation, 0), group) for _, group in super().sidecar_groups(operation, span, transfers)
         ]
 
 
-class SlicedSidecarReadController(CacheController):
+class SlicedSidecarRead(SidecarReader):
     """CTL-2, HYB-2: the windows cut into batch_size parts, as this project once read them."""
 
     def _transfer_part(self, transfer, start, end):
@@ -443,33 +444,40 @@ class SlicedSidecarReadController(CacheController):
         return PoolTransfer(
             name=transfer.name,
             keys=transfer.keys[start:end],
-            host_indices=transfer.host_indices[start * self.page_size : end * self.page_size],
+            host_indices=transfer.host_indices[start * PAGE_SIZE : end * PAGE_SIZE],
             hit_policy=transfer.hit_policy,
             indices_from_pool=transfer.indices_from_pool,
         )
 
-    def _read_sidecar_parts(self, operation, transfers):
+    def read_parts(self, operation, transfers):
         longest = max(len(transfer.keys) for transfer in transfers)
-        for start, end in plan_batches(longest, self.batch_size):
+        for start, end in plan_batches(longest, STORAGE_BATCH_SIZE):
             part = [self._transfer_part(transfer, start, end) for transfer in transfers if len(transfer.keys) > start]
             first = operation.keys.index(part[0].keys[0])
             outcome = self.caller.call(
-                "batch_get_v2", part, self._extra_info_for_slice(operation, first), quiescence=operation.quiescence
+                "batch_get_v2", part, self.prefixes.for_slice(operation, first), quiescence=operation.quiescence
             )
-            if not self._sidecar_read_succeeded(outcome, part):
+            if not self.read_succeeded(outcome, part):
                 return False
         return True
 
 
-class LastPartDecidesController(CacheController):
+class LastPartDecides(SidecarReader):
     """HYB-4: every group is read, and the sidecar read counts if the last group succeeded."""
 
-    def _read_sidecar_parts(self, operation, transfers):
+    def read_parts(self, operation, transfers):
         succeeded = False
-        for extra_info, group in self._sidecar_groups(operation, operation.keys[: operation.hit_pages], transfers):
+        span = operation.keys[: operation.hit_pages]
+        for extra_info, group in self.prefixes.sidecar_groups(operation, span, transfers):
             outcome = self.caller.call("batch_get_v2", group, extra_info, quiescence=operation.quiescence)
-            succeeded = self._sidecar_read_succeeded(outcome, group)
+            succeeded = self.read_succeeded(outcome, group)
         return succeeded
+
+
+OneSidecarReadController = CacheController.with_parts(OneSidecarRead, name="OneSidecarReadController")
+OperationPrefixController = CacheController.with_parts(OperationPrefix, name="OperationPrefixController")
+SlicedSidecarReadController = CacheController.with_parts(SlicedSidecarRead, name="SlicedSidecarReadController")
+LastPartDecidesController = CacheController.with_parts(LastPartDecides, name="LastPartDecidesController")
 
 
 @pytest.mark.clause("CTL-2", "HYB-2", "PFX-9")

@@ -15,6 +15,10 @@ import pytest
 
 from hicache_contracts import PoolHitPolicy, PoolName, PoolTransfer
 from hicache_reference import CacheController, SidecarPool, ThreadRankGroup
+from hicache_reference.backup_writer import BackupWriter
+from hicache_reference.controller_parts import Acks
+from hicache_reference.hit_query import HitQuery
+from hicache_reference.prefetch_io import PrefetchIO
 from hicache_spec import compute_key_chain
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
@@ -160,10 +164,13 @@ def test_the_final_ack_says_why_a_short_hit_was_revoked(stored, error):
 
 # ================================================================== bad settings and input: a clear error, nothing done
 def bad_setting(field: str, host_pool=None, **settings):
-    """Build a controller (not started) with ``settings``; return the error's text, asserting it names ``field``."""
+    """Build a controller (not started) with ``settings``; return the error's text, asserting it names ``field``.
+
+    ``field`` is qualified: ``ControllerSettings.batch_size``, ``CacheController.sidecar_pools[0]``.
+    """
     with pytest.raises(ValueError) as raised:
         CacheController(memory_backend(), host_pool or make_pool(), start=False, **settings)
-    assert str(raised.value).startswith(f"CacheController.{field}: "), str(raised.value)
+    assert str(raised.value).startswith(f"{field}: "), str(raised.value)
     return str(raised.value)
 
 
@@ -191,7 +198,8 @@ def test_controller_settings_are_checked(field, value, accepted):
         controller = CacheController(memory_backend(), make_pool(), start=False, **{field: value})
         assert getattr(controller, field) == value and not controller.running
     else:
-        assert bad_setting(field, **{field: value}).endswith(f"(got {value!r}) [{CLAUSE_OF_SETTING[field]}]")
+        text = bad_setting(f"ControllerSettings.{field}", **{field: value})
+        assert text.endswith(f"(got {value!r}) [{CLAUSE_OF_SETTING[field]}]")
 
 
 @pytest.mark.clause("HYB-1", "HYB-3", "HYB-7")
@@ -235,7 +243,7 @@ def test_the_controllers_sidecar_pools_are_checked():
     )
     assert [pool.name for pool in controller.derived_pools] == [PoolName.INDEXER] and controller.separate_pools == ()
     other_page = CountingHostPool(8, PAGE_SIZE + 1, 1, 1, 2, kind="mla", pin_memory=False)
-    bad_setting("sidecar_pools[0]", host_pool=kv, sidecar_pools=["swa"])
+    bad_setting("CacheController.sidecar_pools[0]", host_pool=kv, sidecar_pools=["swa"])
     for pools, field in [
         ([SidecarPool("swa", swa_pool()), SidecarPool("swa", swa_pool())], "sidecar_pools[1].name"),
         ([SidecarPool("swa", swa_pool()), SidecarPool("mamba", other_page)], "sidecar_pools[1].host_pool.page_size"),
@@ -410,37 +418,50 @@ class Boom(RuntimeError):
     pass
 
 
-class FailingStep(CacheController):
-    """Raises from the one overridable step named in ``failing``, the first time it runs."""
+class FailsOnce:
+    """Raises from the step named in ``failing``, the first time it runs."""
 
     failing = ""
 
-    def _fail(self, step: str) -> None:
+    def fail(self, step: str) -> None:
         if step == self.failing:
             self.failing = ""
             raise Boom(f"planted failure in {step}")
 
-    def _hit_query(self, operation):
-        self._fail("hit query")
-        return super()._hit_query(operation)
 
-    def _read_slice(self, operation, slice_index, start, end):
-        self._fail("read")
-        return super()._read_slice(operation, slice_index, start, end)
+class FailingHitQuery(FailsOnce, HitQuery):
+    def query(self, operation):
+        self.fail("hit query")
+        return super().query(operation)
 
-    def _finish_prefetch(self, operation):
-        self._fail("final ack")
-        return super()._finish_prefetch(operation)
 
-    def _write_slice(self, operation, slice_index, start, end):
-        self._fail("write")
-        return super()._write_slice(operation, slice_index, start, end)
+class FailingRead(FailsOnce, PrefetchIO):
+    def read_slice(self, operation, slice_index, start, end):
+        self.fail("read")
+        return super().read_slice(operation, slice_index, start, end)
+
+
+class FailingFinish(FailsOnce, Acks):
+    def finish(self, operation):
+        self.fail("final ack")
+        return super().finish(operation)
+
+
+class FailingWrite(FailsOnce, BackupWriter):
+    def write_slice(self, operation, slice_index, start, end):
+        self.fail("write")
+        return super().write_slice(operation, slice_index, start, end)
+
+
+FailingStep = CacheController.with_parts(FailingHitQuery, FailingRead, FailingFinish, FailingWrite, name="FailingStep")
+"""Raises from the one step named in ``failing`` (its parts' ``failing``), the first time it runs."""
 
 
 def failing_controller(step: str, pages: int = 3):
     backend, pool = stored_backend(pages)
     controller = FailingStep(backend, pool, prefetch_threshold=0, register_host_pools=False, start=False)
-    controller.failing = step
+    for part in (controller.hit_query, controller.prefetch_io, controller.acks, controller.backup_writer):
+        part.failing = step
     controller.start()
     return controller, pool
 

@@ -1,12 +1,16 @@
-"""Every controller check can fail: each planted-bug controller trips the check of the rule it breaks.
+"""Every oracle can fail: each planted-bug controller of the catalog is caught by every oracle listed for it.
 
-A scenario runs one controller class through one situation and applies the
-checks of ``controller_helpers``. For each case, the reference controller
-passes the scenario and the planted subclass fails it, with the clause named.
+The catalog is ``tests/planted_controllers.py``. A ``checks`` oracle runs one
+of this file's scenarios (one controller class through one situation, with
+the checks of ``controller_helpers``); a ``trace`` oracle runs an engine
+scenario through the trace checker; an ``engine`` oracle through the engine
+suite's ``check_reference_controller``. For each, the reference controller
+passes and the planted one fails with the entry's clause named.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
@@ -14,7 +18,8 @@ import pytest
 from hicache_contracts import PoolHitPolicy, PoolName, PoolTransfer
 from hicache_reference import CacheController, SidecarPool, ThreadRankGroup
 from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain
-from tests.reference import planted_controllers as planted
+from hicache_reference.engine_check import check_reference_controller, run_scenario
+from tests.planted_controllers import CATALOG
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
     CountingHostPool,
@@ -279,51 +284,66 @@ def replicated_backup(cls):
     check_replicated_writes(recorders, backups)
 
 
-# ---------------------------------------------------------------- cases
-CASES = [
-    ("PFX-2", planted.PrefixNotExtended, lambda cls: round_trip(cls)),
-    ("PFX-4", planted.EmptyPrefixCollapsed, lambda cls: round_trip(cls, prefix=())),
-    ("PFX-3", planted.PrefixAlwaysOn, lambda cls: round_trip(cls, prefix=None)),
-    ("PFX-5", planted.PrefixMutatedInPlace, lambda cls: round_trip(cls)),
-    ("CTL-2", planted.OversizedKvSlices, lambda cls: round_trip(cls)),
-    ("CTL-3", planted.QueriesShortSpans, short_span),
-    ("CTL-1", planted.HitQueryNeverStops, lambda cls: round_trip(cls, stored=200)),
-    ("CTL-4", planted.ReadsOnAfterShortSlice, lambda cls: faulty_read(cls, on_call(0, short_by(3)), (125,))),
-    ("CTL-5", planted.SkipsFrozenAcks, lambda cls: faulty_read(cls, on_call(0, short_by(3)), (125,))),
-    ("CTL-6", planted.NoFinalAckOnError, lambda cls: faulty_read(cls, on_call(1, raising()), (128, 0))),
-    (
-        "CTL-11",
-        planted.TrustsResultLength,
-        lambda cls: faulty_read(cls, on_call(0, lambda call, run: run() + run()), (0,)),
-    ),
-    ("CTL-12", planted.DoubleFree, lambda cls: faulty_read(cls, on_call(1, returning(None)), (128, 0))),
-    ("CTL-12", planted.LeakyRevoke, revoke),
-    ("CTL-3", planted.AlwaysWorthIt, revoke),
-    ("CTL-9", planted.IgnoresPolicy, timeout_policy),
-    ("CTL-7", planted.CountsFailedSlice, faulty_backup),
-    ("PFX-8", planted.DerivedReadWithOwnInfo, lambda cls: hybrid_prefetch(cls)),
-    ("HYB-1", planted.DerivedNotRead, lambda cls: hybrid_prefetch(cls)),
-    ("HYB-3", planted.WindowAtQueryEnd, lambda cls: hybrid_prefetch(cls)),
-    ("HYB-4", planted.MissingPoolIsHit, lambda cls: hybrid_prefetch(cls, {"batch_get_v2": on_call(2, returning({}))})),
-    ("HYB-5", planted.KvBeforeSidecars, hybrid_backup),
-    ("CTL-8", planted.EveryRankWritesReplicatedKv, replicated_backup),
-    ("RANK-3", planted.NoAckAgreement, ranks_with_a_failure),
-    ("RANK-1", planted.SkipsHitAgreementOnMiss, ranks_with_a_miss),
+# ---------------------------------------------------------------- the catalog's oracles
+SCENARIOS = {
+    "round_trip": round_trip,
+    "round_trip_empty_prefix": lambda cls: round_trip(cls, prefix=()),
+    "round_trip_no_prefix": lambda cls: round_trip(cls, prefix=None),
+    "round_trip_stored_200": lambda cls: round_trip(cls, stored=200),
+    "short_first_read": lambda cls: faulty_read(cls, on_call(0, short_by(3)), (125,)),
+    "raise_on_second_read": lambda cls: faulty_read(cls, on_call(1, raising()), (128, 0)),
+    "doubled_result": lambda cls: faulty_read(cls, on_call(0, lambda call, run: run() + run()), (0,)),
+    "none_on_second_read": lambda cls: faulty_read(cls, on_call(1, returning(None)), (128, 0)),
+    "revoke": revoke,
+    "short_span": short_span,
+    "timeout_policy": timeout_policy,
+    "faulty_backup": faulty_backup,
+    "hybrid_prefetch": lambda cls: hybrid_prefetch(cls),
+    "hybrid_prefetch_missing_pool": lambda cls: hybrid_prefetch(cls, {"batch_get_v2": on_call(2, returning({}))}),
+    "hybrid_backup": hybrid_backup,
+    "replicated_backup": replicated_backup,
+    "ranks_with_a_failure": ranks_with_a_failure,
+    "ranks_with_a_miss": ranks_with_a_miss,
+}
+"""The scenarios a ``checks`` oracle names: each runs a controller class and raises AssertionError naming a clause."""
+
+
+def run_oracle(oracle, controller_class):
+    """Run one oracle; return the clauses it reports broken (a ``checks`` scenario reports through its error)."""
+    if oracle.kind == "checks":
+        try:
+            SCENARIOS[oracle.scenario](controller_class)
+        except AssertionError as error:
+            return set(re.findall(r"\[([A-Z]+-[0-9]+)\]", str(error))) or {str(error)}
+        return set()
+    if oracle.kind == "trace":
+        return set(run_scenario(oracle.scenario, controller_class).check().violated)
+    assert oracle.kind == "engine", oracle.kind
+    results = check_reference_controller(controller_class, scenarios=[oracle.scenario])
+    return {clause_id for clause_id, passed, _ in results if not passed}
+
+
+ORACLE_CASES = [
+    pytest.param(
+        entry,
+        oracle,
+        marks=pytest.mark.clause(*{entry.clause, oracle.clause or entry.clause}),
+        id=f"{entry.name}-{oracle.kind}-{index}",
+    )
+    for entry in CATALOG
+    for index, oracle in enumerate(entry.oracles)
 ]
 
 
-@pytest.mark.parametrize(
-    "clause_id,bug,scenario",
-    [
-        pytest.param(clause_id, bug, scenario, marks=pytest.mark.clause(clause_id), id=f"{clause_id}-{bug.__name__}")
-        for clause_id, bug, scenario in CASES
-    ],
-)
-def test_check_catches_planted_bug(clause_id, bug, scenario):
-    scenario(CacheController)  # the reference passes
-    with pytest.raises(AssertionError, match=rf"\[{clause_id}\]"):
-        scenario(bug)
+@pytest.mark.parametrize("entry,oracle", ORACLE_CASES)
+def test_each_oracle_catches_its_planted_bug(entry, oracle):
+    assert run_oracle(oracle, CacheController) == set()  # the reference passes the same oracle
+    assert (oracle.clause or entry.clause) in run_oracle(oracle, entry.controller)
 
 
-def test_every_planted_controller_is_used():
-    assert sorted(bug.__name__ for _, bug, _ in CASES) == sorted(planted.__all__)
+def test_the_catalog_is_complete():
+    names = [entry.name for entry in CATALOG]
+    assert len(names) == len(set(names)), "a bug is planted twice"
+    assert all(entry.oracles for entry in CATALOG), "an entry no oracle catches"
+    used = {oracle.scenario for entry in CATALOG for oracle in entry.oracles if oracle.kind == "checks"}
+    assert used == set(SCENARIOS), "a scenario no entry uses"

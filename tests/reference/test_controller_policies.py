@@ -151,5 +151,7 @@ def test_best_effort_termination_before_the_hit_query_revokes():
 
 
 def test_bad_timeout_setting_is_rejected():
-    with pytest.raises(ValueError, match=r"CacheController.prefetch_timeout_base: must be a number >= 0 \(got -1\)"):
+    with pytest.raises(
+        ValueError, match=r"ControllerSettings.prefetch_timeout_base: must be a number >= 0 \(got -1\) \[CTL-14\]"
+    ):
         CacheController(memory_backend(), make_pool(), prefetch_timeout_base=-1, start=False)

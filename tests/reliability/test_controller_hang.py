@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-import hicache_reference.controller as controller_module
 from hicache_reference import CacheController
 from hicache_reference.calls import DEFAULT_CALL_DEADLINE, BackendCaller
+from hicache_reference.workers import STOP, Workers
 from tests.reference.controller_helpers import PAGE_SIZE, RecordingBackend, keys_for, make_pool, memory_backend, on_call
 
 KEYS = keys_for(300)
@@ -105,7 +105,7 @@ def test_a_hung_call_holds_neither_the_final_ack_nor_close(
     assert [thread for thread in set(threading.enumerate()) - before if thread.is_alive()] == []
 
 
-class WaitsForEver(CacheController):
+class JoinsForEver(Workers):
     """The old close(): joins the workers for the whole timeout and never abandons a call."""
 
     def close(self, timeout: Any = 10.0) -> bool:
@@ -113,12 +113,15 @@ class WaitsForEver(CacheController):
             if not self._running:
                 return True
             self._running = False
-            self._hit_queue.put(controller_module._STOP)
-            self._backup_queue.put(controller_module._STOP)
-            threads = list(self._threads)
+            self._hit_queue.put(STOP)
+            self._backup_queue.put(STOP)
+            threads = list(self.threads)
         for thread in threads:
             thread.join(timeout)
         return not any(thread.is_alive() for thread in threads)
+
+
+WaitsForEver = CacheController.with_parts(JoinsForEver, name="WaitsForEver")
 
 
 def test_planted_close_that_waits_for_the_hung_call_is_caught(tmp_path: Any) -> None:

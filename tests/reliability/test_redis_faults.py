@@ -28,6 +28,7 @@ import torch
 from hicache_contracts import HiCacheStorageConfig
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference import CacheController
+from hicache_reference.controller_parts import Acks
 from hicache_reference.backends.redis_backend import RedisBackend
 from tests.redis_support import RedisServer, require_redis_server_binary, unique_model_name
 
@@ -176,17 +177,20 @@ class ReportsFailedReadsAsLoaded(RedisBackend):
         return [True] * len(super()._read_objects_into_ranges(names, page_views))
 
 
-class ShortPrefetchWithoutFinalAck(CacheController):
+class NoFinalAckWhenShort(Acks):
     """Ends a prefetch that loaded less than it was granted without its final ack."""
 
-    def _finish_prefetch(self, operation: Any) -> None:
+    def finish(self, operation: Any) -> None:
         slots = operation.host_indices
         if slots is not None and operation.loaded_tokens < slots.numel():
-            self._free_host_slots(operation, self.host_pool, slots[operation.loaded_tokens :])
+            self.upkeep.free_slots(operation, self.host_pool, slots[operation.loaded_tokens :])
             operation.host_indices = slots[: operation.loaded_tokens]
             operation._finish()
             return
-        super()._finish_prefetch(operation)
+        super().finish(operation)
+
+
+ShortPrefetchWithoutFinalAck = CacheController.with_parts(NoFinalAckWhenShort, name="ShortPrefetchWithoutFinalAck")
 
 
 @pytest.mark.clause("BE-15")
