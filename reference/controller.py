@@ -22,35 +22,40 @@ and plugs it in with ``CacheController.with_parts(part, ...)``.
 
 from __future__ import annotations
 
-import itertools
 import time
 from typing import Any, Callable, ClassVar, Optional, Sequence, Union
 
 import torch
 
 from hicache_contracts import (
-    ContractViolation,
     HiCacheStorageConfig,
     PoolName,
     PoolTransfer,
-    PrefixKeys,
     validate_host_indices,
     validate_page_keys,
 )
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backup_writer import BackupWriter, StorageWriter
 from hicache_reference.calls import BackendCaller
+from hicache_reference.controller_input import (
+    OperationIds,
+    check_policy,
+    check_prefix,
+    check_sidecar_transfers,
+    key_chain,
+    prior_key_of,
+    violation,
+)
 from hicache_reference.controller_parts import Acks, PrefixInfo, Termination, Upkeep
 from hicache_reference.hit_query import HitQuery
 from hicache_reference.operations import BackupOperation, PrefetchOperation
-from hicache_reference.policies import PREFETCH_POLICIES, TimeoutSettings, is_prefetch_policy
+from hicache_reference.policies import TimeoutSettings
 from hicache_reference.prefetch_io import PrefetchIO
 from hicache_reference.rank_group import LocalRankGroup, RankGroup
 from hicache_reference.settings import SETTING_NAMES, ControllerSettings
 from hicache_reference.sidecar_pools import SidecarPool, check_sidecar_pools
 from hicache_reference.sidecar_reads import SidecarReader
 from hicache_reference.workers import Workers
-from hicache_spec import compute_key_chain
 
 __all__ = ["CacheController", "ControllerSettings", "SidecarPool"]
 
@@ -111,21 +116,17 @@ _MOVED_HOOKS = {
 """Steps that were methods of the controller, and the collaborator that holds them now."""
 
 
-def _violation(field: str, rule: str, value: Any, clause_id: str) -> ContractViolation:
-    return ContractViolation(f"{_CLASS}.{field}", rule, value, clause_id)
-
-
 def _settings_from(settings: Optional[ControllerSettings], options: dict[str, Any]) -> ControllerSettings:
     """The settings given, or built from the keyword options; both at once is an error."""
     given = {name: value for name, value in options.items() if value is not _UNSET}
     if settings is None:
         return ControllerSettings(**given)
     if not isinstance(settings, ControllerSettings):
-        raise _violation("settings", "must be a ControllerSettings", settings, "CTL-2")
+        raise violation("settings", "must be a ControllerSettings", settings, "CTL-2")
     if given:
         name = next(iter(given))
         clause_id = ControllerSettings._field_clauses.get(name, "CTL-2")
-        raise _violation(name, "must not be given with settings; set it in ControllerSettings", given[name], clause_id)
+        raise violation(name, "must not be given with settings; set it in ControllerSettings", given[name], clause_id)
     return settings
 
 
@@ -223,7 +224,7 @@ class CacheController:
         io_channel = self.rank_group.channel("prefetch_io")
         backup_channel = self.rank_group.channel("backup")
         self.caller = BackendCaller(backend, self.settings.call_deadline)
-        self._operation_ids = itertools.count()
+        self._operation_ids = OperationIds()
         self._build_parts(hit_channel, io_channel, backup_channel, on_ack, on_backup_done)
         if self.settings.register_host_pools:
             self._register_host_pools()
@@ -400,23 +401,11 @@ class CacheController:
         up to and including the anchor (PFX-10); its last key must be
         ``prior_key``. Bad input raises ContractViolation and starts nothing.
         """
-        if not is_prefetch_policy(policy):
-            raise _violation("prefetch.policy", f"must be one of {', '.join(PREFETCH_POLICIES)}", policy, "CTL-9")
-        prefix = self._check_prefix("prefetch.prefix_keys", prefix_keys)
-        if prefix is not None:
-            anchor_key = prefix[-1] if len(prefix) else None  # PFX-10: the prefix ends with the anchor's last page
-            if prior_key is None:
-                prior_key = anchor_key
-            elif prior_key != anchor_key:
-                raise _violation(
-                    "prefetch.prior_key",
-                    "must be the last key of prefix_keys, the anchor's last page (None when prefix_keys is empty)",
-                    prior_key,
-                    "PFX-10",
-                )
-        chain = self._key_chain(token_ids, keys, prior_key)
+        policy = check_policy(policy)
+        prefix = check_prefix("prefetch.prefix_keys", prefix_keys)
+        chain = key_chain(token_ids, keys, prior_key_of(prefix, prior_key), self.page_size)
         operation = PrefetchOperation(
-            operation_id=self._next_id(operation_id),
+            operation_id=self._operation_ids.next(operation_id),
             keys=chain,
             base_info=self.prefixes.for_operation(prefix),
             policy=policy,
@@ -445,10 +434,10 @@ class CacheController:
         validate_page_keys(keys, field=f"{_CLASS}.backup.keys")
         chain = tuple(keys)
         validate_host_indices(host_indices, len(chain), self.page_size, field=f"{_CLASS}.backup.host_indices")
-        prefix = self._check_prefix("backup.prefix_keys", prefix_keys)
-        transfers = self._check_sidecar_transfers(sidecar_transfers)
+        prefix = check_prefix("backup.prefix_keys", prefix_keys)
+        transfers = check_sidecar_transfers(sidecar_transfers, self.separate_pools)
         operation = BackupOperation(
-            operation_id=self._next_id(operation_id),
+            operation_id=self._operation_ids.next(operation_id),
             keys=chain,
             host_indices=host_indices,
             base_info=self.prefixes.for_operation(prefix),
@@ -462,49 +451,3 @@ class CacheController:
     def terminate(self, operation: PrefetchOperation) -> None:
         """Ask a prefetch to stop (the scheduler's request); the policy decides (CTL-9)."""
         operation.terminate()
-
-    def _check_sidecar_transfers(self, sidecar_transfers: Sequence[PoolTransfer]) -> tuple[PoolTransfer, ...]:
-        transfers = tuple(sidecar_transfers)
-        known = {pool.name for pool in self.separate_pools}
-        for index, transfer in enumerate(transfers):
-            field = f"backup.sidecar_transfers[{index}]"
-            if not isinstance(transfer, PoolTransfer):
-                raise _violation(field, "must be a PoolTransfer", transfer, "HYB-5")
-            if transfer.name not in known:
-                rule = "must name a non-KV-derived sidecar pool of the controller"
-                raise _violation(f"{field}.name", rule, transfer.name.value, "HYB-5")
-            if transfer.keys is None or transfer.host_indices is None:
-                raise _violation(field, "must have keys and host_indices", transfer, "HYB-5")
-        return transfers
-
-    def _next_id(self, operation_id: Optional[Union[int, str]]) -> Union[int, str]:
-        if operation_id is None:
-            return next(self._operation_ids)
-        if isinstance(operation_id, bool) or not isinstance(operation_id, (int, str)):
-            raise _violation("operation_id", "must be an int or str", operation_id, "CTL-6")
-        return operation_id
-
-    def _check_prefix(self, field: str, prefix_keys: Optional[Sequence[str]]) -> Optional[PrefixKeys]:
-        """The caller's prefix as an immutable sequence (None stays None)."""
-        if prefix_keys is None:
-            return None
-        validate_page_keys(prefix_keys, field=f"{_CLASS}.{field}")
-        return prefix_keys if isinstance(prefix_keys, PrefixKeys) else PrefixKeys(tuple(prefix_keys))
-
-    def _key_chain(
-        self, token_ids: Optional[Sequence[int]], keys: Optional[Sequence[str]], prior_key: Optional[str]
-    ) -> tuple[str, ...]:
-        """The operation's key chain, from the anchor's last page key (KEY-3)."""
-        if (token_ids is None) == (keys is None):
-            raise _violation("prefetch.token_ids", "give exactly one of token_ids and keys", token_ids, "KEY-3")
-        if keys is not None:
-            validate_page_keys(keys, field=f"{_CLASS}.prefetch.keys")
-            return tuple(keys)
-        assert token_ids is not None  # exactly one of the two was given
-        tokens = tuple(token_ids)
-        for index, token in enumerate(tokens):
-            if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < 2**32:
-                raise _violation(f"prefetch.token_ids[{index}]", "must be an int in [0, 2**32)", token, "KEY-1")
-        if prior_key is not None:
-            validate_page_keys([prior_key], strict=True, field=f"{_CLASS}.prefetch.prior_key")
-        return compute_key_chain(tokens, self.page_size, prior_key)  # KEY-1, KEY-3

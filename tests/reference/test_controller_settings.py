@@ -1,0 +1,181 @@
+"""ControllerSettings: one home for the controller's options, and the collaborators a variant plugs in.
+
+Bad options (as keywords or as settings) raise a ContractViolation naming
+``ControllerSettings.<field>`` and its clause, before the controller touches
+the backend or starts a thread. Keywords and settings build the same
+controller; both at once is an error. A subclass overriding a step that moved
+to a collaborator fails at class creation instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from hicache_contracts import ContractViolation
+from hicache_reference import CacheController, ControllerSettings
+from hicache_reference.hit_query import HitQuery
+from hicache_reference.prefetch_io import PrefetchIO
+from hicache_reference.settings import SETTING_NAMES
+from hicache_spec import STORAGE_BATCH_SIZE
+from tests.reference.controller_helpers import PAGE_SIZE, RecordingBackend, keys_for, make_pool, memory_backend
+
+BAD = [
+    ("batch_size", 0, "must be an int >= 1", "CTL-2"),
+    ("batch_size", 2.0, "must be an int >= 1", "CTL-2"),
+    ("batch_size", True, "must be an int >= 1", "CTL-2"),
+    ("prefetch_threshold", -1, "must be an int >= 0", "CTL-3"),
+    ("prefetch_threshold", "256", "must be an int >= 0", "CTL-3"),
+    ("prefetch_timeout_base", -0.5, "must be a number >= 0", "CTL-14"),
+    ("prefetch_timeout_base", True, "must be a number >= 0", "CTL-14"),
+    ("prefetch_timeout_per_ki_token", float("nan"), "must be a number >= 0", "CTL-14"),
+    ("prefetch_timeout_max", -1, "must be a number >= 0", "CTL-10"),
+    ("pass_prefix_keys", 1, "must be a bool", "PFX-1"),
+    ("call_deadline", 0, "must be a finite number of seconds > 0, or None to wait for ever", "CTL-11"),
+    ("call_deadline", float("inf"), "must be a finite number of seconds > 0, or None to wait for ever", "CTL-11"),
+    ("register_host_pools", "yes", "must be a bool", "BE-24"),
+]
+GOOD = {
+    "batch_size": 4,
+    "prefetch_threshold": 0,
+    "prefetch_timeout_base": 2,
+    "prefetch_timeout_per_ki_token": 0.5,
+    "prefetch_timeout_max": 3.0,
+    "pass_prefix_keys": True,
+    "call_deadline": None,
+    "register_host_pools": False,
+}
+
+
+class Untouched:
+    """A backend that records every attribute asked for: a rejected controller must ask for none."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def __getattr__(self, name: str):
+        self.asked.append(name)
+        raise AttributeError(name)
+
+
+def test_every_option_is_covered():
+    assert set(GOOD) == set(SETTING_NAMES) == {field for field, *_ in BAD}
+
+
+@pytest.mark.clause("CTL-2", "CTL-3", "CTL-10", "CTL-11", "CTL-14", "PFX-1", "BE-24")
+@pytest.mark.parametrize("field,value,rule,clause_id", BAD, ids=[f"{field}={value!r}" for field, value, *_ in BAD])
+@pytest.mark.parametrize("how", ["keyword", "settings"])
+def test_a_bad_option_names_its_field_and_touches_nothing(field, value, rule, clause_id, how):
+    backend, before = Untouched(), threading.active_count()
+    with pytest.raises(ContractViolation) as raised:
+        if how == "keyword":
+            CacheController(backend, make_pool(), **{field: value})
+        else:
+            CacheController(backend, make_pool(), settings=ControllerSettings(**{field: value}))
+    assert str(raised.value) == f"ControllerSettings.{field}: {rule} (got {value!r}) [{clause_id}]"
+    assert (raised.value.field, raised.value.clause_id) == (f"ControllerSettings.{field}", clause_id)
+    assert backend.asked == [] and threading.active_count() == before
+
+
+def test_an_unknown_option_is_rejected():
+    with pytest.raises(ContractViolation, match=r"^ControllerSettings.batch: extra inputs are not permitted"):
+        ControllerSettings(batch=4)
+    with pytest.raises(TypeError):
+        CacheController(memory_backend(), make_pool(), batch=4, start=False)
+
+
+def test_settings_are_frozen_and_compare_by_value():
+    settings = ControllerSettings(**GOOD)
+    with pytest.raises(ValueError):
+        settings.batch_size = 8
+    assert settings == ControllerSettings.model_validate(settings.model_dump())
+    assert settings.prefetch_timeout_base == 2.0 and type(settings.prefetch_timeout_base) is float
+    assert ControllerSettings() == ControllerSettings(batch_size=STORAGE_BATCH_SIZE)
+
+
+def run(controller_class, **options):
+    """A backup then a prefetch of 10 pages; return what the backend saw, the acks and the settings."""
+    recorder = RecordingBackend(memory_backend())
+    pool = make_pool()
+    recorder.register_mem_pool_host(pool)
+    with controller_class(recorder, pool, **options) as controller:
+        keys = keys_for(10)
+        backup = controller.backup(keys, pool.alloc(10), prefix_keys=())
+        backup.wait(10)
+        operation = controller.prefetch(keys=keys, prefix_keys=())
+        operation.wait(10)
+    calls = [(call.method, len(call.keys or ()), call.prefix_at_call) for call in recorder.calls]
+    return calls, operation.acks, controller.settings
+
+
+def test_keywords_and_settings_build_the_same_controller():
+    by_keywords = run(CacheController, **GOOD)
+    by_settings = run(CacheController, settings=ControllerSettings(**GOOD))
+    assert by_keywords == by_settings
+    calls, acks, settings = by_settings
+    assert settings == ControllerSettings(**GOOD)
+    assert [count for method, count, _ in calls if method == "batch_get_v1"] == [4, 4, 2]  # batch_size 4
+    assert acks[-1].tokens == 10 * PAGE_SIZE
+
+
+class DropsBatchSize(CacheController):
+    """A planted bug: the keyword ``batch_size`` is swallowed, so the default is used."""
+
+    def __init__(self, *args, batch_size=None, **kwargs):
+        super().__init__(*args, **kwargs)
+
+
+def test_the_comparison_catches_a_keyword_that_is_dropped():
+    assert run(DropsBatchSize, **GOOD) != run(CacheController, settings=ControllerSettings(**GOOD))
+
+
+@pytest.mark.parametrize("field", ["batch_size", "register_host_pools"])
+def test_settings_and_a_keyword_at_once_is_an_error(field):
+    backend = Untouched()
+    with pytest.raises(ContractViolation) as raised:
+        CacheController(backend, make_pool(), settings=ControllerSettings(), **{field: GOOD[field]})
+    assert str(raised.value).startswith(f"CacheController.{field}: must not be given with settings")
+    assert backend.asked == []
+
+
+def test_settings_of_another_type_are_rejected():
+    with pytest.raises(ContractViolation, match=r"^CacheController.settings: must be a ControllerSettings"):
+        CacheController(Untouched(), make_pool(), settings={"batch_size": 4})
+
+
+# ---------------------------------------------------------------- collaborators
+class HalfQuery(HitQuery):
+    """A variant step: the hit query reports half the hit."""
+
+    def query(self, operation):
+        return super().query(operation) // 2
+
+
+def test_with_parts_plugs_a_collaborator_in():
+    controller_class = CacheController.with_parts(HalfQuery)
+    assert issubclass(controller_class, CacheController) and controller_class.hit_query_class is HalfQuery
+    backend, pool = memory_backend(), make_pool()
+    backend.register_mem_pool_host(pool)
+    keys = keys_for(6)
+    with controller_class(backend, pool, prefetch_threshold=0, register_host_pools=False) as controller:
+        assert isinstance(controller.hit_query, HalfQuery)
+        controller.backup(keys, pool.alloc(6)).wait(10)
+        operation = controller.prefetch(keys=keys)
+        operation.wait(10)
+    assert operation.hit_pages == 3
+
+
+def test_with_parts_rejects_what_is_not_a_part():
+    with pytest.raises(TypeError, match="must subclass exactly one of the controller's parts"):
+        CacheController.with_parts(dict)
+
+
+def test_overriding_a_moved_step_fails_loudly():
+    with pytest.raises(TypeError, match=r"Old\._read_slice: this step is now a method of PrefetchIO"):
+
+        class Old(CacheController):
+            def _read_slice(self, operation, slice_index, start, end):
+                return 0
+
+    assert PrefetchIO.read_slice  # where it lives now
