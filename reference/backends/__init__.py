@@ -1,11 +1,14 @@
-"""The reference storage backends: in memory and on files, with the page IO they share.
+"""The reference storage backends: in memory, on files and in Redis, with the page IO they share.
 
-    PageStoreBackend   every generation of the interface over four object primitives (base.py)
-     ├── MemoryBackend pages as bytes in a process-wide or private store (memory.py)
+    PageStoreBackend   every generation of the interface (base.py, legacy.py)
+     │                 over the page IO (page_io.py, host_bytes.py) and the object primitives (objects.py)
+     ├── MemoryBackend pages as bytes in a process-wide or private store (memory.py, memory_store.py, slabs.py)
      ├── FileBackend   one file per page under a directory, written atomically (file.py)
-     └── RedisBackend  one hash per page in Redis or Redis Cluster (redis_backend.py)
+     └── RedisBackend  one hash per page in Redis or Redis Cluster (redis_backend.py, redis_nodes.py,
+                       redis_settings.py)
 
-Both are built the SGLang way, ``Backend(storage_config, extra_config)``; see
+Every page is named by an ``ObjectName`` (namespace.py). The backends are
+built the SGLang way, ``Backend(storage_config, extra_config)``; see
 docs/backends.md for their extra config keys and the input rules.
 """
 
@@ -24,7 +27,7 @@ from hicache_reference.backends.memory import (
     forget_shared_memory_store,
     shared_memory_store,
 )
-from hicache_reference.backends.namespace import namespace_for, storage_name
+from hicache_reference.backends.namespace import ObjectName, namespace_for, storage_name
 from hicache_reference.backends.redis_backend import RedisBackend
 
 __all__ = [
@@ -32,6 +35,7 @@ __all__ = [
     "FileBackend",
     "MemoryBackend",
     "MemoryStore",
+    "ObjectName",
     "PageFormat",
     "PageStoreBackend",
     "PoolResults",

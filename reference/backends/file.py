@@ -1,7 +1,8 @@
 """The file reference backend: one file per page and pool under one directory, written atomically.
 
-Layout: ``<path>/<namespace>/<pool>/<key>``, the relative part being
-``storage_name(namespace_for(config), key, pool)``, so the model and the PP,
+Layout: ``<path>/<namespace>/<pool>/<key>``, the relative part being the
+page's ``ObjectName`` with each escaped part made one safe path component
+(``_file_component``), so the model and the PP,
 CP and TP coordinates each get their own directory (NS-1..NS-4), replicated KV
 shares the TP level (NS-5), and the same configuration finds the same files
 after a restart (NS-7). A file holds the raw bytes of one flat page and
@@ -41,8 +42,7 @@ import threading
 from typing import Any, Optional, Sequence
 
 from hicache_reference.backends.base import PageStoreBackend
-from hicache_reference.backends.namespace import _safe
-from hicache_spec import KV
+from hicache_reference.backends.namespace import ObjectName
 
 __all__ = ["DIRECTORY_MODE", "FILE_MODE", "FileBackend", "NAME_MAX_BYTES"]
 
@@ -179,22 +179,15 @@ class FileBackend(PageStoreBackend):
         self._checked_directories: set[str] = set()
         self._directories_lock = threading.Lock()
         self._temporary_numbers = itertools.count()
-        self._name_prefixes: dict[str, tuple[str, str]] = {}
 
     # ------------------------------------------------------------ paths
-    def _name(self, key: str, pool: str = KV) -> str:
+    def _render(self, name: ObjectName) -> str:
         # NS-6: one scheme for every call; each part made a safe path component (module docstring).
-        return f"{self.namespace}/{_file_component(_safe(str(pool)))}/{_file_component(_safe(key))}"
+        return name.to_str(_file_component)
 
-    def _names(self, keys: Sequence[str], pool: str = KV) -> list[str]:
-        """Return ``_name`` of every key; a batch of plain keys (ASCII letters and digits) is named at once."""
-        joined = "".join(keys)  # bytes.isalnum is a table lookup per byte, str.isalnum a Unicode query per character
-        if joined.isascii() and joined.encode("ascii").isalnum() and max(map(len, keys), default=0) <= NAME_MAX_BYTES:
-            cached = self._name_prefixes.get(pool)  # plain keys are their own file names: prefix + key
-            if cached is None or cached[0] is not self.namespace:  # the namespace may be set after construction
-                cached = self._name_prefixes[pool] = (self.namespace, self._name("", pool))
-            return [cached[1] + key for key in keys]
-        return [self._name(key, pool) for key in keys]
+    def _plain(self, keys: Sequence[str]) -> bool:
+        """Plain keys (``plain_keys``) no longer than ``NAME_MAX_BYTES``: each is its own file name."""
+        return super()._plain(keys) and max(map(len, keys), default=0) <= NAME_MAX_BYTES
 
     def _path(self, name: str) -> str:
         """Return the absolute path of ``name``; raise ValueError unless it lies under the root."""

@@ -1,20 +1,25 @@
-"""Key namespacing shared by the reference backends (NS family).
+"""Key namespacing shared by the reference backends (NS family): the namespace and the object name.
 
 A page key names a token prefix only (KEY-3); the backend adds who the page
 belongs to. The namespace holds the model and the pipeline, context and tensor
 parallel coordinates — except that replicated KV (``is_mla_model``) drops the
 tensor rank so that every TP rank reads what rank 0 wrote (NS-5). The same
 configuration always yields the same namespace, across restarts (NS-7).
+
+``ObjectName`` is the one home of the naming rule: every backend names a
+stored page from one (NS-6); see docs/backends.md, "Where pages are".
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
-__all__ = ["namespace_for", "storage_name"]
+__all__ = ["ObjectName", "namespace_for", "plain_keys", "storage_name"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_ESCAPED_RUN = re.compile(r"(?:%[0-9a-f]{2})+")
 
 
 def _safe(text: str) -> str:
@@ -27,6 +32,70 @@ def _safe(text: str) -> str:
     if _UNSAFE.search(text) is None:
         return text
     return _UNSAFE.sub(lambda match: "".join(f"%{byte:02x}" for byte in match.group().encode()), text)
+
+
+def _unsafe(text: str) -> str:
+    """Invert ``_safe``; raise ValueError for text ``_safe`` never gives."""
+    if "%" not in text:
+        if _UNSAFE.search(text) is not None:
+            raise ValueError(f"not an escaped name part: {text!r}")
+        return text
+    original = _ESCAPED_RUN.sub(lambda match: bytes.fromhex(match.group().replace("%", "")).decode(), text)
+    if _safe(original) != text:
+        raise ValueError(f"not an escaped name part: {text!r}")
+    return original
+
+
+def plain_keys(joined: str) -> bool:
+    """Whether keys whose concatenation is ``joined`` are all ASCII letters and digits, which ``_safe`` keeps.
+
+    Such a key's name is its pool's prefix (the name of the empty key) followed by the key itself.
+    """
+    # bytes.isalnum is a table lookup per byte; str.isalnum a Unicode query per character.
+    return joined.isascii() and joined.encode("ascii").isalnum()
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectName:
+    """The name of one stored page: whose (``namespace``), which pool, which key (NS-6).
+
+    ``to_str()`` is ``<namespace>/<pool>/<key>``, pool and key escaped so that no
+    text reaches into another part; ``parse()`` inverts it. The file backend
+    renders it as a relative path, Redis as a hash key and field (their modules).
+    """
+
+    namespace: str
+    """As ``namespace_for`` gives it: already escaped, parts joined by '/'."""
+    pool: str
+    """The pool's plain value, such as ``"kv"``."""
+    key: str
+    """The page key as the engine gave it."""
+
+    @property
+    def escaped_pool(self) -> str:
+        """The pool as it appears in a name."""
+        return _safe(self.pool)
+
+    @property
+    def escaped_key(self) -> str:
+        """The key as it appears in a name."""
+        return _safe(self.key)
+
+    def to_str(self, component: Optional[Callable[[str], str]] = None) -> str:
+        """Return ``<namespace>/<pool>/<key>``; ``component`` maps each escaped pool and key part further."""
+        pool, key = _safe(self.pool), _safe(self.key)
+        if component is not None:
+            pool, key = component(pool), component(key)
+        return f"{self.namespace}/{pool}/{key}"
+
+    @classmethod
+    def parse(cls, text: str) -> "ObjectName":
+        """Return the name whose ``to_str()`` is ``text``; raise ValueError for text no name gives."""
+        head, separator, key = text.rpartition("/")
+        namespace, middle, pool = head.rpartition("/")
+        if not separator or not middle or not namespace:
+            raise ValueError(f"not an object name (<namespace>/<pool>/<key>): {text!r}")
+        return cls(namespace, _unsafe(pool), _unsafe(key))
 
 
 def namespace_for(config: Any) -> str:
@@ -47,4 +116,4 @@ def namespace_for(config: Any) -> str:
 
 def storage_name(namespace: str, key: str, pool: str = "kv") -> str:
     """Return the stored object's name for ``key`` in ``pool`` under ``namespace`` (NS-6: one scheme for every call)."""
-    return f"{namespace}/{_safe(str(pool))}/{_safe(key)}"
+    return ObjectName(namespace, str(pool), key).to_str()

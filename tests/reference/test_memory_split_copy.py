@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import pytest
 import torch
 
-import hicache_reference.backends.memory as memory_module
+import hicache_reference.backends.memory_store as memory_module
 from hicache_reference.backends import forget_shared_memory_store
 from tests.reference.backend_checks import (
     MemoryHarness,

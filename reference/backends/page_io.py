@@ -1,0 +1,246 @@
+"""Pages between host slots and stored objects: the page IO every reference backend shares.
+
+``HostPageIO`` moves whole pages of a registered pool between its host slots
+and the object primitives (objects.py), and counts them. How the clauses are
+kept here, once for every backend:
+
+- a read lands in its page's own host byte ranges directly when the backend
+  reads into ranges and the pool lists its ranges in flat-page order
+  (``PageFormat.flat_range_count``); the primitive writes nothing unless the
+  object has exactly the page's size, and a page that then fails part way is
+  False (its own slots may hold part of it; nothing outside them is touched).
+  Otherwise a read lands in a staging buffer and is copied into the host slots
+  only after the whole page arrived with exactly the page's size (BE-13,
+  BE-15, BE-16);
+- with ``writes_from_ranges`` set, a write hands the primitive the page's host
+  byte ranges (views of the pool) instead of one copied buffer (BE-17).
+
+See docs/backends.md, "Where reads land".
+"""
+
+from __future__ import annotations
+
+import ctypes
+import operator
+import threading
+from typing import Any, Optional, Sequence
+
+import torch
+
+from hicache_contracts.host_pool import HostPagePool
+from hicache_reference.backends.host_bytes import (
+    PageFormat,
+    copy_ranges,
+    host_bytes,
+    page_ranges,
+    range_lists,
+    tensor_bytes,
+)
+from hicache_reference.backends.objects import ObjectStore
+
+__all__ = ["HostPageIO"]
+
+
+class HostPageIO(ObjectStore):
+    """Reads and writes of whole pages of the registered pools (``_read_pages``, ``_write_pages``, ``_present``)."""
+
+    def __init__(self, namespace: str) -> None:
+        super().__init__(namespace)
+        self._pools: dict[str, Any] = {}
+        self._formats: dict[str, PageFormat] = {}
+        self._staging = threading.local()
+        self._layouts: dict[int, tuple[Any, Any]] = {}
+
+    # ============================================================ whole pages
+    def _read_pages(self, pool_name: str, keys: Sequence[str], slots: Sequence[int]) -> list[bool]:
+        """Read each page into its own host slots; True only for a page that arrived whole (BE-15, BE-16).
+
+        Straight into the page's byte ranges where the backend and the pool
+        allow it (``_direct_views``); otherwise into a staging buffer, copied
+        into the host slots only once the page arrived whole.
+        """
+        count = len(keys)
+        if count == 0:
+            return []
+        pool, page_format = self._pools[pool_name], self._formats[pool_name]
+        size = page_format.byte_count
+        names = self._names(keys, pool_name)
+        page_views = self._direct_views(pool, page_format, slots)
+        if page_views is not None:
+            results = self._flags(self._guarded(self._read_objects_into_ranges, None, names, page_views), count)
+        else:
+            staging = self._staging_buffer(size * count)
+            view = memoryview(staging)
+            buffers = [view[index * size : (index + 1) * size] for index in range(count)]
+            results = self._flags(self._guarded(self._read_objects_into, None, names, buffers), count)
+            if any(results):
+                results = self._copy_pages_into_pool(pool, page_format, staging, results, slots)
+        return self._count_reads(results, size)
+
+    def _write_pages(
+        self, pool_name: str, keys: Sequence[str], slots: Sequence[int], groups: Sequence[Any]
+    ) -> list[bool]:
+        """Write each host page as the object of its key; True only if it can be read back."""
+        count = len(keys)
+        if count == 0:
+            return []
+        pool, page_format = self._pools[pool_name], self._formats[pool_name]
+        datas = self._range_views(pool, page_format, slots) if self.writes_from_ranges else None
+        if datas is None:
+            datas = [self._guarded(self._page_bytes, None, pool, page_format, slot) for slot in slots]
+        names = self._names(keys, pool_name)
+        written = self._guarded(self._write_objects, None, names, datas, groups)
+        return self._count_writes(self._flags(written, count), page_format.byte_count)
+
+    def _present(self, pool_name: str, keys: Sequence[str]) -> list[bool]:
+        """Return, per key, whether the pool holds a whole page for it (BE-13: short or empty is absent)."""
+        if not keys:
+            return []
+        page_format = self._formats.get(pool_name)
+        names = self._names(keys, pool_name)
+        sizes = self._guarded(self._object_sizes, None, names)
+        if not isinstance(sizes, list) or len(sizes) != len(keys):
+            return [False] * len(keys)
+        if page_format is None:
+            return [isinstance(size, int) and size > 0 for size in sizes]
+        return [size == page_format.byte_count for size in sizes]
+
+    @staticmethod
+    def _flags(arrived: Any, count: int) -> list[bool]:
+        """Return a batch primitive's answer as ``count`` bools; anything malformed is all False."""
+        if not isinstance(arrived, list) or len(arrived) != count:
+            return [False] * count
+        return [flag is True for flag in arrived]
+
+    def _count_reads(self, results: list[bool], byte_count: int) -> list[bool]:
+        """Count a read's pages (True: landed whole, False: a miss) in the stats; return ``results``."""
+        read = sum(results)
+        self._counters.add(pages_read=read, bytes_read=read * byte_count, read_misses=len(results) - read)
+        return results
+
+    def _count_writes(self, results: list[bool], byte_count: int) -> list[bool]:
+        """Count a write's pages (True: stored, False: failed) in the stats; return ``results``."""
+        done = sum(results)
+        self._counters.add(pages_written=done, bytes_written=done * byte_count, write_failures=len(results) - done)
+        return results
+
+    # ============================================================ where a page's bytes are
+    def _direct_views(
+        self, pool: Any, page_format: PageFormat, slots: Sequence[int]
+    ) -> Optional[list[list[memoryview]]]:
+        """Return each page's host byte ranges as writable views in flat-page order, or None to read staged.
+
+        None unless the backend reads into ranges and the pool lists its ranges
+        in flat-page order; None too when a page is addressed twice in the call
+        (a failed read could then spoil a page that arrived) or the pool's
+        ranges do not add up to the page.
+        """
+        if not self.reads_into_ranges or len(set(slots)) != len(slots):
+            return None
+        return self._range_views(pool, page_format, slots)
+
+    def _range_views(
+        self, pool: Any, page_format: PageFormat, slots: Sequence[int]
+    ) -> Optional[list[list[memoryview]]]:
+        """Return each page's host byte ranges as writable views in flat-page order, or None when not known.
+
+        None when the pool does not list its ranges in flat-page order or they
+        do not add up to the page. The views do not keep the pool alive: the
+        registered pool outlives the call.
+        """
+        per_page = page_format.flat_range_count
+        if per_page is None:
+            return None
+        try:
+            layout = self._pool_layout(pool, page_format, per_page)
+            if layout is not None:  # a HostPagePool: the ranges by arithmetic, as get_page_buffer_meta lists them
+                offsets, slot_bytes, per_page_sizes = layout
+                base = pool.kv_buffer.data_ptr()
+                pointers = [base + offset + slot * slot_bytes for slot in slots for offset in offsets]
+                sizes = per_page_sizes * len(slots)
+            else:
+                pointers, sizes = range_lists(pool, page_format, slots, per_page)
+        except Exception:  # the pool could not say where its pages are: go through a copy instead
+            return None
+        # One view over the call's whole address span, cut into the ranges: a slice costs far less than a view.
+        low = min(pointers)
+        span = host_bytes(low, max(map(operator.add, pointers, sizes)) - low)
+        views = [span[pointer - low : pointer - low + size] for pointer, size in zip(pointers, sizes)]
+        return [views[first : first + per_page] for first in range(0, len(views), per_page)]
+
+    def _pool_layout(
+        self, pool: Any, page_format: PageFormat, per_page: int
+    ) -> Optional[tuple[list[int], int, list[int]]]:
+        """Return ``(offsets, slot_bytes, sizes)`` of a ``HostPagePool``, else None (cached per pool).
+
+        ``HostPagePool.get_page_buffer_meta`` lists the ranges of the page at
+        slot ``s`` at ``kv_buffer.data_ptr() + offset + s * slot_bytes``
+        (docs/host_pool.md); the offsets and the stride are read from its
+        answers for the first two pages, so a call need not ask it again.
+        """
+        if type(pool) is not HostPagePool or "get_page_buffer_meta" in vars(pool) or pool.page_count < 2:
+            return None  # only the class itself: a subclass or a patched instance may list other ranges
+        cached = self._layouts.get(id(pool))
+        if cached is not None and cached[0] is pool:
+            return cached[1]
+        page_size = page_format.page_size
+        first, sizes = range_lists(pool, page_format, [0], per_page)
+        second, _ = range_lists(pool, page_format, [page_size], per_page)
+        strides = {(later - earlier) // page_size for earlier, later in zip(first, second)}
+        base = pool.kv_buffer.data_ptr()
+        layout = ([pointer - base for pointer in first], strides.pop(), sizes) if len(strides) == 1 else None
+        self._layouts[id(pool)] = (pool, layout)
+        return layout
+
+    def _page_bytes(self, pool: Any, page_format: PageFormat, slot: int) -> Any:
+        """Return the bytes of the host page at ``slot``, or None if it is not exactly one page."""
+        page = pool.get_data_page(slot, flat=True).detach()
+        raw = page.cpu().contiguous().reshape(-1)
+        if raw.numel() * raw.element_size() != page_format.byte_count:
+            return None
+        return tensor_bytes(raw)
+
+    # ============================================================ staged reads
+    def _staging_buffer(self, byte_count: int) -> bytearray:
+        """Return this thread's staging buffer of at least ``byte_count`` bytes (BE-16: reads land here first).
+
+        One per thread (BE-23), kept between calls: a fresh buffer per call
+        would cost a page fault per 4 KiB on every read.
+        """
+        buffer = getattr(self._staging, "buffer", None)
+        if buffer is None or len(buffer) < byte_count:
+            buffer = self._staging.buffer = bytearray(byte_count)
+        return buffer
+
+    def _copy_pages_into_pool(
+        self, pool: Any, page_format: PageFormat, staging: bytearray, whole: list[bool], slots: Sequence[int]
+    ) -> list[bool]:
+        """Copy each page that arrived whole from ``staging`` into its host slots, and nothing else (BE-16)."""
+        size = page_format.byte_count
+        ranges = None
+        if page_format.range_count is not None:
+            ranges = self._guarded(page_ranges, None, pool, page_format, slots)
+        if ranges is not None:  # memmove through the pool's byte ranges: the fast path
+            base = ctypes.addressof((ctypes.c_char * len(staging)).from_buffer(staging))
+            return [
+                flag and self._guarded(copy_ranges, False, base + index * size, ranges[index])
+                for index, flag in enumerate(whole)
+            ]
+        return [
+            flag
+            and self._guarded(
+                self._copy_into_pool,
+                False,
+                pool,
+                slot,
+                torch.frombuffer(
+                    staging, dtype=page_format.dtype, count=page_format.element_count, offset=index * size
+                ),
+            )
+            for index, (flag, slot) in enumerate(zip(whole, slots))
+        ]
+
+    @staticmethod
+    def _copy_into_pool(pool: Any, slot: int, page: torch.Tensor) -> bool:
+        pool.set_from_flat_data_page(slot, page)
+        return True
