@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import numpy
 import torch
 
 from hicache_spec import is_page_key
@@ -57,6 +58,59 @@ def _page_offsets(page_size: int, like: torch.Tensor) -> torch.Tensor:
     return _page_offsets_cached(page_size, like.dtype, like.device)
 
 
+_NUMPY_DTYPES = frozenset({torch.int64, torch.int32})
+"""Index dtypes whose CPU tensors are checked through NumPy (a NumPy call costs a fraction of a torch one)."""
+_WIDE_DTYPES = frozenset(dtype for dtype in (torch.int64, getattr(torch, "uint64", None)) if dtype is not None)
+"""Index dtypes whose slot arithmetic in torch cannot wrap around for any slot they hold; others are widened."""
+_LISTED_PAGES = 16
+"""Up to this many pages (and ``_LISTED_SLOTS`` slots) are checked as a Python list: cheaper than NumPy there."""
+_LISTED_SLOTS = 256
+
+
+@functools.lru_cache(maxsize=32)
+def _slot_offsets(key_count: int, page_size: int) -> numpy.ndarray:
+    """Return ``0 .. page_size - 1`` repeated ``key_count`` times (int64, read-only, cached): each slot's place in its page."""
+    offsets = numpy.tile(numpy.arange(page_size, dtype=numpy.int64), key_count)
+    offsets.flags.writeable = False
+    return offsets
+
+
+def _pages_well_formed(host_indices: torch.Tensor, key_count: int, page_size: int) -> bool:
+    """Whether every page's slots are consecutive from a non-negative multiple of page_size (key_count >= 1).
+
+    A CPU tensor of a few pages is read as a Python list; a longer int64 or
+    int32 one through NumPy, without a copy: each slot less its place in its
+    page gives the page's first slot exactly when the page's slots are
+    consecutive. Any other tensor goes through torch, widened to int64.
+    """
+    on_cpu = host_indices.device.type == "cpu"
+    if on_cpu and key_count <= _LISTED_PAGES and key_count * page_size <= _LISTED_SLOTS:
+        slots = host_indices.tolist()
+        for start in range(0, len(slots), page_size):
+            first = slots[start]
+            if first < 0 or first % page_size or slots[start : start + page_size] != [*range(first, first + page_size)]:
+                return False
+        return True
+    if on_cpu and host_indices.dtype in _NUMPY_DTYPES:
+        slots = host_indices.numpy()  # a view of the same memory: nothing is copied
+        starts = numpy.subtract(slots, _slot_offsets(key_count, page_size))  # int64: no wrap-around
+        firsts = starts[::page_size]
+        return (
+            bool((starts == firsts.repeat(page_size)).all())
+            and int(firsts.min()) >= 0
+            and not (firsts % page_size).any()
+        )
+    pages = host_indices.view(key_count, page_size)
+    if pages.dtype not in _WIDE_DTYPES:
+        pages = pages.long()
+    first_slots = pages[:, 0]
+    return (
+        torch.equal(pages - first_slots.unsqueeze(1), _page_offsets(page_size, pages).expand(key_count, page_size))
+        and int(first_slots.min()) >= 0
+        and not bool((first_slots % page_size).any())
+    )
+
+
 def validate_host_indices(
     host_indices: Any, key_count: int, page_size: int, *, field: str = "host_indices"
 ) -> torch.Tensor:
@@ -93,15 +147,12 @@ def validate_host_indices(
         )
     if key_count == 0:
         return tensor
-    pages = host_indices.view(key_count, page_size)  # a view of the caller's tensor: nothing is copied
-    first_slots = pages[:, 0]
-    # Fast path, three vectorised checks: consecutive within each page, non-negative, aligned.
-    if (
-        torch.equal(pages - first_slots.unsqueeze(1), _page_offsets(page_size, pages).expand(key_count, page_size))
-        and int(first_slots.min()) >= 0
-        and not bool((first_slots % page_size).any())
-    ):
+    if _pages_well_formed(host_indices, key_count, page_size):
         return tensor
+    pages = host_indices.view(key_count, page_size)  # a view of the caller's tensor: nothing is copied
+    if pages.dtype not in _WIDE_DTYPES:
+        pages = pages.long()  # slot arithmetic must not wrap around (int32: 2**31 - 1 + 1 is not -2**31)
+    first_slots = pages[:, 0]
     # Slow path: find the first broken page, to name it.
     misaligned = (first_slots % page_size != 0) | (first_slots < 0)
     if page_size == 1:
