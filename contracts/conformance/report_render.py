@@ -1,0 +1,291 @@
+"""Renderings of a conformance report's sections: JUnit XML, Markdown and terminal text.
+
+``SuiteReport.to_junit_xml``, ``to_markdown`` and ``render_text`` call these with the redacted sections.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import xml.etree.ElementTree as ElementTree
+from typing import Iterable, Optional
+
+from hicache_contracts.conformance.report_sections import (
+    FAIL,
+    PASS,
+    SKIP,
+    STATUSES,
+    ClauseVerdict,
+    LevelVerdict,
+    ReportSection,
+)
+from hicache_contracts.conformance.version import tool_version
+
+
+def status_counts(sections: Iterable[ReportSection]) -> dict[str, int]:
+    """Return the number of clause verdicts per status over ``sections``."""
+    total = {status: 0 for status in STATUSES}
+    for section in sections:
+        for status, number in section.counts().items():
+            total[status] += number
+    return total
+
+
+def junit_xml(sections: tuple[ReportSection, ...], *, interrupted: bool) -> str:
+    """Return redacted ``sections`` as JUnit XML: a test suite per section, a test case per clause."""
+    counts = status_counts(sections)
+    root = ElementTree.Element(
+        "testsuites",
+        name="hicache-conform",
+        tests=str(sum(counts.values())),
+        failures=str(counts[FAIL]),
+        skipped=str(counts[SKIP]),
+        time=f"{sum(section.duration_s for section in sections):.3f}",
+    )
+    if interrupted:
+        root.set("interrupted", "true")
+        stopped = ElementTree.SubElement(
+            root, "testsuite", name="interrupted", tests="1", failures="0", skipped="0", errors="1", time="0.000"
+        )
+        case = ElementTree.SubElement(stopped, "testcase", classname="hicache.run", name="interrupted", time="0.000")
+        ElementTree.SubElement(case, "error", message=_INTERRUPTED, type="KeyboardInterrupt")
+    for section in sections:
+        section_counts = section.counts()
+        suite = ElementTree.SubElement(
+            root,
+            "testsuite",
+            name=section.title,
+            tests=str(len(section.clauses)),
+            failures=str(section_counts[FAIL]),
+            skipped=str(section_counts[SKIP]),
+            errors="0",
+            time=f"{section.duration_s:.3f}",
+        )
+        properties = ElementTree.SubElement(suite, "properties")
+        for name, value in section.options.items():
+            ElementTree.SubElement(properties, "property", name=str(name), value=str(value))
+        durations = _clause_durations(section)
+        for verdict in section.clauses:
+            case = ElementTree.SubElement(
+                suite,
+                "testcase",
+                classname=f"hicache.{verdict.level}",
+                name=f"{verdict.clause_id}",
+                time=f"{durations.get(verdict.clause_id, 0.0):.3f}",
+            )
+            if verdict.status == FAIL:
+                message = verdict.failures[0].message if verdict.failures else "failed"
+                failure = ElementTree.SubElement(case, "failure", message=message, type=verdict.clause_id)
+                failure.text = _failure_text(verdict)
+            elif verdict.status == SKIP:
+                ElementTree.SubElement(case, "skipped", message=verdict.reason or "not checked")
+    ElementTree.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"
+
+
+def markdown(sections: tuple[ReportSection, ...], *, interrupted: bool) -> str:
+    """Return redacted ``sections`` as Markdown: per section a level summary and a clause table."""
+    lines: list[str] = [f"**{_INTERRUPTED.upper()}**", ""] if interrupted else []
+    for section in sections:
+        options = section.options
+        lines += [f"## HiCache L3 conformance: `{section.subject}`", ""]
+        facts = [f"hicache-conform {tool_version()}"]
+        for name in ("profile", "seed", "page_size", "layout", "kind"):
+            if options.get(name) is not None:
+                facts.append(f"{name.replace('_', ' ')} `{options[name]}`")
+        counts = section.counts()
+        lines += [
+            " · ".join(facts),
+            "",
+            f"**{'FAILED' if section.failed else 'PASSED'}** — {counts[PASS]} passed, {counts[FAIL]} failed, "
+            f"{counts[SKIP]} skipped",
+            "",
+        ]
+        roots = section.root_cause_line()
+        if roots is not None:
+            lines += [f"**{_md(roots[0].upper() + roots[1:])}**", ""]
+        lines += ["| level | claimed | result |", "|---|---|---|"]
+        for level in section.levels:
+            lines.append(f"| `{level.level}` | {_md(_claim_text(level))} | {_md(_level_result(section, level))} |")
+        lines += ["", "| clause | level | result | statement |", "|---|---|---|---|"]
+        for verdict in section.clauses:
+            detail = verdict.statement
+            if verdict.status == FAIL and verdict.failures:
+                detail += f" **Found:** {verdict.failures[0].message}"
+            elif verdict.status == SKIP and verdict.reason:
+                detail += f" *({verdict.reason})*"
+            lines.append(f"| {verdict.clause_id} | {verdict.level} | {_MARK[verdict.status]} | {_md(detail)} |")
+        failing = [verdict for verdict in section.clauses if verdict.status == FAIL]
+        if failing:
+            lines += ["", "### Counterexamples", ""]
+            for verdict in failing:
+                for item in verdict.failures:
+                    lines += [f"- **{verdict.clause_id}** (`{item.check}`): {_md(item.message)}"]
+                    if item.counterexample:
+                        lines += ["", "  ```", *("  " + row for row in item.counterexample.splitlines()), "  ```"]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def text(
+    sections: tuple[ReportSection, ...], *, interrupted: bool, color: Optional[bool] = None, width: int = 100
+) -> str:
+    """Return redacted ``sections`` as the terminal report: per section its levels, then a table per level and clause."""
+    paint = _Painter(_use_color() if color is None else color)
+    out: list[str] = []
+    for section in sections:
+        out.append(paint.bold(f"── {section.title} " + "─" * max(0, width - len(section.title) - 4)))
+        options = section.options
+        facts = [
+            f"{name} {options[name]}"
+            for name in ("profile", "seed", "page_size", "layout", "kind")
+            if options.get(name) is not None
+        ]
+        if facts:
+            out.append("   " + " · ".join(facts))
+        for note in section.notes:
+            out.append("   " + paint.dim(note))
+        roots = section.root_cause_line()
+        if roots is not None:
+            out.append("   " + paint.red(paint.bold(roots)))
+        for level in section.levels:
+            verdicts = section.level_clauses(level.level)
+            header = f"{level.level:<12} {paint.dim(_claim_text(level))}"
+            if not level.claimed:
+                out.append(f"\n {paint.yellow('–')} {header}")
+                continue
+            out.append(f"\n {_level_mark(verdicts, paint)} {paint.bold(header)}")
+            for verdict in verdicts:
+                out.extend(_clause_lines(verdict, paint, width))
+        counts = section.counts()
+        summary = f"{counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped in {section.duration_s:.1f} s"
+        out.append("")
+        out.append(paint.red(f"FAILED: {summary}") if section.failed else paint.green(f"PASSED: {summary}"))
+        out.append("")
+    if len(sections) > 1:
+        totals = status_counts(sections)
+        overall = (
+            f"overall, {len(sections)} sections: {totals[PASS]} passed, {totals[FAIL]} failed, {totals[SKIP]} skipped"
+        )
+        out.append(
+            paint.red(f"FAILED {overall}")
+            if any(section.failed for section in sections)
+            else paint.green(f"PASSED {overall}")
+        )
+    if interrupted:
+        out.append(paint.red(paint.bold(_INTERRUPTED.upper())))
+    return "\n".join(out)
+
+
+_MARK = {PASS: "✅ pass", FAIL: "❌ **fail**", SKIP: "➖ skip"}
+_INTERRUPTED = "interrupted: the run was stopped before its end; this report holds only what ran until then"
+
+
+def _level_mark(verdicts: tuple[ClauseVerdict, ...], paint: "_Painter") -> str:
+    """Return a claimed level's mark: ✗ when a clause failed, – when none was checked, ✓ otherwise."""
+    if any(verdict.status == FAIL for verdict in verdicts):
+        return paint.red("✗")
+    if verdicts and all(verdict.status == SKIP for verdict in verdicts):
+        return paint.yellow("–")
+    return paint.green("✓")
+
+
+def _md(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _claim_text(level: LevelVerdict) -> str:
+    if level.claimed:
+        return level.source + (f" ({level.reason})" if level.reason else "")
+    return f"not claimed: {level.reason}" if level.reason else "not claimed"
+
+
+def _level_result(section: ReportSection, level: LevelVerdict) -> str:
+    verdicts = section.level_clauses(level.level)
+    if not level.claimed:
+        return "skipped"
+    passed = sum(verdict.status == PASS for verdict in verdicts)
+    failed = sum(verdict.status == FAIL for verdict in verdicts)
+    skipped = sum(verdict.status == SKIP for verdict in verdicts)
+    parts = [f"{passed}/{len(verdicts)} pass"]
+    if failed:
+        parts.append(f"{failed} fail")
+    if skipped:
+        parts.append(f"{skipped} skipped")
+    return ", ".join(parts)
+
+
+def _failure_text(verdict: ClauseVerdict) -> str:
+    parts = [verdict.statement, ""]
+    for item in verdict.failures:
+        parts.append(f"{item.check}: {item.message}")
+        if item.counterexample:
+            parts.append(f"counterexample:\n{item.counterexample}")
+        parts.append("")
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def _clause_durations(section: ReportSection) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for outcome in section.checks:
+        for clause_id in outcome.clauses:
+            totals[clause_id] = totals.get(clause_id, 0.0) + outcome.duration_s
+    return totals
+
+
+def _clause_lines(verdict: ClauseVerdict, paint: "_Painter", width: int) -> Iterable[str]:
+    label = {PASS: paint.green("pass"), FAIL: paint.red("FAIL"), SKIP: paint.yellow("skip")}[verdict.status]
+    room = max(20, width - 18)
+    if verdict.status == PASS:
+        statement = verdict.statement if len(verdict.statement) <= room else verdict.statement[: room - 1] + "…"
+        yield f"   {verdict.clause_id:<7} {label}  {paint.dim(statement)}"
+        return
+    if verdict.status == SKIP:
+        yield f"   {verdict.clause_id:<7} {label}  {paint.dim(verdict.reason or 'not checked')}"
+        return
+    yield (
+        f"   {verdict.clause_id:<7} {label}  "
+        + textwrap.fill(verdict.statement, room, subsequent_indent=" " * 17).lstrip()
+    )
+    for item in verdict.failures:
+        yield (
+            "                 "
+            + paint.red("✗ ")
+            + textwrap.fill(f"{item.message}  [{item.check}]", room - 2, subsequent_indent=" " * 19).lstrip()
+        )
+        if item.counterexample:
+            yield "                   " + paint.bold("counterexample:")
+            for row in item.counterexample.splitlines():
+                yield "                     " + row
+
+
+def _use_color() -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
+
+
+class _Painter:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def _wrap(self, code: str, text: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if self.enabled else text
+
+    def bold(self, text: str) -> str:
+        return self._wrap("1", text)
+
+    def dim(self, text: str) -> str:
+        return self._wrap("2", text)
+
+    def red(self, text: str) -> str:
+        return self._wrap("31", text)
+
+    def green(self, text: str) -> str:
+        return self._wrap("32", text)
+
+    def yellow(self, text: str) -> str:
+        return self._wrap("33", text)
