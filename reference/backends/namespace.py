@@ -40,8 +40,11 @@ def _unsafe(text: str) -> str:
         if _UNSAFE.search(text) is not None:
             raise ValueError(f"not an escaped name part: {text!r}")
         return text
-    original = _ESCAPED_RUN.sub(lambda match: bytes.fromhex(match.group().replace("%", "")).decode(), text)
-    if _safe(original) != text:
+    try:
+        original = _ESCAPED_RUN.sub(lambda match: bytes.fromhex(match.group().replace("%", "")).decode(), text)
+    except UnicodeDecodeError:
+        original = None
+    if original is None or _safe(original) != text:
         raise ValueError(f"not an escaped name part: {text!r}")
     return original
 
