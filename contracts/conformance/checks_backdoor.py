@@ -16,9 +16,11 @@ from __future__ import annotations
 import torch
 
 from hicache_contracts.conformance.backdoor import Backdoor, backdoor_of, no_backdoor_reason
+from hicache_contracts.conformance.checks_v2 import read_result, write_with_derived_sidecar
 from hicache_contracts.conformance.context import Instance, SuiteContext
 from hicache_contracts.conformance.framework import CheckSkipped, conformance_check, expect
 from hicache_contracts.conformance.pools import describe_page_difference, pages_equal
+from hicache_contracts.models import PoolHitPolicy, PoolName
 
 KV = "kv"
 """The pool name the hooks are given for KV pages."""
@@ -114,4 +116,47 @@ def a_removed_object_is_a_miss(suite: SuiteContext) -> None:
         "BE-4",
         f"reading the pages around the removed one gave {landed}, not [True, False, True]",
         f"{removed}, then read all three",
+    )
+
+
+@conformance_check("BE-22")
+def a_removed_kv_derived_sidecar_reports_its_kv_page_missing(suite: SuiteContext) -> None:
+    """When a KV-derived sidecar page's object vanishes, batch_exists_v2 stops its KV hit there and the sidecar read fails."""
+    backdoor, instance = hooks(suite), suite.instances.main
+    backend, pool = instance.backend, instance.pool
+    suite.io.require_round_trip(instance)
+    keys = suite.names.new_keys(3)
+    written_kv, written_indexer = write_with_derived_sidecar(suite, instance, keys, [0, 1, 2])
+    if not (all(written_kv) and all(written_indexer)):
+        raise CheckSkipped(
+            f"the backend refused the backup (kv {written_kv}, indexer {written_indexer}); nothing to remove"
+        )
+    indexer = PoolName.INDEXER.value
+    if any(suite.calls.call("BE-22", backdoor.peek, backend, key, indexer) is None for key in keys):
+        raise CheckSkipped(
+            "the backdoor's peek does not see the indexer pages the backend wrote: the hooks disagree with it"
+        )
+    suite.calls.call("BE-22", backdoor.remove, backend, keys[1], indexer)
+    removed = (
+        f"back up {suite.names.show(keys)} with a kv-derived indexer, remove the indexer object of "
+        f"{suite.names.label(keys[1])} through the backdoor"
+    )
+    query = [suite.wire.transfer(PoolName.INDEXER, keys, policy=PoolHitPolicy.ALL_PAGES, derived=True)]
+    kv_hit, pools = read_result(suite, suite.calls.call("BE-22", backend.batch_exists_v2, keys, query, None), removed)
+    expect(
+        kv_hit == 1 or (suite.may_evict and kv_hit == 0),
+        "BE-22",
+        f"batch_exists_v2 with the indexer transfer gave kv_hit_pages {kv_hit}, not 1: the KV page whose indexer "
+        f"page vanished is not reported missing (extra_pool_hit_pages {pools})",
+        f"{removed}, then batch_exists_v2",
+    )
+    indexer_pool = instance.pool_for(PoolName.INDEXER)
+    reads = [suite.wire.transfer(PoolName.INDEXER, keys, pool.slots([4, 5, 6]), derived=True)]
+    indexer_pool.fill([4, 5, 6])
+    loaded = suite.io.v2_flags(suite.calls.call("BE-22", backend.batch_get_v2, reads, None), reads, "batch_get_v2")
+    expect(
+        not loaded[indexer][1],
+        "BE-22",
+        f"batch_get_v2 read the vanished indexer page of {suite.names.label(keys[1])} ({loaded[indexer]})",
+        f"{removed}, then batch_get_v2 of the indexer",
     )

@@ -51,7 +51,7 @@ def index_put(backend: Any, name: str, size: int) -> None:
 
 
 class StoreIndexAnswersLookups(CorrectWithBackdoor):
-    """Lookups answer from a store-wide index of what was written, kept up to date on writes and clear() but not
+    """KV lookups answer from a store-wide index of what was written, kept up to date on writes and clear() but not
     on objects that vanish otherwise (evicted, deleted by another process): a removed page stays a hit (BE-2,
     BE-4). Only the backdoor check removes an object behind the backend's back."""
 
@@ -61,6 +61,8 @@ class StoreIndexAnswersLookups(CorrectWithBackdoor):
         return written
 
     def present(self, name: str, pool: str = "kv") -> bool:
+        if pool != "kv":
+            return super().present(name, pool)
         if self.store_failing:
             return False
         with _INDEX_LOCK:
@@ -95,7 +97,38 @@ class ShortObjectCopiedBeforeTheSizeCheck(CorrectWithBackdoor):
         return super().read_pages(pool, keys, host_indices)
 
 
+class SidecarIndexAnswersPoolLookups(CorrectWithBackdoor):
+    """batch_exists_v2 answers a sidecar pool's presence from a store-wide index of the sidecar pages written
+    (kept on writes and clear(), not on objects that vanish otherwise): a KV page whose indexer page vanished
+    is still restorable (BE-22). Reads look in the store; only the backdoor check removes a sidecar object."""
+
+    def write_pages(self, pool: str, keys: list, host_indices: Any) -> list[bool]:
+        results = super().write_pages(pool, keys, host_indices)
+        if pool != "kv":
+            for key, written in zip(keys, results):
+                if written:
+                    index_put(self, self.name(key, pool), self.page_bytes(pool))
+        return results
+
+    def pool_present(self, pool: str, keys: list) -> tuple[bool, ...]:
+        if pool == "kv" or self.store_failing:
+            return super().pool_present(pool, keys)
+        with _INDEX_LOCK:
+            index = INDEXES.get(self.store_name, {})
+            return tuple(
+                pool in self.pools and index.get(self.name(key, pool)) == self.page_bytes(pool) for key in keys
+            )
+
+    def clear(self) -> None:
+        super().clear()
+        with _INDEX_LOCK:
+            index = INDEXES.setdefault(self.store_name, {})
+            for name in [name for name in index if name.startswith(self.namespace + "|")]:
+                del index[name]
+
+
 BACKDOOR_SINGLE: dict[type, str] = {
+    SidecarIndexAnswersPoolLookups: "a_removed_kv_derived_sidecar_reports_its_kv_page_missing",
     StoreIndexAnswersLookups: "a_removed_object_is_a_miss",
     ShortObjectCopiedBeforeTheSizeCheck: "planted_short_objects_are_misses",
 }
