@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from hicache_contracts import ContractViolation, PoolTransfer, PrefixKeys, validate_page_keys
 from hicache_reference.policies import PREFETCH_POLICIES, is_prefetch_policy
 from hicache_reference.sidecar_pools import SidecarPool
 from hicache_spec import compute_key_chain
+
+if TYPE_CHECKING:
+    from hicache_contracts.models import PrefetchPolicy
 
 __all__ = ["OperationIds", "check_policy", "check_prefix", "check_sidecar_transfers", "key_chain", "prior_key_of"]
 
@@ -20,7 +23,7 @@ def violation(field: str, rule: str, value: Any, clause_id: str) -> ContractViol
     return ContractViolation(f"{_CLASS}.{field}", rule, value, clause_id)
 
 
-def check_policy(policy: Any) -> str:
+def check_policy(policy: Any) -> "PrefetchPolicy":
     if not is_prefetch_policy(policy):
         raise violation("prefetch.policy", f"must be one of {', '.join(PREFETCH_POLICIES)}", policy, "CTL-9")
     return policy
