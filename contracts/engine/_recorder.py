@@ -49,6 +49,7 @@ from hicache_contracts.engine._calls import (
     _name_of,
     snapshot_prefix,
 )
+from hicache_contracts.engine._list_snapshots import SHORTEST, ListSnapshots
 
 
 __all__ = [
@@ -72,12 +73,14 @@ _TRANSFER_METHODS = {
 }
 """v2 methods, with the position and keyword of their PoolTransfer list."""
 _NOT_GIVEN = object()
-_OWN_ATTRIBUTES = frozenset({"_recording_inner", "_recording_calls", "_recording_lock", "_recording_counter"})
+_OWN_ATTRIBUTES = frozenset(
+    {"_recording_inner", "_recording_calls", "_recording_lock", "_recording_counter", "_recording_snapshots"}
+)
 
 
 _REUSE_LOOKBACK = 8
 """How many of the latest calls are searched for a snapshot of the same list."""
-_EXACT_UP_TO = 256
+_EXACT_UP_TO = SHORTEST - 1
 """Lists up to this length are always copied: a copy costs less than checking whether one is needed."""
 _SAMPLES = 48
 """Elements compared by identity before an earlier snapshot of the same list is reused."""
@@ -136,11 +139,17 @@ def _summarize_result(method: str, result: Any) -> Any:
 
 
 def _record_arguments(
-    call: RecordedCall, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], earlier: Sequence[RecordedCall] = ()
+    call: RecordedCall,
+    method: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    earlier: Sequence[RecordedCall] = (),
+    snapshots: Optional[ListSnapshots] = None,
 ) -> None:
     """Fill ``call`` with the keys, transfers and extra_info of a call, by the contract's positions.
 
-    ``earlier`` are the latest calls before it, whose snapshot of the same prefix list may be reused.
+    ``earlier`` are the latest calls before it, whose snapshot of the same prefix list may be reused;
+    ``snapshots`` the latest copies of long list prefixes, which a new list that starts with one extends.
     """
     if method in _KEYS_METHODS:
         keys = args[0] if args else kwargs.get("keys")
@@ -176,7 +185,15 @@ def _record_arguments(
     if reused is not None:
         call.prefix_keys = reused
         return
+    long_list = snapshots is not None and type(prefix) is list and len(prefix) >= SHORTEST
+    if long_list:
+        built = snapshots.find(prefix)
+        if built is not None:
+            call.prefix_keys = built
+            return
     call.prefix_keys, call.prefix_keys_problem = snapshot_prefix(prefix)
+    if long_list:
+        snapshots.add(call.prefix_keys)
 
 
 class RecordingBackend:
@@ -191,7 +208,13 @@ class RecordingBackend:
     ``to_trace(...)``.
     """
 
-    __slots__ = ("_recording_inner", "_recording_calls", "_recording_lock", "_recording_counter")
+    __slots__ = (
+        "_recording_inner",
+        "_recording_calls",
+        "_recording_lock",
+        "_recording_counter",
+        "_recording_snapshots",
+    )
     _recording_proxies: dict[type, type] = {}
     _recording_proxies_lock = threading.Lock()
 
@@ -208,6 +231,7 @@ class RecordingBackend:
         object.__setattr__(instance, "_recording_calls", [])
         object.__setattr__(instance, "_recording_lock", threading.Lock())
         object.__setattr__(instance, "_recording_counter", itertools.count())
+        object.__setattr__(instance, "_recording_snapshots", ListSnapshots())
         return instance
 
     @classmethod
@@ -236,6 +260,7 @@ class RecordingBackend:
         with self._recording_lock:
             self._recording_calls.clear()
             object.__setattr__(self, "_recording_counter", itertools.count())
+        self._recording_snapshots.clear()
 
     def to_trace(self, *, chain: Any, prefix_keys: Any, **operation: Any) -> Any:
         """Return a ``TraceDocument`` of the recorded calls as one operation (see ``hicache_contracts.engine``)."""
@@ -252,7 +277,7 @@ class RecordingBackend:
                 call = RecordedCall(next(self._recording_counter), method, args, kwargs)
                 earlier = self._recording_calls[-_REUSE_LOOKBACK:]
                 self._recording_calls.append(call)
-            _record_arguments(call, method, args, kwargs, earlier)
+            _record_arguments(call, method, args, kwargs, earlier, self._recording_snapshots)
         except Exception as error:  # recording must never break the engine's call
             if call is not None:
                 call.recording_problem = f"{type(error).__name__}: {error}"

@@ -1,0 +1,159 @@
+"""The recorder's snapshots of new list prefixes built from an earlier one (``prefix + batch``, as SGLang builds them).
+
+Scenario: every call receives a new list; usually it starts with the keys of
+a list recorded earlier, and the recorder then extends that snapshot by the
+new keys instead of copying the whole list.
+Expected: every call's snapshot holds exactly what its list held at call
+time: when the lists differ anywhere (a middle key, a key of another type,
+one missing), when the engine changes a list after the call (PFX-5, seen by
+that call's ``current_prefix``), and with two threads recording at once.
+Planted: a comparison that trusts the first and last keys alone.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import pytest
+
+from hicache_contracts import PrefixKeys
+from hicache_contracts.engine import RecordingBackend
+from hicache_contracts.engine import _list_snapshots
+
+BATCH = 128
+CHAIN = [f"{index:064x}" for index in range(4_096)]
+
+
+@dataclass
+class ListExtraInfo:
+    """Shaped like SGLang's HiCacheStorageExtraInfo: a mutable list prefix."""
+
+    prefix_keys: Optional[list] = None
+    extra_info: Optional[dict] = None
+
+
+class Answers:
+    def batch_exists(self, keys: list, extra_info: Any = None) -> int:
+        return len(keys)
+
+
+def record(recorder: Any, prefix: list) -> Any:
+    """Make one call with ``prefix`` and return its RecordedCall."""
+    info = ListExtraInfo(prefix_keys=prefix)
+    recorder.batch_exists(CHAIN[len(prefix) : len(prefix) + BATCH], info)
+    return next(call for call in reversed(recorder.calls) if call.extra_info is info)
+
+
+def growing(start: int = 1_024, batches: int = 8) -> list[list[str]]:
+    """New lists as SGLang builds them: each one the previous plus a batch."""
+    lists, prefix = [], CHAIN[:start]
+    for _ in range(batches):
+        lists.append(prefix)
+        prefix = prefix + CHAIN[len(prefix) : len(prefix) + BATCH]
+    return lists
+
+
+def check_differences_are_recorded() -> None:
+    """Lists that do not start with an earlier one's keys, key for key, are recorded as they are."""
+    base = CHAIN[:2_048]
+    for name, build in {
+        "middle key replaced": lambda: base[:1_000] + ["f" * 64] + base[1_001:] + CHAIN[2_048:2_176],
+        "middle key replaced, same length": lambda: base[:1_000] + ["f" * 64] + base[1_001:],
+        "middle key dropped": lambda: base[:1_000] + base[1_001:] + CHAIN[2_048:2_176],
+        "a key of another type": lambda: base[:1_000] + [1_000] + base[1_001:] + CHAIN[2_048:2_176],
+        "an int in the new keys": lambda: base + [2_048] + CHAIN[2_049:2_176],
+    }.items():
+        recorder = RecordingBackend(Answers())
+        record(recorder, list(base))
+        prefix = build()
+        assert record(recorder, prefix).prefix_keys == tuple(prefix), name
+
+
+@pytest.mark.clause("PFX-5")
+def test_each_new_list_is_recorded_as_it_was() -> None:
+    recorder = RecordingBackend(Answers())
+    lists = growing()
+    calls = [record(recorder, prefix) for prefix in lists]
+    for call, prefix in zip(calls, lists):
+        assert call.prefix_keys == tuple(prefix)
+        assert call.current_prefix() == (False, tuple(prefix), None)
+    assert type(calls[0].prefix_keys) is tuple  # copied
+    assert all(type(call.prefix_keys) is PrefixKeys for call in calls[1:])  # extended, sharing the keys
+    again = record(recorder, list(lists[-1]))  # an equal new list: the same snapshot
+    assert again.prefix_keys is calls[-1].prefix_keys
+
+
+@pytest.mark.clause("PFX-5")
+def test_differences_are_recorded() -> None:
+    check_differences_are_recorded()
+
+
+@pytest.mark.clause("PFX-5")
+@pytest.mark.parametrize("position", [0, 513, 1_100, -1])
+def test_a_list_changed_after_its_call_is_reported_and_the_next_call_is_exact(position: int) -> None:
+    recorder = RecordingBackend(Answers())
+    first_list = CHAIN[:1_200]
+    first = record(recorder, first_list)
+    first_list[position] = "e" * 64  # the engine rewrites a list it handed over (PFX-5)
+    assert first.current_prefix() == (True, tuple(first_list), None)
+    for next_list in (first_list + CHAIN[1_200:1_328], CHAIN[:1_328]):
+        call = record(recorder, next_list)
+        assert call.prefix_keys == tuple(next_list)
+        next_list.append("d" * 64)
+        assert call.current_prefix()[0] is True
+
+
+@pytest.mark.clause("PFX-5")
+def test_keys_that_cannot_be_compared_are_copied() -> None:
+    class Uncomparable:
+        def __eq__(self, other: object) -> bool:
+            raise RuntimeError("no comparison")
+
+        __hash__ = object.__hash__
+
+    recorder = RecordingBackend(Answers())
+    record(recorder, CHAIN[:1_000])
+    odd = CHAIN[:500] + [Uncomparable()] + CHAIN[501:1_128]
+    call = record(recorder, odd)
+    assert call.recording_problem is None
+    assert type(call.prefix_keys) is tuple and call.prefix_keys[500] is odd[500]
+
+
+@pytest.mark.clause("PFX-5")
+def test_two_threads_recording_at_once() -> None:
+    recorder = RecordingBackend(Answers())
+    failures: list[str] = []
+
+    def operation(start: int) -> None:
+        for prefix in growing(start, batches=12):
+            call = record(recorder, prefix)
+            if call.prefix_keys != tuple(prefix):
+                failures.append(f"{start}: {len(prefix)} keys recorded wrong")
+
+    threads = [threading.Thread(target=operation, args=(start,)) for start in (300, 700, 1_100)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
+def ends_only(entry: Any, prefix: list) -> Any:
+    """Planted: the new list counts as starting with the entry's keys when the first and last of them match."""
+    known = len(entry.snapshot)
+    if known > len(prefix) or prefix[0] != entry.first or prefix[known - 1] != entry.snapshot[-1]:
+        return None
+    if known == len(prefix):
+        return entry.snapshot
+    added = [*entry.snapshot, *prefix[known:]]
+    entry.snapshot = tuple(added)
+    return entry.snapshot
+
+
+@pytest.mark.clause("PFX-5")
+def test_planted_ends_only_comparison_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_list_snapshots, "_snapshot_from", ends_only)
+    with pytest.raises(AssertionError):
+        check_differences_are_recorded()
