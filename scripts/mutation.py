@@ -139,7 +139,21 @@ TARGETS: dict[str, Target] = {
     ),
     # The controller's own test files (the rest of tests/reference covers the backends), and its hang test.
     "controller": Target(
-        files=("reference/controller.py",),
+        files=tuple(
+            f"reference/{n}.py"
+            for n in (
+                "controller",
+                "controller_input",
+                "controller_parts",
+                "hit_query",
+                "prefetch_io",
+                "sidecar_reads",
+                "backup_writer",
+                "workers",
+                "settings",
+                "sidecar_pools",
+            )
+        ),
         tests=(
             "tests/reliability/test_controller_hang.py",
             *(
@@ -154,6 +168,7 @@ TARGETS: dict[str, Target] = {
                     "_policies",
                     "_prefix_cost",
                     "_ranks",
+                    "_settings",
                 )
             ),
         ),
