@@ -10,9 +10,12 @@ Measured in one run, as ratios against baselines from the same run:
      contract models carry: recorded without a copy), as one plain ``list``
      handed to every call (what SGLang's dataclass carries, one list per
      batch for the batch's calls: copied once, the snapshot reused while
-     the list looks unchanged) and as a new list each call (copied every
-     time), each as long as it is for the last slice of a 16,384-page
-     operation;
+     the list looks unchanged), as a new list of the same keys each call
+     (compared key for key with a private copy of the last snapshot, which
+     is then reused) and as a new list one batch longer each call (``prefix
+     + batch``, as SGLang builds them: compared the same way, and the last
+     snapshot extended by the new batch), each as long as it is for the
+     last slice of a 16,384-page operation;
 2. a 16,384-page prefetch by the reference controller, with and without the
    recorder, then ``check_trace`` on its 256 recorded calls and 130 acks
    (the check time is given as a ratio to the prefetch itself).
@@ -25,7 +28,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import time
-import timeit
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -40,6 +42,8 @@ from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain
 
 OPERATION_PAGES = 16_384
 """Pages of the long operation (128 slices of 128)."""
+GROWING = 64
+"""Lists in the growing-list case, each one batch longer than the one before."""
 
 
 @dataclass
@@ -50,17 +54,26 @@ class SGLangStyleExtraInfo:
     extra_info: Optional[dict] = None
 
 
-def interleaved_best(bare: Any, recorded: Any, number: int, repeat: int, setup: Any) -> tuple[float, float]:
-    """Seconds per call of ``bare`` and of ``recorded``: the best of ``repeat`` alternating rounds of ``number`` calls.
+def interleaved_best(
+    bare: Any, recorded: Any, number: int, repeat: int, setup: Any
+) -> tuple[float, float, float, float]:
+    """Seconds per call of ``bare`` and of ``recorded``, by the wall clock and by the thread's CPU time.
 
-    Alternating the two keeps a burst of load on the machine from landing on one side only.
+    Each is the best of ``repeat`` alternating rounds of ``number`` calls (both clocks read around the same
+    rounds). Alternating the two keeps a burst of load on the machine from landing on one side only; the
+    CPU time (``time.thread_time``) leaves out the time the thread waited for a core.
     """
-    bare_best = recorded_best = float("inf")
+    best = [float("inf")] * 4
     for _ in range(repeat):
-        bare_best = min(bare_best, timeit.timeit(bare, number=number) / number)
-        setup()
-        recorded_best = min(recorded_best, timeit.timeit(recorded, number=number) / number)
-    return bare_best, recorded_best
+        for side, run in ((0, bare), (1, recorded)):
+            if side:
+                setup()
+            wall, cpu = time.perf_counter(), time.thread_time()
+            for _ in range(number):
+                run()
+            best[side] = min(best[side], (time.perf_counter() - wall) / number)
+            best[side + 2] = min(best[side + 2], (time.thread_time() - cpu) / number)
+    return best[0], best[1], best[2], best[3]
 
 
 class NullBackend:
@@ -103,11 +116,21 @@ def measure_batch(page_size: int, layers: int, heads: int, head_dim: int, number
     recorder.register_mem_pool_host(pool)
     slots = pool.alloc(STORAGE_BATCH_SIZE)
     # "list": one list handed to every call (as SGLang hands one batch's list to its calls);
-    # "new list": a different list object each call (16 in turn), so no snapshot can be reused.
+    # "new list": a different list object each call (16 in turn), so no snapshot can be reused whole;
+    # "growing list": a new list each call, one batch longer than the last (prefix + batch, as SGLang builds it),
+    # GROWING of them in turn, the longest as long as the others' prefix.
     infos = {
         "PrefixKeys": itertools.repeat(HiCacheStorageExtraInfo(prefix_keys=PrefixKeys(chain[:prefix_length]))),
         "list": itertools.repeat(SGLangStyleExtraInfo(prefix_keys=list(chain[:prefix_length]))),
         "new list": itertools.cycle([SGLangStyleExtraInfo(prefix_keys=list(chain[:prefix_length])) for _ in range(16)]),
+        "growing list": itertools.cycle(
+            [
+                SGLangStyleExtraInfo(
+                    prefix_keys=list(chain[: prefix_length - (GROWING - 1 - step) * STORAGE_BATCH_SIZE])
+                )
+                for step in range(GROWING)
+            ]
+        ),
     }
     null = NullBackend(STORAGE_BATCH_SIZE)
     recorded_null = RecordingBackend(NullBackend(STORAGE_BATCH_SIZE))
@@ -117,14 +140,23 @@ def measure_batch(page_size: int, layers: int, heads: int, head_dim: int, number
             ("batch_get_v1", lambda backend, info=info: backend.batch_get_v1(keys, slots, next(info))),
             ("batch_exists", lambda backend, info=info: backend.batch_exists(keys, next(info))),
         ):
-            baseline, recorded = interleaved_best(
+            baseline, recorded, baseline_cpu, _ = interleaved_best(
                 lambda: call(bare), lambda: call(recorder), number, repeat, recorder.clear_calls
             )
-            null_bare, null_recorded = interleaved_best(
+            null_bare, null_recorded, null_bare_cpu, null_recorded_cpu = interleaved_best(
                 lambda: call(null), lambda: call(recorded_null), number * 20, repeat, recorded_null.clear_calls
             )
             overhead = max(0.0, null_recorded - null_bare)
-            ratios[(method, prefix_kind)] = (recorded / baseline, 1 + overhead / baseline, baseline, overhead)
+            overhead_cpu = max(0.0, null_recorded_cpu - null_bare_cpu)
+            ratios[(method, prefix_kind)] = (
+                recorded / baseline,
+                1 + overhead / baseline,
+                baseline,
+                overhead,
+                1 + overhead_cpu / baseline_cpu,
+                baseline_cpu,
+                overhead_cpu,
+            )
     return ratios
 
 
@@ -168,9 +200,15 @@ def run(quick: bool = False) -> dict:
     number, repeat = (5, 3) if quick else (30, 7)
     calls = {}
     for label, shape in (("64 KiB pages", (16, 4, 4, 64)), ("64 B pages", (2, 2, 1, 4))):
-        for (method, prefix_kind), (direct, isolated, baseline, overhead) in measure_batch(
-            *shape, number, repeat
-        ).items():
+        for (method, prefix_kind), (
+            direct,
+            isolated,
+            baseline,
+            overhead,
+            isolated_cpu,
+            baseline_cpu,
+            overhead_cpu,
+        ) in measure_batch(*shape, number, repeat).items():
             calls[f"{label}, {method}, {prefix_kind}"] = {
                 "pages": label,
                 "method": method,
@@ -179,6 +217,9 @@ def run(quick: bool = False) -> dict:
                 "isolated": isolated,
                 "bare_us": baseline * 1e6,
                 "recorder_us": overhead * 1e6,
+                "isolated_cpu": isolated_cpu,
+                "bare_cpu_us": baseline_cpu * 1e6,
+                "recorder_cpu_us": overhead_cpu * 1e6,
             }
     timings = measure_operation(quick)
     return {
@@ -198,12 +239,15 @@ def main() -> None:
         "(the last slice of a 16,384-page operation); ratio = recorder / bare backend"
     )
     print("  (direct: timed side by side; isolated: 1 + the recorder's own cost, measured on a backend that")
-    print("   answers at once, over the bare call; the isolated ratio is the stable one on a loaded machine)")
+    print("   answers at once, over the bare call; the isolated ratio is the stable one on a loaded machine;")
+    print("   [CPU]: the same from the calling thread's CPU time, which leaves out waiting for a core)")
     for row in figures["calls"].values():
         label, method, prefix_kind = row["pages"], row["method"], row["prefix"]
         print(
-            f"  {label:12s} {method:13s} prefix as {prefix_kind:10s} direct {row['direct']:6.3f}x  "
-            f"isolated {row['isolated']:6.3f}x  (bare {row['bare_us']:7.1f} us, recorder {row['recorder_us']:5.1f} us)"
+            f"  {label:12s} {method:13s} prefix as {prefix_kind:12s} direct {row['direct']:6.3f}x  "
+            f"isolated {row['isolated']:6.3f}x [CPU {row['isolated_cpu']:6.3f}x]  "
+            f"(bare {row['bare_us']:7.1f} us, recorder {row['recorder_us']:5.1f} us; "
+            f"CPU {row['bare_cpu_us']:7.1f} / {row['recorder_cpu_us']:5.1f} us)"
         )
     timings = figures["operation"]
     print(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import time
 import timeit
 from typing import Any, Callable, Optional
 
@@ -58,9 +59,14 @@ class PlainExtraInfo:
     extra_info: Optional[dict] = None
 
 
-def microseconds(run: Callable[[], Any], repeats: int, number: int) -> float:
-    """Return the best per-call time in µs over ``repeats`` rounds of ``number`` calls."""
-    return min(timeit.repeat(run, repeat=repeats, number=number)) / number * 1e6
+def microseconds(run: Callable[[], Any], repeats: int, number: int) -> tuple[float, float]:
+    """Return the best per-call time in µs over ``repeats`` rounds of ``number`` calls: wall clock, thread CPU time.
+
+    On a shared machine the CPU time (``time.thread_time``) leaves out the time the thread waited for a core.
+    """
+    wall = min(timeit.repeat(run, repeat=repeats, number=number)) / number * 1e6
+    cpu = min(timeit.Timer(run, timer=time.thread_time).repeat(repeat=repeats, number=number)) / number * 1e6
+    return wall, cpu
 
 
 def main() -> None:
@@ -117,20 +123,22 @@ def main() -> None:
             microseconds(lambda: HiCacheStorageExtraInfo.model_validate_json(info_json), repeats, number // 10),
         ),
     ]
-    baseline = rows[0][1]
+    baseline, baseline_cpu = rows[0][1]
     print(
         f"validation of one {STORAGE_BATCH_SIZE}-page batch (page_size {PAGE_SIZE}, prefix {PREFIX_PAGES} pages), "
-        f"best of {repeats} x {number} calls"
+        f"best of {repeats} x {number} calls, by the wall clock and by the thread's CPU time"
     )
-    print(f"{'':46}{'µs':>10}{'x baseline':>12}")
-    for label, cost in rows:
-        print(f"{label:46}{cost:10.2f}{cost / baseline:12.1f}")
-    contract_cost = rows[1][1]
-    verdict = "met" if contract_cost < TARGET_MICROSECONDS else "NOT met"
-    print(
-        f"PoolTransfer + HiCacheStorageExtraInfo: {contract_cost:.2f} µs, "
-        f"{contract_cost / baseline:.1f}x the plain dataclasses (target < {TARGET_MICROSECONDS:.0f} µs: {verdict})"
-    )
+    print(f"{'':46}{'µs':>10}{'x baseline':>12}{'CPU µs':>10}{'x baseline':>12}")
+    for label, (cost, cpu) in rows:
+        print(f"{label:46}{cost:10.2f}{cost / baseline:12.1f}{cpu:10.2f}{cpu / baseline_cpu:12.1f}")
+    contract_cost, contract_cpu = rows[1][1]
+    for clock, value in (("wall clock", contract_cost), ("CPU time", contract_cpu)):
+        verdict = "met" if value < TARGET_MICROSECONDS else "NOT met"
+        print(
+            f"PoolTransfer + HiCacheStorageExtraInfo, {clock}: {value:.2f} µs, "
+            f"{value / (baseline if clock == 'wall clock' else baseline_cpu):.1f}x the plain dataclasses "
+            f"(target < {TARGET_MICROSECONDS:.0f} µs: {verdict})"
+        )
 
 
 if __name__ == "__main__":

@@ -114,6 +114,27 @@ TARGETS = (
         "<=",
         1.5,
     ),
+    (
+        "recorder / bare, a new list one batch longer each call, batch_exists (isolated)",
+        "bench_recorder",
+        ("calls", "64 KiB pages, batch_exists, growing list", "isolated"),
+        "<=",
+        1.5,
+    ),
+    (
+        "recorder / bare, new 16k-key list each call, batch_exists (isolated, CPU time)",
+        "bench_recorder",
+        ("calls", "64 KiB pages, batch_exists, new list", "isolated_cpu"),
+        "<=",
+        1.5,
+    ),
+    (
+        "recorder / bare, a new list one batch longer each call, batch_exists (isolated, CPU time)",
+        "bench_recorder",
+        ("calls", "64 KiB pages, batch_exists, growing list", "isolated_cpu"),
+        "<=",
+        1.5,
+    ),
 )
 """The ratios with a target (issue: performance), read from the in-process benchmarks' figures."""
 _RATIO = re.compile(r"(\d+(?:\.\d+)?)x\b")
