@@ -162,6 +162,13 @@ class SkipsHitAgreementOnMiss(HitQuery):
         return 0 if local_hit == 0 else super().agree(operation, local_hit)
 
 
+class MinOfMaxima(HitQuery):
+    """RANK-6: agrees on MIN of each rank's largest hit, as SGLang before 0.5.23 did."""
+
+    def agree(self, operation, local_hit):
+        return self.channel.all_reduce_min(local_hit)
+
+
 # ================================================================ the bugs: prefetch IO, acks, termination
 class OversizedKvSlices(PrefetchIO):
     """CTL-2: each KV read asks for the keys of two slices at once."""
@@ -289,6 +296,59 @@ class MissingPoolIsHit(SidecarReader):
         )
 
 
+class OneSidecarRead(SidecarReader):
+    """PFX-9, HYB-2: every pool in one batch_get_v2 with the operation-level prefix, whatever its window."""
+
+    def read_parts(self, operation, transfers):
+        outcome = self.caller.call(
+            "batch_get_v2", transfers, self.prefixes.for_slice(operation, 0), quiescence=operation.quiescence
+        )
+        return self.read_succeeded(outcome, transfers)
+
+
+class SlicedSidecarRead(SidecarReader):
+    """CTL-2, HYB-2: the windows cut into batch_size parts, as this project once read them."""
+
+    @staticmethod
+    def _part(transfer, start, end):
+        """The pages [start, end) of a transfer (keys and slots)."""
+        if start == 0 and len(transfer.keys) <= end:
+            return transfer
+        page_size = transfer.host_indices.numel() // len(transfer.keys)
+        end = min(end, len(transfer.keys))
+        return PoolTransfer(
+            name=transfer.name,
+            keys=transfer.keys[start:end],
+            host_indices=transfer.host_indices[start * page_size : end * page_size],
+            hit_policy=transfer.hit_policy,
+            indices_from_pool=transfer.indices_from_pool,
+        )
+
+    def read_parts(self, operation, transfers):
+        longest = max(len(transfer.keys) for transfer in transfers)
+        for start, end in plan_batches(longest, STORAGE_BATCH_SIZE):
+            part = [self._part(transfer, start, end) for transfer in transfers if len(transfer.keys) > start]
+            first = operation.keys.index(part[0].keys[0])
+            outcome = self.caller.call(
+                "batch_get_v2", part, self.prefixes.for_slice(operation, first), quiescence=operation.quiescence
+            )
+            if not self.read_succeeded(outcome, part):
+                return False
+        return True
+
+
+class LastPartDecides(SidecarReader):
+    """HYB-4: every group is read, and the sidecar read counts if the last group succeeded."""
+
+    def read_parts(self, operation, transfers):
+        succeeded = False
+        span = operation.keys[: operation.hit_pages]
+        for extra_info, group in self.prefixes.sidecar_groups(operation, span, transfers):
+            outcome = self.caller.call("batch_get_v2", group, extra_info, quiescence=operation.quiescence)
+            succeeded = self.read_succeeded(outcome, group)
+        return succeeded
+
+
 # ================================================================ the bugs: backup
 class CountsFailedSlice(BackupWriter):
     """CTL-7: a backup slice counts whenever the call returned, whatever its results."""
@@ -322,7 +382,8 @@ class Oracle:
 
     kind: str
     scenario: Any
-    """A scenario name of ``test_controller_planted.SCENARIOS`` (checks), or an engine ``Scenario``."""
+    """A scenario name of ``test_controller_planted.SCENARIOS`` (checks), an engine ``Scenario``, or (trace)
+    a name of ``test_controller_planted.TRACES``."""
     clause: Optional[str] = None
     """The clause it must name, when not the entry's own."""
 
@@ -394,7 +455,15 @@ CATALOG: tuple[Planted, ...] = (
         DerivedReadWithOwnInfo,
         checks("hybrid_prefetch"),  # the trace checker compares the two infos by value, not identity
     ),
-    _entry("PFX-9", OperationPrefixForSidecars, trace(Scenario("prefetch", 300, "empty", hybrid=True))),
+    _entry(
+        "PFX-9",
+        OperationPrefixForSidecars,
+        checks("grouped_sidecar_read"),
+        trace(Scenario("prefetch", 300, "empty", hybrid=True)),
+        trace("grouped_sidecar_read"),
+    ),
+    _entry("PFX-9", OneSidecarRead, checks("grouped_sidecar_read", "HYB-2"), trace("grouped_sidecar_read")),
+    _entry("CTL-2", SlicedSidecarRead, checks("grouped_sidecar_read", "HYB-2")),  # more calls than groups
     _entry(
         "CTL-1",
         HitQueryNeverStops,
@@ -441,11 +510,18 @@ CATALOG: tuple[Planted, ...] = (
     _entry("CTL-12", DoubleFree, checks("none_on_second_read")),
     _entry("CTL-12", LeakyRevoke, checks("revoke")),
     _entry("HYB-1", DerivedNotRead, checks("hybrid_prefetch")),  # not seen by the trace checker (docs/controller.md)
-    _entry("HYB-3", WindowAtQueryEnd, checks("hybrid_prefetch")),
+    _entry(
+        "HYB-3",
+        WindowAtQueryEnd,
+        checks("hybrid_prefetch"),
+        trace(Scenario("prefetch", 300, "anchor", hybrid=True, stored=200)),
+    ),
     _entry("HYB-4", MissingPoolIsHit, checks("hybrid_prefetch_missing_pool")),
+    _entry("HYB-4", LastPartDecides, checks("failed_sidecar_part")),
     _entry("HYB-5", KvBeforeSidecars, checks("hybrid_backup"), trace(Scenario("backup", 300, "anchor", hybrid=True))),
     _entry("RANK-1", SkipsHitAgreementOnMiss, checks("ranks_with_a_miss")),
     _entry("RANK-3", NoAckAgreement, checks("ranks_with_a_failure")),
+    _entry("RANK-6", MinOfMaxima, checks("min_of_maxima")),
 )
 """Every planted controller, with the oracles that catch it."""
 

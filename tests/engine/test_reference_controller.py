@@ -72,9 +72,10 @@ PLANTED = [
     (entry.name, entry.controller, oracle.scenario, oracle.clause or entry.clause)
     for entry in planted.CATALOG
     for oracle in entry.oracles
-    if oracle.kind == "trace"
+    if oracle.kind == "trace" and isinstance(oracle.scenario, Scenario)
 ]
-"""The catalog's trace oracles as (name, controller, scenario, clause); tests/reference/test_controller_planted.py runs them."""
+"""The catalog's engine-scenario trace oracles as (name, controller, scenario, clause); run by
+tests/reference/test_controller_planted.py."""
 
 
 @pytest.mark.clause("PFX-5")

@@ -23,9 +23,7 @@ from hicache_contracts import PoolHitPolicy, PoolName, PoolTransfer
 from hicache_contracts.engine import RecordingBackend as EngineRecorder
 from hicache_contracts.engine import check_trace
 from hicache_reference import CacheController, SidecarPool
-from hicache_reference.controller_parts import PrefixInfo
-from hicache_reference.sidecar_reads import SidecarReader
-from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain, plan_batches
+from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
     CountingHostPool,
@@ -413,98 +411,5 @@ def test_a_failed_part_fails_the_whole_sidecar_read(failing_call, result):
     check_a_failed_part_fails_the_read(failing_call=failing_call, result=result)
 
 
-# ---------------------------------------------------------------- planted bugs for the grouped read
-class OneSidecarRead(SidecarReader):
-    """PFX-9, HYB-2: every pool in one batch_get_v2 with the operation-level prefix, whatever its window."""
-
-    def read_parts(self, operation, transfers):
-        outcome = self.caller.call(
-            "batch_get_v2", transfers, self.prefixes.for_slice(operation, 0), quiescence=operation.quiescence
-        )
-        return self.read_succeeded(outcome, transfers)
-
-
-class OperationPrefix(PrefixInfo):
-    """PFX-9 (the old decision): one call per group, each with the operation-level prefix."""
-
-    def sidecar_groups(self, operation, span, transfers):
-        return [
-            (self.for_slice(operation, 0), group) for _, group in super().sidecar_groups(operation, span, transfers)
-        ]
-
-
-class SlicedSidecarRead(SidecarReader):
-    """CTL-2, HYB-2: the windows cut into batch_size parts, as this project once read them."""
-
-    def _transfer_part(self, transfer, start, end):
-        """The pages [start, end) of a transfer (keys and slots)."""
-        if start == 0 and len(transfer.keys) <= end:
-            return transfer
-        end = min(end, len(transfer.keys))
-        return PoolTransfer(
-            name=transfer.name,
-            keys=transfer.keys[start:end],
-            host_indices=transfer.host_indices[start * PAGE_SIZE : end * PAGE_SIZE],
-            hit_policy=transfer.hit_policy,
-            indices_from_pool=transfer.indices_from_pool,
-        )
-
-    def read_parts(self, operation, transfers):
-        longest = max(len(transfer.keys) for transfer in transfers)
-        for start, end in plan_batches(longest, STORAGE_BATCH_SIZE):
-            part = [self._transfer_part(transfer, start, end) for transfer in transfers if len(transfer.keys) > start]
-            first = operation.keys.index(part[0].keys[0])
-            outcome = self.caller.call(
-                "batch_get_v2", part, self.prefixes.for_slice(operation, first), quiescence=operation.quiescence
-            )
-            if not self.read_succeeded(outcome, part):
-                return False
-        return True
-
-
-class LastPartDecides(SidecarReader):
-    """HYB-4: every group is read, and the sidecar read counts if the last group succeeded."""
-
-    def read_parts(self, operation, transfers):
-        succeeded = False
-        span = operation.keys[: operation.hit_pages]
-        for extra_info, group in self.prefixes.sidecar_groups(operation, span, transfers):
-            outcome = self.caller.call("batch_get_v2", group, extra_info, quiescence=operation.quiescence)
-            succeeded = self.read_succeeded(outcome, group)
-        return succeeded
-
-
-OneSidecarReadController = CacheController.with_parts(OneSidecarRead, name="OneSidecarReadController")
-OperationPrefixController = CacheController.with_parts(OperationPrefix, name="OperationPrefixController")
-SlicedSidecarReadController = CacheController.with_parts(SlicedSidecarRead, name="SlicedSidecarReadController")
-LastPartDecidesController = CacheController.with_parts(LastPartDecides, name="LastPartDecidesController")
-
-
-@pytest.mark.clause("CTL-2", "HYB-2", "PFX-9")
-@pytest.mark.parametrize(
-    "controller_class",
-    [OneSidecarReadController, OperationPrefixController, SlicedSidecarReadController],
-    ids=["one-call", "operation-prefix", "sliced"],
-)
-def test_grouped_read_check_catches_planted_bug(controller_class):
-    store, _, _ = store_long_prefix()
-    pools, recorder, operation = prefetch_long_prefix(store, controller_class)
-    with pytest.raises(AssertionError):
-        check_sidecar_read_in_groups(recorder, operation, pools.windows(LONG_STORED))
-
-
-@pytest.mark.clause("PFX-9")
-@pytest.mark.parametrize(
-    "controller_class", [OneSidecarReadController, OperationPrefixController], ids=["one-call", "operation-prefix"]
-)
-def test_trace_checker_catches_a_sidecar_prefix_that_does_not_join_its_keys(controller_class):
-    store, _, _ = store_long_prefix()
-    _, recorder, operation = prefetch_long_prefix(store, controller_class)
-    report = checked_by_the_trace_checker(recorder, operation)
-    assert "PFX-9" in {violation.clause for violation in report.violations}
-
-
-@pytest.mark.clause("HYB-4")
-def test_failed_part_check_catches_planted_bug():
-    with pytest.raises(AssertionError):
-        check_a_failed_part_fails_the_read(LastPartDecidesController, failing_call=0, result={})
+# The planted bugs of the grouped sidecar read (one call, the operation's prefix, sliced windows, the last
+# part deciding) are in tests/planted_controllers.py; test_controller_planted.py runs them through the checks above.

@@ -52,6 +52,15 @@ from tests.reference.controller_helpers import (
     returning,
     short_by,
 )
+from tests.reference.test_controller_agreement import answer, run_two_ranks
+from tests.reference.test_controller_hybrid import (
+    LONG_STORED,
+    check_a_failed_part_fails_the_read,
+    check_sidecar_read_in_groups,
+    checked_by_the_trace_checker,
+    prefetch_long_prefix,
+    store_long_prefix,
+)
 from tests.reference.test_controller_ranks import CountingGroup
 
 PAGES = 300
@@ -284,6 +293,27 @@ def replicated_backup(cls):
     check_replicated_writes(recorders, backups)
 
 
+def grouped_sidecar_read(cls):
+    """A long hybrid prefix whose sidecar windows are longer than a slice: one read call per group (CTL-2, HYB-2, PFX-9)."""
+    store, _, _ = store_long_prefix()
+    pools, recorder, operation = prefetch_long_prefix(store, cls)
+    check_sidecar_read_in_groups(recorder, operation, pools.windows(LONG_STORED))
+
+
+def grouped_sidecar_read_trace(cls):
+    store, _, _ = store_long_prefix()
+    _, recorder, operation = prefetch_long_prefix(store, cls)
+    return checked_by_the_trace_checker(recorder, operation)
+
+
+def min_of_maxima(cls):
+    """Two ranks whose restorable lengths differ: the agreed hit is one every rank restores (RANK-6)."""
+    answers = (answer(6, (2, 4, 6), swa=6), answer(5, (2, 4, 5), swa=5))
+    operations, _ = run_two_ranks(answers, cls)
+    agreed = {operation.hit_pages for operation in operations}
+    assert agreed == {4}, f"[RANK-6] agreed on {sorted(agreed)}, not the largest length both ranks restore (4)"
+
+
 # ---------------------------------------------------------------- the catalog's oracles
 SCENARIOS = {
     "round_trip": round_trip,
@@ -304,8 +334,14 @@ SCENARIOS = {
     "replicated_backup": replicated_backup,
     "ranks_with_a_failure": ranks_with_a_failure,
     "ranks_with_a_miss": ranks_with_a_miss,
+    "grouped_sidecar_read": grouped_sidecar_read,
+    "failed_sidecar_part": lambda cls: check_a_failed_part_fails_the_read(cls, failing_call=0, result={}),
+    "min_of_maxima": min_of_maxima,
 }
 """The scenarios a ``checks`` oracle names: each runs a controller class and raises AssertionError naming a clause."""
+
+TRACES = {"grouped_sidecar_read": grouped_sidecar_read_trace}
+"""The trace scenarios a ``trace`` oracle names: each runs a controller class and returns the trace checker's report."""
 
 
 def run_oracle(oracle, controller_class):
@@ -316,6 +352,8 @@ def run_oracle(oracle, controller_class):
         except AssertionError as error:
             return set(re.findall(r"\[([A-Z]+-[0-9]+)\]", str(error))) or {str(error)}
         return set()
+    if oracle.kind == "trace" and isinstance(oracle.scenario, str):
+        return set(TRACES[oracle.scenario](controller_class).violated)
     if oracle.kind == "trace":
         return set(run_scenario(oracle.scenario, controller_class).check().violated)
     assert oracle.kind == "engine", oracle.kind
