@@ -141,6 +141,14 @@ def concurrent_calls_keep_every_key_consistent(suite: SuiteContext) -> None:
     if problems:
         fail("BE-23", f"{problems[0]} ({len(problems)} problem(s) in all)", shown)
     _check_histories(suite, events, keys, origin, shown)
+    suite.io.require_seen(
+        any(
+            event.outcome if event.operation == "exists" else any(event.outcome)
+            for event in events
+            if event.operation != "set"
+        ),
+        "how concurrent calls see each other's pages",
+    )
     if not suite.may_evict:
         for key in keys:
             confirmed = any(

@@ -15,7 +15,7 @@ from hicache_spec import STORAGE_BATCH_SIZE
 from hicache_contracts.conformance.checks_core_hits import LONG_CHAIN_KEYS, LONG_CHAIN_STORED, UNKNOWN_OPTION, is_bool
 from hicache_contracts.conformance.context import SuiteContext
 from hicache_contracts.conformance.framework import CheckSkipped, conformance_check, expect, fail
-from hicache_contracts.conformance.pools import describe_page_difference, pages_equal
+from hicache_contracts.conformance.pools import describe_page_difference
 from hicache_contracts.models import PoolHitPolicy, PoolName
 
 
@@ -42,7 +42,7 @@ def rewriting_a_key_returns_true_and_keeps_correct_bytes(suite: SuiteContext) ->
             f"write {suite.names.show(keys)}, then again with different bytes",
         )
         for key, page in zip(keys, suite.io.read(instance, keys, pages=[4, 5], path=path, clause_id="BE-6")):
-            correct = suite.pages.same_page(key, pool, page) or suite.pages.same_page(key, pool, page, variant=1)
+            correct = suite.io.holds(key, pool, page, variants=(0, 1))
             expect(
                 correct,
                 "BE-6",
@@ -108,6 +108,8 @@ def pages_are_invisible_until_fully_written(suite: SuiteContext) -> None:
         polling.join(bound)  # a backend that serialises calls blocks here: that is allowed, not evidence
     writing.join(bound)
     polling.join(bound)
+    if suite.may_evict and not writing.is_alive():  # a page gone as soon as written shows no window at all
+        suite.io.require_seen(suite.io.count(suite.instances.main, keys, clause_id="BE-7") > 0, "when a page appears")
     expect(
         not seen,
         "BE-7",
@@ -163,14 +165,18 @@ def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
                 suite.io.store(instance, keys, clause_id="BE-8")
             count = call(backend.batch_exists, keys)
             expect(
-                count == 2,
+                count == 2 or (isinstance(count, int) and not isinstance(count, bool) and suite.io.counted(count, 2)),
                 "BE-8",
                 f"batch_exists with extra_info {label} ({style}) returned {count!r}, expected 2",
                 f"batch_exists({suite.names.show(keys)}, {label})",
             )
             if suite.claims("v1"):
                 flags = suite.io.v1_flags(call(backend.batch_get_v1, keys, pool.slots([2, 3])), keys, "batch_get_v1")
-                expect(all(flags), "BE-8", f"batch_get_v1 with extra_info {label} ({style}) returned {flags}")
+                expect(
+                    all(flags) or suite.may_evict,
+                    "BE-8",
+                    f"batch_get_v1 with extra_info {label} ({style}) returned {flags}",
+                )
             if suite.claims("v2"):  # v2 carries sidecars; KV moved above through v1
                 sidecar = instance.pool_for(PoolName.SWA)
                 more = suite.names.new_keys(1)
@@ -195,13 +201,13 @@ def legacy_results_have_their_shapes(suite: SuiteContext) -> None:
         target = torch.zeros(pool.page_element_count, dtype=pool.dtype)
         value = suite.calls.call("BE-9", backend.get, key, target)
         expect(
-            isinstance(value, torch.Tensor),
+            isinstance(value, torch.Tensor) or (value is None and suite.may_evict),
             "BE-9",
             f"get of a stored key returned {suite.names.show(value)}, not a tensor",
             f"get({suite.names.label(key)}, target)",
         )
         expect(
-            pages_equal(value, suite.pages.page_for(key, pool)),
+            suite.io.holds(key, pool, value),
             "BE-9",
             f"get of a stored key returned {describe_page_difference(suite.pages.page_for(key, pool), value)}",
             f"set then get({suite.names.label(key)})",
@@ -232,7 +238,7 @@ def legacy_results_have_their_shapes(suite: SuiteContext) -> None:
     if outcome:
         for index in (0, 2, 3):
             expect(
-                pages_equal(values[index], suite.pages.page_for(asked[index], pool)),
+                suite.io.holds(asked[index], pool, values[index]),
                 "BE-9",
                 f"batch_get returned wrong bytes for {suite.names.label(asked[index])}: "
                 f"{describe_page_difference(suite.pages.page_for(asked[index], pool), values[index])}",
@@ -254,14 +260,15 @@ def full_batches_of_128_pages_work(suite: SuiteContext) -> None:
         f"{suite.io.io_path()} write of {size} keys {suite.names.show(keys)}",
     )
     count = suite.io.count(instance, keys, clause_id="BE-10")
-    expect(count == size, "BE-10", f"batch_exists over {size} stored keys returned {count}")
+    expect(suite.io.counted(count, size), "BE-10", f"batch_exists over {size} stored keys returned {count}")
     read = suite.io.read(instance, keys, pages=suite.pages.spread(size, start=2 * size), clause_id="BE-10")
-    wrong = [index for index, (key, page) in enumerate(zip(keys, read)) if not suite.pages.same_page(key, pool, page)]
+    wrong = [index for index, (key, page) in enumerate(zip(keys, read)) if not suite.io.holds(key, pool, page)]
     expect(
         not wrong,
         "BE-10",
         f"a read of {size} pages got {len(wrong)} wrong or missing, the first at position {wrong[0] if wrong else 0}",
     )
+    suite.io.require_seen(any(page is not None for page in read), f"that a batch of {size} pages reads back")
 
 
 @conformance_check("BE-2", requires=("core",))
@@ -279,9 +286,10 @@ def batch_exists_takes_a_whole_chain(suite: SuiteContext) -> None:
             raise CheckSkipped(f"the backend refused {written.count(False)} of {len(batch)} pages of the chain")
     count = suite.io.count(instance, chain)
     expect(
-        count == len(stored),
+        suite.io.counted(count, len(stored)),
         "BE-2",
         f"one batch_exists over a chain of {len(chain)} keys whose first "
         f"{len(stored)} are stored returned {count}: SGLang 0.5.23 sends the whole chain unbatched",
         f"write {len(stored)} pages in slices of {size}, then batch_exists({suite.names.show(chain)}) -> {count}",
     )
+    suite.io.require_seen(count > 0, "that one call counts a whole chain")

@@ -36,9 +36,13 @@ picks = st.lists(st.integers(0, KEY_COUNT - 1), min_size=1, max_size=4, unique=T
 """Which keys a rule touches, as indices into the run's keys."""
 
 
-def lossy_write_once_store_machine(suite: SuiteContext) -> type[RuleBasedStateMachine]:
-    """Return the state machine class bound to ``suite`` (hypothesis builds one machine per run)."""
+def lossy_write_once_store_machine(
+    suite: SuiteContext, seen: Optional[list[str]] = None
+) -> type[RuleBasedStateMachine]:
+    """Return the state machine class bound to ``suite`` (hypothesis builds one machine per run); each hit it
+    meets (a page read back, a key counted) is appended to ``seen`` when given."""
     uses_v1 = suite.claims("v1")
+    hits = seen if seen is not None else []
 
     class LossyWriteOnceStore(RuleBasedStateMachine):
         """A backend instance next to a model of what it may and must hold."""
@@ -79,6 +83,7 @@ def lossy_write_once_store_machine(suite: SuiteContext) -> type[RuleBasedStateMa
             read_clause = "BE-15" if path == "v1" else "BE-9"
             for key, page in zip(keys, pages):
                 if page is not None:
+                    hits.append(key)
                     if key in self.cleared:
                         fail("BE-11", f"{suite.names.label(key)} reads back after clear() and no new write")
                     expect(
@@ -127,6 +132,7 @@ def lossy_write_once_store_machine(suite: SuiteContext) -> type[RuleBasedStateMa
         def query(self, indices: list[int]) -> None:
             keys = self.chosen(indices)
             count = suite.io.count(self.built, keys)
+            hits.extend(keys[:count])
             upper = count_leading_run(tuple(key in self.attempted for key in keys))
             lower = 0 if suite.may_evict else count_leading_run(tuple(key in self.confirmed for key in keys))
             if count > upper and keys[upper] in self.cleared:
@@ -170,5 +176,7 @@ def lossy_write_once_store_machine(suite: SuiteContext) -> type[RuleBasedStateMa
 @conformance_check("BE-2", "BE-9", "BE-11", "BE-15", "BE-17", requires=("core",), tier="stateful")
 def stateful_model_of_a_lossy_write_once_store(suite: SuiteContext) -> None:
     """Random sequences of set, get, batch_exists and clear never contradict a lossy write-once store."""
-    machine = lossy_write_once_store_machine(suite)
+    seen: list[str] = []
+    machine = lossy_write_once_store_machine(suite, seen)
     run_machine(suite.seed, machine, "BE-2", suite.profile.stateful_examples, suite.profile.stateful_steps)
+    suite.io.require_seen(bool(seen), "how the store behaves over a sequence of calls")

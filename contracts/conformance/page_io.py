@@ -22,7 +22,7 @@ from hicache_contracts.conformance.contents import Pages
 from hicache_contracts.conformance.framework import CheckSkipped, ClauseFailure, PreconditionFailed, fail
 from hicache_contracts.conformance.instances import Instance
 from hicache_contracts.conformance.names import Names
-from hicache_contracts.conformance.pools import describe_page_difference, pages_equal
+from hicache_contracts.conformance.pools import ConformancePool, describe_page_difference
 from hicache_contracts.models import pool_value
 
 __all__ = ["FAULT_HOOK", "HOST_POOL_FAULTS", "PageIO", "ROUND_TRIP_PAGES", "is_storage_writer"]
@@ -215,6 +215,28 @@ class PageIO:
             f"which its storage I/O fails) or set {HOST_POOL_FAULTS} = True (see docs/vendors.md)"
         )
 
+    def holds(
+        self, key: str, pool: ConformancePool, page: Optional[torch.Tensor], variants: Sequence[int] = (0,)
+    ) -> bool:
+        """The read-back rule: ``page`` holds exactly the suite's page for ``key`` (one of ``variants``), or it is a
+        miss (None) and the backend may evict. A hit with any other bytes never holds."""
+        if page is None:
+            return self.may_evict
+        return any(self.pages.same_page(key, pool, page, variant) for variant in variants)
+
+    def counted(self, count: int, expected: int) -> bool:
+        """The lookup rule: batch_exists counts ``expected``, the leading run of the pages written; a backend that
+        may evict may have dropped any of them, so it may count a shorter run, never a longer one."""
+        return count == expected or (self.may_evict and 0 <= count < expected)
+
+    def require_seen(self, seen: bool, what: str) -> None:
+        """Skip the check when the backend may evict and no page it wrote was still there to show ``what``."""
+        if self.may_evict and not seen:
+            raise CheckSkipped(
+                f"every page the check wrote was gone before it could show {what}: the backend may evict, "
+                "so each miss was allowed and nothing was checked"
+            )
+
     def store(self, instance: Instance, keys: Sequence[str], **write_options: Any) -> None:
         """Write the pages a check needs, as its setup: they must read back, or the check cannot look.
 
@@ -223,12 +245,26 @@ class PageIO:
         host pages (overwritten first): a page whose set returned True but
         does not read back raises ``PreconditionFailed`` on BE-17 (unless the
         backend may evict), one that reads back wrong bytes on BE-15, and a
-        result of the wrong shape on BE-14. Before that, whatever the path,
-        the instance's basic v1 round trip (``require_round_trip``) must work.
+        result of the wrong shape on BE-14. A backend that may evict then
+        gets the pages written once more, since serving them may have dropped
+        them. Before all that, whatever the path, the instance's basic v1
+        round trip (``require_round_trip``) must work.
         """
         keys = list(keys)
         path = write_options.get("path") or self.io_path()
         self.require_round_trip(instance)
+        self._write_all(instance, keys, write_options)
+        if path == "v1":
+            pages = write_options.get("pages")
+            pages = list(pages) if pages is not None else list(range(len(keys)))
+            self.verify_stored(
+                instance, keys, pages, info=write_options.get("info"), variant=write_options.get("variant", 0)
+            )
+            if self.may_evict:  # evicted on read, say: the check looks at pages the backend had a chance to keep
+                self._write_all(instance, keys, write_options)
+
+    def _write_all(self, instance: Instance, keys: list[str], write_options: dict[str, Any]) -> None:
+        """Write ``keys`` as a setup step; skip the check when the backend refuses any of them."""
         with self.setup_step():
             results = self.write(instance, keys, **write_options)
         if not all(results):
@@ -236,12 +272,6 @@ class PageIO:
             raise CheckSkipped(
                 f"the backend refused to store pages the check needs (set returned False for "
                 f"{', '.join(refused[:4])}{', ...' if len(refused) > 4 else ''}); nothing to check"
-            )
-        if path == "v1":
-            pages = write_options.get("pages")
-            pages = list(pages) if pages is not None else list(range(len(keys)))
-            self.verify_stored(
-                instance, keys, pages, info=write_options.get("info"), variant=write_options.get("variant", 0)
             )
 
     def verify_stored(
@@ -258,15 +288,16 @@ class PageIO:
             read = self.read(instance, keys, pages=pages, info=info, path="v1")
         for index, (key, page) in enumerate(zip(keys, read)):
             expected = self.pages.page_for(key, pool, variant)
-            if page is None:
-                if not self.may_evict:
-                    raise PreconditionFailed(
-                        "BE-17",
-                        f"batch_set_v1 returned True for {self.names.label(key)} but batch_get_v1 cannot read it back",
-                        shown,
-                    )
-                pool.poke(pages[index], expected)  # leave the host page as the write found it
-            elif not pages_equal(expected, page):
+            if self.holds(key, pool, page, (variant,)):
+                if page is None:  # evicted: leave the host page as the write found it
+                    pool.poke(pages[index], expected)
+            elif page is None:
+                raise PreconditionFailed(
+                    "BE-17",
+                    f"batch_set_v1 returned True for {self.names.label(key)} but batch_get_v1 cannot read it back",
+                    shown,
+                )
+            else:
                 raise PreconditionFailed(
                     "BE-15",
                     f"batch_get_v1 returned True for {self.names.label(key)} (page {index} "
@@ -279,7 +310,8 @@ class PageIO:
         """Check once per instance that a batch of ``ROUND_TRIP_PAGES`` pages written from host pages reads back
         bit for bit and is counted by batch_exists; raise ``PreconditionFailed`` whenever it did not: on BE-14,
         BE-15 or BE-17 through v1, on BE-9 through the legacy batch_set/batch_get (a backend without v1), on
-        BE-2 for the count.
+        BE-2 for the count. A backend that may evict is held to the read-back and lookup rules (``holds``,
+        ``counted``): each page a hit with its bytes or a miss, the count no longer than what was written.
 
         Checks whose subject is something else (a key form, a batch size, a
         rank) call this before moving pages, so that a broken basic read or
@@ -306,7 +338,7 @@ class PageIO:
                 if len(stored) == len(keys):  # every page reads back: batch_exists must count them all
                     with self.setup_step():
                         counted = self.count(instance, keys)
-                    if counted != len(keys):
+                    if not self.counted(counted, len(keys)):
                         read = "batch_get_v1" if path == "v1" else "batch_get"
                         # none found: the lookup looks where the write did not put them, a key scheme of its own
                         root = "NS-6" if counted == 0 else "BE-2"
@@ -328,18 +360,19 @@ class PageIO:
             read = self.read(instance, keys, path="legacy")
         for key, page in zip(keys, read):
             expected = self.pages.page_for(key, instance.pool, variant)
-            if page is None and not self.may_evict:
+            if self.holds(key, instance.pool, page, (variant,)):
+                continue
+            if page is None:
                 raise PreconditionFailed(
                     "BE-9",
                     f"batch_set returned True for {self.names.label(key)} but batch_get gives None for it",
                     shown,
                 )
-            if page is not None and not pages_equal(expected, page):
-                raise PreconditionFailed(
-                    "BE-9",
-                    f"batch_get gives {self.names.label(key)} as {describe_page_difference(expected, page)}",
-                    shown,
-                )
+            raise PreconditionFailed(
+                "BE-9",
+                f"batch_get gives {self.names.label(key)} as {describe_page_difference(expected, page)}",
+                shown,
+            )
 
     @contextlib.contextmanager
     def setup_step(self) -> Iterator[None]:

@@ -1,0 +1,89 @@
+"""A backend that may evict is held to "each page a hit with its bytes, or a miss", never to "it is still there".
+
+Scenario: the whole suite runs against two correct evicting backends (one drops a page right after serving
+it, one keeps nothing past the call that stored it) and against evicting backends with one bug each.
+Expected: the correct ones fail nothing; a check left with nothing to look at (every page gone) is skipped
+with that reason, not passed; the planted bugs are still caught on their clause.
+Why it matters: SGLang never asks an evicting backend to keep a page, so a suite that does fails correct
+caches; and eviction must not become a blanket excuse for wrong bytes or wrong counts.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hicache_contracts.conformance import backend_clauses
+from tests.conformance.helpers import checks_for, failed, run, statuses
+from tests.conformance.planted_evicting import PLANTED_EVICTING, EvictsAfterRead, EvictsEverything
+
+EVICTED_REASON = "the backend may evict, so each miss was allowed and nothing was checked"
+"""The end of the reason a check gives when every page it wrote was gone before it could look."""
+
+NEEDS_PAGES_KEPT = {
+    "KEY-2",
+    "BE-1",
+    "BE-2",
+    "BE-7",
+    "BE-10",
+    "BE-11",
+    "BE-15",
+    "BE-17",
+    "BE-21",
+    "BE-23",
+    "BE-24",
+    "BE-25",
+    "BE-26",
+    "BE-27",
+    "BE-28",
+    "HYB-6",
+    "HYB-7",
+    "HYB-8",
+    "PFX-1",
+    "NS-1",
+    "NS-2",
+    "NS-3",
+    "NS-4",
+    "NS-5",
+    "NS-6",
+    "NS-7",
+    "NS-8",
+}
+"""Clauses every check of which can only show something with a page still there when it looks."""
+
+
+def not_passing(report) -> dict[str, str]:
+    return {
+        verdict.clause_id: verdict.reason or "" for verdict in report.sections[0].clauses if verdict.status != "pass"
+    }
+
+
+@pytest.mark.clause(*[item.id for item in backend_clauses()])
+def test_a_backend_evicting_right_after_each_read_passes_every_clause() -> None:
+    """Every check reads its pages once after writing them (or writes them again after its setup read them)."""
+    report = run(EvictsAfterRead)
+    assert not_passing(report) == {}, report.render_text(color=False)
+    assert report.exit_code == 0
+
+
+@pytest.mark.clause(*sorted(NEEDS_PAGES_KEPT))
+def test_a_backend_keeping_nothing_fails_nothing_and_says_what_it_could_not_check() -> None:
+    report = run(EvictsEverything)
+    assert failed(report) == [], report.render_text(color=False)
+    skipped = not_passing(report)
+    assert set(skipped) == NEEDS_PAGES_KEPT, statuses(report)
+    unexplained = {clause_id: reason for clause_id, reason in skipped.items() if EVICTED_REASON not in reason}
+    assert unexplained == {}
+
+
+@pytest.mark.parametrize(
+    "backend, clause",
+    [
+        pytest.param(backend, clause, id=backend.__name__, marks=pytest.mark.clause(clause))
+        for backend, clause in PLANTED_EVICTING.items()
+    ],
+)
+def test_a_bug_no_eviction_excuses_is_caught(backend: type, clause: str) -> None:
+    report = run(backend, checks=checks_for((clause,)))
+    assert clause in failed(report), f"{backend.__name__}: expected a failure of {clause}, got {statuses(report)}"
+    verdict = next(item for item in report.sections[0].clauses if item.clause_id == clause)
+    assert verdict.failures and verdict.failures[0].message
