@@ -2,7 +2,8 @@
 
 ``RecordingBackend`` (``_recorder``) fills these in; the checker and the trace
 format (``_trace``) read them. Every field is a snapshot taken at call time,
-except the live objects named on ``RecordedCall``.
+except the live objects named on ``RecordedCall``. ``CallView`` is what a
+recorded call and a trace file's ``TraceCall`` share.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, Final, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Final, Optional, TypeVar, Union
 
 from hicache_contracts.prefix_keys import PrefixKeys
 
@@ -18,6 +19,7 @@ __all__ = [
     "EXTRA_INFO_ABSENT",
     "EXTRA_INFO_NONE",
     "EXTRA_INFO_PRESENT",
+    "CallView",
     "RecordedCall",
     "RecordedTransfer",
     "call_keys",
@@ -44,6 +46,37 @@ def call_keys(keys: Optional[_Keys], transfers: Optional[Iterable[Any]]) -> Unio
         if found is not None:
             return found
     return ()
+
+
+class CallView:
+    """One storage call as the checker reads it: the base of ``RecordedCall`` and of a trace file's ``TraceCall``.
+
+    The fields below are the ones the checker reads (each class documents
+    them); ``all_keys`` is defined once here, ``current_prefix`` by each form.
+    """
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+        index: int
+        method: str
+        keys: Optional[Sequence[Any]]
+        transfers: Optional[Sequence[Any]]
+        extra_info_state: str
+        prefix_keys: Any
+        prefix_keys_problem: Optional[str]
+        result: Any
+        raised: Optional[str]
+        thread_id: Optional[int]
+
+    @property
+    def all_keys(self) -> Sequence[Any]:
+        """The call's keys; for a v2 read or write, the keys of its first transfer with keys."""
+        return call_keys(self.keys, self.transfers)
+
+    def current_prefix(self) -> tuple[bool, Any, Optional[str]]:
+        """Return ``(changed, value, problem)``: whether the prefix handed to the backend differs after the call (PFX-5)."""
+        raise NotImplementedError
 
 
 def snapshot_prefix(value: Any) -> tuple[Any, Optional[str]]:
@@ -117,7 +150,7 @@ class RecordedTransfer:
         return f"RecordedTransfer(name={self.name!r}, keys=<{count}>, indices_from_pool={self.indices_from_pool!r})"
 
 
-class RecordedCall:
+class RecordedCall(CallView):
     """One call the engine made through a RecordingBackend.
 
     The attribute names match ``TraceCall`` (the JSON form), so the checker
@@ -186,11 +219,6 @@ class RecordedCall:
         """``time.monotonic()`` when it returned or raised; None while in flight."""
         self.recording_problem: Optional[str] = None
         """Why part of the call could not be recorded (the call itself went through), or None."""
-
-    @property
-    def all_keys(self) -> tuple[Any, ...]:
-        """The call's keys; for a v2 read or write, the keys of its first transfer."""
-        return call_keys(self.keys, self.transfers)
 
     def current_prefix(self) -> tuple[bool, Any, Optional[str]]:
         """Return ``(changed, value, problem)``: whether the prefix handed to the backend differs now from its snapshot.

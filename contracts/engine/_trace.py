@@ -1,48 +1,12 @@
-"""The trace as a documented JSON format, so that any engine can record one and have it checked.
+"""The trace file format ``hicache-trace/1``: pydantic models any engine's recording can be written to and checked.
 
-A trace file holds one or more operations; each operation holds what the
-checker needs to know about it and the calls its controller made::
-
-    {
-      "format": "hicache-trace/1",
-      "operations": [
-        {
-          "operation_id": "req-7",
-          "chain": ["<64 hex>", ...],          # the operation's page keys, in order
-          "prefix_keys": [] | null | [...],    # the operation's prefix when it started (tri-state)
-          "batch_size": 128,
-          "page_size": 64,                     # needed when acks or backup_completed_tokens are given
-          "calls": [
-            {"index": 0, "method": "batch_exists", "keys": [...],
-             "extra_info_state": "present", "prefix_keys": [...], "result": 128,
-             "thread": "hit-query", "started": 12.5, "finished": 12.6},
-            {"index": 1, "method": "batch_get_v2",
-             "transfers": [{"name": "indexer", "keys": [...], "indices_from_pool": "kv"}],
-             "extra_info_state": "present", "prefix_keys": [...], "result": {"indexer": [true, ...]}},
-            ...
-          ],
-          "acks": [{"kind": "progress", "operation_id": "req-7", "slice_index": 0, "tokens": 8192},
-                   {"kind": "final", "operation_id": "req-7", "tokens": 8192}]
-        }
-      ]
-    }
-
-Optional fields are read selectively: a field left out means "not recorded",
-which is not the same as ``null``.
-
-Limits, so that no file can crash or flood the checker: ``method`` must be a
-method of the backend interface (``TRACE_METHODS``; a recorded call of any
-other public method of the backend is left out of the trace); no value may
-nest deeper than ``MAX_NESTING`` arrays and objects; an ``operation_id``
-longer than ``MAX_OPERATION_ID_LENGTH`` characters is kept shortened, with
-its length, so reports never print it whole. A file that is not a valid trace
-raises ``TraceFormatError`` naming the field and the rule, tagged with the
-clause that governs the value (a page key KEY-2, a prefix PFX-1, a batch
-size CTL-2, an ack's fields their ack's clause ...) or with none when the
-rule is the format's own (JSON, nesting, a missing or unknown field, a
-method name). ``prefix_keys_after`` on a call (the value
-the object handed to the backend holds once the operation is over) and on the
-operation (the operation's own prefix afterwards) enable the PFX-5 checks.
+``TraceDocument`` (operations) > ``TraceOperation`` (settings, calls, acks) >
+``TraceCall`` > ``TraceTransfer``; ``load_trace`` reads a file or text,
+``trace_document_from_calls`` builds one from recorded calls, and a file that
+is not a valid trace raises ``TraceFormatError`` (``_trace_errors``). The
+format, its fields, its limits (``TRACE_METHODS``, ``MAX_NESTING``,
+``MAX_OPERATION_ID_LENGTH``) and an example that loads are in docs/engines.md
+("The trace file").
 """
 
 from __future__ import annotations
@@ -50,29 +14,22 @@ from __future__ import annotations
 import difflib
 import json
 from pathlib import Path
-from typing import Any, ClassVar, Final, Literal, Optional, TypeVar, Union
+from typing import Any, ClassVar, Final, Literal, Optional, Union
 
-from pydantic import BaseModel, ValidationError, field_validator, model_serializer, model_validator
+from pydantic import field_validator, model_serializer, model_validator
 
 from hicache_spec import STORAGE_BATCH_SIZE
 from hicache_contracts.capabilities import ALL_METHODS
-from hicache_contracts.errors import ContractViolation, _short_repr
-from hicache_contracts.models import (
-    FIELD_CLAUSE,
-    Ack,
-    ContractModel,
-    FinalAck,
-    PoolHitsAck,
-    ProgressAck,
-    validate_page_keys,
-)
+from hicache_contracts.errors import ContractViolation
+from hicache_contracts.models import FIELD_CLAUSE, Ack, validate_page_keys
 from hicache_contracts.engine._calls import (
     EXTRA_INFO_ABSENT,
     EXTRA_INFO_PRESENT,
+    CallView,
     RecordedCall,
-    call_keys,
     snapshot_prefix,
 )
+from hicache_contracts.engine._trace_errors import TraceFormatError, _TraceModel
 
 __all__ = [
     "MAX_NESTING",
@@ -148,134 +105,6 @@ def _without_unrecorded(model: Any, data: Any) -> Any:
     return data
 
 
-# ==================================================================== validation errors
-class TraceFormatError(ContractViolation):
-    """A trace that is not valid: ``field: rule (got value)``, with `` [CLAUSE]`` when a clause governs the value."""
-
-    def __init__(self, field: str, rule: str, value: Any, clause_id: Optional[str]) -> None:
-        self.field, self.rule, self.value = field, rule, value
-        self.clause_id = clause_id  # type: ignore[assignment]  # None: a rule of the format's own, no clause
-        tag = f" [{clause_id}]" if clause_id else ""
-        ValueError.__init__(self, f"{field}: {rule} (got {_short_repr(value)}){tag}")
-
-
-class _Nothing:
-    def __repr__(self) -> str:
-        return "nothing"
-
-
-_ACK_MODELS: dict[str, type[ContractModel]] = {"progress": ProgressAck, "pool_hits": PoolHitsAck, "final": FinalAck}
-
-
-def _location_text(location: tuple[Union[int, str], ...]) -> str:
-    """``('operations', 0, 'acks', 1, 'final', 'tokens')`` as ``operations[0].acks[1].tokens`` (no union tag)."""
-    text = ""
-    for position, part in enumerate(location):
-        if part in _ACK_MODELS and position >= 2 and location[position - 2] == "acks":
-            continue
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-def _walk(root: type[BaseModel], location: tuple[Union[int, str], ...]) -> tuple[Any, Optional[str], int, Any]:
-    """Follow ``location`` through the trace models.
-
-    Returns the model declaring the last field reached, that field (None if
-    none), how many parts of ``location`` lead to it, and the model holding
-    the value ``location`` ends at (None when it is not an object).
-    """
-    model: Union[type[BaseModel], str, None] = root
-    owner, field, depth = root, None, 0
-    for position, part in enumerate(location):
-        if isinstance(part, int):
-            continue
-        if model == "ack" and part in _ACK_MODELS:  # a tagged union: the tag names the ack's model
-            model = _ACK_MODELS[part]
-        elif isinstance(model, type) and part in model.model_fields:  # a model, not None or "ack"
-            owner, field, depth = model, part, position + 1
-            model = getattr(owner, "_children", {}).get(part)
-        else:
-            break
-    return owner, field, depth, model
-
-
-def _field_clause(model: Any, field: Optional[str]) -> Optional[str]:
-    """The clause that governs ``model.field``'s value, or None where the rule is the format's own."""
-    if field is None:
-        return None
-    if model in _ACK_MODELS.values():
-        ack: type[ContractModel] = model
-        return ack._field_clauses.get(field, ack._default_clause)
-    clauses: dict[str, str] = getattr(model, "_trace_clauses", {})
-    return clauses.get(field)
-
-
-def trace_error(root: type, error: ValidationError) -> TraceFormatError:
-    """Return the TraceFormatError of the first error of ``error``, raised while building trace model ``root``."""
-    first = error.errors(include_url=False)[0]
-    location = tuple(first["loc"])
-    path = _location_text(location)
-    where = f"{root.__name__}.{path}" if path else root.__name__
-    owner, field, depth, holder = _walk(root, location)
-    cause = (first.get("ctx") or {}).get("error")
-    if isinstance(cause, ContractViolation):  # a validator's own rule
-        if cause.field and not cause.field.startswith("["):  # a model validator, naming a field of its model
-            owner, field = holder, cause.field
-            where = f"{where}.{cause.field}"
-        else:
-            where += cause.field
-        clause_id = _field_clause(owner, field) if cause.clause_id == FIELD_CLAUSE else cause.clause_id
-        return TraceFormatError(where, cause.rule, cause.value, clause_id)
-    if first["type"] == "missing":
-        return TraceFormatError(where, "is required", _Nothing(), None)
-    if first["type"] == "extra_forbidden":
-        container = _walk(root, location[:-1])[3]
-        known = ", ".join(getattr(container, "model_fields", {}))
-        return TraceFormatError(
-            where,
-            f"is not a field of {getattr(container, '__name__', 'this object')} (its fields: {known})",
-            first.get("input"),
-            None,
-        )
-    within = all(isinstance(part, int) for part in location[depth:])  # the field itself, or an item of it
-    rule = first["msg"][:1].lower() + first["msg"][1:]
-    return TraceFormatError(where, rule, first.get("input"), _field_clause(owner, field) if within else None)
-
-
-_Trace = TypeVar("_Trace", bound="_TraceModel")
-
-
-class _TraceModel(ContractModel):
-    """A trace model: validation errors become TraceFormatError, tagged per ``_trace_clauses``."""
-
-    _trace_clauses: ClassVar[dict[str, str]] = {}
-    """The clause governing each field's value; a field not listed is the format's own (no clause)."""
-    _children: ClassVar[dict[str, Any]] = {}
-    """The model of each field that holds nested trace objects."""
-
-    def __init__(self, /, **data: Any) -> None:
-        try:
-            self.__pydantic_validator__.validate_python(data, self_instance=self)
-        except ValidationError as error:
-            raise trace_error(type(self), error) from None
-
-    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
-
-    @classmethod
-    def model_validate(cls: type[_Trace], obj: Any, *args: Any, **kwargs: Any) -> _Trace:
-        try:
-            return super(ContractModel, cls).model_validate(obj, *args, **kwargs)  # pydantic's own, not ContractModel's
-        except ValidationError as error:
-            raise trace_error(cls, error) from None
-
-    @classmethod
-    def model_validate_json(cls: type[_Trace], json_data: Any, *args: Any, **kwargs: Any) -> _Trace:
-        try:
-            return super(ContractModel, cls).model_validate_json(json_data, *args, **kwargs)
-        except ValidationError as error:
-            raise trace_error(cls, error) from None
-
-
 class TraceTransfer(_TraceModel):
     """One PoolTransfer of a v2 call."""
 
@@ -296,7 +125,7 @@ class TraceTransfer(_TraceModel):
         return keys if keys is None else _checked_keys(keys)
 
 
-class TraceCall(_TraceModel):
+class TraceCall(_TraceModel, CallView):
     """One storage call, as the engine made it."""
 
     index: int
@@ -353,11 +182,6 @@ class TraceCall(_TraceModel):
     @model_serializer(mode="wrap")
     def _serialize(self, handler: Any) -> Any:
         return _without_unrecorded(self, handler(self))
-
-    @property
-    def all_keys(self) -> Keys:
-        """The call's keys; for a v2 read or write, the keys of its first transfer."""
-        return call_keys(self.keys, self.transfers)
 
     def current_prefix(self) -> tuple[bool, Any, Optional[str]]:
         """Return ``(changed, value, problem)`` from ``prefix_keys_after``; unchanged when it was not recorded."""

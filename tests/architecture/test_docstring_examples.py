@@ -1,12 +1,12 @@
-"""The trace-format example in ``hicache_contracts.engine._trace``'s docstring names only fields that load."""
+"""The trace-format example of docs/engines.md ("The trace file") names only fields of the trace models, and loads."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
-from hicache_contracts.engine import _trace
 from hicache_contracts.engine._trace import TraceCall, TraceDocument, TraceOperation, TraceTransfer
 from hicache_contracts.models import FinalAck, PoolHitsAck, ProgressAck
 
@@ -21,14 +21,20 @@ def unknown_keys(example: str) -> set[str]:
     return set(re.findall(r'"(\w+)":', example)) - KNOWN - POOL_NAMES
 
 
-def _example(doc: str) -> str:
-    return doc.split("::", 1)[1].split("\n\n", 2)[1]
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "engines.md"
 
 
-def test_the_docstring_example_names_only_loadable_fields() -> None:
-    example = _example(_trace.__doc__)
+def _example() -> str:
+    """The guide's JSON block of a trace file."""
+    (block,) = [b for b in re.findall(r"```json\n(.*?)```", GUIDE.read_text(), re.S) if '"hicache-trace/1"' in b]
+    return block
+
+
+def test_the_guides_example_names_only_fields_and_loads() -> None:
+    example = _example()
     assert '"operations"' in example and '"calls"' in example
     assert unknown_keys(example) == set()
+    assert TraceDocument.model_validate_json(example).operations[0].calls
 
 
 @pytest.mark.parametrize(
