@@ -1,4 +1,4 @@
-"""The file reference backend: every generic clause check, restart, atomic writes, file damage, planted bugs."""
+"""The file reference backend: the vendor suite, the reference checks, atomic writes, file damage, planted bugs."""
 
 from __future__ import annotations
 
@@ -17,14 +17,13 @@ from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends import FileBackend, PageFormat
 from hicache_reference.backends.base import flat_order_range_count, host_bytes
 from tests.reference.backend_checks import (
-    BackendClauseTests,
+    ReferenceBackendTests,
+    assert_vendor_check_fails,
     FileHarness,
     ForeignPool,
     Harness,
     before_page,
-    check_clear_keeps_other_namespaces,
     check_reads_stay_in_their_slots,
-    check_restart,
     check_round_trip_between_pools,
     check_short_objects_are_misses,
     check_storage_error_is_a_failure,
@@ -44,19 +43,12 @@ def file_harness(tmp_path: Any) -> FileHarness:
     return FileHarness(str(tmp_path / "pages"))
 
 
-class TestFileBackend(BackendClauseTests):
+class TestFileBackend(ReferenceBackendTests):
+    """The vendor suite (every level claimed, durability too), then the reference checks."""
+
     @pytest.fixture
     def harness(self, file_harness: FileHarness) -> Harness:
         return file_harness
-
-    def break_storage(self, backend: Any) -> None:
-        """Make every primitive raise, the fifth one (reads straight into host ranges) too."""
-        super().break_storage(backend)
-        backend._read_object_into_ranges = backend._read_object_into
-
-    @pytest.mark.clause("NS-7")
-    def test_restart(self, harness: Harness) -> None:
-        check_restart(harness)
 
 
 # ================================================================== file-only checks
@@ -589,6 +581,18 @@ def test_short_read_check_catches_planted_bug(tmp_path: Any) -> None:
         check_reads_continue_after_short_reads(read_once, str(tmp_path))
 
 
+VENDOR_PLANTED: list[Any] = [
+    pytest.param("planted_short_objects_are_misses", ZeroLengthIsHit, marks=pytest.mark.clause("BE-13"), id="BE-13"),
+    pytest.param(
+        "planted_short_objects_are_misses", ReadsWhateverIsThere, marks=pytest.mark.clause("BE-13"), id="BE-13-read"
+    ),
+    pytest.param(
+        "clear_removes_only_its_own_namespace", ClearRemovesTheRoot, marks=pytest.mark.clause("NS-8"), id="NS-8"
+    ),
+    pytest.param("pages_survive_a_rebuild", ProcessInNamespace, marks=pytest.mark.clause("NS-7"), id="NS-7"),
+]
+"""Planted file bugs the vendor suite catches: each is run through the one vendor check named, alone."""
+
 PLANTED: list[Any] = [
     pytest.param(
         check_short_objects_are_misses, ZeroLengthIsHit, marks=pytest.mark.clause("BE-13"), id="BE-13-zero-length"
@@ -599,10 +603,14 @@ PLANTED: list[Any] = [
     pytest.param(
         check_damaged_files_are_misses, ZeroLengthIsHit, marks=pytest.mark.clause("BE-13"), id="BE-13-damaged"
     ),
-    pytest.param(check_clear_keeps_other_namespaces, ClearRemovesTheRoot, marks=pytest.mark.clause("NS-8"), id="NS-8"),
-    pytest.param(check_restart, ProcessInNamespace, marks=pytest.mark.clause("NS-7"), id="NS-7"),
     pytest.param(check_never_visible_half_written, WritesInPlace, marks=pytest.mark.clause("BE-7"), id="BE-7"),
 ]
+"""Planted file bugs the reference checks catch (the file layout, damage, in-place writes)."""
+
+
+@pytest.mark.parametrize("check, buggy_class", VENDOR_PLANTED)
+def test_vendor_check_catches_planted_bug(file_harness: FileHarness, check: str, buggy_class: type) -> None:
+    assert_vendor_check_fails(file_harness.using(buggy_class), check)
 
 
 @pytest.mark.parametrize("check, buggy_class", PLANTED)

@@ -1,5 +1,5 @@
-"""The Redis reference backend, standalone and Redis Cluster: every generic clause check, Redis-only behaviour,
-faults (a server killed mid-operation, a cluster master lost, a slot moved) and planted bugs.
+"""The Redis reference backend, standalone and Redis Cluster: the vendor suite, the reference checks,
+Redis-only behaviour, faults (a server killed mid-operation, a cluster master lost, a slot moved) and planted bugs.
 
 Shared servers come from ``tests.redis_support`` (the CI ones of ``.ci/services.sh``);
 without them the tests skip, or fail when ``HICACHE_REQUIRE_REDIS=1``. Each test
@@ -24,6 +24,7 @@ from hicache_contracts import PoolName, PoolTransfer
 from hicache_contracts.conformance import FAIL, SKIP, BackendFactory, SuiteOptions, level_clause_ids, run_suite
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference import CacheController
+from hicache_reference.backdoors import RedisBackdoor
 from hicache_reference.backends.redis_backend import RedisBackend, RedisNodes, RedisSettings
 from tests.redis_support import (
     MODES,
@@ -38,9 +39,9 @@ from tests.redis_support import (
     unique_model_name,
 )
 from tests.reference.backend_checks import (
-    BackendClauseTests,
     Harness,
-    check_clear_keeps_other_namespaces,
+    ReferenceBackendTests,
+    assert_vendor_check_fails,
     check_storage_error_is_a_failure,
     clause_check,
     config,
@@ -99,6 +100,7 @@ class RedisHarness(Harness):
         self.key_prefix = unique_key_prefix()
         super().__init__(backend_cls, {**server_extra, "key_prefix": self.key_prefix, **extra})
         self.raw = RawRedis(server_extra)
+        self.backdoor = RedisBackdoor(self.raw.client)
         self.built: list[Any] = []
 
     def make(self, storage_config: Any = None, **arguments: Any) -> Any:
@@ -153,20 +155,21 @@ def dead_nodes(mode: str) -> RedisNodes:
     return RedisNodes(RedisSettings.from_extra_config({**extra, **FAST_RECOVERY}))
 
 
-class TestRedisBackend(BackendClauseTests):
-    """Every generic clause check of the reference backends, against Redis standalone and cluster."""
+class TestRedisBackend(ReferenceBackendTests):
+    """The vendor suite and the reference checks, against Redis standalone and cluster."""
 
     @pytest.fixture
     def harness(self, redis_harness: RedisHarness) -> Harness:
         return redis_harness
 
-    @pytest.fixture(autouse=True)
-    def _remember_mode(self, mode: str) -> None:
-        self.mode = mode
+    @pytest.mark.clause("BE-5")
+    def test_dead_server_is_a_failure(self, harness: Harness, mode: str) -> None:
+        """The backend pointed at a dead server: every round trip fails as it would in production."""
 
-    def break_storage(self, backend: Any) -> None:
-        """Point the backend at a dead server: every round trip fails as it would in production."""
-        backend.nodes = dead_nodes(self.mode)
+        def break_storage(backend: Any) -> None:
+            backend.nodes = dead_nodes(mode)
+
+        check_storage_error_is_a_failure(harness, break_storage)
 
 
 # ================================================================== configuration
@@ -372,8 +375,7 @@ class ClearByModelPattern(RedisBackend):
 
 @pytest.mark.clause("NS-8")
 def test_clear_check_catches_planted_bug(redis_harness: RedisHarness) -> None:
-    with pytest.raises(AssertionError):
-        check_clear_keeps_other_namespaces(redis_harness.using(ClearByModelPattern))
+    assert_vendor_check_fails(redis_harness.using(ClearByModelPattern), "clear_removes_only_its_own_namespace")
 
 
 # ================================================================== planted bugs for TTL and errors
