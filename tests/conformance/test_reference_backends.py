@@ -2,10 +2,12 @@
 
 Scenario: the smoke profile against the reference memory backend (one
 shared store) and the file backend in a temporary directory, built as
-SGLang builds dynamic backends.
+SGLang builds dynamic backends, each with its backdoor hooks
+(``hicache_reference.backdoors``).
 Expected: every claimed clause passes but the one that cannot be provoked
-on them (BE-5 without a fault hook), skipped with the reason; the memory backend does not claim durability and says so; the file
-backend claims and passes it.
+on them (BE-5 without a fault hook), skipped with the reason; every check
+that needs the backdoor hooks runs and passes; the memory backend does not
+claim durability and says so; the file backend claims and passes it.
 Why it matters: the reference is what vendors compare against.
 """
 
@@ -13,8 +15,11 @@ from __future__ import annotations
 
 import pytest
 
-from hicache_contracts.conformance import SuiteOptions, backend_clauses
+from hicache_contracts.conformance import CHECKS, SuiteOptions, backend_clauses
 from hicache_reference.main_job import run_reference_suite
+
+BACKDOOR_CHECKS = tuple(check.name for check in CHECKS if check.function.__module__.endswith(".checks_backdoor"))
+"""The checks that need the backdoor hooks."""
 
 
 @pytest.mark.clause(*[item.id for item in backend_clauses()])
@@ -30,4 +35,8 @@ def test_reference_memory_and_file_backends_pass_every_claimed_clause() -> None:
         assert set(skipped) == set(expected_skips) | extra, skipped
         for clause_id, reason in expected_skips.items():
             assert skipped[clause_id].startswith(reason), skipped[clause_id]
+    assert len(BACKDOOR_CHECKS) == 3
+    for section in (memory, file):
+        backdoor_checks = {item.check: item.status for item in section.checks if item.check in BACKDOOR_CHECKS}
+        assert backdoor_checks == dict.fromkeys(BACKDOOR_CHECKS, "pass"), backdoor_checks
     assert memory.title == "reference backend: memory" and file.title == "reference backend: file"
