@@ -153,7 +153,7 @@ def _record_arguments(
     """
     if method in _KEYS_METHODS:
         keys = args[0] if args else kwargs.get("keys")
-        call.keys = _keys_tuple(keys)
+        call.keys = tuple(keys) if type(keys) is list else _keys_tuple(keys)  # a list: the common case, checked fast
     elif method in _KEY_METHODS:
         key = args[0] if args else kwargs.get("key", _NOT_GIVEN)
         call.keys = () if key is _NOT_GIVEN else (key,)
