@@ -347,3 +347,21 @@ def test_a_legacy_write_of_a_one_page_slice_that_returns_false_completes_nothing
 def test_check_acks_refuses_a_negative_loaded_count():
     with pytest.raises(ContractViolation, match=r"check_acks\.loaded_pages\[0\]: must be an int >= 0"):
         check_acks([], slice_pages=(4,), loaded_pages=(-1,), page_size=PAGE_SIZE)
+
+
+@pytest.mark.clause("CTL-1")
+def test_a_hit_query_one_page_short_of_the_chain_stopped_early():
+    """A chain of 5 pages, slice 0 (4 pages) queried and fully hit, slice 1 (1 page) never queried."""
+    query = TraceCall(index=0, method="batch_exists", keys=CHAIN[:4], result=4)
+    operation = TraceOperation(chain=CHAIN[:5], prefix_keys=None, batch_size=4, calls=(query,))
+    assert _messages(check_operation(operation), "CTL-1") == [
+        "hit query stopped after 4 of 5 pages although every slice was fully hit"
+    ]
+
+
+@pytest.mark.clause("HYB-3")
+def test_an_all_pages_pool_of_a_few_pages_is_not_held_to_a_window():
+    swa = TraceTransfer(name="swa", keys=CHAIN[8:10], hit_policy="trailing_pages")
+    few = TraceTransfer(name="mamba", keys=CHAIN[0:2], hit_policy="all_pages")
+    report = check_operation(_sidecar_read(prefetch_trace(hybrid=True), swa, few))
+    assert "HYB-3" in report.checked and "HYB-3" not in report.violated, report.format_table()
