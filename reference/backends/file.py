@@ -2,11 +2,10 @@
 
 Layout: ``<path>/<namespace>/<pool>/<key>``, the relative part being the
 page's ``ObjectName`` with each escaped part made one safe path component
-(``_file_component``), so the model and the PP,
-CP and TP coordinates each get their own directory (NS-1..NS-4), replicated KV
-shares the TP level (NS-5), and the same configuration finds the same files
-after a restart (NS-7). A file holds the raw bytes of one flat page and
-nothing else.
+(``_file_component``), so the model and the PP, CP and TP coordinates each
+get their own directory (NS-1..NS-4), replicated KV shares the TP level
+(NS-5), and the same configuration finds the same files after a restart
+(NS-7). A file holds the raw bytes of one flat page and nothing else.
 
 Writes send the page's host byte ranges with one ``os.writev`` (no copy out
 of the pool, ``writes_from_ranges``) to a temporary file in the same
@@ -157,6 +156,7 @@ class FileBackend(PageStoreBackend):
     hicache_levels = ("core", "legacy", "v1", "v2", "prefix", "namespacing", "concurrency", "durability", "robustness")
     reads_into_ranges = True
     writes_from_ranges = True
+    _longest_plain_key = NAME_MAX_BYTES  # a longer key's file name is its hash (``_file_component``)
 
     def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
         super().__init__(storage_config, extra_config)
@@ -184,10 +184,6 @@ class FileBackend(PageStoreBackend):
     def _render(self, name: ObjectName) -> str:
         # NS-6: one scheme for every call; each part made a safe path component (module docstring).
         return name.to_str(_file_component)
-
-    def _plain(self, keys: Sequence[str]) -> bool:
-        """Plain keys (``plain_keys``) no longer than ``NAME_MAX_BYTES``: each is its own file name."""
-        return super()._plain(keys) and max(map(len, keys), default=0) <= NAME_MAX_BYTES
 
     def _path(self, name: str) -> str:
         """Return the absolute path of ``name``; raise ValueError unless it lies under the root."""

@@ -113,13 +113,20 @@ class ObjectStore:
         """Return what the primitives get for ``name``: its ``to_str()`` unless a backend says otherwise."""
         return name.to_str()
 
+    _longest_plain_key: Optional[int] = None
+    """Longest key named as prefix + key (None: no bound); a longer one goes through ``_render``."""
+
     def _plain(self, keys: Sequence[str]) -> bool:
         """Whether every key's name is its pool's prefix followed by the key (``plain_keys``)."""
-        return plain_keys("".join(keys))
+        if not plain_keys("".join(keys)):
+            return False
+        limit = self._longest_plain_key
+        return limit is None or max(map(len, keys), default=0) <= limit
 
     def _name(self, key: str, pool: str = KV) -> Any:
         """Return the primitives' name of page ``key`` in ``pool``."""
-        if self._plain((key,)):
+        # On ASCII text, str.isalnum is exactly [A-Za-z0-9]: ``_plain`` for one key, inline.
+        if key.isascii() and key.isalnum() and (self._longest_plain_key is None or len(key) <= self._longest_plain_key):
             return self._name_prefix(pool) + key
         return self._render(ObjectName(self.namespace, pool, key))
 
