@@ -93,7 +93,7 @@ def concurrent_calls_keep_every_key_consistent(suite: SuiteContext) -> None:
                     read = suite.io.read(instance, chosen, pages=pages, clause_id="BE-23")
                     outcome = [page is not None for page in read]
                     for key, page in zip(chosen, read):
-                        if page is not None and not suite.pages.same_page(key, instance.pool, page):
+                        if page is not None and not suite.io.holds(key, instance.pool, page):
                             problems.append(f"thread {index} read {suite.names.label(key)} with corrupt bytes")
                 else:
                     outcome = suite.io.count(instance, chosen, clause_id="BE-23")

@@ -90,7 +90,7 @@ def lossy_write_once_store_machine(
                         key in self.attempted, read_clause, f"{suite.names.label(key)} reads back but was never written"
                     )
                     expect(
-                        suite.pages.same_page(key, self.built.pool, page),
+                        suite.io.holds(key, self.built.pool, page),
                         read_clause,
                         f"{suite.names.label(key)} reads back as "
                         f"{describe_page_difference(suite.pages.page_for(key, self.built.pool), page)}",

@@ -21,7 +21,7 @@ from hypothesis import example, given, strategies as st
 from hicache_spec import ALL_PAGES, STORAGE_BATCH_SIZE, TRAILING_PAGES, count_pool_hits, fold_pool_query
 from hicache_contracts.conformance.context import UNREGISTERED_POOL, Instance, SuiteContext
 from hicache_contracts.conformance.framework import CheckSkipped, conformance_check, expect, fail
-from hicache_contracts.conformance.pools import describe_page_difference, pages_equal
+from hicache_contracts.conformance.pools import describe_page_difference
 from hicache_contracts.conformance.properties import run_property
 from hicache_contracts.models import PoolHitPolicy, PoolName
 
@@ -326,7 +326,7 @@ def v2_pool_hits_count_only_pages_that_landed(suite: SuiteContext) -> None:
                     page = instance.pool_for(pool_name).peek(targets[index])
                 wanted = expected_page(suite, instance, pool_name, keys[index])
                 expect(
-                    pages_equal(wanted, page),
+                    suite.io.holds(keys[index], instance.pool_for(pool_name), page, (VARIANTS[pool_name],)),
                     "HYB-8",
                     f"count_pool_hits counts page {index} of pool {pool_name!r} ({suite.names.label(keys[index])}) as loaded, "
                     f"but its slots hold {describe_page_difference(wanted, page)}",
@@ -379,7 +379,7 @@ def v2_kv_derived_sidecars_travel_with_kv(suite: SuiteContext) -> None:
                 page = indexer_pool.peek(targets[index])
                 wanted = expected_page(suite, instance, "indexer", key)
                 expect(
-                    pages_equal(wanted, page),
+                    suite.io.holds(key, indexer_pool, page, (VARIANTS["indexer"],)),
                     "BE-22",
                     f"the kv-derived indexer page of {suite.names.label(key)} "
                     f"read back as {describe_page_difference(wanted, page)}",
