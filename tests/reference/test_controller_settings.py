@@ -179,3 +179,14 @@ def test_overriding_a_moved_step_fails_loudly():
                 return 0
 
     assert PrefetchIO.read_slice  # where it lives now
+
+
+def test_the_facade_shows_the_workers_and_their_threads():
+    controller = CacheController(memory_backend(), make_pool())
+    try:
+        threads = controller._threads
+        assert threads == controller.workers.threads and len(threads) == 3
+        assert all(thread.is_alive() for thread in threads) and controller.running
+    finally:
+        assert controller.close(timeout=10)
+    assert not controller.running and not any(thread.is_alive() for thread in threads)
