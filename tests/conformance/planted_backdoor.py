@@ -22,7 +22,6 @@ class CorrectBackdoor:
     def plant(self, backend: Any, key: str, pool: str, data: bytes) -> None:
         with backend.lock:
             backend.objects[backend.name(key, pool)] = bytes(data)
-        index_put(backend, backend.name(key, pool), len(data))
 
     def peek(self, backend: Any, key: str, pool: str) -> Optional[bytes]:
         with backend.lock:
@@ -40,7 +39,7 @@ class CorrectWithBackdoor(CorrectBackend):
 
 
 INDEXES: dict[str, dict[str, int]] = {}
-"""Per store: the size of every object written, as a store-wide index (``StoreIndexAnswersLookups``)."""
+"""Per store: the size of every object written, as a store-wide index (``ReadsTrustAnIndex``)."""
 _INDEX_LOCK = threading.Lock()
 
 
@@ -48,33 +47,6 @@ def index_put(backend: Any, name: str, size: int) -> None:
     """Note an object written into ``backend``'s store (what a store-side index would learn from a write)."""
     with _INDEX_LOCK:
         INDEXES.setdefault(backend.store_name, {})[name] = size
-
-
-class StoreIndexAnswersLookups(CorrectWithBackdoor):
-    """KV lookups answer from a store-wide index of what was written, kept up to date on writes and clear() but not
-    on objects that vanish otherwise (evicted, deleted by another process): a removed page stays a hit (BE-2,
-    BE-4). Only the backdoor check removes an object behind the backend's back."""
-
-    def put(self, name: str, data: bytes) -> bool:
-        written = super().put(name, data)
-        index_put(self, name, len(data))
-        return written
-
-    def present(self, name: str, pool: str = "kv") -> bool:
-        if pool != "kv":
-            return super().present(name, pool)
-        if self.store_failing:
-            return False
-        with _INDEX_LOCK:
-            size = INDEXES.get(self.store_name, {}).get(name)
-        return size is not None and pool in self.pools and size == self.page_bytes(pool)
-
-    def clear(self) -> None:
-        super().clear()
-        with _INDEX_LOCK:
-            index = INDEXES.setdefault(self.store_name, {})
-            for name in [name for name in index if name.startswith(self.namespace + "|")]:
-                del index[name]
 
 
 class ShortObjectCopiedBeforeTheSizeCheck(CorrectWithBackdoor):
@@ -97,27 +69,30 @@ class ShortObjectCopiedBeforeTheSizeCheck(CorrectWithBackdoor):
         return super().read_pages(pool, keys, host_indices)
 
 
-class SidecarIndexAnswersPoolLookups(CorrectWithBackdoor):
-    """batch_exists_v2 answers a sidecar pool's presence from a store-wide index of the sidecar pages written
-    (kept on writes and clear(), not on objects that vanish otherwise): a KV page whose indexer page vanished
-    is still restorable (BE-22). Reads look in the store; only the backdoor check removes a sidecar object."""
+class ReadsTrustAnIndex(CorrectWithBackdoor):
+    """Keeps a store-wide index of the objects written (on writes and clear(), not on objects that vanish
+    otherwise: evicted, deleted by another process); a read of a page the index holds but the store lost
+    reports it loaded and leaves its host page as it was. Which pools trust the index: ``trusted``."""
 
-    def write_pages(self, pool: str, keys: list, host_indices: Any) -> list[bool]:
-        results = super().write_pages(pool, keys, host_indices)
-        if pool != "kv":
-            for key, written in zip(keys, results):
-                if written:
-                    index_put(self, self.name(key, pool), self.page_bytes(pool))
-        return results
+    def trusted(self, pool: str) -> bool:
+        raise NotImplementedError
 
-    def pool_present(self, pool: str, keys: list) -> tuple[bool, ...]:
-        if pool == "kv" or self.store_failing:
-            return super().pool_present(pool, keys)
+    def put(self, name: str, data: bytes) -> bool:
+        written = super().put(name, data)
+        index_put(self, name, len(data))
+        return written
+
+    def read_pages(self, pool: str, keys: list, host_indices: Any) -> list[bool]:
+        results = super().read_pages(pool, keys, host_indices)
+        if not self.trusted(pool) or self.store_failing or pool not in self.pools:
+            return results
         with _INDEX_LOCK:
-            index = INDEXES.get(self.store_name, {})
-            return tuple(
-                pool in self.pools and index.get(self.name(key, pool)) == self.page_bytes(pool) for key in keys
-            )
+            index = dict(INDEXES.get(self.store_name, {}))
+        return [
+            loaded
+            or (index.get(self.name(key, pool)) == self.page_bytes(pool) and self.fetch(self.name(key, pool)) is None)
+            for key, loaded in zip(keys, results)
+        ]
 
     def clear(self) -> None:
         super().clear()
@@ -127,8 +102,24 @@ class SidecarIndexAnswersPoolLookups(CorrectWithBackdoor):
                 del index[name]
 
 
+class VanishedKvPageReadsAsAHit(ReadsTrustAnIndex):
+    """A KV page whose object vanished reads as loaded, its host page untouched (BE-4). Only the backdoor check
+    removes an object behind the backend's back."""
+
+    def trusted(self, pool: str) -> bool:
+        return pool == "kv"
+
+
+class VanishedSidecarPageReadsAsAHit(ReadsTrustAnIndex):
+    """A sidecar page whose object vanished reads as loaded, its host page untouched (BE-22). Only the backdoor
+    check removes a sidecar object behind the backend's back."""
+
+    def trusted(self, pool: str) -> bool:
+        return pool != "kv"
+
+
 BACKDOOR_SINGLE: dict[type, str] = {
-    SidecarIndexAnswersPoolLookups: "a_removed_kv_derived_sidecar_reports_its_kv_page_missing",
-    StoreIndexAnswersLookups: "a_removed_object_is_a_miss",
+    VanishedSidecarPageReadsAsAHit: "a_removed_kv_derived_sidecar_is_never_read_as_a_hit",
+    VanishedKvPageReadsAsAHit: "a_removed_object_is_never_read_as_a_hit",
     ShortObjectCopiedBeforeTheSizeCheck: "planted_short_objects_are_misses",
 }

@@ -21,8 +21,8 @@ from tests.conformance.planted_backdoor import CorrectBackdoor, CorrectWithBackd
 
 BACKDOOR_CHECKS = (
     "planted_short_objects_are_misses",
-    "a_removed_object_is_a_miss",
-    "a_removed_kv_derived_sidecar_reports_its_kv_page_missing",
+    "a_removed_object_is_never_read_as_a_hit",
+    "a_removed_kv_derived_sidecar_is_never_read_as_a_hit",
 )
 
 
@@ -30,7 +30,7 @@ def outcomes(report) -> dict[str, tuple[str, str]]:
     return {item.check: (item.status, item.message or "") for item in report.sections[0].checks}
 
 
-@pytest.mark.clause("BE-13", "BE-16", "BE-4", "BE-2", "BE-22")
+@pytest.mark.clause("BE-13", "BE-16", "BE-4", "BE-15", "BE-22")
 def test_backdoor_checks_pass_a_correct_backend_with_hooks() -> None:
     report = run(CorrectWithBackdoor, checks=BACKDOOR_CHECKS)
     assert {check: status for check, (status, _) in outcomes(report).items()} == dict.fromkeys(BACKDOOR_CHECKS, "pass")
