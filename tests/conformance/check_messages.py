@@ -2,6 +2,7 @@
 ``tests/conformance/check_messages.json`` holds, and the code that records them again.
 
     .venv/bin/python -m tests.conformance.check_messages     # rewrite the JSON (minutes)
+    .venv/bin/python -m tests.conformance.check_messages NAME ...   # record only these planted backends again
 
 A verdict is (clause, message, first line of the counterexample) of the check's outcome. Concurrency
 checks (whose failures depend on how threads interleave) and planted bugs run with a longer profile or
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -75,9 +77,12 @@ def candidates(backend: type) -> list[str]:
     return list(checks_for(clause if isinstance(clause, tuple) else (clause,)))
 
 
-def record() -> dict[str, dict[str, list]]:
+def record(names: Optional[list[str]] = None) -> dict[str, dict[str, list]]:
+    """The verdicts of every planted backend (or of those ``names``) on the checks that should catch it."""
     found: dict[str, dict[str, list]] = {}
     for name, backend in sorted(BACKENDS.items()):
+        if names and name not in names:
+            continue
         if options_for(backend).get("profile") or options_for(backend).get("timeout_s"):
             continue  # a longer profile or a stuck call: too slow to run for every check
         for check in sorted(set(candidates(backend)) - RACING):
@@ -89,4 +94,13 @@ def record() -> dict[str, dict[str, list]]:
 
 
 if __name__ == "__main__":
-    RECORDED.write_text(json.dumps(record(), indent=1, ensure_ascii=False) + "\n")
+    chosen = sys.argv[1:]
+    unknown = sorted(set(chosen) - set(BACKENDS))
+    if unknown:
+        raise SystemExit(f"no planted backend named {', '.join(unknown)}")
+    kept = {name: found for name, found in json.loads(RECORDED.read_text()).items() if name not in chosen}
+    recorded = {**kept, **record(chosen)} if chosen else record()
+    for name in chosen:
+        if name not in recorded:
+            print(f"{name}: no check fails it (nothing recorded)", flush=True)
+    RECORDED.write_text(json.dumps(dict(sorted(recorded.items())), indent=1, ensure_ascii=False) + "\n")

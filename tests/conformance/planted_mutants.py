@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from hicache_contracts.conformance import BACKEND_LEVELS
-from tests.conformance.correct_backend import CorrectBackend
+from tests.conformance.correct_backend import CorrectBackend, pool_name
 
 
 # ================================================================ BE-5: storage errors
@@ -132,12 +132,231 @@ class V2GetNamesItsInfoParameterInfo(CorrectBackend):
         return super().batch_get_v2(transfers, info)
 
 
+# ================================================================ host pages: a path for one contiguous run
+# SGLang's host pool hands out free pages wherever they are: a batch's pages may form one ascending run, be
+# scattered, or repeat none of the above from one call to the next. A backend with a fast path for a run
+# (one bulk transfer of the run's bytes) has two paths, and a bug in only one of them is seen only where
+# the check's host pages take it: these bugs are all in the run path.
+def one_run(host_indices: Any, page_size: int, count: int) -> bool:
+    """Whether ``count`` pages' host indices form one ascending run of at least two pages."""
+    if count < 2:
+        return False
+    first = int(host_indices[0])
+    return all(int(host_indices[index * page_size]) == first + index * page_size for index in range(count))
+
+
+class RunBackend(CorrectBackend):
+    """The correct backend with a run test for its subclasses' fast paths."""
+
+    def is_run(self, pool: str, keys: list, host_indices: Any) -> bool:
+        host_pool = self.pools.get(pool)
+        return host_pool is not None and one_run(host_indices, host_pool.page_size, len(keys))
+
+
+class SidecarRunReadRaisesOnStoreError(RunBackend):
+    """A run of sidecar pages is fetched in one bulk read that lets the store's error escape (BE-5)."""
+
+    def read_pages(self, pool, keys, host_indices):
+        if pool == "kv" or not self.is_run(pool, keys, host_indices):
+            return super().read_pages(pool, keys, host_indices)
+        host_pool, page_size = self.pools[pool], self.pools[pool].page_size
+        fetched = [self.fetch(self.name(key, pool)) for key in keys]  # no try: an OSError leaves the call
+        results = []
+        for index, data in enumerate(fetched):
+            if data is None or len(data) != self.page_bytes(pool):
+                results.append(False)
+                continue
+            host_pool.set_from_flat_data_page(int(host_indices[index * page_size]), self.page_tensor(data, pool))
+            results.append(True)
+        return results
+
+
+class RunWritePublishesBeforeCopying(RunBackend):
+    """A batch_set_v1 whose host pages form one run reserves every object (a zeroed page) before copying the
+    run into them: the pages are visible while the write is still reading the host pool (BE-7)."""
+
+    def write_pages(self, pool, keys, host_indices):
+        if self.is_run(pool, keys, host_indices):
+            empty = bytes(self.page_bytes(pool))
+            try:
+                for key in keys:
+                    self.put(self.name(key, pool), empty)
+            except OSError:
+                return [False] * len(keys)
+        return super().write_pages(pool, keys, host_indices)
+
+
+class RewrittenPagesMissedByTheRunRead(RunBackend):
+    """A rewrite stores the new bytes under a versioned object name and deletes the old object; the per-page
+    read resolves the version, the run path (one bulk fetch of the base names) does not: a rewritten page read
+    into one run of host pages misses (BE-6)."""
+
+    def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.versions: dict[str, int] = {}
+        self.base_names = False
+
+    def name(self, key: str, pool: str = "kv") -> str:
+        base = super().name(key, pool)
+        version = 0 if self.base_names else self.versions.get(base, 0)
+        return base if version == 0 else f"{base}#v{version}"
+
+    def write_pages(self, pool, keys, host_indices):
+        replaced = [self.name(key, pool) for key in keys if self.name(key, pool) in self.objects]
+        for key in keys:
+            if self.name(key, pool) in replaced:
+                base = super().name(key, pool)
+                self.versions[base] = self.versions.get(base, 0) + 1
+        results = super().write_pages(pool, keys, host_indices)
+        with self.lock:
+            for old in replaced:
+                self.objects.pop(old, None)
+        return results
+
+    def read_pages(self, pool, keys, host_indices):
+        self.base_names = self.is_run(pool, keys, host_indices)
+        try:
+            return super().read_pages(pool, keys, host_indices)
+        finally:
+            self.base_names = False
+
+
+class V2ReadFallsOffTheEnd(CorrectBackend):
+    """v2 is not claimed; batch_get_v2 answers empty input, checks the host indices it is given, and then
+    returns None instead of a result or NotImplementedError (BE-18)."""
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        if not transfers:
+            return {}
+        for transfer in transfers:
+            if (
+                transfer.host_indices is not None
+                and len(transfer.host_indices)
+                and int(transfer.host_indices.min()) < 0
+            ):
+                raise ValueError(f"pool {pool_name(transfer.name)!r}: host indices must be >= 0")
+        return None
+
+
+class ReplicatedRunReadUsesItsOwnRank(RunBackend):
+    """The run path looks replicated (MLA) KV up under the reading rank's own TP coordinate: only the writer
+    rank 0, whose name it happens to be stored under, finds it; tp_rank 1 misses every page (NS-5)."""
+
+    def read_pages(self, pool, keys, host_indices):
+        config = self.config
+        if config.is_mla_model and config.tp_rank != 0 and self.is_run(pool, keys, host_indices):
+            return [False] * len(keys)  # the names it asks for (tp 1/2) were never written
+        return super().read_pages(pool, keys, host_indices)
+
+
+class RunReadExtendsThePrefix(RunBackend):
+    """The run path of batch_get_v1 appends the keys it loaded to the prefix_keys list it was given, to hand the
+    longer prefix on, so the caller's list changes (PFX-6)."""
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        prefix = getattr(extra_info, "prefix_keys", None)
+        if isinstance(prefix, list) and self.is_run("kv", list(keys), host_indices):
+            prefix.extend(keys)
+        return super().batch_get_v1(keys, host_indices, extra_info)
+
+
+class DerivedRunReadSkipsTheCopy(RunBackend):
+    """A KV-derived indexer read whose host pages form one run is reported loaded without a copy: the backend
+    assumes the run arrived with its KV run (BE-22)."""
+
+    def read_pages(self, pool, keys, host_indices):
+        if pool == "indexer" and self.is_run(pool, keys, host_indices):
+            return list(self.pool_present(pool, list(keys)))
+        return super().read_pages(pool, keys, host_indices)
+
+
+class SidecarReadFromTheResidentHostPage(CorrectBackend):
+    """A sidecar page is read from the host page it was written from while that page still holds data (not
+    all zeros), as a host-memory hit; SGLang reuses host pages after a backup, so it may hold anything (HYB-8)."""
+
+    def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.resident: dict[str, int] = {}
+
+    def write_pages(self, pool, keys, host_indices):
+        results = super().write_pages(pool, keys, host_indices)
+        if pool != "kv":
+            page_size = self.pools[pool].page_size
+            for index, (key, ok) in enumerate(zip(keys, results)):
+                if ok:
+                    self.resident[self.name(key, pool)] = int(host_indices[index * page_size])
+        return results
+
+    def read_pages(self, pool, keys, host_indices):
+        results = super().read_pages(pool, keys, host_indices)
+        host_pool = self.pools.get(pool)
+        if pool == "kv" or host_pool is None:
+            return results
+        for index, (key, ok) in enumerate(zip(keys, results)):
+            source = self.resident.get(self.name(key, pool))
+            if ok and source is not None:
+                page = host_pool.get_data_page(source, flat=True)
+                if bool(page.count_nonzero()):
+                    host_pool.set_from_flat_data_page(int(host_indices[index * host_pool.page_size]), page.clone())
+        return results
+
+
+class OneHitLandsInTheFirstSlot(CorrectBackend):
+    """A read with exactly one page to load takes a single-page path that copies it into the batch's first
+    host page, not its own: a hit after a miss lands in the miss's slots (BE-15; a batch of 2 pages shows it)."""
+
+    def read_pages(self, pool, keys, host_indices):
+        present = list(self.pool_present(pool, list(keys)))
+        if present.count(True) != 1 or present[0]:
+            return super().read_pages(pool, keys, host_indices)
+        index = present.index(True)
+        page_size = self.pools[pool].page_size
+        moved = super().read_pages(pool, [keys[index]], host_indices[:page_size])
+        return [moved[0] if position == index else False for position in range(len(keys))]
+
+
+# ================================================================ BE-8: unknown extra_info keys
+class FlagLikeUnknownKeyRefused(CorrectBackend):
+    """An unknown extra_info key whose value is a flag (0, 1, True or False) is refused as a misspelt option (BE-8)."""
+
+    known_options = ("priority",)
+
+    def refuse_misspelt_flags(self, extra_info: Any) -> None:
+        for key, value in (getattr(extra_info, "extra_info", None) or {}).items():
+            if key not in self.known_options and value in (0, 1):
+                raise ValueError(f"unknown extra_info flag {key!r}; is it misspelt?")
+
+    def batch_exists(self, keys, extra_info=None):
+        self.refuse_misspelt_flags(extra_info)
+        return super().batch_exists(keys, extra_info)
+
+
+# ================================================================ the host pool's last page
+class LastHostPageRefused(CorrectBackend):
+    """A read's bounds test is off by one (``slot + page_size < size``): a page read into the host pool's last
+    page is reported missing. SGLang's allocator hands that page out like any other (BE-27's small pool reads
+    into it; BE-17 holds the page to the read)."""
+
+    def read_pages(self, pool, keys, host_indices):
+        host_pool = self.pools.get(pool)
+        if host_pool is None:
+            return [False] * len(keys)
+        results = super().read_pages(pool, keys, host_indices)
+        page_size = host_pool.page_size
+        return [
+            ok and int(host_indices[index * page_size]) + page_size < host_pool.size for index, ok in enumerate(results)
+        ]
+
+
 # ================================================================ correct variants
 class EvictsAfterTheSecondRead(DropsAfterTheSecondRead):
     """The same cache, declaring that it may evict: correct."""
 
     hicache_may_evict = True
 
+
+WITHOUT_V2 = tuple(level for level in BACKEND_LEVELS if level != "v2")
+"""The levels of a backend that does not claim v2."""
 
 MUTANT_PLANTED: dict[type, tuple[str, str, dict]] = {
     ClaimsWritesWhileTheStoreFails: ("storage_errors_are_failures_not_exceptions", "BE-5", {}),
@@ -147,6 +366,21 @@ MUTANT_PLANTED: dict[type, tuple[str, str, dict]] = {
     V1SetNamesItsInfoParameterInfo: ("extra_info_accepted_in_every_shape", "BE-8", {}),
     V1GetNamesItsInfoParameterInfo: ("extra_info_accepted_in_every_shape", "BE-8", {}),
     V2GetNamesItsInfoParameterInfo: ("extra_info_accepted_in_every_shape", "BE-8", {}),
+    SidecarRunReadRaisesOnStoreError: ("storage_errors_are_failures_not_exceptions", "BE-5", {}),
+    RunWritePublishesBeforeCopying: ("pages_are_invisible_until_fully_written", "BE-7", {}),
+    V2ReadFallsOffTheEnd: ("unimplemented_methods_raise_not_implemented", "BE-18", dict(levels=WITHOUT_V2)),
+    ReplicatedRunReadUsesItsOwnRank: ("replicated_kv_is_shared_across_tp_ranks", "NS-5", {}),
+    RunReadExtendsThePrefix: ("prefix_keys_are_never_mutated", "PFX-6", {}),
+    DerivedRunReadSkipsTheCopy: ("v2_kv_derived_sidecars_travel_with_kv", "BE-22", {}),
+    SidecarReadFromTheResidentHostPage: ("v2_pool_hits_count_only_pages_that_landed", "HYB-8", {}),
+    OneHitLandsInTheFirstSlot: (
+        "v1_hits_after_a_miss_land_in_their_own_scattered_slots",
+        "BE-15",
+        dict(profile="standard"),
+    ),
+    FlagLikeUnknownKeyRefused: ("extra_info_accepted_in_every_shape", "BE-8", {}),
+    LastHostPageRefused: ("host_pools_registered_hook_accepts_the_pools", "BE-27", {}),
+    RewrittenPagesMissedByTheRunRead: ("rewriting_a_key_returns_true_and_keeps_correct_bytes", "BE-6", {}),
 }
 """Planted backend -> (the check that must fail it, the clause it reports, extra suite options)."""
 

@@ -4,7 +4,8 @@ Scenario: each backend of planted_mutants.MUTANT_PLANTED is run through the one 
 it; each correct variant of planted_mutants.CORRECT_VARIANTS through every check.
 Expected: the planted bug fails its check on its clause, with a message; a correct variant fails none.
 Why it matters: a condition of a check that no bug reaches can be inverted or dropped with every test
-still green (docs/mutation/checks.md lists the checks' mutation score).
+still green, and a check that moves to other host pages stops catching a bug that depends on them
+(docs/mutation/checks.md lists the checks' mutation score).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import pytest
 from tests.conformance.check_messages import BACKENDS, RECORDED, verdict
 
 from tests.conformance.helpers import failed, run, statuses
-from tests.conformance.planted_mutants import CORRECT_VARIANTS, MUTANT_PLANTED
+from tests.conformance.planted_mutants import CORRECT_VARIANTS, MUTANT_PLANTED, one_run
+from hicache_contracts.conformance.pools import slots_of_pages
 
 
 @pytest.mark.parametrize(
@@ -56,3 +58,12 @@ RECORDED_VERDICTS = [
 def test_check_alone_reports_the_planted_bug_as_recorded(name: str, check: str, expected: list) -> None:
     """Run alone, the check fails the planted bug on the same clause, with the same message and counterexample."""
     assert verdict(BACKENDS[name], check) == expected
+
+
+@pytest.mark.parametrize(
+    "pages, expected",
+    [([4, 5], True), ([0, 1, 2], True), ([3, 5], False), ([3, 3], False), ([5, 4], False), ([5], False), ([], False)],
+)
+def test_a_run_is_two_or_more_ascending_consecutive_host_pages(pages: list, expected: bool) -> None:
+    """The run-path planted bugs take their fast path exactly for one ascending run of host pages."""
+    assert one_run(slots_of_pages(pages, 4), 4, len(pages)) is expected
