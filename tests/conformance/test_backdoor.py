@@ -54,3 +54,14 @@ def test_a_factory_refuses_an_object_without_the_hooks() -> None:
     with pytest.raises(ValueError) as raised:
         BackendFactory(CorrectBackend, {}, backdoor=object())
     assert str(raised.value).startswith("BackendFactory.backdoor: must have plant, peek and remove methods")
+
+
+class NotHooks(CorrectBackend):
+    hicache_backdoor = object()
+
+
+@pytest.mark.clause("BE-13")
+def test_a_class_attribute_without_the_hooks_skips_naming_it() -> None:
+    report = run(NotHooks, checks=BACKDOOR_CHECKS)
+    for status, message in outcomes(report).values():
+        assert status == "skip" and message.startswith("hicache_backdoor: must have plant, peek and remove"), message
