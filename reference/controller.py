@@ -47,6 +47,7 @@ from hicache_reference.controller_input import (
     violation,
 )
 from hicache_reference.controller_parts import Acks, PrefixInfo, Termination, Upkeep
+from hicache_reference.controller_variants import reject_moved_steps, subclass_with_parts
 from hicache_reference.hit_query import HitQuery
 from hicache_reference.operations import BackupOperation, PrefetchOperation
 from hicache_reference.policies import TimeoutSettings
@@ -62,58 +63,6 @@ __all__ = ["CacheController", "ControllerSettings", "SidecarPool"]
 _CLASS = "CacheController"
 _UNSET: Any = object()
 """A keyword option that was not given."""
-
-PART_SLOTS: tuple[str, ...] = (
-    "prefix_info_class",
-    "upkeep_class",
-    "termination_class",
-    "acks_class",
-    "hit_query_class",
-    "sidecar_reader_class",
-    "prefetch_io_class",
-    "storage_writer_class",
-    "backup_writer_class",
-    "workers_class",
-)
-"""The class attributes naming the collaborators, in the order they are built."""
-
-_MOVED_HOOKS = {
-    **dict.fromkeys(["_operation_extra_info", "_extra_info_for_slice", "_sidecar_groups"], "PrefixInfo"),
-    **dict.fromkeys(["_free_host_slots", "_record_internal_error"], "Upkeep"),
-    "_should_terminate": "Termination",
-    **dict.fromkeys(["_agree_ack", "_emit_ack", "_finish_prefetch"], "Acks"),
-    **dict.fromkeys(
-        [
-            "_run_hit_query_stage",
-            "_hit_query",
-            "_hit_query_v1",
-            "_hit_query_v2",
-            "_exists_slice",
-            "_exists_transfers",
-            "_span_worth_querying",
-            "_allocate",
-            "_agree_hit",
-            "_is_worth_prefetching",
-            "_revoke",
-        ],
-        "HitQuery",
-    ),
-    **dict.fromkeys(
-        ["_run_io_stage", "_load_kv", "_stops_after", "_read_slice", "_read_kv_slice", "_read_derived_slice"],
-        "PrefetchIO",
-    ),
-    **dict.fromkeys(
-        ["_sidecar_window", "_load_sidecars", "_read_sidecars", "_read_sidecar_parts", "_sidecar_read_succeeded"],
-        "SidecarReader",
-    ),
-    **dict.fromkeys(["_writes_kv", "_writes_sidecar"], "StorageWriter"),
-    **dict.fromkeys(
-        ["_run_backup", "_write_slice", "_write_sidecars", "_backup_sidecar_transfers", "_agree_backup"],
-        "BackupWriter",
-    ),
-    **dict.fromkeys(["_hit_query_worker", "_io_worker", "_backup_worker", "_submit"], "Workers"),
-}
-"""Steps that were methods of the controller, and the collaborator that holds them now."""
 
 
 def _settings_from(settings: Optional[ControllerSettings], options: dict[str, Any]) -> ControllerSettings:
@@ -146,30 +95,12 @@ class CacheController:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for name in vars(cls):
-            if name in _MOVED_HOOKS:
-                raise TypeError(
-                    f"{cls.__name__}.{name}: this step is now a method of {_MOVED_HOOKS[name]}; subclass that "
-                    "and plug it in with CacheController.with_parts (docs/controller.md)"
-                )
+        reject_moved_steps(cls)
 
     @classmethod
     def with_parts(cls, *parts: type, name: Optional[str] = None, doc: Optional[str] = None) -> type:
         """A subclass of this controller whose collaborators are ``parts``, each a subclass of one part class."""
-        slots: dict[str, Any] = {}
-        for part in parts:
-            matches = [slot for slot in PART_SLOTS if isinstance(part, type) and issubclass(part, getattr(cls, slot))]
-            if len(matches) != 1:
-                raise TypeError(f"{_CLASS}.with_parts: {part!r} must subclass exactly one of the controller's parts")
-            slots[matches[0]] = part
-        name = name or "".join(part.__name__ for part in parts)
-        namespace = {
-            **slots,
-            "__doc__": doc or parts[0].__doc__,
-            "__module__": parts[0].__module__,
-            "__qualname__": name,
-        }
-        return type(name, (cls,), namespace)
+        return subclass_with_parts(cls, parts, name, doc)
 
     def __init__(
         self,
@@ -212,7 +143,6 @@ class CacheController:
         """Tokens per page, from the host pool."""
         self.storage_config = storage_config
         self.sidecar_pools: tuple[SidecarPool, ...] = check_sidecar_pools(sidecar_pools, host_pool)
-        self.clock = clock
         self.timeout_settings = TimeoutSettings(
             self.settings.prefetch_timeout_base,
             self.settings.prefetch_timeout_per_ki_token,
@@ -225,19 +155,19 @@ class CacheController:
         backup_channel = self.rank_group.channel("backup")
         self.caller = BackendCaller(backend, self.settings.call_deadline)
         self._operation_ids = OperationIds()
-        self._build_parts(hit_channel, io_channel, backup_channel, on_ack, on_backup_done)
+        self._build_parts(clock, hit_channel, io_channel, backup_channel, on_ack, on_backup_done)
         if self.settings.register_host_pools:
             self._register_host_pools()
         if start:
             self.start()
 
     def _build_parts(
-        self, hit_channel: Any, io_channel: Any, backup_channel: Any, on_ack: Any, on_backup_done: Any
+        self, clock: Any, hit_channel: Any, io_channel: Any, backup_channel: Any, on_ack: Any, on_backup_done: Any
     ) -> None:
         settings = self.settings
         self.prefixes = self.prefix_info_class(settings.pass_prefix_keys)
         self.upkeep = self.upkeep_class()
-        self.termination = self.termination_class(self.clock)
+        self.termination = self.termination_class(clock)
         self.acks = self.acks_class(io_channel, self.host_pool, self.upkeep, on_ack)
         shared = dict(caller=self.caller, prefixes=self.prefixes, upkeep=self.upkeep)
         self.hit_query = self.hit_query_class(
@@ -308,6 +238,11 @@ class CacheController:
     def pass_prefix_keys(self) -> bool:
         """Whether backends receive prefix metadata (PFX-1, PFX-3)."""
         return self.settings.pass_prefix_keys
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The policies' clock, also the operations' submission time (``termination.clock``)."""
+        return self.termination.clock
 
     @property
     def on_ack(self) -> Optional[Callable[[PrefetchOperation, Any], None]]:

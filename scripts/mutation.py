@@ -145,6 +145,7 @@ TARGETS: dict[str, Target] = {
                 "controller",
                 "controller_input",
                 "controller_parts",
+                "controller_variants",
                 "hit_query",
                 "prefetch_io",
                 "sidecar_reads",

@@ -169,6 +169,12 @@ def test_with_parts_plugs_a_collaborator_in():
 def test_with_parts_rejects_what_is_not_a_part():
     with pytest.raises(TypeError, match="must subclass exactly one of the controller's parts"):
         CacheController.with_parts(dict)
+    with pytest.raises(TypeError, match="must subclass exactly one of the controller's parts"):
+        CacheController.with_parts(HalfQuery, object)
+    with pytest.raises(TypeError, match="give at least one part"):
+        CacheController.with_parts()
+    named = CacheController.with_parts(HalfQuery, name="Named", doc="A named variant.")
+    assert (named.__name__, named.__doc__, named.hit_query_class) == ("Named", "A named variant.", HalfQuery)
 
 
 def test_overriding_a_moved_step_fails_loudly():
