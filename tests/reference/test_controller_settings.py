@@ -63,19 +63,58 @@ def test_every_option_is_covered():
     assert set(GOOD) == set(SETTING_NAMES) == {field for field, *_ in BAD}
 
 
+def rejected(build):
+    """Run ``build(backend)``; return the ContractViolation it raised, asserting it touched nothing."""
+    backend, before = Untouched(), threading.active_count()
+    try:
+        controller = build(backend)
+    except ContractViolation as violation:
+        assert backend.asked == [], f"the backend was asked for {backend.asked} before the check"
+        assert threading.active_count() == before, "a thread was started before the check"
+        return violation
+    controller.close()
+    raise AssertionError("accepted")
+
+
+def check_bad_option(controller_class, field, value, rule, clause_id, how="keyword"):
+    if how == "keyword":
+        violation = rejected(lambda backend: controller_class(backend, make_pool(), **{field: value}))
+    else:
+        violation = rejected(
+            lambda backend: controller_class(backend, make_pool(), settings=ControllerSettings(**{field: value}))
+        )
+    assert str(violation) == f"ControllerSettings.{field}: {rule} (got {value!r}) [{clause_id}]"
+    assert (violation.field, violation.clause_id) == (f"ControllerSettings.{field}", clause_id)
+
+
 @pytest.mark.clause("CTL-2", "CTL-3", "CTL-10", "CTL-11", "CTL-14", "PFX-1", "BE-24")
 @pytest.mark.parametrize("field,value,rule,clause_id", BAD, ids=[f"{field}={value!r}" for field, value, *_ in BAD])
 @pytest.mark.parametrize("how", ["keyword", "settings"])
 def test_a_bad_option_names_its_field_and_touches_nothing(field, value, rule, clause_id, how):
-    backend, before = Untouched(), threading.active_count()
-    with pytest.raises(ContractViolation) as raised:
-        if how == "keyword":
-            CacheController(backend, make_pool(), **{field: value})
-        else:
-            CacheController(backend, make_pool(), settings=ControllerSettings(**{field: value}))
-    assert str(raised.value) == f"ControllerSettings.{field}: {rule} (got {value!r}) [{clause_id}]"
-    assert (raised.value.field, raised.value.clause_id) == (f"ControllerSettings.{field}", clause_id)
-    assert backend.asked == [] and threading.active_count() == before
+    check_bad_option(CacheController, field, value, rule, clause_id, how)
+
+
+class AsksFirst(CacheController):
+    """Planted: looks at the backend before its options are checked."""
+
+    def __init__(self, backend, host_pool, **options):
+        getattr(backend, "register_mem_pool_host", None)
+        super().__init__(backend, host_pool, **options)
+
+
+class TrustsKeywords(CacheController):
+    """Planted: keyword options are taken as they come, unchecked."""
+
+    def __init__(self, backend, host_pool, **options):
+        given = {name: options.pop(name) for name in SETTING_NAMES if name in options}
+        super().__init__(backend, host_pool, settings=ControllerSettings.model_construct(**given), **options)
+
+
+@pytest.mark.parametrize("planted", [AsksFirst, TrustsKeywords])
+def test_the_bad_option_check_catches_a_planted_controller(planted):
+    check_bad_option(CacheController, *BAD[0])
+    with pytest.raises(AssertionError):
+        check_bad_option(planted, *BAD[0])
 
 
 def test_an_unknown_option_is_rejected():
@@ -130,13 +169,31 @@ def test_the_comparison_catches_a_keyword_that_is_dropped():
     assert run(DropsBatchSize, **GOOD) != run(CacheController, settings=ControllerSettings(**GOOD))
 
 
+def check_settings_and_keyword(controller_class, field):
+    settings = ControllerSettings()
+    violation = rejected(
+        lambda backend: controller_class(backend, make_pool(), settings=settings, **{field: GOOD[field]})
+    )
+    assert str(violation).startswith(f"CacheController.{field}: must not be given with settings")
+
+
 @pytest.mark.parametrize("field", ["batch_size", "register_host_pools"])
 def test_settings_and_a_keyword_at_once_is_an_error(field):
-    backend = Untouched()
-    with pytest.raises(ContractViolation) as raised:
-        CacheController(backend, make_pool(), settings=ControllerSettings(), **{field: GOOD[field]})
-    assert str(raised.value).startswith(f"CacheController.{field}: must not be given with settings")
-    assert backend.asked == []
+    check_settings_and_keyword(CacheController, field)
+
+
+class KeywordsOverSettings(CacheController):
+    """Planted: a keyword given with settings silently replaces the settings' value."""
+
+    def __init__(self, backend, host_pool, settings=None, **options):
+        given = {name: options.pop(name) for name in SETTING_NAMES if name in options}
+        merged = ControllerSettings(**{**(settings.model_dump() if settings else {}), **given})
+        super().__init__(backend, host_pool, settings=merged, **options)
+
+
+def test_the_both_at_once_check_catches_a_planted_controller():
+    with pytest.raises(AssertionError):
+        check_settings_and_keyword(KeywordsOverSettings, "batch_size")
 
 
 def test_settings_of_another_type_are_rejected():
