@@ -7,6 +7,12 @@ legacy methods are never called on it); any other through ``batch_set`` and
 does. KV never travels through v2: v2 IO carries sidecar pools. Lookups go
 through ``batch_exists``. A rank that is not the storage writer
 (``is_mla_model`` and ``tp_rank != dcp_rank``) never writes KV.
+
+A backend that may evict is never asked to keep a page: every read-back
+holds it to ``holds`` (each page a hit with exactly its bytes, or a miss),
+every count to ``counted`` (a leading run no longer than the pages written),
+and a check whose pages were all gone before it looked is skipped
+(``require_seen``).
 """
 
 from __future__ import annotations
@@ -253,7 +259,14 @@ class PageIO:
         keys = list(keys)
         path = write_options.get("path") or self.io_path()
         self.require_round_trip(instance)
-        self._write_all(instance, keys, write_options)
+        with self.setup_step():
+            results = self.write(instance, keys, **write_options)
+        if not all(results):
+            refused = [self.names.label(key) for key, ok in zip(keys, results) if not ok]
+            raise CheckSkipped(
+                f"the backend refused to store pages the check needs (set returned False for "
+                f"{', '.join(refused[:4])}{', ...' if len(refused) > 4 else ''}); nothing to check"
+            )
         if path == "v1":
             pages = write_options.get("pages")
             pages = list(pages) if pages is not None else list(range(len(keys)))
@@ -263,17 +276,6 @@ class PageIO:
             if self.may_evict:  # evicted on read, say: the check looks at pages the backend had a chance to keep
                 with self.setup_step():
                     self.write(instance, keys, **write_options)  # best effort: a refused rewrite is BE-6's to judge
-
-    def _write_all(self, instance: Instance, keys: list[str], write_options: dict[str, Any]) -> None:
-        """Write ``keys`` as a setup step; skip the check when the backend refuses any of them."""
-        with self.setup_step():
-            results = self.write(instance, keys, **write_options)
-        if not all(results):
-            refused = [self.names.label(key) for key, ok in zip(keys, results) if not ok]
-            raise CheckSkipped(
-                f"the backend refused to store pages the check needs (set returned False for "
-                f"{', '.join(refused[:4])}{', ...' if len(refused) > 4 else ''}); nothing to check"
-            )
 
     def verify_stored(
         self, instance: Instance, keys: Sequence[str], pages: Sequence[int], *, info: Any = None, variant: int = 0
