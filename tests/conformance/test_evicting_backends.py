@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from hicache_contracts.conformance import backend_clauses
+from hicache_reference.backends import MemoryBackend
 from tests.conformance.helpers import checks_for, failed, run, statuses
 from tests.conformance.planted_backends import PLANTED
 from tests.conformance.planted_evicting import PLANTED_EVICTING, EvictsAfterRead, EvictsEverything
@@ -75,6 +76,17 @@ def test_a_backend_keeping_nothing_fails_nothing_and_says_what_it_could_not_chec
     assert set(skipped) == NEEDS_PAGES_KEPT, statuses(report)
     unexplained = {clause_id: reason for clause_id, reason in skipped.items() if EVICTED_REASON not in reason}
     assert unexplained == {}
+
+
+@pytest.mark.clause("BE-2", "BE-10", "BE-17", "BE-21")
+@pytest.mark.parametrize("capacity", [2, 8])
+def test_the_reference_lru_fails_nothing_once_it_declares_that_it_evicts(capacity: int) -> None:
+    """The reference memory backend bounded to a few pages drops the least recently used: a real evicting cache."""
+    undeclared = run(MemoryBackend, extra={"capacity_pages": capacity})
+    assert "BE-17" in failed(undeclared)  # held to keeping its pages, it fails
+    declared = run(MemoryBackend, extra={"capacity_pages": capacity}, may_evict=True)
+    assert failed(declared) == [], declared.render_text(color=False)
+    assert all(verdict.reason for verdict in declared.sections[0].clauses if verdict.status == "skip")
 
 
 @pytest.mark.parametrize(
