@@ -18,8 +18,9 @@ import pytest
 from hicache_contracts import PoolHitPolicy, PoolName, PoolTransfer
 from hicache_reference import CacheController, SidecarPool, ThreadRankGroup
 from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain
+from hicache_spec.clauses import CLAUSES
 from hicache_reference.engine_check import check_reference_controller, run_scenario
-from tests.planted_controllers import CATALOG
+from tests.planted_controllers import CATALOG, by_clause
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
     CountingHostPool,
@@ -385,3 +386,8 @@ def test_the_catalog_is_complete():
     assert all(entry.oracles for entry in CATALOG), "an entry no oracle catches"
     used = {oracle.scenario for entry in CATALOG for oracle in entry.oracles if oracle.kind == "checks"}
     assert used == set(SCENARIOS), "a scenario no entry uses"
+    known = {clause.id for clause in CLAUSES}
+    named = {entry.clause for entry in CATALOG} | {o.clause for e in CATALOG for o in e.oracles if o.clause}
+    assert named <= known, f"unknown clause IDs: {sorted(named - known)}"
+    clause_ids = {entry.clause for entry in CATALOG}
+    assert sorted(entry.name for c in clause_ids for entry in by_clause(c)) == sorted(names)  # each under its clause
