@@ -540,7 +540,6 @@ VENDOR_PLANTED = [
     *planted("ranks_and_models_never_share_pages", _namespace_without("model"), "NS-4"),
     *planted("replicated_kv_is_shared_across_tp_ranks", ReplicatedKvNotShared, "NS-5"),
     *planted("v1_results_have_one_bool_per_key", DoubleV1Results, "BE-14", io=True),
-    *planted("planted_short_objects_are_misses", WritesBeforeItKnows, "BE-16", io=True),
     *planted("missing_keys_are_misses_not_errors", RaisesOnMissingKey, "BE-4", io=True),
     *planted("get_stats_returns_none_or_an_object", StatsAsDict, "BE-12"),
     *planted("v2_unregistered_pool_is_all_false", RaisesOnUnregisteredPool, "BE-20"),
@@ -571,7 +570,8 @@ PLANTED = [
     pytest.param(check_registration, AcceptsAnyPool, marks=pytest.mark.clause("BE-24"), id="BE-24"),
     pytest.param(check_bad_keys, AcceptsAnyKey, marks=pytest.mark.clause("KEY-2"), id="KEY-2"),
 ]
-"""Planted bugs of the reference's own promises, each caught by a reference check (the suite asks less)."""
+"""Planted bugs of the reference's own promises, each caught by a reference check (the suite asks less: a failed
+read may write its own addressed slots, BE-16)."""
 
 
 @pytest.fixture(params=["fast-path", "through-helpers"])

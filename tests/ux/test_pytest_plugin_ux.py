@@ -78,10 +78,7 @@ def test_the_id_of_a_failing_item_re_runs_that_check_alone(tmp_path: Path) -> No
 
 @pytest.mark.clause("BE-2")
 def test_a_clause_id_runs_every_check_of_that_clause(tmp_path: Path) -> None:
-    # with the backdoor hooks (a class attribute the plugin finds), so the BE-2 check that needs them runs too
-    result = pytest_in(
-        tmp_path, *backend_options("tests.conformance.planted_backdoor:CorrectWithBackdoor"), "hicache[BE-2]", "-v"
-    )
+    result = pytest_in(tmp_path, *backend_options(), "hicache[BE-2]", "-v")
     names = [check.name for check in ordered_checks() if "BE-2" in check.clauses]
     assert f"collected {len(names)} item" in result.stdout
     for name in names:
