@@ -112,7 +112,7 @@ def _snapshot_from(entry: _Entry, prefix: list[Any]) -> Any:
         return None
     mirror.append(_END)
     try:
-        starts = mirror < prefix
+        starts: object = mirror < prefix  # _END's comparison answers _STARTS when prefix extends mirror
     finally:
         mirror.pop()
     if starts is not _STARTS:

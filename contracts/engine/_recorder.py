@@ -185,15 +185,15 @@ def _record_arguments(
     if reused is not None:
         call.prefix_keys = reused
         return
-    long_list = snapshots is not None and type(prefix) is list and len(prefix) >= SHORTEST
-    if long_list:
+    if snapshots is not None and type(prefix) is list and len(prefix) >= SHORTEST:
         built = snapshots.find(prefix)
         if built is not None:
             call.prefix_keys = built
             return
-    call.prefix_keys, call.prefix_keys_problem = snapshot_prefix(prefix)
-    if long_list:
+        call.prefix_keys, call.prefix_keys_problem = snapshot_prefix(prefix)
         snapshots.add(call.prefix_keys)
+        return
+    call.prefix_keys, call.prefix_keys_problem = snapshot_prefix(prefix)
 
 
 class RecordingBackend:

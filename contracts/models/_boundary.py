@@ -92,8 +92,8 @@ def _pages_well_formed(host_indices: torch.Tensor, key_count: int, page_size: in
                 return False
         return True
     if on_cpu and host_indices.dtype in _NUMPY_DTYPES:
-        slots = host_indices.numpy()  # a view of the same memory: nothing is copied
-        starts = numpy.subtract(slots, _slot_offsets(key_count, page_size))  # int64: no wrap-around
+        array = host_indices.numpy()  # a view of the same memory: nothing is copied
+        starts = numpy.subtract(array, _slot_offsets(key_count, page_size))  # int64: no wrap-around
         firsts = starts[::page_size]
         return (
             bool((starts == firsts.repeat(page_size)).all())
