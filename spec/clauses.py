@@ -1,4 +1,7 @@
-"""Every clause of the contract. IDs are stable: append, never renumber; retire instead."""
+"""Every clause of the contract. IDs are stable: append, never renumber; retire instead.
+
+One long module on purpose: it is the registry's data, one entry per clause, read top to bottom.
+"""
 
 from __future__ import annotations
 
