@@ -743,7 +743,7 @@ def _node_ids(cluster: RedisClusterServers) -> dict[int, bytes]:
 
 
 @clause_check
-def check_slot_moved(cluster: RedisClusterServers, backend_cls: type = RedisBackend, wait: float = 10.0) -> None:
+def check_slot_moved(cluster: RedisClusterServers, backend_cls: type = RedisBackend, wait: float = 60.0) -> None:
     """BE-5: a slot that moved answers MOVED: a miss at first, then the backend refreshes its map and serves."""
     backend = _cluster_backend(cluster, backend_cls)
     pool = backend.mem_pool_host
