@@ -43,9 +43,11 @@ RUN_SPECIFIC = (
     (re.compile(r"[0-9a-fA-F]{64}"), "<hashed key>"),
     (re.compile(r"(run-|conform-)[0-9a-f]{10}"), r"\1<run>"),
     (re.compile(r" at 0x[0-9a-f]+"), ""),
+    (re.compile(r"ReadOnlyMapping\((\{[^()]*\})\)"), r"\1"),
 )
 """What differs between runs of the same check on the same bug: how many bytes of a page built from
-fresh keys differ, the store's and the run's names, hashed keys and object addresses."""
+fresh keys differ, the store's and the run's names, hashed keys and object addresses; and how an
+extra_info mapping shows (read-only in the contract models, a plain dict in SGLang's own class)."""
 
 
 def stable(text: Optional[str]) -> Optional[str]:
