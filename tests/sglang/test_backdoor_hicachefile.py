@@ -15,16 +15,17 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
 from hicache_contracts.conformance import SuiteOptions, run_suite
 from hicache_contracts.conformance.sglang_in_tree import in_tree_factory
+from hicache_reference.backdoors import FileBackdoor
 
 
-class HiCacheFileBackdoor:
-    """HiCacheFile's page files, by the names HiCacheFile gives them."""
+class HiCacheFileBackdoor(FileBackdoor):
+    """HiCacheFile's page files, by the names HiCacheFile gives them (the reference file hooks, another path)."""
 
     def __init__(self, pool_name: Any) -> None:
         self.pool_name = pool_name
@@ -33,23 +34,6 @@ class HiCacheFileBackdoor:
     def path(self, backend: Any, key: str, pool: str) -> str:
         name = backend._get_suffixed_key(backend._log_key(self.pool_name(pool), key))
         return os.path.join(backend.file_path, f"{name}.bin")
-
-    def plant(self, backend: Any, key: str, pool: str, data: bytes) -> None:
-        with open(self.path(backend, key, pool), "wb") as handle:
-            handle.write(data)
-
-    def peek(self, backend: Any, key: str, pool: str) -> Optional[bytes]:
-        try:
-            with open(self.path(backend, key, pool), "rb") as handle:
-                return handle.read()
-        except FileNotFoundError:
-            return None
-
-    def remove(self, backend: Any, key: str, pool: str) -> None:
-        try:
-            os.unlink(self.path(backend, key, pool))
-        except FileNotFoundError:
-            pass
 
 
 CHECKS = (
