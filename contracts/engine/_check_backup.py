@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from hicache_spec import compute_backup_progress, plan_batches
 from hicache_contracts.engine._check_base import KV_WRITE, SIDECAR_WRITE, _Checker, leading_flags
-from hicache_contracts.engine._check_pages import sidecar_calls_allowed
+from hicache_contracts.engine._check_pages import fail_repeated_pages, sidecar_calls_allowed, sidecar_pages
 
 
 def written_pages(call: Any, count: int) -> int:
@@ -69,10 +69,7 @@ def _check_sidecar_writes(checker: _Checker, writes: list[Any]) -> None:
         return
     checker.check("HYB-5")
     first_kv = min((call.index for call in writes), default=None)
-    keys_per_pool: dict[Any, list[Any]] = {}
-    for call in sidecar_writes:
-        for transfer in call.transfers or ():
-            keys_per_pool.setdefault(transfer.name, []).extend(transfer.keys or ())
+    keys_per_pool, _ = sidecar_pages(sidecar_writes)
     needed = sidecar_calls_allowed(checker, keys_per_pool)
     for number, call in enumerate(sidecar_writes):
         if number >= needed:
@@ -85,10 +82,10 @@ def _check_sidecar_writes(checker: _Checker, writes: list[Any]) -> None:
             )
         if first_kv is not None and call.index > first_kv:
             checker.fail("HYB-5", f"sidecar write after the KV write call #{first_kv}; sidecars go first", call)
-    for name, keys in keys_per_pool.items():
-        if len(set(keys)) != len(keys):
-            checker.fail(
-                "HYB-5",
-                f"sidecar pool {name!r} had a page written twice; each sidecar page is written once per backup",
-                sidecar_writes[-1],
-            )
+    fail_repeated_pages(
+        checker,
+        "HYB-5",
+        keys_per_pool,
+        "written twice; each sidecar page is written once per backup",
+        sidecar_writes[-1],
+    )

@@ -1,7 +1,7 @@
 """The trace checker's page rules: offsets and sizes (CTL-2), the reads of a prefetch and what they confirmed.
 
 ``locate``, ``check_sizes``, ``read_slices`` (CTL-4, RANK-2, HYB-1, CTL-11),
-``check_sidecar_reads`` (HYB-2, HYB-3) and ``sidecar_calls_allowed``, each
+``check_sidecar_reads`` (HYB-2, HYB-3) and the sidecar helpers HYB-5 shares, each
 taking a ``_Checker``; see docs/engines.md.
 """
 
@@ -180,12 +180,7 @@ def check_sidecar_reads(checker: _Checker, kv_complete: bool, loaded_pages: int)
         return
     checker.check("HYB-2")
     last_kv = max((call.index for call in checker.calls if checker.kind(call) in (KV_READ, DERIVED_READ)), default=-1)
-    keys_per_pool: dict[Any, list[Any]] = {}
-    policy_per_pool: dict[Any, Any] = {}
-    for call in sidecars:
-        for transfer in call.transfers or ():
-            keys_per_pool.setdefault(transfer.name, []).extend(transfer.keys or ())
-            policy_per_pool[transfer.name] = transfer.hit_policy
+    keys_per_pool, policy_per_pool = sidecar_pages(sidecars)
     needed = sidecar_calls_allowed(checker, keys_per_pool)
     for number, call in enumerate(sidecars):
         if number >= needed:
@@ -204,13 +199,10 @@ def check_sidecar_reads(checker: _Checker, kv_complete: bool, loaded_pages: int)
             )
         if call.index < last_kv:
             checker.fail("HYB-2", f"sidecar read before KV IO finished (KV call #{last_kv} comes later)", call)
+    fail_repeated_pages(
+        checker, "HYB-2", keys_per_pool, "read twice; other sidecars are read once per prefetch", sidecars[-1]
+    )
     for name, keys in keys_per_pool.items():
-        if len(set(keys)) != len(keys):
-            checker.fail(
-                "HYB-2",
-                f"sidecar pool {name!r} had a page read twice; other sidecars are read once per prefetch",
-                sidecars[-1],
-            )
         if policy_per_pool[name] != TRAILING_PAGES or not keys:
             continue
         checker.check("HYB-3")
@@ -223,6 +215,26 @@ def check_sidecar_reads(checker: _Checker, kv_complete: bool, loaded_pages: int)
                 f"its window is pages [{start}, {end}), ending at the hit of {loaded_pages} pages",
                 sidecars[0],
             )
+
+
+def sidecar_pages(calls: list[Any]) -> tuple[dict[Any, list[Any]], dict[Any, Any]]:
+    """Each sidecar pool's keys over ``calls``, joined in call order, and the pool's hit policy (HYB-2, HYB-5)."""
+    keys_per_pool: dict[Any, list[Any]] = {}
+    policy_per_pool: dict[Any, Any] = {}
+    for call in calls:
+        for transfer in call.transfers or ():
+            keys_per_pool.setdefault(transfer.name, []).extend(transfer.keys or ())
+            policy_per_pool[transfer.name] = transfer.hit_policy
+    return keys_per_pool, policy_per_pool
+
+
+def fail_repeated_pages(
+    checker: _Checker, clause: str, keys_per_pool: dict[Any, list[Any]], what: str, call: Any
+) -> None:
+    """Fail ``clause`` once per sidecar pool that names a page twice: "sidecar pool 'x' had a page <what>"."""
+    for name, keys in keys_per_pool.items():
+        if len(set(keys)) != len(keys):
+            checker.fail(clause, f"sidecar pool {name!r} had a page {what}", call)
 
 
 def sidecar_calls_allowed(checker: _Checker, keys_per_pool: dict[Any, list[Any]]) -> int:
