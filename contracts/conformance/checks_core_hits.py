@@ -96,16 +96,13 @@ def extra_config_with_unknown_keys_is_accepted(suite: SuiteContext) -> None:
     for label, extra_config in variants:
         config = suite.instances.config(model_name=suite.names.namespace("config"), extra_config=extra_config)
         instance = suite.instances.build(config, pages=4, v2=False, construct_clause="BE-1")
-        keys = suite.names.new_keys(2)
-        written = suite.io.write(instance, keys, clause_id="BE-1")
-        read = suite.io.read(instance, keys, pages=[2, 3], clause_id="BE-1")
-        works = all(written) and all(suite.io.holds(key, instance.pool, page) for key, page in zip(keys, read))
-        seen = seen or any(page is not None for page in read)
+        back = suite.io.write_and_read_back(instance, clause_id="BE-1")
+        seen = seen or back.seen
         expect(
-            works,
+            back.works,
             "BE-1",
             f"a backend built with an extra config {label} does not store and read pages "
-            f"(writes {written}, reads {[page is not None for page in read]})",
+            f"(writes {back.written}, reads {back.loaded})",
             f"extra_config={extra_config!r}",
         )
     suite.io.require_seen(seen, "that pages move on a backend built with those extra configs")

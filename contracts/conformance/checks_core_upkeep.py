@@ -211,16 +211,14 @@ def host_pools_register_before_any_io(suite: SuiteContext) -> None:
     instance = suite.instances.build(
         suite.instances.config(model_name=suite.names.namespace("register")), pages=4, tag="register"
     )
-    keys = suite.names.new_keys(2)
-    written = suite.io.write(instance, keys, clause_id="BE-24")
-    read = suite.io.read(instance, keys, pages=[2, 3], clause_id="BE-24")
+    back = suite.io.write_and_read_back(instance, clause_id="BE-24")
     expect(
-        all(written) and all(suite.io.holds(key, instance.pool, page) for key, page in zip(keys, read)),
+        back.works,
         "BE-24",
-        f"the first IO after registration failed (writes {written}, reads {[page is not None for page in read]})",
+        f"the first IO after registration failed (writes {back.written}, reads {back.loaded})",
         "construct, register the pools, write 2 pages, read them",
     )
-    suite.io.require_seen(any(page is not None for page in read), "that IO works right after registration")
+    suite.io.require_seen(back.seen, "that IO works right after registration")
 
 
 def _round_trip(suite: SuiteContext, instance: Instance, keys: list[str], targets: list[int], shown: str) -> bool:
@@ -308,17 +306,14 @@ def host_pools_registered_hook_accepts_the_pools(suite: SuiteContext) -> None:
         tag="attach",
         construct_clause="BE-27",
     )  # registers, then calls the hook (a raise fails BE-27)
-    keys = suite.names.new_keys(2)
-    written = suite.io.write(instance, keys, clause_id="BE-27")
-    read = suite.io.read(instance, keys, pages=[2, 3], clause_id="BE-27")
+    back = suite.io.write_and_read_back(instance, clause_id="BE-27")
     expect(
-        all(written) and all(suite.io.holds(key, instance.pool, page) for key, page in zip(keys, read)),
+        back.works,
         "BE-27",
-        f"the first IO after on_host_pools_registered failed (writes {written}, reads "
-        f"{[page is not None for page in read]})",
+        f"the first IO after on_host_pools_registered failed (writes {back.written}, reads {back.loaded})",
         "construct, register the pools, on_host_pools_registered(), write 2 pages, read them",
     )
-    suite.io.require_seen(any(page is not None for page in read), "that IO works after on_host_pools_registered")
+    suite.io.require_seen(back.seen, "that IO works after on_host_pools_registered")
 
 
 @conformance_check("BE-25")
@@ -345,7 +340,6 @@ def every_rank_inside_its_group_is_accepted(suite: SuiteContext) -> None:
             continue  # only configurations the release handing over its objects can build
         config = suite.instances.config(model_name=suite.names.namespace("edge"), **overrides)
         instance = suite.instances.build(config, pages=4, v2=False, tag=label, construct_clause="BE-25")
-        keys = suite.names.new_keys(2)
         writer = instance
         if not is_storage_writer(config):  # replicated KV: SGLang lets only the writer rank write it
             writer = suite.instances.build(
@@ -355,15 +349,12 @@ def every_rank_inside_its_group_is_accepted(suite: SuiteContext) -> None:
                 tag=f"the writer of {label}",
                 construct_clause="BE-25",
             )
-        written = suite.io.write(writer, keys, clause_id="BE-25")
-        read = suite.io.read(instance, keys, pages=[2, 3], clause_id="BE-25")
-        works = all(written) and all(suite.io.holds(key, instance.pool, page) for key, page in zip(keys, read))
-        seen = seen or any(page is not None for page in read)
+        back = suite.io.write_and_read_back(instance, writer=writer, clause_id="BE-25")
+        seen = seen or back.seen
         expect(
-            works,
+            back.works,
             "BE-25",
-            f"a backend built with {label} does not store and read pages (writes {written}, "
-            f"reads {[page is not None for page in read]})",
+            f"a backend built with {label} does not store and read pages (writes {back.written}, reads {back.loaded})",
             f"storage config with {overrides}",
         )
     suite.io.require_seen(seen, "that pages move at the edges of the groups")

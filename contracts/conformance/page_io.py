@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Iterator, Optional, Sequence
 
 import torch
@@ -31,7 +32,7 @@ from hicache_contracts.conformance.names import Names
 from hicache_contracts.conformance.pools import ConformancePool, describe_page_difference
 from hicache_contracts.models import pool_value
 
-__all__ = ["FAULT_HOOK", "HOST_POOL_FAULTS", "PageIO", "ROUND_TRIP_PAGES", "is_storage_writer"]
+__all__ = ["FAULT_HOOK", "HOST_POOL_FAULTS", "PageIO", "ROUND_TRIP_PAGES", "ReadBack", "is_storage_writer"]
 
 ROUND_TRIP_PAGES = 4
 """Pages of the round trip every check's setup relies on: enough for a read one page off or every third write
@@ -47,6 +48,21 @@ raising OSError (BE-5), for a backend without a fault hook. SGLang's host pools 
 def is_storage_writer(config: Any) -> bool:
     """Whether SGLang lets this rank write KV: not rank-replicated, or the DCP rank's own TP rank (0.5.23)."""
     return not config.is_mla_model or config.tp_rank == getattr(config, "dcp_rank", 0)
+
+
+@dataclass(frozen=True)
+class ReadBack:
+    """Pages written, then read back: the write's flags, which reads hit, and whether every page held."""
+
+    written: list[bool]
+    loaded: list[bool]
+    works: bool
+    """Every write succeeded and every page read back holds (``PageIO.holds``)."""
+
+    @property
+    def seen(self) -> bool:
+        """Some page was there to look at (a backend that may evict may have dropped them all)."""
+        return any(self.loaded)
 
 
 class PageIO:
@@ -220,6 +236,17 @@ class PageIO:
             f"the backend offers no fault hook: define {FAULT_HOOK}() (a context manager inside "
             f"which its storage I/O fails) or set {HOST_POOL_FAULTS} = True (see docs/vendors.md)"
         )
+
+    def write_and_read_back(
+        self, instance: Instance, *, clause_id: str, writer: Optional[Instance] = None, pages: int = 2
+    ) -> ReadBack:
+        """Write ``pages`` fresh keys through ``writer`` (default ``instance``) from its first host pages, read them
+        back through ``instance`` into the host pages after those; every call a failure of ``clause_id``."""
+        keys = self.names.new_keys(pages)
+        written = self.write(writer or instance, keys, clause_id=clause_id)
+        read = self.read(instance, keys, pages=list(range(pages, 2 * pages)), clause_id=clause_id)
+        holds = all(self.holds(key, instance.pool, page) for key, page in zip(keys, read))
+        return ReadBack(written, [page is not None for page in read], all(written) and holds)
 
     def holds(
         self, key: str, pool: ConformancePool, page: Optional[torch.Tensor], variants: Sequence[int] = (0,)
