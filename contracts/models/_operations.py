@@ -16,46 +16,36 @@ from hicache_contracts.prefix_keys import PageKeys, PrefixKeysField
 
 
 # ==================================================================== operations and acks
-class PrefetchOperationSnapshot(ContractModel):
-    """A prefetch as the controller starts it: the keys it queries, its prefix and its policy. Clauses: PFX-1, CTL-2, CTL-9."""
+class _OperationSnapshot(ContractModel):
+    """What a prefetch and a backup snapshot share: the operation, its keys, its prefix and its slicing."""
 
     operation_id: Union[int, str]
     """Identifies the operation across its acks."""
     keys: PageKeys
-    """The key chain of the request's pages after the anchor, root first."""
+    """The operation's keys, root first: a prefetch's chain after the anchor, a backup's node's pages."""
     prefix_keys: PrefixKeysField
     """The operation's prefix (tri-state, PFX-1); each batch receives it extended by the keys before it."""
     page_size: PositiveInt
     """Tokens per page."""
     batch_size: PositiveInt = STORAGE_BATCH_SIZE
     """Pages per storage call (CTL-2)."""
+
+    _field_clauses: ClassVar[dict[str, str]] = {"keys": "KEY-2", "prefix_keys": "PFX-1", "batch_size": "CTL-2"}
+
+
+class PrefetchOperationSnapshot(_OperationSnapshot):
+    """A prefetch as the controller starts it: the keys it queries, its prefix and its policy. Clauses: PFX-1, CTL-2, CTL-9."""
+
     policy: PrefetchPolicy = "best_effort"
     """The prefetch policy (CTL-9)."""
 
-    _field_clauses: ClassVar[dict[str, str]] = {
-        "keys": "KEY-2",
-        "prefix_keys": "PFX-1",
-        "batch_size": "CTL-2",
-        "policy": "CTL-9",
-    }
+    _field_clauses: ClassVar[dict[str, str]] = {**_OperationSnapshot._field_clauses, "policy": "CTL-9"}
     _default_clause: ClassVar[str] = "CTL-2"
 
 
-class BackupOperationSnapshot(ContractModel):
+class BackupOperationSnapshot(_OperationSnapshot):
     """A backup as the controller starts it: the keys it writes and its prefix. Clauses: PFX-1, CTL-2, CTL-7."""
 
-    operation_id: Union[int, str]
-    """Identifies the operation across its acks."""
-    keys: PageKeys
-    """The keys of the node's pages, root first."""
-    prefix_keys: PrefixKeysField
-    """The operation's prefix (tri-state, PFX-1)."""
-    page_size: PositiveInt
-    """Tokens per page."""
-    batch_size: PositiveInt = STORAGE_BATCH_SIZE
-    """Pages per storage call (CTL-2)."""
-
-    _field_clauses: ClassVar[dict[str, str]] = {"keys": "KEY-2", "prefix_keys": "PFX-1", "batch_size": "CTL-2"}
     _default_clause: ClassVar[str] = "CTL-7"
 
 
