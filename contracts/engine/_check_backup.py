@@ -6,7 +6,12 @@ from typing import Any, Optional
 
 from hicache_spec import compute_backup_progress, plan_batches
 from hicache_contracts.engine._check_base import KV_WRITE, SIDECAR_WRITE, _Checker, leading_flags
-from hicache_contracts.engine._check_pages import fail_repeated_pages, sidecar_calls_allowed, sidecar_pages
+from hicache_contracts.engine._check_pages import (
+    fail_extra_calls,
+    fail_repeated_pages,
+    sidecar_calls_allowed,
+    sidecar_pages,
+)
 
 
 def written_pages(call: Any, count: int) -> int:
@@ -71,15 +76,14 @@ def _check_sidecar_writes(checker: _Checker, writes: list[Any]) -> None:
     first_kv = min((call.index for call in writes), default=None)
     keys_per_pool, _ = sidecar_pages(sidecar_writes)
     needed = sidecar_calls_allowed(checker, keys_per_pool)
-    for number, call in enumerate(sidecar_writes):
-        if number >= needed:
-            checker.fail(
-                "HYB-5",
-                f"sidecar write number {number + 1}: sidecars are written in {needed} "
-                "batch_set_v2 call(s): one per trailing-length group, or as few as CTL-2 needs to "
-                "split the longest pool",
-                call,
-            )
+    fail_extra_calls(
+        checker,
+        "HYB-5",
+        sidecar_writes,
+        needed,
+        "write number {number}: sidecars are written in {needed} batch_set_v2 call(s): {why}",
+    )
+    for call in sidecar_writes:
         if first_kv is not None and call.index > first_kv:
             checker.fail("HYB-5", f"sidecar write after the KV write call #{first_kv}; sidecars go first", call)
     fail_repeated_pages(

@@ -182,15 +182,14 @@ def check_sidecar_reads(checker: _Checker, kv_complete: bool, loaded_pages: int)
     last_kv = max((call.index for call in checker.calls if checker.kind(call) in (KV_READ, DERIVED_READ)), default=-1)
     keys_per_pool, policy_per_pool = sidecar_pages(sidecars)
     needed = sidecar_calls_allowed(checker, keys_per_pool)
-    for number, call in enumerate(sidecars):
-        if number >= needed:
-            checker.fail(
-                "HYB-2",
-                f"sidecar read number {number + 1}: other sidecars are read once per prefetch "
-                f"(in {needed} call(s): one per trailing-length group, or as few as CTL-2 needs to "
-                "split the longest pool)",
-                call,
-            )
+    fail_extra_calls(
+        checker,
+        "HYB-2",
+        sidecars,
+        needed,
+        "read number {number}: other sidecars are read once per prefetch (in {needed} call(s): {why})",
+    )
+    for call in sidecars:
         if not kv_complete:
             checker.fail(
                 "HYB-2",
@@ -226,6 +225,14 @@ def sidecar_pages(calls: list[Any]) -> tuple[dict[Any, list[Any]], dict[Any, Any
             keys_per_pool.setdefault(transfer.name, []).extend(transfer.keys or ())
             policy_per_pool[transfer.name] = transfer.hit_policy
     return keys_per_pool, policy_per_pool
+
+
+def fail_extra_calls(checker: _Checker, clause: str, calls: list[Any], needed: int, what: str) -> None:
+    """Fail ``clause`` on each sidecar call past the ``needed`` first (``sidecar_calls_allowed``): "sidecar <what>",
+    ``what`` formatted with the call's ``number`` from 1, ``needed`` and ``why`` (the rule for how many)."""
+    why = "one per trailing-length group, or as few as CTL-2 needs to split the longest pool"
+    for number, call in enumerate(calls[needed:], needed + 1):
+        checker.fail(clause, "sidecar " + what.format(number=number, needed=needed, why=why), call)
 
 
 def fail_repeated_pages(
