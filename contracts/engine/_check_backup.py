@@ -9,7 +9,6 @@ from hicache_contracts.engine._check_base import KV_WRITE, SIDECAR_WRITE, _Check
 from hicache_contracts.engine._check_pages import (
     fail_extra_calls,
     fail_repeated_pages,
-    sidecar_calls_allowed,
     sidecar_pages,
 )
 
@@ -75,12 +74,11 @@ def _check_sidecar_writes(checker: _Checker, writes: list[Any]) -> None:
     checker.check("HYB-5")
     first_kv = min((call.index for call in writes), default=None)
     keys_per_pool, _ = sidecar_pages(sidecar_writes)
-    needed = sidecar_calls_allowed(checker, keys_per_pool)
     fail_extra_calls(
         checker,
         "HYB-5",
         sidecar_writes,
-        needed,
+        keys_per_pool,
         "write number {number}: sidecars are written in {needed} batch_set_v2 call(s): {why}",
     )
     for call in sidecar_writes:

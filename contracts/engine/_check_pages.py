@@ -181,12 +181,11 @@ def check_sidecar_reads(checker: _Checker, kv_complete: bool, loaded_pages: int)
     checker.check("HYB-2")
     last_kv = max((call.index for call in checker.calls if checker.kind(call) in (KV_READ, DERIVED_READ)), default=-1)
     keys_per_pool, policy_per_pool = sidecar_pages(sidecars)
-    needed = sidecar_calls_allowed(checker, keys_per_pool)
     fail_extra_calls(
         checker,
         "HYB-2",
         sidecars,
-        needed,
+        keys_per_pool,
         "read number {number}: other sidecars are read once per prefetch (in {needed} call(s): {why})",
     )
     for call in sidecars:
@@ -227,9 +226,12 @@ def sidecar_pages(calls: list[Any]) -> tuple[dict[Any, list[Any]], dict[Any, Any
     return keys_per_pool, policy_per_pool
 
 
-def fail_extra_calls(checker: _Checker, clause: str, calls: list[Any], needed: int, what: str) -> None:
-    """Fail ``clause`` on each sidecar call past the ``needed`` first (``sidecar_calls_allowed``): "sidecar <what>",
+def fail_extra_calls(
+    checker: _Checker, clause: str, calls: list[Any], keys_per_pool: dict[Any, list[Any]], what: str
+) -> None:
+    """Fail ``clause`` on each sidecar call past those allowed (``sidecar_calls_allowed``): "sidecar <what>",
     ``what`` formatted with the call's ``number`` from 1, ``needed`` and ``why`` (the rule for how many)."""
+    needed = sidecar_calls_allowed(checker, keys_per_pool)
     why = "one per trailing-length group, or as few as CTL-2 needs to split the longest pool"
     for number, call in enumerate(calls[needed:], needed + 1):
         checker.fail(clause, "sidecar " + what.format(number=number, needed=needed, why=why), call)
