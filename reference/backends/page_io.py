@@ -15,28 +15,22 @@ kept here, once for every backend:
 - with ``writes_from_ranges`` set, a write hands the primitive the page's host
   byte ranges (views of the pool) instead of one copied buffer (BE-17).
 
-See docs/backends.md, "Where reads land".
+Where those ranges are is asked of a collaborator built with the backend,
+``host_ranges`` (a ``PageRanges``, page_ranges.py, or the variant that
+``host_ranges_class`` names). See docs/backends.md, "Where reads land".
 """
 
 from __future__ import annotations
 
 import ctypes
-import operator
 import threading
 from typing import Any, Optional, Sequence
 
 import torch
 
-from hicache_contracts.host_pool import HostPagePool
-from hicache_reference.backends.host_bytes import (
-    PageFormat,
-    copy_ranges,
-    host_bytes,
-    page_ranges,
-    range_lists,
-    tensor_bytes,
-)
+from hicache_reference.backends.host_bytes import PageFormat, copy_ranges, page_ranges, tensor_bytes
 from hicache_reference.backends.objects import ObjectStore
+from hicache_reference.backends.page_ranges import PageRanges
 
 __all__ = ["HostPageIO"]
 
@@ -44,12 +38,16 @@ __all__ = ["HostPageIO"]
 class HostPageIO(ObjectStore):
     """Reads and writes of whole pages of the registered pools (``_read_pages``, ``_write_pages``, ``_present``)."""
 
+    host_ranges_class: type[PageRanges] = PageRanges
+    """The collaborator that finds each page's host byte ranges; a variant of ``PageRanges`` may be named here."""
+
     def __init__(self, namespace: str) -> None:
         super().__init__(namespace)
         self._pools: dict[str, Any] = {}
         self._formats: dict[str, PageFormat] = {}
         self._staging = threading.local()
-        self._layouts: dict[int, tuple[Any, Any]] = {}
+        self.host_ranges = self.host_ranges_class()
+        """Where the registered pools' pages lie in host memory (``host_ranges_class``, built with the backend)."""
 
     # ============================================================ whole pages
     def _read_pages(self, pool_name: str, keys: Sequence[str], slots: Sequence[int]) -> list[bool]:
@@ -85,7 +83,7 @@ class HostPageIO(ObjectStore):
         if count == 0:
             return []
         pool, page_format = self._pools[pool_name], self._formats[pool_name]
-        datas = self._range_views(pool, page_format, slots) if self.writes_from_ranges else None
+        datas = self.host_ranges.views(pool, page_format, slots) if self.writes_from_ranges else None
         if datas is None:
             datas = [self._guarded(self._page_bytes, None, pool, page_format, slot) for slot in slots]
         names = self._names(keys, pool_name)
@@ -137,60 +135,7 @@ class HostPageIO(ObjectStore):
         """
         if not self.reads_into_ranges or len(set(slots)) != len(slots):
             return None
-        return self._range_views(pool, page_format, slots)
-
-    def _range_views(
-        self, pool: Any, page_format: PageFormat, slots: Sequence[int]
-    ) -> Optional[list[list[memoryview]]]:
-        """Return each page's host byte ranges as writable views in flat-page order, or None when not known.
-
-        None when the pool does not list its ranges in flat-page order or they
-        do not add up to the page. The views do not keep the pool alive: the
-        registered pool outlives the call.
-        """
-        per_page = page_format.flat_range_count
-        if per_page is None:
-            return None
-        try:
-            layout = self._pool_layout(pool, page_format, per_page)
-            if layout is not None:  # a HostPagePool: the ranges by arithmetic, as get_page_buffer_meta lists them
-                offsets, slot_bytes, per_page_sizes = layout
-                base = pool.kv_buffer.data_ptr()
-                pointers = [base + offset + slot * slot_bytes for slot in slots for offset in offsets]
-                sizes = per_page_sizes * len(slots)
-            else:
-                pointers, sizes = range_lists(pool, page_format, slots, per_page)
-        except Exception:  # the pool could not say where its pages are: go through a copy instead
-            return None
-        # One view over the call's whole address span, cut into the ranges: a slice costs far less than a view.
-        low = min(pointers)
-        span = host_bytes(low, max(map(operator.add, pointers, sizes)) - low)
-        views = [span[pointer - low : pointer - low + size] for pointer, size in zip(pointers, sizes)]
-        return [views[first : first + per_page] for first in range(0, len(views), per_page)]
-
-    def _pool_layout(
-        self, pool: Any, page_format: PageFormat, per_page: int
-    ) -> Optional[tuple[list[int], int, list[int]]]:
-        """Return ``(offsets, slot_bytes, sizes)`` of a ``HostPagePool``, else None (cached per pool).
-
-        ``HostPagePool.get_page_buffer_meta`` lists the ranges of the page at
-        slot ``s`` at ``kv_buffer.data_ptr() + offset + s * slot_bytes``
-        (docs/host_pool.md); the offsets and the stride are read from its
-        answers for the first two pages, so a call need not ask it again.
-        """
-        if type(pool) is not HostPagePool or "get_page_buffer_meta" in vars(pool) or pool.page_count < 2:
-            return None  # only the class itself: a subclass or a patched instance may list other ranges
-        cached = self._layouts.get(id(pool))
-        if cached is not None and cached[0] is pool:
-            return cached[1]
-        page_size = page_format.page_size
-        first, sizes = range_lists(pool, page_format, [0], per_page)
-        second, _ = range_lists(pool, page_format, [page_size], per_page)
-        strides = {(later - earlier) // page_size for earlier, later in zip(first, second)}
-        base = pool.kv_buffer.data_ptr()
-        layout = ([pointer - base for pointer in first], strides.pop(), sizes) if len(strides) == 1 else None
-        self._layouts[id(pool)] = (pool, layout)
-        return layout
+        return self.host_ranges.views(pool, page_format, slots)
 
     def _page_bytes(self, pool: Any, page_format: PageFormat, slot: int) -> Any:
         """Return the bytes of the host page at ``slot``, or None if it is not exactly one page."""
