@@ -1,5 +1,7 @@
 """What each check, run alone, reports for each planted bug it catches: the recorded verdicts
-``tests/conformance/check_messages.json`` holds, and the code that records them again.
+``tests/conformance/check_messages.json`` holds, and the code that records them again. The planted
+backends are those of ``planted_catalog.CATALOG``; each ``alone``/``only`` oracle of an entry says
+whether its check's verdict is recorded.
 
     .venv/bin/python -m tests.conformance.check_messages     # rewrite the JSON (minutes)
     .venv/bin/python -m tests.conformance.check_messages NAME ...   # record only these planted backends again
@@ -16,25 +18,14 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
-from hicache_contracts.conformance import CHECKS
+from hicache_contracts.conformance import CHECKS, SuiteReport
 from tests.conformance.helpers import checks_for, run
-from tests.conformance.planted_backends import PLANTED
-from tests.conformance.planted_mutants import MUTANT_PLANTED
-from tests.conformance.planted_single import SINGLE
-from tests.conformance.test_planted import SPECIAL_OPTIONS
+from tests.conformance.planted_catalog import BY_NAME, PlantedBackend
 
 RECORDED = Path(__file__).with_name("check_messages.json")
-BACKENDS: dict[str, type] = {backend.__name__: backend for backend in (*PLANTED, *SINGLE, *MUTANT_PLANTED)}
 RACING = frozenset(check.name for check in CHECKS if check.tier == "concurrency")
-
-
-def options_for(backend: type) -> dict[str, Any]:
-    """The suite options a planted backend is run with."""
-    if backend in MUTANT_PLANTED:
-        return dict(MUTANT_PLANTED[backend][2])
-    return dict(SPECIAL_OPTIONS.get(backend, {}))
 
 
 RUN_SPECIFIC = (
@@ -60,35 +51,36 @@ def stable(text: Optional[str]) -> Optional[str]:
     return line
 
 
-def verdict(backend: type, check: str) -> Optional[list]:
-    """``[clause, message, counterexample's first line]`` of ``check`` run alone on ``backend``; None if it passes."""
-    report = run(backend, checks=(check,), **options_for(backend))
+def run_alone(entry: PlantedBackend, check: str) -> SuiteReport:
+    """The suite, ``check`` alone, on ``entry``'s backend with its options."""
+    return run(entry.backend, checks=(check,), **entry.options)
+
+
+def verdict_of(report: SuiteReport, check: str) -> Optional[list]:
+    """``[clause, message, counterexample's first line]`` of ``check`` in ``report``; None if it did not fail."""
     outcome = next(item for item in report.sections[0].checks if item.check == check)
     if outcome.status != "fail":
         return None
     return [outcome.clause_id, stable(outcome.message), stable(outcome.counterexample)]
 
 
-def candidates(backend: type) -> list[str]:
-    """The checks that should catch ``backend``: those of its planted clause(s), or its own check."""
-    if backend in SINGLE:
-        return [SINGLE[backend]]
-    if backend in MUTANT_PLANTED:
-        return [MUTANT_PLANTED[backend][0]]
-    clause = PLANTED[backend]
-    return list(checks_for(clause if isinstance(clause, tuple) else (clause,)))
+def candidates(entry: PlantedBackend) -> list[str]:
+    """The checks that should catch ``entry``: those of its clause(s) when it names no check, or its own."""
+    if entry.has("caught"):
+        return list(checks_for(entry.clauses))
+    return [oracle.check for oracle in entry.alone()]
 
 
 def record(names: Optional[list[str]] = None) -> dict[str, dict[str, list]]:
     """The verdicts of every planted backend (or of those ``names``) on the checks that should catch it."""
     found: dict[str, dict[str, list]] = {}
-    for name, backend in sorted(BACKENDS.items()):
+    for name, entry in sorted(BY_NAME.items()):
         if names and name not in names:
             continue
-        if options_for(backend).get("profile") or options_for(backend).get("timeout_s"):
+        if entry.options.get("profile") or entry.options.get("timeout_s"):
             continue  # a longer profile or a stuck call: too slow to run for every check
-        for check in sorted(set(candidates(backend)) - RACING):
-            found_now = verdict(backend, check)
+        for check in sorted(set(candidates(entry)) - RACING):
+            found_now = verdict_of(run_alone(entry, check), check)
             print(name, check, found_now, flush=True)
             if found_now is not None:
                 found.setdefault(name, {})[check] = found_now
@@ -97,7 +89,7 @@ def record(names: Optional[list[str]] = None) -> dict[str, dict[str, list]]:
 
 if __name__ == "__main__":
     chosen = sys.argv[1:]
-    unknown = sorted(set(chosen) - set(BACKENDS))
+    unknown = sorted(set(chosen) - set(BY_NAME))
     if unknown:
         raise SystemExit(f"no planted backend named {', '.join(unknown)}")
     kept = {name: found for name, found in json.loads(RECORDED.read_text()).items() if name not in chosen}

@@ -2,8 +2,8 @@
 
 ``CorrectBackdoor`` goes straight to ``CorrectBackend``'s store dict; a
 backend class offers it through its ``hicache_backdoor`` attribute.
-``BACKDOOR_SINGLE`` maps each planted backend to the one check that must
-catch it, and no other (it joins ``planted_single.SINGLE``).
+``planted_catalog.CATALOG`` names, for each planted backend, the one check
+that must catch it, and no other.
 """
 
 from __future__ import annotations
@@ -113,10 +113,3 @@ class VanishedSidecarPageReadsAsAHit(ReadsTrustAnIndex):
 
     def trusted(self, pool: str) -> bool:
         return pool != "kv"
-
-
-BACKDOOR_SINGLE: dict[type, str] = {
-    VanishedSidecarPageReadsAsAHit: "a_removed_kv_derived_sidecar_is_never_read_as_a_hit",
-    VanishedKvPageReadsAsAHit: "a_removed_object_is_never_read_as_a_hit",
-    LongObjectStreamedIntoTheNextPage: "planted_short_objects_are_misses",
-}

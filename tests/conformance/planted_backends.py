@@ -1,8 +1,8 @@
 """Planted bugs: one small subclass of ``CorrectBackend`` per bug class, each with the clause it breaks.
 
-``PLANTED`` maps every planted backend to the clause the suite must report
-failed. The first sixteen are the bug classes seen in the field
-(CONTRACT.md §6); the rest give every other check a bug of its own.
+The first sixteen are the bug classes seen in the field (CONTRACT.md §6); the
+rest give every other check a bug of its own. ``planted_catalog.CATALOG``
+names each with its clause and the oracles that must catch it.
 """
 
 from __future__ import annotations
@@ -666,65 +666,3 @@ class RefusesWithoutSaying(CorrectBackend):
         if known is not None and known is not host_pool:
             raise RuntimeError()
         self.pools[name] = host_pool
-
-
-PLANTED: dict[type, str] = {
-    TwoResultsPerPageV1: "BE-14",
-    ScalarV1Result: "BE-14",
-    BatchExistsWithoutExtraInfo: "BE-8",
-    RaisesOnMissingKey: "BE-4",
-    RaisesOnStorageError: "BE-5",
-    ExistsSetKeyMismatch: "NS-6",
-    NoPipelineRankInKeys: "NS-2",
-    ReplicatedKvNotShared: "NS-5",
-    VisibleBeforeWritten: "BE-7",
-    ZeroLengthObjectIsHit: "BE-13",
-    V2MissingPoolCountedAsFullHit: "BE-21",
-    MutatesPrefixKeys: "PFX-6",
-    RetainsPrefixKeys: "PFX-6",
-    WritesOutsideSlots: "BE-16",
-    ClearLeavesKeysBehind: "BE-11",
-    RemembersHitsAcrossClear: "BE-11",
-    ShortObjectCopiedIntoTarget: "BE-13",
-    StatsAsDict: "BE-12",
-    HexOnlyKeys: "KEY-2",
-    StrictExtraConfig: "BE-1",
-    CountsEveryStoredKey: "BE-2",
-    QueryCreatesPlaceholders: "BE-3",
-    RefusesRewrite: "BE-6",
-    CompactedBatchGet: "BE-9",
-    TruncatesLongBatches: "BE-10",
-    V1StubReturnsNone: "BE-18",
-    RejectsKvInV2Registration: "BE-24",
-    RejectsDataParallelRanks: "BE-25",
-    ShiftedV1Read: "BE-15",
-    LyingV1Set: "BE-17",
-    DropsEveryV1Write: "BE-17",
-    V2DropsSidecarEntries: "BE-19",
-    V2RaisesOnUnregisteredPool: "BE-20",
-    TrailingTreatedAsAllPages: "HYB-7",
-    AllPagesCountsEveryPresentPage: "HYB-6",
-    SidecarNotLoaded: "HYB-8",
-    IndexerNeverPersisted: "BE-22",
-    EmptyPrefixCrashes: "PFX-1",
-    NoTensorRankInKeys: "NS-1",
-    NoContextRankInKeys: "NS-3",
-    NoModelInKeys: "NS-4",
-    GlobalClear: "NS-8",
-    PerInstanceSalt: "NS-7",
-    SharedStagingBuffer: "BE-23",
-    ForgetsWritesAfterClear: ("BE-9", "BE-17"),
-    BlocksOnLongLookups: "BE-2",
-    CapsLookupsAt1024Keys: "BE-2",
-    CompactsHitsPastAMiss: "BE-15",
-    AssumesContiguousSlots: "BE-15",
-    ClearLeavesSidecars: "BE-11",
-    NonWriterSkipsWrites: "BE-17",
-    SidecarLostOnKvRewrite: "BE-22",
-    RefusesSidecarsAtAttach: "BE-27",
-    CapsV2LookupsAt1024Keys: "BE-21",
-    ReplacesFirstHostPool: "BE-28",
-    RefusesWithoutSaying: "BE-28",
-}
-"""Every planted backend and the clause the suite must report failed (or the clauses, one of which: the state
-machine reports a lost page under BE-9 or BE-17, depending on whether set or batch_set_v1 wrote it)."""

@@ -4,7 +4,7 @@ A backend that may evict may drop any page it accepted, at any time; SGLang
 then simply misses it. The correct ones drop a page right after serving it
 (``EvictsAfterRead``) or keep nothing past the call that stored it
 (``EvictsEverything``). The planted ones evict after a read too, and add
-one bug that no eviction excuses.
+one bug that no eviction excuses (``planted_catalog.CATALOG`` names its clause).
 """
 
 from __future__ import annotations
@@ -76,11 +76,3 @@ class EvictingCountsEveryStoredKey(EvictsAfterRead):
 
     def batch_exists(self, keys: list, extra_info: Any = None) -> int:
         return sum(1 for key in keys if self.exists(key))
-
-
-PLANTED_EVICTING: dict[type, str] = {
-    EvictingServesTheKeyBefore: "BE-15",
-    EvictingHitLeavesTheSlot: "BE-15",
-    EvictingCountsEveryStoredKey: "BE-2",
-}
-"""Planted evicting backend -> the clause the suite must still report failed."""

@@ -1,7 +1,7 @@
 """Planted bugs that reach the branches of the vendor checks no other planted bug reaches.
 
-Each backend differs from ``CorrectBackend`` in one realistic bug; ``MUTANT_PLANTED`` maps it to the
-check that must fail it, the clause that check must report, and the suite options of the run. The
+Each backend differs from ``CorrectBackend`` in one realistic bug; ``planted_catalog.CATALOG`` names
+the check that must fail it, the clause that check must report, and the suite options of the run. The
 correct variants in ``CORRECT_VARIANTS`` honour every clause in ways the plain correct backend does
 not exercise (evicting pages it may drop), so that a check made stricter than the contract fails them.
 """
@@ -357,33 +357,6 @@ class EvictsAfterTheSecondRead(DropsAfterTheSecondRead):
 
 WITHOUT_V2 = tuple(level for level in BACKEND_LEVELS if level != "v2")
 """The levels of a backend that does not claim v2."""
-
-MUTANT_PLANTED: dict[type, tuple[str, str, dict]] = {
-    ClaimsWritesWhileTheStoreFails: ("storage_errors_are_failures_not_exceptions", "BE-5", {}),
-    IndexPerThread: ("concurrent_calls_keep_every_key_consistent", "BE-23", {}),
-    DropsAfterTheSecondRead: ("concurrent_calls_keep_every_key_consistent", "BE-23", {}),
-    StatsRaiseDuringIO: ("concurrent_calls_keep_every_key_consistent", "BE-23", {}),
-    V1SetNamesItsInfoParameterInfo: ("extra_info_accepted_in_every_shape", "BE-8", {}),
-    V1GetNamesItsInfoParameterInfo: ("extra_info_accepted_in_every_shape", "BE-8", {}),
-    V2GetNamesItsInfoParameterInfo: ("extra_info_accepted_in_every_shape", "BE-8", {}),
-    SidecarRunReadRaisesOnStoreError: ("storage_errors_are_failures_not_exceptions", "BE-5", {}),
-    RunWritePublishesBeforeCopying: ("pages_are_invisible_until_fully_written", "BE-7", {}),
-    V2ReadFallsOffTheEnd: ("unimplemented_methods_raise_not_implemented", "BE-18", dict(levels=WITHOUT_V2)),
-    ReplicatedRunReadUsesItsOwnRank: ("replicated_kv_is_shared_across_tp_ranks", "NS-5", {}),
-    RunReadExtendsThePrefix: ("prefix_keys_are_never_mutated", "PFX-6", {}),
-    DerivedRunReadSkipsTheCopy: ("v2_kv_derived_sidecars_travel_with_kv", "BE-22", {}),
-    SidecarReadFromTheResidentHostPage: ("v2_pool_hits_count_only_pages_that_landed", "HYB-8", {}),
-    OneHitLandsInTheFirstSlot: (
-        "v1_hits_after_a_miss_land_in_their_own_scattered_slots",
-        "BE-15",
-        dict(profile="standard"),
-    ),
-    FlagLikeUnknownKeyRefused: ("extra_info_accepted_in_every_shape", "BE-8", {}),
-    LastHostPageRefused: ("host_pools_registered_hook_accepts_the_pools", "BE-27", {}),
-    RewrittenPagesMissedByTheRunRead: ("rewriting_a_key_returns_true_and_keeps_correct_bytes", "BE-6", {}),
-}
-"""Planted backend -> (the check that must fail it, the clause it reports, extra suite options)."""
-
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("evicting-declared", EvictsAfterTheSecondRead, {}),
     ("mla-page-first", CorrectBackend, dict(kind="mla", layout="page_first")),

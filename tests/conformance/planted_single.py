@@ -1,7 +1,7 @@
 """Planted bugs that only one check catches: for checks whose other planted bugs some other check sees too.
 
-``SINGLE`` maps each backend to the one check that must catch it, and no other.
-Each bug is one a vendor could ship; the docstring says which path it lives
+``planted_catalog.CATALOG`` names, for each, the one check that must catch it
+(``only``), and no other. Each bug is one a vendor could ship; the docstring says which path it lives
 on and why the other checks never walk that path.
 """
 
@@ -13,7 +13,6 @@ import torch
 
 from hicache_spec import STORAGE_BATCH_SIZE
 from tests.conformance.correct_backend import CorrectBackend, pool_name, tensor_bytes
-from tests.conformance.planted_backdoor import BACKDOOR_SINGLE
 
 
 class FullBatchOfUnknownKeysHitsOnce(CorrectBackend):
@@ -272,25 +271,3 @@ class WriteKeysParkedOnTheInstance(CorrectBackend):
             except OSError:
                 results.append(False)
         return results + [False] * (len(keys) - len(results))
-
-
-SINGLE: dict[type, str] = {
-    FullBatchOfUnknownKeysHitsOnce: "batch_exists_counts_the_leading_run",
-    CloseDropsThePages: "pages_survive_a_rebuild",
-    RootPrefixCapsTheCount: "prefix_states_none_empty_and_list_all_work",
-    ChainLookupReservesTheRest: "batch_exists_has_no_side_effects",
-    ExistsRaisesOnUnknownKey: "missing_keys_are_misses_not_errors",
-    AcknowledgesFailedWrites: "storage_errors_are_failures_not_exceptions",
-    SetReturnsBytesWritten: "legacy_results_have_their_shapes",
-    ShortObjectPaddedIntoTarget: "short_objects_are_misses",
-    MissClearsThePageAtItsPosition: "v1_reads_touch_only_addressed_slots",
-    LeadingMissesRebaseTheRead: "v1_hits_after_a_miss_land_in_their_own_scattered_slots",
-    FullBatchWriteDeferred: "v1_pages_round_trip_bit_for_bit",
-    DerivedSidecarFollowsKv: "v2_kv_derived_sidecars_travel_with_kv",
-    ChunkedSidecarReadReusesFirstSlots: "v2_pool_hits_count_only_pages_that_landed",
-    LookupFlattensRanksOtherwise: "exists_get_and_set_share_one_key_scheme",
-    OneKeyLookupsCached: "clear_removes_every_page",
-    WriteKeysParkedOnTheInstance: "concurrent_calls_keep_every_key_consistent",
-}
-
-SINGLE.update(BACKDOOR_SINGLE)  # the bugs only the backdoor checks catch (their backends offer the hooks)

@@ -1,8 +1,10 @@
 """Every branch of a vendor check that decides a verdict is reached by a planted bug or a correct variant.
 
-Scenario: each backend of planted_mutants.MUTANT_PLANTED is run through the one check that must catch
-it; each correct variant of planted_mutants.CORRECT_VARIANTS through every check.
-Expected: the planted bug fails its check on its clause, with a message; a correct variant fails none.
+Scenario: each planted backend of planted_catalog.CATALOG is run through each check that must catch it
+alone (its ``alone`` and ``only`` oracles); each correct variant of planted_mutants.CORRECT_VARIANTS
+through every check.
+Expected: the planted bug fails the check on its clause, with a message (the verdict recorded in
+check_messages.json, where recorded); a correct variant fails none.
 Why it matters: a condition of a check that no bug reaches can be inverted or dropped with every test
 still green, and a check that moves to other host pages stops catching a bug that depends on them
 (docs/mutation/checks.md lists the checks' mutation score).
@@ -14,25 +16,46 @@ import json
 
 import pytest
 
-from tests.conformance.check_messages import BACKENDS, RECORDED, verdict
-
-from tests.conformance.helpers import failed, run, statuses
-from tests.conformance.planted_mutants import CORRECT_VARIANTS, MUTANT_PLANTED, one_run
 from hicache_contracts.conformance.pools import slots_of_pages
+from tests.conformance.check_messages import RECORDED, run_alone, verdict_of
+from tests.conformance.helpers import failed, run, statuses
+from tests.conformance.planted_catalog import CATALOG
+from tests.conformance.planted_mutants import CORRECT_VARIANTS, one_run
 
 
-@pytest.mark.parametrize(
-    "backend, check, clause, options",
-    [
-        pytest.param(backend, check, clause, options, id=backend.__name__, marks=pytest.mark.clause(clause))
-        for backend, (check, clause, options) in MUTANT_PLANTED.items()
-    ],
-)
-def test_planted_bug_fails_its_check(backend: type, check: str, clause: str, options: dict) -> None:
-    report = run(backend, checks=(check,), **options)
-    assert clause in failed(report), f"{backend.__name__}: {check} gave {statuses(report)}"
-    verdict = next(item for item in report.sections[0].clauses if item.clause_id == clause)
+def alone_cases(recorded: bool) -> list:
+    """One case per oracle that runs a check alone, recorded or not: ``<clause>-<backend>-<check>``. An
+    unrecorded ``only`` oracle is slow (a long profile, a stuck call or racing threads); its whole-suite
+    run is in test_single_check.py."""
+    return [
+        pytest.param(
+            entry,
+            oracle.check,
+            id=f"{entry.id}-{oracle.check}",
+            marks=[
+                pytest.mark.clause(*entry.clauses),
+                *([pytest.mark.slow] if oracle.kind == "only" and not recorded else []),
+            ],
+        )
+        for entry in CATALOG
+        for oracle in entry.alone()
+        if oracle.recorded is recorded
+    ]
+
+
+def fails_on_its_clause(entry, check: str, report) -> None:
+    """The check failed ``entry`` on one of its clauses, with a message."""
+    caught = [clause_id for clause_id in failed(report) if clause_id in entry.clauses]
+    assert caught, f"{entry.name}: {check} gave {statuses(report)}"
+    verdict = next(item for item in report.sections[0].clauses if item.clause_id == caught[0])
     assert verdict.failures and verdict.failures[0].message
+    outcome = next(item for item in report.sections[0].checks if item.check == check)
+    assert outcome.status == "fail", f"{entry.name}: {check} alone gave {outcome.status}"
+
+
+@pytest.mark.parametrize("entry, check", alone_cases(recorded=False))
+def test_planted_bug_fails_its_check(entry, check: str) -> None:
+    fails_on_its_clause(entry, check, run_alone(entry, check))
 
 
 @pytest.mark.parametrize(
@@ -44,20 +67,15 @@ def test_correct_variant_passes_every_check(backend: type, options: dict) -> Non
     assert failing == {}, report.render_text(color=False)
 
 
-RECORDED_VERDICTS = [
-    (name, check, expected)
-    for name, by_check in json.loads(RECORDED.read_text()).items()
-    for check, expected in sorted(by_check.items())
-]
+RECORDED_VERDICTS: dict[str, dict[str, list]] = json.loads(RECORDED.read_text())
 
 
-@pytest.mark.parametrize(
-    "name, check, expected",
-    [pytest.param(name, check, expected, id=f"{name}-{check}") for name, check, expected in RECORDED_VERDICTS],
-)
-def test_check_alone_reports_the_planted_bug_as_recorded(name: str, check: str, expected: list) -> None:
+@pytest.mark.parametrize("entry, check", alone_cases(recorded=True))
+def test_check_alone_reports_the_planted_bug_as_recorded(entry, check: str) -> None:
     """Run alone, the check fails the planted bug on the same clause, with the same message and counterexample."""
-    assert verdict(BACKENDS[name], check) == expected
+    report = run_alone(entry, check)
+    fails_on_its_clause(entry, check, report)
+    assert verdict_of(report, check) == RECORDED_VERDICTS.get(entry.name, {}).get(check)
 
 
 @pytest.mark.parametrize(

@@ -1,65 +1,39 @@
 """Every planted bug is caught on its clause, and the correct in-test backend passes every clause.
 
-Scenario: each planted backend differs from ``CorrectBackend`` in one bug;
-the suite runs the checks of the clause the bug breaks.
+Scenario: each planted backend of ``planted_catalog.CATALOG`` with a ``CAUGHT``
+oracle differs from ``CorrectBackend`` in one bug; the suite runs the checks of
+the clause the bug breaks.
 Expected: that clause is reported failed, with a message and a counterexample.
 Why it matters: a check that cannot fail proves nothing.
 """
 
 from __future__ import annotations
 
+import inspect
+import json
+
 import pytest
 
 from hicache_contracts.conformance import CHECKS, backend_clauses, level_clause_ids
+from hicache_spec.clauses import CLAUSES
+from tests.conformance import planted_backdoor, planted_backends, planted_evicting, planted_mutants, planted_single
+from tests.conformance.check_messages import RACING, RECORDED, candidates
 from tests.conformance.correct_backend import CorrectBackend
-from tests.conformance.helpers import ALL_LEVELS, checks_for, failed, run, statuses
-from tests.conformance.planted_backends import (
-    PLANTED,
-    BlocksOnLongLookups,
-    CompactedBatchGet,
-    ExistsSetKeyMismatch,
-    ZeroLengthObjectIsHit,
-    ForgetsWritesAfterClear,
-    NoPipelineRankInKeys,
-    ScalarV1Result,
-    ShortObjectCopiedIntoTarget,
-    V1StubReturnsNone,
-)
+from tests.conformance.helpers import checks_for, failed, run, statuses
+from tests.conformance.planted_backends import NoPipelineRankInKeys, ScalarV1Result, ShortObjectCopiedIntoTarget
+from tests.conformance.planted_catalog import BY_NAME, CATALOG, LEGACY_MODE, by_clause, by_kind
 
-
-def expected_clauses(clause: object) -> tuple[str, ...]:
-    return clause if isinstance(clause, tuple) else (clause,)
-
-
-LEGACY_MODE = dict(levels=tuple(level for level in ALL_LEVELS if level != "v1"))
-"""A backend SGLang drives through the legacy methods (v1 not claimed): the only mode where they are called."""
-
-SPECIAL_OPTIONS = {
-    # probed: v1 is not claimed, the extra config asks SGLang for v1 (so SGLang calls it) and BE-18 catches the None
-    V1StubReturnsNone: dict(levels=None, extra={"interface_v1": 1}),
-    CompactedBatchGet: LEGACY_MODE,
-    ExistsSetKeyMismatch: LEGACY_MODE,
-    ZeroLengthObjectIsHit: LEGACY_MODE,
-    ShortObjectCopiedIntoTarget: LEGACY_MODE,
-    ForgetsWritesAfterClear: dict(profile="standard"),
-    BlocksOnLongLookups: dict(
-        timeout_s=1.0
-    ),  # the stuck call fails within the deadline  # the sequence set, clear, set needs a few runs
-}
+CLAUSE_IDS = {clause.id for clause in CLAUSES}
 
 
 @pytest.mark.parametrize(
-    "backend, clause",
-    [
-        pytest.param(backend, clause, id=backend.__name__, marks=pytest.mark.clause(*expected_clauses(clause)))
-        for backend, clause in PLANTED.items()
-    ],
+    "entry",
+    [pytest.param(entry, id=entry.id, marks=pytest.mark.clause(*entry.clauses)) for entry in by_kind("caught")],
 )
-def test_planted_bug_is_caught_on_its_clause(backend: type, clause: object) -> None:
-    clause_ids = expected_clauses(clause)
-    report = run(backend, checks=checks_for(clause_ids), **SPECIAL_OPTIONS.get(backend, {}))
-    caught = [clause_id for clause_id in failed(report) if clause_id in clause_ids]
-    assert caught, f"{backend.__name__}: expected a failure of {clause_ids}, got {statuses(report)}"
+def test_planted_bug_is_caught_on_its_clause(entry) -> None:
+    report = run(entry.backend, checks=checks_for(entry.clauses), **entry.options)
+    caught = [clause_id for clause_id in failed(report) if clause_id in entry.clauses]
+    assert caught, f"{entry.name}: expected a failure of {entry.clauses}, got {statuses(report)}"
     verdict = next(item for item in report.sections[0].clauses if item.clause_id == caught[0])
     assert verdict.failures and verdict.failures[0].message
     assert report.exit_code == 1
@@ -86,7 +60,7 @@ def test_correct_backend_driven_through_the_legacy_methods_passes_every_clause_i
 
 
 def test_every_check_has_a_planted_bug_it_catches() -> None:
-    planted = {clause_id for clause in PLANTED.values() for clause_id in expected_clauses(clause)}
+    planted = {clause_id for entry in by_kind("caught") for clause_id in entry.clauses}
     uncaught = [check.name for check in CHECKS if not set(check.clauses) & planted]
     assert uncaught == []
 
@@ -112,3 +86,54 @@ def test_a_lookup_that_raises_on_a_short_object_says_which_object_it_met() -> No
     failure = verdict.failures[0]
     assert failure.message.startswith("get(k0, ") and " raised " in failure.message
     assert failure.counterexample.startswith("set(") and "0-element tensor), then look it up" in failure.counterexample
+
+
+NOT_PLANTED = {"CorrectBackdoor", "CorrectWithBackdoor", "ReadsTrustAnIndex", "EvictsAfterRead", "EvictsEverything"}
+NOT_PLANTED |= {"RunBackend", "EvictsAfterTheSecondRead"}
+"""The classes of the family modules that are no planted bug: correct backends, hooks and shared bases."""
+
+
+def test_the_catalog_names_every_planted_bug_once() -> None:
+    names = [entry.name for entry in CATALOG]
+    assert len(names) == len(set(names)), "a bug is planted twice"
+    assert all(entry.oracles for entry in CATALOG), "an entry no oracle catches"
+    families = (planted_backdoor, planted_backends, planted_evicting, planted_mutants, planted_single)
+    defined = {
+        name
+        for family in families
+        for name, value in vars(family).items()
+        if inspect.isclass(value) and value.__module__ == family.__name__
+    }
+    assert sorted(defined - NOT_PLANTED - set(names)) == [], "a planted bug the catalog does not name"
+    assert sorted(set(names) - defined) == [] and not set(names) & NOT_PLANTED
+    assert all(entry in by_clause(clause_id) for entry in CATALOG for clause_id in entry.clauses)
+
+
+def test_every_entry_names_known_clauses_and_checks_that_report_them() -> None:
+    unknown = sorted({clause_id for entry in CATALOG for clause_id in entry.clauses} - CLAUSE_IDS)
+    assert unknown == [], f"unknown clause IDs: {unknown}"
+    clauses_of = {check.name: set(check.clauses) for check in CHECKS}
+    for entry in CATALOG:
+        for oracle in entry.alone():
+            assert oracle.check in clauses_of, f"{entry.name}: no check {oracle.check}"
+            assert clauses_of[oracle.check] & set(entry.clauses), f"{entry.name}: {oracle.check} reports none"
+
+
+def test_the_recorded_verdicts_are_those_the_catalog_names() -> None:
+    """check_messages.json holds a verdict for exactly the recorded oracles, each on its entry's clause."""
+    recorded = json.loads(RECORDED.read_text())
+    named = {(entry.name, oracle.check) for entry in CATALOG for oracle in entry.alone() if oracle.recorded}
+    assert {(name, check) for name, by_check in recorded.items() for check in by_check} == named
+    for name, check in named:
+        entry = BY_NAME[name]
+        clause_id, message, _ = recorded[name][check]
+        assert clause_id in entry.clauses and message, (name, check)
+        assert check in candidates(entry) and check not in RACING, f"{name}: recording would not run {check}"
+        assert not (entry.options.get("profile") or entry.options.get("timeout_s")), f"{name}: too slow to record"
+
+
+def test_every_entry_the_clause_checks_catch_says_whether_eviction_excuses_it() -> None:
+    for entry in CATALOG:
+        declared = [oracle for oracle in entry.oracles if oracle.kind in ("evicting", "excused")]
+        needs = entry.has("caught") and not getattr(entry.backend, "hicache_may_evict", False)
+        assert len(declared) == (1 if needs else 0), entry.name
