@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 from hicache_contracts import PageKeys, PoolName, PoolTransfer
@@ -38,31 +39,19 @@ class StorageWriter:
         return writes_pool(transfer.name.value, self.writes_kv())
 
 
+@dataclass(eq=False, kw_only=True)
 class BackupWriter:
     """Write sidecars, then KV slice by slice; agree on the outcome. Clauses: CTL-7, CTL-8, CTL-13, CTL-15, HYB-5."""
 
-    def __init__(
-        self,
-        *,
-        caller: BackendCaller,
-        page_size: int,
-        batch_size: int,
-        derived_pools: tuple[SidecarPool, ...],
-        writer: StorageWriter,
-        channel: RankGroup,
-        prefixes: PrefixInfo,
-        upkeep: Upkeep,
-        on_backup_done: Optional[Callable[[BackupOperation], None]] = None,
-    ) -> None:
-        self.caller = caller
-        self.page_size = page_size
-        self.batch_size = batch_size
-        self.derived_pools = derived_pools
-        self.writer = writer
-        self.channel = channel
-        self.prefixes = prefixes
-        self.upkeep = upkeep
-        self.on_backup_done = on_backup_done
+    caller: BackendCaller
+    page_size: int
+    batch_size: int
+    derived_pools: tuple[SidecarPool, ...]
+    writer: StorageWriter
+    channel: RankGroup
+    prefixes: PrefixInfo
+    upkeep: Upkeep
+    on_backup_done: Optional[Callable[[BackupOperation], None]] = None
 
     def process(self, operation: BackupOperation) -> None:
         """Run the backup; a failure of ours is recorded; always finish and notify (CTL-13)."""

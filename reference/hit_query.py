@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
@@ -26,32 +27,22 @@ _NO_POOL_VERDICT = -1
 """The packed agreement's value for a pool without a verdict on a rank (RANK-5)."""
 
 
+@dataclass(eq=False, kw_only=True)
 class HitQuery:
     """Query, allocate, agree, cut, and revoke if not worth it. Clauses: CTL-1, CTL-3, RANK-1, RANK-2, RANK-5, RANK-6."""
 
-    def __init__(
-        self,
-        *,
-        caller: BackendCaller,
-        host_pool: Any,
-        prefetch_threshold: int,
-        timeouts: TimeoutSettings,
-        sidecar_pools: tuple[SidecarPool, ...],
-        channel: RankGroup,
-        prefixes: PrefixInfo,
-        termination: Termination,
-        upkeep: Upkeep,
-    ) -> None:
-        self.caller = caller
-        self.host_pool = host_pool
-        self.page_size = int(host_pool.page_size)
-        self.prefetch_threshold = prefetch_threshold
-        self.timeouts = timeouts
-        self.sidecar_pools = sidecar_pools
-        self.channel = channel
-        self.prefixes = prefixes
-        self.termination = termination
-        self.upkeep = upkeep
+    caller: BackendCaller
+    host_pool: Any
+    prefetch_threshold: int
+    timeouts: TimeoutSettings
+    sidecar_pools: tuple[SidecarPool, ...]
+    channel: RankGroup
+    prefixes: PrefixInfo
+    termination: Termination
+    upkeep: Upkeep
+
+    def __post_init__(self) -> None:
+        self.page_size = int(self.host_pool.page_size)
 
     def process(self, operation: PrefetchOperation) -> None:
         """Run the stage; a failure of ours revokes the operation, which still finishes (CTL-6)."""

@@ -5,6 +5,7 @@ See docs/controller.md.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -20,32 +21,20 @@ from hicache_spec import plan_batches
 __all__ = ["PrefetchIO"]
 
 
+@dataclass(eq=False, kw_only=True)
 class PrefetchIO:
     """Load the agreed keys, one progress ack per slice, and always end with the final ack. Clauses: CTL-4..CTL-6, HYB-1."""
 
-    def __init__(
-        self,
-        *,
-        caller: BackendCaller,
-        page_size: int,
-        batch_size: int,
-        derived_pools: tuple[SidecarPool, ...],
-        sidecars: Optional[SidecarReader],
-        prefixes: PrefixInfo,
-        acks: Acks,
-        termination: Termination,
-        upkeep: Upkeep,
-    ) -> None:
-        self.caller = caller
-        self.page_size = page_size
-        self.batch_size = batch_size
-        self.derived_pools = derived_pools
-        self.sidecars = sidecars
-        """The reader of the pools with their own slots; None when there are none."""
-        self.prefixes = prefixes
-        self.acks = acks
-        self.termination = termination
-        self.upkeep = upkeep
+    caller: BackendCaller
+    page_size: int
+    batch_size: int
+    derived_pools: tuple[SidecarPool, ...]
+    sidecars: Optional[SidecarReader]
+    """The reader of the pools with their own slots; None when there are none."""
+    prefixes: PrefixInfo
+    acks: Acks
+    termination: Termination
+    upkeep: Upkeep
 
     def process(self, operation: PrefetchOperation) -> None:
         """Load KV and sidecars, then always finish with the final ack (CTL-6)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from hicache_contracts import PageKeys, PoolHitsAck, PoolTransfer, ReadOnlyMapping
@@ -14,25 +16,19 @@ from hicache_spec import compute_trailing_window
 __all__ = ["SidecarReader"]
 
 
+@dataclass(eq=False, kw_only=True)
 class SidecarReader:
     """Read every non-KV-derived pool's window of the hit, all or nothing; agree and ack. Clauses: HYB-2, HYB-3, HYB-4."""
 
-    def __init__(
-        self,
-        *,
-        caller: BackendCaller,
-        pools: tuple[SidecarPool, ...],
-        prefixes: PrefixInfo,
-        acks: Acks,
-        upkeep: Upkeep,
-    ) -> None:
-        self.caller = caller
-        self.pools = pools
-        """The sidecar pools with their own slots (not KV-derived)."""
-        self.prefixes = prefixes
-        self.acks = acks
-        self.upkeep = upkeep
-        self._by_name = {pool.name.value: pool for pool in pools}
+    caller: BackendCaller
+    pools: tuple[SidecarPool, ...]
+    """The sidecar pools with their own slots (not KV-derived)."""
+    prefixes: PrefixInfo
+    acks: Acks
+    upkeep: Upkeep
+
+    def __post_init__(self) -> None:
+        self._by_name = {pool.name.value: pool for pool in self.pools}
 
     def window(self, pool: SidecarPool, hit_pages: int) -> tuple[int, int]:
         """The pages a pool reads after a hit: all, or the trailing window ending at the hit. Clause: HYB-3."""
