@@ -147,22 +147,25 @@ class PageCopier:
     # ------------------------------------------------------------ copies
     def load(self, host_indices: torch.Tensor, device_indices: torch.Tensor) -> CopyHandle:
         """Copy host pages (L2) into device pages (L1); return when queued (CUDA) or done (CPU)."""
-        host_slots, device_slots = self._checked(host_indices, device_indices)
-        if not host_slots.numel():
-            return CopyHandle()
-        if self.uses_cuda:
-            return self._load_cuda(host_slots, device_slots)
-        self._copy_cpu(self.host_pool.kv_buffer, host_slots, self.device_buffer, device_slots)
-        return CopyHandle()
+        return self._move(host_indices, device_indices, to_device=True)
 
     def store(self, device_indices: torch.Tensor, host_indices: torch.Tensor) -> CopyHandle:
         """Copy device pages (L1) into host pages (L2); the host holds them after ``wait``."""
+        return self._move(host_indices, device_indices, to_device=False)
+
+    def _move(self, host_indices: Any, device_indices: Any, *, to_device: bool) -> CopyHandle:
         host_slots, device_slots = self._checked(host_indices, device_indices)
         if not host_slots.numel():
             return CopyHandle()
         if self.uses_cuda:
+            if to_device:
+                return self._load_cuda(host_slots, device_slots)
             return self._store_cuda(device_slots, host_slots)
-        self._copy_cpu(self.device_buffer, device_slots, self.host_pool.kv_buffer, host_slots)
+        host, device = self.host_pool.kv_buffer, self.device_buffer
+        if to_device:
+            self._copy_cpu(host, host_slots, device, device_slots)
+        else:
+            self._copy_cpu(device, device_slots, host, host_slots)
         return CopyHandle()
 
     def _pages_view(self, buffer: torch.Tensor) -> torch.Tensor:
