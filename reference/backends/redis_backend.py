@@ -136,39 +136,17 @@ class RedisBackend(PageStoreBackend):
         return sizes
 
     def _read_objects_into(self, names: Sequence[ObjectName], buffers: Sequence[memoryview]) -> list[bool]:
-        arrived = []
-        for data, buffer in zip(self._fetch(names), buffers):
-            if isinstance(data, bytes) and len(data) == len(buffer):  # BE-13: short or long is a miss
-                buffer[:] = data
-                arrived.append(True)
-            else:
-                arrived.append(False)
-        return arrived
+        return self._read_objects_into_ranges(names, [[buffer] for buffer in buffers])
 
     def _read_objects_into_ranges(
         self, names: Sequence[ObjectName], page_views: Sequence[Sequence[memoryview]]
     ) -> list[bool]:
-        arrived = []
-        for data, views in zip(self._fetch(names), page_views):
-            size = sum(view.nbytes for view in views)
-            if not isinstance(data, bytes) or len(data) != size:  # BE-13: write nothing unless it is a whole page
-                arrived.append(False)
-                continue
-            source = memoryview(data)
-            offset = 0
-            for view in views:
-                view[:] = source[offset : offset + view.nbytes]
-                offset += view.nbytes
-            arrived.append(True)
-        return arrived
-
-    def _fetch(self, names: Sequence[ObjectName]) -> list[Optional[bytes]]:
-        """Return the stored bytes of each object, or None when missing or unreachable: one pipeline per node."""
+        """Read each object into its views (BE-13: only one of exactly their size; nothing else is written)."""
         units = []
         for name in names:
             redis_key, field = self._locate(name)
             units.append((redis_key, (("HGET", redis_key, field),)))
-        return [None if _is_exception(outcome) else outcome[0] for outcome in self._execute(units)]
+        return [not _is_exception(outcome) and outcome[0] is True for outcome in self._execute(units, page_views)]
 
     def _write_objects(
         self, names: Sequence[ObjectName], datas: Sequence[Optional[memoryview]], groups: Sequence[Any]
@@ -226,8 +204,8 @@ class RedisBackend(PageStoreBackend):
     def _clear_namespace(self) -> None:
         self.nodes.delete_matching(self.namespace_pattern())  # NS-8: SCAN + UNLINK, never FLUSHDB
 
-    def _execute(self, units: Sequence[Unit]) -> list[Any]:
-        outcomes = self.nodes.execute(units)
+    def _execute(self, units: Sequence[Unit], sinks: Optional[Sequence[Sequence[memoryview]]] = None) -> list[Any]:
+        outcomes = self.nodes.execute(units, sinks)
         failed = sum(1 for outcome in outcomes if _is_exception(outcome))
         if failed:
             self._counters.add(storage_errors=failed)

@@ -23,6 +23,7 @@ from redis.crc import key_slot
 from redis.exceptions import AskError, ClusterDownError, TryAgainError
 from redis.retry import Retry
 
+from hicache_reference.backends.redis_replies import Sink, can_read_directly, read_into_sinks, sink_reply
 from hicache_reference.backends.redis_settings import RedisSettings
 
 __all__ = ["ConnectFailed", "NodeSkipped", "RedisNodes", "Unit"]
@@ -93,12 +94,15 @@ def _pack(units: Sequence[Unit]) -> list[Any]:
     return parts
 
 
-def _round_trip(client: redis.Redis, units: Sequence[Unit]) -> list[Any]:
+def _round_trip(client: redis.Redis, units: Sequence[Unit], sinks: Optional[Sequence[Sink]] = None) -> list[Any]:
     """Send every command of ``units`` on one pooled connection, then read one reply per command.
 
     An error reply comes back as an exception instance in its place; a broken
     connection raises (and is dropped from the pool, so the next call gets a
-    fresh one).
+    fresh one). With ``sinks`` (one per unit, each unit one command reading a
+    value), each reply lands in its unit's sink: received straight into it
+    where the connection allows (redis_replies.py), else copied from the
+    parser's reply; a unit's reply is then what ``read_into_sinks`` says.
     """
     pool = client.connection_pool
     try:
@@ -107,6 +111,8 @@ def _round_trip(client: redis.Redis, units: Sequence[Unit]) -> list[Any]:
         raise ConnectFailed(str(error)) from error
     try:
         connection.send_packed_command(_pack(units), check_health=False)
+        if sinks is not None and can_read_directly(connection):
+            return read_into_sinks(connection, sinks)
         replies: list[Any] = []
         for _, commands in units:
             for _ in commands:
@@ -114,12 +120,21 @@ def _round_trip(client: redis.Redis, units: Sequence[Unit]) -> list[Any]:
                     replies.append(connection.read_response())
                 except redis.ResponseError as error:
                     replies.append(error)
+        if sinks is not None:
+            return [sink_reply(reply, sink) for reply, sink in zip(replies, sinks)]
         return replies
     except BaseException:
         connection.disconnect()  # replies may still be in flight: never hand this connection out again
         raise
     finally:
         pool.release(connection)
+
+
+def _part(items: Any, indices: list[int]) -> Any:
+    """Return the items at ``indices`` (all of them as they are when that is every item; None stays None)."""
+    if items is None or len(indices) == len(items):
+        return items
+    return [items[index] for index in indices]
 
 
 class RedisNodes:
@@ -226,11 +241,12 @@ class RedisNodes:
         return groups, unrouted
 
     # ------------------------------------------------------------ execution
-    def execute(self, units: Sequence[Unit]) -> list[Any]:
+    def execute(self, units: Sequence[Unit], sinks: Optional[Sequence[Sink]] = None) -> list[Any]:
         """Run every unit; return, per unit, its list of replies or the exception that stopped it. Never raises.
 
         A reply that is an error (for example a redirection) appears in the
-        unit's list as an exception instance.
+        unit's list as an exception instance. ``sinks``: one per unit, each
+        unit one command reading a value that lands there (``_round_trip``).
         """
         if not units:
             return []
@@ -243,11 +259,12 @@ class RedisNodes:
             results[index] = problem
         jobs = [(name, client, indices) for name, (client, indices) in groups.items()]
         if len(jobs) == 1:
-            outcomes = [self._run_on_node(jobs[0][0], jobs[0][1], [units[i] for i in jobs[0][2]])]
+            name, client, indices = jobs[0]
+            outcomes = [self._run_on_node(name, client, _part(units, indices), _part(sinks, indices))]
         else:
             executor = self._pool()
             futures = [
-                executor.submit(self._run_on_node, name, client, [units[i] for i in indices])
+                executor.submit(self._run_on_node, name, client, _part(units, indices), _part(sinks, indices))
                 for name, client, indices in jobs
             ]
             outcomes = [future.result() for future in futures]
@@ -262,14 +279,16 @@ class RedisNodes:
                 self._executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="hicache-redis")
             return self._executor
 
-    def _run_on_node(self, node_name: str, client: Any, units: Sequence[Unit]) -> list[Any]:
+    def _run_on_node(
+        self, node_name: str, client: Any, units: Sequence[Unit], sinks: Optional[Sequence[Sink]] = None
+    ) -> list[Any]:
         """Send ``units`` to one node as one pipeline; split the replies back per unit. Never raises."""
         if self._is_skipped(node_name):
             return [NodeSkipped(f"Redis node {node_name} failed recently")] * len(units)
         replies: Any = None
         for attempt in range(2):
             try:
-                replies = _round_trip(client, units)
+                replies = _round_trip(client, units, sinks)
                 break
             except redis.ConnectionError as error:
                 # A connection that broke after it was handed out (the server restarted or dropped it

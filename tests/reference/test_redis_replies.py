@@ -1,0 +1,176 @@
+"""Page replies received straight into host memory (redis_replies.py), over a scripted socket.
+
+Scenario: pipelines of replies to page reads (a whole page, no value in RESP2
+and RESP3, a value of another size, an error, a redirection), delivered by
+a socket in chunks of every size; a connection that breaks mid-page; a reply
+no page read gets; bytes past the last reply.
+Expected: a page of exactly the sink's size lands whole in its views and is
+True; no value is None; another size is False and writes nothing (BE-13);
+an error is its exception; a break or a surprise raises (ConnectionError,
+TimeoutError) having written only into the views of the page it was receiving (BE-15,
+BE-16). The parser's path (``sink_reply``) answers the same.
+Planted: a reader that writes a wrong-size value into the views, and one
+that drops the bytes it received with a header, are caught.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+from typing import Any, Optional
+
+import pytest
+import redis
+from redis.exceptions import MovedError
+
+from hicache_reference.backends.redis_replies import _Replies, can_read_directly, sink_reply
+
+PAGE = 1000
+"""Bytes per page; each page is two views of 400 and 600 bytes."""
+
+
+class ScriptedSocket:
+    """A socket that hands out ``data`` in chunks of the sizes ``chunks`` picks; raises or ends as told."""
+
+    def __init__(self, data: bytes, seed: Optional[int] = None, fail: Optional[BaseException] = None) -> None:
+        self._data = memoryview(data)
+        self._chooser = random.Random(seed)
+        self._fail = fail
+        self._seeded = seed is not None
+
+    def recv_into(self, buffer: Any, count: int = 0) -> int:
+        if not self._data:
+            if self._fail is not None:
+                raise self._fail
+            return 0
+        target = memoryview(buffer).cast("B")
+        limit = min(len(target), count or len(target), len(self._data))
+        size = self._chooser.randint(1, limit) if self._seeded else limit
+        target[:size] = self._data[:size]
+        self._data = self._data[size:]
+        return size
+
+
+def page(number: int) -> bytes:
+    return bytes((number * 7 + index) % 251 for index in range(PAGE))
+
+
+def bulk(data: bytes) -> bytes:
+    return b"$%d\r\n%b\r\n" % (len(data), data)
+
+
+def sinks(count: int) -> tuple[list[bytearray], list[list[memoryview]]]:
+    memory = [bytearray(b"\xee" * PAGE) for _ in range(count)]
+    return memory, [[memoryview(block)[:400], memoryview(block)[400:]] for block in memory]
+
+
+SCRIPT = [
+    (bulk(page(0)), True),
+    (b"$-1\r\n", None),
+    (bulk(page(2)[:999]), False),  # one byte short: a miss, nothing written
+    (b"_\r\n", None),  # RESP3's null
+    (bulk(page(4) + b"x"), False),  # one byte long
+    (b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n", redis.ResponseError),
+    (b"-MOVED 3999 127.0.0.1:6381\r\n", MovedError),
+    (bulk(page(7)), True),
+    (bulk(b""), False),
+]
+
+
+def check_reader(reader: type = _Replies) -> None:
+    wire = b"".join(reply for reply, _ in SCRIPT)
+    for seed in [None, *range(30)]:
+        memory, views = sinks(len(SCRIPT))
+        try:
+            answers = reader(ScriptedSocket(wire, seed)).read(views)
+        except redis.ConnectionError as error:
+            raise AssertionError(f"seed {seed}: a well-formed pipeline broke the reader: {error}") from error
+        for index, ((_, expected), answer, block) in enumerate(zip(SCRIPT, answers, memory)):
+            if isinstance(expected, type):
+                assert isinstance(answer, expected), (seed, index, answer)
+            else:
+                assert answer is expected, (seed, index, answer)
+            assert bytes(block) == (page(index) if expected is True else b"\xee" * PAGE), (seed, index)
+
+
+@pytest.mark.clause("BE-13", "BE-15", "BE-16")
+def test_replies_land_whole_in_their_views_and_nothing_else_is_written() -> None:
+    check_reader()
+
+
+@pytest.mark.clause("BE-13", "BE-16")
+def test_the_parsers_path_answers_the_same() -> None:
+    replies: list[Any] = [page(0), None, page(2)[:999], None, page(4) + b"x", redis.ResponseError("WRONGTYPE")]
+    memory, views = sinks(len(replies))
+    answers = [sink_reply(reply, sink) for reply, sink in zip(replies, views)]
+    assert answers[:5] == [True, None, False, None, False] and isinstance(answers[5], redis.ResponseError)
+    assert bytes(memory[0]) == page(0)
+    assert all(bytes(block) == b"\xee" * PAGE for block in memory[1:])
+
+
+@pytest.mark.clause("BE-15", "BE-16")
+@pytest.mark.parametrize("fail", [None, socket.timeout("timed out"), ConnectionResetError("reset")])
+def test_a_break_mid_page_raises_having_written_only_that_page(fail: Optional[BaseException]) -> None:
+    wire = bulk(page(0)) + bulk(page(1))[:600]
+    memory, views = sinks(3)
+    with pytest.raises((redis.ConnectionError, redis.TimeoutError)):
+        _Replies(ScriptedSocket(wire, 3, fail)).read(views)
+    assert bytes(memory[0]) == page(0)
+    assert bytes(memory[1][:400]) == page(1)[:400]  # part of the page being received: its own views only
+    assert bytes(memory[2]) == b"\xee" * PAGE
+
+
+@pytest.mark.parametrize(
+    "wire", [b":1\r\n", b"+OK\r\n", b">3\r\n$10\r\ninvalidate\r\n*0\r\n_\r\n", bulk(page(0)) + b"$-1\r\n"]
+)
+def test_anything_else_breaks_the_round_trip(wire: bytes) -> None:
+    _, views = sinks(1)
+    with pytest.raises(redis.ConnectionError):
+        _Replies(ScriptedSocket(wire)).read(views)
+
+
+def test_only_a_parser_with_nothing_buffered_is_bypassed() -> None:
+    class Reader:
+        def __init__(self, buffered: bool) -> None:
+            self.buffered = buffered
+
+        def has_data(self) -> bool:
+            return self.buffered
+
+    class Parser:
+        def __init__(self, buffered: bool) -> None:
+            self._reader = Reader(buffered)
+
+    class Connection:
+        def __init__(self, buffered: bool, protocol: Any = 2, sock: Any = "a socket") -> None:
+            self._parser, self.protocol, self._sock = Parser(buffered), protocol, sock
+
+    assert can_read_directly(Connection(False)) and can_read_directly(Connection(False, 3))
+    assert not can_read_directly(Connection(True))
+    assert not can_read_directly(Connection(False, sock=None))
+    assert not can_read_directly(Connection(False, protocol=4))
+
+
+class WritesWrongSizes(_Replies):
+    """Planted: a value of another size is written into the views as far as it goes."""
+
+    def _skip_value(self, count: int, sink: Any) -> None:
+        while len(self._held) < count:
+            self._receive(count - len(self._held))
+        room = min(count, sink[0].nbytes)
+        sink[0][:room] = self._held[:room]
+        del self._held[:count]
+
+
+class DropsHeldBytes(_Replies):
+    """Planted: bytes received together with a header are not copied into the page."""
+
+    def _fill(self, sink: Any) -> None:
+        del self._held[:]
+        super()._fill(sink)
+
+
+@pytest.mark.parametrize("planted", [WritesWrongSizes, DropsHeldBytes])
+def test_planted_readers_are_caught(planted: type) -> None:
+    with pytest.raises(AssertionError):
+        check_reader(planted)
