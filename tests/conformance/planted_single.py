@@ -1,8 +1,8 @@
 """Planted bugs that only one check catches: for checks whose other planted bugs some other check sees too.
 
-``planted_catalog.CATALOG`` names, for each, the one check that must catch it
-(``only``), and no other. Each bug is one a vendor could ship; the docstring says which path it lives
-on and why the other checks never walk that path.
+``planted_catalog.CATALOG`` names, for each, the one check that must catch it,
+and no other (its ``only`` oracle). Each bug is one a vendor could ship; the
+docstring says which path it lives on and why the other checks never walk that path.
 """
 
 from __future__ import annotations

@@ -88,8 +88,15 @@ def test_a_lookup_that_raises_on_a_short_object_says_which_object_it_met() -> No
     assert failure.counterexample.startswith("set(") and "0-element tensor), then look it up" in failure.counterexample
 
 
-NOT_PLANTED = {"CorrectBackdoor", "CorrectWithBackdoor", "ReadsTrustAnIndex", "EvictsAfterRead", "EvictsEverything"}
-NOT_PLANTED |= {"RunBackend", "EvictsAfterTheSecondRead"}
+NOT_PLANTED = {
+    "CorrectBackdoor",
+    "CorrectWithBackdoor",
+    "ReadsTrustAnIndex",
+    "EvictsAfterRead",
+    "EvictsEverything",
+    "RunBackend",
+    "EvictsAfterTheSecondRead",
+}
 """The classes of the family modules that are no planted bug: correct backends, hooks and shared bases."""
 
 
