@@ -150,6 +150,15 @@ def _check_writable_directory(root: str, given: Any) -> None:
         ) from error
 
 
+class PlainNames(list):
+    """The names of a batch of plain keys (``ObjectStore._plain``): ``prefix`` followed by each key."""
+
+    def __init__(self, names: list[str], prefix: str) -> None:
+        super().__init__(names)
+        self.prefix = prefix
+        """The name of the empty key of the batch's pool: the directory its pages lie in, and a '/'."""
+
+
 class FileBackend(PageStoreBackend):
     """Pages as files under ``extra_config["path"]``. Extra config: ``path`` (required), ``fsync`` (default False)."""
 
@@ -179,6 +188,7 @@ class FileBackend(PageStoreBackend):
         self._checked_directories: set[str] = set()
         self._directories_lock = threading.Lock()
         self._temporary_numbers = itertools.count()
+        self._safe_prefixes: set[str] = set()
 
     # ------------------------------------------------------------ paths
     def _render(self, name: ObjectName) -> str:
@@ -291,9 +301,24 @@ class FileBackend(PageStoreBackend):
             self._counters.add(storage_errors=1)
         return False
 
+    def _names(self, keys: Sequence[str], pool: str) -> list[Any]:
+        """Return ``_name`` of every key; plain keys as ``PlainNames``, which ``_paths`` need not look into."""
+        if self._plain(keys) and all(keys):
+            prefix = self._name_prefix(pool)
+            return PlainNames([prefix + key for key in keys], prefix)
+        return [self._name(key, pool) for key in keys]
+
     def _paths(self, names: Sequence[str]) -> list[str]:
         """Return ``_path`` of every name ("" for one that does not lie under the root, counted as a storage
         error), the link check of each directory among them looked up once."""
+        if type(names) is PlainNames and self._safe_prefix(names.prefix):  # one directory, every name safe
+            directory = self._root_prefix + names.prefix[:-1]
+            try:
+                self._check_no_links(directory)
+            except (FileNotFoundError, NotADirectoryError):
+                pass  # not there (yet): its pages are misses when opened, and it is checked again next time
+            root = self._root_prefix
+            return [root + name for name in names]
         joined = "/".join(names)  # an empty name, or one that starts with '.' or '/', shows as "//" or "/." here
         if joined[:1] not in ("", ".", "/") and joined[-1:] != "/" and not ("/." in joined or "//" in joined):
             paths = [self._root_prefix + name for name in names] if "\0" not in joined else []
@@ -307,6 +332,15 @@ class FileBackend(PageStoreBackend):
             except (FileNotFoundError, NotADirectoryError):
                 pass  # not there (yet): its pages are misses when opened, and it is checked again next time
         return paths
+
+    def _safe_prefix(self, prefix: str) -> bool:
+        """Whether ``prefix`` + any plain key is a path under the root, in the directory ``prefix`` names."""
+        if prefix in self._safe_prefixes:
+            return True
+        if not prefix.endswith("/") or self._guarded(self._path, "", prefix + "0") != self._root_prefix + prefix + "0":
+            return False
+        self._safe_prefixes.add(prefix)
+        return True
 
     def _write_object(self, name: str, data: memoryview, group: Optional[str]) -> bool:
         return self._write_file(self._path(name), data, self._temporary_suffix())

@@ -62,7 +62,7 @@ from typing import Any, Optional, Sequence
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends.base import PageStoreBackend, pool_key
 from hicache_reference.backends.host_bytes import contiguous_parts
-from hicache_reference.backends.namespace import ObjectName
+from hicache_reference.backends.namespace import ObjectName, plain_keys
 from hicache_reference.backends.redis_nodes import RedisNodes, Unit, _byte_length
 from hicache_reference.backends.redis_settings import DEFAULT_REDIS_URL, RedisSettings
 from hicache_spec import KV
@@ -124,11 +124,25 @@ class RedisBackend(PageStoreBackend):
         return f"{self.settings.key_prefix}{self.namespace}/*"
 
     # ------------------------------------------------------------ primitives (batch forms: one pipeline per node)
-    def _object_sizes(self, names: Sequence[ObjectName]) -> list[Optional[int]]:
+    def _units(self, command: str, names: Sequence[Any]) -> list[Unit]:
+        """Return one unit per name: ``command`` with the name's Redis key and hash field (a read or a size)."""
+        first = names[0] if names else None
+        if type(first) is ObjectName:  # a batch of plain keys of one namespace and pool: located at once
+            keys = [name.key for name in names]
+            namespace, pool = first.namespace, first.pool
+            if plain_keys("".join(keys)) and all(
+                type(name) is ObjectName and name.namespace == namespace and name.pool == pool for name in names
+            ):
+                head, field = self._locate(ObjectName(namespace, pool, ""))
+                return [(redis_key, ((command, redis_key, field),)) for redis_key in [head + key for key in keys]]
         units = []
         for name in names:
             redis_key, field = self._locate(name)
-            units.append((redis_key, (("HSTRLEN", redis_key, field),)))
+            units.append((redis_key, ((command, redis_key, field),)))
+        return units
+
+    def _object_sizes(self, names: Sequence[ObjectName]) -> list[Optional[int]]:
+        units = self._units("HSTRLEN", names)
         sizes: list[Optional[int]] = []
         for outcome in self._execute(units):
             reply = None if _is_exception(outcome) else outcome[0]
@@ -142,10 +156,7 @@ class RedisBackend(PageStoreBackend):
         self, names: Sequence[ObjectName], page_views: Sequence[Sequence[memoryview]]
     ) -> list[bool]:
         """Read each object into its views (BE-13: only one of exactly their size; nothing else is written)."""
-        units = []
-        for name in names:
-            redis_key, field = self._locate(name)
-            units.append((redis_key, (("HGET", redis_key, field),)))
+        units = self._units("HGET", names)
         return [not _is_exception(outcome) and outcome[0] is True for outcome in self._execute(units, page_views)]
 
     def _write_objects(

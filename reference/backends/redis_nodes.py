@@ -72,6 +72,10 @@ def _pack(units: Sequence[Unit]) -> list[Any]:
         for arguments in commands:
             chunk += b"*%d\r\n" % len(arguments)
             for argument in arguments:
+                if type(argument) is str:  # a command, key or field: the most common argument
+                    argument = argument.encode()
+                    chunk += b"$%d\r\n%b\r\n" % (len(argument), argument)
+                    continue
                 if isinstance(argument, str):
                     argument = argument.encode()
                 elif isinstance(argument, int):
