@@ -28,12 +28,15 @@ parallel); a read of a whole 128-page slice is one call. Requests are packed
 here (``_pack``) so that a page goes out straight from the host pool, each
 contiguous part of it one buffer of the request, never copied (the base hands
 a write the page's host byte ranges, computed by arithmetic for a
-``HostPagePool``: ``writes_from_ranges``); replies are
-read on redis-py's pooled connections by redis-py's reply parser — hiredis's C
-parser when it is installed (a dependency of the project; 1.4-3.3x the
-throughput of the pure-Python one, benchmarks/README.md) — and a page that
-arrived whole is copied once, straight into its host byte ranges
-(``reads_into_ranges``; the base's staging buffer otherwise).
+``HostPagePool``: ``writes_from_ranges``). Requests and replies go over
+redis-py's pooled connections. A read's replies are received straight into
+each page's host byte ranges (``reads_into_ranges``; the base's staging
+buffer otherwise): the reply's header is parsed by the backend and a value of exactly
+the page's size is taken from the socket by ``recv_into`` into the ranges, a
+value of another size skipped (redis_replies.py). Other replies, and reads on
+a connection whose parser holds unread bytes, go through redis-py's parser —
+hiredis's C parser when it is installed (a dependency of the project) — and
+a read's value is then copied once into its ranges.
 
 Failures never leave a call (BE-5): a node that does not answer, times out,
 or redirects (MOVED/ASK during resharding) turns its part of the batch into
