@@ -61,6 +61,8 @@ KeysInput = Union[list[Any], tuple[Any, ...], "PrefixKeys"]
 """What a key-sequence field accepts: a list, a tuple or a key sequence of str."""
 
 _set_attribute = object.__setattr__
+_new = object.__new__
+_join = "".join
 
 _RULE_KEY = "page key must be a non-empty str"
 """The KEY-2 rule for a key outside strict mode."""
@@ -285,8 +287,24 @@ class PrefixKeys:
         """Validate a list, tuple or key sequence of non-empty str into ``cls``; serialise to a list."""
 
         def from_python(value: object) -> PrefixKeys:
-            if type(value) is cls:
+            kind = type(value)
+            if kind is cls:
                 return value  # already checked when it was built
+            if kind is list or kind is tuple:  # the common case, inlined: the checks of _as_key_tuple, in C
+                flat = tuple(value)
+                try:
+                    _join(flat)
+                except TypeError:
+                    pass
+                else:
+                    if all(flat):
+                        node = _new(cls)
+                        _set_parent(node, None)
+                        _set_chunk(node, flat)
+                        _set_length(node, len(flat))
+                        _set_flat(node, flat)
+                        _set_hash(node, None)
+                        return node
             return cls._from_checked_tuple(_as_key_tuple(value, "", cls._container_clause))
 
         def from_json(value: list[Any]) -> PrefixKeys:

@@ -9,6 +9,11 @@ same object are not even looked at), and only the new keys are copied: the
 snapshot is the earlier one ``extended`` by them, a ``PrefixKeys`` sharing its
 keys. The comparison covers every key, so the snapshot holds exactly what the
 list held at call time (PFX-5), as a copy would.
+
+The private lists are kept for the next entries (``_Mirrors``) rather than
+dropped with their entry: a long-lived list is not walked by the garbage
+collector's young collections, where a new one of 16,000 keys would be, once
+per collection, touching every key.
 """
 
 from __future__ import annotations
@@ -53,16 +58,41 @@ _END = _End()
 
 
 class _Entry:
-    __slots__ = ("snapshot", "mirror", "first", "extendable")
+    __slots__ = ("snapshot", "mirror", "first", "last", "extendable")
 
     def __init__(self, snapshot: Any) -> None:
         self.snapshot = snapshot
         """The latest snapshot: a tuple (a copy) or a PrefixKeys (a copy extended)."""
         self.mirror: Optional[list[Any]] = None
-        """A private list of the same keys, built when first compared; only ever appended to."""
+        """A private list of the same keys, filled when first compared; only ever appended to."""
         self.first = snapshot[0]
+        self.last = snapshot[-1]
+        """The snapshot's last key (read on every comparison; a PrefixKeys reads it in Python)."""
         self.extendable = True
         """False once its keys failed the key check: it can then only be reused whole."""
+
+
+class _Mirrors:
+    """Emptied private lists, handed to the next entries: the same list objects serve for a recorder's life."""
+
+    __slots__ = ("_free",)
+
+    def __init__(self) -> None:
+        self._free: list[list[Any]] = []
+
+    def take(self, keys: Any) -> list[Any]:
+        """Return a private list holding ``keys``."""
+        mirror = self._free.pop() if self._free else []
+        mirror.extend(keys)
+        return mirror
+
+    def give_back(self, entries: list[_Entry]) -> None:
+        """Empty the entries' private lists and keep them (at most KEPT) for later entries."""
+        for entry in entries:
+            mirror, entry.mirror = entry.mirror, None
+            if mirror is not None and len(self._free) < KEPT:
+                mirror.clear()
+                self._free.append(mirror)
 
 
 class ListSnapshots:
@@ -70,24 +100,28 @@ class ListSnapshots:
 
     def __init__(self) -> None:
         self._entries: list[_Entry] = []
+        self._mirrors = _Mirrors()
         self._lock = threading.Lock()
 
     def clear(self) -> None:
         with self._lock:
+            self._mirrors.give_back(self._entries)
             self._entries.clear()
 
     def add(self, snapshot: tuple[Any, ...]) -> None:
         """Keep a fresh copy of a list prefix (at least SHORTEST keys) for later calls."""
         with self._lock:
             self._entries.append(_Entry(snapshot))
-            del self._entries[:-KEPT]
+            if len(self._entries) > KEPT:
+                self._mirrors.give_back(self._entries[:-KEPT])
+                del self._entries[:-KEPT]
 
     def find(self, prefix: list[Any]) -> Any:
         """Return a snapshot of ``prefix`` built from a kept one, or None when none fits (copy it then)."""
         with self._lock:
             for entry in reversed(self._entries):
                 try:
-                    snapshot = _snapshot_from(entry, prefix)
+                    snapshot = _snapshot_from(entry, prefix, self._mirrors)
                 except Exception:  # an engine's key that cannot be compared: copy instead
                     snapshot = None
                 if snapshot is not None:
@@ -97,15 +131,17 @@ class ListSnapshots:
         return None
 
 
-def _snapshot_from(entry: _Entry, prefix: list[Any]) -> Any:
+def _snapshot_from(entry: _Entry, prefix: list[Any], mirrors: _Mirrors) -> Any:
     """Return the snapshot of ``prefix`` if it equals the entry's keys or starts with them, else None."""
     known = len(entry.snapshot)
     length = len(prefix)
-    if known > length or not (prefix[0] == entry.first and prefix[known - 1] == entry.snapshot[-1]):
+    if known > length:
+        return _rewound(entry, prefix, length)
+    if not (prefix[0] == entry.first and prefix[known - 1] == entry.last):
         return None
-    if entry.mirror is None:
-        entry.mirror = list(entry.snapshot)
     mirror = entry.mirror
+    if mirror is None:
+        mirror = entry.mirror = mirrors.take(entry.snapshot)
     if known == length:
         return entry.snapshot if mirror == prefix else None
     if not entry.extendable:
@@ -130,4 +166,39 @@ def _snapshot_from(entry: _Entry, prefix: list[Any]) -> Any:
         return None
     mirror.extend(added)
     entry.snapshot = grown
+    entry.last = added[-1]
     return grown
+
+
+def _rewound(entry: _Entry, prefix: list[Any], length: int) -> Any:
+    """Return an earlier snapshot that ``prefix`` equals, the entry rewound to it; else None.
+
+    A new operation's first list is often the start of a longer one seen
+    before. When the entry's snapshot was extended from a snapshot of exactly
+    ``length`` keys and the private list's first ``length`` keys equal
+    ``prefix``, that earlier snapshot is the answer, and the entry goes on
+    from there (its private list cut back to it).
+    """
+    mirror = entry.mirror
+    node = entry.snapshot
+    if mirror is None or not isinstance(node, PrefixKeys):
+        return None
+    while node is not None and node._length > length:
+        node = node._parent
+    if node is None or node._length != length:
+        return None
+    if not (prefix[0] == entry.first and prefix[-1] == mirror[length - 1]):
+        return None
+    tail = mirror[length:]
+    del mirror[length:]
+    equal = False
+    try:
+        equal = mirror == prefix
+    finally:
+        if not equal:
+            mirror.extend(tail)
+    if not equal:
+        return None
+    entry.snapshot = node
+    entry.last = mirror[-1]
+    return node

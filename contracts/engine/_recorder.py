@@ -80,8 +80,6 @@ _OWN_ATTRIBUTES = frozenset(
 
 _REUSE_LOOKBACK = 8
 """How many of the latest calls are searched for a snapshot of the same list."""
-_EXACT_UP_TO = SHORTEST - 1
-"""Lists up to this length are always copied: a copy costs less than checking whether one is needed."""
 _SAMPLES = 48
 """Elements compared by identity before an earlier snapshot of the same list is reused."""
 
@@ -96,7 +94,7 @@ def _reused_snapshot(prefix: Any, earlier: Sequence["RecordedCall"]) -> Optional
     misses is still seen by ``current_prefix`` of the earlier call, which
     compares its snapshot with the whole list (PFX-5).
     """
-    if type(prefix) is not list or len(prefix) <= _EXACT_UP_TO:
+    if type(prefix) is not list or len(prefix) < SHORTEST:
         return None
     for call in reversed(earlier):
         if call.prefix_object is prefix:
@@ -112,30 +110,62 @@ def _reused_snapshot(prefix: Any, earlier: Sequence["RecordedCall"]) -> Optional
     return None
 
 
+def _summarize_v1(result: Any) -> Any:
+    return tuple(result) if isinstance(result, (list, tuple)) else result
+
+
+def _summarize_v2(result: Any) -> Any:
+    if isinstance(result, Mapping):
+        return {
+            _name_of(name): tuple(flags) if isinstance(flags, (list, tuple)) else flags
+            for name, flags in result.items()
+        }
+    return result
+
+
+def _summarize_exists_v2(result: Any) -> Any:
+    hits = getattr(result, "kv_hit_pages", _NOT_GIVEN)
+    if hits is _NOT_GIVEN:
+        return result
+    extra = getattr(result, "extra_pool_hit_pages", None) or {}
+    return {"kv_hit_pages": hits, "extra_pool_hit_pages": {_name_of(k): v for k, v in dict(extra).items()}}
+
+
+def _summarize_get(result: Any) -> Any:
+    return tuple(item is not None for item in result) if isinstance(result, (list, tuple)) else result
+
+
+def _summarize_plain(result: Any) -> Any:
+    return result if isinstance(result, (bool, int, float, str, type(None))) else None
+
+
+_SUMMARIES = {
+    "batch_get_v1": _summarize_v1,
+    "batch_set_v1": _summarize_v1,
+    "batch_get_v2": _summarize_v2,
+    "batch_set_v2": _summarize_v2,
+    "batch_exists_v2": _summarize_exists_v2,
+    "batch_get": _summarize_get,
+    "get": lambda result: result is not None,
+}
+"""How each method's result is summarized; any other method keeps a plain value (bool, int, float, str, None)."""
+
+
 def _summarize_result(method: str, result: Any) -> Any:
     """Return what the checker needs from a result, copied so later changes cannot reach it."""
-    if method in ("batch_get_v1", "batch_set_v1"):
-        return tuple(result) if isinstance(result, (list, tuple)) else result
-    if method in ("batch_get_v2", "batch_set_v2"):
-        if isinstance(result, Mapping):
-            return {
-                _name_of(name): tuple(flags) if isinstance(flags, (list, tuple)) else flags
-                for name, flags in result.items()
-            }
-        return result
-    if method == "batch_exists_v2":
-        hits = getattr(result, "kv_hit_pages", _NOT_GIVEN)
-        if hits is _NOT_GIVEN:
-            return result
-        extra = getattr(result, "extra_pool_hit_pages", None) or {}
-        return {"kv_hit_pages": hits, "extra_pool_hit_pages": {_name_of(k): v for k, v in dict(extra).items()}}
-    if method == "batch_get":
-        return tuple(item is not None for item in result) if isinstance(result, (list, tuple)) else result
-    if method == "get":
-        return result is not None
-    if isinstance(result, (bool, int, float, str, type(None))):
-        return result
-    return None
+    return _SUMMARIES.get(method, _summarize_plain)(result)
+
+
+_KEYS_LIST, _KEY_ONE = 1, 2
+_PLANS: dict[str, tuple[int, Optional[tuple[int, str]], Optional[int]]] = {
+    method: (
+        _KEYS_LIST if method in _KEYS_METHODS else _KEY_ONE if method in _KEY_METHODS else 0,
+        _TRANSFER_METHODS.get(method),
+        EXTRA_INFO_METHODS.get(method),
+    )
+    for method in _KEYS_METHODS | _KEY_METHODS | _TRANSFER_METHODS.keys() | EXTRA_INFO_METHODS.keys()
+}
+"""Per method: how its keys come (a list, one key, none), where its transfers are, where its extra_info is."""
 
 
 def _record_arguments(
@@ -151,26 +181,29 @@ def _record_arguments(
     ``earlier`` are the latest calls before it, whose snapshot of the same prefix list may be reused;
     ``snapshots`` the latest copies of long list prefixes, which a new list that starts with one extends.
     """
-    if method in _KEYS_METHODS:
+    plan = _PLANS.get(method)
+    if plan is None:
+        return
+    keys_kind, transfer_place, info_position = plan
+    if keys_kind == _KEYS_LIST:
         keys = args[0] if args else kwargs.get("keys")
         call.keys = tuple(keys) if type(keys) is list else _keys_tuple(keys)  # a list: the common case, checked fast
-    elif method in _KEY_METHODS:
+    elif keys_kind == _KEY_ONE:
         key = args[0] if args else kwargs.get("key", _NOT_GIVEN)
         call.keys = () if key is _NOT_GIVEN else (key,)
-    if method in _TRANSFER_METHODS:
-        position, keyword = _TRANSFER_METHODS[method]
+    if transfer_place is not None:
+        position, keyword = transfer_place
         transfers = args[position] if len(args) > position else kwargs.get(keyword)
         if isinstance(transfers, Sequence):  # never iterate an iterator the backend has yet to read
             call.transfers = tuple(RecordedTransfer.from_object(transfer) for transfer in transfers)
-    info_position = EXTRA_INFO_METHODS.get(method)
     if info_position is None:
         return
     if len(args) > info_position:
         extra_info = args[info_position]
     else:
         extra_info = kwargs.get("extra_info", _NOT_GIVEN)
-    if extra_info is _NOT_GIVEN:
-        return
+        if extra_info is _NOT_GIVEN:
+            return
     if extra_info is None:
         call.extra_info_state = EXTRA_INFO_NONE
         return
@@ -181,11 +214,14 @@ def _record_arguments(
         call.prefix_keys_problem = f"extra_info ({type(extra_info).__name__}) has no prefix_keys attribute"
         return
     call.prefix_object = prefix
+    if type(prefix) is not list or len(prefix) < SHORTEST:  # a PrefixKeys, a tuple, a short list: at once
+        call.prefix_keys, call.prefix_keys_problem = snapshot_prefix(prefix)
+        return
     reused = _reused_snapshot(prefix, earlier)
     if reused is not None:
         call.prefix_keys = reused
         return
-    if snapshots is not None and type(prefix) is list and len(prefix) >= SHORTEST:
+    if snapshots is not None:
         built = snapshots.find(prefix)
         if built is not None:
             call.prefix_keys = built

@@ -140,7 +140,7 @@ def test_two_threads_recording_at_once() -> None:
     assert failures == []
 
 
-def ends_only(entry: Any, prefix: list) -> Any:
+def ends_only(entry: Any, prefix: list, *_: Any) -> Any:
     """Planted: the new list counts as starting with the entry's keys when the first and last of them match."""
     known = len(entry.snapshot)
     if known > len(prefix) or prefix[0] != entry.first or prefix[known - 1] != entry.snapshot[-1]:
