@@ -7,7 +7,10 @@ Expected: every call's snapshot holds exactly what its list held at call
 time: when the lists differ anywhere (a middle key, a key of another type,
 one missing), when the engine changes a list after the call (PFX-5, seen by
 that call's ``current_prefix``), and with two threads recording at once.
-Planted: a comparison that trusts the first and last keys alone.
+A new operation's first list that equals the start of a longer one recorded
+before reuses that earlier snapshot, compared key for key the same way.
+Planted: a comparison that trusts the first and last keys alone, and a
+reuse of an earlier start that does the same.
 """
 
 from __future__ import annotations
@@ -71,6 +74,25 @@ def check_differences_are_recorded() -> None:
         assert record(recorder, prefix).prefix_keys == tuple(prefix), name
 
 
+def check_earlier_starts_are_recorded() -> None:
+    """New lists as long as an earlier snapshot of a longer operation are recorded as they are, and so are the next."""
+    lists = growing()
+    start = lists[2]
+    for name, build in {
+        "the same keys": lambda: list(start),
+        "middle key replaced": lambda: start[:700] + ["f" * 64] + start[701:],
+        "a key of another type": lambda: start[:700] + [700] + start[701:],
+        "second-last key replaced": lambda: start[:-2] + ["f" * 64] + start[-1:],
+    }.items():
+        recorder = RecordingBackend(Answers())
+        for prefix in lists:
+            record(recorder, prefix)
+        prefix = build()
+        assert record(recorder, prefix).prefix_keys == tuple(prefix), name
+        for following in (prefix + CHAIN[len(prefix) : len(prefix) + BATCH], lists[-1] + CHAIN[2_048:2_176]):
+            assert record(recorder, following).prefix_keys == tuple(following), name
+
+
 @pytest.mark.clause("PFX-5")
 def test_each_new_list_is_recorded_as_it_was() -> None:
     recorder = RecordingBackend(Answers())
@@ -88,6 +110,19 @@ def test_each_new_list_is_recorded_as_it_was() -> None:
 @pytest.mark.clause("PFX-5")
 def test_differences_are_recorded() -> None:
     check_differences_are_recorded()
+
+
+@pytest.mark.clause("PFX-5")
+def test_the_start_of_an_earlier_operation_reuses_its_snapshot() -> None:
+    recorder = RecordingBackend(Answers())
+    lists = growing()
+    calls = [record(recorder, prefix) for prefix in lists]
+    again = record(recorder, list(lists[2]))  # a new operation with the same first prefix
+    assert again.prefix_keys is calls[2].prefix_keys
+    following = [record(recorder, list(prefix)) for prefix in lists[3:]]
+    assert [call.prefix_keys for call in following] == [tuple(prefix) for prefix in lists[3:]]
+    assert all(type(call.prefix_keys) is PrefixKeys for call in following)
+    check_earlier_starts_are_recorded()
 
 
 @pytest.mark.clause("PFX-5")
@@ -157,3 +192,24 @@ def test_planted_ends_only_comparison_is_caught(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(_list_snapshots, "_snapshot_from", ends_only)
     with pytest.raises(AssertionError):
         check_differences_are_recorded()
+
+
+def earlier_start_ends_only(entry: Any, prefix: list, length: int) -> Any:
+    """Planted: an earlier snapshot as long as the new list is reused when its first and last keys match."""
+    node = entry.snapshot
+    while node is not None and len(node) > length:
+        node = node._parent
+    if entry.mirror is None or node is None or len(node) != length:
+        return None
+    if prefix[0] != entry.first or prefix[-1] != entry.mirror[length - 1]:
+        return None
+    del entry.mirror[length:]
+    entry.snapshot, entry.last = node, prefix[-1]
+    return node
+
+
+@pytest.mark.clause("PFX-5")
+def test_planted_ends_only_earlier_start_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_list_snapshots, "_rewound", earlier_start_ends_only)
+    with pytest.raises(AssertionError):
+        check_earlier_starts_are_recorded()
