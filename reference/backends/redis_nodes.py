@@ -11,6 +11,7 @@ memory. See redis_backend.py and docs/distributed.md.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -98,6 +99,47 @@ def _pack(units: Sequence[Unit]) -> list[Any]:
     return parts
 
 
+_MOST_BUFFERS_PER_SEND = 1024
+"""Most buffers handed to one ``sendmsg`` (the usual IOV_MAX)."""
+
+
+def _send(connection: Any, parts: list[Any]) -> None:
+    """Send ``parts`` one after the other on ``connection``: by ``sendmsg`` over many at once on a plain socket.
+
+    redis-py sends each buffer by its own ``sendall``; a write's request is
+    several buffers per page (its header, then each contiguous part of it).
+    A TLS socket, or one not yet connected, goes through redis-py.
+    """
+    sock = getattr(connection, "_sock", None)
+    if type(sock) is not socket.socket:
+        connection.send_packed_command(parts, check_health=False)
+        return
+    views = [memoryview(part).cast("B") for part in parts]
+    index = 0
+    try:
+        while index < len(views):
+            index = _advance(views, index, sock.sendmsg(views[index : index + _MOST_BUFFERS_PER_SEND]))
+    except socket.timeout as error:
+        connection.disconnect()
+        raise redis.TimeoutError("Timeout writing to socket") from error
+    except OSError as error:
+        connection.disconnect()
+        raise redis.ConnectionError(f"Error while writing to socket: {error}") from error
+
+
+def _advance(views: list[memoryview], index: int, sent: int) -> int:
+    """Return the index of the first buffer not sent whole after ``sent`` more bytes went from ``views[index:]``;
+    the buffer sent in part is cut to what is left of it."""
+    while sent and index < len(views):
+        size = views[index].nbytes
+        if sent < size:
+            views[index] = views[index][sent:]
+            return index
+        sent -= size
+        index += 1
+    return index
+
+
 def _round_trip(client: redis.Redis, units: Sequence[Unit], sinks: Optional[Sequence[Sink]] = None) -> list[Any]:
     """Send every command of ``units`` on one pooled connection, then read one reply per command.
 
@@ -114,7 +156,7 @@ def _round_trip(client: redis.Redis, units: Sequence[Unit], sinks: Optional[Sequ
     except redis.ConnectionError as error:
         raise ConnectFailed(str(error)) from error
     try:
-        connection.send_packed_command(_pack(units), check_health=False)
+        _send(connection, _pack(units))
         if sinks is not None and can_read_directly(connection):
             return read_into_sinks(connection, sinks)
         replies: list[Any] = []

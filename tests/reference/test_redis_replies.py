@@ -9,20 +9,25 @@ True; no value is None; another size is False and writes nothing (BE-13);
 an error is its exception; a break or a surprise raises (ConnectionError,
 TimeoutError) having written only into the views of the page it was receiving (BE-15,
 BE-16). The parser's path (``sink_reply``) answers the same.
-Planted: a reader that writes a wrong-size value into the views, and one
-that drops the bytes it received with a header, are caught.
+A request of many buffers goes out whole and in order over a socket that
+takes it in parts (``redis_nodes._send``).
+Planted: a reader that writes a wrong-size value into the views, one that
+drops the bytes it received with a header, and a sender that sends a buffer
+taken in part again from its start, are caught.
 """
 
 from __future__ import annotations
 
 import random
 import socket
+import threading
 from typing import Any, Optional
 
 import pytest
 import redis
 from redis.exceptions import MovedError
 
+from hicache_reference.backends import redis_nodes
 from hicache_reference.backends.redis_replies import _Replies, can_read_directly, sink_reply
 
 PAGE = 1000
@@ -174,3 +179,55 @@ class DropsHeldBytes(_Replies):
 def test_planted_readers_are_caught(planted: type) -> None:
     with pytest.raises(AssertionError):
         check_reader(planted)
+
+
+def send_and_receive(parts: list[bytes]) -> bytes:
+    """Send ``parts`` by ``redis_nodes._send`` over a socket pair with small buffers; return what arrived."""
+    left, right = socket.socketpair()
+    for end in (left, right):
+        end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    left.settimeout(10)
+    received = bytearray()
+
+    def receive() -> None:  # until the sender shuts its end
+        while chunk := right.recv(1500):
+            received.extend(chunk)
+
+    class Connection:
+        _sock = left
+
+        def disconnect(self) -> None:
+            left.close()
+
+    reader = threading.Thread(target=receive)
+    reader.start()
+    try:
+        redis_nodes._send(Connection(), parts)
+        left.shutdown(socket.SHUT_WR)
+        reader.join(10)
+    finally:
+        left.close()
+        right.close()
+    return bytes(received)
+
+
+PARTS = [bytes([index % 251]) * size for index, size in enumerate([7, 70_000, 2, 1, 33_000, 5, 120_000, 3] * 3)]
+
+
+def test_a_request_is_sent_whole_and_in_order_however_the_socket_takes_it() -> None:
+    # Partial sends happen: the pair's buffers hold a few KiB, the request is some 700 KiB.
+    assert send_and_receive(PARTS) == b"".join(PARTS)
+
+
+def test_the_send_check_catches_a_partial_buffer_sent_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    def resends_from_the_start(views: list[memoryview], index: int, sent: int) -> int:
+        while sent and index < len(views):
+            if sent < views[index].nbytes:
+                return index  # planted: the part already sent is not cut off
+            sent -= views[index].nbytes
+            index += 1
+        return index
+
+    monkeypatch.setattr(redis_nodes, "_advance", resends_from_the_start)
+    assert send_and_receive(PARTS) != b"".join(PARTS)
