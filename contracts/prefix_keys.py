@@ -111,6 +111,32 @@ def _as_key_tuple(keys: object, field: str, container_clause: str = "PFX-1") -> 
     return flat
 
 
+def _checked_node(cls: type[PrefixKeys], value: object) -> Optional[PrefixKeys]:
+    """Return a root node over a list or tuple of non-empty str, or None for anything else (KEY-2).
+
+    The common case of a model field, in C: ``str.join`` accepts only str,
+    ``all`` finds an empty one. None sends the value to ``_as_key_tuple``,
+    which says what is wrong.
+    """
+    kind = type(value)
+    if kind is not list and kind is not tuple:
+        return None
+    flat = tuple(value)  # type: ignore[arg-type]
+    try:
+        _join(flat)
+    except TypeError:
+        return None
+    if not all(flat):
+        return None
+    node = _new(cls)
+    _set_parent(node, None)
+    _set_chunk(node, flat)
+    _set_length(node, len(flat))
+    _set_flat(node, flat)
+    _set_hash(node, None)
+    return node
+
+
 class PrefixKeys:
     """An immutable, persistent sequence of page keys that reads like a read-only list. Clauses: PFX-1, PFX-5."""
 
@@ -287,24 +313,11 @@ class PrefixKeys:
         """Validate a list, tuple or key sequence of non-empty str into ``cls``; serialise to a list."""
 
         def from_python(value: object) -> PrefixKeys:
-            kind = type(value)
-            if kind is cls:
+            if type(value) is cls:
                 return value  # already checked when it was built
-            if kind is list or kind is tuple:  # the common case, inlined: the checks of _as_key_tuple, in C
-                flat = tuple(value)
-                try:
-                    _join(flat)
-                except TypeError:
-                    pass
-                else:
-                    if all(flat):
-                        node = _new(cls)
-                        _set_parent(node, None)
-                        _set_chunk(node, flat)
-                        _set_length(node, len(flat))
-                        _set_flat(node, flat)
-                        _set_hash(node, None)
-                        return node
+            node = _checked_node(cls, value)
+            if node is not None:
+                return node
             return cls._from_checked_tuple(_as_key_tuple(value, "", cls._container_clause))
 
         def from_json(value: list[Any]) -> PrefixKeys:
