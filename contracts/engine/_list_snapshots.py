@@ -10,6 +10,12 @@ snapshot is the earlier one ``extended`` by them, a ``PrefixKeys`` sharing its
 keys. The comparison covers every key, so the snapshot holds exactly what the
 list held at call time (PFX-5), as a copy would.
 
+A new operation's first list is often the start of an earlier, longer one
+(the same prompt prefix): it is compared with the start of the private list
+and gets the earlier snapshot of that length; while its next lists keep
+equal to the earlier operation's, they get that operation's later snapshots
+too (``_Entry.ahead``), compared the same way, key for key.
+
 The private lists are kept for the next entries (``_Mirrors``) rather than
 dropped with their entry: a long-lived list is not walked by the garbage
 collector's young collections, where a new one of 16,000 keys would be, once
@@ -40,12 +46,12 @@ _STARTS = _Starts()
 
 
 class _End:
-    """Appended to a mirror for one comparison: unequal to any key, and ``_END < key`` is ``_STARTS``.
+    """Put in a mirror's place for one comparison: unequal to any key, and ``_END < key`` is ``_STARTS``.
 
     A list comparison finds the first position where the two lists' items
-    differ and returns the comparison of those two items; with ``_END`` after
-    the mirror's keys, that item is ``_END`` (and the result ``_STARTS``) only
-    if every earlier position holds an equal key and the prefix is longer.
+    differ and returns the comparison of those two items; with ``_END`` at
+    position ``count - 1`` of the mirror, that item is ``_END`` (and the
+    result ``_STARTS``) only if every earlier position holds an equal key.
     """
 
     __slots__ = ()
@@ -57,19 +63,33 @@ class _End:
 _END = _End()
 
 
+def _starts_with(mirror: list[Any], prefix: list[Any], count: int) -> bool:
+    """Whether the first ``count`` keys of ``prefix`` equal those of ``mirror`` (1 <= count <= both lengths)."""
+    last = count - 1
+    saved = mirror[last]
+    mirror[last] = _END
+    try:
+        starts: object = mirror < prefix  # _STARTS exactly when the first count - 1 keys are equal
+    finally:
+        mirror[last] = saved
+    return starts is _STARTS and bool(prefix[last] == saved)
+
+
 class _Entry:
-    __slots__ = ("snapshot", "mirror", "first", "last", "extendable")
+    __slots__ = ("snapshot", "mirror", "first", "last", "extendable", "ahead")
 
     def __init__(self, snapshot: Any) -> None:
         self.snapshot = snapshot
         """The latest snapshot: a tuple (a copy) or a PrefixKeys (a copy extended)."""
         self.mirror: Optional[list[Any]] = None
-        """A private list of the same keys, filled when first compared; only ever appended to."""
+        """A private list of the snapshot's keys (of ``ahead[0]``'s while ``ahead`` is set), filled when first compared."""
         self.first = snapshot[0]
         self.last = snapshot[-1]
         """The snapshot's last key (read on every comparison; a PrefixKeys reads it in Python)."""
         self.extendable = True
         """False once its keys failed the key check: it can then only be reused whole."""
+        self.ahead: Optional[list[PrefixKeys]] = None
+        """After going back to an earlier snapshot: the later ones it led to, the longest first, the next last."""
 
 
 class _Mirrors:
@@ -89,7 +109,7 @@ class _Mirrors:
     def give_back(self, entries: list[_Entry]) -> None:
         """Empty the entries' private lists and keep them (at most KEPT) for later entries."""
         for entry in entries:
-            mirror, entry.mirror = entry.mirror, None
+            mirror, entry.mirror, entry.ahead = entry.mirror, None, None
             if mirror is not None and len(self._free) < KEPT:
                 mirror.clear()
                 self._free.append(mirror)
@@ -133,7 +153,8 @@ class ListSnapshots:
 
 def _snapshot_from(entry: _Entry, prefix: list[Any], mirrors: _Mirrors) -> Any:
     """Return the snapshot of ``prefix`` if it equals the entry's keys or starts with them, else None."""
-    known = len(entry.snapshot)
+    snapshot = entry.snapshot
+    known = len(snapshot)
     length = len(prefix)
     if known > length:
         return _rewound(entry, prefix, length)
@@ -141,20 +162,27 @@ def _snapshot_from(entry: _Entry, prefix: list[Any], mirrors: _Mirrors) -> Any:
         return None
     mirror = entry.mirror
     if mirror is None:
-        mirror = entry.mirror = mirrors.take(entry.snapshot)
+        mirror = entry.mirror = mirrors.take(snapshot)
     if known == length:
-        return entry.snapshot if mirror == prefix else None
+        return snapshot if _starts_with(mirror, prefix, known) else None
     if not entry.extendable:
         return None
-    mirror.append(_END)
-    try:
-        starts: object = mirror < prefix  # _END's comparison answers _STARTS when prefix extends mirror
-    finally:
-        mirror.pop()
-    if starts is not _STARTS:
+    ahead = entry.ahead
+    if ahead is not None:
+        following = ahead[-1]
+        if following._length == length and _starts_with(mirror, prefix, length):
+            ahead.pop()
+            if not ahead:
+                entry.ahead = None  # the mirror holds exactly the snapshot's keys again
+            entry.snapshot = following
+            entry.last = mirror[length - 1]
+            return following
+        del mirror[known:]  # the list left the earlier operation's keys: forget them
+        entry.ahead = None
+    if not _starts_with(mirror, prefix, known):
         return None
     added = prefix[known:]
-    base = entry.snapshot
+    base = snapshot
     try:
         if not isinstance(base, PrefixKeys):
             if find_key_problem(base) is not None:
@@ -171,34 +199,27 @@ def _snapshot_from(entry: _Entry, prefix: list[Any], mirrors: _Mirrors) -> Any:
 
 
 def _rewound(entry: _Entry, prefix: list[Any], length: int) -> Any:
-    """Return an earlier snapshot that ``prefix`` equals, the entry rewound to it; else None.
+    """Return the entry's earlier snapshot of ``length`` keys if ``prefix`` equals it, the entry gone back to it.
 
-    A new operation's first list is often the start of a longer one seen
-    before. When the entry's snapshot was extended from a snapshot of exactly
-    ``length`` keys and the private list's first ``length`` keys equal
-    ``prefix``, that earlier snapshot is the answer, and the entry goes on
-    from there (its private list cut back to it).
+    Only snapshots the entry was extended from count (they share its keys);
+    the later ones are kept in ``ahead`` for the lists that follow.
     """
     mirror = entry.mirror
-    node = entry.snapshot
-    if mirror is None or not isinstance(node, PrefixKeys):
+    snapshot = entry.snapshot
+    if mirror is None or not isinstance(snapshot, PrefixKeys):
         return None
+    later: list[PrefixKeys] = []
+    node: Optional[PrefixKeys] = snapshot
     while node is not None and node._length > length:
+        later.append(node)
         node = node._parent
     if node is None or node._length != length:
         return None
     if not (prefix[0] == entry.first and prefix[-1] == mirror[length - 1]):
         return None
-    tail = mirror[length:]
-    del mirror[length:]
-    equal = False
-    try:
-        equal = mirror == prefix
-    finally:
-        if not equal:
-            mirror.extend(tail)
-    if not equal:
+    if not _starts_with(mirror, prefix, length):
         return None
+    entry.ahead = later if entry.ahead is None else entry.ahead + later
     entry.snapshot = node
-    entry.last = mirror[-1]
+    entry.last = mirror[length - 1]
     return node

@@ -9,8 +9,9 @@ one missing), when the engine changes a list after the call (PFX-5, seen by
 that call's ``current_prefix``), and with two threads recording at once.
 A new operation's first list that equals the start of a longer one recorded
 before reuses that earlier snapshot, compared key for key the same way.
-Planted: a comparison that trusts the first and last keys alone, and a
-reuse of an earlier start that does the same.
+Planted: a comparison that trusts the first and last keys alone, a reuse
+of an earlier start that does the same, and a key-for-key comparison that
+skips one key.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def check_differences_are_recorded() -> None:
         "middle key replaced": lambda: base[:1_000] + ["f" * 64] + base[1_001:] + CHAIN[2_048:2_176],
         "middle key replaced, same length": lambda: base[:1_000] + ["f" * 64] + base[1_001:],
         "middle key dropped": lambda: base[:1_000] + base[1_001:] + CHAIN[2_048:2_176],
+        "second-last key replaced": lambda: base[:-2] + ["f" * 64] + base[-1:] + CHAIN[2_048:2_176],
+        "second-last key replaced, same length": lambda: base[:-2] + ["f" * 64] + base[-1:],
         "a key of another type": lambda: base[:1_000] + [1_000] + base[1_001:] + CHAIN[2_048:2_176],
         "an int in the new keys": lambda: base + [2_048] + CHAIN[2_049:2_176],
     }.items():
@@ -91,6 +94,15 @@ def check_earlier_starts_are_recorded() -> None:
         assert record(recorder, prefix).prefix_keys == tuple(prefix), name
         for following in (prefix + CHAIN[len(prefix) : len(prefix) + BATCH], lists[-1] + CHAIN[2_048:2_176]):
             assert record(recorder, following).prefix_keys == tuple(following), name
+    for position in (0, 900, len(lists[3]) - 2, len(lists[3]) - 1):  # the earlier operation's next list, changed
+        recorder = RecordingBackend(Answers())
+        for prefix in lists:
+            record(recorder, prefix)
+        record(recorder, list(start))
+        changed = list(lists[3])
+        changed[position] = "f" * 64
+        for following in (changed, list(lists[4]), list(lists[5])):
+            assert record(recorder, following).prefix_keys == tuple(following), position
 
 
 @pytest.mark.clause("PFX-5")
@@ -213,3 +225,17 @@ def test_planted_ends_only_earlier_start_is_caught(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(_list_snapshots, "_rewound", earlier_start_ends_only)
     with pytest.raises(AssertionError):
         check_earlier_starts_are_recorded()
+
+
+def all_but_one_compared(mirror: list, prefix: list, count: int) -> bool:
+    """Planted: the comparison of the first ``count`` keys, without the second-last one."""
+    return mirror[: count - 2] == prefix[: count - 2] and mirror[count - 1] == prefix[count - 1]
+
+
+@pytest.mark.clause("PFX-5")
+def test_planted_comparison_skipping_a_key_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_list_snapshots, "_starts_with", all_but_one_compared)
+    with pytest.raises(AssertionError):
+        check_earlier_starts_are_recorded()
+    with pytest.raises(AssertionError):
+        check_differences_are_recorded()
