@@ -38,7 +38,7 @@ import os
 import shutil
 import stat
 import threading
-from typing import Any, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from hicache_reference.backends.base import PageStoreBackend
 from hicache_reference.backends.namespace import ObjectName
@@ -153,7 +153,7 @@ def _check_writable_directory(root: str, given: Any) -> None:
 class PlainNames(list):
     """The names of a batch of plain keys (``ObjectStore._plain``): ``prefix`` followed by each key."""
 
-    def __init__(self, names: list[str], prefix: str) -> None:
+    def __init__(self, names: Iterable[str], prefix: str) -> None:
         super().__init__(names)
         self.prefix = prefix
         """The name of the empty key of the batch's pool: the directory its pages lie in, and a '/'."""
@@ -262,19 +262,21 @@ class FileBackend(PageStoreBackend):
         """Read each page file into its views, in one loop; names and links are checked once per call.
 
         Per page: open (not following a link), the size from ``lseek`` to the
-        end, and only when it is exactly the page's, back to the start and one
-        ``readv`` (continued by ``read_exactly`` if it comes up short).
+        end, and only when it is exactly the page's, one ``preadv`` from the
+        start (``readv`` after seeking back where there is no ``preadv``),
+        continued by ``read_exactly`` if it comes up short.
         """
         if getattr(self._read_object_into_ranges, "__func__", None) is not FileBackend._read_object_into_ranges:
             return super()._read_objects_into_ranges(names, page_views)  # the single form was replaced
         results: list[bool] = []
         readv, lseek, end, start = os.readv, os.lseek, os.SEEK_END, os.SEEK_SET  # looked up per call: tests patch os
+        preadv, opening = getattr(os, "preadv", None), os.open
         for path, views in zip(self._paths(names), page_views):
             if not path:
                 results.append(False)
                 continue
             try:
-                descriptor = os.open(path, _OPEN_FOR_READ)
+                descriptor = opening(path, _OPEN_FOR_READ)
             except OSError as error:
                 results.append(self._not_a_page(error))
                 continue
@@ -283,8 +285,13 @@ class FileBackend(PageStoreBackend):
                 if lseek(descriptor, 0, end) != byte_count:
                     results.append(False)  # BE-13: empty, short or long is a miss, and nothing is touched
                     continue
-                lseek(descriptor, 0, start)
-                filled = readv(descriptor, views) if len(views) <= IOV_MAX else 0
+                if preadv is not None and len(views) <= IOV_MAX:  # from the start, the offset left where it is
+                    filled = preadv(descriptor, views, 0)
+                    if filled != byte_count:
+                        lseek(descriptor, filled, start)  # read_exactly goes on from where it stopped
+                else:
+                    lseek(descriptor, 0, start)
+                    filled = readv(descriptor, views) if len(views) <= IOV_MAX else 0
                 results.append(
                     filled == byte_count or read_exactly(descriptor, _after(views, filled), byte_count - filled)
                 )
@@ -305,7 +312,7 @@ class FileBackend(PageStoreBackend):
         """Return ``_name`` of every key; plain keys as ``PlainNames``, which ``_paths`` need not look into."""
         if self._plain(keys) and all(keys):
             prefix = self._name_prefix(pool)
-            return PlainNames([prefix + key for key in keys], prefix)
+            return PlainNames(map(prefix.__add__, keys), prefix)
         return [self._name(key, pool) for key in keys]
 
     def _paths(self, names: Sequence[str]) -> list[str]:
@@ -317,8 +324,7 @@ class FileBackend(PageStoreBackend):
                 self._check_no_links(directory)
             except (FileNotFoundError, NotADirectoryError):
                 pass  # not there (yet): its pages are misses when opened, and it is checked again next time
-            root = self._root_prefix
-            return [root + name for name in names]
+            return list(map(self._root_prefix.__add__, names))
         joined = "/".join(names)  # an empty name, or one that starts with '.' or '/', shows as "//" or "/." here
         if joined[:1] not in ("", ".", "/") and joined[-1:] != "/" and not ("/." in joined or "//" in joined):
             paths = [self._root_prefix + name for name in names] if "\0" not in joined else []

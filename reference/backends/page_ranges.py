@@ -112,7 +112,7 @@ class PageRanges:
         last = max(slots) * stride + max(map(operator.add, offsets, sizes))
         if min(slots) < 0 or min(offsets) < 0 or last > whole.nbytes:
             return None  # never a view cut short by the end of the buffer: read through a copy instead
-        starts = [slot * stride for slot in slots]
+        starts = list(map(stride.__mul__, slots))
         # Range by range over every page, then regrouped per page: far fewer Python frames than page by page.
         columns = [
             [whole[start : start + size] for start in [offset + first for first in starts]]

@@ -280,27 +280,33 @@ def test_which_pools_are_read_in_place() -> None:
 def failing_read(path: str, fault: str) -> Iterator[None]:
     """Make reading the file at ``path`` stop half way: the next ``os.readv`` finds its end ("shrank") or fails ("error").
 
-    Other files read as usual.
+    Other files read as usual. ``os.preadv`` (the backend's first read) fails the same way.
     """
     target = os.stat(path).st_ino
-    real_readv = os.readv
+    real_readv, real_preadv = os.readv, os.preadv
     calls: list[int] = []
 
     def readv(descriptor: int, buffers: Sequence[Any]) -> int:
+        return preadv(descriptor, buffers, None)
+
+    def preadv(descriptor: int, buffers: Sequence[Any], offset: Any) -> int:
+        def real(chosen: Sequence[Any]) -> int:
+            return real_readv(descriptor, chosen) if offset is None else real_preadv(descriptor, chosen, offset)
+
         if os.fstat(descriptor).st_ino != target:
-            return real_readv(descriptor, buffers)
+            return real(buffers)
         calls.append(descriptor)
         if len(calls) == 1:
-            return real_readv(descriptor, first_bytes(buffers, sum(map(len, buffers)) // 2))
+            return real(first_bytes(buffers, sum(map(len, buffers)) // 2))
         if fault == "error":
             raise OSError(errno.EIO, "input/output error")
         return 0
 
-    os.readv = readv
+    os.readv, os.preadv = readv, preadv
     try:
         yield
     finally:
-        os.readv = real_readv
+        os.readv, os.preadv = real_readv, real_preadv
     assert calls, "the failing file was read"
 
 
