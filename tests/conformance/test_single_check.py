@@ -1,11 +1,11 @@
 """Every conformance check has a planted bug that it alone catches.
 
-Scenario: every planted backend of ``planted_catalog.CATALOG`` is run through
-the whole suite once; the check of each ``only`` oracle is then run by itself
-against its entry.
-Expected: the whole suite catches every planted backend; for every check, some
-entry's ``only`` oracle names it, and that entry fails that check and no other,
-and fails it when the check runs alone.
+Scenario: every planted backend of ``planted_catalog.CATALOG`` with an ``only``
+oracle is run through the whole suite once; the check of that oracle is then
+run by itself against its entry.
+Expected: for every check, some entry's ``only`` oracle names it, and that
+entry fails that check and no other, and fails it when the check runs alone;
+every entry has an oracle that shows some check catches it.
 Why it matters: a check whose bugs other checks also catch can be switched off
 with every test still green.
 """
@@ -58,9 +58,9 @@ def test_every_check_has_a_planted_bug_only_it_catches() -> None:
     assert sorted(check.name for check in CHECKS if check.name not in owned) == []
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "entry", [pytest.param(entry, id=entry.id, marks=pytest.mark.clause(*entry.clauses)) for entry in CATALOG]
-)
-def test_every_planted_backend_is_caught(entry: PlantedBackend) -> None:
-    assert failing_checks(entry), f"{entry.name}: the whole suite passes it"
+def test_every_planted_backend_has_an_oracle_that_runs_it_unevicting() -> None:
+    """The whole suite catches every entry: each has a ``caught``, ``alone`` or ``only`` oracle, whose test runs
+    checks of the suite on it as it is (no eviction declared) and fails unless one of them fails it. A separate
+    whole-suite run per entry would add nothing but time."""
+    kinds = {"caught", "alone", "only"}
+    assert [entry.name for entry in CATALOG if not kinds & {oracle.kind for oracle in entry.oracles}] == []
