@@ -270,35 +270,37 @@ class FileBackend(PageStoreBackend):
             return super()._read_objects_into_ranges(names, page_views)  # the single form was replaced
         results: list[bool] = []
         readv, lseek, end, start = os.readv, os.lseek, os.SEEK_END, os.SEEK_SET  # looked up per call: tests patch os
-        preadv, opening = getattr(os, "preadv", None), os.open
+        preadv, opening, closing, flags, most = getattr(os, "preadv", None), os.open, os.close, _OPEN_FOR_READ, IOV_MAX
+        note = results.append
         for path, views in zip(self._paths(names), page_views):
             if not path:
-                results.append(False)
+                note(False)
                 continue
             try:
-                descriptor = opening(path, _OPEN_FOR_READ)
+                descriptor = opening(path, flags)
             except OSError as error:
-                results.append(self._not_a_page(error))
+                note(self._not_a_page(error))
                 continue
             try:
                 byte_count = sum(map(len, views))
                 if lseek(descriptor, 0, end) != byte_count:
-                    results.append(False)  # BE-13: empty, short or long is a miss, and nothing is touched
+                    note(False)  # BE-13: empty, short or long is a miss, and nothing is touched
                     continue
-                if preadv is not None and len(views) <= IOV_MAX:  # from the start, the offset left where it is
+                if len(views) > most:
+                    filled = 0  # read_exactly takes them IOV_MAX at a time
+                    lseek(descriptor, 0, start)
+                elif preadv is not None:  # from the start, the offset left where it is
                     filled = preadv(descriptor, views, 0)
                     if filled != byte_count:
                         lseek(descriptor, filled, start)  # read_exactly goes on from where it stopped
                 else:
                     lseek(descriptor, 0, start)
-                    filled = readv(descriptor, views) if len(views) <= IOV_MAX else 0
-                results.append(
-                    filled == byte_count or read_exactly(descriptor, _after(views, filled), byte_count - filled)
-                )
+                    filled = readv(descriptor, views)
+                note(filled == byte_count or read_exactly(descriptor, _after(views, filled), byte_count - filled))
             except OSError as error:
-                results.append(self._not_a_page(error))
+                note(self._not_a_page(error))
             finally:
-                os.close(descriptor)
+                closing(descriptor)
         return results
 
     def _not_a_page(self, error: OSError) -> bool:
