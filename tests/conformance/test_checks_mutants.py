@@ -21,6 +21,7 @@ from hicache_contracts.conformance.pools import slots_of_pages
 from tests.conformance.check_messages import RECORDED, run_alone, verdict_of
 from tests.conformance.helpers import failed, run, statuses
 from tests.conformance.planted_catalog import CATALOG
+from tests.conformance.planted_evicting import EvictsEverything
 from tests.conformance.planted_mutants import CORRECT_VARIANTS, one_run
 
 
@@ -84,6 +85,47 @@ def expected_skips(options: dict) -> set[str]:
         skips |= {check.name for check in CHECKS if "v1" in check.requires}
         skips |= {"pages_are_invisible_until_fully_written", "a_non_writer_rank_writes_what_it_reports"}
     return skips
+
+
+KEPT_PAGES_NEEDED = {
+    "any_non_empty_string_is_a_key",
+    "batch_exists_counts_the_leading_run",
+    "batch_exists_takes_a_whole_chain",
+    "batch_exists_v2_takes_a_whole_chain",
+    "clear_removes_every_page",
+    "clear_removes_every_pool",
+    "clear_removes_only_its_own_namespace",
+    "concurrent_calls_keep_every_key_consistent",
+    "every_rank_inside_its_group_is_accepted",
+    "exists_get_and_set_share_one_key_scheme",
+    "extra_config_with_unknown_keys_is_accepted",
+    "full_batches_of_128_pages_work",
+    "host_pools_register_before_any_io",
+    "host_pools_registered_hook_accepts_the_pools",
+    "a_non_writer_rank_writes_what_it_reports",
+    "pages_are_invisible_until_fully_written",
+    "pages_survive_a_rebuild",
+    "prefix_states_none_empty_and_list_all_work",
+    "ranks_and_models_never_share_pages",
+    "replicated_kv_is_shared_across_tp_ranks",
+    "second_host_pool_is_served_or_refused",
+    "stateful_model_of_a_lossy_write_once_store",
+    "v1_pages_round_trip_bit_for_bit",
+    "v2_exists_folds_pool_hits_per_policy",
+    "v2_pool_hits_count_only_pages_that_landed",
+}
+"""The checks whose subject is a page read back or counted: a backend that keeps nothing leaves them nothing to
+look at. The others look at misses, shapes, errors and arguments, which need no page kept."""
+
+
+def test_a_backend_keeping_nothing_skips_exactly_the_checks_that_need_a_page_kept() -> None:
+    """A correct cache that keeps no page: a check that needs one skips, saying so; every other check passes.
+    A check that passes here although it saw no page (or skips although it needed none) has stopped looking."""
+    report = run(EvictsEverything)
+    outcomes = {outcome.check: outcome for outcome in report.sections[0].checks}
+    skipped = {name for name, outcome in outcomes.items() if outcome.status == "skip"}
+    assert skipped == KEPT_PAGES_NEEDED | BACKDOOR_CHECKS, report.render_text(color=False)
+    assert all(outcome.status == "pass" for name, outcome in outcomes.items() if name not in skipped)
 
 
 RECORDED_VERDICTS: dict[str, dict[str, list]] = json.loads(RECORDED.read_text())
