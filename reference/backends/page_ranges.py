@@ -40,7 +40,7 @@ class PageRanges:
     """Each page's host byte ranges as writable views in flat-page order; per pool, what it learnt once."""
 
     def __init__(self) -> None:
-        self._known: dict[int, tuple[Any, Optional[PoolLayout], Optional[memoryview]]] = {}
+        self._known: dict[int, tuple[Any, Optional[PoolLayout], Optional[memoryview], int]] = {}
         self._lock = threading.Lock()
 
     def views(self, pool: Any, page_format: PageFormat, slots: Sequence[int]) -> Optional[list[list[memoryview]]]:
@@ -95,15 +95,18 @@ class PageRanges:
         """Return (pool, its layout or None, a view of its whole buffer or None), read once per pool."""
         known = self._known.get(id(pool))
         if known is not None and known[0] is pool:
-            return known
+            whole = known[2]
+            if whole is None or known[3] == pool.kv_buffer.data_ptr():  # the same buffer: not replaced since
+                return known[:3]
         layout = self.layout(pool, page_format)
-        whole = None
+        whole, base = None, 0
         if layout is not None:
             buffer = pool.kv_buffer
-            whole = host_bytes(buffer.data_ptr(), buffer.numel() * buffer.element_size())
+            base = buffer.data_ptr()
+            whole = host_bytes(base, buffer.numel() * buffer.element_size())
         with self._lock:
-            known = self._known[id(pool)] = (pool, layout, whole)
-        return known
+            self._known[id(pool)] = (pool, layout, whole, base)
+        return pool, layout, whole
 
     @staticmethod
     def _cut(layout: PoolLayout, whole: memoryview, slots: Sequence[int]) -> Optional[list[list[memoryview]]]:

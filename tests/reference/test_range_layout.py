@@ -89,3 +89,12 @@ def test_no_view_reaches_past_the_pool(tmp_path: Any, kind: str, layout: str) ->
     assert backend.host_ranges.views(pool, page_format, [last]) is not None
     # One page past the end: no view cut short by the buffer's end, none at all.
     assert backend.host_ranges.views(pool, page_format, [last + pool.page_size]) is None
+
+
+@pytest.mark.clause("BE-15", "BE-16")
+def test_a_replaced_buffer_is_seen(tmp_path: Any) -> None:
+    pool = pool_of("mha", "page_first")
+    backend = backend_for(tmp_path, pool)
+    check_views_match_the_pool(backend, pool)
+    pool.kv_buffer = pool.kv_buffer.clone()  # a pool that moved its pages: views of the old buffer would be stale
+    check_views_match_the_pool(backend, pool)
