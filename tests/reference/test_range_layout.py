@@ -4,7 +4,9 @@ Scenario: pools of every kind and layout; random sets of pages.
 Expected: the views the base hands to reads and writes cover exactly the
 ranges ``get_page_buffer_meta`` lists, in its order (BE-15, BE-16).
 Planted: a layout whose stride is half a token off is caught; a page past
-the pool gets no views (never views cut short by the end of its buffer).
+the pool gets no views (never views cut short by the end of its buffer); a
+pool whose buffer was replaced gets views of the new one (views kept from
+the old one are caught).
 """
 
 from __future__ import annotations
