@@ -50,6 +50,7 @@ from hicache_contracts.engine._calls import (
     snapshot_prefix,
 )
 from hicache_contracts.engine._list_snapshots import SHORTEST, ListSnapshots
+from hicache_contracts.prefix_keys import PrefixKeys
 
 
 __all__ = [
@@ -175,10 +176,12 @@ def _record_arguments(
     kwargs: dict[str, Any],
     earlier: Sequence[RecordedCall] = (),
     snapshots: Optional[ListSnapshots] = None,
+    position: Optional[int] = None,
 ) -> None:
     """Fill ``call`` with the keys, transfers and extra_info of a call, by the contract's positions.
 
-    ``earlier`` are the latest calls before it, whose snapshot of the same prefix list may be reused;
+    ``earlier`` are the latest calls before it, whose snapshot of the same prefix list may be reused (with
+    ``position``, the call's place in ``earlier``, the whole call list: only the 8 calls before it are read);
     ``snapshots`` the latest copies of long list prefixes, which a new list that starts with one extends.
     """
     plan = _PLANS.get(method)
@@ -214,9 +217,15 @@ def _record_arguments(
         call.prefix_keys_problem = f"extra_info ({type(extra_info).__name__}) has no prefix_keys attribute"
         return
     call.prefix_object = prefix
-    if type(prefix) is not list or len(prefix) < SHORTEST:  # a PrefixKeys, a tuple, a short list: at once
+    kind = type(prefix)
+    if kind is PrefixKeys or kind is tuple:  # immutable: kept as it is (snapshot_prefix's answer, inlined)
+        call.prefix_keys = prefix
+        return
+    if kind is not list or len(prefix) < SHORTEST:  # a short list, anything else: at once
         call.prefix_keys, call.prefix_keys_problem = snapshot_prefix(prefix)
         return
+    if position is not None:
+        earlier = earlier[max(0, position - _REUSE_LOOKBACK) : position]
     reused = _reused_snapshot(prefix, earlier)
     if reused is not None:
         call.prefix_keys = reused
@@ -311,9 +320,10 @@ class RecordingBackend:
         try:
             with self._recording_lock:
                 call = RecordedCall(next(self._recording_counter), method, args, kwargs)
-                earlier = self._recording_calls[-_REUSE_LOOKBACK:]
-                self._recording_calls.append(call)
-            _record_arguments(call, method, args, kwargs, earlier, self._recording_snapshots)
+                calls = self._recording_calls
+                position = len(calls)
+                calls.append(call)
+            _record_arguments(call, method, args, kwargs, calls, self._recording_snapshots, position)
         except Exception as error:  # recording must never break the engine's call
             if call is not None:
                 call.recording_problem = f"{type(error).__name__}: {error}"
@@ -328,7 +338,7 @@ class RecordingBackend:
             call.finished = time.monotonic()
             call.returned = returned
             try:
-                call.result = _summarize_result(method, returned)
+                call.result = _SUMMARIES.get(method, _summarize_plain)(returned)
             except Exception as error:
                 call.recording_problem = f"{type(error).__name__}: {error}"
         return returned
