@@ -357,6 +357,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry(
         "BE-6", mutants.RewrittenPagesMissedByTheRunRead, alone("rewriting_a_key_returns_true_and_keeps_correct_bytes")
     ),
+    _entry("BE-21", mutants.KvHitAsAFloat, alone("v2_exists_folds_pool_hits_per_policy")),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 from hicache_contracts.conformance import BACKEND_LEVELS
@@ -353,6 +354,18 @@ class EvictsAfterTheSecondRead(DropsAfterTheSecondRead):
     """The same cache, declaring that it may evict: correct."""
 
     hicache_may_evict = True
+
+
+class KvHitAsAFloat(CorrectBackend):
+    """batch_exists_v2 answers with its own result object whose kv_hit_pages is a float (2.0): SGLang slices the
+    keys and sizes its reads by it, which a float breaks (BE-21's result shape). An int-valued float compares
+    equal to the right count, so only the shape test tells it apart."""
+
+    def batch_exists_v2(self, keys: list, pool_transfers: Any = None, extra_info: Any = None) -> Any:
+        result = super().batch_exists_v2(keys, pool_transfers, extra_info)
+        return SimpleNamespace(
+            kv_hit_pages=float(result.kv_hit_pages), extra_pool_hit_pages=dict(result.extra_pool_hit_pages)
+        )
 
 
 WITHOUT_V2 = tuple(level for level in BACKEND_LEVELS if level != "v2")
