@@ -15,6 +15,7 @@ from typing import Any
 
 from hicache_contracts.conformance import BACKEND_LEVELS
 from tests.conformance.correct_backend import CorrectBackend, pool_name
+from tests.conformance.planted_backends import VisibleBeforeWritten
 
 
 # ================================================================ BE-5: storage errors
@@ -366,6 +367,25 @@ class KvHitAsAFloat(CorrectBackend):
         return SimpleNamespace(
             kv_hit_pages=float(result.kv_hit_pages), extra_pool_hit_pages=dict(result.extra_pool_hit_pages)
         )
+
+
+class VisibleWhileLookupsRaise(VisibleBeforeWritten):
+    """Publishes a placeholder before copying (BE-7), and batch_exists raises while a write is in flight: the
+    half-written page is still served by batch_get_v1. A probe that raises must not end the watch."""
+
+    def batch_exists(self, keys: list, extra_info: Any = None) -> int:
+        if self.writing:
+            raise RuntimeError("index busy")
+        return super().batch_exists(keys, extra_info)
+
+    def write_pages(self, pool, keys, host_indices):
+        self.writing = True
+        try:
+            return super().write_pages(pool, keys, host_indices)
+        finally:
+            self.writing = False
+
+    writing = False
 
 
 WITHOUT_V2 = tuple(level for level in BACKEND_LEVELS if level != "v2")
