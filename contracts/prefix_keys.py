@@ -111,7 +111,7 @@ def _as_key_tuple(keys: object, field: str, container_clause: str = "PFX-1") -> 
     return flat
 
 
-def _checked_node(cls: type[PrefixKeys], value: object) -> Optional[PrefixKeys]:
+def _checked_node(cls: type[PrefixKeys], value: Any) -> Optional[PrefixKeys]:
     """Return a root node over a list or tuple of non-empty str, or None for anything else (KEY-2).
 
     The common case of a model field, in C: ``str.join`` accepts only str,
@@ -121,7 +121,7 @@ def _checked_node(cls: type[PrefixKeys], value: object) -> Optional[PrefixKeys]:
     kind = type(value)
     if kind is not list and kind is not tuple:
         return None
-    flat = tuple(value)  # type: ignore[arg-type]
+    flat: tuple[Any, ...] = tuple(value)
     try:
         _join(flat)
     except TypeError:

@@ -36,7 +36,7 @@ import random
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from hicache_contracts.capabilities import EXTRA_INFO_METHODS
 from hicache_contracts.engine._calls import (
@@ -140,7 +140,7 @@ def _summarize_plain(result: Any) -> Any:
     return result if isinstance(result, (bool, int, float, str, type(None))) else None
 
 
-_SUMMARIES = {
+_SUMMARIES: dict[str, Callable[[Any], Any]] = {
     "batch_get_v1": _summarize_v1,
     "batch_set_v1": _summarize_v1,
     "batch_get_v2": _summarize_v2,
@@ -212,7 +212,7 @@ def _record_arguments(
         return
     call.extra_info_state = EXTRA_INFO_PRESENT
     call.extra_info = extra_info
-    prefix = getattr(extra_info, "prefix_keys", _NOT_GIVEN)
+    prefix: Any = getattr(extra_info, "prefix_keys", _NOT_GIVEN)
     if prefix is _NOT_GIVEN:
         call.prefix_keys_problem = f"extra_info ({type(extra_info).__name__}) has no prefix_keys attribute"
         return
