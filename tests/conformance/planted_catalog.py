@@ -360,6 +360,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-21", mutants.KvHitAsAFloat, alone("v2_exists_folds_pool_hits_per_policy")),
     _entry("BE-7", mutants.VisibleWhileLookupsRaise, alone("pages_are_invisible_until_fully_written")),
     _entry("BE-9", mutants.LastLegacyTargetLeftUnfilled, alone("legacy_results_have_their_shapes"), **LEGACY_MODE),
+    _entry("BE-25", mutants.RefusesTheLastPipelineRank, alone("every_rank_inside_its_group_is_accepted")),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

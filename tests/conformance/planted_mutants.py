@@ -400,6 +400,17 @@ class LastLegacyTargetLeftUnfilled(CorrectBackend):
         return values + [last if last is not None and self.exists(keys[-1]) else None]
 
 
+class RefusesTheLastPipelineRank(CorrectBackend):
+    """Sizes its per-stage table by pp_size - 1, so the last pipeline stage of three or more is refused at
+    construction (BE-25: every rank up to size - 1 is accepted). A check at another stage misses it."""
+
+    def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
+        pp_rank, pp_size = getattr(storage_config, "pp_rank", 0), getattr(storage_config, "pp_size", 1)
+        if pp_size >= 3 and pp_rank == pp_size - 1:
+            raise ValueError(f"pp_rank {pp_rank} is outside the stage table of {pp_size - 1} stages")
+        super().__init__(storage_config, kwargs)
+
+
 WITHOUT_V2 = tuple(level for level in BACKEND_LEVELS if level != "v2")
 """The levels of a backend that does not claim v2."""
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
