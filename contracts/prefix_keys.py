@@ -128,6 +128,11 @@ def _checked_node(cls: type[PrefixKeys], value: Any) -> Optional[PrefixKeys]:
         return None
     if not all(flat):
         return None
+    return _root_node(cls, flat)
+
+
+def _root_node(cls: type[PrefixKeys], flat: tuple[str, ...]) -> PrefixKeys:
+    """A root node over ``flat``, whose keys have already been checked."""
     node = _new(cls)
     _set_parent(node, None)
     _set_chunk(node, flat)
@@ -164,13 +169,7 @@ class PrefixKeys:
     @classmethod
     def _from_checked_tuple(cls, flat: tuple[str, ...]) -> "PrefixKeys":
         """Return a root node over ``flat``, whose keys have already been checked."""
-        node = object.__new__(cls)
-        _set_parent(node, None)
-        _set_chunk(node, flat)
-        _set_length(node, len(flat))
-        _set_flat(node, flat)
-        _set_hash(node, None)
-        return node
+        return _root_node(cls, flat)
 
     def extended(self, batch: KeysInput) -> "PrefixKeys":
         """Return a new sequence: these keys followed by ``batch``. Clauses: PFX-2, PFX-4, PFX-5.
