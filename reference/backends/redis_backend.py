@@ -138,7 +138,7 @@ class RedisBackend(PageStoreBackend):
             ):
                 head, field = self._locate(ObjectName(namespace, pool, ""))
                 return [(redis_key, ((command, redis_key, field),)) for redis_key in [head + key for key in keys]]
-        units = []
+        units: list[Unit] = []
         for name in names:
             redis_key, field = self._locate(name)
             units.append((redis_key, ((command, redis_key, field),)))

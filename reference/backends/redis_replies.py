@@ -42,8 +42,8 @@ def can_read_directly(connection: Any) -> bool:
     reader = getattr(parser, "_reader", None)
     if reader is not None and callable(getattr(reader, "has_data", None)):  # hiredis
         return not reader.has_data()
-    buffer = getattr(parser, "_buffer", None)  # redis-py's own parser: a SocketBuffer
-    return callable(getattr(buffer, "unread_bytes", None)) and buffer.unread_bytes() == 0
+    unread = getattr(getattr(parser, "_buffer", None), "unread_bytes", None)  # redis-py's own parser: a SocketBuffer
+    return callable(unread) and unread() == 0
 
 
 def sink_reply(reply: Any, sink: Sink) -> Any:
