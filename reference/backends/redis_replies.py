@@ -108,17 +108,22 @@ class _Replies:
             return None
         raise redis.ConnectionError(f"unexpected reply to a page read: {bytes(line[:40])!r}")
 
-    def _receive(self, count: int) -> None:
-        """Receive up to ``count`` more bytes into the held bytes (at least one)."""
-        chunk = bytearray(count)
+    def _recv_into(self, buffer: Any) -> int:
+        """Receive into ``buffer`` (at least one byte); a timeout, a socket error or a closed peer raise redis's own."""
         try:
-            received = self._sock.recv_into(chunk, count)
+            received = self._sock.recv_into(buffer)
         except socket.timeout as error:
             raise redis.TimeoutError("Timeout reading a page reply") from error
         except OSError as error:
             raise redis.ConnectionError(f"Error while reading a page reply: {error}") from error
         if received == 0:
             raise redis.ConnectionError("the server closed the connection")
+        return int(received)
+
+    def _receive(self, count: int) -> None:
+        """Receive up to ``count`` more bytes into the held bytes (at least one)."""
+        chunk = bytearray(count)
+        received = self._recv_into(chunk)
         self._held += chunk[:received]
 
     def _line(self, expected: int) -> bytearray:
@@ -133,22 +138,13 @@ class _Replies:
 
     def _fill(self, sink: Sink) -> None:
         """Fill ``sink``'s views with the next bytes: first those held, then straight from the socket."""
-        recv_into = self._sock.recv_into
         for view in sink:
             filled = min(len(self._held), view.nbytes)
             if filled:
                 view[:filled] = self._held[:filled]
                 del self._held[:filled]
             while filled < view.nbytes:
-                try:
-                    received = recv_into(view[filled:])
-                except socket.timeout as error:
-                    raise redis.TimeoutError("Timeout reading a page reply") from error
-                except OSError as error:
-                    raise redis.ConnectionError(f"Error while reading a page reply: {error}") from error
-                if received == 0:
-                    raise redis.ConnectionError("the server closed the connection")
-                filled += received
+                filled += self._recv_into(view[filled:])
 
     def _skip_value(self, count: int, sink: Sink) -> None:
         """Drop the next ``count`` bytes, a value of another size than ``sink``'s: none reaches it (BE-13)."""
