@@ -15,9 +15,25 @@ import torch
 from hicache_contracts import PoolTransfer
 from hicache_contracts.conformance.options import SuiteOptions
 from hicache_contracts.engine._trace import load_trace
+from hicache_contracts.host_pool import HostPagePool
 
 KEY = "ab" * 32
 PAGE_SIZE = 4
+
+
+def make_pool(pages: int = 8) -> HostPagePool:
+    """A small MHA host pool of ``pages`` pages of PAGE_SIZE tokens (fp16, layer first, not pinned)."""
+    return HostPagePool(
+        page_count=pages,
+        page_size=PAGE_SIZE,
+        layer_num=1,
+        head_num=1,
+        head_dim=2,
+        dtype=torch.float16,
+        kind="mha",
+        layout="layer_first",
+        pin_memory=False,
+    )
 
 
 @dataclass

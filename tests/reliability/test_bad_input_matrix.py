@@ -15,25 +15,10 @@ from typing import Any
 import torch
 
 from hicache_contracts import HiCacheStorageConfig
-from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends import FileBackend, MemoryBackend
-from tests.reliability.badinput_rows import KEY, PAGE_SIZE, Scene
+from tests.reliability.badinput_rows import KEY, PAGE_SIZE, Scene, make_pool
 
 SECOND_KEY = "cd" * 32
-
-
-def make_pool(pages: int = 8) -> HostPagePool:
-    return HostPagePool(
-        page_count=pages,
-        page_size=PAGE_SIZE,
-        layer_num=1,
-        head_num=1,
-        head_dim=2,
-        dtype=torch.float16,
-        kind="mha",
-        layout="layer_first",
-        pin_memory=False,
-    )
 
 
 def scene_for(kind: str, folder: str) -> Scene:

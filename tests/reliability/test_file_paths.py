@@ -20,23 +20,10 @@ from hicache_contracts import HiCacheStorageConfig
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends import FileBackend
 from hicache_reference.backends.namespace import _safe
+from tests.reliability.badinput_rows import make_pool
 
 PAGE_SIZE = 4
 KEY = "ab" * 32
-
-
-def make_pool(pages: int = 4) -> HostPagePool:
-    return HostPagePool(
-        page_count=pages,
-        page_size=PAGE_SIZE,
-        layer_num=1,
-        head_num=1,
-        head_dim=2,
-        dtype=torch.float16,
-        kind="mha",
-        layout="layer_first",
-        pin_memory=False,
-    )
 
 
 def flat_page(pool: HostPagePool, page: int) -> torch.Tensor:
@@ -79,7 +66,7 @@ def place(tmp_path: Any) -> dict[str, str]:
 
 def backend_for(place: dict[str, str], cls: type = FileBackend, **fields: Any) -> Any:
     backend = cls(HiCacheStorageConfig.single_rank(**{"model_name": "m", **fields}), {"path": place["root"]})
-    backend.register_mem_pool_host(make_pool())
+    backend.register_mem_pool_host(make_pool(4))
     return backend
 
 

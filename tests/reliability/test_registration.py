@@ -13,29 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import torch
 
 from hicache_contracts import ContractViolation, HiCacheStorageConfig, PoolName
-from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends import FileBackend, MemoryBackend
 from hicache_reference.backends.base import PageStoreBackend
+from tests.reliability.badinput_rows import make_pool
 
 PAGE_SIZE = 4
 KEY = "cd" * 32
-
-
-def make_pool(pages: int = 4) -> HostPagePool:
-    return HostPagePool(
-        page_count=pages,
-        page_size=PAGE_SIZE,
-        layer_num=1,
-        head_num=1,
-        head_dim=2,
-        dtype=torch.float16,
-        kind="mha",
-        layout="layer_first",
-        pin_memory=False,
-    )
 
 
 @pytest.fixture(params=["memory", "file"])
@@ -57,7 +42,7 @@ def refused(call: Any, message: str) -> None:
 
 @pytest.mark.clause("BE-28")
 def test_a_second_host_pool_for_one_name_is_refused(backend: Any) -> None:
-    first, second = make_pool(), make_pool()
+    first, second = make_pool(4), make_pool(4)
     name = type(backend).__name__
     backend.register_mem_pool_host(first)
     backend.register_mem_host_pool_v2(first, PoolName.KV)  # the same pool again, as SGLang does: accepted
@@ -80,7 +65,7 @@ def test_a_second_host_pool_for_one_name_is_refused(backend: Any) -> None:
 @pytest.mark.parametrize("name", ["bogus", "KV", "", 3, None, b"kv"])
 def test_a_pool_name_that_is_no_pool_name_is_refused(backend: Any, name: Any) -> None:
     refused(
-        lambda: backend.register_mem_host_pool_v2(make_pool(), name),
+        lambda: backend.register_mem_host_pool_v2(make_pool(4), name),
         f"{type(backend).__name__}.register_mem_host_pool_v2.host_pool_name: must be a PoolName or its value, "
         f"such as 'kv' or 'indexer' (got {name!r}) [BE-24]",
     )
