@@ -361,6 +361,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-7", mutants.VisibleWhileLookupsRaise, alone("pages_are_invisible_until_fully_written")),
     _entry("BE-9", mutants.LastLegacyTargetLeftUnfilled, alone("legacy_results_have_their_shapes"), **LEGACY_MODE),
     _entry("BE-25", mutants.RefusesTheLastPipelineRank, alone("every_rank_inside_its_group_is_accepted")),
+    _entry("BE-9", mutants.HitAfterAMissLeftUnfilled, alone("legacy_results_have_their_shapes"), **LEGACY_MODE),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
