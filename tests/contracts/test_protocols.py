@@ -7,6 +7,7 @@ import pytest
 
 from hicache_contracts.capabilities import LEGACY_METHODS, LEVEL_METHODS, V1_METHODS, V2_METHODS, detect_capabilities
 from hicache_contracts.protocols import LegacyBackend, PoolAwareV2Backend, ZeroCopyV1Backend, protocol_methods
+from tests.contracts.test_capabilities import LegacyOnly
 
 PROTOCOLS = [(LegacyBackend, LEGACY_METHODS), (ZeroCopyV1Backend, V1_METHODS), (PoolAwareV2Backend, V2_METHODS)]
 GENERATION_METHODS = {
@@ -27,33 +28,8 @@ GENERATION_METHODS = {
 """SGLang's HiCacheStorage methods per generation, written out (the protocols are the project's one list)."""
 
 
-class EveryGeneration:
-    def get(self, key, target_location=None, target_sizes=None):
-        return None
-
-    def set(self, key, value=None, target_location=None, target_sizes=None):
-        return True
-
-    def exists(self, key):
-        return False
-
-    def batch_get(self, keys, target_locations=None, target_sizes=None):
-        return [None] * len(keys)
-
-    def batch_set(self, keys, values=None, target_locations=None, target_sizes=None):
-        return True
-
-    def batch_exists(self, keys, extra_info=None):
-        return 0
-
-    def clear(self):
-        pass
-
-    def get_stats(self):
-        return None
-
-    def register_mem_pool_host(self, mem_pool_host):
-        self.mem_pool_host = mem_pool_host
+class EveryGeneration(LegacyOnly):
+    """The first generation (``LegacyOnly``), v1 and v2."""
 
     def batch_get_v1(self, keys, host_indices, extra_info=None):
         return [False] * len(keys)
@@ -100,7 +76,8 @@ def test_full_backend_satisfies_every_protocol():
 @pytest.mark.parametrize("missing", LEGACY_METHODS + V1_METHODS + V2_METHODS)
 def test_one_missing_method_fails_its_protocol_only(missing):
     """Planted bug per method: a backend lacking it is not an instance of that generation's protocol."""
-    partial = type("Partial", (), {name: value for name, value in vars(EveryGeneration).items() if name != missing})()
+    members = {name: value for klass in reversed(EveryGeneration.__mro__[:-1]) for name, value in vars(klass).items()}
+    partial = type("Partial", (), {name: value for name, value in members.items() if name != missing})()
     for protocol, names in PROTOCOLS:
         assert isinstance(partial, protocol) == (missing not in names)
 
