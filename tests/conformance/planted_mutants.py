@@ -428,10 +428,33 @@ class HitAfterAMissLeftUnfilled(CorrectBackend):
         return values
 
 
+class KeepsOneOfEachWrite(CorrectBackend):
+    """Declares that it may evict and keeps only the first page of each write: correct. A check still sees a page
+    of what it wrote, so none may skip for want of one (a count of 1 is a page seen)."""
+
+    hicache_may_evict = True
+
+    def write_pages(self, pool, keys, host_indices):
+        results = super().write_pages(pool, keys, host_indices)
+        self.drop(keys[1:], pool)
+        return results
+
+    def batch_set(self, keys, values=None, target_locations=None, target_sizes=None):
+        stored = super().batch_set(keys, values, target_locations, target_sizes)
+        self.drop(keys[1:], "kv")
+        return stored
+
+    def drop(self, keys: list, pool: str) -> None:
+        with self.lock:
+            for key in keys:
+                self.objects.pop(self.name(key, pool), None)
+
+
 WITHOUT_V2 = tuple(level for level in BACKEND_LEVELS if level != "v2")
 """The levels of a backend that does not claim v2."""
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("evicting-declared", EvictsAfterTheSecondRead, {}),
+    ("evicting-keeps-one-of-each-write", KeepsOneOfEachWrite, {}),
     ("mla-page-first", CorrectBackend, dict(kind="mla", layout="page_first")),
     ("legacy-mla", CorrectBackend, dict(kind="mla", levels=tuple(level for level in BACKEND_LEVELS if level != "v1"))),
 ]
