@@ -83,12 +83,29 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                 _AUDIT.name(clause_id, item.nodeid)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the release tier's runs now, so they overlap the other tests (``tests/release_runs.py``)."""
+    if os.environ.get("HICACHE_SGLANG_RELEASE"):
+        return  # inside one release's run: the tier does not run here
+    versions = [
+        item.callspec.params["version"]
+        for item in session.items
+        if getattr(item, "originalname", None) == "test_release_tier"
+    ]
+    if versions and not session.config.option.collectonly:
+        from tests import release_runs
+
+        release_runs.start(versions)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _AUDIT.record(report)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     _stop_redis_servers()
+    if "tests.release_runs" in sys.modules:
+        sys.modules["tests.release_runs"].stop()
     if not session.config.getoption("--clause-audit"):
         return
     missing = _AUDIT.uncovered(c.id for c in clauses())

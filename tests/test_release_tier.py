@@ -3,7 +3,8 @@
 For each release in ``hicache_spec.releases.SGLANG_RELEASES``: fetch its
 wheel into the cache (``pip download --no-deps``), check that its HiCache
 modules import, then run ``tests/sglang`` with ``HICACHE_SGLANG_RELEASE``
-set. A wheel that cannot be fetched, or modules that cannot be imported
+set. The runs start when the tests are collected and go one at a time
+beside the others (``tests/release_runs.py``); each test waits for its own. A wheel that cannot be fetched, or modules that cannot be imported
 (the ``sglang`` extra missing), skip with the reason — unless
 ``HICACHE_REQUIRE_SGLANG=1`` (CI), which turns the skip into a failure.
 """
@@ -17,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from hicache_contracts.sglang_release import HICACHE_MODULES, ReleaseError, fetch_release
+from hicache_contracts.sglang_release import ReleaseError, fetch_release
 from hicache_spec.releases import SGLANG_RELEASES
+from tests import release_runs
 
 ROOT = Path(__file__).resolve().parents[1]
-TIER = "tests/sglang"
 TIER_CLAUSES = ("PFX-1", "BE-1", "BE-8", "BE-19", "BE-21", "BE-25")
 
 
@@ -31,45 +32,14 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def _import_check(version: str) -> str:
-    """Return '' when the release's HiCache modules import in a fresh process, else the one-line reason."""
-    script = (
-        "import importlib, sys\n"
-        "from hicache_contracts.sglang_release import use_release\n"
-        f"use_release({version!r})\n"
-        f"for name in {list(HICACHE_MODULES)!r}:\n"
-        "    importlib.import_module(name)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900, cwd=ROOT)
-    if done.returncode == 0:
-        return ""
-    lines = done.stderr.strip().splitlines()
-    return lines[-1] if lines else f"exit {done.returncode}"
-
-
 @pytest.mark.skipif(bool(os.environ.get("HICACHE_SGLANG_RELEASE")), reason="already inside one release's run")
 @pytest.mark.clause(*TIER_CLAUSES)
 @pytest.mark.parametrize("version", SGLANG_RELEASES)
 def test_release_tier(version: str) -> None:
-    try:
-        fetch_release(version)
-    except ReleaseError as error:
-        _unavailable(f"cannot fetch SGLang {version}'s wheel: {error}")
-    reason = _import_check(version)
-    if reason:
-        _unavailable(
-            f"SGLang {version}'s HiCache modules do not import here ({reason}); "
-            "set up with: bash scripts/setup.sh --sglang"
-        )
-    env = dict(os.environ, HICACHE_SGLANG_RELEASE=version)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", TIER, "-q", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=1800,
-    )
+    """The release's run (started when the tests were collected: ``tests/release_runs.py``) passes."""
+    done = release_runs.outcome(version)
+    if done.unavailable:
+        _unavailable(done.unavailable)
     summary = done.stdout.strip().splitlines()[-1:] or ["(no output)"]
     assert done.returncode == 0, f"SGLang {version}: {summary[0]}\n{done.stdout[-8000:]}\n{done.stderr[-3000:]}"
     print(f"SGLang {version}: {summary[0]}")
