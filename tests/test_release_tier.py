@@ -4,7 +4,8 @@ For each release in ``hicache_spec.releases.SGLANG_RELEASES``: fetch its
 wheel into the cache (``pip download --no-deps``), check that its HiCache
 modules import, then run ``tests/sglang`` with ``HICACHE_SGLANG_RELEASE``
 set. The runs start when the tests are collected and go one at a time
-beside the others (``tests/release_runs.py``); each test waits for its own. A wheel that cannot be fetched, or modules that cannot be imported
+beside the others (``tests/release_runs.py``); each test waits for its
+own. A wheel that cannot be fetched, or modules that cannot be imported
 (the ``sglang`` extra missing), skip with the reason — unless
 ``HICACHE_REQUIRE_SGLANG=1`` (CI), which turns the skip into a failure.
 """
