@@ -12,10 +12,11 @@ Public API (the prose, step by step, is docs/controller.md)::
     controller.close(timeout=10.0)       # also a context manager; start() restarts after close()
 
 ``CacheController`` is a facade over collaborators built in its constructor,
-one per seam: ``prefixes`` (PrefixInfo), ``upkeep`` (Upkeep), ``termination``
-(Termination), ``acks`` (Acks), ``hit_query`` (HitQuery), ``sidecar_reader``
-(SidecarReader), ``prefetch_io`` (PrefetchIO), ``storage_writer``
-(StorageWriter), ``backup_writer`` (BackupWriter) and ``workers`` (Workers).
+one per seam: ``attachment`` (Attachment), ``prefixes`` (PrefixInfo),
+``upkeep`` (Upkeep), ``termination`` (Termination), ``acks`` (Acks),
+``hit_query`` (HitQuery), ``sidecar_reader`` (SidecarReader), ``prefetch_io``
+(PrefetchIO), ``storage_writer`` (StorageWriter), ``backup_writer``
+(BackupWriter) and ``workers`` (Workers).
 A variant (a planted bug, an engine's own step) subclasses one collaborator
 and plugs it in with ``CacheController.with_parts(part, ...)``.
 """
@@ -29,12 +30,12 @@ import torch
 
 from hicache_contracts import (
     HiCacheStorageConfig,
-    PoolName,
     PoolTransfer,
     validate_host_indices,
     validate_page_keys,
 )
 from hicache_contracts.host_pool import HostPagePool
+from hicache_reference.attachment import Attachment
 from hicache_reference.backup_writer import BackupWriter, StorageWriter
 from hicache_reference.calls import BackendCaller
 from hicache_reference.controller_input import (
@@ -54,7 +55,7 @@ from hicache_reference.policies import TimeoutSettings
 from hicache_reference.prefetch_io import PrefetchIO
 from hicache_reference.rank_group import LocalRankGroup, RankGroup
 from hicache_reference.settings import SETTING_NAMES, ControllerSettings
-from hicache_reference.sidecar_pools import SidecarPool, check_sidecar_pools
+from hicache_reference.sidecar_pools import SidecarPool
 from hicache_reference.sidecar_reads import SidecarReader
 from hicache_reference.workers import Workers
 
@@ -82,6 +83,7 @@ def _settings_from(settings: Optional[ControllerSettings], options: dict[str, An
 class CacheController:
     """Prefetch and backup between a host page pool and an L3 backend; see the module docstring."""
 
+    attachment_class: ClassVar[type] = Attachment
     prefix_info_class: ClassVar[type] = PrefixInfo
     upkeep_class: ClassVar[type] = Upkeep
     termination_class: ClassVar[type] = Termination
@@ -137,12 +139,15 @@ class CacheController:
         assert tuple(options) == SETTING_NAMES  # one list of options
         self.settings: ControllerSettings = _settings_from(settings, options)
         """The controller's options, validated (ControllerSettings)."""
-        self.backend = backend
-        self.host_pool = host_pool
-        self.page_size: int = int(host_pool.page_size)
-        """Tokens per page, from the host pool."""
-        self.storage_config = storage_config
-        self.sidecar_pools: tuple[SidecarPool, ...] = check_sidecar_pools(sidecar_pools, host_pool)
+        attachment = self.attachment = self.attachment_class(backend, host_pool, storage_config, sidecar_pools)
+        """The backend, the host pools and the storage config, and the facts that follow from them (Attachment)."""
+        # Those facts, fixed for the controller's life, under the controller's own names (documented on Attachment).
+        self.backend, self.host_pool, self.storage_config = backend, host_pool, storage_config
+        self.page_size: int = attachment.page_size
+        self.sidecar_pools: tuple[SidecarPool, ...] = attachment.sidecar_pools
+        self.derived_pools, self.separate_pools = attachment.derived_pools, attachment.separate_pools
+        self.tp_rank, self.dcp_rank = attachment.tp_rank, attachment.dcp_rank
+        self.is_replicated_kv: bool = attachment.is_replicated_kv
         self.timeout_settings = TimeoutSettings(
             self.settings.prefetch_timeout_base,
             self.settings.prefetch_timeout_per_ki_token,
@@ -157,7 +162,7 @@ class CacheController:
         self._operation_ids = OperationIds()
         self._build_parts(clock, hit_channel, io_channel, backup_channel, on_ack, on_backup_done)
         if self.settings.register_host_pools:
-            self._register_host_pools()
+            self.attachment.register_host_pools()
         if start:
             self.start()
 
@@ -204,25 +209,6 @@ class CacheController:
             self.caller, self.hit_query.process, self.prefetch_io.process, self.backup_writer.process
         )
 
-    def _register_host_pools(self) -> None:
-        """Hand the host pools to the backend, once, before any IO, then end the burst. Clauses: BE-24, BE-27.
-
-        A backend that raises from ``on_host_pools_registered`` fails the
-        construction, as it fails SGLang's attach.
-        """
-        register = getattr(self.backend, "register_mem_pool_host", None)
-        if callable(register):
-            register(self.host_pool)
-        if self.sidecar_pools:
-            register_v2 = getattr(self.backend, "register_mem_host_pool_v2", None)
-            if callable(register_v2):
-                register_v2(self.host_pool, PoolName.KV)
-                for pool in self.sidecar_pools:
-                    register_v2(pool.host_pool, pool.name)
-        registered = getattr(self.backend, "on_host_pools_registered", None)
-        if callable(registered):
-            registered()  # BE-27
-
     # ================================================================ options and state
     @property
     def batch_size(self) -> int:
@@ -266,29 +252,6 @@ class CacheController:
     def internal_errors(self) -> list[str]:
         """Failures of the controller's own code (and of callbacks), kept instead of killing a thread."""
         return self.upkeep.internal_errors
-
-    @property
-    def derived_pools(self) -> tuple[SidecarPool, ...]:
-        """The KV-derived sidecar pools, read with every KV slice (HYB-1)."""
-        return tuple(pool for pool in self.sidecar_pools if pool.kv_derived)
-
-    @property
-    def separate_pools(self) -> tuple[SidecarPool, ...]:
-        """The sidecar pools with their own slots, read once after KV (HYB-2)."""
-        return tuple(pool for pool in self.sidecar_pools if not pool.kv_derived)
-
-    @property
-    def tp_rank(self) -> int:
-        return int(getattr(self.storage_config, "tp_rank", 0))
-
-    @property
-    def dcp_rank(self) -> int:
-        return int(getattr(self.storage_config, "dcp_rank", 0) or 0)
-
-    @property
-    def is_replicated_kv(self) -> bool:
-        """Whether KV is replicated across TP ranks (``is_mla_model``, CTL-8)."""
-        return bool(getattr(self.storage_config, "is_mla_model", False))
 
     # ================================================================ lifecycle
     def start(self) -> None:

@@ -13,6 +13,7 @@ from typing import Any, Optional, Sequence
 __all__ = ["MOVED_STEPS", "PART_SLOTS", "reject_moved_steps", "subclass_with_parts"]
 
 PART_SLOTS: tuple[str, ...] = (
+    "attachment_class",
     "prefix_info_class",
     "upkeep_class",
     "termination_class",
@@ -27,6 +28,7 @@ PART_SLOTS: tuple[str, ...] = (
 """The class attributes naming the collaborators, in the order they are built."""
 
 MOVED_STEPS = {
+    "_register_host_pools": "Attachment",
     **dict.fromkeys(["_operation_extra_info", "_extra_info_for_slice", "_sidecar_groups"], "PrefixInfo"),
     **dict.fromkeys(["_free_host_slots", "_record_internal_error"], "Upkeep"),
     "_should_terminate": "Termination",

@@ -15,6 +15,7 @@ import pytest
 
 from hicache_contracts import ContractViolation
 from hicache_reference import CacheController, ControllerSettings
+from hicache_reference.attachment import Attachment
 from hicache_reference.hit_query import HitQuery
 from hicache_reference.prefetch_io import PrefetchIO
 from hicache_reference.settings import SETTING_NAMES
@@ -234,14 +235,34 @@ def test_with_parts_rejects_what_is_not_a_part():
     assert (named.__name__, named.__doc__, named.hit_query_class) == ("Named", "A named variant.", HalfQuery)
 
 
-def test_overriding_a_moved_step_fails_loudly():
-    with pytest.raises(TypeError, match=r"Old\._read_slice: this step is now a method of PrefetchIO"):
+class NoBurstEnd(Attachment):
+    """Planted: the KV pool is registered, but the burst is never ended (BE-27)."""
 
-        class Old(CacheController):
-            def _read_slice(self, operation, slice_index, start, end):
-                return 0
+    def register_host_pools(self):
+        self.backend.register_mem_pool_host(self.host_pool)
 
-    assert PrefetchIO.read_slice  # where it lives now
+
+def registration_of(controller_class):
+    """The registration calls a controller of ``controller_class`` makes at construction."""
+    recorder = RecordingBackend(memory_backend())
+    controller_class(recorder, make_pool(), start=False)
+    return [name for name, _ in recorder.registered]
+
+
+@pytest.mark.clause("BE-24", "BE-27")
+def test_with_parts_plugs_an_attachment_in():
+    assert registration_of(CacheController) == ["register_mem_pool_host", "on_host_pools_registered"]
+    assert registration_of(CacheController.with_parts(NoBurstEnd)) == ["register_mem_pool_host"]
+
+
+@pytest.mark.parametrize(
+    "step,holder",
+    [("_read_slice", PrefetchIO.read_slice), ("_register_host_pools", Attachment.register_host_pools)],
+)
+def test_overriding_a_moved_step_fails_loudly(step, holder):
+    owner = holder.__qualname__.split(".")[0]
+    with pytest.raises(TypeError, match=rf"Old\.{step}: this step is now a method of {owner}"):
+        type("Old", (CacheController,), {step: lambda self, *args: 0})
 
 
 def test_the_facade_shows_the_workers_and_their_threads():
