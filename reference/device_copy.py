@@ -158,9 +158,7 @@ class PageCopier:
         if not host_slots.numel():
             return CopyHandle()
         if self.uses_cuda:
-            if to_device:
-                return self._load_cuda(host_slots, device_slots)
-            return self._store_cuda(device_slots, host_slots)
+            return self._move_cuda(host_slots, device_slots, to_device=to_device)
         host, device = self.host_pool.kv_buffer, self.device_buffer
         if to_device:
             self._copy_cpu(host, host_slots, device, device_slots)
@@ -218,41 +216,40 @@ class PageCopier:
         shape[self.slot_dim] = pages * self.page_size
         return torch.empty(shape, dtype=self.host_pool.dtype, pin_memory=True)
 
-    def _load_cuda(self, host_slots: torch.Tensor, device_slots: torch.Tensor) -> CopyHandle:
-        host_pages, device_pages = self._pages(host_slots), self._pages(device_slots)
-        staging = self._staging(host_pages.numel())
-        torch.index_select(
-            self._pages_view(self.host_pool.kv_buffer), self.slot_dim, host_pages, out=self._pages_view(staging)
-        )  # gather on the host, into pinned memory
-        device_index = device_pages.pin_memory()
-        event = torch.cuda.Event()
-        stream = self.stream
-        assert stream is not None  # made in __init__ for a CUDA buffer
-        stream.wait_stream(torch.cuda.current_stream(self.device_buffer.device))  # after earlier device work
-        with torch.cuda.stream(stream):
-            arrived = staging.to(self.device_buffer.device, non_blocking=True)
-            index = device_index.to(self.device_buffer.device, non_blocking=True)
-            self._pages_view(self.device_buffer).index_copy_(self.slot_dim, index, self._pages_view(arrived))
-            event.record(stream)
-        return CopyHandle(event=event, keep=(staging, device_index, arrived, index))
+    def _move_cuda(self, host_slots: torch.Tensor, device_slots: torch.Tensor, *, to_device: bool) -> CopyHandle:
+        """Queue one copy on the copier's stream through pinned staging; ``to_device`` gives the direction.
 
-    def _store_cuda(self, device_slots: torch.Tensor, host_slots: torch.Tensor) -> CopyHandle:
+        Host → device: gather on the host into staging, one transfer, a
+        page-indexed scatter on the device. Device → host: a page-indexed
+        gather on the device, one transfer into staging, and the scatter on
+        the host in ``wait``.
+        """
         host_pages, device_pages = self._pages(host_slots), self._pages(device_slots)
         staging = self._staging(host_pages.numel())
+        host, device = self.host_pool.kv_buffer, self.device_buffer
+        if to_device:  # gather on the host, into pinned memory
+            torch.index_select(self._pages_view(host), self.slot_dim, host_pages, out=self._pages_view(staging))
         device_index = device_pages.pin_memory()
         event = torch.cuda.Event()
         stream = self.stream
         assert stream is not None  # made in __init__ for a CUDA buffer
-        stream.wait_stream(torch.cuda.current_stream(self.device_buffer.device))  # after earlier device work
+        stream.wait_stream(torch.cuda.current_stream(device.device))  # after earlier device work
         with torch.cuda.stream(stream):
-            index = device_index.to(self.device_buffer.device, non_blocking=True)
-            gathered = self._pages_view(self.device_buffer).index_select(self.slot_dim, index)
-            self._pages_view(staging).copy_(gathered, non_blocking=True)
+            if to_device:
+                moved = staging.to(device.device, non_blocking=True)
+                index = device_index.to(device.device, non_blocking=True)
+                self._pages_view(device).index_copy_(self.slot_dim, index, self._pages_view(moved))
+            else:
+                index = device_index.to(device.device, non_blocking=True)
+                moved = self._pages_view(device).index_select(self.slot_dim, index)
+                self._pages_view(staging).copy_(moved, non_blocking=True)
             event.record(stream)
-        host = self.host_pool.kv_buffer
+        keep = (staging, device_index, moved, index)
+        if to_device:
+            return CopyHandle(event=event, keep=keep)
         staged_pages = torch.arange(host_pages.numel())
 
         def scatter_on_host() -> None:
             self._copy_pages(staging, staged_pages, host, host_pages)
 
-        return CopyHandle(event=event, finish=scatter_on_host, keep=(staging, device_index, index, gathered))
+        return CopyHandle(event=event, finish=scatter_on_host, keep=keep)
