@@ -75,7 +75,9 @@ def pages_are_invisible_until_fully_written(suite: SuiteContext) -> None:
         except Exception as error:  # reported by other checks; here only visibility matters
             outcome["error"] = error
 
-    with pool.holding([pages[0]], timeout_s=bound) as hold:
+    # the write is held longer than the poller is waited for, so that the suite, not the hold's own timeout, lets a
+    # backend that serialises its calls go on: its probes return only after the release, and show nothing
+    with pool.holding([pages[0]], timeout_s=2 * bound) as hold:
         writing = threading.Thread(target=writer, name="hicache-conform-writer", daemon=True)
         writing.start()
         if not hold.reached.wait(bound):
@@ -180,13 +182,24 @@ def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
             if suite.claims("v2"):  # v2 carries sidecars; KV moved above through v1
                 sidecar = instance.pool_for(PoolName.SWA)
                 more = suite.names.new_keys(1)
-                call(backend.batch_set_v2, [suite.wire.transfer(PoolName.SWA, more, sidecar.slots([4]))])
+                sidecar.poke(4, suite.pages.page_for(more[0], sidecar))
+                sidecar.fill([5])  # the read's target: whatever it holds after the read, the read put there
+                put = [suite.wire.transfer(PoolName.SWA, more, sidecar.slots([4]))]
+                stored = suite.io.v2_flags(call(backend.batch_set_v2, put), put, "batch_set_v2")
                 call(
                     backend.batch_exists_v2,
                     more,
                     [suite.wire.transfer(PoolName.SWA, more, policy=PoolHitPolicy.TRAILING_PAGES)],
                 )
-                call(backend.batch_get_v2, [suite.wire.transfer(PoolName.SWA, more, sidecar.slots([5]))])
+                get = [suite.wire.transfer(PoolName.SWA, more, sidecar.slots([5]))]
+                loaded = suite.io.v2_flags(call(backend.batch_get_v2, get), get, "batch_get_v2")
+                expect(
+                    not (all(stored[PoolName.SWA.value]) and all(loaded[PoolName.SWA.value]))
+                    or suite.pages.same_page(more[0], sidecar, sidecar.peek(5)),
+                    "BE-8",
+                    f"batch_get_v2 with extra_info {label} ({style}) reported the swa page it had stored as loaded, "
+                    "but its host page does not hold it",
+                )
 
 
 # ---------------------------------------------------------------- BE-9, BE-10

@@ -362,6 +362,10 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-9", mutants.LastLegacyTargetLeftUnfilled, alone("legacy_results_have_their_shapes"), **LEGACY_MODE),
     _entry("BE-25", mutants.RefusesTheLastPipelineRank, alone("every_rank_inside_its_group_is_accepted")),
     _entry("BE-9", mutants.HitAfterAMissLeftUnfilled, alone("legacy_results_have_their_shapes"), **LEGACY_MODE),
+    _entry("BE-1", mutants.KvOnlyThroughV2Registration, alone("extra_config_with_unknown_keys_is_accepted")),
+    _entry("BE-8", mutants.V2ReadWithInfoSkipsTheCopy, alone("extra_info_accepted_in_every_shape")),
+    _entry("BE-16", mutants.ReadRunsOnePagePastTheLast, alone("v1_reads_touch_only_addressed_slots")),
+    _entry("PFX-1", mutants.ChainsPagesWithinOneCall, alone("prefix_states_none_empty_and_list_all_work")),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

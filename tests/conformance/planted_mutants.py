@@ -8,13 +8,14 @@ not exercise (evicting pages it may drop), so that a check made stricter than th
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Iterator, Optional
 
 from hicache_contracts.conformance import BACKEND_LEVELS
-from tests.conformance.correct_backend import CorrectBackend, pool_name
+from tests.conformance.correct_backend import CorrectBackend, pool_name, tensor_bytes
 from tests.conformance.planted_backends import VisibleBeforeWritten
 
 
@@ -350,6 +351,76 @@ class LastHostPageRefused(CorrectBackend):
         ]
 
 
+# ================================================================ registration, extra_info, guards, prefixes
+class KvOnlyThroughV2Registration(CorrectBackend):
+    """Finds its KV host pool only through ``register_mem_host_pool_v2``, as SGLang's hybrid controller registers
+    it: a plain model's controller calls ``register_mem_pool_host`` alone, and then every write fails (BE-1)."""
+
+    def register_mem_pool_host(self, mem_pool_host):
+        pass
+
+    def on_host_pools_registered(self):
+        self.attached = True
+
+
+class V2ReadWithInfoSkipsTheCopy(CorrectBackend):
+    """A batch_get_v2 given an extra_info reports every stored page loaded without copying it (BE-8): the info
+    selects a path (say, a prefetch hint) that only marks the pages."""
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        if extra_info is None:
+            return super().batch_get_v2(transfers, extra_info)
+        return {
+            pool_name(item.name): list(self.pool_present(pool_name(item.name), list(item.keys or ())))
+            for item in transfers
+        }
+
+
+class ReadRunsOnePagePastTheLast(CorrectBackend):
+    """A v1 read's last copy runs one page too far: the page after the highest host page it was given gets the
+    bytes of the page before it (BE-16; a span copy whose end is off by one)."""
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        results = super().batch_get_v1(keys, host_indices, extra_info)
+        host_pool = self.pools["kv"]
+        page_size = host_pool.page_size
+        last = max((int(host_indices[index * page_size]) for index in range(len(keys))), default=None)
+        if last is not None and last + page_size < host_pool.size:
+            host_pool.set_from_flat_data_page(last + page_size, host_pool.get_data_page(last, flat=True))
+        return results
+
+
+class ChainsPagesWithinOneCall(CorrectBackend):
+    """v1 reads and writes name a page after the key before it in the same call, forgetting prefix_keys, and keep
+    a plain index that batch_exists answers from (PFX-1). Each batch read back as it was written holds; only the
+    read of the whole chain from its root, as SGLang's prefetch reads it, batches the pages otherwise."""
+
+    def chained(self, keys: list) -> list[str]:
+        return [self.name(f"{previous}>{key}") for previous, key in zip([""] + keys[:-1], keys)]
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        keys = list(keys)
+        results = super().batch_set_v1(keys, host_indices, extra_info)  # the plain index batch_exists reads
+        host_pool = self.pools["kv"]
+        for index, (name, stored) in enumerate(zip(self.chained(keys), results)):
+            if stored:
+                page = host_pool.get_data_page(int(host_indices[index * host_pool.page_size]), flat=True)
+                self.put(name, tensor_bytes(page))
+        return results
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        host_pool = self.pools["kv"]
+        results = []
+        for index, name in enumerate(self.chained(list(keys))):
+            data = self.fetch(name)
+            if data is not None:
+                host_pool.set_from_flat_data_page(
+                    int(host_indices[index * host_pool.page_size]), self.page_tensor(data)
+                )
+            results.append(data is not None)
+        return results
+
+
 # ================================================================ correct variants
 class EvictsAfterTheSecondRead(DropsAfterTheSecondRead):
     """The same cache, declaring that it may evict: correct."""
@@ -450,11 +521,76 @@ class KeepsOneOfEachWrite(CorrectBackend):
                 self.objects.pop(self.name(key, pool), None)
 
 
+class RefusesRepeatedHostPages(CorrectBackend):
+    """Raises on a call whose host indices name one host page twice: correct, since SGLang's host pool hands a
+    call distinct free pages, so no check may pass one page twice."""
+
+    def read_pages(self, pool, keys, host_indices):
+        self.require_distinct(pool, keys, host_indices)
+        return super().read_pages(pool, keys, host_indices)
+
+    def write_pages(self, pool, keys, host_indices):
+        self.require_distinct(pool, keys, host_indices)
+        return super().write_pages(pool, keys, host_indices)
+
+    def require_distinct(self, pool, keys, host_indices):
+        host_pool = self.pools.get(pool)
+        if host_pool is None:
+            return
+        pages = [int(host_indices[index * host_pool.page_size]) for index in range(len(keys))]
+        if len(set(pages)) != len(pages):
+            raise ValueError(f"host_indices name a host page twice in one call: pages {pages}")
+
+
+class HoldsOnePage(CorrectBackend):
+    """Declares that it may evict and has room for one page in the whole store: a write evicts every page held
+    before it and keeps its own first page, the others evicted as they land. Correct; a check that needs a page
+    kept past a later write skips, and a check that sees its one page (a count of 1) may not."""
+
+    hicache_may_evict = True
+    room: Optional[int] = None
+    """Pages the write in progress may still keep; None between writes."""
+
+    @contextlib.contextmanager
+    def one_write(self) -> Iterator[None]:
+        with self.lock:
+            outer = self.room is None
+            if outer:
+                self.objects.clear()
+                self.room = 1
+            try:
+                yield
+            finally:
+                if outer:
+                    self.room = None
+
+    def put(self, name, data):
+        if self.room == 0 and not self.store_failing:
+            return True  # stored, and evicted at once
+        stored = super().put(name, data)
+        if self.room is not None:
+            self.room -= 1
+        return stored
+
+    def write_pages(self, pool, keys, host_indices):
+        with self.one_write():
+            return super().write_pages(pool, keys, host_indices)
+
+    def set(self, key, value=None, target_location=None, target_sizes=None):
+        with self.one_write():
+            return super().set(key, value, target_location, target_sizes)
+
+    def batch_set(self, keys, values=None, target_locations=None, target_sizes=None):
+        with self.one_write():
+            return super().batch_set(keys, values, target_locations, target_sizes)
+
+
 WITHOUT_V2 = tuple(level for level in BACKEND_LEVELS if level != "v2")
 """The levels of a backend that does not claim v2."""
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("evicting-declared", EvictsAfterTheSecondRead, {}),
     ("evicting-keeps-one-of-each-write", KeepsOneOfEachWrite, {}),
+    ("refuses-repeated-host-pages", RefusesRepeatedHostPages, {}),
     ("mla-page-first", CorrectBackend, dict(kind="mla", layout="page_first")),
     ("legacy-mla", CorrectBackend, dict(kind="mla", levels=tuple(level for level in BACKEND_LEVELS if level != "v1"))),
 ]

@@ -22,7 +22,7 @@ from tests.conformance.check_messages import RECORDED, run_alone, verdict_of
 from tests.conformance.helpers import failed, run, statuses
 from tests.conformance.planted_catalog import CATALOG
 from tests.conformance.planted_evicting import EvictsEverything
-from tests.conformance.planted_mutants import CORRECT_VARIANTS, one_run
+from tests.conformance.planted_mutants import CORRECT_VARIANTS, HoldsOnePage, one_run
 
 
 def alone_cases(recorded: bool) -> list:
@@ -126,6 +126,26 @@ def test_a_backend_keeping_nothing_skips_exactly_the_checks_that_need_a_page_kep
     skipped = {name for name, outcome in outcomes.items() if outcome.status == "skip"}
     assert skipped == KEPT_PAGES_NEEDED | BACKDOOR_CHECKS, report.render_text(color=False)
     assert all(outcome.status == "pass" for name, outcome in outcomes.items() if name not in skipped)
+
+
+TWO_PAGES_NEEDED = {
+    "batch_exists_takes_a_whole_chain",
+    "batch_exists_v2_takes_a_whole_chain",
+    "v2_exists_folds_pool_hits_per_policy",
+}
+"""The checks whose subject is a run of two or more stored pages counted together."""
+
+
+def test_a_backend_holding_one_page_skips_only_the_checks_that_need_two() -> None:
+    """A correct cache with room for one page, each write evicting the page before: a check that sees its one page
+    (a count of 1, one page read back) goes on and passes; only the checks that need two pages kept skip. It also
+    holds its lock across a whole write, so the visibility check's probes wait for the write to end."""
+    report = run(HoldsOnePage)
+    outcomes = {outcome.check: outcome.status for outcome in report.sections[0].checks}
+    assert {name for name, status in outcomes.items() if status != "pass"} == TWO_PAGES_NEEDED | BACKDOOR_CHECKS, (
+        report.render_text(color=False)
+    )
+    assert {outcomes[name] for name in TWO_PAGES_NEEDED} == {"skip"}
 
 
 RECORDED_VERDICTS: dict[str, dict[str, list]] = json.loads(RECORDED.read_text())

@@ -97,6 +97,8 @@ NOT_PLANTED = {
     "RunBackend",
     "EvictsAfterTheSecondRead",
     "KeepsOneOfEachWrite",
+    "RefusesRepeatedHostPages",
+    "HoldsOnePage",
 }
 """The classes of the family modules that are no planted bug: correct backends, hooks and shared bases."""
 
