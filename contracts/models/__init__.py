@@ -24,6 +24,7 @@ Two standalone checks serve boundaries where no model is built:
 
 # Names outside __all__ (re-exported with `as`) stay importable from here, as they were.
 from hicache_contracts.models._base import ContractModel, violation_from as violation_from
+from hicache_contracts.models._boundary import host_page_starts as host_page_starts
 from hicache_contracts.models._boundary import validate_host_indices, validate_page_keys
 from hicache_contracts.models._config import HiCacheStorageConfig, HiCacheStorageExtraInfo
 from hicache_contracts.models._enums import (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Optional
 
 import numpy
 import torch
@@ -68,20 +68,61 @@ _LISTED_SLOTS = 256
 
 
 @functools.lru_cache(maxsize=32)
-def _slot_offsets(key_count: int, page_size: int) -> numpy.ndarray:
-    """Return ``0 .. page_size - 1`` repeated ``key_count`` times (int64, read-only, cached): each slot's place in its page."""
-    offsets = numpy.tile(numpy.arange(page_size, dtype=numpy.int64), key_count)
-    offsets.flags.writeable = False
-    return offsets
+def _page_grid(page_size: int, itemsize: int) -> numpy.ndarray:
+    """Return ``0 .. page_size - 1`` as a signed integer array of ``itemsize`` bytes (read-only, cached)."""
+    grid = numpy.arange(page_size, dtype=numpy.dtype(f"i{itemsize}"))
+    grid.flags.writeable = False
+    return grid
+
+
+def _numpy_first_slots(array: numpy.ndarray, page_size: int) -> Optional[list[int]]:
+    """Return each page's first slot if every page is consecutive from a non-negative multiple of page_size.
+
+    ``array``: 1-D int64 or int32, a whole number (>= 1) of pages. None when
+    some page breaks the rule. The pages are compared as bytes with their
+    first slots plus ``0 .. page_size - 1``, computed in the array's own dtype
+    only once every first slot is known to leave room for its page there
+    (so nothing can wrap around).
+    """
+    firsts = array[::page_size]
+    starts = firsts.tolist()
+    if min(starts) < 0 or max(starts) > (1 << (8 * array.itemsize - 1)) - page_size:
+        return None
+    if page_size > 1 and (
+        any(map(page_size.__rmod__, starts))
+        or numpy.add.outer(firsts, _page_grid(page_size, array.itemsize)).tobytes() != array.tobytes()
+    ):
+        return None
+    return starts
+
+
+def _quick_first_slots(host_indices: Any, key_count: Any, page_size: Any) -> Optional[list[int]]:
+    """The first slots of a well-formed int64 or int32 CPU tensor of more than a few pages, read through NumPy in
+    one pass; None for anything else (which then goes through every rule in turn)."""
+    if (
+        type(host_indices) is torch.Tensor
+        and type(page_size) is int
+        and type(key_count) is int
+        and page_size > 0
+        and (key_count > _LISTED_PAGES or key_count * page_size > _LISTED_SLOTS)
+        and host_indices.dtype in _NUMPY_DTYPES
+        and host_indices.is_cpu
+    ):
+        try:
+            array = host_indices.numpy()  # a view of the same memory: nothing is copied
+        except (TypeError, RuntimeError):
+            return None
+        if array.shape == (key_count * page_size,):  # 1-D, and exactly the slots of key_count pages
+            return _numpy_first_slots(array, page_size)
+    return None
 
 
 def _pages_well_formed(host_indices: torch.Tensor, key_count: int, page_size: int) -> bool:
     """Whether every page's slots are consecutive from a non-negative multiple of page_size (key_count >= 1).
 
     A CPU tensor of a few pages is read as a Python list; a longer int64 or
-    int32 one through NumPy, without a copy: each slot less its place in its
-    page gives the page's first slot exactly when the page's slots are
-    consecutive. Any other tensor goes through torch, widened to int64.
+    int32 one through NumPy, without a copy (``_numpy_first_slots``). Any
+    other tensor goes through torch, widened to int64.
     """
     on_cpu = host_indices.device.type == "cpu"
     if on_cpu and key_count <= _LISTED_PAGES and key_count * page_size <= _LISTED_SLOTS:
@@ -92,14 +133,7 @@ def _pages_well_formed(host_indices: torch.Tensor, key_count: int, page_size: in
                 return False
         return True
     if on_cpu and host_indices.dtype in _NUMPY_DTYPES:
-        array = host_indices.numpy()  # a view of the same memory: nothing is copied
-        starts = numpy.subtract(array, _slot_offsets(key_count, page_size))  # int64: no wrap-around
-        firsts = starts[::page_size]
-        return (
-            bool((starts == firsts.repeat(page_size)).all())
-            and int(firsts.min()) >= 0
-            and not (firsts % page_size).any()
-        )
+        return _numpy_first_slots(host_indices.numpy(), page_size) is not None
     pages = host_indices.view(key_count, page_size)
     if pages.dtype not in _WIDE_DTYPES:
         pages = pages.long()
@@ -109,6 +143,24 @@ def _pages_well_formed(host_indices: torch.Tensor, key_count: int, page_size: in
         and int(first_slots.min()) >= 0
         and not bool((first_slots % page_size).any())
     )
+
+
+def host_page_starts(host_indices: Any, key_count: int, page_size: int, *, field: str = "host_indices") -> list[int]:
+    """Check the host slots of ``key_count`` pages as ``validate_host_indices`` does; return each page's first slot.
+
+    The same rules and errors (BE-15, BE-16); a well-formed int64 or int32 CPU
+    tensor of more than a few pages is checked and read in one NumPy pass.
+    """
+    starts = _quick_first_slots(host_indices, key_count, page_size)
+    if starts is not None:
+        return starts
+    validate_host_indices(host_indices, key_count, page_size, field=field)
+    if key_count == 0:
+        return []
+    try:  # a CPU tensor through NumPy, a view of the same memory: cheaper than torch's own slicing
+        return host_indices.numpy()[::page_size].tolist()
+    except (TypeError, RuntimeError):  # on a device, or not one NumPy can view
+        return host_indices[::page_size].tolist()
 
 
 def validate_host_indices(
@@ -122,6 +174,8 @@ def validate_host_indices(
     each page's slots consecutive. Raises ContractViolation naming ``field``
     (with the page index where one applies) and the rule.
     """
+    if _quick_first_slots(host_indices, key_count, page_size) is not None:
+        return host_indices  # a well-formed int64 or int32 CPU tensor: every rule holds
     if not is_count(page_size, 1):
         raise ContractViolation("page_size", "must be an int >= 1", page_size, "BE-15")
     if not is_count(key_count):

@@ -25,7 +25,7 @@ from enum import Enum
 from typing import Any, Iterable, Optional, Sequence
 
 from hicache_contracts.errors import ContractViolation
-from hicache_contracts.models import PoolName, PoolTransferResult, ReadOnlyMapping, validate_host_indices
+from hicache_contracts.models import PoolName, PoolTransferResult, ReadOnlyMapping, host_page_starts
 from hicache_reference.backends.host_bytes import (
     MAX_COPY_RANGES,
     PageFormat,
@@ -172,15 +172,9 @@ class PageStoreBackend(LegacyCalls):
     def _page_slots(self, page_format: PageFormat, host_indices: Any, key_count: int) -> list[int]:
         """Return the first slot of each page, or raise ContractViolation before any IO (BE-15, BE-16)."""
         field = f"{type(self).__name__}.host_indices"
-        validate_host_indices(host_indices, key_count, page_format.page_size, field=field)
-        if key_count == 0:
-            return []
-        try:  # a CPU tensor through NumPy, a view of the same memory: cheaper than torch's own slicing
-            starts = host_indices.numpy()[:: page_format.page_size].tolist()
-        except (TypeError, RuntimeError):  # on a device, or not one NumPy can view
-            starts = host_indices[:: page_format.page_size].tolist()
+        starts = host_page_starts(host_indices, key_count, page_format.page_size, field=field)
         limit = page_format.slot_count
-        if limit is not None:
+        if limit is not None and starts:
             last = max(starts) + page_format.page_size
             if last > limit:
                 raise ContractViolation(

@@ -5,7 +5,9 @@ NumPy, anything else through torch. Each path is compared with a plain
 Python statement of the rule (BE-15) on valid tensors and on tensors broken
 in every way the rule names, at the first, a middle and the last page; a
 planted fast path that skips the alignment check is caught by the same
-comparison.
+comparison. ``host_page_starts`` (the check that also hands back each page's
+first slot) gives the same answers and errors; planted NumPy passes that skip
+the first slots' check, or compute pages that wrap around in int32, are caught.
 """
 
 from __future__ import annotations
@@ -137,3 +139,72 @@ def test_planted_lax_fast_path_is_caught(monkeypatch: pytest.MonkeyPatch) -> Non
     found = disagreements(validate_host_indices)
     assert any("misaligned: accepted" in line for line in found)
     assert any("negative first slot: accepted" in line for line in found)
+
+
+def starts_or_error(check: Callable[..., Any], *arguments: Any) -> Any:
+    """Return what ``check`` returns, or the text and clause of the ContractViolation it raises."""
+    try:
+        return check(*arguments)
+    except ContractViolation as error:
+        return ("raised", str(error), error.clause_id)
+
+
+@pytest.mark.clause("BE-15")
+def test_host_page_starts_agrees_with_the_rule_and_names_the_same_errors() -> None:
+    for path, (key_count, page_size, dtype) in SHAPES.items():
+        for label, slots in cases(key_count, page_size):
+            tensor = torch.tensor(slots, dtype=dtype)
+            got = starts_or_error(_boundary.host_page_starts, tensor, key_count, page_size)
+            if rule_holds(slots, page_size):
+                assert got == slots[::page_size], (path, label)
+            else:
+                assert got == starts_or_error(validate_host_indices, tensor, key_count, page_size), (path, label)
+    slots = torch.arange(64 * 16)
+    for arguments in (
+        (slots.tolist(), 64, 16),  # not a tensor
+        (slots.view(64, 16), 64, 16),  # 2-D
+        (slots.double(), 64, 16),  # not integers
+        (slots[:-1], 64, 16),  # one slot short
+        (slots, 64, 0),  # no page size
+        (slots, True, 16),  # a bool for a count
+        (slots, -64, -16),  # negative counts whose product is right
+        (torch.empty(64 * 16, dtype=torch.int64, device="meta"), 64, 16),  # no slots to read
+    ):
+        expected = starts_or_error(validate_host_indices, *arguments)
+        assert expected[0] == "raised" and starts_or_error(_boundary.host_page_starts, *arguments) == expected
+    assert _boundary.host_page_starts(torch.arange(0), 0, 16) == []
+    window = torch.arange(80 * 16)[16 * 16 :]  # a view with an offset, pages reversed below
+    assert _boundary.host_page_starts(window, 64, 16) == list(range(256, 80 * 16, 16))
+    reversed_pages = torch.arange(64 * 16).view(64, 16).flip(0).reshape(-1)
+    assert _boundary.host_page_starts(reversed_pages, 64, 16) == list(range(63 * 16, -1, -16))
+
+
+def lax_numpy_first_slots(array: Any, page_size: int) -> Any:
+    """Planted: the pages are compared with their first slots, the first slots themselves are not checked."""
+    firsts = array[::page_size]
+    grid = _boundary._page_grid(page_size, array.itemsize)
+    return firsts.tolist() if (firsts[:, None] + grid).tobytes() == array.tobytes() else None
+
+
+def unbounded_numpy_first_slots(array: Any, page_size: int) -> Any:
+    """Planted: every check made, but the pages computed in the array's dtype without room checked first."""
+    firsts = array[::page_size]
+    starts = firsts.tolist()
+    grid = _boundary._page_grid(page_size, array.itemsize)
+    if min(starts) < 0 or any(start % page_size for start in starts):
+        return None
+    return starts if (firsts[:, None] + grid).tobytes() == array.tobytes() else None
+
+
+@pytest.mark.clause("BE-15")
+def test_planted_numpy_passes_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    with monkeypatch.context() as patched:
+        patched.setattr(_boundary, "_numpy_first_slots", lax_numpy_first_slots)
+        found = disagreements(validate_host_indices)
+        assert any(line.startswith("numpy int64, page 0: misaligned: accepted") for line in found)
+        assert any(line.startswith("numpy int32, page 10: negative first slot: accepted") for line in found)
+    with monkeypatch.context() as patched:
+        patched.setattr(_boundary, "_numpy_first_slots", unbounded_numpy_first_slots)
+        assert disagreements(validate_host_indices) == []  # right wherever nothing wraps around
+        with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):  # the wrapped page is accepted
+            test_int32_slots_do_not_wrap_around()
