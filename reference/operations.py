@@ -82,11 +82,57 @@ class _Quiescence:
         return self._idle.wait(timeout)
 
 
-class PrefetchOperation:
-    """One prefetch: the chain it queries, its prefix and policy, and everything it emitted."""
+class _Operation:
+    """What a prefetch and a backup share: the chain, its prefix and geometry, the first error and the end."""
 
     _slice_info_cursor: tuple[int, HiCacheStorageExtraInfo]
     """Set by the controller: the extra info of the latest slice and where it starts (PFX-2)."""
+
+    def __init__(
+        self,
+        operation_id: OperationId,
+        keys: tuple[str, ...],
+        base_info: HiCacheStorageExtraInfo,
+        page_size: int,
+        batch_size: int,
+    ) -> None:
+        self.operation_id = operation_id
+        """Identifies the operation in its acks and its trace."""
+        self.keys = keys
+        """The page keys, root first: a prefetch's chain after its anchor (KEY-3), a backup's node pages."""
+        self.base_info = base_info
+        """The operation-level extra info: its ``prefix_keys`` is the operation's prefix (PFX-1, PFX-10)."""
+        self.page_size = page_size
+        self.batch_size = batch_size
+        self.error: Optional[str] = None
+        """Why the operation ended early, or the first failed call's error."""
+        self.quiescence = _Quiescence()
+        self._done = threading.Event()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Wait until the operation finished (a prefetch: its final ack); return whether it did within ``timeout``."""
+        return self._done.wait(timeout)
+
+    def _snapshot_fields(self) -> dict[str, Any]:
+        """The fields every operation snapshot has."""
+        return dict(
+            operation_id=self.operation_id,
+            keys=PageKeys(self.keys),
+            prefix_keys=self.base_info.prefix_keys,
+            page_size=self.page_size,
+            batch_size=self.batch_size,
+        )
+
+    def _finish(self) -> None:
+        self._done.set()
+
+
+class PrefetchOperation(_Operation):
+    """One prefetch: the chain it queries, its prefix and policy, and everything it emitted."""
 
     def __init__(
         self,
@@ -98,16 +144,9 @@ class PrefetchOperation:
         batch_size: int,
         submitted_at: float,
     ) -> None:
-        self.operation_id = operation_id
-        """Identifies the operation in its acks."""
-        self.keys = keys
-        """The key chain of the request's pages after the anchor, root first (KEY-3)."""
-        self.base_info = base_info
-        """The operation-level extra info: its ``prefix_keys`` is the operation's prefix (PFX-1, PFX-10)."""
+        super().__init__(operation_id, keys, base_info, page_size, batch_size)
         self.policy = policy
         """The prefetch policy (CTL-9)."""
-        self.page_size = page_size
-        self.batch_size = batch_size
         self.submitted_at = submitted_at
         """The controller clock when the prefetch was submitted; the timeout counts from here."""
         self.local_hit_pages: Optional[int] = None
@@ -135,13 +174,9 @@ class PrefetchOperation:
         """Tokens loaded and agreed so far (the last progress ack)."""
         self.pool_host_indices: dict[str, torch.Tensor] = {}
         """Host slots of each non-KV-derived sidecar pool that loaded (HYB-2), by pool name."""
-        self.error: Optional[str] = None
-        """Why the operation ended early (backend failure, termination, revocation)."""
-        self.quiescence = _Quiescence()
         self._termination_requested = False
         self._lock = threading.Lock()
         self._acks: list[AnyAck] = []
-        self._done = threading.Event()
 
     # ------------------------------------------------------------ the scheduler's side
     def terminate(self) -> None:
@@ -169,14 +204,6 @@ class PrefetchOperation:
         return acks[-1] if acks and isinstance(acks[-1], FinalAck) else None
 
     @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def wait(self, timeout: Optional[float] = None) -> bool:
-        """Wait for the final ack; return whether it came within ``timeout`` seconds."""
-        return self._done.wait(timeout)
-
-    @property
     def agreed_keys(self) -> tuple[str, ...]:
         """The keys cut to the agreed hit (RANK-2); empty before agreement."""
         return self.keys[: self.hit_pages or 0]
@@ -190,22 +217,12 @@ class PrefetchOperation:
 
     def snapshot(self) -> PrefetchOperationSnapshot:
         """Return the operation as the contract model the trace checker reads."""
-        return PrefetchOperationSnapshot(
-            operation_id=self.operation_id,
-            keys=PageKeys(self.keys),
-            prefix_keys=self.base_info.prefix_keys,
-            page_size=self.page_size,
-            batch_size=self.batch_size,
-            policy=self.policy,
-        )
+        return PrefetchOperationSnapshot(**self._snapshot_fields(), policy=self.policy)
 
     # ------------------------------------------------------------ the controller's side
     def _record(self, ack: AnyAck) -> None:
         with self._lock:
             self._acks.append(ack)
-
-    def _finish(self) -> None:
-        self._done.set()
 
     def __repr__(self) -> str:
         return (
@@ -214,11 +231,8 @@ class PrefetchOperation:
         )
 
 
-class BackupOperation:
+class BackupOperation(_Operation):
     """One backup: the keys and host slots it writes, and how far it got (CTL-7)."""
-
-    _slice_info_cursor: tuple[int, HiCacheStorageExtraInfo]
-    """Set by the controller: the extra info of the latest slice and where it starts (PFX-2)."""
 
     def __init__(
         self,
@@ -230,15 +244,9 @@ class BackupOperation:
         batch_size: int,
         sidecar_transfers: tuple[Any, ...],
     ) -> None:
-        self.operation_id = operation_id
-        self.keys = keys
-        """The keys of the node's pages, root first."""
+        super().__init__(operation_id, keys, base_info, page_size, batch_size)
         self.host_indices = host_indices
         """The host slots of those pages, page by page; read only, never freed by the controller."""
-        self.base_info = base_info
-        """The operation-level extra info; its ``prefix_keys`` is the operation's prefix (PFX-1)."""
-        self.page_size = page_size
-        self.batch_size = batch_size
         self.sidecar_transfers = sidecar_transfers
         """The caller's non-KV-derived sidecar transfers (HYB-5)."""
         self.completed_tokens: Optional[int] = None
@@ -247,17 +255,6 @@ class BackupOperation:
         """Tokens this rank completed: its KV writes, or on a non-writer the whole span iff it wrote sidecars and all succeeded (CTL-15)."""
         self.wrote_kv = False
         """Whether this rank issued KV writes (False on ranks that are not the storage writer, CTL-8)."""
-        self.error: Optional[str] = None
-        self.quiescence = _Quiescence()
-        self._done = threading.Event()
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def wait(self, timeout: Optional[float] = None) -> bool:
-        """Wait until the backup finished; return whether it did within ``timeout`` seconds."""
-        return self._done.wait(timeout)
 
     def wait_quiescent(self, timeout: Optional[float] = None) -> bool:
         """Wait until no abandoned backend call may still read the host slots (reuse them only then)."""
@@ -269,16 +266,7 @@ class BackupOperation:
 
     def snapshot(self) -> BackupOperationSnapshot:
         """Return the operation as the contract model the trace checker reads."""
-        return BackupOperationSnapshot(
-            operation_id=self.operation_id,
-            keys=PageKeys(self.keys),
-            prefix_keys=self.base_info.prefix_keys,
-            page_size=self.page_size,
-            batch_size=self.batch_size,
-        )
-
-    def _finish(self) -> None:
-        self._done.set()
+        return BackupOperationSnapshot(**self._snapshot_fields())
 
     def __repr__(self) -> str:
         return (
