@@ -49,10 +49,13 @@ class Workers:
             self._hit_queue = queue.Queue()
             self._io_queue = queue.Queue()
             self._backup_queue = queue.Queue()
+            loops = {
+                "hicache-hit-query": (self._hit_queue, self.hit_stage, self._io_queue),
+                "hicache-prefetch-io": (self._io_queue, self.io_stage),
+                "hicache-backup": (self._backup_queue, self.backup_stage),
+            }
             self.threads = [
-                threading.Thread(target=self._hit_query_loop, name="hicache-hit-query", daemon=True),
-                threading.Thread(target=self._io_loop, name="hicache-prefetch-io", daemon=True),
-                threading.Thread(target=self._backup_loop, name="hicache-backup", daemon=True),
+                threading.Thread(target=self._serve, args=args, name=name, daemon=True) for name, args in loops.items()
             ]
             for thread in self.threads:
                 thread.start()
@@ -91,25 +94,13 @@ class Workers:
         self.caller.stop_call_threads(None if end is None else max(0.0, end - time.monotonic()))
         return stopped
 
-    def _hit_query_loop(self) -> None:
+    def _serve(self, inbox: queue.Queue, stage: Stage, outbox: Optional[queue.Queue] = None) -> None:
+        """Run ``stage`` on each operation from ``inbox`` in order and pass it on to ``outbox``; STOP ends the loop."""
         while True:
-            operation = self._hit_queue.get()
-            if operation is STOP:
-                self._io_queue.put(STOP)
-                return
-            self.hit_stage(operation)
-            self._io_queue.put(operation)
-
-    def _io_loop(self) -> None:
-        while True:
-            operation = self._io_queue.get()
+            operation = inbox.get()
+            if operation is not STOP:
+                stage(operation)
+            if outbox is not None:
+                outbox.put(operation)  # the hit query hands on to the IO thread, STOP included
             if operation is STOP:
                 return
-            self.io_stage(operation)
-
-    def _backup_loop(self) -> None:
-        while True:
-            operation = self._backup_queue.get()
-            if operation is STOP:
-                return
-            self.backup_stage(operation)
