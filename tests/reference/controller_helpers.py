@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
 from hicache_contracts import FinalAck, HiCacheStorageConfig, PoolHitsAck, ProgressAck
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends.memory import MemoryBackend
-from hicache_spec import compute_key_chain, compute_prefetch_acks, plan_batches
+from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain, compute_prefetch_acks, plan_batches
 
 PAGE_SIZE = 2
 """Small pages keep 128-page slices fast."""
@@ -83,6 +83,17 @@ def memory_backend(store: Any = None, **config_overrides: Any) -> MemoryBackend:
     return MemoryBackend(config(**config_overrides), {} if store is None else {"store": store})
 
 
+def store_pages(backend: Any, pool: HostPagePool, keys: tuple) -> torch.Tensor:
+    """Register ``pool`` with ``backend`` and write ``keys`` from new slots, a batch per call; return the slots."""
+    backend.register_mem_pool_host(pool)
+    slots = pool.alloc(len(keys))
+    for start in range(0, len(keys), STORAGE_BATCH_SIZE):
+        end = min(start + STORAGE_BATCH_SIZE, len(keys))
+        written = backend.batch_set_v1(list(keys[start:end]), slots[start * PAGE_SIZE : end * PAGE_SIZE])
+        assert written == [True] * (end - start), f"the backend did not store pages {start}..{end}: {written}"
+    return slots
+
+
 # ---------------------------------------------------------------- recording backend
 @dataclass
 class Call:
@@ -108,6 +119,11 @@ class Call:
 
 Fault = Callable[[Call, Callable[[], Any]], Any]
 """A fault gets the call and a thunk that runs the real method; it returns the result to give back."""
+
+
+def _described(transfers: Any) -> tuple:
+    """(pool name, keys, host_indices) of each transfer, as a Call holds them."""
+    return tuple((str(transfer.name), tuple(transfer.keys or ()), transfer.host_indices) for transfer in transfers)
 
 
 class RecordingBackend:
@@ -165,50 +181,42 @@ class RecordingBackend:
         return self._record("batch_exists", keys, extra_info, lambda: self.inner.batch_exists(keys, extra_info))
 
     def batch_get_v1(self, keys, host_indices, extra_info=None):
-        return self._record(
-            "batch_get_v1",
-            keys,
-            extra_info,
-            lambda: self.inner.batch_get_v1(keys, host_indices, extra_info),
-            host_indices=host_indices,
-        )
+        return self._record_v1("batch_get_v1", keys, host_indices, extra_info)
 
     def batch_set_v1(self, keys, host_indices, extra_info=None):
-        return self._record(
-            "batch_set_v1",
-            keys,
-            extra_info,
-            lambda: self.inner.batch_set_v1(keys, host_indices, extra_info),
-            host_indices=host_indices,
-        )
+        return self._record_v1("batch_set_v1", keys, host_indices, extra_info)
 
     def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
-        transfers = tuple((str(t.name), tuple(t.keys or ()), t.host_indices) for t in pool_transfers or ())
         return self._record(
             "batch_exists_v2",
             keys,
             extra_info,
             lambda: self.inner.batch_exists_v2(keys, pool_transfers, extra_info),
-            transfers=transfers,
+            transfers=_described(pool_transfers or ()),
         )
 
     def batch_get_v2(self, transfers, extra_info=None):
-        described = tuple((str(t.name), tuple(t.keys or ()), t.host_indices) for t in transfers)
-        return self._record(
-            "batch_get_v2",
-            described[0][1] if described else (),
-            extra_info,
-            lambda: self.inner.batch_get_v2(transfers, extra_info),
-            transfers=described,
-        )
+        return self._record_v2("batch_get_v2", transfers, extra_info)
 
     def batch_set_v2(self, transfers, extra_info=None):
-        described = tuple((str(t.name), tuple(t.keys or ()), t.host_indices) for t in transfers)
+        return self._record_v2("batch_set_v2", transfers, extra_info)
+
+    def _record_v1(self, method: str, keys: Any, host_indices: Any, extra_info: Any) -> Any:
+        """Record a v1 read or write and pass it on to the inner backend's ``method``."""
+        run = getattr(self.inner, method)
         return self._record(
-            "batch_set_v2",
+            method, keys, extra_info, lambda: run(keys, host_indices, extra_info), host_indices=host_indices
+        )
+
+    def _record_v2(self, method: str, transfers: Any, extra_info: Any) -> Any:
+        """Record a v2 read or write (its keys: the first transfer's) and pass it on to the inner ``method``."""
+        described = _described(transfers)
+        run = getattr(self.inner, method)
+        return self._record(
+            method,
             described[0][1] if described else (),
             extra_info,
-            lambda: self.inner.batch_set_v2(transfers, extra_info),
+            lambda: run(transfers, extra_info),
             transfers=described,
         )
 
@@ -445,6 +453,36 @@ def wait_all(*operations: Any, timeout: float = 20.0) -> None:
     for operation in operations:
         if not operation.wait(timeout):
             raise AssertionError(f"{operation!r} did not finish within {timeout} s")
+
+
+def run_on_ranks(
+    controllers: Sequence[Any],
+    groups: Sequence[Any],
+    submit: Callable[[int], Any],
+    wait: Callable[[Any], Any] = wait_all,
+    join_timeout: float = 20.0,
+    close_timeout: Optional[float] = 10.0,
+) -> list:
+    """On one thread per rank, ``submit(rank)`` an operation and ``wait`` for it; return the operations by rank.
+
+    Then the rank group is aborted (releasing a rank still waiting on the
+    other, as a planted controller may leave it) and every controller closed.
+    """
+    operations: list = [None] * len(controllers)
+
+    def run(rank: int) -> None:
+        operations[rank] = submit(rank)
+        wait(operations[rank])
+
+    threads = [threading.Thread(target=run, args=(rank,)) for rank in range(len(controllers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(join_timeout)
+    groups[0].abort()
+    for controller in controllers:
+        controller.close(timeout=close_timeout)
+    return operations
 
 
 @dataclass

@@ -29,6 +29,7 @@ from tests.reference.controller_helpers import (
     keys_for,
     make_pool,
     memory_backend,
+    store_pages,
     tokens_for,
     wait_all,
 )
@@ -129,11 +130,7 @@ def test_hit_query_is_one_unsliced_call_over_the_whole_chain(stored):
     keys = keys_for(300)
     pool = make_pool()
     backend = memory_backend()
-    backend.register_mem_pool_host(pool)
-    if stored:
-        slots = pool.alloc(stored)
-        assert backend.batch_set_v1(list(keys[:stored]), slots) == [True] * stored
-        pool.free(slots)
+    pool.free(store_pages(backend, pool, keys[:stored]))
     recorder = RecordingBackend(backend)
     with CacheController(recorder, pool, prefetch_threshold=0, register_host_pools=False) as controller:
         operation = controller.prefetch(keys=keys)
@@ -170,11 +167,7 @@ def test_threshold_revokes_before_any_io(pages, threshold, revoked):
     keys = keys_for(200)
     pool = make_pool()
     backend = memory_backend()
-    backend.register_mem_pool_host(pool)
-    if pages:
-        slots = pool.alloc(pages)
-        backend.batch_set_v1(list(keys[:pages]), slots)
-        pool.free(slots)
+    pool.free(store_pages(backend, pool, keys[:pages]))
     recorder = RecordingBackend(backend)
     with CacheController(recorder, pool, prefetch_threshold=threshold, register_host_pools=False) as controller:
         operation = controller.prefetch(keys=keys)
@@ -191,11 +184,7 @@ def test_short_host_memory_revokes():
     keys = keys_for(150)
     pool = make_pool()
     backend = memory_backend()
-    backend.register_mem_pool_host(pool)
-    slots = pool.alloc(150)
-    backend.batch_set_v1(list(keys[:128]), slots[: 128 * PAGE_SIZE])
-    backend.batch_set_v1(list(keys[128:]), slots[128 * PAGE_SIZE :])
-    pool.free(slots)
+    pool.free(store_pages(backend, pool, keys))
     pool.alloc_short = True
     recorder = RecordingBackend(backend)
     with CacheController(recorder, pool, prefetch_threshold=0, register_host_pools=False) as controller:

@@ -8,7 +8,6 @@ KV is replicated (``is_mla_model``) and TP rank 1 is not the storage writer.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from typing import Any, Optional
 
@@ -23,7 +22,7 @@ from tests.reference.controller_helpers import (
     keys_for,
     make_pool,
     memory_backend,
-    wait_all,
+    run_on_ranks,
 )
 
 PAGES = 8
@@ -83,7 +82,6 @@ def sidecars(trailing: bool = True) -> list:
 def run_two_ranks(answers, controller_class=CacheController, trailing: bool = True):
     """Prefetch KEYS on two ranks whose backends give ``answers[rank]``; return (operations, groups)."""
     groups = ThreadRankGroup.create(2, timeout=10)
-    operations: list = [None, None]
     wrapped = [VectorCountingGroup(group) for group in groups]
     controllers = [
         controller_class(
@@ -96,19 +94,7 @@ def run_two_ranks(answers, controller_class=CacheController, trailing: bool = Tr
         )
         for rank in range(2)
     ]
-
-    def run(rank: int) -> None:
-        operations[rank] = controllers[rank].prefetch(keys=KEYS)
-        wait_all(operations[rank])
-
-    threads = [threading.Thread(target=run, args=(rank,)) for rank in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(20)
-    groups[0].abort()
-    for controller in controllers:
-        controller.close()
+    operations = run_on_ranks(controllers, groups, lambda rank: controllers[rank].prefetch(keys=KEYS))
     return operations, wrapped
 
 
@@ -180,24 +166,12 @@ def replicated_backup(transfers_for, failing=None):
         recorders.append(recorder)
         controllers.append(controller)
         pools.append((mamba, swa))
-    backups: list = [None, None]
 
-    def run(rank: int) -> None:
+    def submit(rank: int) -> Any:
         controller = controllers[rank]
-        backups[rank] = controller.backup(
-            KEYS, controller.host_pool.alloc(PAGES), sidecar_transfers=transfers_for(*pools[rank])
-        )
-        wait_all(backups[rank])
+        return controller.backup(KEYS, controller.host_pool.alloc(PAGES), sidecar_transfers=transfers_for(*pools[rank]))
 
-    threads = [threading.Thread(target=run, args=(rank,)) for rank in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(20)
-    groups[0].abort()
-    for controller in controllers:
-        controller.close()
-    return backups, recorders
+    return run_on_ranks(controllers, groups, submit), recorders
 
 
 def mamba_and_swa(mamba, swa):

@@ -11,7 +11,6 @@ passes and the planted one fails with the entry's clause named.
 from __future__ import annotations
 
 import re
-import threading
 
 import pytest
 
@@ -47,6 +46,8 @@ from tests.reference.controller_helpers import (
     keys_for,
     make_pool,
     memory_backend,
+    run_on_ranks,
+    store_pages,
     wait_all,
     on_call,
     raising,
@@ -70,15 +71,6 @@ ANCHOR = compute_key_chain(tuple(range(70_000, 70_004)), PAGE_SIZE)
 WINDOW = 4
 
 
-def store_pages(backend, pool, pages, keys=KEYS):
-    backend.register_mem_pool_host(pool)
-    slots = pool.alloc(pages)
-    for start in range(0, pages, STORAGE_BATCH_SIZE):
-        end = min(start + STORAGE_BATCH_SIZE, pages)
-        backend.batch_set_v1(list(keys[start:end]), slots[start * PAGE_SIZE : end * PAGE_SIZE])
-    return slots
-
-
 def all_checks(*checks):
     """Run every check; raise one AssertionError naming every clause broken (a bug may break several)."""
     failures = []
@@ -100,7 +92,7 @@ def round_trip(cls, prefix=ANCHOR, stored=PAGES):
     source = make_pool()
     fill_random(source)
     backend = memory_backend()
-    source_slots = store_pages(backend, source, stored)
+    source_slots = store_pages(backend, source, KEYS[:stored])
     recorder = RecordingBackend(memory_backend(store=backend.store))
     pool = make_pool()
     with cls(recorder, pool, prefetch_threshold=0, pass_prefix_keys=prefix is not None) as controller:
@@ -118,7 +110,7 @@ def round_trip(cls, prefix=ANCHOR, stored=PAGES):
 
 def faulty_read(cls, fault, loaded_pages):
     backend = memory_backend()
-    store_pages(backend, make_pool(), PAGES)
+    store_pages(backend, make_pool(), KEYS)
     recorder = RecordingBackend(memory_backend(store=backend.store), {"batch_get_v1": fault})
     pool = make_pool()
     with cls(recorder, pool, prefetch_threshold=0) as controller:
@@ -156,7 +148,7 @@ def short_span(cls):
 def timeout_policy(cls):
     clock = FakeClock()
     backend = memory_backend()
-    store_pages(backend, make_pool(), PAGES)
+    store_pages(backend, make_pool(), KEYS)
     recorder = RecordingBackend(
         memory_backend(store=backend.store), {"batch_get_v1": lambda call, run: (clock.advance(2.1), run())[1]}
     )
@@ -242,7 +234,7 @@ def two_ranks(
         pool = make_pool()
         backend = memory_backend(store=store, tp_rank=rank, tp_size=2, is_mla_model=mla)
         if stored[rank]:
-            store_pages(backend, make_pool(), stored[rank])
+            store_pages(backend, make_pool(), KEYS[: stored[rank]])
         recorder = RecordingBackend(backend, faults[rank])
         group = CountingGroup(groups[rank])
         controller = cls(
@@ -254,24 +246,15 @@ def two_ranks(
             register_host_pools=not stored[rank],
         )
         ranks.append((controller, recorder, group, pool))
-    results = [None, None]
 
-    def run(rank):
+    def submit(rank):
         controller, _, _, pool = ranks[rank]
-        if backup:
-            results[rank] = controller.backup(KEYS, pool.alloc(PAGES))
-        else:
-            results[rank] = controller.prefetch(keys=KEYS)
-        finish(results[rank], timeout + 5)
+        return controller.backup(KEYS, pool.alloc(PAGES)) if backup else controller.prefetch(keys=KEYS)
 
-    threads = [threading.Thread(target=run, args=(rank,)) for rank in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout + 10)
-    groups[0].abort()  # release anything still waiting on a planted controller
-    for controller, *_ in ranks:
-        controller.close(timeout=5)
+    controllers = [controller for controller, *_ in ranks]
+    results = run_on_ranks(
+        controllers, groups, submit, lambda operation: finish(operation, timeout + 5), timeout + 10, close_timeout=5
+    )
     recorders = [recorder for _, recorder, _, _ in ranks]
     counts = [dict(group.counts) for _, _, group, _ in ranks]
     if with_pools:

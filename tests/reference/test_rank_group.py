@@ -9,18 +9,12 @@ hangs. Every wait is bounded and the children are killed on failure.
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import pytest
 
 from hicache_reference import LocalRankGroup, RankAgreementError, RankGroup, ThreadRankGroup
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.reference.rank_processes import run_rank_processes
 
 
 def test_local_group_is_the_identity():
@@ -60,38 +54,9 @@ def test_thread_group_size_is_checked():
         ThreadRankGroup.create(0)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def run_two_ranks(stored: tuple[int, int]) -> list[dict]:
-    port = free_port()
-    environment = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    children = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.reference.rank_worker", str(rank), str(port), str(pages)],
-            cwd=ROOT,
-            env=environment,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank, pages in enumerate(stored)
-    ]
-    outputs = []
-    try:
-        for child in children:
-            out, err = child.communicate(timeout=50)
-            assert child.returncode == 0, err[-2000:]
-            outputs.append(json.loads(out.strip().splitlines()[-1]))
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-                child.wait(5)
-    return outputs
+    outputs = run_rank_processes("tests.reference.rank_worker", [[str(pages)] for pages in stored], timeout=50)
+    return [json.loads(out.strip().splitlines()[-1]) for out in outputs]
 
 
 @pytest.mark.clause("RANK-1", "RANK-2", "RANK-3", "CTL-5", "CTL-6")

@@ -14,19 +14,15 @@ the run fails. The workers run ``tests.reference.redis_rank_worker``.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.redis_support import delete_prefix, free_port, require_mode, unique_key_prefix, unique_model_name
+from tests.reference.rank_processes import run_rank_processes
+from tests.redis_support import delete_prefix, require_mode, unique_key_prefix, unique_model_name
 
 pytestmark = pytest.mark.redis
 
-ROOT = Path(__file__).resolve().parents[2]
 PAGES = 300
 PAGE_SIZE = 4
 SCENARIOS = [
@@ -42,33 +38,13 @@ def run_two_ranks(extra: dict, backend: str = "RedisBackend", scenarios: list = 
     spec = json.dumps(
         {"extra": extra, "model_name": unique_model_name("ranks"), "backend": backend, "scenarios": scenarios}
     )
-    port = free_port()
-    environment = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    children = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.reference.redis_rank_worker", str(rank), str(port), spec],
-            cwd=ROOT,
-            env=environment,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(2)
-    ]
+    outputs = run_rank_processes("tests.reference.redis_rank_worker", [[spec]] * 2, timeout=CHILD_TIMEOUT)
     results: dict[str, list[dict]] = {}
-    try:
-        for child in children:
-            out, err = child.communicate(timeout=CHILD_TIMEOUT)
-            assert child.returncode == 0, f"a rank failed:\n{err[-3000:]}"
-            for line in out.strip().splitlines():
-                if line.startswith("{"):
-                    result = json.loads(line)
-                    results.setdefault(result["scenario"], []).append(result)
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-                child.wait(10)
+    for out in outputs:
+        for line in out.strip().splitlines():
+            if line.startswith("{"):
+                result = json.loads(line)
+                results.setdefault(result["scenario"], []).append(result)
     return results
 
 
