@@ -21,7 +21,10 @@ from typing import Any, Optional, Sequence
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends.host_bytes import PageFormat, host_bytes, range_lists
 
-__all__ = ["PageRanges", "PoolLayout"]
+__all__ = ["CACHED_VIEWS", "PageRanges", "PoolLayout"]
+
+CACHED_VIEWS = 1 << 16
+"""Most page views kept per pool between calls (about 200 bytes each); past it they are dropped and cut again."""
 
 
 @dataclass(frozen=True)
@@ -40,23 +43,33 @@ class PageRanges:
     """Each page's host byte ranges as writable views in flat-page order; per pool, what it learnt once."""
 
     def __init__(self) -> None:
-        self._known: dict[int, tuple[Any, Optional[PoolLayout], Optional[memoryview], int]] = {}
+        self._known: dict[int, tuple[Any, Optional[PoolLayout], Optional[memoryview], int, dict[int, Any]]] = {}
         self._lock = threading.Lock()
 
-    def views(self, pool: Any, page_format: PageFormat, slots: Sequence[int]) -> Optional[list[list[memoryview]]]:
+    def views(self, pool: Any, page_format: PageFormat, slots: Sequence[int]) -> Optional[list[Sequence[memoryview]]]:
         """Return the views of the pages at ``slots`` (first token slots), or None when they are not known.
 
         None when the pool does not list its ranges in flat-page order, or
         they do not add up to the page. The views do not keep the pool alive:
-        the registered pool outlives the call.
+        the registered pool outlives the call. A ``HostPagePool``'s pages come
+        as tuples, kept for later calls: nobody may change them.
         """
         per_page = page_format.flat_range_count
         if per_page is None or not slots:
             return None
         try:
-            _, layout, whole = self._learnt(pool, page_format)
+            _, layout, whole, kept = self._learnt(pool, page_format)
             if layout is not None and whole is not None:
-                return self._cut(layout, whole, slots)
+                try:
+                    return list(map(kept.__getitem__, slots))  # every page cut by an earlier call
+                except KeyError:
+                    pass
+                cut = self._cut(layout, whole, slots)
+                if cut is not None:
+                    if (len(kept) + len(slots)) * per_page > CACHED_VIEWS:
+                        kept.clear()
+                    kept.update(zip(slots, cut))
+                return cut
             pointers, sizes = range_lists(pool, page_format, slots, per_page)
         except Exception:  # the pool could not say where its pages are: the caller goes through a copy instead
             return None
@@ -91,25 +104,29 @@ class PageRanges:
         base = pool.kv_buffer.data_ptr()
         return PoolLayout(tuple(pointer - base for pointer in first), strides.pop(), tuple(sizes))
 
-    def _learnt(self, pool: Any, page_format: PageFormat) -> tuple[Any, Optional[PoolLayout], Optional[memoryview]]:
-        """Return (pool, its layout or None, a view of its whole buffer or None), read once per pool."""
+    def _learnt(
+        self, pool: Any, page_format: PageFormat
+    ) -> tuple[Any, Optional[PoolLayout], Optional[memoryview], dict[int, Any]]:
+        """Return (pool, its layout or None, a view of its whole buffer or None, the page views kept so far by
+        first slot), read once per pool and again when its buffer was replaced."""
         known = self._known.get(id(pool))
         if known is not None and known[0] is pool:
             whole = known[2]
             if whole is None or known[3] == pool.kv_buffer.data_ptr():  # the same buffer: not replaced since
-                return known[:3]
+                return known[0], known[1], whole, known[4]
         layout = self.layout(pool, page_format)
         whole, base = None, 0
         if layout is not None:
             buffer = pool.kv_buffer
             base = buffer.data_ptr()
             whole = host_bytes(base, buffer.numel() * buffer.element_size())
+        kept: dict[int, Any] = {}
         with self._lock:
-            self._known[id(pool)] = (pool, layout, whole, base)
-        return pool, layout, whole
+            self._known[id(pool)] = (pool, layout, whole, base, kept)
+        return pool, layout, whole, kept
 
     @staticmethod
-    def _cut(layout: PoolLayout, whole: memoryview, slots: Sequence[int]) -> Optional[list[list[memoryview]]]:
+    def _cut(layout: PoolLayout, whole: memoryview, slots: Sequence[int]) -> Optional[list[tuple[memoryview, ...]]]:
         """Slice the views of the pages at ``slots`` out of ``whole``; None when one would reach past its end."""
         offsets, stride, sizes = layout.offsets, layout.slot_bytes, layout.sizes
         last = max(slots) * stride + max(map(operator.add, offsets, sizes))
@@ -121,4 +138,4 @@ class PageRanges:
             [whole[start : start + size] for start in [offset + first for first in starts]]
             for offset, size in zip(offsets, sizes)
         ]
-        return list(map(list, zip(*columns)))
+        return list(zip(*columns))
