@@ -86,13 +86,22 @@ def test_a_hit_query_stopped_after_two_slices_is_named_at_the_second():
     assert _named(check_operation(operation), "CTL-1") == [find(operation, "batch_exists", 1)]
 
 
-@pytest.mark.clause("HYB-2")
-def test_a_sidecar_page_read_twice_over_two_calls_is_named_at_the_last():
-    operation = prefetch_trace(hybrid=True)
-    operation = duplicate_call(operation, find(operation, "batch_get_v2", 0, derived=False))
-    second = find(operation, "batch_get_v2", 1, derived=False)
-    twice = [v.call_index for v in check_operation(operation).violations if "had a page read twice" in v.message]
-    assert twice == [second]
+TWICE = [
+    pytest.param(
+        prefetch_trace, "batch_get_v2", 0, False, "had a page read twice", marks=pytest.mark.clause("HYB-2"), id="read"
+    ),
+    pytest.param(backup_trace, "batch_set_v2", 1, None, "written twice", marks=pytest.mark.clause("HYB-5"), id="write"),
+]
+"""A hybrid trace, its sidecar call to duplicate (method, number, KV-derived or not) and what the finding says."""
+
+
+@pytest.mark.parametrize("trace,method,number,derived,finding", TWICE)
+def test_a_sidecar_page_moved_twice_over_two_calls_is_named_at_the_last(trace, method, number, derived, finding):
+    operation = trace(hybrid=True)
+    operation = duplicate_call(operation, find(operation, method, number, derived=derived))
+    last = find(operation, method, number + 1, derived=derived)
+    twice = [v.call_index for v in check_operation(operation).violations if finding in v.message]
+    assert twice == [last]
 
 
 @pytest.mark.clause("HYB-3")
@@ -202,15 +211,6 @@ def _sidecar_read(operation: TraceOperation, *transfers: TraceTransfer, prefix=N
     position = find(operation, "batch_get_v2", 0, derived=False)
     changes = {"transfers": transfers, "result": {t.name: [True] * len(t.keys or ()) for t in transfers}}
     return replace_call(operation, position, **changes, **({} if prefix is None else {"prefix_keys": prefix}))
-
-
-@pytest.mark.clause("HYB-5")
-def test_a_sidecar_page_written_twice_over_two_calls_is_named_at_the_last():
-    operation = backup_trace(hybrid=True)
-    operation = duplicate_call(operation, find(operation, "batch_set_v2", 1))
-    last = find(operation, "batch_set_v2", 2)
-    twice = [v.call_index for v in check_operation(operation).violations if "written twice" in v.message]
-    assert twice == [last]
 
 
 @pytest.mark.clause("HYB-3")

@@ -130,12 +130,33 @@ def test_a_misaligned_read_with_the_right_prefix_breaks_only_the_slicing():
     assert "CTL-2" in _clauses(report) and "PFX-2" not in _clauses(report), report.format_table()
 
 
-@pytest.mark.clause("CTL-1")
-def test_a_hit_query_slice_off_the_grid_is_named_with_its_slice():
-    operation = prefetch_trace()
-    position = find(operation, "batch_exists", 1)
+OFF_THE_GRID = [
+    pytest.param(
+        prefetch_trace,
+        "batch_exists",
+        "CTL-1",
+        "hit query call 1 asks for 4 key(s) at page 5; slice 1 is pages [4, 8)",
+        marks=pytest.mark.clause("CTL-1"),
+        id="hit query",
+    ),
+    pytest.param(
+        backup_trace,
+        "batch_set_v1",
+        "CTL-7",
+        "backup write 1 writes pages [5...) but slice 1 is pages [4...)",
+        marks=pytest.mark.clause("CTL-7"),
+        id="backup write",
+    ),
+]
+"""Slice 1 of the hit query and of the backup moved one page on: the trace, the call, its clause and message."""
+
+
+@pytest.mark.parametrize("trace,method,clause_id,message", OFF_THE_GRID)
+def test_a_slice_off_the_grid_is_named_with_its_slice(trace, method, clause_id, message):
+    operation = trace()
+    position = find(operation, method, 1)
     report = check_operation(replace_call(operation, position, keys=CHAIN[5:9], prefix_keys=PREFIX + CHAIN[:5]))
-    assert _messages(report, "CTL-1") == ["hit query call 1 asks for 4 key(s) at page 5; slice 1 is pages [4, 8)"]
+    assert _messages(report, clause_id) == [message]
 
 
 @pytest.mark.clause("RANK-2", "CTL-4")
@@ -164,14 +185,6 @@ def test_a_fourth_sidecar_write_is_named_by_its_number():
     report = check_operation(duplicate_call(duplicate_call(operation, position), position))
     assert any(message.startswith("sidecar write number 4:") for message in _messages(report, "HYB-5"))
     assert not any(message.startswith("sidecar write number 3:") for message in _messages(report, "HYB-5"))
-
-
-@pytest.mark.clause("CTL-7")
-def test_a_backup_write_off_the_grid_is_named_with_its_slice():
-    operation = backup_trace()
-    position = find(operation, "batch_set_v1", 1)
-    report = check_operation(replace_call(operation, position, keys=CHAIN[5:9], prefix_keys=PREFIX + CHAIN[:5]))
-    assert _messages(report, "CTL-7") == ["backup write 1 writes pages [5...) but slice 1 is pages [4...)"]
 
 
 @pytest.mark.clause("CTL-2", "CTL-4")
@@ -296,22 +309,21 @@ def _named(report, clause_id: str) -> list:
     return [violation.call_index for violation in report.violations if violation.clause == clause_id]
 
 
-@pytest.mark.clause("CTL-1")
-def test_a_hit_query_stopped_early_is_named_at_its_last_call():
-    """One fully hit slice of three queried, then nothing: the finding names that one call."""
-    operation = prefetch_trace()
-    operation = drop_call(operation, find(operation, "batch_exists", 2))
-    operation = drop_call(operation, find(operation, "batch_exists", 1))
-    assert _named(check_operation(operation), "CTL-1") == [0]
+STOPPED_EARLY = [
+    pytest.param(prefetch_trace, "batch_exists", "CTL-1", marks=pytest.mark.clause("CTL-1"), id="hit query"),
+    pytest.param(prefetch_trace, "batch_get_v1", "CTL-4", marks=pytest.mark.clause("CTL-4"), id="io"),
+    pytest.param(backup_trace, "batch_set_v1", "CTL-13", marks=pytest.mark.clause("CTL-13"), id="backup"),
+]
+"""A trace whose calls of one method stop after the first of three fully done slices, and the clause that names it."""
 
 
-@pytest.mark.clause("CTL-4")
-def test_io_stopped_early_is_named_at_its_last_read():
-    operation = prefetch_trace()
-    operation = drop_call(operation, find(operation, "batch_get_v1", 2))
-    operation = drop_call(operation, find(operation, "batch_get_v1", 1))
+@pytest.mark.parametrize("trace,method,clause_id", STOPPED_EARLY)
+def test_a_stage_stopped_early_is_named_at_its_last_call(trace, method, clause_id):
+    operation = trace()
+    operation = drop_call(operation, find(operation, method, 2))
+    operation = drop_call(operation, find(operation, method, 1))
     report = check_operation(operation)
-    assert _named(report, "CTL-4") == [find(operation, "batch_get_v1", 0)], report.format_table()
+    assert _named(report, clause_id) == [find(operation, method, 0)], report.format_table()
 
 
 @pytest.mark.clause("HYB-2")
@@ -336,14 +348,6 @@ def test_a_sidecar_page_twice_in_the_only_sidecar_call_is_named_there(kind):
         position = find(operation, "batch_set_v2", 0)
     report = check_operation(replace_call(operation, position, transfers=twice, result={"swa": [True, True]}))
     assert _named(report, clause_id) == [position], report.format_table()
-
-
-@pytest.mark.clause("CTL-13")
-def test_a_backup_stopped_early_is_named_at_its_last_write():
-    operation = backup_trace()
-    operation = drop_call(operation, find(operation, "batch_set_v1", 2))
-    operation = drop_call(operation, find(operation, "batch_set_v1", 1))
-    assert _named(check_operation(operation), "CTL-13") == [0]
 
 
 @pytest.mark.clause("HYB-2", "CTL-6")

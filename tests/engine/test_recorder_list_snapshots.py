@@ -17,30 +17,17 @@ skips one key.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
 from hicache_contracts import PrefixKeys
 from hicache_contracts.engine import RecordingBackend
 from hicache_contracts.engine import _list_snapshots
+from tests.engine.list_prefix import Answers, ListExtraInfo
 
 BATCH = 128
 CHAIN = [f"{index:064x}" for index in range(4_096)]
-
-
-@dataclass
-class ListExtraInfo:
-    """Shaped like SGLang's HiCacheStorageExtraInfo: a mutable list prefix."""
-
-    prefix_keys: Optional[list] = None
-    extra_info: Optional[dict] = None
-
-
-class Answers:
-    def batch_exists(self, keys: list, extra_info: Any = None) -> int:
-        return len(keys)
 
 
 def record(recorder: Any, prefix: list) -> Any:

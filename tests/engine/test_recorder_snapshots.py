@@ -11,28 +11,15 @@ identity and length alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import pytest
 
 from hicache_contracts.engine import RecordingBackend
 from hicache_contracts.engine import _recorder
+from tests.engine.list_prefix import Answers, ListExtraInfo
 
 LONG = [f"{index:064x}" for index in range(1_000)]
-
-
-@dataclass
-class ListExtraInfo:
-    """Shaped like SGLang's HiCacheStorageExtraInfo: a mutable list prefix."""
-
-    prefix_keys: Optional[list] = None
-    extra_info: Optional[dict] = None
-
-
-class Answers:
-    def batch_exists(self, keys: list, extra_info: Any = None) -> int:
-        return len(keys)
 
 
 def two_calls(change: Callable[[list], None], length: int = len(LONG)) -> tuple[Any, Any, list]:

@@ -45,6 +45,22 @@ class _Calls:
     def add(self, method: str, **fields: Any) -> None:
         self.calls.append(TraceCall(index=len(self.calls), method=method, **fields))
 
+    def add_window(self, method: str) -> None:
+        """The SWA sidecar call: its trailing window at the chain's end, with the prefix that joins its keys (PFX-9)."""
+        self.add(
+            method,
+            transfers=(TraceTransfer(name="swa", keys=CHAIN[-SWA_WINDOW:], hit_policy="trailing_pages"),),
+            result={"swa": [True] * SWA_WINDOW},
+            **self.info(len(CHAIN) - SWA_WINDOW),
+        )
+
+    def operation(self, **fields: Any) -> TraceOperation:
+        """A TraceOperation over the whole chain made of these calls; ``fields`` add to or replace its fields."""
+        whole = dict(
+            chain=CHAIN, prefix_keys=self.prefix, batch_size=BATCH, page_size=PAGE_SIZE, calls=tuple(self.calls)
+        )
+        return TraceOperation(**{**whole, **fields})
+
 
 def prefetch_trace(
     prefix: str = "anchor", *, hybrid: bool = False, whole_chain_query: bool = False, **operation: Any
@@ -83,25 +99,10 @@ def prefetch_trace(
             )
         acks.append(ProgressAck(operation_id="op", slice_index=number, tokens=end * PAGE_SIZE))
     if hybrid:
-        calls.add(
-            "batch_get_v2",
-            transfers=(TraceTransfer(name="swa", keys=CHAIN[-SWA_WINDOW:], hit_policy="trailing_pages"),),
-            result={"swa": [True] * SWA_WINDOW},
-            **calls.info(len(CHAIN) - SWA_WINDOW),
-        )  # PFX-9: joins its keys
+        calls.add_window("batch_get_v2")
         acks.append(PoolHitsAck(operation_id="op", pool_hits={"swa": 10}))
     acks.append(FinalAck(operation_id="op", tokens=10 * PAGE_SIZE))
-    fields = dict(
-        operation_id="op",
-        chain=CHAIN,
-        prefix_keys=PREFIXES[prefix],
-        batch_size=BATCH,
-        page_size=PAGE_SIZE,
-        calls=tuple(calls.calls),
-        acks=tuple(acks),
-    )
-    fields.update(operation)
-    return TraceOperation(**fields)
+    return calls.operation(**{"operation_id": "op", "acks": tuple(acks), **operation})
 
 
 def backup_trace(prefix: str = "anchor", *, hybrid: bool = False, **operation: Any) -> TraceOperation:
@@ -118,25 +119,10 @@ def backup_trace(prefix: str = "anchor", *, hybrid: bool = False, **operation: A
             result={"indexer": [True] * len(CHAIN)},
             **calls.info(0),
         )
-        calls.add(
-            "batch_set_v2",
-            transfers=(TraceTransfer(name="swa", keys=CHAIN[-SWA_WINDOW:], hit_policy="trailing_pages"),),
-            result={"swa": [True] * SWA_WINDOW},
-            **calls.info(len(CHAIN) - SWA_WINDOW),
-        )
+        calls.add_window("batch_set_v2")
     for start, end in SLICES:
         calls.add("batch_set_v1", keys=CHAIN[start:end], result=[True] * (end - start), **calls.info(start))
-    fields = dict(
-        operation_id="backup",
-        chain=CHAIN,
-        prefix_keys=PREFIXES[prefix],
-        batch_size=BATCH,
-        page_size=PAGE_SIZE,
-        calls=tuple(calls.calls),
-        backup_completed_tokens=10 * PAGE_SIZE,
-    )
-    fields.update(operation)
-    return TraceOperation(**fields)
+    return calls.operation(**{"operation_id": "backup", "backup_completed_tokens": 10 * PAGE_SIZE, **operation})
 
 
 # ------------------------------------------------------------------ edits
