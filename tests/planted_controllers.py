@@ -6,7 +6,7 @@ plugged in with ``CacheController.with_parts``. Most are bugs SGLang releases
 shipped (CONTRACT.md §5, §6). ``CATALOG`` lists, per entry, every oracle that
 must name its clause:
 
-- ``checks(name)``: the controller's own checks (``tests/reference/controller_helpers.py``)
+- ``checks(name)``: the controller's own checks (``tests/reference/controller_checks.py``)
   over the named scenario of ``tests/reference/test_controller_planted.py``;
 - ``trace(scenario)``: the engine trace checker (``check_trace``) over one engine scenario;
 - ``engine(scenario)``: the engine suite's ``check_reference_controller`` over that scenario.

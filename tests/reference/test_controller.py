@@ -14,9 +14,7 @@ import pytest
 from hicache_contracts import ContractViolation, FinalAck, HiCacheStorageExtraInfo
 from hicache_reference import CacheController, PrefetchOperation, SidecarPool
 from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain, compute_page_key
-from tests.reference.controller_helpers import (
-    PAGE_SIZE,
-    RecordingBackend,
+from tests.reference.controller_checks import (
     check_backup,
     check_frees,
     check_hit_query,
@@ -24,6 +22,10 @@ from tests.reference.controller_helpers import (
     check_prefetch_acks,
     check_prefixes,
     check_slices,
+)
+from tests.reference.controller_helpers import (
+    PAGE_SIZE,
+    RecordingBackend,
     config,
     fill_random,
     keys_for,

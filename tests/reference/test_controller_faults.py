@@ -16,14 +16,16 @@ import pytest
 
 from hicache_reference import CacheController
 from hicache_spec import STORAGE_BATCH_SIZE
-from tests.reference.controller_helpers import (
-    PAGE_SIZE,
-    RecordingBackend,
+from tests.reference.controller_checks import (
     check_backup,
     check_frees,
     check_loaded_bytes,
     check_prefetch_acks,
     check_reads_stop,
+)
+from tests.reference.controller_helpers import (
+    PAGE_SIZE,
+    RecordingBackend,
     fill_random,
     keys_for,
     make_pool,

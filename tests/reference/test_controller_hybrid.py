@@ -24,22 +24,24 @@ from hicache_contracts.engine import RecordingBackend as EngineRecorder
 from hicache_contracts.engine import check_trace
 from hicache_reference import CacheController, SidecarPool
 from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain
-from tests.reference.controller_helpers import (
-    PAGE_SIZE,
-    CountingHostPool,
-    RecordingBackend,
+from tests.reference.controller_checks import (
     check_derived_with_kv,
     check_frees,
     check_loaded_bytes,
     check_prefetch_acks,
     check_prefixes,
     check_slices,
+    pool_hits,
+)
+from tests.reference.controller_helpers import (
+    PAGE_SIZE,
+    CountingHostPool,
+    RecordingBackend,
     fill_random,
     keys_for,
     make_pool,
     memory_backend,
     on_call,
-    pool_hits,
     returning,
     wait_all,
 )

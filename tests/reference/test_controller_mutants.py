@@ -20,17 +20,16 @@ from hicache_reference.controller_parts import Acks
 from hicache_reference.hit_query import HitQuery
 from hicache_reference.prefetch_io import PrefetchIO
 from hicache_spec import compute_key_chain
+from tests.reference.controller_checks import check_frees, pool_hits
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
     CountingHostPool,
     RecordingBackend,
-    check_frees,
     config,
     fill_random,
     keys_for,
     make_pool,
     memory_backend,
-    pool_hits,
     raising,
     returning,
     short_by,

@@ -2,7 +2,7 @@
 
 The catalog is ``tests/planted_controllers.py``. A ``checks`` oracle runs one
 of this file's scenarios (one controller class through one situation, with
-the checks of ``controller_helpers``); a ``trace`` oracle runs an engine
+the checks of ``controller_checks``); a ``trace`` oracle runs an engine
 scenario through the trace checker; an ``engine`` oracle through the engine
 suite's ``check_reference_controller``. For each, the reference controller
 passes and the planted one fails with the entry's clause named.
@@ -20,11 +20,7 @@ from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain
 from hicache_spec.clauses import CLAUSES
 from hicache_reference.engine_check import check_reference_controller, run_scenario
 from tests.planted_controllers import CATALOG, by_clause
-from tests.reference.controller_helpers import (
-    PAGE_SIZE,
-    CountingHostPool,
-    FakeClock,
-    RecordingBackend,
+from tests.reference.controller_checks import (
     check_backup,
     check_backup_order,
     check_confirmed,
@@ -41,6 +37,12 @@ from tests.reference.controller_helpers import (
     check_sidecar_all_or_nothing,
     check_sidecar_windows,
     check_slices,
+)
+from tests.reference.controller_helpers import (
+    PAGE_SIZE,
+    CountingHostPool,
+    FakeClock,
+    RecordingBackend,
     config,
     fill_random,
     keys_for,

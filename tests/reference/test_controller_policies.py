@@ -13,12 +13,11 @@ import pytest
 
 from hicache_reference import CacheController
 from hicache_spec import STORAGE_BATCH_SIZE, compute_prefetch_timeout
+from tests.reference.controller_checks import check_frees, check_prefetch_acks
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
     FakeClock,
     RecordingBackend,
-    check_frees,
-    check_prefetch_acks,
     keys_for,
     make_pool,
     memory_backend,

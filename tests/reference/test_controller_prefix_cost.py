@@ -18,10 +18,10 @@ import pytest
 
 from hicache_reference import CacheController
 from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain
+from tests.reference.controller_checks import check_prefixes
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
     RecordingBackend,
-    check_prefixes,
     config,
     fill_random,
     make_pool,

@@ -13,11 +13,10 @@ import pytest
 
 from hicache_reference import CacheController, ThreadRankGroup
 from hicache_spec import STORAGE_BATCH_SIZE
+from tests.reference.controller_checks import check_frees, check_prefetch_acks
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
     RecordingBackend,
-    check_frees,
-    check_prefetch_acks,
     config,
     fill_random,
     keys_for,
