@@ -79,18 +79,24 @@ def _numpy_first_slots(array: numpy.ndarray, page_size: int) -> Optional[list[in
     """Return each page's first slot if every page is consecutive from a non-negative multiple of page_size.
 
     ``array``: 1-D int64 or int32, a whole number (>= 1) of pages. None when
-    some page breaks the rule. The pages are compared as bytes with their
-    first slots plus ``0 .. page_size - 1``, computed in the array's own dtype
-    only once every first slot is known to leave room for its page there
-    (so nothing can wrap around).
+    some page breaks the rule. The slots are compared as bytes with what the
+    rule makes of their first slots: one run from the first (the common case),
+    else each page's first slot plus ``0 .. page_size - 1``, computed in the
+    array's own dtype only once every value is known to fit it (nothing wraps
+    around).
     """
     firsts = array[::page_size]
     starts = firsts.tolist()
-    if min(starts) < 0 or max(starts) > (1 << (8 * array.itemsize - 1)) - page_size:
+    count, first = array.size, starts[0]
+    end = 1 << (8 * array.itemsize - 1)  # one past the dtype's largest value
+    if 0 <= first <= end - count and not first % page_size and starts[-1] == first + count - page_size:
+        if numpy.arange(first, first + count, dtype=array.dtype).tobytes() == array.tobytes():
+            return starts
+    if min(starts) < 0 or max(starts) > end - page_size:
         return None
     if page_size > 1 and (
         any(map(page_size.__rmod__, starts))
-        or numpy.add.outer(firsts, _page_grid(page_size, array.itemsize)).tobytes() != array.tobytes()
+        or (firsts[:, None] + _page_grid(page_size, array.itemsize)).tobytes() != array.tobytes()
     ):
         return None
     return starts

@@ -46,6 +46,10 @@ def cases(key_count: int, page_size: int) -> Iterator[tuple[str, list[int]]]:
     pages = [(key_count - 1 - page) * page_size for page in range(key_count)]  # reversed pages: valid
     yield "valid, in order", list(range(key_count * page_size))
     yield "valid, pages reversed", [first + slot for first in pages for slot in range(page_size)]
+    yield "valid, one run from a later page", list(range(page_size, (key_count + 1) * page_size))
+    if page_size > 1:
+        yield "one run, misaligned", list(range(1, key_count * page_size + 1))
+    yield "one run, negative", list(range(-page_size, (key_count - 1) * page_size))
     for page in sorted({0, key_count // 2, key_count - 1}):
         base = list(range(key_count * page_size))
         start = page * page_size
@@ -186,6 +190,17 @@ def lax_numpy_first_slots(array: Any, page_size: int) -> Any:
     return firsts.tolist() if (firsts[:, None] + grid).tobytes() == array.tobytes() else None
 
 
+REAL_NUMPY_FIRST_SLOTS = _boundary._numpy_first_slots
+
+
+def run_without_alignment(array: Any, page_size: int) -> Any:
+    """Planted: a run of slots is accepted from any non-negative first slot, aligned or not."""
+    starts = array[::page_size].tolist()
+    if starts[0] >= 0 and array.tolist() == list(range(starts[0], starts[0] + array.size)):
+        return starts
+    return REAL_NUMPY_FIRST_SLOTS(array, page_size)
+
+
 def unbounded_numpy_first_slots(array: Any, page_size: int) -> Any:
     """Planted: every check made, but the pages computed in the array's dtype without room checked first."""
     firsts = array[::page_size]
@@ -203,6 +218,13 @@ def test_planted_numpy_passes_are_caught(monkeypatch: pytest.MonkeyPatch) -> Non
         found = disagreements(validate_host_indices)
         assert any(line.startswith("numpy int64, page 0: misaligned: accepted") for line in found)
         assert any(line.startswith("numpy int32, page 10: negative first slot: accepted") for line in found)
+    with monkeypatch.context() as patched:
+        patched.setattr(_boundary, "_numpy_first_slots", run_without_alignment)
+        found = disagreements(validate_host_indices)
+        assert [line for line in found if "one run, misaligned: accepted" in line] == [
+            "numpy int64, one run, misaligned: accepted",
+            "numpy int32, one run, misaligned: accepted",
+        ]
     with monkeypatch.context() as patched:
         patched.setattr(_boundary, "_numpy_first_slots", unbounded_numpy_first_slots)
         assert disagreements(validate_host_indices) == []  # right wherever nothing wraps around
