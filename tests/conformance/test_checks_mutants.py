@@ -22,7 +22,7 @@ from tests.conformance.check_messages import RECORDED, run_alone, verdict_of
 from tests.conformance.helpers import failed, run, statuses
 from tests.conformance.planted_catalog import CATALOG
 from tests.conformance.planted_evicting import EvictsEverything
-from tests.conformance.planted_mutants import CORRECT_VARIANTS, HoldsOnePage, one_run
+from tests.conformance.planted_mutants import CORRECT_VARIANTS, HoldsOnePage, LastHostPageRefused, one_run
 
 
 def alone_cases(recorded: bool) -> list:
@@ -146,6 +146,26 @@ def test_a_backend_holding_one_page_skips_only_the_checks_that_need_two() -> Non
         report.render_text(color=False)
     )
     assert {outcomes[name] for name in TWO_PAGES_NEEDED} == {"skip"}
+
+
+LAST_PAGE_READERS = {
+    "every_rank_inside_its_group_is_accepted",
+    "extra_config_with_unknown_keys_is_accepted",
+    "host_pools_register_before_any_io",
+    "host_pools_registered_hook_accepts_the_pools",
+    "second_host_pool_is_served_or_refused",
+}
+"""The checks that read into the last page of their instance's host pool: each builds a 4-page instance and reads
+its round trip into pages 2 and 3. The namespacing checks build 8-page pools and read no higher than page 6."""
+
+
+def test_a_backend_refusing_the_pools_last_page_fails_exactly_the_checks_that_read_into_it() -> None:
+    """The off-by-one bounds test of LastHostPageRefused: every check reading into a pool's last page fails it, and
+    no other check does. A check that moved its reads onto a pool's last page, or shrank its pool under them, is a
+    check that now fails where it did not (and one that stopped reading there no longer fails)."""
+    report = run(LastHostPageRefused)
+    failing = {outcome.check for outcome in report.sections[0].checks if outcome.status == "fail"}
+    assert failing == LAST_PAGE_READERS, report.render_text(color=False)
 
 
 RECORDED_VERDICTS: dict[str, dict[str, list]] = json.loads(RECORDED.read_text())
