@@ -1,7 +1,8 @@
 """Capability detection: generations, stubs (BE-18), extra_info acceptance (BE-8), declared levels.
 
 Each backend class below is a scenario; the buggy ones are the planted bugs
-the detection must report.
+the detection must report. Over 450 lines: the scenarios are small classes, one per case, read as a
+list.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Every row asserts the whole message (``Class.field: rule (got value)
 [CLAUSE]`` for the API and the trace, ``hicache-conform run: ...`` on stderr
 with exit 2 for the CLI) and that nothing was written: no page read or
 written (the backend's counters and its files are unchanged), no file made
-in the working folder, no report printed.
+in the working folder, no report printed. Over 450 lines: one table per surface, kept together so the
+matrix reads as one.
 """
 
 from __future__ import annotations
