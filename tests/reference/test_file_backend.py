@@ -17,16 +17,11 @@ from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends import FileBackend, PageFormat
 from hicache_reference.backends.base import flat_order_range_count, host_bytes
 from tests.reference.backend_checks import (
-    ReferenceBackendTests,
     assert_vendor_check_fails,
     FileHarness,
     ForeignPool,
     Harness,
     before_page,
-    check_reads_stay_in_their_slots,
-    check_round_trip_between_pools,
-    check_short_objects_are_misses,
-    check_storage_error_is_a_failure,
     clause_check,
     config,
     make_pool,
@@ -35,6 +30,13 @@ from tests.reference.backend_checks import (
     sentinel_fill,
     slots_of,
     write_pages,
+)
+from tests.reference.reference_checks import (
+    ReferenceBackendTests,
+    check_reads_stay_in_their_slots,
+    check_round_trip_between_pools,
+    check_short_objects_are_misses,
+    check_storage_error_is_a_failure,
 )
 
 

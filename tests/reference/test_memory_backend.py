@@ -27,7 +27,6 @@ from hicache_contracts.conformance import backend_clauses
 from tests.reference.backend_checks import (
     Harness,
     MemoryHarness,
-    ReferenceBackendTests,
     run_vendor_suite,
     config,
     fill_pages,
@@ -37,6 +36,7 @@ from tests.reference.backend_checks import (
     slots_of,
     write_pages,
 )
+from tests.reference.reference_checks import ReferenceBackendTests
 
 
 def fast_path(backend_cls: type) -> type:

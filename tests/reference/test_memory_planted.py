@@ -19,9 +19,8 @@ from hicache_reference.backends import (
     tensor_bytes,
 )
 from hicache_reference.backends.memory import _HostPages
-from tests.reference.backend_checks import (
-    MemoryHarness,
-    assert_vendor_check_fails,
+from tests.reference.backend_checks import MemoryHarness, assert_vendor_check_fails
+from tests.reference.reference_checks import (
     check_bad_keys,
     check_concurrent_threads,
     check_derived_sidecars_travel_with_kv,

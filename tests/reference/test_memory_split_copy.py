@@ -19,11 +19,8 @@ import torch
 
 import hicache_reference.backends.memory_store as memory_module
 from hicache_reference.backends import forget_shared_memory_store
-from tests.reference.backend_checks import (
-    MemoryHarness,
-    check_reads_stay_in_their_slots,
-    check_round_trip_between_pools,
-)
+from tests.reference.backend_checks import MemoryHarness
+from tests.reference.reference_checks import check_reads_stay_in_their_slots, check_round_trip_between_pools
 
 
 @pytest.fixture

@@ -31,9 +31,7 @@ from tests.redis_support import (
 )
 from tests.reference.backend_checks import (
     Harness,
-    ReferenceBackendTests,
     assert_vendor_check_fails,
-    check_storage_error_is_a_failure,
     clause_check,
     config,
     fill_pages,
@@ -43,6 +41,7 @@ from tests.reference.backend_checks import (
     slots_of,
     write_pages,
 )
+from tests.reference.reference_checks import ReferenceBackendTests, check_storage_error_is_a_failure
 
 pytestmark = pytest.mark.redis
 
