@@ -8,6 +8,8 @@ release, the pages a finding names. Expected: the verdict SGLang's controller
 implies, and findings whose messages name the right pages. Why this matters:
 each case is one a mutation of the checker got wrong while every other test
 still passed (docs/mutation.md).
+
+One module, though long: docs/mutation.md names it and counts its tests in order.
 """
 
 from __future__ import annotations

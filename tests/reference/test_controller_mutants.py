@@ -4,6 +4,9 @@ Each test pins one observable outcome that SGLang's controller (0.5.23,
 ``srt/managers/cache_controller.py``) also produces: the calls the backend
 sees, the acks an operation emits, the host slots left in use. The
 mutants they kill are listed in docs/mutation/controller.md.
+
+One module, though long: docs/mutation/controller.md and the controller target of
+scripts/mutation.py name it, and each section holds one stage's survivors.
 """
 
 from __future__ import annotations
