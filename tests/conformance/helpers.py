@@ -1,8 +1,14 @@
-"""Shared helpers of the conformance tests: build options and run the suite on an in-test backend."""
+"""Shared helpers of the conformance tests: build options and run the suite, the CLI or pytest on an in-test backend."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
 import uuid
+from pathlib import Path
 from typing import Any, Optional
 
 from hicache_contracts.conformance import (
@@ -13,6 +19,10 @@ from hicache_contracts.conformance import (
     SuiteReport,
     run_suite,
 )
+
+PROJECT = Path(__file__).resolve().parents[2]
+CORRECT = "tests.conformance.correct_backend:CorrectBackend"
+"""The correct in-test backend, as the command line names it."""
 
 ALL_LEVELS = BACKEND_LEVELS
 """Every backend level, durability included: the in-test backends keep pages in a process-wide store."""
@@ -47,3 +57,60 @@ def statuses(report: SuiteReport) -> dict[str, str]:
 def failed(report: SuiteReport) -> list[str]:
     """Return the clauses that failed."""
     return [clause_id for clause_id, status in statuses(report).items() if status == "fail"]
+
+
+def backend_arguments(backend: str = CORRECT, *, option_prefix: str = "--") -> list[str]:
+    """Name ``backend`` and a fresh store on a command line (``option_prefix`` ``--hicache-`` for the pytest plugin)."""
+    return [f"{option_prefix}backend", backend, f"{option_prefix}extra-config", json.dumps({"store": fresh_store()})]
+
+
+def plugin_arguments(backend: str = CORRECT, levels: str = "core,v1") -> list[str]:
+    """The pytest plugin's options for a smoke run of ``backend`` at ``levels``, seed 0, on a fresh store."""
+    smoke = ["--hicache-profile", "smoke", "--hicache-seed", "0", "--hicache-levels", levels]
+    return [*backend_arguments(backend, option_prefix="--hicache-"), *smoke]
+
+
+def run_cli(*arguments: str, profile: Optional[str] = "smoke") -> int:
+    """Run ``hicache-conform run`` in process (seed 0, quiet, no colour; ``profile`` unless None) and return its status."""
+    from hicache_contracts.cli import main
+
+    chosen = ["--profile", profile] if profile else []
+    return main(["run", *chosen, "--seed", "0", "--quiet", "--no-color", *arguments])
+
+
+def pytest_in(directory: Path, *arguments: str, report: str = "-q") -> subprocess.CompletedProcess:
+    """Run pytest in ``directory`` (this project importable, no colour), its summary option ``report`` first."""
+    environment = dict(os.environ, PYTHONPATH=str(PROJECT), NO_COLOR="1")
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", report, *arguments],
+        cwd=directory,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def write_vendor_session(directory: Path, options: Optional[str] = None) -> None:
+    """Write a vendor's conftest (the correct backend on a fresh store; ``options``, a SuiteOptions expression, as
+    its hicache_options fixture) and a test module that imports the suite's test."""
+    fixture = f"""
+        @pytest.fixture(scope="session")
+        def hicache_options():
+            return {options}
+    """
+    (directory / "conftest.py").write_text(
+        textwrap.dedent(f"""
+        import pytest
+        from hicache_contracts.conformance import BackendFactory, SuiteOptions
+        from tests.conformance.correct_backend import CorrectBackend
+
+        @pytest.fixture(scope="session")
+        def hicache_backend_factory():
+            return BackendFactory(CorrectBackend, {{"store": "{fresh_store()}"}})
+    """)
+        + (textwrap.dedent(fixture) if options else "")
+    )
+    (directory / "test_vendor.py").write_text(
+        "from hicache_contracts.conformance.pytest_plugin import test_hicache_conformance  # noqa: F401\n"
+    )

@@ -11,46 +11,18 @@ Why it matters: vendors run the suite inside their own pytest sessions.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.conformance.helpers import fresh_store
-
-PROJECT = Path(__file__).resolve().parents[2]
-
-
-def pytest_in(directory: Path, *arguments: str) -> subprocess.CompletedProcess:
-    environment = dict(os.environ, PYTHONPATH=str(PROJECT), NO_COLOR="1")
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *arguments],
-        cwd=directory,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+from tests.conformance.helpers import plugin_arguments, pytest_in, write_vendor_session
 
 
 @pytest.mark.clause("BE-18", "BE-14")
 def test_command_line_backend_becomes_one_item_per_check(tmp_path: Path) -> None:
     result = pytest_in(
         tmp_path,
-        "--hicache-backend",
-        "tests.conformance.planted_backends:ScalarV1Result",
-        "--hicache-extra-config",
-        json.dumps({"store": fresh_store()}),
-        "--hicache-profile",
-        "smoke",
-        "--hicache-seed",
-        "0",
-        "--hicache-levels",
-        "core,v1",
+        *plugin_arguments("tests.conformance.planted_backends:ScalarV1Result"),
         "-k",
         "unimplemented_methods_raise or v1_results_have_one_bool_per_key",
     )  # one moves no page
@@ -64,20 +36,7 @@ def test_command_line_backend_becomes_one_item_per_check(tmp_path: Path) -> None
 
 @pytest.mark.clause("BE-8", "PFX-6")
 def test_vendor_fixture_and_imported_test_run_every_check(tmp_path: Path) -> None:
-    (tmp_path / "conftest.py").write_text(
-        textwrap.dedent(f"""
-        import pytest
-        from hicache_contracts.conformance import BackendFactory
-        from tests.conformance.correct_backend import CorrectBackend
-
-        @pytest.fixture(scope="session")
-        def hicache_backend_factory():
-            return BackendFactory(CorrectBackend, {{"store": "{fresh_store()}"}})
-    """)
-    )
-    (tmp_path / "test_vendor.py").write_text(
-        "from hicache_contracts.conformance.pytest_plugin import test_hicache_conformance  # noqa: F401\n"
-    )
+    write_vendor_session(tmp_path)
     result = pytest_in(
         tmp_path, "--hicache-profile", "smoke", "-k", "extra_info or prefix_keys", "-m", "clause", "-v", "-v"
     )
@@ -97,16 +56,7 @@ def test_without_options_the_plugin_adds_nothing(tmp_path: Path) -> None:
 def test_an_item_whose_setup_meets_an_unreported_broken_clause_fails_on_it(tmp_path: Path) -> None:
     result = pytest_in(
         tmp_path,
-        "--hicache-backend",
-        "tests.conformance.planted_backends:ShiftedV1Read",
-        "--hicache-extra-config",
-        json.dumps({"store": fresh_store()}),
-        "--hicache-profile",
-        "smoke",
-        "--hicache-seed",
-        "0",
-        "--hicache-levels",
-        "core,v1",
+        *plugin_arguments("tests.conformance.planted_backends:ShiftedV1Read"),
         "-k",
         "any_non_empty_string_is_a_key",
     )

@@ -10,55 +10,25 @@ Why it matters: a vendor re-runs the one failing check they are fixing.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
-import json
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from hicache_contracts.conformance import checks_v1
 from hicache_contracts.conformance.framework import ordered_checks
-from tests.conformance.helpers import fresh_store
+from tests.conformance import helpers
+from tests.conformance.helpers import PROJECT, plugin_arguments, write_vendor_session
 
-PROJECT = Path(__file__).resolve().parents[2]
 CHECKS_V1 = inspect.getsourcefile(checks_v1)
-
-
-def pytest_in(directory: Path, *arguments: str) -> subprocess.CompletedProcess:
-    environment = dict(os.environ, PYTHONPATH=str(PROJECT), NO_COLOR="1")
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfs", *arguments],
-        cwd=directory,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def backend_options(backend: str = "tests.conformance.correct_backend:CorrectBackend", levels: str = "core,v1"):
-    return [
-        "--hicache-backend",
-        backend,
-        "--hicache-extra-config",
-        json.dumps({"store": fresh_store()}),
-        "--hicache-profile",
-        "smoke",
-        "--hicache-seed",
-        "0",
-        "--hicache-levels",
-        levels,
-    ]
+pytest_in = functools.partial(helpers.pytest_in, report="-rfs")
 
 
 @pytest.mark.clause("BE-2")
 def test_the_header_counts_the_suites_items_and_k_deselects_from_them(tmp_path: Path) -> None:
-    result = pytest_in(tmp_path, *backend_options(), "-k", "batch_exists_counts_the_leading_run")
+    result = pytest_in(tmp_path, *plugin_arguments(), "-k", "batch_exists_counts_the_leading_run")
     total = len(ordered_checks())
     assert f"collected {total} items / {total - 1} deselected / 1 selected" in result.stdout, result.stdout
     assert result.returncode == 0
@@ -66,7 +36,7 @@ def test_the_header_counts_the_suites_items_and_k_deselects_from_them(tmp_path: 
 
 @pytest.mark.clause("BE-14")
 def test_the_id_of_a_failing_item_re_runs_that_check_alone(tmp_path: Path) -> None:
-    options = backend_options("tests.conformance.planted_backends:ScalarV1Result")
+    options = plugin_arguments("tests.conformance.planted_backends:ScalarV1Result")
     first = pytest_in(tmp_path, *options, "-k", "v1_results_have_one_bool_per_key")
     failed = [line.split()[1] for line in first.stdout.splitlines() if line.startswith("FAILED ")]
     assert failed == ["hicache-conform::hicache[v1_results_have_one_bool_per_key]"], first.stdout
@@ -78,7 +48,7 @@ def test_the_id_of_a_failing_item_re_runs_that_check_alone(tmp_path: Path) -> No
 
 @pytest.mark.clause("BE-2")
 def test_a_clause_id_runs_every_check_of_that_clause(tmp_path: Path) -> None:
-    result = pytest_in(tmp_path, *backend_options(), "hicache[BE-2]", "-v")
+    result = pytest_in(tmp_path, *plugin_arguments(), "hicache[BE-2]", "-v")
     names = [check.name for check in ordered_checks() if "BE-2" in check.clauses]
     assert f"collected {len(names)} item" in result.stdout
     for name in names:
@@ -102,14 +72,14 @@ def test_an_item_id_needs_a_backend_and_a_known_name(tmp_path: Path, arguments: 
         result = pytest_in(tmp_path, "hicache-conform::hicache[BE-2]")
         message = "ERROR: 'BE-2': a hicache item needs a backend (--hicache-backend MODULE:CLASS)"
     else:
-        result = pytest_in(tmp_path, *backend_options(), *arguments)
+        result = pytest_in(tmp_path, *plugin_arguments(), *arguments)
     assert result.returncode == 4
     assert message in result.stderr
 
 
 @pytest.mark.clause("BE-14")
 def test_a_skipped_check_points_at_its_own_source_from_the_command_line(tmp_path: Path) -> None:
-    result = pytest_in(tmp_path, *backend_options(levels="core"), "-k", "v1_results_have_one_bool_per_key")
+    result = pytest_in(tmp_path, *plugin_arguments(levels="core"), "-k", "v1_results_have_one_bool_per_key")
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
     assert "pytest_plugin.py" not in line and "checks_v1.py:" in line, line
     assert line.endswith(": level v1 not claimed")
@@ -120,24 +90,7 @@ def test_a_skipped_check_points_at_its_own_source_from_the_command_line(tmp_path
 
 @pytest.mark.clause("BE-14")
 def test_a_skipped_check_points_at_its_own_source_through_the_fixture(tmp_path: Path) -> None:
-    (tmp_path / "conftest.py").write_text(
-        textwrap.dedent(f"""
-        import pytest
-        from hicache_contracts.conformance import BackendFactory, SuiteOptions
-        from tests.conformance.correct_backend import CorrectBackend
-
-        @pytest.fixture(scope="session")
-        def hicache_backend_factory():
-            return BackendFactory(CorrectBackend, {{"store": "{fresh_store()}"}})
-
-        @pytest.fixture(scope="session")
-        def hicache_options():
-            return SuiteOptions(profile="smoke", seed=0, levels=("core",))
-    """)
-    )
-    (tmp_path / "test_vendor.py").write_text(
-        "from hicache_contracts.conformance.pytest_plugin import test_hicache_conformance  # noqa: F401\n"
-    )
+    write_vendor_session(tmp_path, 'SuiteOptions(profile="smoke", seed=0, levels=("core",))')
     result = pytest_in(tmp_path, "-k", "v1_results_have_one_bool_per_key")
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
     assert "pytest_plugin.py" not in line and "checks_v1.py:" in line, line
@@ -146,7 +99,7 @@ def test_a_skipped_check_points_at_its_own_source_through_the_fixture(tmp_path: 
 def test_the_k_example_of_the_vendor_guide_selects_the_checks_it_says(tmp_path: Path) -> None:
     guide = (PROJECT / "docs" / "vendors.md").read_text()
     (expression,) = re.findall(r'-k "([^"]+)"\s+# the v1 and prefix checks', guide)
-    result = pytest_in(tmp_path, *backend_options(), "-k", expression, "--collect-only", "-q")
+    result = pytest_in(tmp_path, *plugin_arguments(), "-k", expression, "--collect-only", "-q")
     selected = sorted(
         line.split("hicache[", 1)[1].rstrip("]")
         for line in result.stdout.splitlines()
