@@ -171,22 +171,20 @@ _PLANS: dict[str, tuple[int, Optional[tuple[int, str]], Optional[int]]] = {
 
 def _record_arguments(
     call: RecordedCall,
-    method: str,
+    plan: tuple[int, Optional[tuple[int, str]], Optional[int]],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     earlier: Sequence[RecordedCall] = (),
     snapshots: Optional[ListSnapshots] = None,
     position: Optional[int] = None,
 ) -> None:
-    """Fill ``call`` with the keys, transfers and extra_info of a call, by the contract's positions.
+    """Fill ``call`` with the keys, transfers and extra_info of a call, by the contract's positions (``plan``:
+    its method's entry in ``_PLANS``).
 
     ``earlier`` are the latest calls before it, whose snapshot of the same prefix list may be reused (with
     ``position``, the call's place in ``earlier``, the whole call list: only the 8 calls before it are read);
     ``snapshots`` the latest copies of long list prefixes, which a new list that starts with one extends.
     """
-    plan = _PLANS.get(method)
-    if plan is None:
-        return
     keys_kind, transfer_place, info_position = plan
     if keys_kind == _KEYS_LIST:
         keys = args[0] if args else kwargs.get("keys")
@@ -195,8 +193,8 @@ def _record_arguments(
         key = args[0] if args else kwargs.get("key", _NOT_GIVEN)
         call.keys = () if key is _NOT_GIVEN else (key,)
     if transfer_place is not None:
-        position, keyword = transfer_place
-        transfers = args[position] if len(args) > position else kwargs.get(keyword)
+        place, keyword = transfer_place
+        transfers = args[place] if len(args) > place else kwargs.get(keyword)
         if isinstance(transfers, Sequence):  # never iterate an iterator the backend has yet to read
             call.transfers = tuple(RecordedTransfer.from_object(transfer) for transfer in transfers)
     if info_position is None:
@@ -318,12 +316,18 @@ class RecordingBackend:
         target = getattr(self._recording_inner, method)
         call = None
         try:
-            with self._recording_lock:
+            lock = self._recording_lock
+            lock.acquire()  # cheaper than ``with`` on this path, which every call takes
+            try:
                 call = RecordedCall(next(self._recording_counter), method, args, kwargs)
                 calls = self._recording_calls
                 position = len(calls)
                 calls.append(call)
-            _record_arguments(call, method, args, kwargs, calls, self._recording_snapshots, position)
+            finally:
+                lock.release()
+            plan = _PLANS.get(method)
+            if plan is not None:
+                _record_arguments(call, plan, args, kwargs, calls, self._recording_snapshots, position)
         except Exception as error:  # recording must never break the engine's call
             if call is not None:
                 call.recording_problem = f"{type(error).__name__}: {error}"
