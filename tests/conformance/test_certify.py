@@ -18,30 +18,24 @@ wait, without hiding new ones.
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
 
-from hicache_contracts.cli import main
 from hicache_contracts.conformance import BACKEND_LEVELS
 from hicache_contracts.conformance.certify import parse_known_failures
-from tests.conformance.helpers import fresh_store
+from tests.conformance import helpers
+from tests.conformance.helpers import backend_arguments
 
-CORRECT = "tests.conformance.correct_backend:CorrectBackend"
 PLANTED_BE12 = "tests.conformance.planted_backends:StatsAsDict"
-
-
-def run_cli(*arguments: str) -> int:
-    return main(["run", "--seed", "0", "--quiet", "--no-color", *arguments])
+run_cli = functools.partial(helpers.run_cli, profile=None)  # the standard profile unless a test names one
 
 
 @pytest.mark.clause("BE-2", "BE-14")
 def test_a_clean_declared_run_is_certified_and_writes_the_bundle(tmp_path, capsys) -> None:
     status = run_cli(
-        "--backend",
-        CORRECT,
-        "--extra-config",
-        json.dumps({"store": fresh_store()}),
+        *backend_arguments(),
         "--levels",
         ",".join(BACKEND_LEVELS),
         "--certify",
@@ -76,10 +70,7 @@ def test_certification_is_refused_for_a_partial_or_undeclared_run(
     arguments: list, problem: str, tmp_path, capsys
 ) -> None:
     status = run_cli(
-        "--backend",
-        CORRECT,
-        "--extra-config",
-        json.dumps({"store": fresh_store()}),
+        *backend_arguments(),
         *arguments,
         "--certify",
         str(tmp_path / "bundle"),
@@ -95,14 +86,11 @@ def test_a_known_failure_is_reported_and_not_fatal_an_unknown_one_is(tmp_path, c
     arguments = [
         "--profile",
         "smoke",
-        "--backend",
-        PLANTED_BE12,
+        *backend_arguments(PLANTED_BE12),
         "--check",
         "get_stats_returns_none_or_an_object",
         "--check",
         "batch_exists_has_no_side_effects",
-        "--extra-config",
-        json.dumps({"store": fresh_store()}),
     ]
     known = tmp_path / "known.txt"
     known.write_text("# not fixed yet\nBE-12  stats are a dict until release 2\nBE-3\n")

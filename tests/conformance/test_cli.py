@@ -17,24 +17,16 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 from hicache_contracts.cli import main
-from tests.conformance.helpers import fresh_store
+from tests.conformance.helpers import CORRECT, backend_arguments, fresh_store, run_cli
 
-CORRECT = "tests.conformance.correct_backend:CorrectBackend"
 PLANTED_BE14 = "tests.conformance.planted_backends:ScalarV1Result"
-
-
-def run_cli(*arguments: str) -> int:
-    return main(["run", "--profile", "smoke", "--seed", "0", "--quiet", "--no-color", *arguments])
 
 
 @pytest.mark.clause("BE-2", "BE-15", "BE-17")
 def test_conformant_backend_exits_0_and_writes_every_report(tmp_path, capsys) -> None:
     paths = {name: tmp_path / "out" / name for name in ("report.json", "report.xml", "report.md")}
     status = run_cli(
-        "--backend",
-        CORRECT,
-        "--extra-config",
-        json.dumps({"store": fresh_store()}),
+        *backend_arguments(),
         "--levels",
         "core,v1",
         "--check",
@@ -58,14 +50,7 @@ def test_conformant_backend_exits_0_and_writes_every_report(tmp_path, capsys) ->
 
 @pytest.mark.clause("BE-14")
 def test_planted_bug_exits_1_with_the_clause(capsys) -> None:
-    status = run_cli(
-        "--backend",
-        PLANTED_BE14,
-        "--extra-config",
-        json.dumps({"store": fresh_store()}),
-        "--check",
-        "v1_results_have_one_bool_per_key",
-    )
+    status = run_cli(*backend_arguments(PLANTED_BE14), "--check", "v1_results_have_one_bool_per_key")
     output = capsys.readouterr().out
     assert status == 1
     assert "BE-14   FAIL" in output and "batch_set_v1 returned a bool, not a list" in output

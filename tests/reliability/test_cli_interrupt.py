@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from hicache_contracts.cli import main
+from tests.conformance.helpers import run_cli
 from tests.reliability.backends import InterruptedFileBackend
 
 
@@ -35,24 +35,15 @@ def files_under(path: Any) -> list[str]:
 def test_an_interrupt_in_a_check_gives_exit_130_a_partial_report_and_a_clean_store(tmp_path: Any, capsys: Any) -> None:
     root = tmp_path / "store"
     InterruptedFileBackend.writes = 0
-    status = main(
-        [
-            "run",
-            "--backend",
-            "tests.reliability.backends:InterruptedFileBackend",
-            "--extra-config",
-            json.dumps({"path": str(root)}),
-            "--profile",
-            "smoke",
-            "--seed",
-            "0",
-            "--quiet",
-            "--no-color",
-            "--json",
-            str(tmp_path / "r.json"),
-            "--markdown",
-            str(tmp_path / "r.md"),
-        ]
+    status = run_cli(
+        "--backend",
+        "tests.reliability.backends:InterruptedFileBackend",
+        "--extra-config",
+        json.dumps({"path": str(root)}),
+        "--json",
+        str(tmp_path / "r.json"),
+        "--markdown",
+        str(tmp_path / "r.md"),
     )
     output = capsys.readouterr().out
     assert status == 130

@@ -9,6 +9,7 @@ from typing import Any
 
 from hicache_contracts.cli import main
 from hicache_contracts.engine._trace import MAX_OPERATION_ID_LENGTH, load_trace
+from tests.conformance.helpers import CORRECT, run_cli
 
 KEY = "ab" * 32
 
@@ -47,24 +48,15 @@ def test_a_report_that_cannot_be_written_after_the_run_exits_2(tmp_path: Any, ca
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "write_text", disk_full)
-    status = main(
-        [
-            "run",
-            "--backend",
-            "tests.conformance.correct_backend:CorrectBackend",
-            "--profile",
-            "smoke",
-            "--seed",
-            "0",
-            "--quiet",
-            "--no-color",
-            "--check",
-            "batch_exists_has_no_side_effects",
-            "--json",
-            str(tmp_path / "report.json"),
-            "--markdown",
-            str(tmp_path / "report.md"),
-        ]
+    status = run_cli(
+        "--backend",
+        CORRECT,
+        "--check",
+        "batch_exists_has_no_side_effects",
+        "--json",
+        str(tmp_path / "report.json"),
+        "--markdown",
+        str(tmp_path / "report.md"),
     )
     captured = capsys.readouterr()
     assert status == 2

@@ -16,6 +16,7 @@ import pytest
 
 from hicache_contracts.cli import main
 from hicache_contracts.conformance.redaction import is_secret_key, redact, redact_value, secret_values
+from tests.conformance import helpers
 
 PASSWORD, URL_PASSWORD, TOKEN = "hunter2-pw", "s3cr3t-in-url", "tok-123456"
 EXTRA = {
@@ -27,24 +28,8 @@ EXTRA = {
 
 
 def run_cli(tmp_path: Any, *arguments: str) -> int:
-    return main(
-        [
-            "run",
-            "--profile",
-            "smoke",
-            "--seed",
-            "0",
-            "--quiet",
-            "--no-color",
-            "--json",
-            str(tmp_path / "r.json"),
-            "--junit-xml",
-            str(tmp_path / "r.xml"),
-            "--markdown",
-            str(tmp_path / "r.md"),
-            *arguments,
-        ]
-    )
+    reports = ("--json", "r.json"), ("--junit-xml", "r.xml"), ("--markdown", "r.md")
+    return helpers.run_cli(*(part for option, name in reports for part in (option, str(tmp_path / name))), *arguments)
 
 
 @pytest.mark.clause("BE-1")
