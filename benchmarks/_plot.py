@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import struct
 import zlib
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 __all__ = ["chart_engine", "line_chart"]
@@ -159,22 +160,24 @@ def line_chart(
     y_min: Optional[float] = 0.0,
 ) -> None:
     """Write a PNG line chart of ``series`` (name → [(x, y), ...]) to ``path``, with matplotlib when installed."""
-    if chart_engine() == "matplotlib":
-        _matplotlib_chart(path, title, x_label, y_label, series, log_x=log_x, y_min=y_min)
-    else:
-        _builtin_chart(path, title, x_label, y_label, series, log_x=log_x, y_min=y_min)
+    chart = _Chart(path, title, x_label, y_label, series, log_x, y_min)
+    (_matplotlib_chart if chart_engine() == "matplotlib" else _builtin_chart)(chart)
 
 
-def _matplotlib_chart(
-    path: str,
-    title: str,
-    x_label: str,
-    y_label: str,
-    series: dict[str, Sequence[tuple[float, float]]],
-    *,
-    log_x: bool,
-    y_min: Optional[float],
-) -> None:
+@dataclass(frozen=True)
+class _Chart:
+    """What one chart shows, whichever engine draws it."""
+
+    path: str
+    title: str
+    x_label: str
+    y_label: str
+    series: dict[str, Sequence[tuple[float, float]]]
+    log_x: bool
+    y_min: Optional[float]
+
+
+def _matplotlib_chart(chart: _Chart) -> None:
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
@@ -182,36 +185,29 @@ def _matplotlib_chart(
 
     figure, axes = pyplot.subplots(figsize=(7, 4.2), dpi=110)
     try:
-        for name, points in series.items():
+        for name, points in chart.series.items():
             if points:
                 xs, ys = zip(*sorted(points))
                 axes.plot(xs, ys, marker="o", label=name)
-        if log_x:
+        if chart.log_x:
             axes.set_xscale("log", base=2)
-        if y_min is not None:
-            axes.set_ylim(bottom=y_min)
-        axes.set_title(title, fontsize=10)
-        axes.set_xlabel(x_label)
-        axes.set_ylabel(y_label)
+        if chart.y_min is not None:
+            axes.set_ylim(bottom=chart.y_min)
+        axes.set_title(chart.title, fontsize=10)
+        axes.set_xlabel(chart.x_label)
+        axes.set_ylabel(chart.y_label)
         axes.grid(True, alpha=0.3)
         axes.legend(fontsize=8)
         figure.tight_layout()
-        figure.savefig(path)
+        figure.savefig(chart.path)
     finally:
         pyplot.close(figure)
 
 
-def _builtin_chart(
-    path: str,
-    title: str,
-    x_label: str,
-    y_label: str,
-    series: dict[str, Sequence[tuple[float, float]]],
-    *,
-    log_x: bool = False,
-    y_min: Optional[float] = 0.0,
-) -> None:
-    """Write a PNG line chart of ``series`` (name → [(x, y), ...]) to ``path`` with the built-in writer."""
+def _builtin_chart(chart: _Chart) -> None:
+    """Write ``chart`` as a PNG with the built-in writer."""
+    path, title, x_label, y_label, series = chart.path, chart.title, chart.x_label, chart.y_label, chart.series
+    log_x, y_min = chart.log_x, chart.y_min
     width, height = 640, 400
     left, right, top, bottom = 60, 40, 30, 50
     canvas = _Canvas(width, height)

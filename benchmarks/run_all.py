@@ -75,65 +75,33 @@ TARGETS = (
     ("controller prefetch / torch copy (two threads)", "bench_controller", ("prefetch", "over_torch_copy"), ">=", 0.8),
     ("Redis backup / raw SET (hiredis)", "bench_redis", ("hiredis", "backup_over_raw_set"), ">=", 0.9),
     ("Redis prefetch / raw GET (hiredis)", "bench_redis", ("hiredis", "prefetch_over_raw_get"), ">=", 0.9),
-    ("file write / plain os.write", "bench_file_backend", ("ratios", "write / plain write"), ">=", 0.9),
-    (
-        "file read / plain os.readv into the pool's pages",
-        "bench_file_backend",
-        ("ratios", "read / plain read into pool"),
-        ">=",
-        0.9,
+    *(
+        (f"file {name}", "bench_file_backend", ("ratios", figure), ">=", target)
+        for name, figure, target in (
+            ("write / plain os.write", "write / plain write", 0.9),
+            ("read / plain os.readv into the pool's pages", "read / plain read into pool", 0.9),
+            ("write / plain os.write, CPU time", "cpu: write / plain write", 0.9),
+            ("read / plain os.readv into the pool's pages, CPU time", "cpu: read / plain read into pool", 0.9),
+            ("write / HiCacheFile write", "write / HiCacheFile write", 1.2),
+            ("read / HiCacheFile read", "read / HiCacheFile read", 2.0),
+        )
     ),
-    ("file write / plain os.write, CPU time", "bench_file_backend", ("ratios", "cpu: write / plain write"), ">=", 0.9),
-    (
-        "file read / plain os.readv into the pool's pages, CPU time",
-        "bench_file_backend",
-        ("ratios", "cpu: read / plain read into pool"),
-        ">=",
-        0.9,
-    ),
-    ("file write / HiCacheFile write", "bench_file_backend", ("ratios", "write / HiCacheFile write"), ">=", 1.2),
-    ("file read / HiCacheFile read", "bench_file_backend", ("ratios", "read / HiCacheFile read"), ">=", 2.0),
-    (
-        "recorder / bare, PrefixKeys prefix, batch_exists (isolated)",
-        "bench_recorder",
-        ("calls", "64 KiB pages, batch_exists, PrefixKeys", "isolated"),
-        "<=",
-        1.05,
-    ),
-    (
-        "recorder / bare, 16k-key list prefix, batch_exists (isolated)",
-        "bench_recorder",
-        ("calls", "64 KiB pages, batch_exists, list", "isolated"),
-        "<=",
-        1.5,
-    ),
-    (
-        "recorder / bare, new 16k-key list each call, batch_exists (isolated)",
-        "bench_recorder",
-        ("calls", "64 KiB pages, batch_exists, new list", "isolated"),
-        "<=",
-        1.5,
-    ),
-    (
-        "recorder / bare, growing list (prefix + batch), batch_exists (isolated)",
-        "bench_recorder",
-        ("calls", "64 KiB pages, batch_exists, growing list", "isolated"),
-        "<=",
-        1.5,
-    ),
-    (
-        "recorder / bare, new 16k-key list each call, batch_exists (isol., CPU)",
-        "bench_recorder",
-        ("calls", "64 KiB pages, batch_exists, new list", "isolated_cpu"),
-        "<=",
-        1.5,
-    ),
-    (
-        "recorder / bare, growing list (prefix + batch), batch_exists (isol., CPU)",
-        "bench_recorder",
-        ("calls", "64 KiB pages, batch_exists, growing list", "isolated_cpu"),
-        "<=",
-        1.5,
+    *(
+        (
+            f"recorder / bare, {name}, batch_exists ({shown})",
+            "bench_recorder",
+            ("calls", f"64 KiB pages, batch_exists, {case}", measure),
+            "<=",
+            target,
+        )
+        for name, case, (shown, measure), target in (
+            ("PrefixKeys prefix", "PrefixKeys", ("isolated", "isolated"), 1.05),
+            ("16k-key list prefix", "list", ("isolated", "isolated"), 1.5),
+            ("new 16k-key list each call", "new list", ("isolated", "isolated"), 1.5),
+            ("growing list (prefix + batch)", "growing list", ("isolated", "isolated"), 1.5),
+            ("new 16k-key list each call", "new list", ("isol., CPU", "isolated_cpu"), 1.5),
+            ("growing list (prefix + batch)", "growing list", ("isol., CPU", "isolated_cpu"), 1.5),
+        )
     ),
 )
 """The ratios with a target (issue: performance), read from the in-process benchmarks' figures."""
