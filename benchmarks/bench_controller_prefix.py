@@ -23,7 +23,6 @@ repeats, prefix depths up to 64k pages).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 import types
@@ -31,6 +30,7 @@ import types
 from hicache_contracts import HiCacheStorageExtraInfo, PrefixKeys
 from hicache_reference.controller_parts import PrefixInfo
 from hicache_spec import STORAGE_BATCH_SIZE
+from _args import quick_flag  # the benchmarks folder, on the path when a script or run_all runs
 
 SLICE_COUNTS = (1, 4, 16, 64, 256, 1024)
 """Slices per operation (128 pages each): 128 to 131,072 pages."""
@@ -130,9 +130,7 @@ def run(quick: bool = False) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repeats, depths up to 64k pages")
-    results = run(parser.parse_args().quick)
+    results = run(quick_flag(__doc__, "fewer repeats, depths up to 64k pages"))
     print(
         f"controller per-slice extra info, {STORAGE_BATCH_SIZE}-page slices, "
         f"minimum per slice over {results['repeats']} operations"

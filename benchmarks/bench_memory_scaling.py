@@ -18,14 +18,15 @@ returns the figures for ``benchmarks/run_all.py``.
 
 from __future__ import annotations
 
-import argparse
 import time
+from typing import Callable
 
 import torch
 
 from hicache_contracts import HiCacheStorageConfig
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends.memory import MemoryBackend, MemoryStore
+from _args import quick_flag  # the benchmarks folder, on the path when a script or run_all runs
 
 PAGE_SIZE, LAYERS, HEADS, HEAD_DIM = 16, 4, 2, 32
 """16 KiB pages: 16 tokens x 4 layers x K/V x 2 heads x 32 dims of float16."""
@@ -36,6 +37,15 @@ QUICK_PAGE_COUNTS = (1024, 4096)
 
 def make_pool(pages: int) -> HostPagePool:
     return HostPagePool(pages, PAGE_SIZE, LAYERS, HEADS, HEAD_DIM, kind="mha", pin_memory=False)
+
+
+def timed_slices(method: Callable[..., list], keys: list[str], slots: torch.Tensor, failure: str) -> float:
+    """Seconds to move ``keys`` through ``method`` (batch_set_v1 or batch_get_v1) in BATCH-page slices."""
+    started = time.perf_counter()
+    for first in range(0, len(keys), BATCH):
+        if not all(method(keys[first : first + BATCH], slots[first * PAGE_SIZE : (first + BATCH) * PAGE_SIZE])):
+            raise RuntimeError(failure)
+    return time.perf_counter() - started
 
 
 def measure(pages: int, rounds: int) -> dict:
@@ -53,24 +63,8 @@ def measure(pages: int, rounds: int) -> dict:
     best = {"write": float("inf"), "read": float("inf"), "copy": float("inf")}
     for round_index in range(rounds):
         keys = [f"{round_index:08x}{page:056x}" for page in range(pages)]
-        started = time.perf_counter()
-        for first in range(0, pages, BATCH):
-            if not all(
-                writer.batch_set_v1(
-                    keys[first : first + BATCH], source_slots[first * PAGE_SIZE : (first + BATCH) * PAGE_SIZE]
-                )
-            ):
-                raise RuntimeError("a write failed")
-        best["write"] = min(best["write"], time.perf_counter() - started)
-        started = time.perf_counter()
-        for first in range(0, pages, BATCH):
-            if not all(
-                reader.batch_get_v1(
-                    keys[first : first + BATCH], target_slots[first * PAGE_SIZE : (first + BATCH) * PAGE_SIZE]
-                )
-            ):
-                raise RuntimeError("a read missed")
-        best["read"] = min(best["read"], time.perf_counter() - started)
+        best["write"] = min(best["write"], timed_slices(writer.batch_set_v1, keys, source_slots, "a write failed"))
+        best["read"] = min(best["read"], timed_slices(reader.batch_get_v1, keys, target_slots, "a read missed"))
         if round_index == 0 and not torch.equal(target.kv_buffer, source.kv_buffer):
             raise RuntimeError("pages read back differ from the pages written")
         started = time.perf_counter()
@@ -103,9 +97,7 @@ def run(quick: bool = False) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1,024 and 4,096 pages")
-    results = run(parser.parse_args().quick)
+    results = run(quick_flag(__doc__, "1,024 and 4,096 pages"))
     print(
         f"memory backend, pages of {results['page_bytes']} B, best of {results['rounds']} rounds, "
         f"torch copy on {results['torch_threads']} threads"
