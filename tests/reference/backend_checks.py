@@ -24,18 +24,8 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
-from hicache_contracts import (
-    ContractViolation,
-    HiCacheStorageConfig,
-    PoolName,
-)
-from hicache_contracts.conformance import (
-    BackendFactory,
-    SuiteOptions,
-    SuiteReport,
-    level_clause_ids,
-    run_suite,
-)
+from hicache_contracts import ContractViolation, HiCacheStorageConfig, PoolName
+from hicache_contracts.conformance import BackendFactory, SuiteOptions, SuiteReport, level_clause_ids, run_suite
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backdoors import FileBackdoor, MemoryBackdoor
 from hicache_reference.backends import MemoryBackend, storage_name

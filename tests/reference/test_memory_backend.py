@@ -16,12 +16,7 @@ import pytest
 import torch
 
 from hicache_contracts.host_pool import HostPagePool
-from hicache_reference.backends import (
-    BackendStats,
-    MemoryBackend,
-    MemoryStore,
-    shared_memory_store,
-)
+from hicache_reference.backends import BackendStats, MemoryBackend, MemoryStore, shared_memory_store
 from hicache_reference.backends.memory import _HostPages, buffer_pages
 from hicache_contracts.conformance import backend_clauses
 from tests.reference.backend_checks import (

@@ -16,11 +16,7 @@ import torch
 
 from hicache_contracts.conformance.pools import ConformancePool
 from hicache_contracts.host_pool import HostPagePool
-from hicache_reference.backends import (
-    MemoryBackend,
-    MemoryStore,
-    storage_name,
-)
+from hicache_reference.backends import MemoryBackend, MemoryStore, storage_name
 from hicache_reference.backends.memory import _HostPages, buffer_pages
 from hicache_spec import STORAGE_BATCH_SIZE
 from tests.reference.backend_checks import (

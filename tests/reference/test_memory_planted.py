@@ -14,10 +14,7 @@ from typing import Any, Optional
 import pytest
 import torch
 
-from hicache_reference.backends import (
-    MemoryBackend,
-    tensor_bytes,
-)
+from hicache_reference.backends import MemoryBackend, tensor_bytes
 from hicache_reference.backends.memory import _HostPages
 from tests.reference.backend_checks import MemoryHarness, assert_vendor_check_fails
 from tests.reference.reference_checks import (

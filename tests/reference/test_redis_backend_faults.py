@@ -17,12 +17,7 @@ from redis.crc import key_slot
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference import CacheController
 from hicache_reference.backends.redis_backend import RedisBackend
-from tests.redis_support import (
-    RedisClusterServers,
-    RedisServer,
-    require_redis_server_binary,
-    unique_model_name,
-)
+from tests.redis_support import RedisClusterServers, RedisServer, require_redis_server_binary, unique_model_name
 from tests.reference.backend_checks import (
     clause_check,
     config,
@@ -33,7 +28,6 @@ from tests.reference.backend_checks import (
     slots_of,
     write_pages,
 )
-
 from tests.reference.test_redis_backend import FAST_RECOVERY, LetsRedisErrorsOut
 
 pytestmark = pytest.mark.redis

@@ -11,18 +11,8 @@ import time
 import pytest
 
 from hicache_reference.backends.redis_backend import RedisBackend, RedisSettings
-from tests.redis_support import (
-    MODES,
-    free_port,
-)
-from tests.reference.backend_checks import (
-    config,
-    make_pool,
-    page_keys,
-    slots_of,
-    write_pages,
-)
-
+from tests.redis_support import MODES, free_port
+from tests.reference.backend_checks import config, make_pool, page_keys, slots_of, write_pages
 from tests.reference.test_redis_backend import FAST_RECOVERY
 
 pytestmark = pytest.mark.redis
