@@ -54,18 +54,25 @@ __all__ = [
 ]
 
 
-class ClauseFailure(AssertionError):
-    """A backend broke a clause; ``counterexample`` is the smallest input the check found that shows it."""
+class _ClauseError:
+    """What both clause exceptions carry: the clause, the message and the counterexample; pickled by them."""
+
+    _shown = "[{clause_id}] {message}"
+    """The exception's text."""
 
     def __init__(self, clause_id: str, message: str, counterexample: Optional[str] = None) -> None:
         lookup_clause(clause_id)  # an unknown ID is a bug of the suite: fail loudly
         self.clause_id = clause_id
         self.message = message
         self.counterexample = counterexample
-        super().__init__(f"[{clause_id}] {message}")
+        super().__init__(self._shown.format(clause_id=clause_id, message=message))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.clause_id, self.message, self.counterexample))
+
+
+class ClauseFailure(_ClauseError, AssertionError):
+    """A backend broke a clause; ``counterexample`` is the smallest input the check found that shows it."""
 
 
 class CallTimedOut(ClauseFailure):
@@ -88,18 +95,10 @@ class CheckSkipped(Exception):
     """A check could not look at what it checks; the message says why."""
 
 
-class PreconditionFailed(Exception):
+class PreconditionFailed(_ClauseError, Exception):
     """A check's setup found ``clause_id`` broken (the root cause), so the check could not look at its own clauses."""
 
-    def __init__(self, clause_id: str, message: str, counterexample: Optional[str] = None) -> None:
-        lookup_clause(clause_id)
-        self.clause_id = clause_id
-        self.message = message
-        self.counterexample = counterexample
-        super().__init__(f"setup needs [{clause_id}]: {message}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.clause_id, self.message, self.counterexample))
+    _shown = "setup needs [{clause_id}]: {message}"
 
 
 def fail(clause_id: str, message: str, counterexample: Optional[str] = None) -> NoReturn:

@@ -8,7 +8,7 @@ docs/engines.md ("The trace file").
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Optional, TypeVar, Union
+from typing import Any, ClassVar, Optional, Union
 
 from pydantic import BaseModel, ValidationError
 
@@ -111,9 +111,6 @@ def trace_error(root: type, error: ValidationError) -> TraceFormatError:
     return TraceFormatError(where, rule, first.get("input"), _field_clause(owner, field) if within else None)
 
 
-_Trace = TypeVar("_Trace", bound="_TraceModel")
-
-
 class _TraceModel(ContractModel):
     """A trace model: validation errors become TraceFormatError, tagged per ``_trace_clauses``."""
 
@@ -122,24 +119,8 @@ class _TraceModel(ContractModel):
     _children: ClassVar[dict[str, Any]] = {}
     """The model of each field that holds nested trace objects."""
 
-    def __init__(self, /, **data: Any) -> None:
-        try:
-            self.__pydantic_validator__.validate_python(data, self_instance=self)
-        except ValidationError as error:
-            raise trace_error(type(self), error) from None
-
-    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+    _hide_cause: ClassVar[bool] = True
 
     @classmethod
-    def model_validate(cls: type[_Trace], obj: Any, *args: Any, **kwargs: Any) -> _Trace:
-        try:
-            return super(ContractModel, cls).model_validate(obj, *args, **kwargs)  # pydantic's own, not ContractModel's
-        except ValidationError as error:
-            raise trace_error(cls, error) from None
-
-    @classmethod
-    def model_validate_json(cls: type[_Trace], json_data: Any, *args: Any, **kwargs: Any) -> _Trace:
-        try:
-            return super(ContractModel, cls).model_validate_json(json_data, *args, **kwargs)
-        except ValidationError as error:
-            raise trace_error(cls, error) from None
+    def _invalid(cls, error: ValidationError) -> Exception:
+        return trace_error(cls, error)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, TypeVar, Union
+from typing import Any, Callable, ClassVar, TypeVar, Union
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -86,11 +86,24 @@ class ContractModel(BaseModel):
     _default_clause: ClassVar[str] = "BE-8"
     """The clause for errors of a field not in ``_field_clauses``."""
 
-    def __init__(self, /, **data: Any) -> None:
+    _hide_cause: ClassVar[bool] = False
+    """Whether the converted error leaves pydantic's error out of its traceback."""
+
+    @classmethod
+    def _invalid(cls, error: ValidationError) -> Exception:
+        """Return the exception a validation error of ``cls`` becomes."""
+        return violation_from(cls, error)
+
+    @classmethod
+    def _converting(cls, validate: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Return ``validate(*args, **kwargs)``; a ValidationError is raised as ``cls._invalid`` converts it."""
         try:
-            self.__pydantic_validator__.validate_python(data, self_instance=self)
+            return validate(*args, **kwargs)
         except ValidationError as error:
-            raise violation_from(type(self), error) from error
+            raise cls._invalid(error) from (None if cls._hide_cause else error)
+
+    def __init__(self, /, **data: Any) -> None:
+        type(self)._converting(self.__pydantic_validator__.validate_python, data, self_instance=self)
 
     # Validation does not call this __init__ (it only converts the error), so
     # model_validate_json keeps its JSON-mode validators.
@@ -98,17 +111,11 @@ class ContractModel(BaseModel):
 
     @classmethod
     def model_validate(cls: type[_Model], obj: Any, *args: Any, **kwargs: Any) -> _Model:
-        try:
-            return super().model_validate(obj, *args, **kwargs)
-        except ValidationError as error:
-            raise violation_from(cls, error) from error
+        return cls._converting(super().model_validate, obj, *args, **kwargs)
 
     @classmethod
     def model_validate_json(cls: type[_Model], json_data: Any, *args: Any, **kwargs: Any) -> _Model:
-        try:
-            return super().model_validate_json(json_data, *args, **kwargs)
-        except ValidationError as error:
-            raise violation_from(cls, error) from error
+        return cls._converting(super().model_validate_json, json_data, *args, **kwargs)
 
     def _evolve(self: _Model, **changes: Any) -> _Model:
         """Return a copy with ``changes`` applied, without validation: only for values already validated."""

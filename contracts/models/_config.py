@@ -179,17 +179,10 @@ class HiCacheStorageConfig(ContractModel):
     @classmethod
     def single_rank(cls, model_name: Optional[str] = "test-model", **overrides: Any) -> "HiCacheStorageConfig":
         """Return the configuration of a lone rank (every size 1, every flag off), with ``overrides`` applied."""
-        fields: dict[str, Any] = dict(
-            tp_rank=0,
-            tp_size=1,
-            pp_rank=0,
-            pp_size=1,
-            attn_cp_rank=0,
-            attn_cp_size=1,
-            is_mla_model=False,
-            enable_storage_metrics=False,
-            is_page_first_layout=False,
-            model_name=model_name,
-        )
-        fields.update(overrides)
-        return cls(**fields)
+        fields: dict[str, Any] = {
+            **dict.fromkeys(("tp_rank", "pp_rank", "attn_cp_rank"), 0),
+            **dict.fromkeys(("tp_size", "pp_size", "attn_cp_size"), 1),
+            **dict.fromkeys(("is_mla_model", "enable_storage_metrics", "is_page_first_layout"), False),
+            "model_name": model_name,
+        }
+        return cls(**{**fields, **overrides})

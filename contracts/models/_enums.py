@@ -11,7 +11,17 @@ from pydantic_core import core_schema
 from hicache_contracts.errors import ContractViolation
 
 
-class PoolName(str, Enum):
+class _ValueEnum(str, Enum):
+    """A str enum whose ``str()`` and ``format()`` give the member's value (as Python 3.11's StrEnum does)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class PoolName(_ValueEnum):
     """The host pools a v2 transfer can address (SGLang's ``PoolName``); ``str(PoolName.KV) == "kv"``."""
 
     KV = "kv"
@@ -38,12 +48,6 @@ class PoolName(str, Enum):
     DRAFT_INDEXER = "draft_indexer"
     DRAFT_SWA = "draft_swa"
 
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
-
 
 def pool_value(name: Any) -> str:
     """Return a pool name — our ``PoolName``, SGLang's, or its value — as the plain str value (``"kv"``).
@@ -54,7 +58,7 @@ def pool_value(name: Any) -> str:
     return str(name.value) if isinstance(name, Enum) else str(name)
 
 
-class PoolHitPolicy(str, Enum):
+class PoolHitPolicy(_ValueEnum):
     """Which pages of a prefix a pool must hold for a hit (HYB-6, HYB-7); ``str()`` gives the value."""
 
     ALL_PAGES = "all_pages"
@@ -63,12 +67,6 @@ class PoolHitPolicy(str, Enum):
     """Only the last max(1, len(transfer.keys)) pages of the prefix must exist."""
     BLOCK_GROUPS = "block_groups"
     """Whole groups of ``group_pages`` keys at block boundaries; reports its own pages, never gates (HYB-6)."""
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
 
 PrefetchPolicy = Literal["best_effort", "wait_complete", "timeout"]

@@ -7,7 +7,7 @@ import pytest
 
 from hicache_contracts.capabilities import LEGACY_METHODS, LEVEL_METHODS, V1_METHODS, V2_METHODS, detect_capabilities
 from hicache_contracts.protocols import LegacyBackend, PoolAwareV2Backend, ZeroCopyV1Backend, protocol_methods
-from tests.contracts.test_capabilities import LegacyOnly
+from tests.contracts.test_capabilities import EveryGeneration  # legacy, v1 and v2, every stub overridden
 
 PROTOCOLS = [(LegacyBackend, LEGACY_METHODS), (ZeroCopyV1Backend, V1_METHODS), (PoolAwareV2Backend, V2_METHODS)]
 GENERATION_METHODS = {
@@ -26,28 +26,6 @@ GENERATION_METHODS = {
     PoolAwareV2Backend: ("batch_exists_v2", "batch_get_v2", "batch_set_v2", "register_mem_host_pool_v2"),
 }
 """SGLang's HiCacheStorage methods per generation, written out (the protocols are the project's one list)."""
-
-
-class EveryGeneration(LegacyOnly):
-    """The first generation (``LegacyOnly``), v1 and v2."""
-
-    def batch_get_v1(self, keys, host_indices, extra_info=None):
-        return [False] * len(keys)
-
-    def batch_set_v1(self, keys, host_indices, extra_info=None):
-        return [False] * len(keys)
-
-    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
-        return object()
-
-    def batch_get_v2(self, transfers, extra_info=None):
-        return {}
-
-    def batch_set_v2(self, transfers, extra_info=None):
-        return {}
-
-    def register_mem_host_pool_v2(self, host_pool, host_pool_name):
-        pass
 
 
 @pytest.mark.parametrize("protocol, names", PROTOCOLS, ids=lambda value: getattr(value, "__name__", None))

@@ -12,6 +12,7 @@ field, a missing member, a changed default, a reordered field) is caught.
 from __future__ import annotations
 
 import copy
+import itertools
 
 import pytest
 
@@ -72,36 +73,15 @@ def test_dcp_validation_agrees_with_the_release(sglang_storage, release):
     cls = sglang_storage.HiCacheStorageConfig
     if "dcp_size" not in cls.__dataclass_fields__:
         pytest.skip(f"SGLang {release} has no DCP fields")
-    base = dict(
-        tp_rank=0,
-        tp_size=1,
-        pp_rank=0,
-        pp_size=1,
-        attn_cp_rank=0,
-        attn_cp_size=1,
-        is_mla_model=False,
-        enable_storage_metrics=False,
-        is_page_first_layout=False,
-        model_name="m",
-    )
-    cases = []
-    for tp_size in (1, 2, 3, 4):
-        for tp_rank in range(tp_size):
-            for dcp_size in (1, 2, 4):
-                for dcp_rank in range(dcp_size):
-                    for mla in (False, True):
-                        for page in (None, 0, 2, 3, 64):
-                            cases.append(
-                                dict(
-                                    base,
-                                    tp_size=tp_size,
-                                    tp_rank=tp_rank,
-                                    dcp_size=dcp_size,
-                                    dcp_rank=dcp_rank,
-                                    is_mla_model=mla,
-                                    logical_page_size=page,
-                                )
-                            )
+    base = HiCacheStorageConfig.single_rank(model_name="m").model_dump(include=set(cls.__dataclass_fields__))
+    varied = ("tp_size", "tp_rank", "dcp_size", "dcp_rank", "is_mla_model", "logical_page_size")
+    cases = [
+        dict(base, **dict(zip(varied, values)))
+        for tp_size, dcp_size in itertools.product((1, 2, 3, 4), (1, 2, 4))
+        for values in itertools.product(
+            (tp_size,), range(tp_size), (dcp_size,), range(dcp_size), (False, True), (None, 0, 2, 3, 64)
+        )
+    ]
     for case in cases:
         try:
             theirs = cls(**case)
