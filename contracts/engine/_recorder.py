@@ -136,8 +136,12 @@ def _summarize_get(result: Any) -> Any:
     return tuple(item is not None for item in result) if isinstance(result, (list, tuple)) else result
 
 
+_PLAIN_TYPES = (bool, int, float, str, type(None))
+"""Results kept as they are (immutable plain values)."""
+
+
 def _summarize_plain(result: Any) -> Any:
-    return result if isinstance(result, (bool, int, float, str, type(None))) else None
+    return result if isinstance(result, _PLAIN_TYPES) else None
 
 
 _SUMMARIES: dict[str, Callable[[Any], Any]] = {
