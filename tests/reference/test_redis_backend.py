@@ -135,15 +135,20 @@ def redis_harness(server_extra: dict) -> Any:
     harness.close()
 
 
-def dead_nodes(mode: str) -> RedisNodes:
-    """Nodes that point at a port nothing listens on: every command fails, as with a dead server."""
+def dead_server_extra(mode: str) -> dict:
+    """The ``extra_config`` of a server (``mode``) at a port nothing listens on, recovering fast."""
     port = free_port()
     extra = (
         {"redis_url": f"redis://127.0.0.1:{port}/0"}
         if mode == "standalone"
         else {"redis_cluster_nodes": [f"127.0.0.1:{port}"]}
     )
-    return RedisNodes(RedisSettings.from_extra_config({**extra, **FAST_RECOVERY}))
+    return {**extra, **FAST_RECOVERY}
+
+
+def dead_nodes(mode: str) -> RedisNodes:
+    """Nodes that point at a port nothing listens on: every command fails, as with a dead server."""
+    return RedisNodes(RedisSettings.from_extra_config(dead_server_extra(mode)))
 
 
 class TestRedisBackend(ReferenceBackendTests):

@@ -11,9 +11,9 @@ import time
 import pytest
 
 from hicache_reference.backends.redis_backend import RedisBackend, RedisSettings
-from tests.redis_support import MODES, free_port
+from tests.redis_support import MODES
 from tests.reference.backend_checks import config, make_pool, page_keys, slots_of, write_pages
-from tests.reference.test_redis_backend import FAST_RECOVERY
+from tests.reference.test_redis_backend import dead_server_extra
 
 pytestmark = pytest.mark.redis
 
@@ -90,13 +90,7 @@ def test_settings_defaults_and_forms() -> None:
 @pytest.mark.parametrize("mode", MODES)
 def test_unreachable_server_at_start_is_only_a_miss(mode: str) -> None:
     """Building never contacts the servers; with none reachable every call misses at once, nothing raises."""
-    port = free_port()
-    extra = (
-        {"redis_url": f"redis://127.0.0.1:{port}/0"}
-        if mode == "standalone"
-        else {"redis_cluster_nodes": [f"127.0.0.1:{port}"]}
-    )
-    backend = RedisBackend(config(), {**extra, **FAST_RECOVERY})
+    backend = RedisBackend(config(), dead_server_extra(mode))
     backend.register_mem_pool_host(make_pool())
     keys = page_keys(2)
     started = time.monotonic()
