@@ -394,19 +394,6 @@ BAD_INDICES = [
 ]
 
 
-@pytest.mark.clause("BE-15", "BE-16")
-@pytest.mark.parametrize("index, message", BAD_INDICES)
-def test_bad_index_is_rejected_and_nothing_written(index, message):
-    pool = make_pool()
-    before = pool.kv_buffer.clone()
-    with pytest.raises(ContractViolation) as caught:
-        pool.set_from_flat_data_page(index, random_page(pool, seed=3))
-    assert str(caught.value) == message
-    assert torch.equal(pool.kv_buffer, before)
-    with pytest.raises(ContractViolation):
-        pool.get_data_page(index)
-
-
 BAD_PAGES = [
     (
         torch.zeros(10, dtype=torch.float16),
@@ -421,14 +408,20 @@ BAD_PAGES = [
 
 
 @pytest.mark.clause("BE-15", "BE-16")
-@pytest.mark.parametrize("data, message", BAD_PAGES)
-def test_bad_page_data_is_rejected_and_nothing_written(data, message):
+@pytest.mark.parametrize(
+    "index, data, message",
+    [(index, None, message) for index, message in BAD_INDICES] + [(0, data, message) for data, message in BAD_PAGES],
+)
+def test_a_bad_index_or_page_is_rejected_and_nothing_written(index, data, message):
     pool = make_pool()
     before = pool.kv_buffer.clone()
     with pytest.raises(ContractViolation) as caught:
-        pool.set_from_flat_data_page(0, data)
+        pool.set_from_flat_data_page(index, random_page(pool, seed=3) if data is None else data)
     assert str(caught.value) == message
     assert torch.equal(pool.kv_buffer, before)
+    if data is None:  # a bad index is refused for reads too
+        with pytest.raises(ContractViolation):
+            pool.get_data_page(index)
 
 
 def _slots(*values: int) -> torch.Tensor:

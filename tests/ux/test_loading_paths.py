@@ -64,36 +64,38 @@ def test_a_package_in_the_working_directory_is_imported_and_the_note_says_so(tmp
     assert "backend my_pkg.store:MyStore" in result.stdout
 
 
-@pytest.mark.clause("BE-1")
-def test_a_module_found_nowhere_names_the_folder_searched_and_the_fix(tmp_path: Path) -> None:
-    result = run_in(tmp_path, "run", "--backend", "my_pkg.store:MyStore")
-    assert result.returncode == 2
-    assert result.stderr == (
-        "hicache-conform run: --backend: module 'my_pkg.store' must be importable; it is neither on the import "
-        f"path nor in the working directory {tmp_path} (no my_pkg/ or my_pkg.py there); run from the folder that "
-        "holds it, add that folder to PYTHONPATH, or install your package (pip install -e .) "
-        "(got 'my_pkg.store:MyStore')\n"
-    )
+UNIMPORTABLE = [
+    (
+        "my_pkg.store",
+        None,
+        "must be importable; it is neither on the import path nor in the working directory {directory} (no my_pkg/ "
+        "or my_pkg.py there); run from the folder that holds it, add that folder to PYTHONPATH, or install your "
+        "package (pip install -e .)",
+    ),
+    (
+        "vendor_store",
+        "import no_such_vendor_sdk\n\nclass MyStore:\n    pass\n",
+        "must import without error; it needs 'no_such_vendor_sdk', which is not installed (install it into this "
+        "environment)",
+    ),
+    (
+        "broken_store",
+        "raise RuntimeError('no endpoint configured')\n",
+        "must import without error (RuntimeError: no endpoint configured)",
+    ),
+]
+"""(module, its source in the working directory or None for nowhere, what the error says of it)."""
 
 
 @pytest.mark.clause("BE-1")
-def test_a_module_whose_own_import_is_missing_names_that_dependency(tmp_path: Path) -> None:
-    (tmp_path / "vendor_store.py").write_text("import no_such_vendor_sdk\n\nclass MyStore:\n    pass\n")
-    result = run_in(tmp_path, "run", "--backend", "vendor_store:MyStore")
+@pytest.mark.parametrize("module, source, rule", UNIMPORTABLE, ids=["found nowhere", "missing dependency", "raises"])
+def test_a_module_that_cannot_be_imported_exits_2_naming_why_and_the_fix(
+    tmp_path: Path, module: str, source: str, rule: str
+) -> None:
+    if source is not None:
+        (tmp_path / f"{module}.py").write_text(source)
+    result = run_in(tmp_path, "run", "--backend", f"{module}:MyStore")
     assert result.returncode == 2
     assert result.stderr == (
-        "hicache-conform run: --backend: module 'vendor_store' must import without error; it needs "
-        "'no_such_vendor_sdk', which is not installed (install it into this environment) "
-        "(got 'vendor_store:MyStore')\n"
-    )
-
-
-@pytest.mark.clause("BE-1")
-def test_a_module_that_raises_while_importing_names_the_error(tmp_path: Path) -> None:
-    (tmp_path / "broken_store.py").write_text("raise RuntimeError('no endpoint configured')\n")
-    result = run_in(tmp_path, "run", "--backend", "broken_store:MyStore")
-    assert result.returncode == 2
-    assert result.stderr == (
-        "hicache-conform run: --backend: module 'broken_store' must import without error "
-        "(RuntimeError: no endpoint configured) (got 'broken_store:MyStore')\n"
+        f"hicache-conform run: --backend: module '{module}' {rule.format(directory=tmp_path)} (got '{module}:MyStore')\n"
     )
