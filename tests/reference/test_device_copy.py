@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from typing import Any
+
 import pytest
 import torch
 
@@ -112,3 +115,81 @@ def test_cuda_load_is_asynchronous_on_its_own_stream():
     handle.wait()
     assert handle.done()
     assert torch.equal(copier.device_buffer.cpu(), pool.kv_buffer)
+
+
+# ---------------------------------------------------------------- the CUDA path, its runtime stood in
+class StandInEvent:
+    """Stands in for torch.cuda.Event: the stand-in stream runs its work at once, so the event has completed."""
+
+    def record(self, stream: Any) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+    def query(self) -> bool:
+        return True
+
+
+class StandInStream:
+    def wait_stream(self, other: Any) -> None:
+        pass
+
+
+def cuda_path_copier(monkeypatch: Any, layout: str, copier_class: type = PageCopier) -> PageCopier:
+    """A copier over a CPU buffer that takes the CUDA path, with torch's CUDA runtime stood in (no GPU needed)."""
+    monkeypatch.setattr(torch.cuda, "Event", StandInEvent)
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: None)
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda tensor: tensor.clone())
+    copier = copier_class(host_pool(layout), torch.zeros(*cuda_buffer_shape(layout), dtype=torch.float16))
+    copier.uses_cuda, copier.stream = True, StandInStream()
+    monkeypatch.setattr(copier, "_staging", lambda pages: unpinned_staging(copier, pages))
+    return copier
+
+
+def cuda_buffer_shape(layout: str) -> list[int]:
+    shape = list(host_pool(layout, pages=1).kv_buffer.shape)
+    shape[2 if layout == "layer_first" else 1] = 48 * PAGE_SIZE
+    return shape
+
+
+def unpinned_staging(copier: PageCopier, pages: int) -> torch.Tensor:
+    shape = list(copier.host_pool.kv_buffer.shape)
+    shape[copier.slot_dim] = pages * copier.page_size
+    return torch.empty(shape, dtype=copier.host_pool.dtype)
+
+
+def check_cuda_path_round_trip(copier: PageCopier, placement: str) -> None:
+    """Host pages load into their device pages, and store back into other host pages, scattered in ``wait``."""
+    pool = copier.host_pool
+    original = pool.kv_buffer.clone()
+    host_pages, device_pages = PLACEMENTS[placement]
+    copier.load(slots_of(host_pages), slots_of(device_pages)).wait()
+    for host, target in zip(host_pages, device_pages):
+        assert torch.equal(device_page(copier, target), host_page(pool, host)), f"device page {target} after load"
+    free_pages = [page for page in range(pool.page_count) if page not in host_pages][: len(host_pages)]
+    handle = copier.store(slots_of(device_pages), slots_of(free_pages))
+    assert not handle.done()  # the host scatter runs in wait()
+    handle.wait()
+    for host, back in zip(host_pages, free_pages):
+        expected = original.narrow(copier.slot_dim, host * PAGE_SIZE, PAGE_SIZE)
+        assert torch.equal(host_page(pool, back), expected), f"host page {back} after store"
+
+
+class StoreLoadsInstead(PageCopier):
+    """Planted: the CUDA store runs the host-to-device steps."""
+
+    def _move_cuda(self, host_slots: Any, device_slots: Any, *, to_device: bool) -> Any:
+        return super()._move_cuda(host_slots, device_slots, to_device=True)
+
+
+@pytest.mark.parametrize("layout", ["layer_first", "page_first"])
+@pytest.mark.parametrize("placement", list(PLACEMENTS))
+def test_the_cuda_path_round_trips_with_its_runtime_stood_in(monkeypatch, layout, placement):
+    check_cuda_path_round_trip(cuda_path_copier(monkeypatch, layout), placement)
+
+
+def test_the_cuda_path_check_catches_a_store_that_loads(monkeypatch):
+    with pytest.raises(AssertionError):
+        check_cuda_path_round_trip(cuda_path_copier(monkeypatch, "layer_first", StoreLoadsInstead), "scattered")
