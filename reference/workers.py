@@ -75,13 +75,9 @@ class Workers:
 
     def close(self, timeout: Optional[float] = 10.0) -> bool:
         """Finish every submitted operation and stop; abandon hung calls in the last quarter (at most 1 s). Clause: CTL-11."""
-        with self._state_lock:
-            if not self._running:
-                return True
-            self._running = False
-            self._hit_queue.put(STOP)
-            self._backup_queue.put(STOP)
-            threads = list(self.threads)
+        threads = self._stop_accepting()
+        if threads is None:
+            return True
         end = None if timeout is None else time.monotonic() + timeout
         grace = 0.0 if timeout is None else min(1.0, timeout / 4)
         for thread in threads:
@@ -93,6 +89,16 @@ class Workers:
         stopped = not any(thread.is_alive() for thread in threads)
         self.caller.stop_call_threads(None if end is None else max(0.0, end - time.monotonic()))
         return stopped
+
+    def _stop_accepting(self) -> Optional[list[threading.Thread]]:
+        """Refuse new operations and send the workers STOP; return their threads, or None when already closed."""
+        with self._state_lock:
+            if not self._running:
+                return None
+            self._running = False
+            self._hit_queue.put(STOP)
+            self._backup_queue.put(STOP)
+            return list(self.threads)
 
     def _serve(self, inbox: queue.Queue, stage: Stage, outbox: Optional[queue.Queue] = None) -> None:
         """Run ``stage`` on each operation from ``inbox`` in order and pass it on to ``outbox``; STOP ends the loop."""

@@ -29,10 +29,7 @@ def make_pool(pages: int = 8) -> HostPagePool:
         layer_num=1,
         head_num=1,
         head_dim=2,
-        dtype=torch.float16,
-        kind="mha",
-        layout="layer_first",
-        pin_memory=False,
+        pin_memory=False,  # fp16, MHA, layer first: the pool's defaults
     )
 
 

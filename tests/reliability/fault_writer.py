@@ -30,10 +30,7 @@ def make_pool() -> HostPagePool:
         layer_num=2,
         head_num=2,
         head_dim=64,
-        dtype=torch.float16,
-        kind="mha",
-        layout="layer_first",
-        pin_memory=False,
+        pin_memory=False,  # fp16, MHA, layer first: the pool's defaults
     )
 
 

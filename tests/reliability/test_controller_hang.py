@@ -20,7 +20,7 @@ import pytest
 
 from hicache_reference import CacheController
 from hicache_reference.calls import DEFAULT_CALL_DEADLINE, BackendCaller
-from hicache_reference.workers import STOP, Workers
+from hicache_reference.workers import Workers
 from tests.reference.controller_helpers import PAGE_SIZE, RecordingBackend, keys_for, make_pool, memory_backend, on_call
 
 KEYS = keys_for(300)
@@ -109,13 +109,9 @@ class JoinsForEver(Workers):
     """The old close(): joins the workers for the whole timeout and never abandons a call."""
 
     def close(self, timeout: Any = 10.0) -> bool:
-        with self._state_lock:
-            if not self._running:
-                return True
-            self._running = False
-            self._hit_queue.put(STOP)
-            self._backup_queue.put(STOP)
-            threads = list(self.threads)
+        threads = self._stop_accepting()
+        if threads is None:
+            return True
         for thread in threads:
             thread.join(timeout)
         return not any(thread.is_alive() for thread in threads)
