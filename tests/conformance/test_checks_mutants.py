@@ -150,13 +150,18 @@ def test_a_backend_holding_one_page_skips_only_the_checks_that_need_two() -> Non
 
 LAST_PAGE_READERS = {
     "every_rank_inside_its_group_is_accepted",
+    "exists_get_and_set_share_one_key_scheme",
     "extra_config_with_unknown_keys_is_accepted",
+    "full_batches_of_128_pages_work",
     "host_pools_register_before_any_io",
     "host_pools_registered_hook_accepts_the_pools",
+    "ranks_and_models_never_share_pages",
+    "replicated_kv_is_shared_across_tp_ranks",
     "second_host_pool_is_served_or_refused",
 }
-"""The checks that read into the last page of their instance's host pool: each builds a 4-page instance and reads
-its round trip into pages 2 and 3. The namespacing checks build 8-page pools and read no higher than page 6."""
+"""The checks that read into the last page of their instance's host pool: the 4-page instances' round trips (into
+pages 2 and 3), the namespacing checks' 6-page instances (pages 2 to 5) and BE-10's full batch (the main pool's top
+pages). NS-7 reads pages 4 to 6 of an 8-page pool, NS-8 reads nothing."""
 
 
 def test_a_backend_refusing_the_pools_last_page_fails_exactly_the_checks_that_read_into_it() -> None:
