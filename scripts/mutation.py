@@ -144,6 +144,7 @@ TARGETS: dict[str, Target] = {
             f"reference/{n}.py"
             for n in (
                 "controller",
+                "attachment",
                 "controller_input",
                 "controller_parts",
                 "controller_variants",
