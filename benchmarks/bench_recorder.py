@@ -144,7 +144,7 @@ def measure_batch(page_size: int, layers: int, heads: int, head_dim: int, number
                 lambda: call(bare), lambda: call(recorder), number, repeat, recorder.clear_calls
             )
             null_bare, null_recorded, null_bare_cpu, null_recorded_cpu = interleaved_best(
-                lambda: call(null), lambda: call(recorded_null), number * 20, repeat, recorded_null.clear_calls
+                lambda: call(null), lambda: call(recorded_null), number * 20, repeat * 3, recorded_null.clear_calls
             )
             overhead = max(0.0, null_recorded - null_bare)
             overhead_cpu = max(0.0, null_recorded_cpu - null_bare_cpu)
