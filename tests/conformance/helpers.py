@@ -31,6 +31,25 @@ SEED = 0
 """A fixed seed: the tests' runs are reproducible."""
 
 
+class UnimplementedV1V2:
+    """SGLang's base-class stubs: the v1 and v2 data methods only raise NotImplementedError (mix in first)."""
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        raise NotImplementedError
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        raise NotImplementedError
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        raise NotImplementedError
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        raise NotImplementedError
+
+    def batch_set_v2(self, transfers, extra_info=None):
+        raise NotImplementedError
+
+
 def fresh_store() -> str:
     """Return the name of a store no other test uses."""
     return f"test-{uuid.uuid4().hex}"

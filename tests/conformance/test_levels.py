@@ -22,26 +22,11 @@ from hicache_contracts.host_pool import HostPagePool
 from hicache_contracts.models import HiCacheStorageConfig
 from tests.conformance.correct_backend import STORES, CorrectBackend
 from hicache_contracts.conformance.loading import BackendFactory
-from tests.conformance.helpers import fresh_store, run, statuses
+from tests.conformance.helpers import UnimplementedV1V2, fresh_store, run, statuses
 
 
-class LegacyOnly(CorrectBackend):
+class LegacyOnly(UnimplementedV1V2, CorrectBackend):
     """Implements the legacy generation only; v1 and v2 raise NotImplementedError, as SGLang's base does."""
-
-    def batch_get_v1(self, keys, host_indices, extra_info=None):
-        raise NotImplementedError
-
-    def batch_set_v1(self, keys, host_indices, extra_info=None):
-        raise NotImplementedError
-
-    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
-        raise NotImplementedError
-
-    def batch_get_v2(self, transfers, extra_info=None):
-        raise NotImplementedError
-
-    def batch_set_v2(self, transfers, extra_info=None):
-        raise NotImplementedError
 
 
 class ClaimsV1WithoutIt(LegacyOnly):
@@ -63,8 +48,8 @@ def test_probed_backend_skips_the_generations_it_lacks_with_the_reason() -> None
         False,
         "probed",
         "batch_get_v1 only raises NotImplementedError (defined in "
-        "tests.conformance.test_levels.LegacyOnly); batch_set_v1 only raises "
-        "NotImplementedError (defined in tests.conformance.test_levels.LegacyOnly)",
+        "tests.conformance.helpers.UnimplementedV1V2); batch_set_v1 only raises "
+        "NotImplementedError (defined in tests.conformance.helpers.UnimplementedV1V2)",
     )
     assert levels["durability"] == (False, "probed", "cannot be probed; declare it with --levels or hicache_levels")
     result = statuses(report)

@@ -21,6 +21,7 @@ from hicache_contracts.capabilities import (
     detect_capabilities,
     is_not_implemented_stub,
 )
+from tests.conformance.helpers import UnimplementedV1V2
 
 
 # ------------------------------------------------------------------ scenarios
@@ -55,8 +56,9 @@ class LegacyOnly:
         self.mem_pool_host = mem_pool_host
 
 
-class StorageBase(LegacyOnly):
-    """Like SGLang's base class: the v1 and v2 methods are stubs that raise NotImplementedError."""
+class StorageBase(UnimplementedV1V2, LegacyOnly):
+    """Like SGLang's base class: the v1 and v2 methods are stubs that raise NotImplementedError (v1 with a
+    docstring, with a message)."""
 
     def batch_get_v1(self, keys, host_indices, extra_info=None):
         """Read pages into host slots."""
@@ -64,15 +66,6 @@ class StorageBase(LegacyOnly):
 
     def batch_set_v1(self, keys, host_indices, extra_info=None):
         raise NotImplementedError(f"{type(self).__name__} does not implement batch_set_v1")
-
-    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
-        raise NotImplementedError
-
-    def batch_get_v2(self, transfers, extra_info=None):
-        raise NotImplementedError
-
-    def batch_set_v2(self, transfers, extra_info=None):
-        raise NotImplementedError
 
     def register_mem_host_pool_v2(self, host_pool, host_pool_name):
         raise NotImplementedError

@@ -23,14 +23,7 @@ PAGE_SIZE = 4
 
 def make_pool(pages: int = 8) -> HostPagePool:
     """A small MHA host pool of ``pages`` pages of PAGE_SIZE tokens (fp16, layer first, not pinned)."""
-    return HostPagePool(
-        page_count=pages,
-        page_size=PAGE_SIZE,
-        layer_num=1,
-        head_num=1,
-        head_dim=2,
-        pin_memory=False,  # fp16, MHA, layer first: the pool's defaults
-    )
+    return HostPagePool(pages, PAGE_SIZE, layer_num=1, head_num=1, head_dim=2, pin_memory=False)
 
 
 @dataclass

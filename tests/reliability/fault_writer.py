@@ -24,14 +24,8 @@ def key_of(number: int) -> str:
 
 
 def make_pool() -> HostPagePool:
-    return HostPagePool(
-        page_count=BATCH,
-        page_size=PAGE_SIZE,
-        layer_num=2,
-        head_num=2,
-        head_dim=64,
-        pin_memory=False,  # fp16, MHA, layer first: the pool's defaults
-    )
+    """A BATCH-page MHA host pool (fp16, layer first, not pinned)."""
+    return HostPagePool(BATCH, PAGE_SIZE, layer_num=2, head_num=2, head_dim=64, pin_memory=False)
 
 
 def backend_at(root: str) -> FileBackend:
