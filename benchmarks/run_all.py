@@ -196,26 +196,23 @@ def draw(results: dict, directory: str) -> list[str]:
                     points.append((count, row["mean_us"]))
             return points
 
-        path = os.path.join(directory, "prefix_cost_vs_depth.png")
-        line_chart(
-            path,
-            "controller extra info per call vs prefix depth (1 = no prefix)",
-            "prefix pages",
-            "us per call",
-            {"1024 slices": series(controller, slices=1024), "64 slices": series(controller, slices=64)},
-            log_x=True,
-        )
-        written.append(path)
-        path = os.path.join(directory, "prefix_cost_vs_slices.png")
-        line_chart(
-            path,
-            "extra info per call vs slices (no prefix)",
-            "slices of 128 pages",
-            "us per call",
-            {"controller": series(controller, depth=0), "rebuilt per call": series(rebuilt, depth=0)},
-            log_x=True,
-        )
-        written.append(path)
+        for name, title, x_label, lines in (
+            (
+                "prefix_cost_vs_depth.png",
+                "controller extra info per call vs prefix depth (1 = no prefix)",
+                "prefix pages",
+                {"1024 slices": series(controller, slices=1024), "64 slices": series(controller, slices=64)},
+            ),
+            (
+                "prefix_cost_vs_slices.png",
+                "extra info per call vs slices (no prefix)",
+                "slices of 128 pages",
+                {"controller": series(controller, depth=0), "rebuilt per call": series(rebuilt, depth=0)},
+            ),
+        ):
+            path = os.path.join(directory, name)
+            line_chart(path, title, x_label, "us per call", lines, log_x=True)
+            written.append(path)
     suite = results.get("suite_time")
     if suite:
         path = os.path.join(directory, "suite_time.png")
