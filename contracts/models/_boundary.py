@@ -75,28 +75,39 @@ def _page_grid(page_size: int, itemsize: int) -> numpy.ndarray:
     return grid
 
 
+_BYTES_COMPARED = 4096
+"""Up to this many slots are compared as bytes (two small copies and one memcmp: the fewest NumPy calls); more are
+compared element by element (copies that large cost page faults)."""
+
+
+def _same_slots(expected: numpy.ndarray, array: numpy.ndarray) -> bool:
+    """Whether ``array`` holds exactly the slots of ``expected`` (the same dtype and count, any shape), in order."""
+    if array.size <= _BYTES_COMPARED:
+        return expected.tobytes() == array.tobytes()
+    return bool(numpy.equal(expected.reshape(-1), array).all())
+
+
 def _numpy_first_slots(array: numpy.ndarray, page_size: int) -> Optional[list[int]]:
     """Return each page's first slot if every page is consecutive from a non-negative multiple of page_size.
 
     ``array``: 1-D int64 or int32, a whole number (>= 1) of pages. None when
-    some page breaks the rule. The slots are compared as bytes with what the
-    rule makes of their first slots: one run from the first (the common case),
-    else each page's first slot plus ``0 .. page_size - 1``, computed in the
-    array's own dtype only once every value is known to fit it (nothing wraps
-    around).
+    some page breaks the rule. The slots are compared (``_same_slots``) with
+    what the rule makes of their first slots: one run from the first (the
+    common case), else each page's first slot plus ``0 .. page_size - 1``,
+    computed in the array's own dtype only once every value is known to fit
+    it (nothing wraps around).
     """
     firsts = array[::page_size]
     starts = firsts.tolist()
     count, first = array.size, starts[0]
     end = 1 << (8 * array.itemsize - 1)  # one past the dtype's largest value
     if 0 <= first <= end - count and not first % page_size and starts[-1] == first + count - page_size:
-        if numpy.arange(first, first + count, dtype=array.dtype).tobytes() == array.tobytes():
+        if _same_slots(numpy.arange(first, first + count, dtype=array.dtype), array):
             return starts
     if min(starts) < 0 or max(starts) > end - page_size:
         return None
     if page_size > 1 and (
-        any(map(page_size.__rmod__, starts))
-        or (firsts[:, None] + _page_grid(page_size, array.itemsize)).tobytes() != array.tobytes()
+        (firsts % page_size).any() or not _same_slots(firsts[:, None] + _page_grid(page_size, array.itemsize), array)
     ):
         return None
     return starts

@@ -27,6 +27,8 @@ SHAPES = {
     "numpy int64": (32, 16, torch.int64),
     "numpy int32": (20, 64, torch.int32),
     "numpy, one slot a page": (128, 1, torch.int64),
+    "numpy, many slots": (80, 64, torch.int64),  # more than _BYTES_COMPARED: compared element by element
+    "numpy int32, many slots": (70, 64, torch.int32),
     "torch int16": (32, 16, torch.int16),
 }
 """Path → (key_count, page_size, dtype): shapes that take each path."""
@@ -222,9 +224,19 @@ def test_planted_numpy_passes_are_caught(monkeypatch: pytest.MonkeyPatch) -> Non
         patched.setattr(_boundary, "_numpy_first_slots", run_without_alignment)
         found = disagreements(validate_host_indices)
         assert [line for line in found if "one run, misaligned: accepted" in line] == [
-            "numpy int64, one run, misaligned: accepted",
-            "numpy int32, one run, misaligned: accepted",
+            f"{path}, one run, misaligned: accepted"
+            for path, (_, page_size, _) in SHAPES.items()
+            if path.startswith("numpy") and page_size > 1
         ]
+    with monkeypatch.context() as patched:  # planted: a long array compared only as far as the bytes limit
+        patched.setattr(
+            _boundary,
+            "_same_slots",
+            lambda expected, array: expected.reshape(-1)[:4096].tobytes() == array[:4096].tobytes(),
+        )
+        found = disagreements(validate_host_indices)
+        assert "numpy, many slots, page 79: one slot too high: accepted" in found
+        assert "numpy int32, many slots, page 69: middle slot off: accepted" in found
     with monkeypatch.context() as patched:
         patched.setattr(_boundary, "_numpy_first_slots", unbounded_numpy_first_slots)
         assert disagreements(validate_host_indices) == []  # right wherever nothing wraps around
