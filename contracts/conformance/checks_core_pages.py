@@ -161,6 +161,8 @@ def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
 
             keys = suite.names.new_keys(2)
             if suite.claims("v1"):
+                for page, key in enumerate(keys):
+                    pool.poke(page, suite.pages.page_for(key, pool))
                 flags = suite.io.v1_flags(call(backend.batch_set_v1, keys, pool.slots([0, 1])), keys, "batch_set_v1")
                 expect(all(flags), "BE-8", f"batch_set_v1 with extra_info {label} ({style}) returned {flags}")
             else:
@@ -173,11 +175,23 @@ def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
                 f"batch_exists({suite.names.show(keys)}, {label})",
             )
             if suite.claims("v1"):
+                pool.fill([2, 3])
                 flags = suite.io.v1_flags(call(backend.batch_get_v1, keys, pool.slots([2, 3])), keys, "batch_get_v1")
                 expect(
                     all(flags) or suite.may_evict,
                     "BE-8",
                     f"batch_get_v1 with extra_info {label} ({style}) returned {flags}",
+                )
+                wrong = [
+                    suite.names.label(key)
+                    for page, (key, loaded) in enumerate(zip(keys, flags), start=2)
+                    if loaded and not suite.pages.same_page(key, pool, pool.peek(page))
+                ]
+                expect(
+                    not wrong,
+                    "BE-8",
+                    f"batch_get_v1 with extra_info {label} ({style}) reported {', '.join(wrong)} loaded, but the host "
+                    "page does not hold what was written",
                 )
             if suite.claims("v2"):  # v2 carries sidecars; KV moved above through v1
                 sidecar = instance.pool_for(PoolName.SWA)

@@ -421,6 +421,57 @@ class ChainsPagesWithinOneCall(CorrectBackend):
         return results
 
 
+class CountsThePrefixKeysToo(CorrectBackend):
+    """batch_exists given prefix_keys counts the prefix's pages as hits too, as if the keys were the whole chain
+    (BE-8: the count is of the keys asked about)."""
+
+    def batch_exists(self, keys, extra_info=None):
+        return super().batch_exists(keys, extra_info) + len(getattr(extra_info, "prefix_keys", None) or ())
+
+
+class DerivedRunWriteStoresNothing(RunBackend):
+    """A KV-derived indexer write whose host pages form one run is reported stored without a copy: the backend
+    counts on deriving it from the KV run later, and never does (BE-22)."""
+
+    def write_pages(self, pool, keys, host_indices):
+        if pool == "indexer" and self.is_run(pool, keys, host_indices):
+            return [True] * len(keys)
+        return super().write_pages(pool, keys, host_indices)
+
+
+RUN_CACHE: dict[tuple[str, str, str], bytes] = {}
+"""RunReadCacheKeyedByKeyAlone's cache: (store, pool, key) -> the bytes of the last write of that key."""
+
+
+class RunReadCacheKeyedByKeyAlone(RunBackend):
+    """A read whose host pages form one run finds its pages in the namespace's index, then takes their bytes from a
+    cache that every write fills under the key alone: after another rank or model wrote the same key, the run
+    read returns that writer's bytes (NS-1..NS-4)."""
+
+    def write_pages(self, pool, keys, host_indices):
+        results = super().write_pages(pool, keys, host_indices)
+        for key, stored in zip(keys, results):
+            if stored:
+                RUN_CACHE[(self.store_name, pool, key)] = self.fetch(self.name(key, pool))
+        return results
+
+    def read_pages(self, pool, keys, host_indices):
+        if not self.is_run(pool, keys, host_indices):
+            return super().read_pages(pool, keys, host_indices)
+        host_pool = self.pools[pool]
+        results = []
+        for index, key in enumerate(keys):
+            data = RUN_CACHE.get((self.store_name, pool, key))
+            if data is None or not self.present(self.name(key, pool), pool):
+                results.append(False)
+                continue
+            host_pool.set_from_flat_data_page(
+                int(host_indices[index * host_pool.page_size]), self.page_tensor(data, pool)
+            )
+            results.append(True)
+        return results
+
+
 # ================================================================ correct variants
 class EvictsAfterTheSecondRead(DropsAfterTheSecondRead):
     """The same cache, declaring that it may evict: correct."""
@@ -521,25 +572,28 @@ class KeepsOneOfEachWrite(CorrectBackend):
                 self.objects.pop(self.name(key, pool), None)
 
 
-class RefusesRepeatedHostPages(CorrectBackend):
-    """Raises on a call whose host indices name one host page twice: correct, since SGLang's host pool hands a
-    call distinct free pages, so no check may pass one page twice."""
+class ChecksItsHostIndices(CorrectBackend):
+    """Raises on a call whose host indices name a page twice, a negative slot, a slot past the pool or a first slot
+    off a page boundary: correct, since SGLang's host pool hands a call distinct free pages of its own, so no
+    check may pass anything else."""
 
     def read_pages(self, pool, keys, host_indices):
-        self.require_distinct(pool, keys, host_indices)
+        self.require_valid(pool, keys, host_indices)
         return super().read_pages(pool, keys, host_indices)
 
     def write_pages(self, pool, keys, host_indices):
-        self.require_distinct(pool, keys, host_indices)
+        self.require_valid(pool, keys, host_indices)
         return super().write_pages(pool, keys, host_indices)
 
-    def require_distinct(self, pool, keys, host_indices):
+    def require_valid(self, pool, keys, host_indices):
         host_pool = self.pools.get(pool)
         if host_pool is None:
             return
-        pages = [int(host_indices[index * host_pool.page_size]) for index in range(len(keys))]
-        if len(set(pages)) != len(pages):
-            raise ValueError(f"host_indices name a host page twice in one call: pages {pages}")
+        starts = [int(host_indices[index * host_pool.page_size]) for index in range(len(keys))]
+        if any(start < 0 or start >= host_pool.size or start % host_pool.page_size for start in starts):
+            raise ValueError(f"host_indices name slots outside the pool's pages: first slots {starts}")
+        if len(set(starts)) != len(starts):
+            raise ValueError(f"host_indices name a host page twice in one call: first slots {starts}")
 
 
 class HoldsOnePage(CorrectBackend):
@@ -590,7 +644,7 @@ WITHOUT_V2 = tuple(level for level in BACKEND_LEVELS if level != "v2")
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("evicting-declared", EvictsAfterTheSecondRead, {}),
     ("evicting-keeps-one-of-each-write", KeepsOneOfEachWrite, {}),
-    ("refuses-repeated-host-pages", RefusesRepeatedHostPages, {}),
+    ("checks-its-host-indices", ChecksItsHostIndices, {}),
     ("mla-page-first", CorrectBackend, dict(kind="mla", layout="page_first")),
     ("legacy-mla", CorrectBackend, dict(kind="mla", levels=tuple(level for level in BACKEND_LEVELS if level != "v1"))),
 ]

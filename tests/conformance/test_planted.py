@@ -97,7 +97,7 @@ NOT_PLANTED = {
     "RunBackend",
     "EvictsAfterTheSecondRead",
     "KeepsOneOfEachWrite",
-    "RefusesRepeatedHostPages",
+    "ChecksItsHostIndices",
     "HoldsOnePage",
 }
 """The classes of the family modules that are no planted bug: correct backends, hooks and shared bases."""
