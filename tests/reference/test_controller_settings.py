@@ -10,6 +10,7 @@ to a collaborator fails at class creation instead of being silently ignored.
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 
 import pytest
 
@@ -274,3 +275,19 @@ def test_the_facade_shows_the_workers_and_their_threads():
     finally:
         assert controller.close(timeout=10)
     assert not controller.running and not any(thread.is_alive() for thread in threads)
+
+
+def test_with_parts_names_and_documents_a_variant_after_its_parts():
+    variant = CacheController.with_parts(HalfQuery, NoBurstEnd)
+    assert (variant.__name__, variant.__doc__) == ("HalfQueryNoBurstEnd", HalfQuery.__doc__)
+    assert (variant.hit_query_class, variant.attachment_class) == (HalfQuery, NoBurstEnd)
+
+
+@pytest.mark.clause("CTL-8")
+@pytest.mark.parametrize(
+    "fields, replicated", [({}, False), ({"is_mla_model": False}, False), ({"is_mla_model": True}, True)]
+)
+def test_kv_is_replicated_only_when_the_config_says_mla(fields, replicated):
+    """A storage config without is_mla_model (an older or a hand-made one) is a model whose KV each TP rank holds."""
+    config = SimpleNamespace(tp_rank=0, tp_size=2, **fields)
+    assert Attachment(memory_backend(), make_pool(), config, ()).is_replicated_kv is replicated
