@@ -37,8 +37,9 @@ def tensor_bytes(value: Any) -> bytes:
     return value.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
-class CorrectBackend:
-    """Honours every backend clause; durability holds within one process (the store outlives instances)."""
+class PageObjects:
+    """The byte plumbing under the interface: the instance's namespace, its registered pools, and the named objects
+    of its store (``put``/``fetch``/``present``), which a planted bug may make fail, lose or misname."""
 
     def __init__(self, storage_config: Any, kwargs: Optional[dict] = None) -> None:
         extra = dict(getattr(storage_config, "extra_config", None) or {})
@@ -58,25 +59,6 @@ class CorrectBackend:
 
     def name(self, key: str, pool: str = "kv") -> str:
         return f"{self.namespace}|{pool}|{key}"
-
-    # ------------------------------------------------------------ registration
-    def register_mem_pool_host(self, mem_pool_host: Any) -> None:
-        self.register_pool("kv", mem_pool_host)
-
-    def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
-        self.register_pool(pool_name(host_pool_name), host_pool)
-
-    def register_pool(self, name: str, host_pool: Any) -> None:
-        """Keep ``host_pool`` as pool ``name``; refuse a second, different one (v1 calls cannot say which) (BE-28)."""
-        known = self.pools.get(name)
-        if known is not None and known is not host_pool:
-            raise ValueError(f"pool {name!r} already has another host pool; build one instance per controller")
-        self.pools[name] = host_pool
-
-    def on_host_pools_registered(self) -> None:
-        if "kv" not in self.pools:
-            raise RuntimeError("register_mem_pool_host must come before on_host_pools_registered")
-        self.attached = True
 
     def page_bytes(self, pool: str = "kv") -> int:
         dummy = self.pools[pool].get_dummy_flat_data_page()
@@ -115,6 +97,29 @@ class CorrectBackend:
     def page_tensor(self, data: bytes, pool: str = "kv") -> torch.Tensor:
         dtype = self.pools[pool].get_dummy_flat_data_page().dtype
         return torch.frombuffer(bytearray(data), dtype=dtype)
+
+
+class CorrectBackend(PageObjects):
+    """Honours every backend clause; durability holds within one process (the store outlives instances)."""
+
+    # ------------------------------------------------------------ registration
+    def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+        self.register_pool("kv", mem_pool_host)
+
+    def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
+        self.register_pool(pool_name(host_pool_name), host_pool)
+
+    def register_pool(self, name: str, host_pool: Any) -> None:
+        """Keep ``host_pool`` as pool ``name``; refuse a second, different one (v1 calls cannot say which) (BE-28)."""
+        known = self.pools.get(name)
+        if known is not None and known is not host_pool:
+            raise ValueError(f"pool {name!r} already has another host pool; build one instance per controller")
+        self.pools[name] = host_pool
+
+    def on_host_pools_registered(self) -> None:
+        if "kv" not in self.pools:
+            raise RuntimeError("register_mem_pool_host must come before on_host_pools_registered")
+        self.attached = True
 
     # ------------------------------------------------------------ legacy
     def exists(self, key: str) -> bool:
