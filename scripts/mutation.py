@@ -11,6 +11,9 @@ once, and caches the map); a mutant no test reaches is a survivor, reported "not
     python scripts/mutation.py --target checker --sample 120 --seed 3 --budget 900
     python scripts/mutation.py --target ci --sample 16 --seed 1 --budget 75   # CI's step
 
+One script over 450 lines: the targets, the mutants and the fork-per-mutant runner read top to bottom;
+the coverage map lives in scripts/mutation_coverage.py.
+
 Targets, their tests and score floors are in TARGETS; mutants judged equivalent are listed with a
 reason in docs/mutation.md or docs/mutation/<target>.md (a row whose first cell is the mutant's id in backticks) and leave the score.
 """

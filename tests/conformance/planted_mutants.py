@@ -4,6 +4,7 @@ Each backend differs from ``CorrectBackend`` in one realistic bug; ``planted_cat
 the check that must fail it, the clause that check must report, and the suite options of the run. The
 correct variants in ``CORRECT_VARIANTS`` honour every clause in ways the plain correct backend does
 not exercise (evicting pages it may drop), so that a check made stricter than the contract fails them.
+Over 450 lines: a family of small classes, one per bug or variant, read as a list.
 """
 
 from __future__ import annotations
