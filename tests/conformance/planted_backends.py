@@ -2,8 +2,8 @@
 
 The first sixteen are the bug classes seen in the field (CONTRACT.md §6); the
 rest give every other check a bug of its own. ``planted_catalog.CATALOG``
-names each with its clause and the oracles that must catch it. Over 450 lines: a family of small classes,
-one per bug, read as a list.
+names each with its clause and the oracles that must catch it. Over 450
+lines: a family of small classes, one per bug, read as a list.
 """
 
 from __future__ import annotations
