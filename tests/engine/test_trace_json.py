@@ -123,8 +123,8 @@ def test_cli_accepts_a_conforming_hand_written_trace(tmp_path, capsys):
     assert out.endswith("1 of 1 operation(s) conform\n")
 
 
-@pytest.mark.clause("PFX-4", "CTL-6")
-def test_cli_prints_a_table_and_exits_1_on_violations(tmp_path, capsys):
+def broken_document() -> dict:
+    """The hand-written trace with an empty prefix that never grows (PFX-4) and no final ack (CTL-6)."""
     document = json.loads(json.dumps(HAND_WRITTEN))
     operation = document["operations"][0]
     operation["prefix_keys"] = []
@@ -132,7 +132,12 @@ def test_cli_prints_a_table_and_exits_1_on_violations(tmp_path, capsys):
         call["prefix_keys"] = before
     operation["calls"][2].pop("prefix_keys_after")
     operation["acks"].pop()
-    assert main(["trace", write(tmp_path, document), "--statements"]) == 1
+    return document
+
+
+@pytest.mark.clause("PFX-4", "CTL-6")
+def test_cli_prints_a_table_and_exits_1_on_violations(tmp_path, capsys):
+    assert main(["trace", write(tmp_path, broken_document()), "--statements"]) == 1
     out = capsys.readouterr().out
     assert (
         "PFX-4   call #3    KV read batch_get_v1 at page 2: received [] but 2 key(s) precede its first key; an "

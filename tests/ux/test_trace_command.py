@@ -19,19 +19,7 @@ import pytest
 
 from hicache_contracts.cli import main
 from hicache_contracts.engine import TraceDocument
-from tests.engine.test_trace_json import CHAIN, HAND_WRITTEN, write
-
-
-def broken_document() -> dict:
-    """The hand-written trace with an empty prefix that never grows (PFX-4) and no final ack (CTL-6)."""
-    document = json.loads(json.dumps(HAND_WRITTEN))
-    operation = document["operations"][0]
-    operation["prefix_keys"] = []
-    for call, before in zip(operation["calls"], [[], list(CHAIN[:2]), [], []]):
-        call["prefix_keys"] = before
-    operation["calls"][2].pop("prefix_keys_after")
-    operation["acks"].pop()
-    return document
+from tests.engine.test_trace_json import HAND_WRITTEN, broken_document, write
 
 
 @pytest.mark.clause("PFX-4", "CTL-6")
