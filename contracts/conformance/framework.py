@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 
-class _ClauseError:
+class _ClauseError(Exception):
     """What both clause exceptions carry: the clause, the message and the counterexample; pickled by them."""
 
     _shown = "[{clause_id}] {message}"

@@ -60,6 +60,7 @@ def violation_from(model: type[ContractModel], error: ValidationError, location_
 
 
 _Model = TypeVar("_Model", bound="ContractModel")
+_T = TypeVar("_T")
 
 
 class ContractModel(BaseModel):
@@ -95,7 +96,7 @@ class ContractModel(BaseModel):
         return violation_from(cls, error)
 
     @classmethod
-    def _converting(cls, validate: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _converting(cls, validate: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """Return ``validate(*args, **kwargs)``; a ValidationError is raised as ``cls._invalid`` converts it."""
         try:
             return validate(*args, **kwargs)

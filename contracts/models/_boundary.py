@@ -98,7 +98,7 @@ def _numpy_first_slots(array: numpy.ndarray, page_size: int) -> Optional[list[in
     it (nothing wraps around).
     """
     firsts = array[::page_size]
-    starts = firsts.tolist()
+    starts: list[int] = firsts.tolist()
     count, first = array.size, starts[0]
     end = 1 << (8 * array.itemsize - 1)  # one past the dtype's largest value
     if 0 <= first <= end - count and not first % page_size and starts[-1] == first + count - page_size:
@@ -175,9 +175,10 @@ def host_page_starts(host_indices: Any, key_count: int, page_size: int, *, field
     if key_count == 0:
         return []
     try:  # a CPU tensor through NumPy, a view of the same memory: cheaper than torch's own slicing
-        return host_indices.numpy()[::page_size].tolist()
+        firsts: list[int] = host_indices.numpy()[::page_size].tolist()
     except (TypeError, RuntimeError):  # on a device, or not one NumPy can view
-        return host_indices[::page_size].tolist()
+        firsts = host_indices[::page_size].tolist()
+    return firsts
 
 
 def validate_host_indices(
@@ -192,7 +193,7 @@ def validate_host_indices(
     (with the page index where one applies) and the rule.
     """
     if _quick_first_slots(host_indices, key_count, page_size) is not None:
-        return host_indices  # a well-formed int64 or int32 CPU tensor: every rule holds
+        return host_indices  # type: ignore[no-any-return]  # a well-formed int64 or int32 CPU tensor
     if not is_count(page_size, 1):
         raise ContractViolation("page_size", "must be an int >= 1", page_size, "BE-15")
     if not is_count(key_count):

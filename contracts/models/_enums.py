@@ -15,7 +15,7 @@ class _ValueEnum(str, Enum):
     """A str enum whose ``str()`` and ``format()`` give the member's value (as Python 3.11's StrEnum does)."""
 
     def __str__(self) -> str:
-        return self.value
+        return str(self.value)
 
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)

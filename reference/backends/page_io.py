@@ -125,7 +125,7 @@ class HostPageIO(ObjectStore):
     # ============================================================ where a page's bytes are
     def _direct_views(
         self, pool: Any, page_format: PageFormat, slots: Sequence[int]
-    ) -> Optional[list[list[memoryview]]]:
+    ) -> Optional[Sequence[Sequence[memoryview]]]:
         """Return each page's host byte ranges as writable views in flat-page order, or None to read staged.
 
         None unless the backend reads into ranges and the pool lists its ranges

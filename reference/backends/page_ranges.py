@@ -46,7 +46,9 @@ class PageRanges:
         self._known: dict[int, tuple[Any, Optional[PoolLayout], Optional[memoryview], int, dict[int, Any]]] = {}
         self._lock = threading.Lock()
 
-    def views(self, pool: Any, page_format: PageFormat, slots: Sequence[int]) -> Optional[list[Sequence[memoryview]]]:
+    def views(
+        self, pool: Any, page_format: PageFormat, slots: Sequence[int]
+    ) -> Optional[Sequence[Sequence[memoryview]]]:
         """Return the views of the pages at ``slots`` (first token slots), or None when they are not known.
 
         None when the pool does not list its ranges in flat-page order, or
@@ -76,8 +78,8 @@ class PageRanges:
         # One view over the call's whole address span, cut into the ranges: a slice costs far less than a view.
         low = min(pointers)
         span = host_bytes(low, max(map(operator.add, pointers, sizes)) - low)
-        cut = [span[pointer - low : pointer - low + size] for pointer, size in zip(pointers, sizes)]
-        return [cut[first : first + per_page] for first in range(0, len(cut), per_page)]
+        ranges = [span[pointer - low : pointer - low + size] for pointer, size in zip(pointers, sizes)]
+        return [ranges[first : first + per_page] for first in range(0, len(ranges), per_page)]
 
     def layout(self, pool: Any, page_format: PageFormat) -> Optional[PoolLayout]:
         """Return the layout of a ``HostPagePool`` read from its answers for its first two pages, else None.
