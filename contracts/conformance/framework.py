@@ -95,7 +95,7 @@ class CheckSkipped(Exception):
     """A check could not look at what it checks; the message says why."""
 
 
-class PreconditionFailed(_ClauseError, Exception):
+class PreconditionFailed(_ClauseError):
     """A check's setup found ``clause_id`` broken (the root cause), so the check could not look at its own clauses."""
 
     _shown = "setup needs [{clause_id}]: {message}"

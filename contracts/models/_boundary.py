@@ -171,7 +171,7 @@ def host_page_starts(host_indices: Any, key_count: int, page_size: int, *, field
     starts = _quick_first_slots(host_indices, key_count, page_size)
     if starts is not None:
         return starts
-    validate_host_indices(host_indices, key_count, page_size, field=field)
+    _validate_by_rule(host_indices, key_count, page_size, field)
     if key_count == 0:
         return []
     try:  # a CPU tensor through NumPy, a view of the same memory: cheaper than torch's own slicing
@@ -194,6 +194,11 @@ def validate_host_indices(
     """
     if _quick_first_slots(host_indices, key_count, page_size) is not None:
         return host_indices  # type: ignore[no-any-return]  # a well-formed int64 or int32 CPU tensor
+    return _validate_by_rule(host_indices, key_count, page_size, field)
+
+
+def _validate_by_rule(host_indices: Any, key_count: int, page_size: int, field: str) -> torch.Tensor:
+    """``validate_host_indices`` without its NumPy pass: each rule in turn, for what that pass did not accept."""
     if not is_count(page_size, 1):
         raise ContractViolation("page_size", "must be an int >= 1", page_size, "BE-15")
     if not is_count(key_count):
