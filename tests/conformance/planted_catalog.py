@@ -367,6 +367,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-16", mutants.ReadRunsOnePagePastTheLast, alone("v1_reads_touch_only_addressed_slots")),
     _entry("PFX-1", mutants.ChainsPagesWithinOneCall, alone("prefix_states_none_empty_and_list_all_work")),
     _entry("BE-8", mutants.CountsThePrefixKeysToo, alone("extra_info_accepted_in_every_shape")),
+    _entry("BE-8", mutants.V1ReadWithInfoSkipsTheCopy, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-22", mutants.DerivedRunWriteStoresNothing, alone("v2_kv_derived_sidecars_travel_with_kv")),
     _entry(
         ("NS-1", "NS-2", "NS-3", "NS-4"),

@@ -422,6 +422,16 @@ class ChainsPagesWithinOneCall(CorrectBackend):
         return results
 
 
+class V1ReadWithInfoSkipsTheCopy(CorrectBackend):
+    """A batch_get_v1 given an extra_info reports every stored page loaded without copying it (BE-8): the info
+    selects a path (say, a prefetch hint) that only marks the pages."""
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        if extra_info is None:
+            return super().batch_get_v1(keys, host_indices, extra_info)
+        return list(self.pool_present("kv", list(keys)))
+
+
 class CountsThePrefixKeysToo(CorrectBackend):
     """batch_exists given prefix_keys counts the prefix's pages as hits too, as if the keys were the whole chain
     (BE-8: the count is of the keys asked about)."""
