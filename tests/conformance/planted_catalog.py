@@ -331,6 +331,9 @@ CATALOG: tuple[PlantedBackend, ...] = (
         "BE-23", mutants.DropsAfterTheSecondRead, alone("concurrent_calls_keep_every_key_consistent", recorded=False)
     ),
     _entry("BE-23", mutants.StatsRaiseDuringIO, alone("concurrent_calls_keep_every_key_consistent", recorded=False)),
+    _entry(
+        "BE-23", mutants.LookupsMissWhileAWriteRuns, alone("concurrent_calls_keep_every_key_consistent", recorded=False)
+    ),
     _entry("BE-8", mutants.V1SetNamesItsInfoParameterInfo, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-8", mutants.V1GetNamesItsInfoParameterInfo, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-8", mutants.V2GetNamesItsInfoParameterInfo, alone("extra_info_accepted_in_every_shape")),
@@ -362,11 +365,15 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-9", mutants.LastLegacyTargetLeftUnfilled, alone("legacy_results_have_their_shapes"), **LEGACY_MODE),
     _entry("BE-25", mutants.RefusesTheLastPipelineRank, alone("every_rank_inside_its_group_is_accepted")),
     _entry("BE-9", mutants.HitAfterAMissLeftUnfilled, alone("legacy_results_have_their_shapes"), **LEGACY_MODE),
+    _entry("BE-9", mutants.FirstLegacyTargetLeftUnfilled, alone("legacy_results_have_their_shapes"), **LEGACY_MODE),
+    _entry("NS-6", mutants.LooksUpUnderTheFirstTpRank, alone("exists_get_and_set_share_one_key_scheme")),
     _entry("BE-1", mutants.KvOnlyThroughV2Registration, alone("extra_config_with_unknown_keys_is_accepted")),
     _entry("BE-8", mutants.V2ReadWithInfoSkipsTheCopy, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-16", mutants.ReadRunsOnePagePastTheLast, alone("v1_reads_touch_only_addressed_slots")),
     _entry("PFX-1", mutants.ChainsPagesWithinOneCall, alone("prefix_states_none_empty_and_list_all_work")),
     _entry("BE-8", mutants.CountsThePrefixKeysToo, alone("extra_info_accepted_in_every_shape")),
+    _entry("PFX-1", mutants.CountsFromPastThePrefix, alone("prefix_states_none_empty_and_list_all_work")),
+    _entry("BE-11", mutants.SidecarRunCacheOutlivesClear, alone("clear_removes_every_pool")),
     _entry("BE-8", mutants.V1ReadWithInfoSkipsTheCopy, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-22", mutants.DerivedRunWriteStoresNothing, alone("v2_kv_derived_sidecars_travel_with_kv")),
     _entry(

@@ -91,6 +91,43 @@ class DropsAfterTheSecondRead(CorrectBackend):
         return value
 
 
+class LookupsMissWhileAWriteRuns(CorrectBackend):
+    """A write rebuilds the page index, and lookups from other threads meanwhile see it empty: every page reads
+    as a miss while any write runs (BE-23: a page whose write returned True is found by every later call). Calls
+    made one at a time never see it, nor does the count after the threads end."""
+
+    def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.writes_running = 0
+        self.writer = threading.local()
+
+    @contextlib.contextmanager
+    def rebuilding(self) -> Iterator[None]:
+        with self.lock:
+            self.writes_running += 1
+        self.writer.active = True
+        try:
+            time.sleep(0.001)  # the rebuild
+            yield
+        finally:
+            self.writer.active = False
+            with self.lock:
+                self.writes_running -= 1
+
+    def fetch(self, name: str) -> Optional[bytes]:
+        if self.writes_running and not getattr(self.writer, "active", False):
+            return None
+        return super().fetch(name)
+
+    def write_pages(self, pool, keys, host_indices):
+        with self.rebuilding():
+            return super().write_pages(pool, keys, host_indices)
+
+    def set(self, key, value=None, target_location=None, target_sizes=None):
+        with self.rebuilding():
+            return super().set(key, value, target_location, target_sizes)
+
+
 class StatsRaiseDuringIO(CorrectBackend):
     """get_stats walks counters that IO threads update, and raises when a call moves pages meanwhile (BE-23)."""
 
@@ -440,6 +477,15 @@ class CountsThePrefixKeysToo(CorrectBackend):
         return super().batch_exists(keys, extra_info) + len(getattr(extra_info, "prefix_keys", None) or ())
 
 
+class CountsFromPastThePrefix(CorrectBackend):
+    """batch_exists given prefix_keys takes the keys for the whole chain and counts from past the prefix's length:
+    with a prefix as long as the batch it counts nothing (PFX-1: the keys asked about come after the prefix)."""
+
+    def batch_exists(self, keys, extra_info=None):
+        skipped = len(getattr(extra_info, "prefix_keys", None) or ())
+        return super().batch_exists(list(keys)[skipped:], extra_info)
+
+
 class DerivedRunWriteStoresNothing(RunBackend):
     """A KV-derived indexer write whose host pages form one run is reported stored without a copy: the backend
     counts on deriving it from the KV run later, and never does (BE-22)."""
@@ -474,6 +520,37 @@ class RunReadCacheKeyedByKeyAlone(RunBackend):
         for index, key in enumerate(keys):
             data = RUN_CACHE.get((self.store_name, pool, key))
             if data is None or not self.present(self.name(key, pool), pool):
+                results.append(False)
+                continue
+            host_pool.set_from_flat_data_page(
+                int(host_indices[index * host_pool.page_size]), self.page_tensor(data, pool)
+            )
+            results.append(True)
+        return results
+
+
+class SidecarRunCacheOutlivesClear(RunBackend):
+    """Sidecar pages written are kept in a read cache as well, and a sidecar read whose host pages form one run is
+    served from it; clear() empties the store but forgets the cache (BE-11): such a read still loads the pages."""
+
+    def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.cache: dict[tuple[str, str], Optional[bytes]] = {}
+
+    def write_pages(self, pool, keys, host_indices):
+        results = super().write_pages(pool, keys, host_indices)
+        for key, stored in zip(keys, results):
+            if stored and pool != "kv":
+                self.cache[(pool, key)] = self.fetch(self.name(key, pool))
+        return results
+
+    def read_pages(self, pool, keys, host_indices):
+        if pool == "kv" or not self.is_run(pool, keys, host_indices):
+            return super().read_pages(pool, keys, host_indices)
+        host_pool, results = self.pools[pool], []
+        for index, key in enumerate(keys):
+            data = self.cache.get((pool, key)) or self.fetch(self.name(key, pool))
+            if data is None:
                 results.append(False)
                 continue
             host_pool.set_from_flat_data_page(
@@ -531,6 +608,29 @@ class LastLegacyTargetLeftUnfilled(CorrectBackend):
             return super().batch_get(keys, target_locations, target_sizes)
         last = target_locations[-1] if target_locations else None
         return values + [last if last is not None and self.exists(keys[-1]) else None]
+
+
+class FirstLegacyTargetLeftUnfilled(CorrectBackend):
+    """batch_get fills the targets from the second key on (a loop started at 1): the first key's target comes back
+    as handed in (zeros), reported as a hit (BE-9's bytes). Only a check reading the first key of a batch sees it."""
+
+    def batch_get(self, keys: list, target_locations: Any = None, target_sizes: Any = None) -> list:
+        targets = list(target_locations or [None] * len(keys))
+        if len(keys) < 2 or targets[0] is None or not self.exists(keys[0]):
+            return super().batch_get(keys, target_locations, target_sizes)
+        return [targets[0]] + super().batch_get(keys[1:], targets[1:], target_sizes)
+
+
+class LooksUpUnderTheFirstTpRank(CorrectBackend):
+    """batch_exists names keys with TP rank 0 whatever the instance's rank (the lookup path reads a default that
+    the write path overrides): on any other TP rank it misses what the writes stored (NS-6)."""
+
+    def batch_exists(self, keys: list, extra_info: Any = None) -> int:
+        first_rank = self.namespace.replace(f"|tp{self.config.tp_rank}/", "|tp0/", 1)
+        for index, key in enumerate(keys):
+            if self.fetch(f"{first_rank}|kv|{key}") is None:
+                return index
+        return len(keys)
 
 
 class RefusesTheLastPipelineRank(CorrectBackend):

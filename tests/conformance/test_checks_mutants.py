@@ -20,7 +20,7 @@ from hicache_contracts.conformance import CHECKS
 from hicache_contracts.conformance.pools import slots_of_pages
 from tests.conformance.check_messages import RECORDED, run_alone, verdict_of
 from tests.conformance.helpers import failed, run, statuses
-from tests.conformance.planted_catalog import CATALOG
+from tests.conformance.planted_catalog import BY_NAME, CATALOG
 from tests.conformance.planted_evicting import EvictsEverything
 from tests.conformance.planted_mutants import CORRECT_VARIANTS, HoldsOnePage, LastHostPageRefused, one_run
 
@@ -182,6 +182,21 @@ def test_check_alone_reports_the_planted_bug_as_recorded(entry, check: str) -> N
     report = run_alone(entry, check)
     fails_on_its_clause(entry, check, report)
     assert verdict_of(report, check) == RECORDED_VERDICTS.get(entry.name, {}).get(check)
+
+
+@pytest.mark.clause("BE-23")
+def test_a_racing_failure_names_the_first_problem_and_counts_them() -> None:
+    """StatsRaiseDuringIO makes exactly one problem (the stats thread stops at its first error): the verdict names
+    it and counts one. The concurrency checks' verdicts are not recorded (threads interleave differently each run),
+    so this is the test of the message."""
+    report = run_alone(BY_NAME["StatsRaiseDuringIO"], "concurrent_calls_keep_every_key_consistent")
+    outcome = next(
+        item for item in report.sections[0].checks if item.check == "concurrent_calls_keep_every_key_consistent"
+    )
+    assert outcome.status == "fail", outcome
+    assert outcome.message == (
+        "get_stats raised RuntimeError: dictionary changed size during iteration while IO ran (1 problem(s) in all)"
+    )
 
 
 @pytest.mark.parametrize(
