@@ -148,21 +148,21 @@ def measure(pages: int, rounds: int, directory: str, layout: str = "page_first",
 
         return read
 
-    def plain_write() -> None:
-        for key, data in zip(keys_of(current[0]), prepared):
-            final = os.path.join(plain_directory, key)
-            descriptor = os.open(final + ".tmp", temporary_flags, 0o600)
-            os.write(descriptor, data)
-            os.close(descriptor)
-            os.replace(final + ".tmp", final)
+    def published(directory: str, payloads: list, write: Callable[[int, Any], Any]) -> Callable[[], None]:
+        """Per page: write ``write(descriptor, payload)`` to a temporary name, close it, rename it into place."""
 
-    def plain_writev() -> None:
-        for key, parts in zip(keys_of(current[0]), writer_ranges):
-            final = os.path.join(writev_directory, key)
-            descriptor = os.open(final + ".tmp", temporary_flags, 0o600)
-            os.writev(descriptor, parts)
-            os.close(descriptor)
-            os.replace(final + ".tmp", final)
+        def run() -> None:
+            for key, payload in zip(keys_of(current[0]), payloads):
+                final = os.path.join(directory, key)
+                descriptor = os.open(final + ".tmp", temporary_flags, 0o600)
+                write(descriptor, payload)
+                os.close(descriptor)
+                os.replace(final + ".tmp", final)
+
+        return run
+
+    plain_write = published(plain_directory, prepared, os.write)
+    plain_writev = published(writev_directory, writer_ranges, os.writev)
 
     def bare_write() -> None:
         for key, data in zip(keys_of(current[0]), prepared):
