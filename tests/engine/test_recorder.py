@@ -3,6 +3,8 @@
 Each property is a ``check_*`` function run on the real recorder and on a
 planted recorder that breaks it (``pytest.raises(AssertionError)``), so every
 check is seen to fail.
+
+One module, though over 450 lines: each ``check_*`` sits beside the planted recorder it must catch.
 """
 
 from __future__ import annotations
