@@ -138,6 +138,7 @@ TARGETS: dict[str, Target] = {
         tests=(
             "tests/conformance/test_planted.py",
             "tests/conformance/test_checks_mutants.py",
+            "tests/conformance/test_fold_oracle.py",  # the fold's planted bugs and correct folds
         ),
         floor=0.90,
     ),

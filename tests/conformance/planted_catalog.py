@@ -334,6 +334,9 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry(
         "BE-23", mutants.LookupsMissWhileAWriteRuns, alone("concurrent_calls_keep_every_key_consistent", recorded=False)
     ),
+    _entry(
+        "BE-23", mutants.CountsMissWhileAWriteRuns, alone("concurrent_calls_keep_every_key_consistent", recorded=False)
+    ),
     _entry("BE-8", mutants.V1SetNamesItsInfoParameterInfo, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-8", mutants.V1GetNamesItsInfoParameterInfo, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-8", mutants.V2GetNamesItsInfoParameterInfo, alone("extra_info_accepted_in_every_shape")),
@@ -374,6 +377,9 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-8", mutants.CountsThePrefixKeysToo, alone("extra_info_accepted_in_every_shape")),
     _entry("PFX-1", mutants.CountsFromPastThePrefix, alone("prefix_states_none_empty_and_list_all_work")),
     _entry("BE-11", mutants.SidecarRunCacheOutlivesClear, alone("clear_removes_every_pool")),
+    _entry("BE-3", mutants.ExistsPromotesToAHotTier, alone("batch_exists_has_no_side_effects")),
+    _entry("BE-11", mutants.ClearDeletesWhileIterating, alone(_STATEFUL)),
+    _entry("HYB-6", mutants.AllPagesHitCopiedFromKv, alone("v2_exists_folds_pool_hits_per_policy")),
     _entry("BE-8", mutants.V1ReadWithInfoSkipsTheCopy, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-22", mutants.DerivedRunWriteStoresNothing, alone("v2_kv_derived_sidecars_travel_with_kv")),
     _entry(

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from typing import Any, Iterator, Optional
 
 from hicache_contracts.conformance import BACKEND_LEVELS
+from hicache_contracts.models import PoolTransferResult
 from tests.conformance.correct_backend import CorrectBackend, pool_name, tensor_bytes
 from tests.conformance.planted_backends import VisibleBeforeWritten
 
@@ -126,6 +127,19 @@ class LookupsMissWhileAWriteRuns(CorrectBackend):
     def set(self, key, value=None, target_location=None, target_sizes=None):
         with self.rebuilding():
             return super().set(key, value, target_location, target_sizes)
+
+
+class CountsMissWhileAWriteRuns(LookupsMissWhileAWriteRuns):
+    """As ``LookupsMissWhileAWriteRuns``, but only batch_exists reads the index being rebuilt; reads go to the store
+    (BE-23). Only the rule for counts after a confirmed write sees it."""
+
+    def fetch(self, name: str) -> Optional[bytes]:
+        return CorrectBackend.fetch(self, name)
+
+    def batch_exists(self, keys: list, extra_info: Any = None) -> int:
+        if self.writes_running and not getattr(self.writer, "active", False):
+            return 0
+        return super().batch_exists(keys, extra_info)
 
 
 class StatsRaiseDuringIO(CorrectBackend):
@@ -560,6 +574,49 @@ class SidecarRunCacheOutlivesClear(RunBackend):
         return results
 
 
+class ExistsPromotesToAHotTier(CorrectBackend):
+    """batch_exists moves each page it counts into a hot tier that reads consult and its own lookups do not: asked
+    again, it no longer counts them (BE-3: asking changes nothing)."""
+
+    def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.hot: set[str] = set()
+
+    def batch_exists(self, keys: list, extra_info: Any = None) -> int:
+        count = 0
+        for key in keys:
+            if self.name(key) in self.hot or not self.exists(key):
+                break
+            count += 1
+        self.hot.update(self.name(key) for key in keys[:count])
+        return count
+
+
+class ClearDeletesWhileIterating(CorrectBackend):
+    """clear() deletes from the store while iterating over it: the first deletion ends the walk with RuntimeError
+    (BE-11), whichever check's instance is cleared."""
+
+    def clear(self) -> None:
+        with self.lock:
+            for name in self.objects:
+                if name.startswith(self.namespace + "|"):
+                    del self.objects[name]
+
+
+class AllPagesHitCopiedFromKv(CorrectBackend):
+    """batch_exists_v2 reports an all_pages pool's hit as the KV hit, never looking at the pool's pages (HYB-6: each
+    pool's entry is its own boundary); the folded hit is still right."""
+
+    def batch_exists_v2(self, keys: list, pool_transfers: Any = None, extra_info: Any = None) -> Any:
+        result = super().batch_exists_v2(keys, pool_transfers, extra_info)
+        hits = dict(result.extra_pool_hit_pages)
+        kv_hit = hits.get("kv", 0)
+        for transfer in pool_transfers or ():
+            if kv_hit and pool_name(transfer.hit_policy) == "all_pages":
+                hits[pool_name(transfer.name)] = kv_hit
+        return PoolTransferResult(kv_hit_pages=result.kv_hit_pages, extra_pool_hit_pages=hits)
+
+
 # ================================================================ correct variants
 class EvictsAfterTheSecondRead(DropsAfterTheSecondRead):
     """The same cache, declaring that it may evict: correct."""
@@ -752,11 +809,45 @@ class HoldsOnePage(CorrectBackend):
 
 WITHOUT_V2 = tuple(level for level in BACKEND_LEVELS if level != "v2")
 """The levels of a backend that does not claim v2."""
+
+
+class LegacyLeftUnimplemented(CorrectBackend):
+    """A v1 backend without the legacy per-key methods: get, set, exists, batch_get and batch_set raise
+    NotImplementedError, as the interface's defaults do (correct: SGLang calls them only on a backend without
+    v1). batch_exists, which every backend answers, looks up the store itself."""
+
+    def batch_exists(self, keys: list, extra_info: Any = None) -> int:
+        for index, key in enumerate(keys):
+            if not self.present(self.name(key)):
+                return index
+        return len(keys)
+
+    def exists(self, key: str) -> bool:
+        raise NotImplementedError("exists")
+
+    def get(self, key: str, target_location: Any = None, target_sizes: Any = None) -> Any:
+        raise NotImplementedError("get")
+
+    def batch_get(self, keys: list, target_locations: Any = None, target_sizes: Any = None) -> list:
+        raise NotImplementedError("batch_get")
+
+    def set(self, key: str, value: Any = None, target_location: Any = None, target_sizes: Any = None) -> bool:
+        raise NotImplementedError("set")
+
+    def batch_set(self, keys: list, values: Any = None, target_locations: Any = None, target_sizes: Any = None) -> bool:
+        raise NotImplementedError("batch_set")
+
+
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("evicting-declared", EvictsAfterTheSecondRead, {}),
     ("evicting-keeps-one-of-each-write", KeepsOneOfEachWrite, {}),
     ("checks-its-host-indices", ChecksItsHostIndices, {}),
     ("mla-page-first", CorrectBackend, dict(kind="mla", layout="page_first")),
     ("legacy-mla", CorrectBackend, dict(kind="mla", levels=tuple(level for level in BACKEND_LEVELS if level != "v1"))),
+    (
+        "v1-without-legacy",
+        LegacyLeftUnimplemented,
+        dict(levels=tuple(level for level in BACKEND_LEVELS if level != "legacy")),
+    ),
 ]
 """(name, correct backend, suite options): every check the run makes must pass (an evicting backend declares it)."""

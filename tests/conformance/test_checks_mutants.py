@@ -78,12 +78,15 @@ BACKDOOR_CHECKS = {check.name for check in CHECKS if check.function.__module__.e
 def expected_skips(options: dict) -> set[str]:
     """The checks a correct variant is skipped on, each for a reason of its own: the backdoor checks (the variants
     offer no hooks); without v1, the checks of v1 and those that need a v1 write (BE-7 holds one half done, the
-    non-writer rank's check reads its write back). Any other skip is a check that stopped looking: a pages-seen
-    test that never saw a page (an evicting backend), a branch that no longer runs."""
+    non-writer rank's check reads its write back); without legacy, the legacy checks. Any other skip is a check
+    that stopped looking: a pages-seen test that never saw a page (an evicting backend), a branch that no longer
+    runs."""
     skips = set(BACKDOOR_CHECKS)
     if "v1" not in options.get("levels", ("v1",)):
         skips |= {check.name for check in CHECKS if "v1" in check.requires}
         skips |= {"pages_are_invisible_until_fully_written", "a_non_writer_rank_writes_what_it_reports"}
+    if "legacy" not in options.get("levels", ("legacy",)):
+        skips |= {check.name for check in CHECKS if "legacy" in check.requires}
     return skips
 
 

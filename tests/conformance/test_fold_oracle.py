@@ -4,7 +4,7 @@ A backend that folds with the minimum of each pool's largest hit (SGLang
 #39147) fails BE-21; one that also reports pools after the restorable set
 became empty, each with its own boundary, passes (SGLang's own backends stop
 examining there, so the suite demands no such entry, and refuses none); one
-that reports a restorable set other than the intersection fails BE-26.
+that reports a restorable set other than the intersection (every length, or only the hit) fails BE-26.
 The correct folds are ``tests/oracles.py``'s plain formulation, not the
 spec's ``fold_pool_query`` the suite judges by.
 """
@@ -56,6 +56,14 @@ class ContiguousRestorableSet(WithRestorableSet):
         return list(range(1, (restorable[-1] if restorable else 0) + 1))
 
 
+class OnlyTheHitRestorable(WithRestorableSet):
+    """Reports only the hit itself as restorable, leaving out the shorter lengths every pool can restore (BE-26:
+    every such length, ascending): the right last entry, a set too small."""
+
+    def restorable(self, restorable: tuple) -> Any:
+        return list(restorable[-1:])
+
+
 class ReportsEveryPool(CorrectBackend):
     """Examines every pool, also after no length is left to restore, each entry its own boundary (allowed)."""
 
@@ -82,6 +90,12 @@ def test_min_of_maxima_fold_fails_be21():
 @pytest.mark.clause("BE-26")
 def test_a_restorable_set_that_is_not_the_intersection_fails_be26():
     report = run(ContiguousRestorableSet, checks=checks_for(FOLD_CLAUSES), profile="standard")
+    assert "BE-26" in failed(report), statuses(report)
+
+
+@pytest.mark.clause("BE-26")
+def test_a_restorable_set_of_the_hit_alone_fails_be26():
+    report = run(OnlyTheHitRestorable, checks=checks_for(FOLD_CLAUSES), profile="standard")
     assert "BE-26" in failed(report), statuses(report)
 
 
