@@ -207,6 +207,18 @@ class RunBackend(CorrectBackend):
         host_pool = self.pools.get(pool)
         return host_pool is not None and one_run(host_indices, host_pool.page_size, len(keys))
 
+    def load_each(self, pool: str, keys: list, host_indices: Any, lookup: Any) -> list[bool]:
+        """Copy ``lookup(key)``'s bytes into each key's host page: a run path's read; None is a miss."""
+        host_pool, results = self.pools[pool], []
+        for index, key in enumerate(keys):
+            data = lookup(key)
+            if data is not None:
+                host_pool.set_from_flat_data_page(
+                    int(host_indices[index * host_pool.page_size]), self.page_tensor(data, pool)
+                )
+            results.append(data is not None)
+        return results
+
 
 class SidecarRunReadRaisesOnStoreError(RunBackend):
     """A run of sidecar pages is fetched in one bulk read that lets the store's error escape (BE-5)."""
@@ -529,18 +541,14 @@ class RunReadCacheKeyedByKeyAlone(RunBackend):
     def read_pages(self, pool, keys, host_indices):
         if not self.is_run(pool, keys, host_indices):
             return super().read_pages(pool, keys, host_indices)
-        host_pool = self.pools[pool]
-        results = []
-        for index, key in enumerate(keys):
-            data = RUN_CACHE.get((self.store_name, pool, key))
-            if data is None or not self.present(self.name(key, pool), pool):
-                results.append(False)
-                continue
-            host_pool.set_from_flat_data_page(
-                int(host_indices[index * host_pool.page_size]), self.page_tensor(data, pool)
-            )
-            results.append(True)
-        return results
+        return self.load_each(
+            pool,
+            keys,
+            host_indices,
+            lambda key: (
+                RUN_CACHE.get((self.store_name, pool, key)) if self.present(self.name(key, pool), pool) else None
+            ),
+        )
 
 
 class SidecarRunCacheOutlivesClear(RunBackend):
@@ -561,17 +569,9 @@ class SidecarRunCacheOutlivesClear(RunBackend):
     def read_pages(self, pool, keys, host_indices):
         if pool == "kv" or not self.is_run(pool, keys, host_indices):
             return super().read_pages(pool, keys, host_indices)
-        host_pool, results = self.pools[pool], []
-        for index, key in enumerate(keys):
-            data = self.cache.get((pool, key)) or self.fetch(self.name(key, pool))
-            if data is None:
-                results.append(False)
-                continue
-            host_pool.set_from_flat_data_page(
-                int(host_indices[index * host_pool.page_size]), self.page_tensor(data, pool)
-            )
-            results.append(True)
-        return results
+        return self.load_each(
+            pool, keys, host_indices, lambda key: self.cache.get((pool, key)) or self.fetch(self.name(key, pool))
+        )
 
 
 class ExistsPromotesToAHotTier(CorrectBackend):
