@@ -1,61 +1,14 @@
 """The networked reference backend: pages in Redis, standalone or Redis Cluster, shared between machines.
 
-One ``RedisBackend`` class serves both deployments; the extra config names the
-servers (``redis_url`` for one server, ``redis_cluster_nodes`` for a cluster).
-Every generation of the interface comes from ``PageStoreBackend`` (base.py);
-this module supplies its object primitives over Redis; the servers, routing and
-requests are in redis_nodes.py, the extra config in redis_settings.py.
+``RedisBackend`` serves both deployments; its extra config (``redis_url`` for one server,
+``redis_cluster_nodes`` for a cluster, ``key_prefix``, ``ttl_seconds``, the socket timeouts and
+``reconnect_interval_seconds``) is validated in redis_settings.py. Every generation of the interface comes
+from ``PageStoreBackend`` (base.py); this module supplies its object primitives over Redis: all pools of one
+page in one Redis hash, one pipeline per node and batch, pages sent from and received into the host pool's
+byte ranges, and failures turned into misses and failed writes (BE-5). The servers, routing and requests are
+in redis_nodes.py, the reply reader in redis_replies.py.
 
-Layout (see docs/distributed.md): every page is named by an ``ObjectName``
-(namespace.py: ``<namespace>/<pool>/<key>``, pool and key escaped), which
-the primitives get as it is; all pools of one page live in **one Redis
-hash**::
-
-    key    <key_prefix><namespace>/<key>      e.g. hicache:llama/pp0of1/cp0of1/tp0of2/3fa9...
-    field  <pool>                             kv, indexer, swa, ...
-    value  the raw bytes of one flat page of that pool
-
-so a KV page and its KV-derived sidecars sit in one key: they land on one
-cluster slot, expire together (one TTL per hash) and are evicted or deleted
-together (BE-22); each field is written by one ``HSET`` and is never visible
-in part (BE-7); the base writes sidecars before KV, so a reader that finds KV
-also finds them, or reports the page missing. The key holds no braces, so a
-cluster spreads pages over its slots by the CRC16 of the whole key.
-
-Round trips: every batch call is one pipeline per Redis node (one for
-standalone; for a cluster, one per master owning a slot of the batch, sent in
-parallel); a read of a whole 128-page slice is one call. Requests are packed
-here (``_pack``) so that a page goes out straight from the host pool, each
-contiguous part of it one buffer of the request, never copied (the base hands
-a write the page's host byte ranges, computed by arithmetic for a
-``HostPagePool``: ``writes_from_ranges``). Requests and replies go over
-redis-py's pooled connections. A read's replies are received straight into
-each page's host byte ranges (``reads_into_ranges``; the base's staging
-buffer otherwise): the reply's header is parsed by the backend and a value of exactly
-the page's size is taken from the socket by ``recv_into`` into the ranges, a
-value of another size skipped (redis_replies.py). Other replies, and reads on
-a connection whose parser holds unread bytes, go through redis-py's parser —
-hiredis's C parser when it is installed (a dependency of the project) — and
-a read's value is then copied once into its ranges.
-
-Failures never leave a call (BE-5): a node that does not answer, times out,
-or redirects (MOVED/ASK during resharding) turns its part of the batch into
-misses / failed writes, the cluster slot map is refreshed, and a node that
-failed is skipped for ``reconnect_interval_seconds`` before it is tried again.
-A pooled connection broken by a server restart is retried once on a fresh
-connection, so the same instance serves again as soon as the server is back.
-
-Extra config (JSON), all optional:
-
-    redis_url                    "redis://[user:password@]host:port/db"   (default redis://127.0.0.1:6379/0)
-    redis_cluster_nodes          ["host:port", ...] or "host:port,host:port"  (cluster mode; excludes redis_url)
-    redis_username, redis_password   credentials for cluster nodes (standalone: put them in the URL)
-    key_prefix                   "hicache:"        first part of every key; no braces, glob characters or spaces;
-                                                   empty or ending with a character no namespace holds (":")
-    ttl_seconds                  null              expire a page this long after its last write
-    socket_timeout               5.0               seconds to wait for a reply
-    socket_connect_timeout       2.0               seconds to wait for a connection
-    reconnect_interval_seconds   1.0               how long a failed node is skipped before it is tried again
+docs/distributed.md holds the layout, the round trips, the failure table and the extra config's reference.
 """
 
 from __future__ import annotations
