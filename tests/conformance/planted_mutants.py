@@ -838,10 +838,23 @@ class LegacyLeftUnimplemented(CorrectBackend):
         raise NotImplementedError("batch_set")
 
 
+class V2HookRefusesASecondPoolTersely(CorrectBackend):
+    """Refuses a second, different host pool in register_mem_pool_host, saying why; its v2 hook refuses one with a
+    bare ValueError. Correct: SGLang registers through the v1 hook first and never reaches the v2 hook once that
+    refused (BE-28 judges the refusal SGLang sees)."""
+
+    def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
+        known = self.pools.get(pool_name(host_pool_name))
+        if known is not None and known is not host_pool:
+            raise ValueError()
+        super().register_mem_host_pool_v2(host_pool, host_pool_name)
+
+
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("evicting-declared", EvictsAfterTheSecondRead, {}),
     ("evicting-keeps-one-of-each-write", KeepsOneOfEachWrite, {}),
     ("checks-its-host-indices", ChecksItsHostIndices, {}),
+    ("v2-hook-refuses-tersely", V2HookRefusesASecondPoolTersely, {}),
     ("mla-page-first", CorrectBackend, dict(kind="mla", layout="page_first")),
     ("legacy-mla", CorrectBackend, dict(kind="mla", levels=tuple(level for level in BACKEND_LEVELS if level != "v1"))),
     (
