@@ -92,10 +92,9 @@ class DropsAfterTheSecondRead(CorrectBackend):
         return value
 
 
-class LookupsMissWhileAWriteRuns(CorrectBackend):
-    """A write rebuilds the page index, and lookups from other threads meanwhile see it empty: every page reads
-    as a miss while any write runs (BE-23: a page whose write returned True is found by every later call). Calls
-    made one at a time never see it, nor does the count after the threads end."""
+class RebuildsItsIndexOnWrite(CorrectBackend):
+    """The base of the two rebuild bugs below: each write rebuilds the page index for a moment, during which other
+    threads see it empty (``another_write_runs``)."""
 
     def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
         super().__init__(storage_config, kwargs)
@@ -115,10 +114,9 @@ class LookupsMissWhileAWriteRuns(CorrectBackend):
             with self.lock:
                 self.writes_running -= 1
 
-    def fetch(self, name: str) -> Optional[bytes]:
-        if self.writes_running and not getattr(self.writer, "active", False):
-            return None
-        return super().fetch(name)
+    def another_write_runs(self) -> bool:
+        """Whether a write of another thread is rebuilding the index now."""
+        return bool(self.writes_running) and not getattr(self.writer, "active", False)
 
     def write_pages(self, pool, keys, host_indices):
         with self.rebuilding():
@@ -129,17 +127,21 @@ class LookupsMissWhileAWriteRuns(CorrectBackend):
             return super().set(key, value, target_location, target_sizes)
 
 
-class CountsMissWhileAWriteRuns(LookupsMissWhileAWriteRuns):
-    """As ``LookupsMissWhileAWriteRuns``, but only batch_exists reads the index being rebuilt; reads go to the store
-    (BE-23). Only the rule for counts after a confirmed write sees it."""
+class LookupsMissWhileAWriteRuns(RebuildsItsIndexOnWrite):
+    """Every page reads as a miss while another thread's write rebuilds the index (BE-23: a page whose write
+    returned True is found by every later call). Calls made one at a time never see it, nor does the count after
+    the threads end."""
 
     def fetch(self, name: str) -> Optional[bytes]:
-        return CorrectBackend.fetch(self, name)
+        return None if self.another_write_runs() else super().fetch(name)
+
+
+class CountsMissWhileAWriteRuns(RebuildsItsIndexOnWrite):
+    """Only batch_exists reads the index being rebuilt, and counts nothing meanwhile; reads go to the store
+    (BE-23). Only the rule for counts after a confirmed write sees it."""
 
     def batch_exists(self, keys: list, extra_info: Any = None) -> int:
-        if self.writes_running and not getattr(self.writer, "active", False):
-            return 0
-        return super().batch_exists(keys, extra_info)
+        return 0 if self.another_write_runs() else super().batch_exists(keys, extra_info)
 
 
 class StatsRaiseDuringIO(CorrectBackend):

@@ -95,6 +95,7 @@ NOT_PLANTED = {
     "EvictsAfterRead",
     "EvictsEverything",
     "RunBackend",
+    "RebuildsItsIndexOnWrite",
     "EvictsAfterTheSecondRead",
     "KeepsOneOfEachWrite",
     "ChecksItsHostIndices",
