@@ -180,45 +180,47 @@ class RecordedCall(CallView):
         "recording_problem",
     )
 
+    if TYPE_CHECKING:  # the fields a call starts without: see _UNSET (read through __getattr__ until set)
+        keys: Optional[tuple[Any, ...]]
+        transfers: Optional[tuple[RecordedTransfer, ...]]
+        extra_info_state: str
+        extra_info: Any
+        prefix_object: Any
+        prefix_keys: Any
+        prefix_keys_problem: Optional[str]
+        returned: Any
+        result: Any
+        raised: Optional[str]
+        finished: Optional[float]
+        recording_problem: Optional[str]
+
     def __init__(self, index: int, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        # Only what every call has is stored here; the other fields stay unset until the recorder fills them
+        # (most calls fill few), and read as their defaults (``_UNSET``) until then: the recorder's cost per
+        # call is mostly stores like these.
         self.index = index
         """Position in the recorder's call list (start order)."""
         self.method = method
         """The backend method called."""
-        self.keys: Optional[tuple[Any, ...]] = None
-        """The page keys (one for get/set/exists); None for batch_get_v2/batch_set_v2 (see ``transfers``)."""
-        self.transfers: Optional[tuple[RecordedTransfer, ...]] = None
-        """The PoolTransfers of a v2 call, or None."""
-        self.extra_info_state: str = EXTRA_INFO_ABSENT
-        """``"absent"`` (no argument), ``"none"`` (passed None) or ``"present"``."""
-        self.extra_info: Any = None
-        """The extra_info object the backend received, or None."""
-        self.prefix_object: Any = None
-        """The object ``extra_info.prefix_keys`` referred to at call time."""
-        self.prefix_keys: Any = None
-        """Snapshot of ``extra_info.prefix_keys`` at call time (a tuple or PrefixKeys), or None."""
-        self.prefix_keys_problem: Optional[str] = None
-        """Why the prefix could not be read as a sequence of keys, or None."""
         self.args = args
         """The positional arguments, as passed."""
         self.kwargs = kwargs
         """The keyword arguments, as passed."""
-        self.returned: Any = None
-        """The object the inner backend returned (the engine got this very object)."""
-        self.result: Any = None
-        """A snapshot of what the checker needs from the result (bools as a tuple, hit counts ...)."""
-        self.raised: Optional[str] = None
-        """``"Type: message"`` when the inner backend raised (the exception was re-raised)."""
         self.thread = threading.current_thread().name
         """The calling thread's name."""
         self.thread_id = threading.get_ident()
         """The calling thread's identifier."""
         self.started = time.monotonic()
         """``time.monotonic()`` when the call started."""
-        self.finished: Optional[float] = None
-        """``time.monotonic()`` when it returned or raised; None while in flight."""
-        self.recording_problem: Optional[str] = None
-        """Why part of the call could not be recorded (the call itself went through), or None."""
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only for a slot not set yet: it takes its default, stored so the next read is direct.
+        try:
+            default = _UNSET[name]
+        except KeyError:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}") from None
+        object.__setattr__(self, name, default)
+        return default
 
     def current_prefix(self) -> tuple[bool, Any, Optional[str]]:
         """Return ``(changed, value, problem)``: whether the prefix handed to the backend differs now from its snapshot.
@@ -247,3 +249,20 @@ class RecordedCall(CallView):
             f"RecordedCall(#{self.index} {self.method}, keys=<{len(self.all_keys)}>, "
             f"extra_info={self.extra_info_state}, prefix_keys={prefix}, thread={self.thread!r})"
         )
+
+
+_UNSET: Final[dict[str, Any]] = {
+    "keys": None,  # the page keys (one for get/set/exists); None for batch_get_v2/batch_set_v2 (see transfers)
+    "transfers": None,  # the PoolTransfers of a v2 call, or None
+    "extra_info_state": EXTRA_INFO_ABSENT,  # "absent" (no argument), "none" (passed None) or "present"
+    "extra_info": None,  # the extra_info object the backend received, or None
+    "prefix_object": None,  # the object extra_info.prefix_keys referred to at call time
+    "prefix_keys": None,  # snapshot of extra_info.prefix_keys at call time (a tuple or PrefixKeys), or None
+    "prefix_keys_problem": None,  # why the prefix could not be read as a sequence of keys, or None
+    "returned": None,  # the object the inner backend returned (the engine got this very object)
+    "result": None,  # a snapshot of what the checker needs from the result (bools as a tuple, hit counts ...)
+    "raised": None,  # "Type: message" when the inner backend raised (the exception was re-raised)
+    "finished": None,  # time.monotonic() when it returned or raised; None while in flight
+    "recording_problem": None,  # why part of the call could not be recorded (the call itself went through)
+}
+"""The fields of a ``RecordedCall`` that a call starts without, with the value each reads as until it is set."""

@@ -74,9 +74,7 @@ _TRANSFER_METHODS = {
 }
 """v2 methods, with the position and keyword of their PoolTransfer list."""
 _NOT_GIVEN = object()
-_OWN_ATTRIBUTES = frozenset(
-    {"_recording_inner", "_recording_calls", "_recording_lock", "_recording_counter", "_recording_snapshots"}
-)
+_OWN_ATTRIBUTES = frozenset({"_recording_inner", "_recording_calls", "_recording_lock", "_recording_snapshots"})
 
 
 _REUSE_LOOKBACK = 8
@@ -259,7 +257,6 @@ class RecordingBackend:
         "_recording_inner",
         "_recording_calls",
         "_recording_lock",
-        "_recording_counter",
         "_recording_snapshots",
     )
     _recording_proxies: dict[type, type] = {}
@@ -277,7 +274,6 @@ class RecordingBackend:
         object.__setattr__(instance, "_recording_inner", inner)
         object.__setattr__(instance, "_recording_calls", [])
         object.__setattr__(instance, "_recording_lock", threading.Lock())
-        object.__setattr__(instance, "_recording_counter", itertools.count())
         object.__setattr__(instance, "_recording_snapshots", ListSnapshots())
         return instance
 
@@ -306,7 +302,6 @@ class RecordingBackend:
         """Forget every recorded call and restart the numbering at 0 (between operations, or to free memory)."""
         with self._recording_lock:
             self._recording_calls.clear()
-            object.__setattr__(self, "_recording_counter", itertools.count())
         self._recording_snapshots.clear()
 
     def to_trace(self, *, chain: Any, prefix_keys: Any, **operation: Any) -> Any:
@@ -316,20 +311,28 @@ class RecordingBackend:
         return trace_document_from_calls(self.calls, chain=chain, prefix_keys=prefix_keys, **operation)
 
     # ------------------------------------------------------------ forwarding
-    def _recording_call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _recording_call(
+        self,
+        method: str,
+        plan: Optional[tuple[int, Optional[tuple[int, str]], Optional[int]]],
+        summarize: Callable[[Any], Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """Record one call of ``method`` (``plan`` and ``summarize``: its entries in ``_PLANS`` and ``_SUMMARIES``,
+        looked up once per method), forward it, and return what the inner backend returned."""
         target = getattr(self._recording_inner, method)
         call = None
         try:
             lock = self._recording_lock
             lock.acquire()  # cheaper than ``with`` on this path, which every call takes
             try:
-                call = RecordedCall(next(self._recording_counter), method, args, kwargs)
                 calls = self._recording_calls
-                position = len(calls)
+                position = len(calls)  # the call's index: clear_calls empties the list and so restarts it at 0
+                call = RecordedCall(position, method, args, kwargs)
                 calls.append(call)
             finally:
                 lock.release()
-            plan = _PLANS.get(method)
             if plan is not None:
                 _record_arguments(call, plan, args, kwargs, calls, self._recording_snapshots, position)
         except Exception as error:  # recording must never break the engine's call
@@ -346,7 +349,7 @@ class RecordingBackend:
             call.finished = time.monotonic()
             call.returned = returned
             try:
-                call.result = _SUMMARIES.get(method, _summarize_plain)(returned)
+                call.result = summarize(returned)
             except Exception as error:
                 call.recording_problem = f"{type(error).__name__}: {error}"
         return returned
@@ -389,8 +392,10 @@ def _public_methods(inner_class: type) -> dict[str, Any]:
 
 
 def _make_method(name: str, target: Any, static: bool = False) -> Any:
+    plan, summarize = _PLANS.get(name), _SUMMARIES.get(name, _summarize_plain)
+
     def method(self: RecordingBackend, *args: Any, **kwargs: Any) -> Any:
-        return self._recording_call(name, args, kwargs)
+        return self._recording_call(name, plan, summarize, args, kwargs)
 
     try:
         functools.update_wrapper(method, target)

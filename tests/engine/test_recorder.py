@@ -235,9 +235,9 @@ def swallowing_recorder(inner: Any) -> Any:
     class Swallowing(type(recorder)):
         __slots__ = ()
 
-        def _recording_call(self, method, args, kwargs):
+        def _recording_call(self, method, plan, summarize, args, kwargs):
             try:
-                result = RecordingBackend._recording_call(self, method, args, kwargs)
+                result = RecordingBackend._recording_call(self, method, plan, summarize, args, kwargs)
             except Exception:
                 return None
             return list(result) if isinstance(result, list) else result
@@ -425,6 +425,18 @@ def test_calls_from_several_threads_are_recorded_with_their_thread_and_times():
     recorder.clear_calls()
     recorder.batch_exists(KEYS)
     assert [call.index for call in recorder.calls] == [0]
+
+
+def test_fields_a_call_did_not_fill_read_as_their_defaults():
+    recorder = RecordingBackend(PoolAwareBackend())
+    recorder.exists(KEYS[0])  # one key, no extra_info: most fields stay unset until read
+    call = recorder.calls[0]
+    assert (call.keys, call.transfers, call.extra_info_state, call.extra_info) == ((KEYS[0],), None, "absent", None)
+    assert (call.prefix_object, call.prefix_keys, call.prefix_keys_problem) == (None, None, None)
+    assert (call.raised, call.recording_problem, call.result) == (None, None, False)
+    assert call.finished is not None
+    with pytest.raises(AttributeError, match="'RecordedCall' object has no attribute 'no_such_field'"):
+        call.no_such_field  # noqa: B018 -- an unknown name is not a field with a default
 
 
 def test_iterators_are_not_consumed_by_recording():
