@@ -337,6 +337,11 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry(
         "BE-23", mutants.CountsMissWhileAWriteRuns, alone("concurrent_calls_keep_every_key_consistent", recorded=False)
     ),
+    _entry(
+        "BE-23",
+        mutants.CountsOneShortWhileAWriteRuns,
+        alone("concurrent_calls_keep_every_key_consistent", recorded=False),
+    ),
     _entry("BE-8", mutants.V1SetNamesItsInfoParameterInfo, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-8", mutants.V1GetNamesItsInfoParameterInfo, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-8", mutants.V2GetNamesItsInfoParameterInfo, alone("extra_info_accepted_in_every_shape")),

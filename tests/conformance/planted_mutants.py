@@ -144,6 +144,15 @@ class CountsMissWhileAWriteRuns(RebuildsItsIndexOnWrite):
         return 0 if self.another_write_runs() else super().batch_exists(keys, extra_info)
 
 
+class CountsOneShortWhileAWriteRuns(RebuildsItsIndexOnWrite):
+    """While another thread's write rebuilds the index, batch_exists leaves the last page of its run uncounted
+    (BE-23): a count one short of the pages stored before the call began is a miss as much as a count of 0."""
+
+    def batch_exists(self, keys: list, extra_info: Any = None) -> int:
+        count = super().batch_exists(keys, extra_info)
+        return max(0, count - 1) if self.another_write_runs() else count
+
+
 class StatsRaiseDuringIO(CorrectBackend):
     """get_stats walks counters that IO threads update, and raises when a call moves pages meanwhile (BE-23)."""
 
@@ -744,8 +753,8 @@ class KeepsOneOfEachWrite(CorrectBackend):
 
 class ChecksItsHostIndices(CorrectBackend):
     """Raises on a call whose host indices name a page twice, a negative slot, a slot past the pool or a first slot
-    off a page boundary: correct, since SGLang's host pool hands a call distinct free pages of its own, so no
-    check may pass anything else."""
+    off a page boundary, or hold other than a page of slots per key: correct, since SGLang's host pool hands a call
+    distinct free pages of its own, one per key, so no check may pass anything else."""
 
     def read_pages(self, pool, keys, host_indices):
         self.require_valid(pool, keys, host_indices)
@@ -759,6 +768,10 @@ class ChecksItsHostIndices(CorrectBackend):
         host_pool = self.pools.get(pool)
         if host_pool is None:
             return
+        if len(host_indices) != len(keys) * host_pool.page_size:
+            raise ValueError(
+                f"host_indices hold {len(host_indices)} slots for {len(keys)} keys of {host_pool.page_size}"
+            )
         starts = [int(host_indices[index * host_pool.page_size]) for index in range(len(keys))]
         if any(start < 0 or start >= host_pool.size or start % host_pool.page_size for start in starts):
             raise ValueError(f"host_indices name slots outside the pool's pages: first slots {starts}")

@@ -13,16 +13,26 @@ still green, and a check that moves to other host pages stops catching a bug tha
 from __future__ import annotations
 
 import json
+import threading
+from types import SimpleNamespace
 
 import pytest
 
 from hicache_contracts.conformance import CHECKS
+from hicache_contracts.conformance.checks_concurrency import Event, _history
+from hicache_contracts.conformance.names import Names
 from hicache_contracts.conformance.pools import slots_of_pages
 from tests.conformance.check_messages import RECORDED, run_alone, verdict_of
 from tests.conformance.helpers import failed, run, statuses
 from tests.conformance.planted_catalog import BY_NAME, CATALOG
 from tests.conformance.planted_evicting import EvictsEverything
-from tests.conformance.planted_mutants import CORRECT_VARIANTS, HoldsOnePage, LastHostPageRefused, one_run
+from tests.conformance.planted_mutants import (
+    CORRECT_VARIANTS,
+    CorrectBackend,
+    HoldsOnePage,
+    LastHostPageRefused,
+    one_run,
+)
 
 
 def alone_cases(recorded: bool) -> list:
@@ -209,3 +219,45 @@ def test_a_racing_failure_names_the_first_problem_and_counts_them() -> None:
 def test_a_run_is_two_or_more_ascending_consecutive_host_pages(pages: list, expected: bool) -> None:
     """The run-path planted bugs take their fast path exactly for one ascending run of host pages."""
     assert one_run(slots_of_pages(pages, 4), 4, len(pages)) is expected
+
+
+class WriterHangs(CorrectBackend):
+    """Correct, except that BE-7's held write, once it has read its pages, does not return until the test lets it."""
+
+    let_go = threading.Event()
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        stored = super().batch_set_v1(keys, host_indices, extra_info)
+        if threading.current_thread().name == "hicache-conform-writer":
+            self.let_go.wait(60)
+        return stored
+
+
+@pytest.mark.clause("BE-7")
+def test_a_write_that_never_returns_leaves_no_thread_that_keeps_the_process_alive() -> None:
+    """BE-7's writer thread outlives a write that hangs: it must be a daemon, or a vendor's hung write would keep
+    the suite's process from exiting after the report."""
+    WriterHangs.let_go.clear()
+    try:
+        report = run(WriterHangs, checks=("pages_are_invisible_until_fully_written",), timeout_s=1.0)
+        assert statuses(report)["BE-7"] == "pass", report.render_text(color=False)
+        writers = [thread for thread in threading.enumerate() if thread.name == "hicache-conform-writer"]
+        assert writers, "the write was expected to be still running"
+        assert all(thread.daemon for thread in writers), writers
+    finally:
+        WriterHangs.let_go.set()
+
+
+def test_a_history_line_shows_each_call_from_its_start_to_its_end() -> None:
+    """The lines under a concurrency failure: times in µs from the run's start, each call from start to end."""
+    names = Names("run", "model")
+    key, other = names.new_keys(2)
+    origin = 7_000_000_000
+    events = [
+        Event(thread=1, operation="set", keys=(key,), start=origin + 5_000, end=origin + 9_000, outcome=[True]),
+        Event(thread=2, operation="get", keys=(other,), start=origin, end=origin + 1_000, outcome=[False]),
+        Event(thread=0, operation="get", keys=(key, other), start=origin + 2_000, end=origin + 3_000, outcome=[False]),
+    ]
+    lines = _history(SimpleNamespace(names=names), events, key, origin).splitlines()
+    assert [line.split("µs")[0].split() for line in lines] == [["t=", "2..3"], ["t=", "5..9"]]
+    assert lines[1].endswith("thread 1  set([k0]) -> [True]")
