@@ -214,13 +214,12 @@ class RecordedCall(CallView):
         """``time.monotonic()`` when the call started."""
 
     def __getattr__(self, name: str) -> Any:
-        # Reached only for a slot not set yet: it takes its default, stored so the next read is direct.
+        # Reached only for a slot not set yet. The default is returned, not stored: a reader storing it could
+        # overwrite what the recording thread sets meanwhile (``finished`` of a call in flight).
         try:
-            default = _UNSET[name]
+            return _UNSET[name]
         except KeyError:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}") from None
-        object.__setattr__(self, name, default)
-        return default
 
     def current_prefix(self) -> tuple[bool, Any, Optional[str]]:
         """Return ``(changed, value, problem)``: whether the prefix handed to the backend differs now from its snapshot.

@@ -435,6 +435,8 @@ def test_fields_a_call_did_not_fill_read_as_their_defaults():
     assert (call.prefix_object, call.prefix_keys, call.prefix_keys_problem) == (None, None, None)
     assert (call.raised, call.recording_problem, call.result) == (None, None, False)
     assert call.finished is not None
+    with pytest.raises(AttributeError):  # a read never stores: it could race the recording thread's own store
+        type(call).raised.__get__(call)
     with pytest.raises(AttributeError, match="'RecordedCall' object has no attribute 'no_such_field'"):
         call.no_such_field  # noqa: B018 -- an unknown name is not a field with a default
 
