@@ -415,6 +415,53 @@ class RedisClusterServers:
             client.close()
         raise LookupError(f"no master owns slot {slot}")
 
+    def _node_ids(self) -> dict[int, bytes]:
+        """Return {port: node id} as the first server sees the cluster."""
+        client = self.servers[0].client()
+        try:
+            return {
+                int(line.split()[1].split(b":")[1].split(b"@")[0]): line.split()[0]
+                for line in client.execute_command("CLUSTER", "NODES").splitlines()
+                if line.strip()
+            }
+        finally:
+            client.close()
+
+    def _owner_port_seen_by(self, server: "RedisServer", slot: int) -> Optional[int]:
+        client = server.client()
+        try:
+            for start, end, master, *_ in client.execute_command("CLUSTER", "SLOTS"):
+                if start <= slot <= end:
+                    return int(master[1])
+            return None
+        finally:
+            client.close()
+
+    def move_empty_slot(self, slot: int, target: "RedisServer", timeout: float = 20.0) -> None:
+        """Give the empty ``slot`` to ``target`` and return once every server agrees it owns it.
+
+        The target takes the slot first and bumps its config epoch, so that its
+        claim outranks the old owner's in the gossip: a late heartbeat from the
+        old owner can no longer hand the slot back to it on some nodes while
+        others follow the target (which would leave the two answering MOVED to
+        each other).
+        """
+        target_id = self._node_ids()[target.port]
+        ordered = [target] + [server for server in self.servers if server is not target]
+        for server in ordered:
+            client = server.client()
+            try:
+                client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+                if server is target:
+                    client.execute_command("CLUSTER", "BUMPEPOCH")
+            finally:
+                client.close()
+        _wait_until(
+            lambda: all(self._owner_port_seen_by(server, slot) == target.port for server in self.servers),
+            timeout,
+            f"the servers did not agree that slot {slot} moved to port {target.port}",
+        )
+
     def close(self) -> None:
         for server in self.servers:
             server.close()
