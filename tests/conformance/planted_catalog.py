@@ -392,6 +392,9 @@ CATALOG: tuple[PlantedBackend, ...] = (
         mutants.RunReadCacheKeyedByKeyAlone,
         alone("ranks_and_models_never_share_pages"),
     ),
+    _entry("BE-13", mutants.EmptyValueRefusedShortOneKept, alone("short_objects_are_misses"), **LEGACY_MODE),
+    _entry("BE-25", mutants.RefusesAnLcmAboveItsTpSize, alone("every_rank_inside_its_group_is_accepted")),
+    _entry("BE-22", mutants.DerivedWriteIndexedBeforeItsCopy, alone("v2_kv_derived_sidecars_travel_with_kv")),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

@@ -15,6 +15,8 @@ import time
 from types import SimpleNamespace
 from typing import Any, Iterator, Optional
 
+import torch
+
 from hicache_contracts.conformance import BACKEND_LEVELS
 from hicache_contracts.models import PoolTransferResult
 from tests.conformance.correct_backend import CorrectBackend, pool_name, tensor_bytes
@@ -863,6 +865,90 @@ class V2HookRefusesASecondPoolTersely(CorrectBackend):
         if known is not None and known is not host_pool:
             raise ValueError()
         super().register_mem_host_pool_v2(host_pool, host_pool_name)
+
+
+class EmptyValueRefusedShortOneKept(CorrectBackend):
+    """set raises on an empty value (its store has no zero-length objects) but keeps a value shorter than a page,
+    and exists and batch_exists look only at whether an object is there, not at its length (get checks it): half
+    a page counts as a hit (BE-13). The refusal of the empty value is fine; the check must go on to the short one."""
+
+    def set(self, key: str, value: Any = None, target_location: Any = None, target_sizes: Any = None) -> bool:
+        if isinstance(value, torch.Tensor) and value.numel() == 0:
+            raise ValueError(f"empty value for {key!r}: the store keeps no zero-length objects")
+        return super().set(key, value, target_location, target_sizes)
+
+    def exists(self, key: str) -> bool:
+        return self.fetch(self.name(key)) is not None
+
+    def get(self, key: str, target_location: Any = None, target_sizes: Any = None) -> Any:
+        if not self.present(self.name(key)):
+            return None
+        return super().get(key, target_location, target_sizes)
+
+
+class RefusesAnLcmAboveItsTpSize(CorrectBackend):
+    """Sizes its head shards by tp_size alone and refuses a config whose tp_lcm_size is larger (SGLang sets it
+    when prefill and decode run different TP sizes), so the edge with tp_lcm_size 4 and tp_size 2 fails to build
+    (BE-25). Under a release without dp_rank the check must still reach that edge past the one it cannot build."""
+
+    def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
+        lcm, size = getattr(storage_config, "tp_lcm_size", None), storage_config.tp_size
+        if lcm is not None and lcm != size:
+            raise ValueError(f"tp_lcm_size {lcm} differs from tp_size {size}: heads are sharded by tp_size only")
+        super().__init__(storage_config, kwargs)
+
+
+class DerivedWriteIndexedBeforeItsCopy(CorrectBackend):
+    """Enters a KV-derived sidecar page in its index before copying it and keeps the entry when the copy fails;
+    batch_exists_v2 answers a KV-derived query (indices_from_pool kv) from that index. Here every KV-derived copy
+    fails (no room for that pool), so batch_set_v2 says False, yet batch_exists_v2 reports the pages present and
+    batch_get_v2 cannot load them (BE-22). A query without indices_from_pool looks at the store and sees none."""
+
+    def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.derived: set[str] = set()
+
+    def batch_set_v2(self, transfers: list, extra_info: Any = None) -> dict:
+        def is_derived(item: Any) -> bool:
+            return pool_name(getattr(item, "indices_from_pool", None)) == "kv"
+
+        results = super().batch_set_v2([item for item in transfers if not is_derived(item)], extra_info)
+        for item in filter(is_derived, transfers):
+            name, keys = pool_name(item.name), list(item.keys or ())
+            self.derived.update(self.name(key, name) for key in keys)
+            results[name] = [False] * len(keys)  # the copy failed; the index entries stay
+        return results
+
+    def pool_query(self, transfer: Any, keys: list) -> tuple:
+        name, policy, window, present = super().pool_query(transfer, keys)
+        if pool_name(getattr(transfer, "indices_from_pool", None)) == "kv":
+            present = tuple(self.name(key, name) in self.derived for key in keys)
+        return (name, policy, window, present)
+
+
+class HoldsOnePageForEveryController(HoldsOnePage):
+    """HoldsOnePage driven through the legacy methods, serving any number of host pools: get and set carry their
+    own tensors, so a second pool under 'kv' needs nothing of it (it keeps the first for its page size). Correct;
+    with room for one page, a check that reads through two pools or two prefix states sees a page through only
+    one of them, and must count that as seen."""
+
+    def register_pool(self, name: str, host_pool: Any) -> None:
+        self.pools.setdefault(name, host_pool)
+
+
+class AdmitsNothingOnceFull(CorrectBackend):
+    """Declares that it may evict and has room for eight pages in the whole store, which it never gives up: once
+    full, every new page is evicted as it lands (its write still says True). Correct; a check that saw pages early
+    and none after the store filled has still seen pages, and may not skip."""
+
+    hicache_may_evict = True
+    room = 8
+
+    def put(self, name: str, data: bytes) -> bool:
+        with self.lock:
+            if len(self.objects) >= self.room and name not in self.objects and not self.store_failing:
+                return True  # stored, and evicted at once
+            return super().put(name, data)
 
 
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [

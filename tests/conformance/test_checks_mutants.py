@@ -12,6 +12,7 @@ still green, and a check that moves to other host pages stops catching a bug tha
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from types import SimpleNamespace
@@ -24,15 +25,19 @@ from hicache_contracts.conformance.names import Names
 from hicache_contracts.conformance.pools import slots_of_pages
 from tests.conformance.check_messages import RECORDED, run_alone, verdict_of
 from tests.conformance.helpers import failed, run, statuses
-from tests.conformance.planted_catalog import BY_NAME, CATALOG
+from tests.conformance.planted_catalog import BY_NAME, CATALOG, LEGACY_MODE
 from tests.conformance.planted_evicting import EvictsEverything
 from tests.conformance.planted_mutants import (
     CORRECT_VARIANTS,
+    AdmitsNothingOnceFull,
     CorrectBackend,
     HoldsOnePage,
+    HoldsOnePageForEveryController,
     LastHostPageRefused,
+    RefusesAnLcmAboveItsTpSize,
     one_run,
 )
+from tests.sglang_standin import installed, make_storage_module
 
 
 def alone_cases(recorded: bool) -> list:
@@ -261,3 +266,49 @@ def test_a_history_line_shows_each_call_from_its_start_to_its_end() -> None:
     lines = _history(SimpleNamespace(names=names), events, key, origin).splitlines()
     assert [line.split("µs")[0].split() for line in lines] == [["t=", "2..3"], ["t=", "5..9"]]
     assert lines[1].endswith("thread 1  set([k0]) -> [True]")
+
+
+@pytest.mark.clause("BE-28")
+def test_a_one_page_cache_serving_two_pools_sees_its_page_through_the_first() -> None:
+    """HoldsOnePage through the legacy methods, serving a second host pool: the first controller's later write
+    evicts the second's page, so BE-28 finds a page only through the first pool. A page seen through one pool is
+    seen: the check passes, never skips."""
+    report = run(HoldsOnePageForEveryController, checks=("second_host_pool_is_served_or_refused",), **LEGACY_MODE)
+    assert statuses(report)["BE-28"] == "pass", report.render_text(color=False)
+
+
+@pytest.mark.clause("PFX-1")
+def test_a_full_cache_has_shown_its_pages_under_the_first_prefix_state() -> None:
+    """AdmitsNothingOnceFull is filled by the suite's first round trip (four pages) and PFX-1's first chain (four
+    more): the check finds pages under the first prefix state and none under the second, and must pass, not
+    skip for want of a page."""
+    report = run(AdmitsNothingOnceFull, checks=("prefix_states_none_empty_and_list_all_work",))
+    assert statuses(report)["PFX-1"] == "pass", report.render_text(color=False)
+
+
+def release_without_dp_rank():
+    """The stand-in storage module with the config of SGLang 0.5.20, the last release before dp_rank (and before
+    0.5.23's DCP fields and logical_page_size)."""
+    module = make_storage_module()
+    module.__sglang_version__ = "0.5.20"
+    newer = {"dp_rank", "dcp_size", "dcp_rank", "logical_page_size"}
+    kept = [
+        (item.name, item.type) if item.default is dataclasses.MISSING else (item.name, item.type, item.default)
+        for item in dataclasses.fields(module.HiCacheStorageConfig)
+        if item.name not in newer
+    ]
+    writer = property(lambda config: not config.is_mla_model or config.tp_rank == 0)
+    module.HiCacheStorageConfig = dataclasses.make_dataclass(
+        "HiCacheStorageConfig", kept, namespace={"is_storage_writer": writer}
+    )
+    return module
+
+
+@pytest.mark.clause("BE-25")
+def test_an_edge_a_release_cannot_build_is_passed_over_not_the_end() -> None:
+    """Under 0.5.20 the data-parallel edge cannot be built (no dp_rank); BE-25 passes over it and still builds the
+    tp_lcm_size edge after it, where RefusesAnLcmAboveItsTpSize fails."""
+    with installed(release_without_dp_rank()):
+        report = run(RefusesAnLcmAboveItsTpSize, checks=("every_rank_inside_its_group_is_accepted",))
+    assert report.sections[0].options["sglang_release"] == "0.5.20"
+    assert statuses(report)["BE-25"] == "fail", report.render_text(color=False)

@@ -102,6 +102,8 @@ NOT_PLANTED = {
     "HoldsOnePage",
     "LegacyLeftUnimplemented",
     "V2HookRefusesASecondPoolTersely",
+    "HoldsOnePageForEveryController",
+    "AdmitsNothingOnceFull",
 }
 """The classes of the family modules that are no planted bug: correct backends, hooks and shared bases."""
 
