@@ -4,13 +4,18 @@ Scenario: ``SPLIT_BYTES`` lowered to 0 so that every batch of two or more
 pages is split, with torch on two threads; writes and reads between pools of
 every layout, and the generic read checks.
 Expected: every page round-trips exactly, both halves ran (one on the helper
-thread), no thread outlives the call, and reads stay in their slots.
-Planted: a split that forgets its second half is caught.
+thread), one helper thread serves every call (none is started per call), a
+forked child copies through a helper of its own, and reads stay in their slots.
+Planted: a split that forgets its second half is caught; so is a helper that a
+forked child takes over from its parent (the child's copy never ends).
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 import uuid
 from typing import Any, Iterator
 
@@ -52,11 +57,57 @@ def test_split_copies_round_trip(split_harness: MemoryHarness, monkeypatch: pyte
         real(targets, sources)
 
     monkeypatch.setattr(torch, "_foreach_copy_", recording)
-    before = set(threading.enumerate())
     check_split_round_trips(split_harness)
-    assert "hicache-memory-copy" in copying_threads, "the second half ran on the helper thread"
+    assert memory_module.COPY_THREAD in copying_threads, "the second half ran on the helper thread"
     assert threading.current_thread().name in copying_threads
-    assert not [thread for thread in set(threading.enumerate()) - before if thread.is_alive()]
+    helpers = copy_threads()
+    assert helpers and all(thread.daemon for thread in helpers), helpers
+    check_split_round_trips(split_harness)
+    assert copy_threads() == helpers, "a call started a helper thread of its own"
+
+
+def copy_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name == memory_module.COPY_THREAD]
+
+
+def check_forked_child_copies(harness: MemoryHarness, wait_s: float = 60.0) -> None:
+    """A child forked after the helper started copies a split batch too (its exit status says so)."""
+    check_round_trip_between_pools(harness, "mha", "page_first")  # the parent's helper is running now
+    child = os.fork()
+    if child == 0:  # the child: one split round trip, then out without running the parent's cleanup
+        status = 1
+        try:
+            check_round_trip_between_pools(harness, "mha", "layer_first")
+            status = 0
+        finally:
+            os._exit(status)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0, "the forked child's split copy failed"
+            return
+        time.sleep(0.05)
+    os.kill(child, signal.SIGKILL)
+    os.waitpid(child, 0)
+    raise AssertionError(f"the forked child's split copy did not end within {wait_s} s")
+
+
+@pytest.mark.clause("BE-15")
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_copies_through_a_helper_of_its_own(split_harness: MemoryHarness) -> None:
+    check_forked_child_copies(split_harness)
+
+
+@pytest.mark.clause("BE-15")
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_fork_check_catches_a_helper_taken_over_from_the_parent(
+    split_harness: MemoryHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "getpid", lambda: -1)  # every process looks like the one that started the helper
+    check_round_trip_between_pools(split_harness, "mha", "page_first")  # the helper, started for pid -1
+    with pytest.raises(AssertionError, match="did not end"):
+        check_forked_child_copies(split_harness, wait_s=3.0)
 
 
 @pytest.mark.clause("BE-15", "BE-17")
