@@ -377,7 +377,12 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("NS-6", mutants.LooksUpUnderTheFirstTpRank, alone("exists_get_and_set_share_one_key_scheme")),
     _entry("BE-1", mutants.KvOnlyThroughV2Registration, alone("extra_config_with_unknown_keys_is_accepted")),
     _entry("BE-8", mutants.V2ReadWithInfoSkipsTheCopy, alone("extra_info_accepted_in_every_shape")),
-    _entry("BE-16", mutants.ReadRunsOnePagePastTheLast, alone("v1_reads_touch_only_addressed_slots")),
+    _entry(
+        "BE-16",
+        mutants.ReadRunsOnePagePastTheLast,
+        alone("v1_reads_touch_only_addressed_slots"),
+        alone(_SCATTERED),
+    ),
     _entry("PFX-1", mutants.ChainsPagesWithinOneCall, alone("prefix_states_none_empty_and_list_all_work")),
     _entry("BE-8", mutants.CountsThePrefixKeysToo, alone("extra_info_accepted_in_every_shape")),
     _entry("PFX-1", mutants.CountsFromPastThePrefix, alone("prefix_states_none_empty_and_list_all_work")),
@@ -395,6 +400,13 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-13", mutants.EmptyValueRefusedShortOneKept, alone("short_objects_are_misses"), **LEGACY_MODE),
     _entry("BE-25", mutants.RefusesAnLcmAboveItsTpSize, alone("every_rank_inside_its_group_is_accepted")),
     _entry("BE-22", mutants.DerivedWriteIndexedBeforeItsCopy, alone("v2_kv_derived_sidecars_travel_with_kv")),
+    _entry(
+        "BE-23", mutants.ReadsMissWhileAWriteRuns, alone("concurrent_calls_keep_every_key_consistent", recorded=False)
+    ),
+    _entry("BE-3", mutants.ExistsStagesPagesTheRunReadMisses, alone("batch_exists_has_no_side_effects")),
+    _entry("BE-8", mutants.PrefixLookupRefusesUnknownOptions, alone("extra_info_accepted_in_every_shape")),
+    _entry("BE-21", mutants.FoldsByTheSmallestPoolHit, alone("v2_exists_folds_pool_hits_per_policy")),
+    _entry("BE-22", mutants.KvRunWriteIndexesItsDerivedPages, alone("v2_kv_derived_sidecars_travel_with_kv")),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

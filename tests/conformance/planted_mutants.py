@@ -18,9 +18,11 @@ from typing import Any, Iterator, Optional
 import torch
 
 from hicache_contracts.conformance import BACKEND_LEVELS
+from hicache_spec import count_leading_run
 from hicache_contracts.models import PoolTransferResult
 from tests.conformance.correct_backend import CorrectBackend, pool_name, tensor_bytes
 from tests.conformance.planted_backends import VisibleBeforeWritten
+from tests.oracles import plain_pool_boundary
 
 
 # ================================================================ BE-5: storage errors
@@ -949,6 +951,108 @@ class AdmitsNothingOnceFull(CorrectBackend):
             if len(self.objects) >= self.room and name not in self.objects and not self.store_failing:
                 return True  # stored, and evicted at once
             return super().put(name, data)
+
+
+class ReadsMissWhileAWriteRuns(RebuildsItsIndexOnWrite):
+    """Reads find their pages through the index a write rebuilds, and miss every page while another thread's write
+    runs; batch_exists looks at the store itself and counts them (BE-23: a page whose write returned True is found
+    by every get that begins after it). Only the history rule for gets after a confirmed write sees it."""
+
+    def read_pages(self, pool, keys, host_indices):
+        if self.another_write_runs():
+            return [False] * len(keys)
+        return super().read_pages(pool, keys, host_indices)
+
+    def get(self, key, target_location=None, target_sizes=None):
+        return None if self.another_write_runs() else super().get(key, target_location, target_sizes)
+
+
+class ExistsStagesPagesTheRunReadMisses(RunBackend):
+    """batch_exists stages each page it counts in a memory tier for the read it expects next, moving the object out
+    of the store; a read page by page looks in that tier first, but a read whose host pages form one run fetches
+    the run from the store in one bulk call and misses the staged pages (BE-3: asking changes nothing)."""
+
+    def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.staged: dict[str, bytes] = {}
+
+    def fetch(self, name: str) -> Optional[bytes]:
+        with self.lock:
+            if name in self.staged:
+                return self.staged[name]
+        return super().fetch(name)
+
+    def batch_exists(self, keys: list, extra_info: Any = None) -> int:
+        count = super().batch_exists(keys, extra_info)
+        with self.lock:
+            for key in keys[:count]:
+                if self.name(key) in self.objects:
+                    self.staged[self.name(key)] = self.objects.pop(self.name(key))
+        return count
+
+    def read_pages(self, pool, keys, host_indices):
+        if pool != "kv" or not self.is_run(pool, keys, host_indices):
+            return super().read_pages(pool, keys, host_indices)
+        with self.lock:
+            stored = {key: self.objects.get(self.name(key, pool)) for key in keys}
+        return self.load_each(pool, keys, host_indices, stored.get)
+
+
+class PrefixLookupRefusesUnknownOptions(CorrectBackend):
+    """A lookup given prefix_keys (a list, even empty) continues a prefix match and turns on each extra_info option
+    set to a true value, looking up the option's handler: an unknown one raises KeyError (BE-8). Without
+    prefix_keys it reads no option, and an option set to 0 is never looked up."""
+
+    prefix_options: dict[str, Any] = {}
+    """The options the prefix match knows: none."""
+
+    def batch_exists(self, keys, extra_info=None):
+        if getattr(extra_info, "prefix_keys", None) is not None:
+            for option, value in (getattr(extra_info, "extra_info", None) or {}).items():
+                if value:
+                    self.prefix_options[option]
+        return super().batch_exists(keys, extra_info)
+
+
+class FoldsByTheSmallestPoolHit(CorrectBackend):
+    """batch_exists_v2's kv_hit_pages is the smallest of KV's leading run and each pool's own largest hit, as SGLang
+    folded before #39147 (BE-21): a trailing_pages pool with a hole restores a short prefix and a longer one but
+    none between, and the smallest largest hit can fall between them. Each pool's entry is right."""
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        keys = list(keys)
+        result = super().batch_exists_v2(keys, pool_transfers, extra_info)
+        kv_hit = count_leading_run(self.pool_present("kv", keys))
+        boundaries = [
+            plain_pool_boundary(policy, window, present, kv_hit)
+            for _, policy, window, present in (self.pool_query(item, keys) for item in pool_transfers or ())
+        ]
+        return PoolTransferResult(
+            kv_hit_pages=min([kv_hit, *boundaries]), extra_pool_hit_pages=result.extra_pool_hit_pages
+        )
+
+
+class KvRunWriteIndexesItsDerivedPages(RunBackend):
+    """A KV write whose host pages form one run is indexed as a whole slice: its entry also marks the slice's
+    KV-derived indexer pages present (they share KV's host indices), written or not, and batch_exists_v2 answers a
+    KV-derived query from that index (BE-22: an indexer page never written is reported missing). KV written page by
+    page is indexed one pool at a time."""
+
+    def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.slices: set[str] = set()
+
+    def write_pages(self, pool, keys, host_indices):
+        results = super().write_pages(pool, keys, host_indices)
+        if pool == "kv" and self.is_run(pool, keys, host_indices):
+            self.slices.update(self.name(key, "indexer") for key, stored in zip(keys, results) if stored)
+        return results
+
+    def pool_query(self, transfer: Any, keys: list) -> tuple:
+        name, policy, window, present = super().pool_query(transfer, keys)
+        if pool_name(getattr(transfer, "indices_from_pool", None)) == "kv":
+            present = tuple(here or self.name(key, name) in self.slices for key, here in zip(keys, present))
+        return (name, policy, window, present)
 
 
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [

@@ -13,7 +13,9 @@ still green, and a check that moves to other host pages stops catching a bug tha
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
+import re
 import threading
 from types import SimpleNamespace
 
@@ -215,6 +217,26 @@ def test_a_racing_failure_names_the_first_problem_and_counts_them() -> None:
     assert outcome.message == (
         "get_stats raised RuntimeError: dictionary changed size during iteration while IO ran (1 problem(s) in all)"
     )
+
+
+@pytest.mark.clause("BE-23")
+def test_a_get_that_misses_a_stored_page_shows_the_calls_on_that_key() -> None:
+    """ReadsMissWhileAWriteRuns misses pages in gets only (batch_exists counts them), so the rule for a get after a
+    confirmed write is the one that fails it. The counterexample is the run's shape, then one line per call on the
+    missed key: the history that shows the set returning True before the get began."""
+    check = "concurrent_calls_keep_every_key_consistent"
+    report = run_alone(BY_NAME["ReadsMissWhileAWriteRuns"], check)
+    outcome = next(item for item in report.sections[0].checks if item.check == check)
+    assert outcome.status == "fail", outcome
+    missed = re.fullmatch(
+        r"get by thread \d+ missed (k\d+), stored \(set returned True\) before the get began", outcome.message
+    )
+    assert missed, outcome.message
+    shape, *rest = outcome.counterexample.splitlines()
+    assert shape.endswith("shared keys, plus get_stats"), shape
+    history = list(itertools.takewhile(lambda line: line.startswith("  t="), rest))
+    assert history, outcome.counterexample
+    assert all(" µs  thread " in line and missed.group(1) in line for line in history), history
 
 
 @pytest.mark.parametrize(
