@@ -407,6 +407,23 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-8", mutants.PrefixLookupRefusesUnknownOptions, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-21", mutants.FoldsByTheSmallestPoolHit, alone("v2_exists_folds_pool_hits_per_policy")),
     _entry("BE-22", mutants.KvRunWriteIndexesItsDerivedPages, alone("v2_kv_derived_sidecars_travel_with_kv")),
+    _entry("BE-4", mutants.DerivedReadTrustsTheKvHits, alone("missing_keys_are_misses_not_errors")),
+    _entry(
+        "BE-18",
+        mutants.V1ReadFallsOffTheEnd,
+        alone("unimplemented_methods_raise_not_implemented"),
+        extra={"interface_v1": 1},
+        **LEGACY_MODE,
+    ),
+    _entry(
+        "BE-18",
+        mutants.V2WriteFallsOffTheEnd,
+        alone("unimplemented_methods_raise_not_implemented"),
+        levels=mutants.WITHOUT_V2,
+    ),
+    _entry("BE-14", mutants.BulkResultsAsTensors, alone("v1_results_have_one_bool_per_key")),
+    _entry("BE-19", mutants.EmptyV2ReadAnsweredWithAList, alone("v2_results_have_one_entry_per_pool")),
+    _entry("BE-19", mutants.DerivedResultsFiledUnderKv, alone("v2_results_have_one_entry_per_pool")),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

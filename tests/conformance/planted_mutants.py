@@ -758,7 +758,8 @@ class KeepsOneOfEachWrite(CorrectBackend):
 class ChecksItsHostIndices(CorrectBackend):
     """Raises on a call whose host indices name a page twice, a negative slot, a slot past the pool or a first slot
     off a page boundary, or hold other than a page of slots per key: correct, since SGLang's host pool hands a call
-    distinct free pages of its own, one per key, so no check may pass anything else."""
+    distinct free pages of its own, one per key, so no check may pass anything else. For a pool it does not know it
+    can still tell a slot named twice, and refuses that too."""
 
     def read_pages(self, pool, keys, host_indices):
         self.require_valid(pool, keys, host_indices)
@@ -771,6 +772,8 @@ class ChecksItsHostIndices(CorrectBackend):
     def require_valid(self, pool, keys, host_indices):
         host_pool = self.pools.get(pool)
         if host_pool is None:
+            if host_indices is not None and len(set(host_indices.tolist())) != len(host_indices):
+                raise ValueError(f"host_indices of pool {pool!r} name a slot twice in one call")
             return
         if len(host_indices) != len(keys) * host_pool.page_size:
             raise ValueError(
@@ -1055,11 +1058,115 @@ class KvRunWriteIndexesItsDerivedPages(RunBackend):
         return (name, policy, window, present)
 
 
+class DerivedReadTrustsTheKvHits(CorrectBackend):
+    """A KV-derived sidecar read (``indices_from_pool`` KV) copies the pages it finds and reports every page loaded:
+    the backend takes it for the tail of a KV read of the same keys, whose hits it assumes, so a key never written
+    reads as a hit (BE-4). A sidecar read of its own pool's indices looks each page up."""
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        results = super().batch_get_v2(transfers, extra_info)
+        for item in transfers:
+            if pool_name(getattr(item, "indices_from_pool", None)) == "kv":
+                results[pool_name(item.name)] = [True] * len(item.keys or ())
+        return results
+
+
+class V1ReadFallsOffTheEnd(CorrectBackend):
+    """v1 is not claimed while the extra config asks SGLang for it; batch_get_v1 answers empty input, checks the host
+    indices it is given, and then returns None instead of a result or NotImplementedError (BE-18), as
+    ``V2ReadFallsOffTheEnd`` does for v2."""
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        if not keys:
+            return []
+        if len(host_indices) and int(host_indices.min()) < 0:
+            raise ValueError("host indices must be >= 0")
+        return None
+
+
+class V2WriteFallsOffTheEnd(CorrectBackend):
+    """v2 is not claimed: batch_exists_v2 and batch_get_v2 are SGLang's stubs (NotImplementedError), and batch_set_v2,
+    begun and left unfinished, answers empty input and returns None for anything else (BE-18). Only a check that goes
+    on past the first NotImplementedError reaches it."""
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        raise NotImplementedError
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        raise NotImplementedError
+
+    def batch_set_v2(self, transfers, extra_info=None):
+        if not transfers:
+            return {}
+        return None
+
+
+class V2LeftUnimplemented(CorrectBackend):
+    """A v1 backend without v2: the v2 data methods raise NotImplementedError, as SGLang's base class does. Correct:
+    SGLang calls v2 only on a backend that implements it, and NotImplementedError is what BE-18 asks for."""
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        raise NotImplementedError
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        raise NotImplementedError
+
+    def batch_set_v2(self, transfers, extra_info=None):
+        raise NotImplementedError
+
+
+class BulkResultsAsTensors(CorrectBackend):
+    """A v1 batch of 8 keys or more goes through one bulk copy whose per-page status is a bool tensor, returned as
+    ``list(status)`` (one 0-d tensor per key) where ``status.tolist()`` was meant (BE-14: a list of bools). Smaller
+    batches, copied page by page, return bools."""
+
+    BULK = 8
+
+    def as_result(self, results: list[bool]) -> list:
+        return list(torch.tensor(results, dtype=torch.bool)) if len(results) >= self.BULK else results
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        return self.as_result(super().batch_get_v1(keys, host_indices, extra_info))
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        return self.as_result(super().batch_set_v1(keys, host_indices, extra_info))
+
+
+class EmptyV2ReadAnsweredWithAList(CorrectBackend):
+    """batch_get_v2 returns early for no transfers with ``[]`` instead of an empty dict (BE-19: SGLang looks its
+    pools up in the result)."""
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        if not transfers:
+            return []
+        return super().batch_get_v2(transfers, extra_info)
+
+
+class DerivedResultsFiledUnderKv(CorrectBackend):
+    """batch_get_v2 and batch_set_v2 file each transfer's flags under the pool whose host indices it carries: a
+    KV-derived sidecar (``indices_from_pool`` KV) under ``kv``, not under its own name (BE-19: one entry per transfer
+    name)."""
+
+    def filed(self, transfers: list, results: dict) -> dict:
+        filed = {}
+        for item in transfers:
+            carrier = getattr(item, "indices_from_pool", None) or item.name
+            filed[pool_name(carrier)] = results[pool_name(item.name)]
+        return filed
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        return self.filed(transfers, super().batch_get_v2(transfers, extra_info))
+
+    def batch_set_v2(self, transfers, extra_info=None):
+        return self.filed(transfers, super().batch_set_v2(transfers, extra_info))
+
+
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("evicting-declared", EvictsAfterTheSecondRead, {}),
     ("evicting-keeps-one-of-each-write", KeepsOneOfEachWrite, {}),
     ("checks-its-host-indices", ChecksItsHostIndices, {}),
     ("v2-hook-refuses-tersely", V2HookRefusesASecondPoolTersely, {}),
+    ("v1-without-v2", V2LeftUnimplemented, dict(levels=WITHOUT_V2)),
     ("mla-page-first", CorrectBackend, dict(kind="mla", layout="page_first")),
     ("legacy-mla", CorrectBackend, dict(kind="mla", levels=tuple(level for level in BACKEND_LEVELS if level != "v1"))),
     (
