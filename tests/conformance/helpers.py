@@ -31,14 +31,8 @@ SEED = 0
 """A fixed seed: the tests' runs are reproducible."""
 
 
-class UnimplementedV1V2:
-    """SGLang's base-class stubs: the v1 and v2 data methods only raise NotImplementedError (mix in first)."""
-
-    def batch_get_v1(self, keys, host_indices, extra_info=None):
-        raise NotImplementedError
-
-    def batch_set_v1(self, keys, host_indices, extra_info=None):
-        raise NotImplementedError
+class UnimplementedV2:
+    """SGLang's base-class stubs of the v2 data methods: they only raise NotImplementedError (mix in first)."""
 
     def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
         raise NotImplementedError
@@ -47,6 +41,16 @@ class UnimplementedV1V2:
         raise NotImplementedError
 
     def batch_set_v2(self, transfers, extra_info=None):
+        raise NotImplementedError
+
+
+class UnimplementedV1V2(UnimplementedV2):
+    """SGLang's base-class stubs: the v1 and v2 data methods only raise NotImplementedError (mix in first)."""
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        raise NotImplementedError
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
         raise NotImplementedError
 
 

@@ -18,9 +18,10 @@ from typing import Any, Iterator, Optional
 import torch
 
 from hicache_contracts.conformance import BACKEND_LEVELS
-from hicache_spec import count_leading_run
 from hicache_contracts.models import PoolTransferResult
+from hicache_spec import count_leading_run
 from tests.conformance.correct_backend import CorrectBackend, pool_name, tensor_bytes
+from tests.conformance.helpers import UnimplementedV2
 from tests.conformance.planted_backends import VisibleBeforeWritten
 from tests.oracles import plain_pool_boundary
 
@@ -1101,18 +1102,9 @@ class V2WriteFallsOffTheEnd(CorrectBackend):
         return None
 
 
-class V2LeftUnimplemented(CorrectBackend):
+class V2LeftUnimplemented(UnimplementedV2, CorrectBackend):
     """A v1 backend without v2: the v2 data methods raise NotImplementedError, as SGLang's base class does. Correct:
     SGLang calls v2 only on a backend that implements it, and NotImplementedError is what BE-18 asks for."""
-
-    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
-        raise NotImplementedError
-
-    def batch_get_v2(self, transfers, extra_info=None):
-        raise NotImplementedError
-
-    def batch_set_v2(self, transfers, extra_info=None):
-        raise NotImplementedError
 
 
 class BulkResultsAsTensors(CorrectBackend):
