@@ -5,7 +5,9 @@ A read pipeline's replies are bulk strings, one page each. redis-py's parsers
 be copied into the page's host byte ranges. ``read_into_sinks`` reads the
 replies from the connection's socket itself: the header of each (``$<size>``),
 and, when the size is exactly the page's, its bytes by ``recv_into`` into the
-page's own views (a "sink"). A reply of another size is skipped and writes
+page's own views (a "sink"); where the socket can scatter (``recvmsg_into``, not over
+TLS), the receive that ends a page also takes the value's CRLF and the next reply's header, so a page that
+has arrived whole costs one receive instead of three. A reply of another size is skipped and writes
 nothing (BE-13); a page that then fails part way may leave its own views
 partly written (only those), and the call's replies are all lost (the
 connection raises and is dropped), so that page is False (BE-15, BE-16).
@@ -20,7 +22,8 @@ on a fresh one, as for any broken connection. See redis_nodes.py.
 from __future__ import annotations
 
 import socket
-from typing import Any, Sequence
+import ssl
+from typing import Any, Callable, Optional, Sequence
 
 import redis
 from redis._parsers.base import BaseParser
@@ -32,6 +35,13 @@ Sink = Sequence[memoryview]
 
 _HEADER_ROOM = 32
 """Bytes asked for beyond the expected header when a header is read: the end of one reply and the next header."""
+_END = len(b"\r\n")
+"""The CRLF that ends a bulk string."""
+
+
+def _header_length(size: int) -> int:
+    """The length of the header of a bulk string of ``size`` bytes (``$<size>`` and its CRLF)."""
+    return len(b"$%d\r\n" % size)
 
 
 def can_read_directly(connection: Any) -> bool:
@@ -79,24 +89,32 @@ class _Replies:
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._held = bytearray()
+        self._scatter: Optional[Callable[[list[Any]], tuple[int, Any, int, Any]]] = (
+            None if isinstance(sock, ssl.SSLSocket) else getattr(sock, "recvmsg_into", None)
+        )
+        """The socket's scattering receive, when it has one (not over TLS): see ``_fill``."""
 
     def read(self, sinks: Sequence[Sink]) -> list[Any]:
-        answers = [self._reply(sink) for sink in sinks]
+        sizes = [sum(view.nbytes for view in sink) for sink in sinks]
+        # What may follow each value: its CRLF, then the next reply's header when it is the page it should be.
+        # Never more than the replies still to come, so a receive cannot wait for bytes that will not arrive.
+        tails = [_END + _header_length(size) for size in sizes[1:]] + [_END]
+        answers = [self._reply(sink, size, tail) for sink, size, tail in zip(sinks, sizes, tails)]
         if self._held:
             raise redis.ConnectionError("more bytes than the replies of the pipeline")
         return answers
 
-    def _reply(self, sink: Sink) -> Any:
-        """Read the next reply, into ``sink`` when it is a value of exactly the sink's size."""
-        size = sum(view.nbytes for view in sink)
-        line = self._line(len(b"$%d\r\n" % size))
+    def _reply(self, sink: Sink, size: int, tail: int) -> Any:
+        """Read the next reply, into ``sink`` (``size`` bytes) when it is a value of exactly that size; ``tail``:
+        the bytes that may follow such a value (see ``_fill``)."""
+        line = self._line(_header_length(size))
         kind, rest = line[:1], line[1:]
         if kind == b"$":
             length = int(rest)
             if length < 0:
                 return None
             if length == size:
-                self._fill(sink)
+                self._fill(sink, tail)
                 self._skip_end()
                 return True
             self._skip_value(length, sink)
@@ -120,6 +138,25 @@ class _Replies:
             raise redis.ConnectionError("the server closed the connection")
         return int(received)
 
+    def _recv_with_tail(self, view: memoryview, tail: int) -> int:
+        """Receive into ``view`` and, past its end, up to ``tail`` bytes into the held bytes (which must be empty);
+        return how many landed in ``view``."""
+        if self._scatter is None:
+            return self._recv_into(view)
+        room = bytearray(tail)
+        try:
+            received = self._scatter([view, room])[0]
+        except socket.timeout as error:
+            raise redis.TimeoutError("Timeout reading a page reply") from error
+        except OSError as error:
+            raise redis.ConnectionError(f"Error while reading a page reply: {error}") from error
+        if received == 0:
+            raise redis.ConnectionError("the server closed the connection")
+        if received > view.nbytes:
+            self._held += room[: received - view.nbytes]
+            return view.nbytes
+        return int(received)
+
     def _receive(self, count: int) -> None:
         """Receive up to ``count`` more bytes into the held bytes (at least one)."""
         chunk = bytearray(count)
@@ -136,15 +173,25 @@ class _Replies:
                 return line
             self._receive(max(expected - len(self._held), 0) + _HEADER_ROOM)
 
-    def _fill(self, sink: Sink) -> None:
-        """Fill ``sink``'s views with the next bytes: first those held, then straight from the socket."""
-        for view in sink:
+    def _fill(self, sink: Sink, tail: int = 0) -> None:
+        """Fill ``sink``'s views with the next bytes: first those held, then straight from the socket.
+
+        With ``tail`` and a scattering receive, a receive into the last view also takes up to ``tail`` bytes past
+        it into the held bytes: the value's CRLF and the next reply's header, which would each cost a receive of
+        their own. Only the views of this page are written, whatever arrives.
+        """
+        last = len(sink) - 1
+        for position, view in enumerate(sink):
             filled = min(len(self._held), view.nbytes)
             if filled:
                 view[:filled] = self._held[:filled]
                 del self._held[:filled]
+            scatter = position == last and tail > 0 and self._scatter is not None
             while filled < view.nbytes:
-                filled += self._recv_into(view[filled:])
+                if scatter:
+                    filled += self._recv_with_tail(view[filled:], tail)
+                else:
+                    filled += self._recv_into(view[filled:])
 
     def _skip_value(self, count: int, sink: Sink) -> None:
         """Drop the next ``count`` bytes, a value of another size than ``sink``'s: none reaches it (BE-13)."""

@@ -18,8 +18,10 @@ taken in part again from its start, are caught.
 
 from __future__ import annotations
 
+import itertools
 import random
 import socket
+import ssl
 import threading
 from typing import Any, Optional
 
@@ -35,7 +37,10 @@ PAGE = 1000
 
 
 class ScriptedSocket:
-    """A socket that hands out ``data`` in chunks of the sizes ``chunks`` picks; raises or ends as told."""
+    """A socket that hands out ``data`` in chunks of random sizes (or whole, without a seed); raises or ends as told.
+
+    It has ``recv_into`` only; ``ScatteringSocket`` adds ``recvmsg_into``.
+    """
 
     def __init__(self, data: bytes, seed: Optional[int] = None, fail: Optional[BaseException] = None) -> None:
         self._data = memoryview(data)
@@ -53,6 +58,27 @@ class ScriptedSocket:
         size = self._chooser.randint(1, limit) if self._seeded else limit
         target[:size] = self._data[:size]
         self._data = self._data[size:]
+        return size
+
+
+class ScatteringSocket(ScriptedSocket):
+    """The same, with a scattering receive: one chunk spread over the buffers in turn."""
+
+    def recvmsg_into(self, buffers: list[Any]) -> tuple[int, list[Any], int, Any]:
+        targets = [memoryview(buffer).cast("B") for buffer in buffers]
+        size = self.recv_into(bytearray(sum(len(target) for target in targets)))
+        chunk, self._data = self._taken, self._data  # what recv_into just handed out
+        offset = 0
+        for target in targets:
+            part = min(len(target), size - offset)
+            target[:part] = chunk[offset : offset + part]
+            offset += part
+        return size, [], 0, None
+
+    def recv_into(self, buffer: Any, count: int = 0) -> int:
+        before = self._data
+        size = super().recv_into(buffer, count)
+        self._taken = before[:size]
         return size
 
 
@@ -82,12 +108,12 @@ SCRIPT = [
 ]
 
 
-def check_reader(reader: type = _Replies) -> None:
+def check_reader(reader: type = _Replies, sockets: tuple[type, ...] = (ScriptedSocket, ScatteringSocket)) -> None:
     wire = b"".join(reply for reply, _ in SCRIPT)
-    for seed in [None, *range(30)]:
+    for seed, kind in itertools.product([None, *range(30)], sockets):
         memory, views = sinks(len(SCRIPT))
         try:
-            answers = reader(ScriptedSocket(wire, seed)).read(views)
+            answers = reader(kind(wire, seed)).read(views)
         except redis.ConnectionError as error:
             raise AssertionError(f"seed {seed}: a well-formed pipeline broke the reader: {error}") from error
         for index, ((_, expected), answer, block) in enumerate(zip(SCRIPT, answers, memory)):
@@ -170,15 +196,65 @@ class WritesWrongSizes(_Replies):
 class DropsHeldBytes(_Replies):
     """Planted: bytes received together with a header are not copied into the page."""
 
-    def _fill(self, sink: Any) -> None:
+    def _fill(self, sink: Any, tail: int = 0) -> None:
         del self._held[:]
-        super()._fill(sink)
+        super()._fill(sink, tail)
+
+
+class DropsTheTail(_Replies):
+    """Planted: the bytes a scattering receive took past a page (its CRLF, the next header) are dropped."""
+
+    def _recv_with_tail(self, view: memoryview, tail: int) -> int:
+        received = super()._recv_with_tail(view, tail)
+        del self._held[:]
+        return received
 
 
 @pytest.mark.parametrize("planted", [WritesWrongSizes, DropsHeldBytes])
 def test_planted_readers_are_caught(planted: type) -> None:
     with pytest.raises(AssertionError):
         check_reader(planted)
+
+
+@pytest.mark.parametrize("planted", [DropsTheTail])
+def test_planted_scattering_readers_are_caught(planted: type) -> None:
+    check_reader(planted, sockets=(ScriptedSocket,))  # without a scattering receive, the planted code never runs
+    with pytest.raises(AssertionError):
+        check_reader(planted, sockets=(ScatteringSocket,))
+
+
+def test_a_scattering_receive_saves_a_receive_per_page() -> None:
+    """Whole pages arriving at once take one receive each (the CRLF and next header come with the page)."""
+    pages = 16
+    wire = b"".join(bulk(page(index)) for index in range(pages))
+    memory = [bytearray(PAGE) for _ in range(pages)]
+    views = [[memoryview(block)] for block in memory]
+    counted = {"recv_into": 0, "recvmsg_into": 0}
+
+    class Counting(ScatteringSocket):
+        def recv_into(self, buffer: Any, count: int = 0) -> int:
+            counted["recv_into"] += 1
+            return super().recv_into(buffer, count)
+
+        def recvmsg_into(self, buffers: list[Any]) -> tuple[int, list[Any], int, Any]:
+            counted["recvmsg_into"] += 1
+            counted["recv_into"] -= 1  # its own recv_into is the same receive
+            return super().recvmsg_into(buffers)
+
+    assert _Replies(Counting(wire)).read(views) == [True] * pages
+    assert [bytes(block) for block in memory] == [page(index) for index in range(pages)]
+    assert counted == {"recv_into": 1, "recvmsg_into": pages}, counted
+
+
+def test_over_tls_the_plain_receive_is_used() -> None:
+    context = ssl.create_default_context()
+    with (
+        socket.socket() as plain,
+        context.wrap_socket(plain, server_hostname="localhost", do_handshake_on_connect=False) as wrapped,
+    ):
+        assert _Replies(wrapped)._scatter is None
+    with socket.socket() as plain:
+        assert _Replies(plain)._scatter is not None
 
 
 def send_and_receive(parts: list[bytes]) -> bytes:
