@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from types import MappingProxyType
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Optional, TypeVar, Union
 
 from hicache_contracts.prefix_keys import PrefixKeys
@@ -151,8 +152,10 @@ class RecordedTransfer:
 
 
 _this_thread = threading.local()
-"""Per thread, its name when it made its first recorded call: read from here, it costs a third of reading it from
-the thread object, on a path every call takes (a thread renamed later keeps its first name in the record)."""
+"""Per thread, ``name_and_id``: its name when it made its first recorded call, and its identifier. Read from here,
+the name costs a third of reading it from the thread object, on a path every call takes, and every call of a
+thread shares one identifier object rather than keeping a new int each (a thread renamed later keeps its first
+name in the record)."""
 
 
 class RecordedCall(CallView):
@@ -198,6 +201,7 @@ class RecordedCall(CallView):
         raised: Optional[str]
         finished: Optional[float]
         recording_problem: Optional[str]
+        kwargs: Mapping[str, Any]
 
     def __init__(self, index: int, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         # Only what every call has is stored here; the other fields stay unset until the recorder fills them
@@ -209,15 +213,17 @@ class RecordedCall(CallView):
         """The backend method called."""
         self.args = args
         """The positional arguments, as passed."""
-        self.kwargs = kwargs
-        """The keyword arguments, as passed."""
+        if kwargs:  # most calls pass none: an empty dict kept per call would cost a tenth of the recorder's time
+            self.kwargs = kwargs
+            """The keyword arguments, as passed (a read-only empty mapping when there were none)."""
         try:
-            self.thread = _this_thread.name
+            self.thread, self.thread_id = _this_thread.name_and_id
         except AttributeError:  # the thread's first recorded call
-            self.thread = _this_thread.name = threading.current_thread().name
-        """The calling thread's name, as it was at the thread's first recorded call."""
-        self.thread_id = threading.get_ident()
-        """The calling thread's identifier."""
+            self.thread, self.thread_id = _this_thread.name_and_id = (
+                threading.current_thread().name,
+                threading.get_ident(),
+            )
+        """The calling thread's name, as it was at the thread's first recorded call, and its identifier."""
         self.started = time.monotonic()
         """``time.monotonic()`` when the call started."""
 
@@ -271,5 +277,6 @@ _UNSET: Final[dict[str, Any]] = {
     "raised": None,  # "Type: message" when the inner backend raised (the exception was re-raised)
     "finished": None,  # time.monotonic() when it returned or raised; None while in flight
     "recording_problem": None,  # why part of the call could not be recorded (the call itself went through)
+    "kwargs": MappingProxyType({}),  # a call that passed no keyword arguments
 }
 """The fields of a ``RecordedCall`` that a call starts without, with the value each reads as until it is set."""

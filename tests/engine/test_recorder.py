@@ -416,11 +416,13 @@ def test_calls_from_several_threads_are_recorded_with_their_thread_and_times():
     ]
     for thread in threads:
         thread.start()
+    idents = {thread.name: thread.ident for thread in threads}
     for thread in threads:
         thread.join()
     calls = recorder.calls
     assert [call.index for call in calls] == list(range(60))
     assert {call.thread for call in calls} == {"worker-0", "worker-1", "worker-2"}
+    assert all(call.thread_id == idents[call.thread] for call in calls)
     assert all(call.started <= call.finished for call in calls)
     recorder.clear_calls()
     recorder.batch_exists(KEYS)
@@ -439,6 +441,18 @@ def test_fields_a_call_did_not_fill_read_as_their_defaults():
         type(call).raised.__get__(call)
     with pytest.raises(AttributeError, match="'RecordedCall' object has no attribute 'no_such_field'"):
         call.no_such_field  # noqa: B018 -- an unknown name is not a field with a default
+
+
+def test_arguments_are_kept_as_passed():
+    recorder = RecordingBackend(PoolAwareBackend())
+    info = HiCacheStorageExtraInfo()
+    recorder.batch_exists(KEYS, info)
+    recorder.batch_exists(KEYS, extra_info=info)
+    positional, keyword = recorder.calls
+    assert positional.args == (KEYS, info) and dict(positional.kwargs) == {}
+    assert keyword.args == (KEYS,) and keyword.kwargs == {"extra_info": info}
+    with pytest.raises(TypeError):  # the empty mapping of a call without keywords is shared: it must be read-only
+        positional.kwargs["extra_info"] = info  # type: ignore[index]
 
 
 def test_iterators_are_not_consumed_by_recording():
