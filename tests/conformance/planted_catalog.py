@@ -424,6 +424,8 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-14", mutants.BulkResultsAsTensors, alone("v1_results_have_one_bool_per_key")),
     _entry("BE-19", mutants.EmptyV2ReadAnsweredWithAList, alone("v2_results_have_one_entry_per_pool")),
     _entry("BE-19", mutants.DerivedResultsFiledUnderKv, alone("v2_results_have_one_entry_per_pool")),
+    _entry("BE-4", mutants.RunReadJoinsItsPages, alone("missing_keys_are_misses_not_errors")),
+    _entry("BE-11", mutants.KvRunCacheOutlivesClear, alone("clear_removes_every_pool")),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

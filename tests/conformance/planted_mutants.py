@@ -1153,6 +1153,47 @@ class DerivedResultsFiledUnderKv(CorrectBackend):
         return self.filed(transfers, super().batch_set_v2(transfers, extra_info))
 
 
+class RunReadJoinsItsPages(RunBackend):
+    """A KV read whose host pages form one run fetches the run's objects in one bulk call and joins their bytes into
+    one buffer before copying it: a missing page (None) makes the join raise TypeError (BE-4: a missing key is a
+    miss). A read of scattered pages looks each page up, and a miss is a miss."""
+
+    def read_pages(self, pool, keys, host_indices):
+        if pool != "kv" or not self.is_run(pool, keys, host_indices):
+            return super().read_pages(pool, keys, host_indices)
+        joined = b"".join([self.fetch(self.name(key, pool)) for key in keys])  # a missing page (None) raises
+        size = self.page_bytes(pool)
+        pages = {key: joined[index * size : (index + 1) * size] for index, key in enumerate(keys)}
+        return self.load_each(pool, keys, host_indices, pages.get)
+
+
+class KvRunCacheOutlivesClear(RunBackend):
+    """KV pages written are kept in a read cache as well, and a KV read whose host pages form one run is served from
+    it; clear() empties the store but forgets the cache (BE-11): such a read still loads the pages. Counts and reads
+    of scattered pages look at the store. The KV twin of ``SidecarRunCacheOutlivesClear``."""
+
+    def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.cache: dict[str, Optional[bytes]] = {}
+
+    def write_pages(self, pool, keys, host_indices):
+        results = super().write_pages(pool, keys, host_indices)
+        for key, stored in zip(keys, results):
+            if stored and pool == "kv":
+                self.cache[self.name(key, pool)] = self.fetch(self.name(key, pool))
+        return results
+
+    def read_pages(self, pool, keys, host_indices):
+        if pool != "kv" or not self.is_run(pool, keys, host_indices):
+            return super().read_pages(pool, keys, host_indices)
+
+        def cached(key: str) -> Optional[bytes]:
+            name = self.name(key, pool)
+            return self.cache.get(name) or self.fetch(name)
+
+        return self.load_each(pool, keys, host_indices, cached)
+
+
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("evicting-declared", EvictsAfterTheSecondRead, {}),
     ("evicting-keeps-one-of-each-write", KeepsOneOfEachWrite, {}),
