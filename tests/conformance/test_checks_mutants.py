@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import pytest
 
 from hicache_contracts.conformance import CHECKS
-from hicache_contracts.conformance.checks_concurrency import Event, _history
+from hicache_contracts.conformance.checks_concurrency import Event, _check_histories, _history
 from hicache_contracts.conformance.names import Names
 from hicache_contracts.conformance.pools import slots_of_pages
 from tests.conformance.check_messages import RECORDED, run_alone, verdict_of
@@ -299,6 +299,80 @@ def test_a_history_line_shows_each_call_from_its_start_to_its_end() -> None:
     lines = _history(SimpleNamespace(names=names), events, key, origin).splitlines()
     assert [line.split("µs")[0].split() for line in lines] == [["t=", "2..3"], ["t=", "5..9"]]
     assert lines[1].endswith("thread 1  set([k0]) -> [True]")
+
+
+@pytest.mark.clause("BE-23")
+@pytest.mark.parametrize("first_written", [None, False], ids=["never-written", "write-refused"])
+def test_a_count_stops_at_a_first_key_not_stored_though_a_later_one_was(first_written) -> None:
+    """batch_exists counts the leading run: a first key never written, or whose write returned False, ends it at 0,
+    however many keys after it were stored before the call began. The lower bound a count must reach is the leading
+    run of keys stored before the call, not every such key."""
+    names = Names("run", "model")
+    first, stored = names.new_keys(2)
+    origin = 7_000_000_000
+    events = [Event(thread=1, operation="set", keys=(stored,), start=origin, end=origin + 1_000, outcome=[True])]
+    if first_written is not None:
+        events.append(
+            Event(thread=2, operation="set", keys=(first,), start=origin, end=origin + 1_000, outcome=[first_written])
+        )
+    events.append(
+        Event(thread=0, operation="exists", keys=(first, stored), start=origin + 2_000, end=origin + 3_000, outcome=0)
+    )
+    suite = SimpleNamespace(names=names, may_evict=False)
+    _check_histories(suite, events, [first, stored], origin, "2 threads")
+
+
+class OneOpenInstancePerStore(CorrectBackend):
+    """Serves one open instance per store: building a second while the first is open raises (an engine bound to one
+    port, say), until close() lets the store go."""
+
+    open_stores: set[str] = set()
+
+    def __init__(self, storage_config, kwargs=None):
+        super().__init__(storage_config, kwargs)
+        if self.store_name in self.open_stores:
+            raise OSError(f"store {self.store_name!r} is already open in this process (address in use)")
+        self.open_stores.add(self.store_name)
+
+    def close(self) -> None:
+        self.open_stores.discard(self.store_name)
+
+
+@pytest.mark.clause("BE-1")
+def test_a_state_machine_instance_that_cannot_be_built_blocks_the_check() -> None:
+    """The main instance is open while the state machine builds its own, so OneOpenInstancePerStore fails the
+    machine's build: the check is blocked on BE-1 (skipped, saying why), never failed on a clause of its own. Its
+    teardown has no instance to clear, and must not reach for one (an AttributeError would fail BE-2)."""
+    check = "stateful_model_of_a_lossy_write_once_store"
+    report = run(OneOpenInstancePerStore, checks=(check,))
+    outcome = next(item for item in report.sections[0].checks if item.check == check)
+    assert outcome.status == "skip", report.render_text(color=False)
+    assert outcome.message.startswith("building the backend raised OSError: store "), outcome.message
+
+
+class RefusesPagesOfZeros(CorrectBackend):
+    """Refuses (False) to write a page whose bytes are all zeros, taking it for a host page never filled, and stores
+    nothing for it. Correct: a write may be refused, and a page of computed KV or sidecar state is not all zeros."""
+
+    def write_pages(self, pool, keys, host_indices):
+        host_pool = self.pools.get(pool)
+        if host_pool is None:
+            return super().write_pages(pool, keys, host_indices)
+        size, results = host_pool.page_size, []
+        for index, key in enumerate(keys):
+            slots = host_indices[index * size : (index + 1) * size]
+            filled = bool(host_pool.get_data_page(int(slots[0]), flat=True).count_nonzero())
+            results.append(filled and super().write_pages(pool, [key], slots)[0])
+        return results
+
+
+@pytest.mark.clause("BE-20")
+def test_the_unregistered_pool_check_writes_its_keys_pages_into_the_registered_pool() -> None:
+    """BE-20 asks the registered swa pool's write to succeed beside an unregistered transfer, so it must hand over its
+    keys' pages: run alone, the swa pool's pages are still zeros, which RefusesPagesOfZeros may refuse. A check that
+    left a page unfilled would fail a correct backend for refusing it."""
+    report = run(RefusesPagesOfZeros, checks=("v2_unregistered_pool_is_all_false",))
+    assert statuses(report)["BE-20"] == "pass", report.render_text(color=False)
 
 
 @pytest.mark.clause("BE-28")
