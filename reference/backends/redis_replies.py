@@ -83,6 +83,21 @@ def read_into_sinks(connection: Any, sinks: Sequence[Sink]) -> list[Any]:
     return _Replies(connection._sock).read(sinks)
 
 
+def _received(receive: Callable[[Any], Any], buffers: Any) -> int:
+    """Return how many bytes ``receive(buffers)`` received (``recv_into``'s count, or ``recvmsg_into``'s first
+    item): at least one, else redis's own error (a timeout, a socket error, a closed peer)."""
+    try:
+        answer = receive(buffers)
+    except socket.timeout as error:
+        raise redis.TimeoutError("Timeout reading a page reply") from error
+    except OSError as error:
+        raise redis.ConnectionError(f"Error while reading a page reply: {error}") from error
+    received = int(answer if isinstance(answer, int) else answer[0])
+    if received == 0:
+        raise redis.ConnectionError("the server closed the connection")
+    return received
+
+
 class _Replies:
     """The bytes received from one socket and not yet used."""
 
@@ -128,15 +143,7 @@ class _Replies:
 
     def _recv_into(self, buffer: Any) -> int:
         """Receive into ``buffer`` (at least one byte); a timeout, a socket error or a closed peer raise redis's own."""
-        try:
-            received = self._sock.recv_into(buffer)
-        except socket.timeout as error:
-            raise redis.TimeoutError("Timeout reading a page reply") from error
-        except OSError as error:
-            raise redis.ConnectionError(f"Error while reading a page reply: {error}") from error
-        if received == 0:
-            raise redis.ConnectionError("the server closed the connection")
-        return int(received)
+        return _received(self._sock.recv_into, buffer)
 
     def _recv_with_tail(self, view: memoryview, tail: int) -> int:
         """Receive into ``view`` and, past its end, up to ``tail`` bytes into the held bytes (which must be empty);
@@ -144,18 +151,11 @@ class _Replies:
         if self._scatter is None:
             return self._recv_into(view)
         room = bytearray(tail)
-        try:
-            received = self._scatter([view, room])[0]
-        except socket.timeout as error:
-            raise redis.TimeoutError("Timeout reading a page reply") from error
-        except OSError as error:
-            raise redis.ConnectionError(f"Error while reading a page reply: {error}") from error
-        if received == 0:
-            raise redis.ConnectionError("the server closed the connection")
+        received = _received(self._scatter, [view, room])
         if received > view.nbytes:
             self._held += room[: received - view.nbytes]
             return view.nbytes
-        return int(received)
+        return received
 
     def _receive(self, count: int) -> None:
         """Receive up to ``count`` more bytes into the held bytes (at least one)."""
