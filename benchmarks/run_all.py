@@ -84,6 +84,14 @@ TARGETS = (
             ("read / plain os.readv into the pool's pages, CPU time", "cpu: read / plain read into pool", 0.9),
             ("write / HiCacheFile write", "write / HiCacheFile write", 1.2),
             ("read / HiCacheFile read", "read / HiCacheFile read", 2.0),
+            ("write / plain os.write, median of per-round ratios", "paired: write / plain write", 0.9),
+            (
+                "read / plain os.readv into the pool's pages, median of per-round ratios",
+                "paired: read / plain read into pool",
+                0.9,
+            ),
+            ("write / HiCacheFile write, median of per-round ratios", "paired: write / HiCacheFile write", 1.2),
+            ("read / HiCacheFile read, median of per-round ratios", "paired: read / HiCacheFile read", 2.0),
         )
     ),
     *(
