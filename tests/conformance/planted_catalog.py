@@ -424,8 +424,17 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-14", mutants.BulkResultsAsTensors, alone("v1_results_have_one_bool_per_key")),
     _entry("BE-19", mutants.EmptyV2ReadAnsweredWithAList, alone("v2_results_have_one_entry_per_pool")),
     _entry("BE-19", mutants.DerivedResultsFiledUnderKv, alone("v2_results_have_one_entry_per_pool")),
-    _entry("BE-4", mutants.RunReadJoinsItsPages, alone("missing_keys_are_misses_not_errors")),
+    _entry(
+        ("BE-4", "BE-5"),
+        mutants.RunReadJoinsItsPages,
+        alone("missing_keys_are_misses_not_errors"),
+        alone("storage_errors_are_failures_not_exceptions"),
+    ),
     _entry("BE-11", mutants.KvRunCacheOutlivesClear, alone("clear_removes_every_pool")),
+    _entry("BE-3", mutants.EmptyLookupAnsweredWithFalse, alone("batch_exists_has_no_side_effects")),
+    _entry("BE-4", mutants.SidecarRunReadJoinsItsPages, alone("missing_keys_are_misses_not_errors")),
+    _entry("NS-1", mutants.LookupLeavesOutTheTpRank, alone("ranks_and_models_never_share_pages")),
+    _entry("PFX-6", mutants.StoredKeysExtendThePrefix, alone("prefix_keys_are_never_mutated")),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

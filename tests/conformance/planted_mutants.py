@@ -1156,10 +1156,14 @@ class DerivedResultsFiledUnderKv(CorrectBackend):
 class RunReadJoinsItsPages(RunBackend):
     """A KV read whose host pages form one run fetches the run's objects in one bulk call and joins their bytes into
     one buffer before copying it: a missing page (None) makes the join raise TypeError (BE-4: a missing key is a
-    miss). A read of scattered pages looks each page up, and a miss is a miss."""
+    miss), and the store's error escapes the bulk fetch (BE-5: a storage error is a failure). A read of scattered
+    pages looks each page up, and a miss or a failing store is a miss."""
+
+    joined_pools: tuple[str, ...] = ("kv",)
+    """The pools whose run reads take the bulk path."""
 
     def read_pages(self, pool, keys, host_indices):
-        if pool != "kv" or not self.is_run(pool, keys, host_indices):
+        if pool not in self.joined_pools or not self.is_run(pool, keys, host_indices):
             return super().read_pages(pool, keys, host_indices)
         joined = b"".join([self.fetch(self.name(key, pool)) for key in keys])  # a missing page (None) raises
         size = self.page_bytes(pool)
@@ -1194,12 +1198,96 @@ class KvRunCacheOutlivesClear(RunBackend):
         return self.load_each(pool, keys, host_indices, cached)
 
 
+class EmptyLookupAnsweredWithFalse(CorrectBackend):
+    """batch_exists answers an empty key list with False ("nothing there"), a bool where the count 0 is asked for
+    (BE-3; BE-2: a count is an int, never a bool). Every lookup of one key or more counts its leading run."""
+
+    def batch_exists(self, keys, extra_info=None):
+        if not keys:
+            return False
+        return super().batch_exists(keys, extra_info)
+
+
+class SidecarRunReadJoinsItsPages(RunReadJoinsItsPages):
+    """The sidecar twin of ``RunReadJoinsItsPages``: a sidecar read (a KV-derived indexer read included) whose host
+    pages form one run joins the fetched objects' bytes, and a missing page makes the join raise TypeError (BE-4)."""
+
+    joined_pools = ("indexer", "swa")
+
+
+class LookupLeavesOutTheTpRank(CorrectBackend):
+    """batch_exists looks keys up in one index for the whole TP group (the namespace without its TP rank, to answer a
+    lookup once for every shard), while writes and reads keep the rank: a sibling TP rank counts pages it cannot read
+    (NS-1)."""
+
+    def shared(self, name: str) -> str:
+        """``name`` with its TP coordinate left out."""
+        head, _, rest = name.partition("|tp")
+        return head + "|" + rest.partition("|")[2]
+
+    def batch_exists(self, keys, extra_info=None):
+        with self.lock:
+            indexed = {self.shared(name) for name in self.objects}
+        return count_leading_run(tuple(self.shared(self.name(key)) in indexed for key in keys))
+
+
+class RefusesPagesOfZeros(CorrectBackend):
+    """Refuses (False) to write a page whose bytes are all zeros, taking it for a host page never filled, and stores
+    nothing for it. Correct: a write may be refused, and a page of computed KV or sidecar state is not all zeros."""
+
+    def write_pages(self, pool, keys, host_indices):
+        host_pool = self.pools.get(pool)
+        if host_pool is None:
+            return super().write_pages(pool, keys, host_indices)
+        size, results = host_pool.page_size, []
+        for index, key in enumerate(keys):
+            slots = host_indices[index * size : (index + 1) * size]
+            filled = bool(host_pool.get_data_page(int(slots[0]), flat=True).count_nonzero())
+            results.append(filled and super().write_pages(pool, [key], slots)[0])
+        return results
+
+
+class StoredKeysExtendThePrefix(RefusesPagesOfZeros):
+    """batch_set_v1 appends the keys it stored to the prefix_keys list it was given, to hand the longer prefix on to
+    the next batch, so the caller's list changes (PFX-6). It refuses pages of zeros, as ``RefusesPagesOfZeros`` may:
+    a write that stored nothing leaves the list alone."""
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        results = super().batch_set_v1(keys, host_indices, extra_info)
+        prefix = getattr(extra_info, "prefix_keys", None)
+        if isinstance(prefix, list):
+            prefix.extend(key for key, stored in zip(keys, results) if stored)
+        return results
+
+
+class KeepsTheFirstWrite(CorrectBackend):
+    """A write-once store: writing a key it holds returns True and keeps the bytes first written, as SGLang's
+    HiCacheFile skips a page whose file exists. Correct: a rewrite may skip or overwrite (BE-6)."""
+
+    def put(self, name: str, data: bytes) -> bool:
+        with self.lock:
+            if name in self.objects and not self.store_failing:
+                return True
+        return super().put(name, data)
+
+
+class RefusesV2Pools(UnimplementedV2, CorrectBackend):
+    """A v1 backend without v2 that refuses v2 pools: register_mem_host_pool_v2 raises NotImplementedError, so that
+    a hybrid model's attach fails at once instead of losing its sidecars. Correct: SGLang registers v2 pools only
+    through the hybrid controller, which drives a backend that implements v2."""
+
+    def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} serves no v2 pools ({pool_name(host_pool_name)!r})")
+
+
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("evicting-declared", EvictsAfterTheSecondRead, {}),
     ("evicting-keeps-one-of-each-write", KeepsOneOfEachWrite, {}),
     ("checks-its-host-indices", ChecksItsHostIndices, {}),
     ("v2-hook-refuses-tersely", V2HookRefusesASecondPoolTersely, {}),
     ("v1-without-v2", V2LeftUnimplemented, dict(levels=WITHOUT_V2)),
+    ("v1-refusing-v2-pools", RefusesV2Pools, dict(levels=WITHOUT_V2)),
+    ("write-once", KeepsTheFirstWrite, {}),
     ("mla-page-first", CorrectBackend, dict(kind="mla", layout="page_first")),
     ("legacy-mla", CorrectBackend, dict(kind="mla", levels=tuple(level for level in BACKEND_LEVELS if level != "v1"))),
     (

@@ -105,6 +105,9 @@ NOT_PLANTED = {
     "V2HookRefusesASecondPoolTersely",
     "HoldsOnePageForEveryController",
     "AdmitsNothingOnceFull",
+    "RefusesPagesOfZeros",
+    "KeepsTheFirstWrite",
+    "RefusesV2Pools",
 }
 """The classes of the family modules that are no planted bug: correct backends, hooks and shared bases."""
 
