@@ -38,6 +38,7 @@ from tests.conformance.planted_mutants import (
     HoldsOnePageForEveryController,
     LastHostPageRefused,
     RefusesAnLcmAboveItsTpSize,
+    RefusesPagesOfZeros,
     one_run,
 )
 from tests.sglang_standin import installed, make_storage_module
@@ -323,19 +324,31 @@ def test_a_count_stops_at_a_first_key_not_stored_though_a_later_one_was(first_wr
 
 
 class OneOpenInstancePerStore(CorrectBackend):
-    """Serves one open instance per store: building a second while the first is open raises (an engine bound to one
-    port, say), until close() lets the store go."""
+    """Serves one open instance per store: building another while ``open_at_once`` are open raises (an engine bound
+    to one port, say), until close() lets one go."""
 
-    open_stores: set[str] = set()
+    open_at_once = 1
+    open_instances: dict[str, int] = {}
+    """Open instances by store, for every subclass."""
 
     def __init__(self, storage_config, kwargs=None):
         super().__init__(storage_config, kwargs)
-        if self.store_name in self.open_stores:
+        opened = self.open_instances.get(self.store_name, 0)
+        if opened >= self.open_at_once:
             raise OSError(f"store {self.store_name!r} is already open in this process (address in use)")
-        self.open_stores.add(self.store_name)
+        self.open_instances[self.store_name] = opened + 1
+        self.closed = False
 
     def close(self) -> None:
-        self.open_stores.discard(self.store_name)
+        if not self.closed:
+            self.closed = True
+            self.open_instances[self.store_name] -= 1
+
+
+class TwoOpenInstancesPerStore(OneOpenInstancePerStore):
+    """Serves two open instances per store: the main one and one more, until close() lets one go."""
+
+    open_at_once = 2
 
 
 @pytest.mark.clause("BE-1")
@@ -350,20 +363,15 @@ def test_a_state_machine_instance_that_cannot_be_built_blocks_the_check() -> Non
     assert outcome.message.startswith("building the backend raised OSError: store "), outcome.message
 
 
-class RefusesPagesOfZeros(CorrectBackend):
-    """Refuses (False) to write a page whose bytes are all zeros, taking it for a host page never filled, and stores
-    nothing for it. Correct: a write may be refused, and a page of computed KV or sidecar state is not all zeros."""
-
-    def write_pages(self, pool, keys, host_indices):
-        host_pool = self.pools.get(pool)
-        if host_pool is None:
-            return super().write_pages(pool, keys, host_indices)
-        size, results = host_pool.page_size, []
-        for index, key in enumerate(keys):
-            slots = host_indices[index * size : (index + 1) * size]
-            filled = bool(host_pool.get_data_page(int(slots[0]), flat=True).count_nonzero())
-            results.append(filled and super().write_pages(pool, [key], slots)[0])
-        return results
+@pytest.mark.clause("BE-11")
+def test_the_state_machine_closes_each_instance_it_built() -> None:
+    """Each example of the state machine builds its own instance beside the main one; its teardown clears and closes
+    it, so TwoOpenInstancesPerStore builds the next example's. A teardown that left its instance open would make the
+    second example's build raise, and the check fail a correct backend."""
+    check = "stateful_model_of_a_lossy_write_once_store"
+    report = run(TwoOpenInstancesPerStore, checks=(check,))
+    outcome = next(item for item in report.sections[0].checks if item.check == check)
+    assert outcome.status == "pass", report.render_text(color=False)
 
 
 @pytest.mark.clause("BE-20")
