@@ -435,6 +435,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-4", mutants.SidecarRunReadJoinsItsPages, alone("missing_keys_are_misses_not_errors")),
     _entry("NS-1", mutants.LookupLeavesOutTheTpRank, alone("ranks_and_models_never_share_pages")),
     _entry("PFX-6", mutants.StoredKeysExtendThePrefix, alone("prefix_keys_are_never_mutated")),
+    _entry("NS-6", mutants.RunReadTakesItsFirstSlotForAPage, alone("exists_get_and_set_share_one_key_scheme")),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

@@ -1231,6 +1231,29 @@ class LookupLeavesOutTheTpRank(CorrectBackend):
         return count_leading_run(tuple(self.shared(self.name(key)) in indexed for key in keys))
 
 
+class RunReadTakesItsFirstSlotForAPage(RunBackend):
+    """A KV read whose host pages form one run copies the run in one piece to the host page numbered by the run's
+    first slot (a slot index taken for a page index): a run from host page 0 lands right, one from any later page
+    lands past the pool and the read reports a miss (NS-6: pages written, counted and then not read back). A read of
+    scattered pages copies each page to its own slot."""
+
+    def read_pages(self, pool, keys, host_indices):
+        if pool != "kv" or not self.is_run(pool, keys, host_indices):
+            return super().read_pages(pool, keys, host_indices)
+        host_pool, first = self.pools[pool], int(host_indices[0])
+        results = []
+        for index, key in enumerate(keys):
+            data = self.fetch(self.name(key, pool))
+            try:
+                if data is None:
+                    raise KeyError(key)
+                host_pool.set_from_flat_data_page((first + index) * host_pool.page_size, self.page_tensor(data, pool))
+                results.append(True)
+            except Exception:
+                results.append(False)
+        return results
+
+
 class RefusesPagesOfZeros(CorrectBackend):
     """Refuses (False) to write a page whose bytes are all zeros, taking it for a host page never filled, and stores
     nothing for it. Correct: a write may be refused, and a page of computed KV or sidecar state is not all zeros."""
@@ -1280,6 +1303,26 @@ class RefusesV2Pools(UnimplementedV2, CorrectBackend):
         raise NotImplementedError(f"{type(self).__name__} serves no v2 pools ({pool_name(host_pool_name)!r})")
 
 
+class RefusesADerivedSwaPool(CorrectBackend):
+    """Refuses (False for every page) a transfer of the swa pool marked KV-derived (``indices_from_pool`` KV): a
+    KV-derived pool has every KV page, and a sliding-window pool restores only its trailing window, so SGLang always
+    gives the swa pool slots of its own. Correct: a write may return False, and what was refused is a miss."""
+
+    def derived_swa(self, transfer: Any) -> bool:
+        return pool_name(transfer.name) == "swa" and getattr(transfer, "indices_from_pool", None) is not None
+
+    def refusing(self, method: Any, transfers: list, extra_info: Any) -> dict:
+        served = method([item for item in transfers if not self.derived_swa(item)], extra_info)
+        refused = {pool_name(item.name): [False] * len(item.keys or ()) for item in transfers if self.derived_swa(item)}
+        return {**served, **refused}
+
+    def batch_set_v2(self, transfers: list, extra_info: Any = None) -> dict:
+        return self.refusing(super().batch_set_v2, transfers, extra_info)
+
+    def batch_get_v2(self, transfers: list, extra_info: Any = None) -> dict:
+        return self.refusing(super().batch_get_v2, transfers, extra_info)
+
+
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("evicting-declared", EvictsAfterTheSecondRead, {}),
     ("evicting-keeps-one-of-each-write", KeepsOneOfEachWrite, {}),
@@ -1288,6 +1331,7 @@ CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("v1-without-v2", V2LeftUnimplemented, dict(levels=WITHOUT_V2)),
     ("v1-refusing-v2-pools", RefusesV2Pools, dict(levels=WITHOUT_V2)),
     ("write-once", KeepsTheFirstWrite, {}),
+    ("refuses-a-derived-swa-pool", RefusesADerivedSwaPool, {}),
     ("mla-page-first", CorrectBackend, dict(kind="mla", layout="page_first")),
     ("legacy-mla", CorrectBackend, dict(kind="mla", levels=tuple(level for level in BACKEND_LEVELS if level != "v1"))),
     (

@@ -108,6 +108,7 @@ NOT_PLANTED = {
     "RefusesPagesOfZeros",
     "KeepsTheFirstWrite",
     "RefusesV2Pools",
+    "RefusesADerivedSwaPool",
 }
 """The classes of the family modules that are no planted bug: correct backends, hooks and shared bases."""
 
