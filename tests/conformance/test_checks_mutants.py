@@ -17,14 +17,17 @@ import itertools
 import json
 import re
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
 
 from hicache_contracts.conformance import CHECKS
 from hicache_contracts.conformance.checks_concurrency import Event, _check_histories, _history
+from hicache_contracts.conformance.framework import ClauseFailure
 from hicache_contracts.conformance.names import Names
 from hicache_contracts.conformance.pools import slots_of_pages
+from hicache_contracts.models import PoolTransferResult
 from tests.conformance.check_messages import RECORDED, run_alone, verdict_of
 from tests.conformance.helpers import failed, run, statuses
 from tests.conformance.planted_catalog import BY_NAME, CATALOG, LEGACY_MODE
@@ -41,6 +44,7 @@ from tests.conformance.planted_mutants import (
     RefusesPagesOfZeros,
     one_run,
 )
+from tests.oracles import plain_fold
 from tests.sglang_standin import installed, make_storage_module
 
 
@@ -321,6 +325,90 @@ def test_a_count_stops_at_a_first_key_not_stored_though_a_later_one_was(first_wr
     )
     suite = SimpleNamespace(names=names, may_evict=False)
     _check_histories(suite, events, [first, stored], origin, "2 threads")
+
+
+@pytest.mark.clause("BE-23")
+def test_a_page_found_before_any_write_of_it_began_fails_with_the_calls_on_that_key() -> None:
+    """A get that finds a key no set had begun to write by the time the get ended (a backend answering from another
+    namespace's pages, say): the failure names the call, and its counterexample is the run's shape, then one line per
+    call on that key."""
+    names = Names("run", "model")
+    (key,) = names.new_keys(1)
+    origin = 7_000_000_000
+    events = [
+        Event(thread=2, operation="get", keys=(key,), start=origin, end=origin + 1_000, outcome=[True]),
+        Event(thread=1, operation="set", keys=(key,), start=origin + 2_000, end=origin + 3_000, outcome=[True]),
+    ]
+    suite = SimpleNamespace(names=names, may_evict=False)
+    with pytest.raises(ClauseFailure) as raised:
+        _check_histories(suite, events, [key], origin, "2 threads")
+    assert raised.value.message == "get by thread 2 found k0 before any write of it began"
+    shape, *history = raised.value.counterexample.splitlines()
+    assert shape == "2 threads"
+    assert history == _history(suite, events, key, origin).splitlines() and len(history) == 2
+
+
+class OneCallAtATime(CorrectBackend):
+    """Its client serves one page transfer at a time and raises RuntimeError on a transfer begun while another is in
+    flight, where SGLang's IO threads call it concurrently (BE-23)."""
+
+    def __init__(self, storage_config, kwargs=None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.busy = threading.Lock()
+
+    def one_at_a_time(self, transfer, *args):
+        if not self.busy.acquire(blocking=False):
+            raise RuntimeError("client busy: another transfer is in flight")
+        try:
+            time.sleep(0.005)  # the transfer's round trip, long enough for the other threads' calls to meet it
+            return transfer(*args)
+        finally:
+            self.busy.release()
+
+    def read_pages(self, pool, keys, host_indices):
+        return self.one_at_a_time(super().read_pages, pool, keys, host_indices)
+
+    def write_pages(self, pool, keys, host_indices):
+        return self.one_at_a_time(super().write_pages, pool, keys, host_indices)
+
+
+@pytest.mark.clause("BE-23")
+def test_a_backend_call_that_raises_in_a_worker_is_reported_as_that_call_failed() -> None:
+    """A worker's call that raises is a failure the suite's call wrapper has already named (the call, its error):
+    the verdict is that thread's message as the wrapper wrote it, not a second wrapping of it."""
+    check = "concurrent_calls_keep_every_key_consistent"
+    report = run(OneCallAtATime, checks=(check,))
+    outcome = next(item for item in report.sections[0].checks if item.check == check)
+    assert outcome.status == "fail", outcome
+    assert re.fullmatch(
+        r"thread \d+: batch_[gs]et_v1\(.*\) raised RuntimeError: client busy: another transfer is in flight "
+        r"\(\d+ problem\(s\) in all\)",
+        outcome.message,
+    ), outcome.message
+
+
+class EvictsEverythingListingItsLengths(EvictsEverything):
+    """Keeps nothing, and its batch_exists_v2 lists the prefix lengths it can restore (restorable_prefix_pages), as
+    0.5.23's HiCacheFile does: none, so an empty list beside kv_hit_pages 0. Correct for a backend that may evict."""
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        keys = list(keys)
+        queries = tuple(self.pool_query(transfer, keys) for transfer in pool_transfers or ())
+        hit, entries, restorable = plain_fold(self.pool_present("kv", keys), queries)
+        return PoolTransferResult(
+            kv_hit_pages=hit, extra_pool_hit_pages=dict(entries), restorable_prefix_pages=list(restorable)
+        )
+
+
+@pytest.mark.clause("BE-26")
+def test_an_evicting_backend_may_list_no_restorable_length_beside_a_hit_of_zero() -> None:
+    """BE-26 lets a backend that may evict list fewer lengths than were written, down to none: an empty list beside
+    kv_hit_pages 0 is its whole answer. The folding check then has no page kept to look at and skips, as for
+    EvictsEverything; it must not fail the empty list."""
+    check = "v2_exists_folds_pool_hits_per_policy"
+    report = run(EvictsEverythingListingItsLengths, checks=(check,))
+    outcome = next(item for item in report.sections[0].checks if item.check == check)
+    assert outcome.status == "skip", report.render_text(color=False)
 
 
 class OneOpenInstancePerStore(CorrectBackend):
