@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
-from types import MappingProxyType
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Optional, TypeVar, Union
 
 from hicache_contracts.prefix_keys import PrefixKeys

@@ -111,18 +111,19 @@ class _Replies:
 
     def read(self, sinks: Sequence[Sink]) -> list[Any]:
         sizes = [sum(view.nbytes for view in sink) for sink in sinks]
+        headers = [_header_length(size) for size in sizes]
         # What may follow each value: its CRLF, then the next reply's header when it is the page it should be.
         # Never more than the replies still to come, so a receive cannot wait for bytes that will not arrive.
-        tails = [_END + _header_length(size) for size in sizes[1:]] + [_END]
-        answers = [self._reply(sink, size, tail) for sink, size, tail in zip(sinks, sizes, tails)]
+        tails = [_END + header for header in headers[1:]] + [_END]
+        answers = [self._reply(*reply) for reply in zip(sinks, sizes, headers, tails)]
         if self._held:
             raise redis.ConnectionError("more bytes than the replies of the pipeline")
         return answers
 
-    def _reply(self, sink: Sink, size: int, tail: int) -> Any:
-        """Read the next reply, into ``sink`` (``size`` bytes) when it is a value of exactly that size; ``tail``:
-        the bytes that may follow such a value (see ``_fill``)."""
-        line = self._line(_header_length(size))
+    def _reply(self, sink: Sink, size: int, header: int, tail: int) -> Any:
+        """Read the next reply, into ``sink`` (``size`` bytes, a header of ``header`` bytes) when it is a value of
+        exactly that size; ``tail``: the bytes that may follow such a value (see ``_fill``)."""
+        line = self._line(header)
         kind, rest = line[:1], line[1:]
         if kind == b"$":
             length = int(rest)
@@ -147,7 +148,7 @@ class _Replies:
 
     def _recv_with_tail(self, view: memoryview, tail: int) -> int:
         """Receive into ``view`` and, past its end, up to ``tail`` bytes into the held bytes (which must be empty);
-        return how many landed in ``view``."""
+        return how many landed in ``view``. Without a scattering receive, only into ``view``."""
         if self._scatter is None:
             return self._recv_into(view)
         room = bytearray(tail)
@@ -186,9 +187,9 @@ class _Replies:
             if filled:
                 view[:filled] = self._held[:filled]
                 del self._held[:filled]
-            scatter = position == last and tail > 0 and self._scatter is not None
+            with_tail = position == last and tail > 0
             while filled < view.nbytes:
-                if scatter:
+                if with_tail:
                     filled += self._recv_with_tail(view[filled:], tail)
                 else:
                     filled += self._recv_into(view[filled:])
