@@ -575,15 +575,19 @@ class SidecarRunCacheOutlivesClear(RunBackend):
         super().__init__(storage_config, kwargs)
         self.cache: dict[tuple[str, str], Optional[bytes]] = {}
 
+    def caches(self, pool: str) -> bool:
+        """Whether the pages of ``pool`` are cached (and its run reads served from the cache)."""
+        return pool != "kv"
+
     def write_pages(self, pool, keys, host_indices):
         results = super().write_pages(pool, keys, host_indices)
         for key, stored in zip(keys, results):
-            if stored and pool != "kv":
+            if stored and self.caches(pool):
                 self.cache[(pool, key)] = self.fetch(self.name(key, pool))
         return results
 
     def read_pages(self, pool, keys, host_indices):
-        if pool == "kv" or not self.is_run(pool, keys, host_indices):
+        if not self.caches(pool) or not self.is_run(pool, keys, host_indices):
             return super().read_pages(pool, keys, host_indices)
         return self.load_each(
             pool, keys, host_indices, lambda key: self.cache.get((pool, key)) or self.fetch(self.name(key, pool))
@@ -1085,16 +1089,10 @@ class V1ReadFallsOffTheEnd(CorrectBackend):
         return None
 
 
-class V2WriteFallsOffTheEnd(CorrectBackend):
+class V2WriteFallsOffTheEnd(UnimplementedV2, CorrectBackend):
     """v2 is not claimed: batch_exists_v2 and batch_get_v2 are SGLang's stubs (NotImplementedError), and batch_set_v2,
     begun and left unfinished, answers empty input and returns None for anything else (BE-18). Only a check that goes
     on past the first NotImplementedError reaches it."""
-
-    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
-        raise NotImplementedError
-
-    def batch_get_v2(self, transfers, extra_info=None):
-        raise NotImplementedError
 
     def batch_set_v2(self, transfers, extra_info=None):
         if not transfers:
@@ -1171,31 +1169,13 @@ class RunReadJoinsItsPages(RunBackend):
         return self.load_each(pool, keys, host_indices, pages.get)
 
 
-class KvRunCacheOutlivesClear(RunBackend):
-    """KV pages written are kept in a read cache as well, and a KV read whose host pages form one run is served from
-    it; clear() empties the store but forgets the cache (BE-11): such a read still loads the pages. Counts and reads
-    of scattered pages look at the store. The KV twin of ``SidecarRunCacheOutlivesClear``."""
+class KvRunCacheOutlivesClear(SidecarRunCacheOutlivesClear):
+    """The KV twin of ``SidecarRunCacheOutlivesClear``: KV pages written are kept in a read cache as well, and a KV
+    read whose host pages form one run is served from it; clear() empties the store but forgets the cache (BE-11).
+    Counts and reads of scattered pages look at the store."""
 
-    def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
-        super().__init__(storage_config, kwargs)
-        self.cache: dict[str, Optional[bytes]] = {}
-
-    def write_pages(self, pool, keys, host_indices):
-        results = super().write_pages(pool, keys, host_indices)
-        for key, stored in zip(keys, results):
-            if stored and pool == "kv":
-                self.cache[self.name(key, pool)] = self.fetch(self.name(key, pool))
-        return results
-
-    def read_pages(self, pool, keys, host_indices):
-        if pool != "kv" or not self.is_run(pool, keys, host_indices):
-            return super().read_pages(pool, keys, host_indices)
-
-        def cached(key: str) -> Optional[bytes]:
-            name = self.name(key, pool)
-            return self.cache.get(name) or self.fetch(name)
-
-        return self.load_each(pool, keys, host_indices, cached)
+    def caches(self, pool: str) -> bool:
+        return pool == "kv"
 
 
 class EmptyLookupAnsweredWithFalse(CorrectBackend):
