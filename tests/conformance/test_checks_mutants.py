@@ -348,6 +348,76 @@ def test_a_page_found_before_any_write_of_it_began_fails_with_the_calls_on_that_
     assert history == _history(suite, events, key, origin).splitlines() and len(history) == 2
 
 
+def boundary_history(rule: str, late_ns: int) -> tuple[list, Names]:
+    """A recorded history whose call meets a write at one instant (``late_ns`` 0), or ``late_ns`` after it: a get
+    after a confirmed write (``get``), a count after one (``exists``), or a hit before the key's only write began
+    (``found``)."""
+    names = Names("run", "model")
+    (key,) = names.new_keys(1)
+    origin = 7_000_000_000
+    write_at, looked_at = (origin + 1_000, origin) if rule == "found" else (origin, origin + 1_000)
+    set_call = Event(thread=1, operation="set", keys=(key,), start=write_at, end=write_at + 1_000, outcome=[True])
+    outcome = {"get": [False], "exists": 0, "found": [True]}[rule]
+    operation = "exists" if rule == "exists" else "get"
+    if rule == "found":  # the get ends as the write begins, or late_ns before
+        lookup = Event(2, operation, (key,), looked_at - late_ns, write_at - late_ns, outcome)
+    else:  # the lookup begins as the write returns, or late_ns after
+        lookup = Event(2, operation, (key,), looked_at + late_ns, looked_at + 1_000 + late_ns, outcome)
+    return [set_call, lookup], names
+
+
+@pytest.mark.clause("BE-23")
+@pytest.mark.parametrize("rule", ["get", "exists", "found"])
+def test_a_call_meeting_a_write_at_one_instant_is_given_the_benefit_of_the_tie(rule: str) -> None:
+    """The times are taken around each call, so a tie cannot say which came first: a get or a count that begins the
+    nanosecond its key's write returned may still miss it, and a get that ends the nanosecond the key's first write
+    begins may find it. One nanosecond further apart, each of these histories breaks its rule."""
+    events, names = boundary_history(rule, 0)
+    suite = SimpleNamespace(names=names, may_evict=False)
+    _check_histories(suite, events, [events[0].keys[0]], 7_000_000_000, "2 threads")
+    events, names = boundary_history(rule, 1)
+    with pytest.raises(ClauseFailure):
+        _check_histories(
+            SimpleNamespace(names=names, may_evict=False), events, [events[0].keys[0]], 7_000_000_000, "2 threads"
+        )
+
+
+@pytest.mark.clause("BE-23")
+def test_a_count_short_of_the_pages_stored_before_it_fails_with_the_calls_on_the_first_missed_key() -> None:
+    """batch_exists counting 0 of a key whose write returned True before the count began: the failure names the count
+    and the leading run it had to reach, and its counterexample is the run's shape, then one line per call on that
+    key."""
+    events, names = boundary_history("exists", 1)
+    suite = SimpleNamespace(names=names, may_evict=False)
+    with pytest.raises(ClauseFailure) as raised:
+        _check_histories(suite, events, [events[0].keys[0]], 7_000_000_000, "2 threads")
+    assert (
+        raised.value.message == "batch_exists by thread 2 returned 0, but the first 1 keys were stored before it began"
+    )
+    shape, *history = raised.value.counterexample.splitlines()
+    assert shape == "2 threads"
+    assert history == _history(suite, events, events[0].keys[0], 7_000_000_000).splitlines() and len(history) == 2
+
+
+@pytest.mark.clause("BE-23")
+def test_an_evicting_backend_is_still_held_to_finding_only_pages_whose_write_began() -> None:
+    """A backend that may evict may miss any page, but never find one no write had begun: every lookup of the history
+    is held to that rule, not only the first (a get that missed, then a get that found a key never written)."""
+    names = Names("run", "model")
+    missed, never_written = names.new_keys(2)
+    origin = 7_000_000_000
+    events = [
+        Event(thread=1, operation="get", keys=(missed,), start=origin, end=origin + 1_000, outcome=[False]),
+        Event(
+            thread=2, operation="get", keys=(never_written,), start=origin + 2_000, end=origin + 3_000, outcome=[True]
+        ),
+    ]
+    suite = SimpleNamespace(names=names, may_evict=True)
+    with pytest.raises(ClauseFailure) as raised:
+        _check_histories(suite, events, [missed, never_written], origin, "2 threads")
+    assert raised.value.message == "get by thread 2 found k1 before any write of it began"
+
+
 class OneCallAtATime(CorrectBackend):
     """Its client serves one page transfer at a time and raises RuntimeError on a transfer begun while another is in
     flight, where SGLang's IO threads call it concurrently (BE-23)."""
