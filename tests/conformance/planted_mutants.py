@@ -1303,6 +1303,27 @@ class RefusesADerivedSwaPool(CorrectBackend):
         return self.refusing(super().batch_get_v2, transfers, extra_info)
 
 
+class RefusesPastItsRoom(CorrectBackend):
+    """Gives each client (instance) room for seven pages, and refuses (False) every new page past them, storing
+    nothing; a page it holds it keeps, and a rewrite of one is served. Correct: a write may be refused, and without
+    eviction declared every page whose write returned True stays."""
+
+    room = 7
+
+    def __init__(self, storage_config, kwargs=None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.held: set[str] = set()
+
+    def put(self, name: str, data: bytes) -> bool:
+        with self.lock:
+            if name not in self.held and len(self.held) >= self.room and not self.store_failing:
+                return False
+            stored = super().put(name, data)
+            if stored:
+                self.held.add(name)
+            return stored
+
+
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("evicting-declared", EvictsAfterTheSecondRead, {}),
     ("evicting-keeps-one-of-each-write", KeepsOneOfEachWrite, {}),

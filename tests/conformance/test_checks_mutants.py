@@ -42,6 +42,7 @@ from tests.conformance.planted_mutants import (
     LastHostPageRefused,
     RefusesAnLcmAboveItsTpSize,
     RefusesPagesOfZeros,
+    RefusesPastItsRoom,
     one_run,
 )
 from tests.oracles import plain_fold
@@ -416,6 +417,209 @@ def test_an_evicting_backend_is_still_held_to_finding_only_pages_whose_write_beg
     with pytest.raises(ClauseFailure) as raised:
         _check_histories(suite, events, [missed, never_written], origin, "2 threads")
     assert raised.value.message == "get by thread 2 found k1 before any write of it began"
+
+
+@pytest.mark.clause("BE-23")
+def test_keys_whose_every_write_was_refused_are_not_looked_for_after_the_threads() -> None:
+    """RefusesPastItsRoom stores the round trip's four pages and the first three of the six shared keys, and refuses
+    every later new page: three keys were never stored. After the threads, only the keys a write confirmed must be
+    counted; a key no write stored may be missing, and the check must pass."""
+    check = "concurrent_calls_keep_every_key_consistent"
+    report = run(RefusesPastItsRoom, checks=(check,))
+    assert statuses(report)["BE-23"] == "pass", report.render_text(color=False)
+
+
+CONCURRENCY_CHECK = "concurrent_calls_keep_every_key_consistent"
+
+
+class RecordsItsCallers(CorrectBackend):
+    """Correct; records each data call on BE-23's instance (its model name is tagged ``threads``) as (the calling
+    thread's name, the method, the number of keys), and the threads that call get_stats."""
+
+    calls: list = []
+    stats_callers: set = set()
+
+    def record(self, method: str, keys) -> None:
+        if "-threads" in self.config.model_name:
+            self.calls.append((threading.current_thread().name, method, len(keys)))
+
+    def batch_exists(self, keys, extra_info=None):
+        self.record("batch_exists", keys)
+        return super().batch_exists(keys, extra_info)
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        self.record("batch_get_v1", keys)
+        return super().batch_get_v1(keys, host_indices, extra_info)
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        self.record("batch_set_v1", keys)
+        return super().batch_set_v1(keys, host_indices, extra_info)
+
+    def get_stats(self):
+        self.stats_callers.add(threading.current_thread())
+        return super().get_stats()
+
+
+def worker_schedules(operations: int, **options) -> list:
+    """Run BE-23 alone on RecordsItsCallers; return each worker's calls in order, as (method, number of keys), sorted.
+    Each worker's calls go through a helper thread of its own, which makes ``operations`` calls (the main thread's
+    helper makes the round trip's and the final counts)."""
+    RecordsItsCallers.calls = []
+    report = run(RecordsItsCallers, checks=(CONCURRENCY_CHECK,), **options)
+    assert statuses(report)["BE-23"] == "pass", report.render_text(color=False)
+    by_thread: dict = {}
+    for thread, method, count in RecordsItsCallers.calls:
+        by_thread.setdefault(thread, []).append((method, count))
+    return sorted(calls for calls in by_thread.values() if len(calls) == operations)
+
+
+@pytest.mark.clause("BE-23")
+def test_the_seed_replays_the_workers_calls_and_another_seed_draws_others() -> None:
+    """Each worker draws its calls (exists, get or set, of one to four keys) from the run's seed: the same seed makes
+    the same calls again, which is what replaying a failure by its seed needs, and another seed makes other ones,
+    so that runs under fresh seeds try other schedules."""
+    first = worker_schedules(40, seed=0)
+    assert len(first) == 3
+    assert worker_schedules(40, seed=0) == first
+    assert worker_schedules(40, seed=1) != first
+
+
+@pytest.mark.clause("BE-23")
+def test_every_worker_thread_of_the_profile_calls_the_backend() -> None:
+    """The standard profile runs four workers of 500 calls each, all started together: each makes its calls. (A
+    worker left out, or made to wait past the run's timeout before it starts, tests fewer threads than the profile
+    says.)"""
+    assert len(worker_schedules(500, profile="standard", timeout_s=10.0)) == 4
+
+
+class SlowStats(RecordsItsCallers):
+    """Correct; get_stats takes a millisecond (it walks the store)."""
+
+    def get_stats(self):
+        time.sleep(0.001)
+        return super().get_stats()
+
+
+@pytest.mark.clause("BE-23")
+def test_the_stats_thread_stops_when_the_workers_end() -> None:
+    """get_stats is called while IO runs, and no longer: once the workers end, the stats thread stops, so none is
+    left calling the backend after the check."""
+    SlowStats.stats_callers = set()
+    report = run(SlowStats, checks=(CONCURRENCY_CHECK,), timeout_s=2.0)
+    assert statuses(report)["BE-23"] == "pass", report.render_text(color=False)
+    assert SlowStats.stats_callers
+    assert not [thread.name for thread in SlowStats.stats_callers if thread.is_alive()]
+
+
+class CrawlsUntilLetGo(CorrectBackend):
+    """Correct but slow: each data call on BE-23's instance takes 0.1 s (under the run's deadline) until the test lets
+    it go, and get_stats does not return until then."""
+
+    let_go = threading.Event()
+
+    def crawl(self) -> None:
+        if "-threads" in self.config.model_name:
+            self.let_go.wait(0.1)
+
+    def batch_exists(self, keys, extra_info=None):
+        self.crawl()
+        return super().batch_exists(keys, extra_info)
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        self.crawl()
+        return super().batch_get_v1(keys, host_indices, extra_info)
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        self.crawl()
+        return super().batch_set_v1(keys, host_indices, extra_info)
+
+    def get_stats(self):
+        self.let_go.wait(30)
+        return super().get_stats()
+
+
+@pytest.mark.clause("BE-23")
+def test_workers_still_running_at_the_timeout_fail_the_check_and_are_left_as_daemons() -> None:
+    """Three workers of 40 calls of 0.1 s each need 4 s: under a timeout of 0.5 s the check stops waiting for them,
+    fails BE-23 saying they did not finish, and leaves them and the stats thread (stuck in get_stats) running as
+    daemon threads, which never keep the process alive."""
+    CrawlsUntilLetGo.let_go.clear()
+    running, stats = [], []
+    try:
+        report = run(CrawlsUntilLetGo, checks=(CONCURRENCY_CHECK,), timeout_s=0.5)
+        running = [thread for thread in threading.enumerate() if thread.name.startswith("hicache-conform-worker-")]
+        stats = [thread for thread in threading.enumerate() if thread.name == "hicache-conform-stats"]
+        outcome = next(item for item in report.sections[0].checks if item.check == CONCURRENCY_CHECK)
+        assert outcome.status == "fail", outcome
+        assert outcome.message == "3 worker thread(s) did not finish within 0.5 s (deadlock?)"
+        assert len(running) == 3 and all(thread.daemon for thread in running), running
+        assert stats and all(thread.daemon for thread in stats), stats
+    finally:
+        CrawlsUntilLetGo.let_go.set()
+        for thread in running + stats:  # let them end here, not inside torch while the interpreter exits
+            thread.join(30)
+
+
+class ClientBoundToItsFirstThread(CorrectBackend):
+    """Opens its store client on the first data call and, like a connection that checks the thread using it (sqlite3's
+    ``check_same_thread``), raises on any call from another thread (BE-23: SGLang calls from several threads)."""
+
+    def __init__(self, storage_config, kwargs=None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.owner = None
+
+    def client(self) -> None:
+        if self.owner is None:
+            self.owner = threading.current_thread()
+        elif self.owner is not threading.current_thread():
+            raise RuntimeError("store client used outside the thread that opened it")
+
+    def batch_exists(self, keys, extra_info=None):
+        self.client()
+        return super().batch_exists(keys, extra_info)
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        self.client()
+        return super().batch_get_v1(keys, host_indices, extra_info)
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        self.client()
+        return super().batch_set_v1(keys, host_indices, extra_info)
+
+
+@pytest.mark.clause("BE-23")
+def test_a_worker_goes_on_after_a_failed_call_and_every_failure_is_counted() -> None:
+    """Every call from a worker raises on ClientBoundToItsFirstThread: each worker goes on to its next call, and the
+    verdict counts all 3 x 40 failures, not one per worker."""
+    report = run(ClientBoundToItsFirstThread, checks=(CONCURRENCY_CHECK,))
+    outcome = next(item for item in report.sections[0].checks if item.check == CONCURRENCY_CHECK)
+    assert outcome.status == "fail", outcome
+    assert re.fullmatch(
+        r"thread \d+: batch_(exists|[gs]et_v1)\(.*\) raised RuntimeError: store client used outside the thread "
+        r"that opened it \(120 problem\(s\) in all\)",
+        outcome.message,
+    ), outcome.message
+
+
+@pytest.mark.clause("BE-23")
+def test_history_lines_show_the_first_twelve_calls_on_the_key() -> None:
+    """Under a failure, the calls on the key are shown in time order, the first twelve only."""
+    names = Names("run", "model")
+    (key,) = names.new_keys(1)
+    origin = 7_000_000_000
+    events = [
+        Event(
+            thread=1,
+            operation="get",
+            keys=(key,),
+            start=origin + 2_000 * n,
+            end=origin + 2_000 * n + 1_000,
+            outcome=[False],
+        )
+        for n in range(13, -1, -1)
+    ]
+    lines = _history(SimpleNamespace(names=names), events, key, origin).splitlines()
+    assert [line.split("µs")[0].split()[1] for line in lines] == [f"{2 * n}..{2 * n + 1}" for n in range(12)]
 
 
 class OneCallAtATime(CorrectBackend):
