@@ -21,6 +21,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from hicache_contracts.conformance import CHECKS
 from hicache_contracts.conformance.checks_concurrency import Event, _check_histories, _history
@@ -599,6 +600,35 @@ def test_a_worker_goes_on_after_a_failed_call_and_every_failure_is_counted() -> 
         r"that opened it \(120 problem\(s\) in all\)",
         outcome.message,
     ), outcome.message
+
+
+class OnePageReadReturnsItsSlotMask(CorrectBackend):
+    """batch_get_v1 of one key returns, as that key's flag, the mask of the page's slots it copied (a tensor of
+    page_size bools) where one bool was meant (BE-14). Only the concurrency check's one-key gets meet it here: the
+    suite's own helper turning a flag into a bool raises RuntimeError, which is not a failure it names."""
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        flags = super().batch_get_v1(keys, host_indices, extra_info)
+        if len(flags) != 1:
+            return flags
+        return [torch.full((self.pools["kv"].page_size,), flags[0])]
+
+
+@pytest.mark.clause("BE-23")
+def test_an_error_of_the_suites_own_in_a_worker_is_reported_and_the_worker_goes_on() -> None:
+    """A worker's call that ends in an error the suite's helpers did not name (here RuntimeError, turning a tensor of
+    several bools into one) is reported as that call raising, and the worker goes on: every one-key get fails, so
+    the verdict counts more failures than there are workers."""
+    report = run(OnePageReadReturnsItsSlotMask, checks=(CONCURRENCY_CHECK,))
+    outcome = next(item for item in report.sections[0].checks if item.check == CONCURRENCY_CHECK)
+    assert outcome.status == "fail", outcome
+    found = re.fullmatch(
+        r"thread \d+: get raised RuntimeError: Boolean value of Tensor with more than one (value|values) is ambiguous "
+        r"\((\d+) problem\(s\) in all\)",
+        outcome.message,
+    )
+    assert found, outcome.message
+    assert int(found.group(2)) > 3, outcome.message
 
 
 @pytest.mark.clause("BE-23")
