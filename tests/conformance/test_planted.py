@@ -109,6 +109,7 @@ NOT_PLANTED = {
     "KeepsTheFirstWrite",
     "RefusesV2Pools",
     "RefusesADerivedSwaPool",
+    "RefusesPastItsRoom",
 }
 """The classes of the family modules that are no planted bug: correct backends, hooks and shared bases."""
 
