@@ -513,14 +513,15 @@ def test_the_stats_thread_stops_when_the_workers_end() -> None:
 
 
 class CrawlsUntilLetGo(CorrectBackend):
-    """Correct but slow: each data call on BE-23's instance takes 0.1 s (under the run's deadline) until the test lets
-    it go, and get_stats does not return until then."""
+    """Correct but slow: each data call on BE-23's instance takes ``step`` s (under the run's deadline) until the test
+    lets it go, and get_stats does not return until then."""
 
     let_go = threading.Event()
+    step = 0.1
 
     def crawl(self) -> None:
         if "-threads" in self.config.model_name:
-            self.let_go.wait(0.1)
+            self.let_go.wait(self.step)
 
     def batch_exists(self, keys, extra_info=None):
         self.crawl()
@@ -561,6 +562,29 @@ def test_workers_still_running_at_the_timeout_fail_the_check_and_are_left_as_dae
             thread.join(30)
 
 
+class CrawlsBriefly(CrawlsUntilLetGo):
+    """As CrawlsUntilLetGo, each call taking 16 ms: a worker's 40 calls take at least 0.64 s."""
+
+    step = 0.016
+
+
+@pytest.mark.clause("BE-23")
+def test_workers_that_end_past_the_timeout_fail_the_check() -> None:
+    """The check waits for the workers until the run's timeout (0.3 s) after they start, and no longer: workers that
+    need at least 0.64 s have not finished then, and fail it, though each would end well within a second."""
+    CrawlsBriefly.let_go.clear()
+    try:
+        report = run(CrawlsBriefly, checks=(CONCURRENCY_CHECK,), timeout_s=0.3)
+        outcome = next(item for item in report.sections[0].checks if item.check == CONCURRENCY_CHECK)
+        assert outcome.status == "fail", outcome
+        assert outcome.message == "3 worker thread(s) did not finish within 0.3 s (deadlock?)"
+    finally:
+        CrawlsBriefly.let_go.set()
+        for thread in threading.enumerate():
+            if thread.name.startswith("hicache-conform-worker-") or thread.name == "hicache-conform-stats":
+                thread.join(30)
+
+
 class ClientBoundToItsFirstThread(CorrectBackend):
     """Opens its store client on the first data call and, like a connection that checks the thread using it (sqlite3's
     ``check_same_thread``), raises on any call from another thread (BE-23: SGLang calls from several threads)."""
@@ -568,12 +592,15 @@ class ClientBoundToItsFirstThread(CorrectBackend):
     def __init__(self, storage_config, kwargs=None) -> None:
         super().__init__(storage_config, kwargs)
         self.owner = None
+        self.refused = itertools.count(1)
 
     def client(self) -> None:
         if self.owner is None:
             self.owner = threading.current_thread()
         elif self.owner is not threading.current_thread():
-            raise RuntimeError("store client used outside the thread that opened it")
+            raise RuntimeError(
+                f"store client used outside the thread that opened it (refused call {next(self.refused)})"
+            )
 
     def batch_exists(self, keys, extra_info=None):
         self.client()
@@ -591,15 +618,17 @@ class ClientBoundToItsFirstThread(CorrectBackend):
 @pytest.mark.clause("BE-23")
 def test_a_worker_goes_on_after_a_failed_call_and_every_failure_is_counted() -> None:
     """Every call from a worker raises on ClientBoundToItsFirstThread: each worker goes on to its next call, and the
-    verdict counts all 3 x 40 failures, not one per worker."""
+    verdict names the first failure and counts all 3 x 40, not one per worker. (Each worker reports a failure before
+    it makes its next call, so the first failure reported is one of the workers' first three calls.)"""
     report = run(ClientBoundToItsFirstThread, checks=(CONCURRENCY_CHECK,))
     outcome = next(item for item in report.sections[0].checks if item.check == CONCURRENCY_CHECK)
     assert outcome.status == "fail", outcome
-    assert re.fullmatch(
+    named = re.fullmatch(
         r"thread \d+: batch_(exists|[gs]et_v1)\(.*\) raised RuntimeError: store client used outside the thread "
-        r"that opened it \(120 problem\(s\) in all\)",
+        r"that opened it \(refused call (\d+)\) \(120 problem\(s\) in all\)",
         outcome.message,
-    ), outcome.message
+    )
+    assert named and int(named.group(2)) <= 3, outcome.message
 
 
 class OnePageReadReturnsItsSlotMask(CorrectBackend):
