@@ -436,6 +436,19 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("NS-1", mutants.LookupLeavesOutTheTpRank, alone("ranks_and_models_never_share_pages")),
     _entry("PFX-6", mutants.StoredKeysExtendThePrefix, alone("prefix_keys_are_never_mutated")),
     _entry("NS-6", mutants.RunReadTakesItsFirstSlotForAPage, alone("exists_get_and_set_share_one_key_scheme")),
+    _entry("BE-11", mutants.DerivedPagesOutliveClear, CAUGHT, EVICTING, alone("clear_removes_every_pool")),
+    _entry("BE-11", mutants.RunWriteCacheOutlivesClear, CAUGHT, EVICTING, alone("clear_removes_every_pool")),
+    _entry(
+        "BE-12", mutants.StatsOfASinglePageWriteAsADict, CAUGHT, EVICTING, alone("get_stats_returns_none_or_an_object")
+    ),
+    _entry(
+        "BE-18",
+        mutants.V2ReadFallsOffTheEndWithoutALookup,
+        CAUGHT,
+        EVICTING,
+        alone("unimplemented_methods_raise_not_implemented"),
+        levels=mutants.WITHOUT_V2,
+    ),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

@@ -1303,6 +1303,123 @@ class RefusesADerivedSwaPool(CorrectBackend):
         return self.refusing(super().batch_get_v2, transfers, extra_info)
 
 
+class DerivedPagesOutliveClear(CorrectBackend):
+    """A KV-derived sidecar page (``indices_from_pool`` KV) is filed with the KV page it derives from, under a name
+    outside the prefix of the namespace that clear() walks: clear() removes the KV pages and the sidecars with slots
+    of their own, and leaves the KV-derived ones, which still read back (BE-11)."""
+
+    def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.filing = threading.local()
+
+    @staticmethod
+    def derived(transfer: Any) -> bool:
+        return getattr(transfer, "indices_from_pool", None) is not None
+
+    @contextlib.contextmanager
+    def filed_with_kv(self) -> Iterator[None]:
+        self.filing.derived = True
+        try:
+            yield
+        finally:
+            self.filing.derived = False
+
+    def name(self, key: str, pool: str = "kv") -> str:
+        if pool != "kv" and getattr(self.filing, "derived", False):
+            return f"{self.namespace}+kv-derived|{pool}|{key}"
+        return super().name(key, pool)
+
+    def by_filing(self, method: Any, transfers: list, extra_info: Any) -> dict:
+        with self.filed_with_kv():
+            results = method([item for item in transfers if self.derived(item)], extra_info)
+        return {**results, **method([item for item in transfers if not self.derived(item)], extra_info)}
+
+    def batch_set_v2(self, transfers: list, extra_info: Any = None) -> dict:
+        return self.by_filing(super().batch_set_v2, transfers, extra_info)
+
+    def batch_get_v2(self, transfers: list, extra_info: Any = None) -> dict:
+        return self.by_filing(super().batch_get_v2, transfers, extra_info)
+
+    def pool_query(self, transfer: Any, keys: list) -> tuple:
+        if not self.derived(transfer):
+            return super().pool_query(transfer, keys)
+        with self.filed_with_kv():
+            return super().pool_query(transfer, keys)
+
+
+class V2ReadFallsOffTheEndWithoutALookup(V2ReadFallsOffTheEnd):
+    """``V2ReadFallsOffTheEnd`` (v2 not claimed, batch_get_v2 returning None) with no batch_exists_v2 at all: the
+    attribute is None, hiding the base class's method (BE-18). A check that stops at the first method it finds
+    absent never reaches the read that returns None."""
+
+    batch_exists_v2 = None  # type: ignore[assignment]
+
+
+class RunWriteCacheOutlivesClear(SidecarRunCacheOutlivesClear):
+    """A write over one run of host pages, in any pool, is one bulk put whose buffer is kept as a read cache, and a
+    read whose host pages form one run is served from it; clear() empties the store but forgets the cache (BE-11).
+    A write from scattered host pages goes page by page and caches nothing."""
+
+    def caches(self, pool: str) -> bool:
+        return True
+
+    def write_pages(self, pool, keys, host_indices):
+        if not self.is_run(pool, keys, host_indices):
+            return CorrectBackend.write_pages(self, pool, keys, host_indices)
+        return super().write_pages(pool, keys, host_indices)
+
+
+class StatsOfASinglePageWriteAsADict(CorrectBackend):
+    """get_stats returns the statistics of the last write: a batch builds a metrics object, and a write of one page,
+    which goes through the store client's single put, keeps the client's reply as it is, a dict (BE-12). None
+    before any write."""
+
+    last_write: Any = None
+
+    def write_pages(self, pool, keys, host_indices):
+        results = super().write_pages(pool, keys, host_indices)
+        if len(keys) == 1:
+            self.last_write = {"pages": 1, "stored": sum(results)}
+        elif keys:
+            self.last_write = SimpleNamespace(pages=len(keys), stored=sum(results))
+        return results
+
+    def get_stats(self):
+        return self.last_write
+
+
+class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
+    """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
+    carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never
+    moves through v2. Correct, and it keeps every page: a second controller's pages read back through its own pool,
+    so a check must write them there before it reads them (``HoldsOnePageForEveryController`` may evict them)."""
+
+    def register_pool(self, name: str, host_pool: Any) -> None:
+        self.pools.setdefault(name, host_pool)
+
+
+class LeavesASecondPoolToTheV2Hook(CorrectBackend):
+    """register_mem_pool_host keeps the first pool it was given and passes over a later, different one, leaving it to
+    register_mem_host_pool_v2 (which SGLang calls next, KV included, on a backend that claims v2) to refuse with a
+    message. Correct: the attach of a second controller fails at the v2 hook, and the first pool is never replaced."""
+
+    def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+        self.pools.setdefault("kv", mem_pool_host)
+
+
+class SplitsHeadsOnlyInAPageHeadLayout(CorrectBackend):
+    """Would split each page's heads into tp_lcm_size // tp_size shards when the config says should_split_heads, as
+    Mooncake does, and refuses at registration a host pool whose layout keeps a page's heads together (any layout
+    but page_head). Correct: SGLang sets should_split_heads only for a page_head host layout, so a check may not
+    send it beside any other."""
+
+    def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+        layout = getattr(mem_pool_host, "layout", None)
+        if getattr(self.config, "should_split_heads", False) and layout != "page_head":
+            raise ValueError(f"should_split_heads needs a page_head host layout to split, not {layout!r}")
+        super().register_mem_pool_host(mem_pool_host)
+
+
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("evicting-declared", EvictsAfterTheSecondRead, {}),
     ("evicting-keeps-one-of-each-write", KeepsOneOfEachWrite, {}),
@@ -1312,6 +1429,14 @@ CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("v1-refusing-v2-pools", RefusesV2Pools, dict(levels=WITHOUT_V2)),
     ("write-once", KeepsTheFirstWrite, {}),
     ("refuses-a-derived-swa-pool", RefusesADerivedSwaPool, {}),
+    ("mla-v1-refusing-v2-pools", RefusesV2Pools, dict(kind="mla", levels=WITHOUT_V2)),
+    ("second-pool-left-to-the-v2-hook", LeavesASecondPoolToTheV2Hook, {}),
+    (
+        "legacy-serving-every-controller",
+        ServesEveryControllerThroughTheLegacyMethods,
+        dict(levels=tuple(level for level in BACKEND_LEVELS if level != "v1")),
+    ),
+    ("splits-heads-only-in-a-page-head-layout", SplitsHeadsOnlyInAPageHeadLayout, {}),
     ("mla-page-first", CorrectBackend, dict(kind="mla", layout="page_first")),
     ("legacy-mla", CorrectBackend, dict(kind="mla", levels=tuple(level for level in BACKEND_LEVELS if level != "v1"))),
     (

@@ -109,6 +109,9 @@ NOT_PLANTED = {
     "KeepsTheFirstWrite",
     "RefusesV2Pools",
     "RefusesADerivedSwaPool",
+    "ServesEveryControllerThroughTheLegacyMethods",
+    "LeavesASecondPoolToTheV2Hook",
+    "SplitsHeadsOnlyInAPageHeadLayout",
 }
 """The classes of the family modules that are no planted bug: correct backends, hooks and shared bases."""
 
