@@ -1388,6 +1388,98 @@ class StatsOfASinglePageWriteAsADict(CorrectBackend):
         return self.last_write
 
 
+def unfinished_at(host_indices: Any) -> None:
+    """The body of a zero-copy method begun and left unfinished: a negative first slot raises ValueError, a first
+    slot of 0 returns None early (``if not first``, a test meant for no host indices), and any other page reaches the
+    path not written yet, NotImplementedError (BE-18: a method that returns None where SGLang calls it)."""
+    first = int(host_indices[0])
+    if first < 0:
+        raise ValueError(f"host indices must be >= 0, got {first}")
+    if not first:
+        return None
+    raise NotImplementedError("the zero-copy path is not written yet")
+
+
+class V1ReadTakesSlotZeroForNoPages(CorrectBackend):
+    """v1 is not claimed while the extra config asks SGLang for it; batch_get_v1 answers empty input and is otherwise
+    ``unfinished_at`` its host indices: None for page 0, NotImplementedError elsewhere (BE-18)."""
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        return unfinished_at(host_indices) if keys else []
+
+
+class V1WriteTakesSlotZeroForNoPages(CorrectBackend):
+    """``V1ReadTakesSlotZeroForNoPages`` for batch_set_v1 (BE-18)."""
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        return unfinished_at(host_indices) if keys else []
+
+
+class V2ReadTakesSlotZeroForNoPages(CorrectBackend):
+    """v2 is not claimed; batch_get_v2 answers empty input and is otherwise ``unfinished_at`` its first transfer's host
+    indices: None for page 0, NotImplementedError elsewhere (BE-18)."""
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        return unfinished_at(transfers[0].host_indices) if transfers else {}
+
+
+class V2WriteTakesSlotZeroForNoPages(CorrectBackend):
+    """``V2ReadTakesSlotZeroForNoPages`` for batch_set_v2 (BE-18)."""
+
+    def batch_set_v2(self, transfers, extra_info=None):
+        return unfinished_at(transfers[0].host_indices) if transfers else {}
+
+
+class TakesAPoolOfTheSameShapeForTheSame(CorrectBackend):
+    """Tells a host pool registered again from a different one by its shape (slots, page size, dtype), not by
+    identity: a second pool of the first one's shape is taken for the first re-registered and replaces it, so the
+    first controller's v1 calls move the second one's slots (BE-28); a pool of another shape is refused, saying why."""
+
+    @staticmethod
+    def shape(host_pool: Any) -> tuple:
+        return (host_pool.size, host_pool.page_size, host_pool.dtype)
+
+    def register_pool(self, name: str, host_pool: Any) -> None:
+        known = self.pools.get(name)
+        if known is not None and self.shape(known) != self.shape(host_pool):
+            raise ValueError(
+                f"pool {name!r} already has a host pool of another shape; build one instance per controller"
+            )
+        self.pools[name] = host_pool
+
+
+class RunWriteFromPageZeroStoresNothing(RunBackend):
+    """The run path of a write (one bulk put of a run of host pages) guards against no host indices with ``if not
+    first`` on its first slot, so a run from page 0 stores nothing and reports every page written (BE-17); the pages
+    read back through the first of two host pools registered under 'kv' are then missing (BE-28)."""
+
+    def write_pages(self, pool, keys, host_indices):
+        if self.is_run(pool, keys, host_indices) and not int(host_indices[0]):
+            return [True] * len(keys)
+        return super().write_pages(pool, keys, host_indices)
+
+
+class RunWriteTakesItsFirstSlotForAPage(RunBackend):
+    """The write twin of ``RunReadTakesItsFirstSlotForAPage``: a KV write whose host pages form one run slices the run
+    from the host page numbered by its first slot. A run from host page 0 is right; from any later page the slice
+    lies past the pool's end, which yields no bytes rather than an error, and the write stores those empty objects
+    and reports them written (BE-17): the pages are then missing (BE-28 reads its second write back)."""
+
+    def write_pages(self, pool, keys, host_indices):
+        if pool != "kv" or not self.is_run(pool, keys, host_indices):
+            return super().write_pages(pool, keys, host_indices)
+        host_pool, first = self.pools[pool], int(host_indices[0])
+        results = []
+        for index, key in enumerate(keys):
+            slot = (first + index) * host_pool.page_size
+            try:
+                page = host_pool.get_data_page(slot, flat=True) if slot < host_pool.size else torch.empty(0)
+                results.append(self.put(self.name(key, pool), tensor_bytes(page)))
+            except Exception:
+                results.append(False)
+        return results
+
+
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
     """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
     carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never
