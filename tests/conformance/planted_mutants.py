@@ -1513,6 +1513,24 @@ class SplitsHeadsOnlyInAPageHeadLayout(CorrectBackend):
         super().register_mem_pool_host(mem_pool_host)
 
 
+class OneHostPoolSizePerModel(CorrectBackend):
+    """Every rank of a model shares one layout of host pages (say, one segment registered for replicated KV), sized by
+    the first rank's host pool: a later rank of the same model, pipeline stage and context shard whose pool has
+    another size is refused at registration. Correct: SGLang gives every TP rank of a model the same host pool, so a
+    check may not build two ranks of one model with pools of different sizes."""
+
+    sizes: dict[tuple, int] = {}
+    """The first host pool size (slots) by store and model group, for every instance."""
+
+    def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+        config = self.config
+        group = (self.store_name, config.model_name, config.pp_rank, config.attn_cp_rank)
+        size = self.sizes.setdefault(group, mem_pool_host.size)
+        if size != mem_pool_host.size:
+            raise ValueError(f"the ranks of a model share one host pool size ({size} slots), got {mem_pool_host.size}")
+        super().register_mem_pool_host(mem_pool_host)
+
+
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("evicting-declared", EvictsAfterTheSecondRead, {}),
     ("evicting-keeps-one-of-each-write", KeepsOneOfEachWrite, {}),
@@ -1530,6 +1548,7 @@ CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
         dict(levels=tuple(level for level in BACKEND_LEVELS if level != "v1")),
     ),
     ("splits-heads-only-in-a-page-head-layout", SplitsHeadsOnlyInAPageHeadLayout, {}),
+    ("mla-one-host-pool-size-per-model", OneHostPoolSizePerModel, dict(kind="mla")),
     ("mla-page-first", CorrectBackend, dict(kind="mla", layout="page_first")),
     ("legacy-mla", CorrectBackend, dict(kind="mla", levels=tuple(level for level in BACKEND_LEVELS if level != "v1"))),
     (

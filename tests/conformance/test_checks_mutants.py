@@ -471,6 +471,15 @@ def test_the_unregistered_pool_check_writes_its_keys_pages_into_the_registered_p
     assert statuses(report)["BE-20"] == "pass", report.render_text(color=False)
 
 
+@pytest.mark.clause("BE-11")
+def test_the_clear_check_writes_its_keys_sidecar_pages() -> None:
+    """BE-11's check of every pool asks batch_set_v2 to store its keys' sidecar pages before clear(), and skips if
+    the write is refused: run alone, the sidecar pools still hold zeros, which RefusesPagesOfZeros may refuse, so the
+    check must fill its pages first."""
+    report = run(RefusesPagesOfZeros, checks=("clear_removes_every_pool",))
+    assert statuses(report)["BE-11"] == "pass", report.render_text(color=False)
+
+
 @pytest.mark.clause("BE-28")
 def test_a_one_page_cache_serving_two_pools_sees_its_page_through_the_first() -> None:
     """HoldsOnePage through the legacy methods, serving a second host pool: the first controller's later write

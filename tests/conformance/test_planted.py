@@ -112,6 +112,7 @@ NOT_PLANTED = {
     "ServesEveryControllerThroughTheLegacyMethods",
     "LeavesASecondPoolToTheV2Hook",
     "SplitsHeadsOnlyInAPageHeadLayout",
+    "OneHostPoolSizePerModel",
 }
 """The classes of the family modules that are no planted bug: correct backends, hooks and shared bases."""
 
