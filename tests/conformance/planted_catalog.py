@@ -505,6 +505,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
         mutants.RunWriteTakesItsFirstSlotForAPage,
         alone("second_host_pool_is_served_or_refused"),
     ),
+    _entry("BE-9", mutants.GetForgetsToReturnItsTarget, alone("legacy_results_have_their_shapes"), **LEGACY_MODE),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

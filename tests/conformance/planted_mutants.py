@@ -1481,6 +1481,19 @@ class RunWriteTakesItsFirstSlotForAPage(RunBackend):
         return results
 
 
+class GetForgetsToReturnItsTarget(CorrectBackend):
+    """get, given a target, fills it and returns None (the ``return target_location`` forgotten): a stored key reads
+    as a miss (BE-9: a tensor for a stored key); batch_get fills each target through a bulk path of its own."""
+
+    def get(self, key: str, target_location: Any = None, target_sizes: Any = None) -> Any:
+        value = super().get(key, target_location, target_sizes)
+        return value if target_location is None else None
+
+    def batch_get(self, keys: list, target_locations: Any = None, target_sizes: Any = None) -> list:
+        targets = target_locations or [None] * len(keys)
+        return [CorrectBackend.get(self, key, target) for key, target in zip(keys, targets)]
+
+
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
     """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
     carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never
