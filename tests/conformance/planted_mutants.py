@@ -1214,7 +1214,8 @@ class LookupLeavesOutTheTpRank(CorrectBackend):
 class RunReadTakesItsFirstSlotForAPage(RunBackend):
     """A KV read whose host pages form one run copies the run in one piece to the host page numbered by the run's
     first slot (a slot index taken for a page index): a run from host page 0 lands right, one from any later page
-    lands past the pool and the read reports a miss (NS-6: pages written, counted and then not read back). A read of
+    lands past the pool and the read reports a miss (NS-6: pages written, counted and then not read back; BE-28: the
+    pages written before a second host pool was registered, read back into pages 4 to 7, are gone). A read of
     scattered pages copies each page to its own slot."""
 
     def read_pages(self, pool, keys, host_indices):
@@ -1324,6 +1325,246 @@ class RefusesPastItsRoom(CorrectBackend):
             return stored
 
 
+class DerivedPagesOutliveClear(CorrectBackend):
+    """A KV-derived sidecar page (``indices_from_pool`` KV) is filed with the KV page it derives from, under a name
+    outside the prefix of the namespace that clear() walks: clear() removes the KV pages and the sidecars with slots
+    of their own, and leaves the KV-derived ones, which still read back (BE-11)."""
+
+    def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.filing = threading.local()
+
+    @staticmethod
+    def derived(transfer: Any) -> bool:
+        return getattr(transfer, "indices_from_pool", None) is not None
+
+    @contextlib.contextmanager
+    def filed_with_kv(self) -> Iterator[None]:
+        self.filing.derived = True
+        try:
+            yield
+        finally:
+            self.filing.derived = False
+
+    def name(self, key: str, pool: str = "kv") -> str:
+        if pool != "kv" and getattr(self.filing, "derived", False):
+            return f"{self.namespace}+kv-derived|{pool}|{key}"
+        return super().name(key, pool)
+
+    def by_filing(self, method: Any, transfers: list, extra_info: Any) -> dict:
+        with self.filed_with_kv():
+            results = method([item for item in transfers if self.derived(item)], extra_info)
+        return {**results, **method([item for item in transfers if not self.derived(item)], extra_info)}
+
+    def batch_set_v2(self, transfers: list, extra_info: Any = None) -> dict:
+        return self.by_filing(super().batch_set_v2, transfers, extra_info)
+
+    def batch_get_v2(self, transfers: list, extra_info: Any = None) -> dict:
+        return self.by_filing(super().batch_get_v2, transfers, extra_info)
+
+    def pool_query(self, transfer: Any, keys: list) -> tuple:
+        if not self.derived(transfer):
+            return super().pool_query(transfer, keys)
+        with self.filed_with_kv():
+            return super().pool_query(transfer, keys)
+
+
+class V2ReadFallsOffTheEndWithoutALookup(V2ReadFallsOffTheEnd):
+    """``V2ReadFallsOffTheEnd`` (v2 not claimed, batch_get_v2 returning None) with no batch_exists_v2 at all: the
+    attribute is None, hiding the base class's method (BE-18). A check that stops at the first method it finds
+    absent never reaches the read that returns None."""
+
+    batch_exists_v2 = None  # type: ignore[assignment]
+
+
+class RunWriteCacheOutlivesClear(SidecarRunCacheOutlivesClear):
+    """A write over one run of host pages, in any pool, is one bulk put whose buffer is kept as a read cache, and a
+    read whose host pages form one run is served from it; clear() empties the store but forgets the cache (BE-11).
+    A write from scattered host pages goes page by page and caches nothing."""
+
+    def caches(self, pool: str) -> bool:
+        return True
+
+    def write_pages(self, pool, keys, host_indices):
+        if not self.is_run(pool, keys, host_indices):
+            return CorrectBackend.write_pages(self, pool, keys, host_indices)
+        return super().write_pages(pool, keys, host_indices)
+
+
+class StatsOfASinglePageWriteAsADict(CorrectBackend):
+    """get_stats returns the statistics of the last write: a batch builds a metrics object, and a write of one page,
+    which goes through the store client's single put, keeps the client's reply as it is, a dict (BE-12). None
+    before any write."""
+
+    last_write: Any = None
+
+    def write_pages(self, pool, keys, host_indices):
+        results = super().write_pages(pool, keys, host_indices)
+        if len(keys) == 1:
+            self.last_write = {"pages": 1, "stored": sum(results)}
+        elif keys:
+            self.last_write = SimpleNamespace(pages=len(keys), stored=sum(results))
+        return results
+
+    def get_stats(self):
+        return self.last_write
+
+
+def unfinished_at(host_indices: Any) -> None:
+    """The body of a zero-copy method begun and left unfinished: a negative first slot raises ValueError, a first
+    slot of 0 returns None early (``if not first``, a test meant for no host indices), and any other page reaches the
+    path not written yet, NotImplementedError (BE-18: a method that returns None where SGLang calls it)."""
+    first = int(host_indices[0])
+    if first < 0:
+        raise ValueError(f"host indices must be >= 0, got {first}")
+    if not first:
+        return None
+    raise NotImplementedError("the zero-copy path is not written yet")
+
+
+class V1ReadTakesSlotZeroForNoPages(CorrectBackend):
+    """v1 is not claimed while the extra config asks SGLang for it; batch_get_v1 answers empty input and is otherwise
+    ``unfinished_at`` its host indices: None for page 0, NotImplementedError elsewhere (BE-18)."""
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        return unfinished_at(host_indices) if keys else []
+
+
+class V1WriteTakesSlotZeroForNoPages(CorrectBackend):
+    """``V1ReadTakesSlotZeroForNoPages`` for batch_set_v1 (BE-18)."""
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        return unfinished_at(host_indices) if keys else []
+
+
+class V2ReadTakesSlotZeroForNoPages(CorrectBackend):
+    """v2 is not claimed; batch_get_v2 answers empty input and is otherwise ``unfinished_at`` its first transfer's host
+    indices: None for page 0, NotImplementedError elsewhere (BE-18)."""
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        return unfinished_at(transfers[0].host_indices) if transfers else {}
+
+
+class V2WriteTakesSlotZeroForNoPages(CorrectBackend):
+    """``V2ReadTakesSlotZeroForNoPages`` for batch_set_v2 (BE-18)."""
+
+    def batch_set_v2(self, transfers, extra_info=None):
+        return unfinished_at(transfers[0].host_indices) if transfers else {}
+
+
+class TakesAPoolOfTheSameShapeForTheSame(CorrectBackend):
+    """Tells a host pool registered again from a different one by its shape (slots, page size, dtype), not by
+    identity: a second pool of the first one's shape is taken for the first re-registered and replaces it, so the
+    first controller's v1 calls move the second one's slots (BE-28); a pool of another shape is refused, saying why."""
+
+    @staticmethod
+    def shape(host_pool: Any) -> tuple:
+        return (host_pool.size, host_pool.page_size, host_pool.dtype)
+
+    def register_pool(self, name: str, host_pool: Any) -> None:
+        known = self.pools.get(name)
+        if known is not None and self.shape(known) != self.shape(host_pool):
+            raise ValueError(
+                f"pool {name!r} already has a host pool of another shape; build one instance per controller"
+            )
+        self.pools[name] = host_pool
+
+
+class RunWriteFromPageZeroStoresNothing(RunBackend):
+    """The run path of a write (one bulk put of a run of host pages) guards against no host indices with ``if not
+    first`` on its first slot, so a run from page 0 stores nothing and reports every page written (BE-17); the pages
+    read back through the first of two host pools registered under 'kv' are then missing (BE-28)."""
+
+    def write_pages(self, pool, keys, host_indices):
+        if self.is_run(pool, keys, host_indices) and not int(host_indices[0]):
+            return [True] * len(keys)
+        return super().write_pages(pool, keys, host_indices)
+
+
+class RunWriteTakesItsFirstSlotForAPage(RunBackend):
+    """The write twin of ``RunReadTakesItsFirstSlotForAPage``: a KV write whose host pages form one run slices the run
+    from the host page numbered by its first slot. A run from host page 0 is right; from any later page the slice
+    lies past the pool's end, which yields no bytes rather than an error, and the write stores those empty objects
+    and reports them written (BE-17): the pages are then missing (BE-28 reads its second write back)."""
+
+    def write_pages(self, pool, keys, host_indices):
+        if pool != "kv" or not self.is_run(pool, keys, host_indices):
+            return super().write_pages(pool, keys, host_indices)
+        host_pool, first = self.pools[pool], int(host_indices[0])
+        results = []
+        for index, key in enumerate(keys):
+            slot = (first + index) * host_pool.page_size
+            try:
+                page = host_pool.get_data_page(slot, flat=True) if slot < host_pool.size else torch.empty(0)
+                results.append(self.put(self.name(key, pool), tensor_bytes(page)))
+            except Exception:
+                results.append(False)
+        return results
+
+
+class GetForgetsToReturnItsTarget(CorrectBackend):
+    """get, given a target, fills it and returns None (the ``return target_location`` forgotten): a stored key reads
+    as a miss (BE-9: a tensor for a stored key); batch_get fills each target through a bulk path of its own."""
+
+    def get(self, key: str, target_location: Any = None, target_sizes: Any = None) -> Any:
+        value = super().get(key, target_location, target_sizes)
+        return value if target_location is None else None
+
+    def batch_get(self, keys: list, target_locations: Any = None, target_sizes: Any = None) -> list:
+        targets = target_locations or [None] * len(keys)
+        return [CorrectBackend.get(self, key, target) for key, target in zip(keys, targets)]
+
+
+class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
+    """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
+    carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never
+    moves through v2. Correct, and it keeps every page: a second controller's pages read back through its own pool,
+    so a check must write them there before it reads them (``HoldsOnePageForEveryController`` may evict them)."""
+
+    def register_pool(self, name: str, host_pool: Any) -> None:
+        self.pools.setdefault(name, host_pool)
+
+
+class LeavesASecondPoolToTheV2Hook(CorrectBackend):
+    """register_mem_pool_host keeps the first pool it was given and passes over a later, different one, leaving it to
+    register_mem_host_pool_v2 (which SGLang calls next, KV included, on a backend that claims v2) to refuse with a
+    message. Correct: the attach of a second controller fails at the v2 hook, and the first pool is never replaced."""
+
+    def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+        self.pools.setdefault("kv", mem_pool_host)
+
+
+class SplitsHeadsOnlyInAPageHeadLayout(CorrectBackend):
+    """Would split each page's heads into tp_lcm_size // tp_size shards when the config says should_split_heads, as
+    Mooncake does, and refuses at registration a host pool whose layout keeps a page's heads together (any layout
+    but page_head). Correct: SGLang sets should_split_heads only for a page_head host layout, so a check may not
+    send it beside any other."""
+
+    def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+        layout = getattr(mem_pool_host, "layout", None)
+        if getattr(self.config, "should_split_heads", False) and layout != "page_head":
+            raise ValueError(f"should_split_heads needs a page_head host layout to split, not {layout!r}")
+        super().register_mem_pool_host(mem_pool_host)
+
+
+class OneHostPoolSizePerModel(CorrectBackend):
+    """Every rank of a model shares one layout of host pages (say, one segment registered for replicated KV), sized by
+    the first rank's host pool: a later rank of the same model, pipeline stage and context shard whose pool has
+    another size is refused at registration. Correct: SGLang gives every TP rank of a model the same host pool, so a
+    check may not build two ranks of one model with pools of different sizes."""
+
+    sizes: dict[tuple, int] = {}
+    """The first host pool size (slots) by store and model group, for every instance."""
+
+    def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+        config = self.config
+        group = (self.store_name, config.model_name, config.pp_rank, config.attn_cp_rank)
+        size = self.sizes.setdefault(group, mem_pool_host.size)
+        if size != mem_pool_host.size:
+            raise ValueError(f"the ranks of a model share one host pool size ({size} slots), got {mem_pool_host.size}")
+        super().register_mem_pool_host(mem_pool_host)
+
+
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("evicting-declared", EvictsAfterTheSecondRead, {}),
     ("evicting-keeps-one-of-each-write", KeepsOneOfEachWrite, {}),
@@ -1333,6 +1574,15 @@ CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("v1-refusing-v2-pools", RefusesV2Pools, dict(levels=WITHOUT_V2)),
     ("write-once", KeepsTheFirstWrite, {}),
     ("refuses-a-derived-swa-pool", RefusesADerivedSwaPool, {}),
+    ("mla-v1-refusing-v2-pools", RefusesV2Pools, dict(kind="mla", levels=WITHOUT_V2)),
+    ("second-pool-left-to-the-v2-hook", LeavesASecondPoolToTheV2Hook, {}),
+    (
+        "legacy-serving-every-controller",
+        ServesEveryControllerThroughTheLegacyMethods,
+        dict(levels=tuple(level for level in BACKEND_LEVELS if level != "v1")),
+    ),
+    ("splits-heads-only-in-a-page-head-layout", SplitsHeadsOnlyInAPageHeadLayout, {}),
+    ("mla-one-host-pool-size-per-model", OneHostPoolSizePerModel, dict(kind="mla")),
     ("mla-page-first", CorrectBackend, dict(kind="mla", layout="page_first")),
     ("legacy-mla", CorrectBackend, dict(kind="mla", levels=tuple(level for level in BACKEND_LEVELS if level != "v1"))),
     (

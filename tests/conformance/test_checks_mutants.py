@@ -278,19 +278,48 @@ class WriterHangs(CorrectBackend):
         return stored
 
 
+class LookupHangs(CorrectBackend):
+    """Correct, except that a lookup from BE-7's poller, made while the write is held, does not return until the test
+    lets it (a lookup that waits for a lock the write holds, say)."""
+
+    let_go = threading.Event()
+
+    def batch_exists(self, keys, extra_info=None):
+        if threading.current_thread().name == "hicache-conform-poller":
+            self.let_go.wait(60)
+        return super().batch_exists(keys, extra_info)
+
+
+class EvictingWriterHangs(WriterHangs, EvictsEverything):
+    """WriterHangs declaring that it may evict and keeping no page (EvictsEverything)."""
+
+    let_go = threading.Event()
+
+
 @pytest.mark.clause("BE-7")
-def test_a_write_that_never_returns_leaves_no_thread_that_keeps_the_process_alive() -> None:
-    """BE-7's writer thread outlives a write that hangs: it must be a daemon, or a vendor's hung write would keep
-    the suite's process from exiting after the report."""
-    WriterHangs.let_go.clear()
+@pytest.mark.parametrize(
+    "backend, thread_name",
+    [
+        (WriterHangs, "hicache-conform-writer"),
+        (LookupHangs, "hicache-conform-poller"),
+        (EvictingWriterHangs, "hicache-conform-writer"),
+    ],
+    ids=["writer", "poller", "evicting-writer"],
+)
+def test_a_call_that_never_returns_leaves_no_thread_that_keeps_the_process_alive(backend, thread_name) -> None:
+    """BE-7's writer and poller threads outlive a write or a lookup that hangs: each must be a daemon, or a vendor's
+    hung call would keep the suite's process from exiting after the report. The check judges the window it held the
+    write open for, whatever a backend that may evict keeps: it asks for a page kept only once the write has ended
+    (a page gone as soon as written shows no window), so an evicting backend whose write still runs passes."""
+    backend.let_go.clear()
     try:
-        report = run(WriterHangs, checks=("pages_are_invisible_until_fully_written",), timeout_s=1.0)
+        report = run(backend, checks=("pages_are_invisible_until_fully_written",), timeout_s=1.0)
         assert statuses(report)["BE-7"] == "pass", report.render_text(color=False)
-        writers = [thread for thread in threading.enumerate() if thread.name == "hicache-conform-writer"]
-        assert writers, "the write was expected to be still running"
-        assert all(thread.daemon for thread in writers), writers
+        hung = [thread for thread in threading.enumerate() if thread.name == thread_name]
+        assert hung, "the call was expected to be still running"
+        assert all(thread.daemon for thread in hung), hung
     finally:
-        WriterHangs.let_go.set()
+        backend.let_go.set()
 
 
 def test_a_history_line_shows_each_call_from_its_start_to_its_end() -> None:
@@ -803,6 +832,65 @@ def test_the_unregistered_pool_check_writes_its_keys_pages_into_the_registered_p
     left a page unfilled would fail a correct backend for refusing it."""
     report = run(RefusesPagesOfZeros, checks=("v2_unregistered_pool_is_all_false",))
     assert statuses(report)["BE-20"] == "pass", report.render_text(color=False)
+
+
+class RefusesPagesOnceFull(CorrectBackend):
+    """Has room for 64 pages in the whole store and refuses (False, nothing stored) every new page past them. Correct:
+    a write may be refused. ``refused`` counts the pages its last write refused."""
+
+    room = 64
+    refused = 0
+
+    def write_pages(self, pool, keys, host_indices):
+        results = []
+        for index, key in enumerate(keys):
+            with self.lock:
+                full = len(self.objects) >= self.room and self.name(key, pool) not in self.objects
+            slots = host_indices[index * self.pools[pool].page_size :] if pool in self.pools else host_indices
+            results.append(not full and super().write_pages(pool, [key], slots)[0])
+        type(self).refused = results.count(False)
+        return results
+
+
+@pytest.mark.clause("BE-2")
+def test_a_chain_the_backend_refuses_is_skipped_saying_how_many_pages_it_refused() -> None:
+    """BE-2's long chain needs every page of it stored: a backend that refuses pages once full skips the check, and
+    the reason counts the pages of the slice it refused."""
+    check = "batch_exists_takes_a_whole_chain"
+    report = run(RefusesPagesOnceFull, checks=(check,))
+    outcome = next(item for item in report.sections[0].checks if item.check == check)
+    assert outcome.status == "skip", report.render_text(color=False)
+    assert 0 < RefusesPagesOnceFull.refused < 128
+    assert outcome.message == f"the backend refused {RefusesPagesOnceFull.refused} of 128 pages of the chain"
+
+
+class WriteRaisesOnceItHasReadItsPages(CorrectBackend):
+    """batch_set_v1 stores its pages and then raises (a bug BE-5 reports): BE-7, which runs the write in a thread of
+    its own, looks only at visibility."""
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        super().batch_set_v1(keys, host_indices, extra_info)
+        raise RuntimeError("connection reset after the put")
+
+
+@pytest.mark.clause("BE-7")
+def test_a_held_write_that_raises_leaves_no_unhandled_exception_in_the_suites_thread(monkeypatch) -> None:
+    """The exception of BE-7's held write is the backend's, reported by other checks: the writer thread keeps it,
+    and the suite prints no traceback of an unhandled exception in a thread of its own."""
+    unhandled: list = []
+    monkeypatch.setattr(threading, "excepthook", unhandled.append)
+    report = run(WriteRaisesOnceItHasReadItsPages, checks=("pages_are_invisible_until_fully_written",))
+    assert statuses(report)["BE-7"] == "pass", report.render_text(color=False)
+    assert unhandled == []
+
+
+@pytest.mark.clause("BE-11")
+def test_the_clear_check_writes_its_keys_sidecar_pages() -> None:
+    """BE-11's check of every pool asks batch_set_v2 to store its keys' sidecar pages before clear(), and skips if
+    the write is refused: run alone, the sidecar pools still hold zeros, which RefusesPagesOfZeros may refuse, so the
+    check must fill its pages first."""
+    report = run(RefusesPagesOfZeros, checks=("clear_removes_every_pool",))
+    assert statuses(report)["BE-11"] == "pass", report.render_text(color=False)
 
 
 @pytest.mark.clause("BE-28")

@@ -110,6 +110,10 @@ NOT_PLANTED = {
     "RefusesV2Pools",
     "RefusesADerivedSwaPool",
     "RefusesPastItsRoom",
+    "ServesEveryControllerThroughTheLegacyMethods",
+    "LeavesASecondPoolToTheV2Hook",
+    "SplitsHeadsOnlyInAPageHeadLayout",
+    "OneHostPoolSizePerModel",
 }
 """The classes of the family modules that are no planted bug: correct backends, hooks and shared bases."""
 
