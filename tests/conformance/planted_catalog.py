@@ -506,6 +506,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
         alone("second_host_pool_is_served_or_refused"),
     ),
     _entry("BE-9", mutants.GetForgetsToReturnItsTarget, alone("legacy_results_have_their_shapes"), **LEGACY_MODE),
+    _entry("BE-6", mutants.RewriteKeepsTheOldTail, alone("rewriting_a_key_returns_true_and_keeps_correct_bytes")),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

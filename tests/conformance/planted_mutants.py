@@ -1494,6 +1494,19 @@ class GetForgetsToReturnItsTarget(CorrectBackend):
         return [CorrectBackend.get(self, key, target) for key, target in zip(keys, targets)]
 
 
+class RewriteKeepsTheOldTail(CorrectBackend):
+    """A rewrite of a key whose bytes changed is an in-place update of the object's first chunk, half a page, which
+    leaves the old second half (BE-6: a rewrite leaves the first or the second bytes, never a mix). A rewrite of the
+    same bytes is whole either way."""
+
+    def put(self, name: str, data: bytes) -> bool:
+        with self.lock:
+            old = self.objects.get(name)
+        if old is not None and len(old) == len(data) and old != data:
+            data = data[: len(data) // 2] + old[len(data) // 2 :]
+        return super().put(name, data)
+
+
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
     """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
     carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never
