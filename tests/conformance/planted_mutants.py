@@ -1507,6 +1507,26 @@ class RewriteKeepsTheOldTail(CorrectBackend):
         return super().put(name, data)
 
 
+class CountsThePrefixsLastKeyToo(CorrectBackend):
+    """batch_exists given a non-empty prefix_keys takes the prefix's last key for the first page of the query (an off
+    by one on where the prefix ends) and counts it as a hit: one more than the leading run of the keys asked about
+    (BE-8)."""
+
+    def batch_exists(self, keys, extra_info=None):
+        count = super().batch_exists(keys, extra_info)
+        return count + 1 if getattr(extra_info, "prefix_keys", None) else count
+
+
+class CountsFromTheSecondKeyPastAPrefix(CorrectBackend):
+    """batch_exists given a non-empty prefix_keys takes the query's first key for the prefix's last one (the opposite
+    off by one) and counts from the second: one less than the leading run of the keys asked about (BE-8)."""
+
+    def batch_exists(self, keys, extra_info=None):
+        if getattr(extra_info, "prefix_keys", None):
+            return super().batch_exists(list(keys)[1:], extra_info)
+        return super().batch_exists(keys, extra_info)
+
+
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
     """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
     carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never

@@ -550,6 +550,23 @@ def test_a_held_write_that_raises_leaves_no_unhandled_exception_in_the_suites_th
     assert unhandled == []
 
 
+class CountsAsAFloatGivenExtraInfo(CorrectBackend):
+    """batch_exists given extra_info returns its count as a float, 2.0 for 2 (a BE-2 bug: the count is an int)."""
+
+    def batch_exists(self, keys, extra_info=None):
+        count = super().batch_exists(keys, extra_info)
+        return count if extra_info is None else float(count)
+
+
+@pytest.mark.clause("BE-8")
+def test_the_extra_info_check_judges_the_count_and_leaves_its_type_to_be2() -> None:
+    """BE-8 asks whether batch_exists takes each shape of extra_info and counts the keys asked about; the count's type
+    is BE-2's (every check that counts through PageIO.count fails a float). A count equal to 2, of another type,
+    passes BE-8: one bug, one clause."""
+    report = run(CountsAsAFloatGivenExtraInfo, checks=("extra_info_accepted_in_every_shape",))
+    assert statuses(report)["BE-8"] == "pass", report.render_text(color=False)
+
+
 @pytest.mark.clause("BE-11")
 def test_the_clear_check_writes_its_keys_sidecar_pages() -> None:
     """BE-11's check of every pool asks batch_set_v2 to store its keys' sidecar pages before clear(), and skips if
