@@ -509,6 +509,8 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-6", mutants.RewriteKeepsTheOldTail, alone("rewriting_a_key_returns_true_and_keeps_correct_bytes")),
     _entry("BE-8", mutants.CountsThePrefixsLastKeyToo, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-8", mutants.CountsFromTheSecondKeyPastAPrefix, alone("extra_info_accepted_in_every_shape")),
+    _entry("BE-9", mutants.EmptyTensorForAMissingKey, alone("legacy_results_have_their_shapes"), **LEGACY_MODE),
+    _entry("BE-10", mutants.FullBatchReadStopsAt64Pages, alone("full_batches_of_128_pages_work")),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

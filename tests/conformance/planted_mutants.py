@@ -1527,6 +1527,24 @@ class CountsFromTheSecondKeyPastAPrefix(CorrectBackend):
         return super().batch_exists(keys, extra_info)
 
 
+class EmptyTensorForAMissingKey(CorrectBackend):
+    """batch_get answers a missing key with an empty tensor, not None (BE-9: one tensor-or-None per key, None for a
+    miss); get answers None."""
+
+    def batch_get(self, keys: list, target_locations: Any = None, target_sizes: Any = None) -> list:
+        values = super().batch_get(keys, target_locations, target_sizes)
+        return [torch.empty(0, dtype=torch.float16) if value is None else value for value in values]
+
+
+class FullBatchReadStopsAt64Pages(CorrectBackend):
+    """batch_get_v1 stages its pages in a buffer of 64 and loads only the first 64 of a longer batch, reporting the
+    rest missing though they are stored (BE-10: a batch of 128 pages reads back whole)."""
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        results = super().batch_get_v1(list(keys)[:64], host_indices, extra_info)
+        return results + [False] * (len(keys) - len(results))
+
+
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
     """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
     carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never
