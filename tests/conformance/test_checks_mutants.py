@@ -567,6 +567,27 @@ def test_the_extra_info_check_judges_the_count_and_leaves_its_type_to_be2() -> N
     assert statuses(report)["BE-8"] == "pass", report.render_text(color=False)
 
 
+class PromisesNoPage(CorrectBackend):
+    """Declares that it may evict and never promises a page: batch_exists answers 0 (a page counted could be gone
+    before the read), while reads serve every page it still holds. Correct: a backend that may evict may count a
+    shorter run, down to none."""
+
+    hicache_may_evict = True
+
+    def batch_exists(self, keys, extra_info=None):
+        return 0
+
+
+@pytest.mark.clause("NS-5", "NS-7")
+def test_a_backend_counting_nothing_has_shown_the_pages_it_read_back() -> None:
+    """NS-5 and NS-7 look at a count and a read: a page read back is seen though the count is 0, so a backend that
+    may evict and promises no page passes them, never skips for want of a page."""
+    checks = ("replicated_kv_is_shared_across_tp_ranks", "pages_survive_a_rebuild")
+    report = run(PromisesNoPage, checks=checks)
+    outcomes = {outcome.check: outcome.status for outcome in report.sections[0].checks if outcome.check in checks}
+    assert outcomes == dict.fromkeys(checks, "pass"), report.render_text(color=False)
+
+
 @pytest.mark.clause("BE-11")
 def test_the_clear_check_writes_its_keys_sidecar_pages() -> None:
     """BE-11's check of every pool asks batch_set_v2 to store its keys' sidecar pages before clear(), and skips if
