@@ -511,6 +511,11 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-8", mutants.CountsFromTheSecondKeyPastAPrefix, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-9", mutants.EmptyTensorForAMissingKey, alone("legacy_results_have_their_shapes"), **LEGACY_MODE),
     _entry("BE-10", mutants.FullBatchReadStopsAt64Pages, alone("full_batches_of_128_pages_work")),
+    _entry(
+        ("NS-1", "NS-2", "NS-3", "NS-4"),
+        mutants.RunReadServedFromAReadCacheOfAnyNamespace,
+        alone("ranks_and_models_never_share_pages"),
+    ),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

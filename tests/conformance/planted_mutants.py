@@ -1545,6 +1545,34 @@ class FullBatchReadStopsAt64Pages(CorrectBackend):
         return results + [False] * (len(keys) - len(results))
 
 
+READ_CACHE: dict[tuple[str, str, str], bytes] = {}
+"""The process-wide read cache of ``RunReadServedFromAReadCacheOfAnyNamespace``: bytes by (store, pool, key)."""
+
+
+class RunReadServedFromAReadCacheOfAnyNamespace(RunBackend):
+    """A read whose host pages form one run is served first from a process-wide read cache that earlier run reads
+    filled under the key alone, namespace left out; a write of the key drops its entry. Another rank or model that
+    reads a key as a run after this one read it gets this one's bytes (NS-1..NS-4); a scattered read goes to the
+    store."""
+
+    def read_pages(self, pool, keys, host_indices):
+        if not self.is_run(pool, keys, host_indices):
+            return super().read_pages(pool, keys, host_indices)
+
+        def lookup(key: str) -> Optional[bytes]:
+            cached = READ_CACHE.get((self.store_name, pool, key))
+            if cached is None and self.present(self.name(key, pool), pool):
+                cached = READ_CACHE[(self.store_name, pool, key)] = self.fetch(self.name(key, pool))
+            return cached
+
+        return self.load_each(pool, keys, host_indices, lookup)
+
+    def write_pages(self, pool, keys, host_indices):
+        for key in keys:
+            READ_CACHE.pop((self.store_name, pool, key), None)
+        return super().write_pages(pool, keys, host_indices)
+
+
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
     """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
     carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never
