@@ -1573,6 +1573,20 @@ class RunReadServedFromAReadCacheOfAnyNamespace(RunBackend):
         return super().write_pages(pool, keys, host_indices)
 
 
+class NonWriterRunWriteTakesTheKvPath(RunBackend):
+    """A write whose host pages form one run takes the bulk path built for KV, which on a rank that is not the storage
+    writer of replicated KV acknowledges the pages and drops them, "the writer stores them": right for KV, which
+    SGLang never sends there, wrong for the sidecars it does (BE-17). Scattered pages go page by page and are
+    written."""
+
+    def write_pages(self, pool, keys, host_indices):
+        config = self.config
+        writer = not config.is_mla_model or config.tp_rank == getattr(config, "dcp_rank", 0)
+        if not writer and self.is_run(pool, keys, host_indices):
+            return [True] * len(keys)
+        return super().write_pages(pool, keys, host_indices)
+
+
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
     """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
     carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never
