@@ -517,6 +517,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
         alone("ranks_and_models_never_share_pages"),
     ),
     _entry("BE-17", mutants.NonWriterRunWriteTakesTheKvPath, alone("a_non_writer_rank_writes_what_it_reports")),
+    _entry("BE-17", mutants.NonWriterRunReadTakesTheKvPath, alone("a_non_writer_rank_writes_what_it_reports")),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

@@ -1587,6 +1587,20 @@ class NonWriterRunWriteTakesTheKvPath(RunBackend):
         return super().write_pages(pool, keys, host_indices)
 
 
+class NonWriterRunReadTakesTheKvPath(RunBackend):
+    """A read whose host pages form one run takes the bulk path built for KV, which on a rank that is not the storage
+    writer of replicated KV fetches from the writer rank's node, where replicated KV lives: right for KV, but this
+    rank's own sidecar pages are not there, so a run of them reads as missing though its write returned True
+    (BE-17). Scattered pages are read page by page from this rank's store."""
+
+    def read_pages(self, pool, keys, host_indices):
+        config = self.config
+        writer = not config.is_mla_model or config.tp_rank == getattr(config, "dcp_rank", 0)
+        if not writer and pool != "kv" and self.is_run(pool, keys, host_indices):
+            return [False] * len(keys)
+        return super().read_pages(pool, keys, host_indices)
+
+
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
     """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
     carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never
