@@ -356,7 +356,12 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("NS-5", mutants.ReplicatedRunReadUsesItsOwnRank, alone("replicated_kv_is_shared_across_tp_ranks")),
     _entry("PFX-6", mutants.RunReadExtendsThePrefix, alone("prefix_keys_are_never_mutated")),
     _entry("BE-22", mutants.DerivedRunReadSkipsTheCopy, alone("v2_kv_derived_sidecars_travel_with_kv")),
-    _entry("HYB-8", mutants.SidecarReadFromTheResidentHostPage, alone("v2_pool_hits_count_only_pages_that_landed")),
+    _entry(
+        ("HYB-8", "BE-17"),
+        mutants.SidecarReadFromTheResidentHostPage,
+        alone("v2_pool_hits_count_only_pages_that_landed"),
+        alone("a_non_writer_rank_writes_what_it_reports"),
+    ),
     _entry(
         "BE-15",
         mutants.OneHitLandsInTheFirstSlot,
@@ -518,6 +523,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     ),
     _entry("BE-17", mutants.NonWriterRunWriteTakesTheKvPath, alone("a_non_writer_rank_writes_what_it_reports")),
     _entry("BE-17", mutants.NonWriterRunReadTakesTheKvPath, alone("a_non_writer_rank_writes_what_it_reports")),
+    _entry("NS-6", mutants.LooksUpUnderTheFirstPipelineStage, alone("exists_get_and_set_share_one_key_scheme")),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

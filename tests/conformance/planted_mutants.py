@@ -355,7 +355,8 @@ class DerivedRunReadSkipsTheCopy(RunBackend):
 
 class SidecarReadFromTheResidentHostPage(CorrectBackend):
     """A sidecar page is read from the host page it was written from while that page still holds data (not
-    all zeros), as a host-memory hit; SGLang reuses host pages after a backup, so it may hold anything (HYB-8)."""
+    all zeros), as a host-memory hit; SGLang reuses host pages after a backup, so it may hold anything (HYB-8; BE-17's
+    non-writer rank overwrites its source pages with -1.0 before it reads them back)."""
 
     def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
         super().__init__(storage_config, kwargs)
@@ -1599,6 +1600,19 @@ class NonWriterRunReadTakesTheKvPath(RunBackend):
         if not writer and pool != "kv" and self.is_run(pool, keys, host_indices):
             return [False] * len(keys)
         return super().read_pages(pool, keys, host_indices)
+
+
+class LooksUpUnderTheFirstPipelineStage(CorrectBackend):
+    """batch_exists names keys with pipeline stage 0 whatever the instance's stage (a cross-stage lookup meant to ask
+    the first stage, used for every lookup): on any other stage it misses what the writes stored (NS-6), the pipeline
+    twin of ``LooksUpUnderTheFirstTpRank``."""
+
+    def batch_exists(self, keys: list, extra_info: Any = None) -> int:
+        first_stage = self.namespace.replace(f"|pp{self.config.pp_rank}/", "|pp0/", 1)
+        for index, key in enumerate(keys):
+            if self.fetch(f"{first_stage}|kv|{key}") is None:
+                return index
+        return len(keys)
 
 
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
