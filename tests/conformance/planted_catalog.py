@@ -441,9 +441,10 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("NS-1", mutants.LookupLeavesOutTheTpRank, alone("ranks_and_models_never_share_pages")),
     _entry("PFX-6", mutants.StoredKeysExtendThePrefix, alone("prefix_keys_are_never_mutated")),
     _entry(
-        ("NS-6", "BE-28"),
+        ("NS-6", "NS-7", "BE-28"),
         mutants.RunReadTakesItsFirstSlotForAPage,
         alone("exists_get_and_set_share_one_key_scheme"),
+        alone("pages_survive_a_rebuild"),
         alone("second_host_pool_is_served_or_refused"),
     ),
     _entry("BE-11", mutants.DerivedPagesOutliveClear, CAUGHT, EVICTING, alone("clear_removes_every_pool")),

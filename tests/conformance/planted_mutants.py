@@ -1215,9 +1215,9 @@ class LookupLeavesOutTheTpRank(CorrectBackend):
 class RunReadTakesItsFirstSlotForAPage(RunBackend):
     """A KV read whose host pages form one run copies the run in one piece to the host page numbered by the run's
     first slot (a slot index taken for a page index): a run from host page 0 lands right, one from any later page
-    lands past the pool and the read reports a miss (NS-6: pages written, counted and then not read back; BE-28: the
-    pages written before a second host pool was registered, read back into pages 4 to 7, are gone). A read of
-    scattered pages copies each page to its own slot."""
+    lands past the pool and the read reports a miss (NS-6: pages written, counted and then not read back; NS-7: the
+    rebuilt instance reads them into pages 4 to 6; BE-28: the pages written before a second host pool was
+    registered, read back into pages 4 to 7, are gone). A read of scattered pages copies each page to its own slot."""
 
     def read_pages(self, pool, keys, host_indices):
         if pool != "kv" or not self.is_run(pool, keys, host_indices):
