@@ -1615,6 +1615,26 @@ class LooksUpUnderTheFirstPipelineStage(CorrectBackend):
         return len(keys)
 
 
+class PerInstanceCipher(CorrectBackend):
+    """Stores each page enciphered with a key drawn when the instance is built (XOR with one byte), and deciphers what
+    it fetches with its own: the names are stable, so a rebuilt instance finds every page, but reads another
+    instance's pages as noise (NS-7: a rebuilt backend reads the pages written before)."""
+
+    _instances = 0
+
+    def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
+        super().__init__(storage_config, kwargs)
+        type(self)._instances += 1
+        self.cipher = 1 + type(self)._instances % 255
+
+    def put(self, name: str, data: bytes) -> bool:
+        return super().put(name, bytes(byte ^ self.cipher for byte in data))
+
+    def fetch(self, name: str) -> Optional[bytes]:
+        data = super().fetch(name)
+        return None if data is None else bytes(byte ^ self.cipher for byte in data)
+
+
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
     """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
     carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never
