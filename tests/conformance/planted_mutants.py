@@ -1635,6 +1635,20 @@ class PerInstanceCipher(CorrectBackend):
         return None if data is None else bytes(byte ^ self.cipher for byte in data)
 
 
+class SecondSegmentReadsAnswerATensor(CorrectBackend):
+    """Registers the host pool in segments of 256 pages (a registration limit of its transfer engine); a v1 read that
+    reaches past the first segment goes through the engine's batched path, whose per-page status comes back as a bool
+    tensor, returned as it is where a list of bools was meant (BE-14). Reads into the first 256 pages return a list."""
+
+    SEGMENT_PAGES = 256
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        results = super().batch_get_v1(keys, host_indices, extra_info)
+        page_size = self.pools["kv"].page_size
+        beyond = len(host_indices) and int(host_indices.max()) >= self.SEGMENT_PAGES * page_size
+        return torch.tensor(results, dtype=torch.bool) if beyond else results
+
+
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
     """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
     carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never
