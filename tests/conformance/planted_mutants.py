@@ -1649,6 +1649,15 @@ class SecondSegmentReadsAnswerATensor(CorrectBackend):
         return torch.tensor(results, dtype=torch.bool) if beyond else results
 
 
+class V1WriteAnswersTheBytesItStored(RefusesPagesOfZeros):
+    """``RefusesPagesOfZeros`` (a page of zeros refused, False), whose batch_set_v1 answers each page it stored with
+    the number of bytes it stored, an int, where a bool was meant (BE-14): only a write of filled pages shows it."""
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        results = super().batch_set_v1(keys, host_indices, extra_info)
+        return [self.page_bytes() if stored else False for stored in results]
+
+
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
     """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
     carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never
