@@ -528,6 +528,8 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("NS-7", mutants.PerInstanceCipher, alone("pages_survive_a_rebuild")),
     _entry("BE-14", mutants.SecondSegmentReadsAnswerATensor, alone("v1_results_have_one_bool_per_key")),
     _entry("BE-14", mutants.V1WriteAnswersTheBytesItStored, alone("v1_results_have_one_bool_per_key")),
+    _entry("BE-15", mutants.KvReadFromTheResidentHostPage, alone(_ROUND_TRIP)),
+    _entry("BE-14", mutants.FullMissAnsweredWithNoResults, alone("v1_results_have_one_bool_per_key")),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

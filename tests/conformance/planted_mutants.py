@@ -362,9 +362,13 @@ class SidecarReadFromTheResidentHostPage(CorrectBackend):
         super().__init__(storage_config, kwargs)
         self.resident: dict[str, int] = {}
 
+    def serves_resident(self, pool: str) -> bool:
+        """Whether reads of ``pool`` look at the host page a page was written from."""
+        return pool != "kv"
+
     def write_pages(self, pool, keys, host_indices):
         results = super().write_pages(pool, keys, host_indices)
-        if pool != "kv":
+        if self.serves_resident(pool):
             page_size = self.pools[pool].page_size
             for index, (key, ok) in enumerate(zip(keys, results)):
                 if ok:
@@ -374,7 +378,7 @@ class SidecarReadFromTheResidentHostPage(CorrectBackend):
     def read_pages(self, pool, keys, host_indices):
         results = super().read_pages(pool, keys, host_indices)
         host_pool = self.pools.get(pool)
-        if pool == "kv" or host_pool is None:
+        if not self.serves_resident(pool) or host_pool is None:
             return results
         for index, (key, ok) in enumerate(zip(keys, results)):
             source = self.resident.get(self.name(key, pool))
@@ -1656,6 +1660,24 @@ class V1WriteAnswersTheBytesItStored(RefusesPagesOfZeros):
     def batch_set_v1(self, keys, host_indices, extra_info=None):
         results = super().batch_set_v1(keys, host_indices, extra_info)
         return [self.page_bytes() if stored else False for stored in results]
+
+
+class KvReadFromTheResidentHostPage(SidecarReadFromTheResidentHostPage):
+    """The KV twin of ``SidecarReadFromTheResidentHostPage``: a KV page is read from the host page it was written from
+    while that page holds anything but zeros (BE-15: a read puts exactly the stored bytes in its slots). v1's round
+    trip overwrites its source pages with -1.0 before the read; a fill of zeros (or -0.0) would hide it."""
+
+    def serves_resident(self, pool: str) -> bool:
+        return pool == "kv"
+
+
+class FullMissAnsweredWithNoResults(CorrectBackend):
+    """batch_get_v1 takes a fast path when none of its keys is stored and answers ``[]``, one result for no key, where
+    one False per key was meant (BE-14); a batch with any hit answers in full."""
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        results = super().batch_get_v1(keys, host_indices, extra_info)
+        return results if any(results) else []
 
 
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
