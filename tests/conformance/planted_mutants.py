@@ -1680,6 +1680,26 @@ class FullMissAnsweredWithNoResults(CorrectBackend):
         return results if any(results) else []
 
 
+class BulkReadCompactsHitsPastAMiss(CorrectBackend):
+    """A v1 read of 8 keys or more goes through a bulk path that skips the misses when it places pages, so every hit
+    after a miss lands one page early (BE-15), as ``CompactsHitsPastAMiss`` does for every batch; smaller batches are
+    read page by page, right. Only a check's batch of 8 or more shows it (the smoke profile's 128)."""
+
+    BULK = 8
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        keys = list(keys)
+        if len(keys) < self.BULK:
+            return super().batch_get_v1(keys, host_indices, extra_info)
+        page_size = self.pools["kv"].page_size
+        hits = [index for index, key in enumerate(keys) if self.exists(key)]
+        landed = self.read_pages("kv", [keys[index] for index in hits], host_indices[: len(hits) * page_size])
+        results = [False] * len(keys)
+        for index, ok in zip(hits, landed):
+            results[index] = ok
+        return results
+
+
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
     """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
     carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never
