@@ -355,15 +355,20 @@ class DerivedRunReadSkipsTheCopy(RunBackend):
 
 class SidecarReadFromTheResidentHostPage(CorrectBackend):
     """A sidecar page is read from the host page it was written from while that page still holds data (not
-    all zeros), as a host-memory hit; SGLang reuses host pages after a backup, so it may hold anything (HYB-8)."""
+    all zeros), as a host-memory hit; SGLang reuses host pages after a backup, so it may hold anything (HYB-8; BE-17's
+    non-writer rank overwrites its source pages with -1.0 before it reads them back)."""
 
     def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
         super().__init__(storage_config, kwargs)
         self.resident: dict[str, int] = {}
 
+    def serves_resident(self, pool: str) -> bool:
+        """Whether reads of ``pool`` look at the host page a page was written from."""
+        return pool != "kv"
+
     def write_pages(self, pool, keys, host_indices):
         results = super().write_pages(pool, keys, host_indices)
-        if pool != "kv":
+        if self.serves_resident(pool):
             page_size = self.pools[pool].page_size
             for index, (key, ok) in enumerate(zip(keys, results)):
                 if ok:
@@ -373,7 +378,7 @@ class SidecarReadFromTheResidentHostPage(CorrectBackend):
     def read_pages(self, pool, keys, host_indices):
         results = super().read_pages(pool, keys, host_indices)
         host_pool = self.pools.get(pool)
-        if pool == "kv" or host_pool is None:
+        if not self.serves_resident(pool) or host_pool is None:
             return results
         for index, (key, ok) in enumerate(zip(keys, results)):
             source = self.resident.get(self.name(key, pool))
@@ -1214,9 +1219,9 @@ class LookupLeavesOutTheTpRank(CorrectBackend):
 class RunReadTakesItsFirstSlotForAPage(RunBackend):
     """A KV read whose host pages form one run copies the run in one piece to the host page numbered by the run's
     first slot (a slot index taken for a page index): a run from host page 0 lands right, one from any later page
-    lands past the pool and the read reports a miss (NS-6: pages written, counted and then not read back; BE-28: the
-    pages written before a second host pool was registered, read back into pages 4 to 7, are gone). A read of
-    scattered pages copies each page to its own slot."""
+    lands past the pool and the read reports a miss (NS-6: pages written, counted and then not read back; NS-7: the
+    rebuilt instance reads them into pages 4 to 6; BE-28: the pages written before a second host pool was
+    registered, read back into pages 4 to 7, are gone). A read of scattered pages copies each page to its own slot."""
 
     def read_pages(self, pool, keys, host_indices):
         if pool != "kv" or not self.is_run(pool, keys, host_indices):
@@ -1513,6 +1518,207 @@ class GetForgetsToReturnItsTarget(CorrectBackend):
     def batch_get(self, keys: list, target_locations: Any = None, target_sizes: Any = None) -> list:
         targets = target_locations or [None] * len(keys)
         return [CorrectBackend.get(self, key, target) for key, target in zip(keys, targets)]
+
+
+class RewriteKeepsTheOldTail(CorrectBackend):
+    """A rewrite of a key whose bytes changed is an in-place update of the object's first chunk, half a page, which
+    leaves the old second half (BE-6: a rewrite leaves the first or the second bytes, never a mix). A rewrite of the
+    same bytes is whole either way."""
+
+    def put(self, name: str, data: bytes) -> bool:
+        with self.lock:
+            old = self.objects.get(name)
+        if old is not None and len(old) == len(data) and old != data:
+            data = data[: len(data) // 2] + old[len(data) // 2 :]
+        return super().put(name, data)
+
+
+class CountsThePrefixsLastKeyToo(CorrectBackend):
+    """batch_exists given a non-empty prefix_keys takes the prefix's last key for the first page of the query (an off
+    by one on where the prefix ends) and counts it as a hit: one more than the leading run of the keys asked about
+    (BE-8)."""
+
+    def batch_exists(self, keys, extra_info=None):
+        count = super().batch_exists(keys, extra_info)
+        return count + 1 if getattr(extra_info, "prefix_keys", None) else count
+
+
+class CountsFromTheSecondKeyPastAPrefix(CorrectBackend):
+    """batch_exists given a non-empty prefix_keys takes the query's first key for the prefix's last one (the opposite
+    off by one) and counts from the second: one less than the leading run of the keys asked about (BE-8)."""
+
+    def batch_exists(self, keys, extra_info=None):
+        if getattr(extra_info, "prefix_keys", None):
+            return super().batch_exists(list(keys)[1:], extra_info)
+        return super().batch_exists(keys, extra_info)
+
+
+class EmptyTensorForAMissingKey(CorrectBackend):
+    """batch_get answers a missing key with an empty tensor, not None (BE-9: one tensor-or-None per key, None for a
+    miss); get answers None."""
+
+    def batch_get(self, keys: list, target_locations: Any = None, target_sizes: Any = None) -> list:
+        values = super().batch_get(keys, target_locations, target_sizes)
+        return [torch.empty(0, dtype=torch.float16) if value is None else value for value in values]
+
+
+class FullBatchReadStopsAt64Pages(CorrectBackend):
+    """batch_get_v1 stages its pages in a buffer of 64 and loads only the first 64 of a longer batch, reporting the
+    rest missing though they are stored (BE-10: a batch of 128 pages reads back whole)."""
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        results = super().batch_get_v1(list(keys)[:64], host_indices, extra_info)
+        return results + [False] * (len(keys) - len(results))
+
+
+READ_CACHE: dict[tuple[str, str, str], bytes] = {}
+"""The process-wide read cache of ``RunReadServedFromAReadCacheOfAnyNamespace``: bytes by (store, pool, key)."""
+
+
+class RunReadServedFromAReadCacheOfAnyNamespace(RunBackend):
+    """A read whose host pages form one run is served first from a process-wide read cache that earlier run reads
+    filled under the key alone, namespace left out; a write of the key drops its entry. Another rank or model that
+    reads a key as a run after this one read it gets this one's bytes (NS-1..NS-4); a scattered read goes to the
+    store."""
+
+    def read_pages(self, pool, keys, host_indices):
+        if not self.is_run(pool, keys, host_indices):
+            return super().read_pages(pool, keys, host_indices)
+
+        def lookup(key: str) -> Optional[bytes]:
+            cached = READ_CACHE.get((self.store_name, pool, key))
+            if cached is None and self.present(self.name(key, pool), pool):
+                cached = READ_CACHE[(self.store_name, pool, key)] = self.fetch(self.name(key, pool))
+            return cached
+
+        return self.load_each(pool, keys, host_indices, lookup)
+
+    def write_pages(self, pool, keys, host_indices):
+        for key in keys:
+            READ_CACHE.pop((self.store_name, pool, key), None)
+        return super().write_pages(pool, keys, host_indices)
+
+
+class NonWriterRunWriteTakesTheKvPath(RunBackend):
+    """A write whose host pages form one run takes the bulk path built for KV, which on a rank that is not the storage
+    writer of replicated KV acknowledges the pages and drops them, "the writer stores them": right for KV, which
+    SGLang never sends there, wrong for the sidecars it does (BE-17). Scattered pages go page by page and are
+    written."""
+
+    def write_pages(self, pool, keys, host_indices):
+        config = self.config
+        writer = not config.is_mla_model or config.tp_rank == getattr(config, "dcp_rank", 0)
+        if not writer and self.is_run(pool, keys, host_indices):
+            return [True] * len(keys)
+        return super().write_pages(pool, keys, host_indices)
+
+
+class NonWriterRunReadTakesTheKvPath(RunBackend):
+    """A read whose host pages form one run takes the bulk path built for KV, which on a rank that is not the storage
+    writer of replicated KV fetches from the writer rank's node, where replicated KV lives: right for KV, but this
+    rank's own sidecar pages are not there, so a run of them reads as missing though its write returned True
+    (BE-17). Scattered pages are read page by page from this rank's store."""
+
+    def read_pages(self, pool, keys, host_indices):
+        config = self.config
+        writer = not config.is_mla_model or config.tp_rank == getattr(config, "dcp_rank", 0)
+        if not writer and pool != "kv" and self.is_run(pool, keys, host_indices):
+            return [False] * len(keys)
+        return super().read_pages(pool, keys, host_indices)
+
+
+class LooksUpUnderTheFirstPipelineStage(CorrectBackend):
+    """batch_exists names keys with pipeline stage 0 whatever the instance's stage (a cross-stage lookup meant to ask
+    the first stage, used for every lookup): on any other stage it misses what the writes stored (NS-6), the pipeline
+    twin of ``LooksUpUnderTheFirstTpRank``."""
+
+    def batch_exists(self, keys: list, extra_info: Any = None) -> int:
+        first_stage = self.namespace.replace(f"|pp{self.config.pp_rank}/", "|pp0/", 1)
+        for index, key in enumerate(keys):
+            if self.fetch(f"{first_stage}|kv|{key}") is None:
+                return index
+        return len(keys)
+
+
+class PerInstanceCipher(CorrectBackend):
+    """Stores each page enciphered with a key drawn when the instance is built (XOR with one byte), and deciphers what
+    it fetches with its own: the names are stable, so a rebuilt instance finds every page, but reads another
+    instance's pages as noise (NS-7: a rebuilt backend reads the pages written before)."""
+
+    _instances = 0
+
+    def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
+        super().__init__(storage_config, kwargs)
+        type(self)._instances += 1
+        self.cipher = 1 + type(self)._instances % 255
+
+    def put(self, name: str, data: bytes) -> bool:
+        return super().put(name, bytes(byte ^ self.cipher for byte in data))
+
+    def fetch(self, name: str) -> Optional[bytes]:
+        data = super().fetch(name)
+        return None if data is None else bytes(byte ^ self.cipher for byte in data)
+
+
+class SecondSegmentReadsAnswerATensor(CorrectBackend):
+    """Registers the host pool in segments of 256 pages (a registration limit of its transfer engine); a v1 read that
+    reaches past the first segment goes through the engine's batched path, whose per-page status comes back as a bool
+    tensor, returned as it is where a list of bools was meant (BE-14). Reads into the first 256 pages return a list."""
+
+    SEGMENT_PAGES = 256
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        results = super().batch_get_v1(keys, host_indices, extra_info)
+        page_size = self.pools["kv"].page_size
+        beyond = len(host_indices) and int(host_indices.max()) >= self.SEGMENT_PAGES * page_size
+        return torch.tensor(results, dtype=torch.bool) if beyond else results
+
+
+class V1WriteAnswersTheBytesItStored(RefusesPagesOfZeros):
+    """``RefusesPagesOfZeros`` (a page of zeros refused, False), whose batch_set_v1 answers each page it stored with
+    the number of bytes it stored, an int, where a bool was meant (BE-14): only a write of filled pages shows it."""
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        results = super().batch_set_v1(keys, host_indices, extra_info)
+        return [self.page_bytes() if stored else False for stored in results]
+
+
+class KvReadFromTheResidentHostPage(SidecarReadFromTheResidentHostPage):
+    """The KV twin of ``SidecarReadFromTheResidentHostPage``: a KV page is read from the host page it was written from
+    while that page holds anything but zeros (BE-15: a read puts exactly the stored bytes in its slots). v1's round
+    trip overwrites its source pages with -1.0 before the read; a fill of zeros (or -0.0) would hide it."""
+
+    def serves_resident(self, pool: str) -> bool:
+        return pool == "kv"
+
+
+class FullMissAnsweredWithNoResults(CorrectBackend):
+    """batch_get_v1 takes a fast path when none of its keys is stored and answers ``[]``, one result for no key, where
+    one False per key was meant (BE-14); a batch with any hit answers in full."""
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        results = super().batch_get_v1(keys, host_indices, extra_info)
+        return results if any(results) else []
+
+
+class BulkReadCompactsHitsPastAMiss(CorrectBackend):
+    """A v1 read of 8 keys or more goes through a bulk path that skips the misses when it places pages, so every hit
+    after a miss lands one page early (BE-15), as ``CompactsHitsPastAMiss`` does for every batch; smaller batches are
+    read page by page, right. Only a check's batch of 8 or more shows it (the smoke profile's 128)."""
+
+    BULK = 8
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        keys = list(keys)
+        if len(keys) < self.BULK:
+            return super().batch_get_v1(keys, host_indices, extra_info)
+        page_size = self.pools["kv"].page_size
+        hits = [index for index, key in enumerate(keys) if self.exists(key)]
+        landed = self.read_pages("kv", [keys[index] for index in hits], host_indices[: len(hits) * page_size])
+        results = [False] * len(keys)
+        for index, ok in zip(hits, landed):
+            results[index] = ok
+        return results
 
 
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):

@@ -884,6 +884,44 @@ def test_a_held_write_that_raises_leaves_no_unhandled_exception_in_the_suites_th
     assert unhandled == []
 
 
+class CountsAsAFloatGivenExtraInfo(CorrectBackend):
+    """batch_exists given extra_info returns its count as a float, 2.0 for 2 (a BE-2 bug: the count is an int)."""
+
+    def batch_exists(self, keys, extra_info=None):
+        count = super().batch_exists(keys, extra_info)
+        return count if extra_info is None else float(count)
+
+
+@pytest.mark.clause("BE-8")
+def test_the_extra_info_check_judges_the_count_and_leaves_its_type_to_be2() -> None:
+    """BE-8 asks whether batch_exists takes each shape of extra_info and counts the keys asked about; the count's type
+    is BE-2's (every check that counts through PageIO.count fails a float). A count equal to 2, of another type,
+    passes BE-8: one bug, one clause."""
+    report = run(CountsAsAFloatGivenExtraInfo, checks=("extra_info_accepted_in_every_shape",))
+    assert statuses(report)["BE-8"] == "pass", report.render_text(color=False)
+
+
+class PromisesNoPage(CorrectBackend):
+    """Declares that it may evict and never promises a page: batch_exists answers 0 (a page counted could be gone
+    before the read), while reads serve every page it still holds. Correct: a backend that may evict may count a
+    shorter run, down to none."""
+
+    hicache_may_evict = True
+
+    def batch_exists(self, keys, extra_info=None):
+        return 0
+
+
+@pytest.mark.clause("NS-5", "NS-7")
+def test_a_backend_counting_nothing_has_shown_the_pages_it_read_back() -> None:
+    """NS-5 and NS-7 look at a count and a read: a page read back is seen though the count is 0, so a backend that
+    may evict and promises no page passes them, never skips for want of a page."""
+    checks = ("replicated_kv_is_shared_across_tp_ranks", "pages_survive_a_rebuild")
+    report = run(PromisesNoPage, checks=checks)
+    outcomes = {outcome.check: outcome.status for outcome in report.sections[0].checks if outcome.check in checks}
+    assert outcomes == dict.fromkeys(checks, "pass"), report.render_text(color=False)
+
+
 @pytest.mark.clause("BE-11")
 def test_the_clear_check_writes_its_keys_sidecar_pages() -> None:
     """BE-11's check of every pool asks batch_set_v2 to store its keys' sidecar pages before clear(), and skips if
