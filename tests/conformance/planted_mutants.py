@@ -707,10 +707,13 @@ class LooksUpUnderTheFirstTpRank(CorrectBackend):
     """batch_exists names keys with TP rank 0 whatever the instance's rank (the lookup path reads a default that
     the write path overrides): on any other TP rank it misses what the writes stored (NS-6)."""
 
+    axis = "tp"
+
     def batch_exists(self, keys: list, extra_info: Any = None) -> int:
-        first_rank = self.namespace.replace(f"|tp{self.config.tp_rank}/", "|tp0/", 1)
+        rank = getattr(self.config, f"{self.axis}_rank")
+        first = self.namespace.replace(f"|{self.axis}{rank}/", f"|{self.axis}0/", 1)
         for index, key in enumerate(keys):
-            if self.fetch(f"{first_rank}|kv|{key}") is None:
+            if self.fetch(f"{first}|kv|{key}") is None:
                 return index
         return len(keys)
 
@@ -1627,17 +1630,12 @@ class NonWriterRunReadTakesTheKvPath(RunBackend):
         return super().read_pages(pool, keys, host_indices)
 
 
-class LooksUpUnderTheFirstPipelineStage(CorrectBackend):
+class LooksUpUnderTheFirstPipelineStage(LooksUpUnderTheFirstTpRank):
     """batch_exists names keys with pipeline stage 0 whatever the instance's stage (a cross-stage lookup meant to ask
     the first stage, used for every lookup): on any other stage it misses what the writes stored (NS-6), the pipeline
     twin of ``LooksUpUnderTheFirstTpRank``."""
 
-    def batch_exists(self, keys: list, extra_info: Any = None) -> int:
-        first_stage = self.namespace.replace(f"|pp{self.config.pp_rank}/", "|pp0/", 1)
-        for index, key in enumerate(keys):
-            if self.fetch(f"{first_stage}|kv|{key}") is None:
-                return index
-        return len(keys)
+    axis = "pp"
 
 
 class PerInstanceCipher(CorrectBackend):

@@ -541,28 +541,36 @@ def test_the_stats_thread_stops_when_the_workers_end() -> None:
     assert not [thread.name for thread in SlowStats.stats_callers if thread.is_alive()]
 
 
-class CrawlsUntilLetGo(CorrectBackend):
+class BeforeEachDataCall(CorrectBackend):
+    """Correct; runs ``before()`` ahead of each of the calls BE-23's workers make (batch_exists, batch_get_v1,
+    batch_set_v1)."""
+
+    def before(self) -> None:
+        pass
+
+    def batch_exists(self, keys, extra_info=None):
+        self.before()
+        return super().batch_exists(keys, extra_info)
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        self.before()
+        return super().batch_get_v1(keys, host_indices, extra_info)
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        self.before()
+        return super().batch_set_v1(keys, host_indices, extra_info)
+
+
+class CrawlsUntilLetGo(BeforeEachDataCall):
     """Correct but slow: each data call on BE-23's instance takes ``step`` s (under the run's deadline) until the test
     lets it go, and get_stats does not return until then."""
 
     let_go = threading.Event()
     step = 0.1
 
-    def crawl(self) -> None:
+    def before(self) -> None:
         if "-threads" in self.config.model_name:
             self.let_go.wait(self.step)
-
-    def batch_exists(self, keys, extra_info=None):
-        self.crawl()
-        return super().batch_exists(keys, extra_info)
-
-    def batch_get_v1(self, keys, host_indices, extra_info=None):
-        self.crawl()
-        return super().batch_get_v1(keys, host_indices, extra_info)
-
-    def batch_set_v1(self, keys, host_indices, extra_info=None):
-        self.crawl()
-        return super().batch_set_v1(keys, host_indices, extra_info)
 
     def get_stats(self):
         self.let_go.wait(30)
@@ -614,7 +622,7 @@ def test_workers_that_end_past_the_timeout_fail_the_check() -> None:
                 thread.join(30)
 
 
-class ClientBoundToItsFirstThread(CorrectBackend):
+class ClientBoundToItsFirstThread(BeforeEachDataCall):
     """Opens its store client on the first data call and, like a connection that checks the thread using it (sqlite3's
     ``check_same_thread``), raises on any call from another thread (BE-23: SGLang calls from several threads)."""
 
@@ -623,25 +631,13 @@ class ClientBoundToItsFirstThread(CorrectBackend):
         self.owner = None
         self.refused = itertools.count(1)
 
-    def client(self) -> None:
+    def before(self) -> None:
         if self.owner is None:
             self.owner = threading.current_thread()
         elif self.owner is not threading.current_thread():
             raise RuntimeError(
                 f"store client used outside the thread that opened it (refused call {next(self.refused)})"
             )
-
-    def batch_exists(self, keys, extra_info=None):
-        self.client()
-        return super().batch_exists(keys, extra_info)
-
-    def batch_get_v1(self, keys, host_indices, extra_info=None):
-        self.client()
-        return super().batch_get_v1(keys, host_indices, extra_info)
-
-    def batch_set_v1(self, keys, host_indices, extra_info=None):
-        self.client()
-        return super().batch_set_v1(keys, host_indices, extra_info)
 
 
 @pytest.mark.clause("BE-23")
