@@ -642,6 +642,24 @@ def run_mutants(args, target: Target, mutants: list[Mutant], known: dict, cmap, 
     return 0
 
 
+def select(mutants: list[Mutant], args) -> list[Mutant]:
+    """The mutants a run judges, in their order: those whose id holds ``--only``, then only the survivors
+    (``--rerun``) or the mutants not run in the budget (``--resume``) of an earlier ``--out`` file, then a
+    sample of ``--sample`` drawn with ``--seed``."""
+    if args.only:
+        mutants = [m for m in mutants if args.only in m.ident]
+    for earlier, listed in ((args.rerun, "survivors"), (args.resume, "not_run_ids")):
+        if earlier:
+            items = json.loads(Path(earlier).read_text()).get(listed)
+            if items is None:
+                raise SystemExit(f"{earlier} lists no {listed} (written by an older script?)")
+            wanted = {item["id"] if isinstance(item, dict) else item for item in items}
+            mutants = [m for m in mutants if m.ident in wanted]
+    if args.sample and args.sample < len(mutants):
+        mutants = sorted(random.Random(args.seed).sample(mutants, args.sample), key=lambda m: (m.path, m.line))
+    return mutants
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", required=True, choices=sorted(TARGETS))
@@ -656,6 +674,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--only", default="", help="run only mutants whose id contains this text")
     parser.add_argument("--rerun", default="", help="run only the survivors listed in this earlier --out file")
+    parser.add_argument(
+        "--resume", default="", help="run only the mutants an earlier --out file lists as not run in its budget"
+    )
     parser.add_argument("--out", default="mutation-survivors.json", help="where the survivors list is written")
     parser.add_argument("--fresh-map", action="store_true", help="record the coverage map even if one is cached")
     args = parser.parse_args(argv)
@@ -665,13 +686,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     mutants = [m for path in target.files for m in enumerate_mutants(path)]
     total = len(mutants)
-    if args.only:
-        mutants = [m for m in mutants if args.only in m.ident]
-    if args.rerun:
-        wanted = {item["id"] for item in json.loads(Path(args.rerun).read_text())["survivors"]}
-        mutants = [m for m in mutants if m.ident in wanted]
-    if args.sample and args.sample < len(mutants):
-        mutants = sorted(random.Random(args.seed).sample(mutants, args.sample), key=lambda m: (m.path, m.line))
+    mutants = select(mutants, args)
     known = equivalents(ROOT / "docs" / "mutation.md")
 
     all_tests = tuple(dict.fromkeys(t for path in target.files for t in target.tests_for(path)))
@@ -724,6 +739,7 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
         "sample": args.sample,
         "survivors": [{"id": m.ident, "line": m.line, "covered": m.status != "not-covered"} for m in survivors],
+        "not_run_ids": [m.ident for m in mutants if m.status == "pending"],
     }
     Path(args.out).write_text(json.dumps(summary, indent=1) + "\n")
     print(
