@@ -435,14 +435,14 @@ CONCURRENCY_CHECK = "concurrent_calls_keep_every_key_consistent"
 
 class RecordsItsCallers(CorrectBackend):
     """Correct; records each data call on BE-23's instance (its model name is tagged ``threads``) as (the calling
-    thread's name, the method, the number of keys), and the threads that call get_stats."""
+    thread's name, the method, the keys), and the threads that call get_stats."""
 
     calls: list = []
     stats_callers: set = set()
 
     def record(self, method: str, keys) -> None:
         if "-threads" in self.config.model_name:
-            self.calls.append((threading.current_thread().name, method, len(keys)))
+            self.calls.append((threading.current_thread().name, method, tuple(keys)))
 
     def batch_exists(self, keys, extra_info=None):
         self.record("batch_exists", keys)
@@ -469,8 +469,8 @@ def worker_schedules(operations: int, **options) -> list:
     report = run(RecordsItsCallers, checks=(CONCURRENCY_CHECK,), **options)
     assert statuses(report)["BE-23"] == "pass", report.render_text(color=False)
     by_thread: dict = {}
-    for thread, method, count in RecordsItsCallers.calls:
-        by_thread.setdefault(thread, []).append((method, count))
+    for thread, method, keys in RecordsItsCallers.calls:
+        by_thread.setdefault(thread, []).append((method, len(keys)))
     return sorted(calls for calls in by_thread.values() if len(calls) == operations)
 
 
@@ -491,6 +491,26 @@ def test_every_worker_thread_of_the_profile_calls_the_backend() -> None:
     worker left out, or made to wait past the run's timeout before it starts, tests fewer threads than the profile
     says.)"""
     assert len(worker_schedules(500, profile="standard", timeout_s=10.0)) == 4
+
+
+@pytest.mark.clause("BE-23")
+def test_after_the_threads_every_key_a_write_confirmed_is_counted_once_more() -> None:
+    """The check's last look, after the threads end: each shared key a write confirmed (all six, on a correct
+    backend) is counted alone, from the main thread, and must still be there. A page lost where no later call of the
+    threads looked is seen only here."""
+    RecordsItsCallers.calls = []
+    report = run(RecordsItsCallers, checks=(CONCURRENCY_CHECK,))
+    assert statuses(report)["BE-23"] == "pass", report.render_text(color=False)
+    by_thread: dict = {}
+    for thread, method, keys in RecordsItsCallers.calls:
+        by_thread.setdefault(thread, []).append((method, keys))
+    workers = [calls for calls in by_thread.values() if len(calls) == 40]
+    (main,) = [calls for calls in by_thread.values() if len(calls) != 40]
+    shared = {key for calls in workers for method, keys in calls if method == "batch_set_v1" for key in keys}
+    assert len(workers) == 3 and len(shared) == 6
+    last = main[-len(shared) :]
+    assert all(method == "batch_exists" and len(keys) == 1 for method, keys in last), last
+    assert {keys[0] for _, keys in last} == shared
 
 
 class SlowStats(RecordsItsCallers):
