@@ -16,6 +16,7 @@ import dataclasses
 import itertools
 import json
 import re
+import struct
 import threading
 import time
 from types import SimpleNamespace
@@ -605,6 +606,36 @@ def test_workers_that_end_past_the_timeout_fail_the_check() -> None:
                 thread.join(30)
 
 
+class StatsRecordOverflows(CrawlsUntilLetGo):
+    """Packs its call counts into a fixed binary record of 16-bit fields for a metrics exporter: get_stats raises
+    struct.error from its 65,536th call on (BE-23: get_stats is called for as long as the engine runs). Its data calls
+    take 50 ms each, so the three workers run for two seconds."""
+
+    step = 0.05
+
+    def __init__(self, storage_config, kwargs=None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.stats_calls = 0
+
+    def get_stats(self):
+        self.stats_calls += 1
+        return struct.pack("<H", self.stats_calls)
+
+
+@pytest.mark.clause("BE-23")
+def test_get_stats_is_called_tens_of_thousands_of_times_while_io_runs() -> None:
+    """The stats thread calls get_stats without pause while the workers run, up to 100,000 calls: a get_stats that
+    breaks only at its 65,536th call is reached while two seconds of IO run, and fails the check."""
+    StatsRecordOverflows.let_go.clear()
+    report = run(StatsRecordOverflows, checks=(CONCURRENCY_CHECK,), timeout_s=10.0)
+    outcome = next(item for item in report.sections[0].checks if item.check == CONCURRENCY_CHECK)
+    assert outcome.status == "fail", outcome
+    assert re.fullmatch(
+        r"get_stats raised error: .*format requires 0 <= number <= 65535 while IO ran \(1 problem\(s\) in all\)",
+        outcome.message,
+    ), outcome.message
+
+
 class ClientBoundToItsFirstThread(CorrectBackend):
     """Opens its store client on the first data call and, like a connection that checks the thread using it (sqlite3's
     ``check_same_thread``), raises on any call from another thread (BE-23: SGLang calls from several threads)."""
@@ -683,7 +714,7 @@ def test_an_error_of_the_suites_own_in_a_worker_is_reported_and_the_worker_goes_
 @pytest.mark.clause("BE-23")
 def test_history_lines_show_the_first_twelve_calls_on_the_key() -> None:
     """Under a failure, the calls on the key are shown in time order, the first twelve only, each from its start to its
-    end in whole microseconds (a call of 999 ns from t=0 shows as 0..0)."""
+    end in whole microseconds (a call from 999 ns to 1,998 ns shows as 0..1)."""
     names = Names("run", "model")
     (key,) = names.new_keys(1)
     origin = 7_000_000_000
@@ -692,14 +723,14 @@ def test_history_lines_show_the_first_twelve_calls_on_the_key() -> None:
             thread=1,
             operation="get",
             keys=(key,),
-            start=origin + 2_000 * n,
-            end=origin + 2_000 * n + 999,
+            start=origin + 2_000 * n + 999,
+            end=origin + 2_000 * n + 1_998,
             outcome=[False],
         )
         for n in range(13, -1, -1)
     ]
     lines = _history(SimpleNamespace(names=names), events, key, origin).splitlines()
-    assert [line.split("µs")[0].split()[1] for line in lines] == [f"{2 * n}..{2 * n}" for n in range(12)]
+    assert [line.split("µs")[0].split()[1] for line in lines] == [f"{2 * n}..{2 * n + 1}" for n in range(12)]
 
 
 class OneCallAtATime(CorrectBackend):
