@@ -41,6 +41,46 @@ class ClaimsWritesWhileTheStoreFails(CorrectBackend):
         return super().set(key, value, target_location, target_sizes)
 
 
+class WritesClaimedWhileThePageHelpersFail(CorrectBackend):
+    """Offers no fault hook of its own but opts into the host pool's (``hicache_host_pool_faults``); a write whose host
+    page cannot be read (the page helper raises) is queued for a retry that never runs, and reported True (BE-5)."""
+
+    hicache_storage_faults = None
+    hicache_host_pool_faults = True
+
+    def write_pages(self, pool, keys, host_indices):
+        host_pool = self.pools.get(pool)
+        if host_pool is None:
+            return super().write_pages(pool, keys, host_indices)
+        size, results = host_pool.page_size, []
+        for index, key in enumerate(keys):
+            slots = host_indices[index * size : (index + 1) * size]
+            try:
+                host_pool.get_data_page(int(slots[0]), flat=True)
+            except OSError:
+                results.append(True)  # queued for a retry
+                continue
+            results.append(super().write_pages(pool, [key], slots)[0])
+        return results
+
+    def present(self, name: str, pool: str = "kv") -> bool:
+        try:
+            return super().present(name, pool)
+        except OSError:  # the page size comes from a page helper: a lookup it fails is a miss
+            return False
+
+
+class LegacyReadReturnsItsTargets(CorrectBackend):
+    """The legacy batch_get fills the target of each key it finds and returns the targets it was given, filled or not:
+    a missing key comes back as its empty target, a tensor, where None was meant (BE-4)."""
+
+    def batch_get(self, keys, target_locations=None, target_sizes=None):
+        values = super().batch_get(keys, target_locations, target_sizes)
+        if target_locations is None:
+            return values
+        return list(target_locations)
+
+
 # ================================================================ BE-23: concurrency (deterministic bugs)
 class IndexPerThread(CorrectBackend):
     """batch_exists consults an index of the pages the calling thread wrote (a thread-local cache): pages
