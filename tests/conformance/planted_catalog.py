@@ -426,6 +426,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-14", mutants.BulkResultsAsTensors, alone("v1_results_have_one_bool_per_key")),
     _entry("BE-19", mutants.EmptyV2ReadAnsweredWithAList, alone("v2_results_have_one_entry_per_pool")),
     _entry("BE-19", mutants.DerivedResultsFiledUnderKv, alone("v2_results_have_one_entry_per_pool")),
+    _entry("BE-21", mutants.DerivedIndexKeyedByHostSlot, alone("batch_exists_v2_takes_a_whole_chain")),
     _entry(
         ("BE-4", "BE-5"),
         mutants.RunReadJoinsItsPages,

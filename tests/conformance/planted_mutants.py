@@ -1191,6 +1191,36 @@ class DerivedResultsFiledUnderKv(CorrectBackend):
         return self.filed(transfers, super().batch_set_v2(transfers, extra_info))
 
 
+class DerivedIndexKeyedByHostSlot(CorrectBackend):
+    """Keeps an index of the KV-derived sidecar pages it holds, keyed by the host slot each was copied from, and
+    answers a KV-derived query (``indices_from_pool`` KV) from it: a later backup through the same host pages (SGLang
+    reuses them) overwrites the entry, so the earlier pages, still stored, are reported missing (BE-21: the hit is the
+    longest prefix every gating pool can restore). A query without ``indices_from_pool`` looks at the store."""
+
+    def __init__(self, storage_config, kwargs=None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.derived_index: dict[tuple[str, int], str] = {}
+
+    def batch_set_v2(self, transfers, extra_info=None):
+        results = super().batch_set_v2(transfers, extra_info)
+        for item in transfers:
+            name = pool_name(item.name)
+            if getattr(item, "indices_from_pool", None) is None or name not in self.pools:
+                continue
+            size = self.pools[name].page_size
+            for index, (key, stored) in enumerate(zip(item.keys or (), results[name])):
+                if stored:
+                    self.derived_index[(name, int(item.host_indices[index * size]))] = key
+        return results
+
+    def pool_query(self, transfer, keys):
+        name, policy, window, present = super().pool_query(transfer, keys)
+        if getattr(transfer, "indices_from_pool", None) is not None:
+            indexed = {key for (pool, _), key in self.derived_index.items() if pool == name}
+            present = tuple(key in indexed for key in keys)
+        return name, policy, window, present
+
+
 class RunReadJoinsItsPages(RunBackend):
     """A KV read whose host pages form one run fetches the run's objects in one bulk call and joins their bytes into
     one buffer before copying it: a missing page (None) makes the join raise TypeError (BE-4: a missing key is a

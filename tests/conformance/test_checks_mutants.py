@@ -39,6 +39,7 @@ from tests.conformance.planted_mutants import (
     AdmitsNothingOnceFull,
     ChecksItsHostIndices,
     CorrectBackend,
+    DerivedResultsFiledUnderKv,
     HoldsOnePage,
     HoldsOnePageForEveryController,
     LastHostPageRefused,
@@ -731,6 +732,17 @@ def test_history_lines_show_the_first_twelve_calls_on_the_key() -> None:
     ]
     lines = _history(SimpleNamespace(names=names), events, key, origin).splitlines()
     assert [line.split("µs")[0].split()[1] for line in lines] == [f"{2 * n}..{2 * n + 1}" for n in range(12)]
+
+
+@pytest.mark.clause("BE-19")
+def test_the_long_chain_backs_its_indexer_up_as_kv_derived() -> None:
+    """BE-21's chain is backed up as SGLang backs a slice up: the indexer pool KV-derived (``indices_from_pool`` KV).
+    DerivedResultsFiledUnderKv files a KV-derived transfer's flags under ``kv``, so the backup's result leaves the
+    indexer out and the check is blocked on BE-19; an indexer backed up from its own slots would hide that."""
+    report = run(DerivedResultsFiledUnderKv, checks=("batch_exists_v2_takes_a_whole_chain",))
+    outcome = next(item for item in report.sections[0].checks if item.check == "batch_exists_v2_takes_a_whole_chain")
+    assert outcome.status == "skip", report.render_text(color=False)
+    assert outcome.message == "batch_set_v2 left pool 'indexer' out of its result"
 
 
 class OneCallAtATime(CorrectBackend):
