@@ -745,6 +745,16 @@ def test_the_long_chain_backs_its_indexer_up_as_kv_derived() -> None:
     assert outcome.message == "batch_set_v2 left pool 'indexer' out of its result"
 
 
+@pytest.mark.clause("BE-21")
+def test_the_long_chain_is_not_held_against_a_backend_that_refused_part_of_its_backup() -> None:
+    """A write may be refused: where the backend refused any page of BE-21's chain, in KV or in a sidecar pool, the
+    hit it then reports is not the check's to judge. RefusesPagesOfZeros stores the chain's KV pages and refuses its
+    sidecar pages (host pages the check leaves unfilled), and must not fail the check."""
+    report = run(RefusesPagesOfZeros, checks=("batch_exists_v2_takes_a_whole_chain",))
+    outcome = next(item for item in report.sections[0].checks if item.check == "batch_exists_v2_takes_a_whole_chain")
+    assert outcome.status != "fail", report.render_text(color=False)
+
+
 class OneCallAtATime(CorrectBackend):
     """Its client serves one page transfer at a time and raises RuntimeError on a transfer begun while another is in
     flight, where SGLang's IO threads call it concurrently (BE-23)."""
