@@ -294,6 +294,26 @@ class SidecarRunReadRaisesOnStoreError(RunBackend):
         return results
 
 
+class RunWriteQueuedOnStoreError(RunBackend):
+    """A write whose host pages form one run copies the run and puts its objects in one bulk call; when the store
+    fails, the run is queued for a retry that never runs and every page reported True (BE-5)."""
+
+    def write_pages(self, pool, keys, host_indices):
+        if not self.is_run(pool, keys, host_indices):
+            return super().write_pages(pool, keys, host_indices)
+        host_pool = self.pools[pool]
+        pages = [
+            tensor_bytes(host_pool.get_data_page(int(host_indices[index * host_pool.page_size]), flat=True))
+            for index in range(len(keys))
+        ]
+        try:
+            for key, data in zip(keys, pages):
+                self.put(self.name(key, pool), data)
+        except OSError:
+            pass  # queued for a retry
+        return [True] * len(keys)
+
+
 class RunWritePublishesBeforeCopying(RunBackend):
     """A batch_set_v1 whose host pages form one run reserves every object (a zeroed page) before copying the
     run into them: the pages are visible while the write is still reading the host pool (BE-7)."""
