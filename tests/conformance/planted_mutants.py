@@ -294,6 +294,20 @@ class SidecarRunReadRaisesOnStoreError(RunBackend):
         return results
 
 
+class SidecarRunWriteRaisesOnStoreError(RunBackend):
+    """A run of sidecar pages is written in one bulk put that lets the store's error escape (BE-5): the write twin of
+    ``SidecarRunReadRaisesOnStoreError``."""
+
+    def write_pages(self, pool, keys, host_indices):
+        if pool == "kv" or not self.is_run(pool, keys, host_indices):
+            return super().write_pages(pool, keys, host_indices)
+        host_pool = self.pools[pool]
+        for index, key in enumerate(keys):  # no try: an OSError leaves the call
+            page = host_pool.get_data_page(int(host_indices[index * host_pool.page_size]), flat=True)
+            self.put(self.name(key, pool), tensor_bytes(page))
+        return [True] * len(keys)
+
+
 class RunWriteQueuedOnStoreError(RunBackend):
     """A write whose host pages form one run copies the run and puts its objects in one bulk call; when the store
     fails, the run is queued for a retry that never runs and every page reported True (BE-5)."""
