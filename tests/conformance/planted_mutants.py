@@ -308,6 +308,19 @@ class SidecarRunWriteRaisesOnStoreError(RunBackend):
         return [True] * len(keys)
 
 
+class OnePageWindowQueryRaisesOnStoreError(CorrectBackend):
+    """batch_exists_v2 answers a pool query whose window holds one key (a trailing_pages window of 1) with a direct
+    fetch of that key's object, a fast path without the handler its other lookups have: the store's error escapes
+    (BE-5)."""
+
+    def pool_query(self, transfer, keys):
+        window = list(transfer.keys or ())
+        if len(window) == 1:
+            name = pool_name(transfer.name)
+            self.fetch(self.name(window[0], name))  # no try: an OSError leaves the call
+        return super().pool_query(transfer, keys)
+
+
 class RunWriteQueuedOnStoreError(RunBackend):
     """A write whose host pages form one run copies the run and puts its objects in one bulk call; when the store
     fails, the run is queued for a retry that never runs and every page reported True (BE-5)."""
