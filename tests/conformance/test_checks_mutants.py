@@ -755,6 +755,42 @@ def test_the_long_chain_is_not_held_against_a_backend_that_refused_part_of_its_b
     assert outcome.status != "fail", report.render_text(color=False)
 
 
+class BuffersWritesWhileTheStoreFails(ChecksItsHostIndices):
+    """While its store fails, a write is kept in a write-behind buffer and reported True; the buffer is flushed into
+    the store as soon as it works again, before any other store operation. Correct: BE-5 asks only that a page
+    reported stored while the store failed reads back afterwards. It checks its host indices as SGLang passes them."""
+
+    def __init__(self, storage_config, kwargs=None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.pending: dict[str, bytes] = {}
+
+    def flush(self) -> None:
+        if not self.store_failing and self.pending:
+            with self.lock:
+                self.objects.update(self.pending)
+                self.pending.clear()
+
+    def put(self, name: str, data: bytes) -> bool:
+        if self.store_failing:
+            self.pending[name] = data
+            return True
+        self.flush()
+        return super().put(name, data)
+
+    def fetch(self, name: str):
+        self.flush()
+        return super().fetch(name)
+
+
+@pytest.mark.clause("BE-5")
+def test_a_write_buffered_while_the_store_fails_is_read_back_one_host_page_per_key() -> None:
+    """BuffersWritesWhileTheStoreFails reports its writes True while the store fails and stores them once it works:
+    BE-5 reads those pages back afterwards, into one host page per key (SGLang's host pool never hands a call more or
+    fewer), and must pass."""
+    report = run(BuffersWritesWhileTheStoreFails, checks=("storage_errors_are_failures_not_exceptions",))
+    assert statuses(report)["BE-5"] == "pass", report.render_text(color=False)
+
+
 class OneCallAtATime(CorrectBackend):
     """Its client serves one page transfer at a time and raises RuntimeError on a transfer begun while another is in
     flight, where SGLang's IO threads call it concurrently (BE-23)."""
