@@ -349,6 +349,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-8", mutants.V2GetNamesItsInfoParameterInfo, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-5", mutants.SidecarRunReadRaisesOnStoreError, alone("storage_errors_are_failures_not_exceptions")),
     _entry("BE-5", mutants.RunWriteQueuedOnStoreError, alone("storage_errors_are_failures_not_exceptions")),
+    _entry("KEY-2", mutants.KeysCutTo24Characters, alone("any_non_empty_string_is_a_key")),
     _entry("BE-5", mutants.OnePageWindowQueryRaisesOnStoreError, alone("storage_errors_are_failures_not_exceptions")),
     _entry("BE-5", mutants.SidecarRunWriteRaisesOnStoreError, alone("storage_errors_are_failures_not_exceptions")),
     _entry("BE-7", mutants.RunWritePublishesBeforeCopying, alone("pages_are_invisible_until_fully_written")),

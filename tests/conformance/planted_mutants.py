@@ -81,6 +81,15 @@ class LegacyReadReturnsItsTargets(CorrectBackend):
         return list(target_locations)
 
 
+class KeysCutTo24Characters(CorrectBackend):
+    """Names each object by the first 24 characters of its key, its store's limit on a name: SGLang's 64-character
+    hex keys stay distinct (96 random bits), but keys that share their first 24 characters share one object, and the
+    last write of them wins (KEY-2: a key is any non-empty str)."""
+
+    def name(self, key: str, pool: str = "kv") -> str:
+        return super().name(key[:24], pool)
+
+
 # ================================================================ BE-23: concurrency (deterministic bugs)
 class IndexPerThread(CorrectBackend):
     """batch_exists consults an index of the pages the calling thread wrote (a thread-local cache): pages
