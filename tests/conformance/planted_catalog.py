@@ -328,6 +328,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-5", mutants.ClaimsWritesWhileTheStoreFails, alone("storage_errors_are_failures_not_exceptions")),
     _entry("BE-5", mutants.WritesClaimedWhileThePageHelpersFail, alone("storage_errors_are_failures_not_exceptions")),
     _entry("BE-4", mutants.LegacyReadReturnsItsTargets, alone("missing_keys_are_misses_not_errors"), **LEGACY_MODE),
+    _entry("BE-4", mutants.LegacyReadReturnsTrueForEachKey, alone("missing_keys_are_misses_not_errors"), **LEGACY_MODE),
     _entry("BE-23", mutants.IndexPerThread, alone("concurrent_calls_keep_every_key_consistent", recorded=False)),
     _entry(
         "BE-23", mutants.DropsAfterTheSecondRead, alone("concurrent_calls_keep_every_key_consistent", recorded=False)

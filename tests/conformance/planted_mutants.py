@@ -81,6 +81,15 @@ class LegacyReadReturnsItsTargets(CorrectBackend):
         return list(target_locations)
 
 
+class LegacyReadReturnsTrueForEachKey(CorrectBackend):
+    """The legacy batch_get fills the target of each key it finds and returns True for every key, the request having
+    completed: a missing key comes back True where None was meant (BE-4)."""
+
+    def batch_get(self, keys, target_locations=None, target_sizes=None):
+        super().batch_get(keys, target_locations, target_sizes)
+        return [True] * len(keys)
+
+
 class KeysCutTo24Characters(CorrectBackend):
     """Names each object by the first 24 characters of its key, its store's limit on a name: SGLang's 64-character
     hex keys stay distinct (96 random bits), but keys that share their first 24 characters share one object, and the
