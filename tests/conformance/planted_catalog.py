@@ -363,6 +363,12 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("NS-5", mutants.ReplicatedRunReadUsesItsOwnRank, alone("replicated_kv_is_shared_across_tp_ranks")),
     _entry("PFX-6", mutants.RunReadExtendsThePrefix, alone("prefix_keys_are_never_mutated")),
     _entry("BE-22", mutants.DerivedRunReadSkipsTheCopy, alone("v2_kv_derived_sidecars_travel_with_kv")),
+    _entry(
+        ("BE-22", "HYB-8"),
+        mutants.DerivedReadLeftToTheKvRead,
+        alone("v2_kv_derived_sidecars_travel_with_kv"),
+        alone("v2_pool_hits_count_only_pages_that_landed"),
+    ),
     _entry("HYB-8", mutants.SidecarReadFromTheResidentHostPage, alone("v2_pool_hits_count_only_pages_that_landed")),
     _entry(
         "BE-15",

@@ -458,6 +458,20 @@ class DerivedRunReadSkipsTheCopy(RunBackend):
         return super().read_pages(pool, keys, host_indices)
 
 
+class DerivedReadLeftToTheKvRead(CorrectBackend):
+    """Means a KV read to bring its KV-derived sidecar pages along, so batch_get_v2 reports a KV-derived transfer
+    (``indices_from_pool`` KV) loaded wherever its pages are stored, without copying them; but the KV read copies KV
+    only, and the sidecar's host pages keep what they held (BE-22, HYB-8: a page counted as loaded never landed)."""
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        derived = [getattr(item, "indices_from_pool", None) is not None for item in transfers]
+        results = super().batch_get_v2([item for item, kv in zip(transfers, derived) if not kv], extra_info)
+        for item, kv in zip(transfers, derived):
+            if kv:
+                results[pool_name(item.name)] = list(self.pool_present(pool_name(item.name), list(item.keys or ())))
+        return results
+
+
 class SidecarReadFromTheResidentHostPage(CorrectBackend):
     """A sidecar page is read from the host page it was written from while that page still holds data (not
     all zeros), as a host-memory hit; SGLang reuses host pages after a backup, so it may hold anything (HYB-8)."""
