@@ -369,6 +369,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
         alone("v2_kv_derived_sidecars_travel_with_kv"),
         alone("v2_pool_hits_count_only_pages_that_landed"),
     ),
+    _entry("HYB-8", mutants.WindowReadTakenAsResident, alone("v2_pool_hits_count_only_pages_that_landed")),
     _entry("HYB-8", mutants.SidecarReadFromTheResidentHostPage, alone("v2_pool_hits_count_only_pages_that_landed")),
     _entry(
         "BE-15",

@@ -472,6 +472,20 @@ class DerivedReadLeftToTheKvRead(CorrectBackend):
         return results
 
 
+class WindowReadTakenAsResident(CorrectBackend):
+    """Takes a sidecar transfer with slots of its own (not KV-derived: the sliding-window pool) for pages SGLang keeps
+    resident in host memory: batch_get_v2 reports them loaded wherever they are stored, without copying them (HYB-8:
+    a page counted as loaded never landed)."""
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        own = [getattr(item, "indices_from_pool", None) is None for item in transfers]
+        results = super().batch_get_v2([item for item, mine in zip(transfers, own) if not mine], extra_info)
+        for item, mine in zip(transfers, own):
+            if mine:
+                results[pool_name(item.name)] = list(self.pool_present(pool_name(item.name), list(item.keys or ())))
+        return results
+
+
 class SidecarReadFromTheResidentHostPage(CorrectBackend):
     """A sidecar page is read from the host page it was written from while that page still holds data (not
     all zeros), as a host-memory hit; SGLang reuses host pages after a backup, so it may hold anything (HYB-8)."""
