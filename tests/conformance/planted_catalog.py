@@ -370,6 +370,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
         alone("v2_pool_hits_count_only_pages_that_landed"),
     ),
     _entry("HYB-8", mutants.WindowReadTakenAsResident, alone("v2_pool_hits_count_only_pages_that_landed")),
+    _entry("BE-22", mutants.DerivedPoolsTrustedInTheFold, alone("v2_kv_derived_sidecars_travel_with_kv")),
     _entry("HYB-8", mutants.SidecarReadFromTheResidentHostPage, alone("v2_pool_hits_count_only_pages_that_landed")),
     _entry(
         "BE-15",

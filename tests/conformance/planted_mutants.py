@@ -486,6 +486,16 @@ class WindowReadTakenAsResident(CorrectBackend):
         return results
 
 
+class DerivedPoolsTrustedInTheFold(CorrectBackend):
+    """batch_exists_v2 leaves KV-derived pools (``indices_from_pool`` KV) out of its fold, trusting that a backup wrote
+    them with their KV pages: a KV page whose indexer page was never written counts as a hit, with no indexer entry
+    (BE-22: a KV-derived sidecar never written is reported missing)."""
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        kept = [item for item in pool_transfers or () if getattr(item, "indices_from_pool", None) is None]
+        return super().batch_exists_v2(keys, kept, extra_info)
+
+
 class SidecarReadFromTheResidentHostPage(CorrectBackend):
     """A sidecar page is read from the host page it was written from while that page still holds data (not
     all zeros), as a host-memory hit; SGLang reuses host pages after a backup, so it may hold anything (HYB-8)."""
