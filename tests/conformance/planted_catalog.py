@@ -326,6 +326,9 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-16", backdoor.LongObjectStreamedIntoTheNextPage, only("planted_short_objects_are_misses")),
     # ================ planted_mutants: bugs reaching the branches of a check no other bug reaches
     _entry("BE-5", mutants.ClaimsWritesWhileTheStoreFails, alone("storage_errors_are_failures_not_exceptions")),
+    _entry("BE-5", mutants.WritesClaimedWhileThePageHelpersFail, alone("storage_errors_are_failures_not_exceptions")),
+    _entry("BE-4", mutants.LegacyReadReturnsItsTargets, alone("missing_keys_are_misses_not_errors"), **LEGACY_MODE),
+    _entry("BE-4", mutants.LegacyReadReturnsTrueForEachKey, alone("missing_keys_are_misses_not_errors"), **LEGACY_MODE),
     _entry("BE-23", mutants.IndexPerThread, alone("concurrent_calls_keep_every_key_consistent", recorded=False)),
     _entry(
         "BE-23", mutants.DropsAfterTheSecondRead, alone("concurrent_calls_keep_every_key_consistent", recorded=False)
@@ -346,6 +349,10 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-8", mutants.V1GetNamesItsInfoParameterInfo, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-8", mutants.V2GetNamesItsInfoParameterInfo, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-5", mutants.SidecarRunReadRaisesOnStoreError, alone("storage_errors_are_failures_not_exceptions")),
+    _entry("BE-5", mutants.RunWriteQueuedOnStoreError, alone("storage_errors_are_failures_not_exceptions")),
+    _entry("KEY-2", mutants.KeysCutTo24Characters, alone("any_non_empty_string_is_a_key")),
+    _entry("BE-5", mutants.OnePageWindowQueryRaisesOnStoreError, alone("storage_errors_are_failures_not_exceptions")),
+    _entry("BE-5", mutants.SidecarRunWriteRaisesOnStoreError, alone("storage_errors_are_failures_not_exceptions")),
     _entry("BE-7", mutants.RunWritePublishesBeforeCopying, alone("pages_are_invisible_until_fully_written")),
     _entry(
         "BE-18",
@@ -356,6 +363,14 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("NS-5", mutants.ReplicatedRunReadUsesItsOwnRank, alone("replicated_kv_is_shared_across_tp_ranks")),
     _entry("PFX-6", mutants.RunReadExtendsThePrefix, alone("prefix_keys_are_never_mutated")),
     _entry("BE-22", mutants.DerivedRunReadSkipsTheCopy, alone("v2_kv_derived_sidecars_travel_with_kv")),
+    _entry(
+        ("BE-22", "HYB-8"),
+        mutants.DerivedReadLeftToTheKvRead,
+        alone("v2_kv_derived_sidecars_travel_with_kv"),
+        alone("v2_pool_hits_count_only_pages_that_landed"),
+    ),
+    _entry("HYB-8", mutants.WindowReadTakenAsResident, alone("v2_pool_hits_count_only_pages_that_landed")),
+    _entry("BE-22", mutants.DerivedPoolsTrustedInTheFold, alone("v2_kv_derived_sidecars_travel_with_kv")),
     _entry(
         ("HYB-8", "BE-17"),
         mutants.SidecarReadFromTheResidentHostPage,
@@ -429,6 +444,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-14", mutants.BulkResultsAsTensors, alone("v1_results_have_one_bool_per_key")),
     _entry("BE-19", mutants.EmptyV2ReadAnsweredWithAList, alone("v2_results_have_one_entry_per_pool")),
     _entry("BE-19", mutants.DerivedResultsFiledUnderKv, alone("v2_results_have_one_entry_per_pool")),
+    _entry("BE-21", mutants.DerivedIndexKeyedByHostSlot, alone("batch_exists_v2_takes_a_whole_chain")),
     _entry(
         ("BE-4", "BE-5"),
         mutants.RunReadJoinsItsPages,

@@ -41,6 +41,64 @@ class ClaimsWritesWhileTheStoreFails(CorrectBackend):
         return super().set(key, value, target_location, target_sizes)
 
 
+class WritesClaimedWhileThePageHelpersFail(CorrectBackend):
+    """Offers no fault hook of its own but opts into the host pool's (``hicache_host_pool_faults``); a write whose host
+    page cannot be read (the page helper raises) is queued for a retry that never runs, and reported True (BE-5)."""
+
+    hicache_storage_faults = None
+    hicache_host_pool_faults = True
+
+    def write_pages(self, pool, keys, host_indices):
+        host_pool = self.pools.get(pool)
+        if host_pool is None:
+            return super().write_pages(pool, keys, host_indices)
+        size, results = host_pool.page_size, []
+        for index, key in enumerate(keys):
+            slots = host_indices[index * size : (index + 1) * size]
+            try:
+                host_pool.get_data_page(int(slots[0]), flat=True)
+            except OSError:
+                results.append(True)  # queued for a retry
+                continue
+            results.append(super().write_pages(pool, [key], slots)[0])
+        return results
+
+    def present(self, name: str, pool: str = "kv") -> bool:
+        try:
+            return super().present(name, pool)
+        except OSError:  # the page size comes from a page helper: a lookup it fails is a miss
+            return False
+
+
+class LegacyReadReturnsItsTargets(CorrectBackend):
+    """The legacy batch_get fills the target of each key it finds and returns the targets it was given, filled or not:
+    a missing key comes back as its empty target, a tensor, where None was meant (BE-4)."""
+
+    def batch_get(self, keys, target_locations=None, target_sizes=None):
+        values = super().batch_get(keys, target_locations, target_sizes)
+        if target_locations is None:
+            return values
+        return list(target_locations)
+
+
+class LegacyReadReturnsTrueForEachKey(CorrectBackend):
+    """The legacy batch_get fills the target of each key it finds and returns True for every key, the request having
+    completed: a missing key comes back True where None was meant (BE-4)."""
+
+    def batch_get(self, keys, target_locations=None, target_sizes=None):
+        super().batch_get(keys, target_locations, target_sizes)
+        return [True] * len(keys)
+
+
+class KeysCutTo24Characters(CorrectBackend):
+    """Names each object by the first 24 characters of its key, its store's limit on a name: SGLang's 64-character
+    hex keys stay distinct (96 random bits), but keys that share their first 24 characters share one object, and the
+    last write of them wins (KEY-2: a key is any non-empty str)."""
+
+    def name(self, key: str, pool: str = "kv") -> str:
+        return super().name(key[:24], pool)
+
+
 # ================================================================ BE-23: concurrency (deterministic bugs)
 class IndexPerThread(CorrectBackend):
     """batch_exists consults an index of the pages the calling thread wrote (a thread-local cache): pages
@@ -254,6 +312,53 @@ class SidecarRunReadRaisesOnStoreError(RunBackend):
         return results
 
 
+class SidecarRunWriteRaisesOnStoreError(RunBackend):
+    """A run of sidecar pages is written in one bulk put that lets the store's error escape (BE-5): the write twin of
+    ``SidecarRunReadRaisesOnStoreError``."""
+
+    def write_pages(self, pool, keys, host_indices):
+        if pool == "kv" or not self.is_run(pool, keys, host_indices):
+            return super().write_pages(pool, keys, host_indices)
+        host_pool = self.pools[pool]
+        for index, key in enumerate(keys):  # no try: an OSError leaves the call
+            page = host_pool.get_data_page(int(host_indices[index * host_pool.page_size]), flat=True)
+            self.put(self.name(key, pool), tensor_bytes(page))
+        return [True] * len(keys)
+
+
+class OnePageWindowQueryRaisesOnStoreError(CorrectBackend):
+    """batch_exists_v2 answers a pool query whose window holds one key (a trailing_pages window of 1) with a direct
+    fetch of that key's object, a fast path without the handler its other lookups have: the store's error escapes
+    (BE-5)."""
+
+    def pool_query(self, transfer, keys):
+        window = list(transfer.keys or ())
+        if len(window) == 1:
+            name = pool_name(transfer.name)
+            self.fetch(self.name(window[0], name))  # no try: an OSError leaves the call
+        return super().pool_query(transfer, keys)
+
+
+class RunWriteQueuedOnStoreError(RunBackend):
+    """A write whose host pages form one run copies the run and puts its objects in one bulk call; when the store
+    fails, the run is queued for a retry that never runs and every page reported True (BE-5)."""
+
+    def write_pages(self, pool, keys, host_indices):
+        if not self.is_run(pool, keys, host_indices):
+            return super().write_pages(pool, keys, host_indices)
+        host_pool = self.pools[pool]
+        pages = [
+            tensor_bytes(host_pool.get_data_page(int(host_indices[index * host_pool.page_size]), flat=True))
+            for index in range(len(keys))
+        ]
+        try:
+            for key, data in zip(keys, pages):
+                self.put(self.name(key, pool), data)
+        except OSError:
+            pass  # queued for a retry
+        return [True] * len(keys)
+
+
 class RunWritePublishesBeforeCopying(RunBackend):
     """A batch_set_v1 whose host pages form one run reserves every object (a zeroed page) before copying the
     run into them: the pages are visible while the write is still reading the host pool (BE-7)."""
@@ -351,6 +456,44 @@ class DerivedRunReadSkipsTheCopy(RunBackend):
         if pool == "indexer" and self.is_run(pool, keys, host_indices):
             return list(self.pool_present(pool, list(keys)))
         return super().read_pages(pool, keys, host_indices)
+
+
+class DerivedReadLeftToTheKvRead(CorrectBackend):
+    """Means a KV read to bring its KV-derived sidecar pages along, so batch_get_v2 reports a KV-derived transfer
+    (``indices_from_pool`` KV) loaded wherever its pages are stored, without copying them; but the KV read copies KV
+    only, and the sidecar's host pages keep what they held (BE-22, HYB-8: a page counted as loaded never landed)."""
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        derived = [getattr(item, "indices_from_pool", None) is not None for item in transfers]
+        results = super().batch_get_v2([item for item, kv in zip(transfers, derived) if not kv], extra_info)
+        for item, kv in zip(transfers, derived):
+            if kv:
+                results[pool_name(item.name)] = list(self.pool_present(pool_name(item.name), list(item.keys or ())))
+        return results
+
+
+class WindowReadTakenAsResident(CorrectBackend):
+    """Takes a sidecar transfer with slots of its own (not KV-derived: the sliding-window pool) for pages SGLang keeps
+    resident in host memory: batch_get_v2 reports them loaded wherever they are stored, without copying them (HYB-8:
+    a page counted as loaded never landed)."""
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        own = [getattr(item, "indices_from_pool", None) is None for item in transfers]
+        results = super().batch_get_v2([item for item, mine in zip(transfers, own) if not mine], extra_info)
+        for item, mine in zip(transfers, own):
+            if mine:
+                results[pool_name(item.name)] = list(self.pool_present(pool_name(item.name), list(item.keys or ())))
+        return results
+
+
+class DerivedPoolsTrustedInTheFold(CorrectBackend):
+    """batch_exists_v2 leaves KV-derived pools (``indices_from_pool`` KV) out of its fold, trusting that a backup wrote
+    them with their KV pages: a KV page whose indexer page was never written counts as a hit, with no indexer entry
+    (BE-22: a KV-derived sidecar never written is reported missing)."""
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        kept = [item for item in pool_transfers or () if getattr(item, "indices_from_pool", None) is None]
+        return super().batch_exists_v2(keys, kept, extra_info)
 
 
 class SidecarReadFromTheResidentHostPage(CorrectBackend):
@@ -1157,6 +1300,36 @@ class DerivedResultsFiledUnderKv(CorrectBackend):
 
     def batch_set_v2(self, transfers, extra_info=None):
         return self.filed(transfers, super().batch_set_v2(transfers, extra_info))
+
+
+class DerivedIndexKeyedByHostSlot(CorrectBackend):
+    """Keeps an index of the KV-derived sidecar pages it holds, keyed by the host slot each was copied from, and
+    answers a KV-derived query (``indices_from_pool`` KV) from it: a later backup through the same host pages (SGLang
+    reuses them) overwrites the entry, so the earlier pages, still stored, are reported missing (BE-21: the hit is the
+    longest prefix every gating pool can restore). A query without ``indices_from_pool`` looks at the store."""
+
+    def __init__(self, storage_config, kwargs=None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.derived_index: dict[tuple[str, int], str] = {}
+
+    def batch_set_v2(self, transfers, extra_info=None):
+        results = super().batch_set_v2(transfers, extra_info)
+        for item in transfers:
+            name = pool_name(item.name)
+            if getattr(item, "indices_from_pool", None) is None or name not in self.pools:
+                continue
+            size = self.pools[name].page_size
+            for index, (key, stored) in enumerate(zip(item.keys or (), results[name])):
+                if stored:
+                    self.derived_index[(name, int(item.host_indices[index * size]))] = key
+        return results
+
+    def pool_query(self, transfer, keys):
+        name, policy, window, present = super().pool_query(transfer, keys)
+        if getattr(transfer, "indices_from_pool", None) is not None:
+            indexed = {key for (pool, _), key in self.derived_index.items() if pool == name}
+            present = tuple(key in indexed for key in keys)
+        return name, policy, window, present
 
 
 class RunReadJoinsItsPages(RunBackend):

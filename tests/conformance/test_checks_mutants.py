@@ -16,6 +16,7 @@ import dataclasses
 import itertools
 import json
 import re
+import struct
 import threading
 import time
 from types import SimpleNamespace
@@ -38,6 +39,7 @@ from tests.conformance.planted_mutants import (
     AdmitsNothingOnceFull,
     ChecksItsHostIndices,
     CorrectBackend,
+    DerivedResultsFiledUnderKv,
     HoldsOnePage,
     HoldsOnePageForEveryController,
     LastHostPageRefused,
@@ -464,14 +466,14 @@ CONCURRENCY_CHECK = "concurrent_calls_keep_every_key_consistent"
 
 class RecordsItsCallers(CorrectBackend):
     """Correct; records each data call on BE-23's instance (its model name is tagged ``threads``) as (the calling
-    thread's name, the method, the number of keys), and the threads that call get_stats."""
+    thread's name, the method, the keys), and the threads that call get_stats."""
 
     calls: list = []
     stats_callers: set = set()
 
     def record(self, method: str, keys) -> None:
         if "-threads" in self.config.model_name:
-            self.calls.append((threading.current_thread().name, method, len(keys)))
+            self.calls.append((threading.current_thread().name, method, tuple(keys)))
 
     def batch_exists(self, keys, extra_info=None):
         self.record("batch_exists", keys)
@@ -498,8 +500,8 @@ def worker_schedules(operations: int, **options) -> list:
     report = run(RecordsItsCallers, checks=(CONCURRENCY_CHECK,), **options)
     assert statuses(report)["BE-23"] == "pass", report.render_text(color=False)
     by_thread: dict = {}
-    for thread, method, count in RecordsItsCallers.calls:
-        by_thread.setdefault(thread, []).append((method, count))
+    for thread, method, keys in RecordsItsCallers.calls:
+        by_thread.setdefault(thread, []).append((method, len(keys)))
     return sorted(calls for calls in by_thread.values() if len(calls) == operations)
 
 
@@ -520,6 +522,26 @@ def test_every_worker_thread_of_the_profile_calls_the_backend() -> None:
     worker left out, or made to wait past the run's timeout before it starts, tests fewer threads than the profile
     says.)"""
     assert len(worker_schedules(500, profile="standard", timeout_s=10.0)) == 4
+
+
+@pytest.mark.clause("BE-23")
+def test_after_the_threads_every_key_a_write_confirmed_is_counted_once_more() -> None:
+    """The check's last look, after the threads end: each shared key a write confirmed (all six, on a correct
+    backend) is counted alone, from the main thread, and must still be there. A page lost where no later call of the
+    threads looked is seen only here."""
+    RecordsItsCallers.calls = []
+    report = run(RecordsItsCallers, checks=(CONCURRENCY_CHECK,))
+    assert statuses(report)["BE-23"] == "pass", report.render_text(color=False)
+    by_thread: dict = {}
+    for thread, method, keys in RecordsItsCallers.calls:
+        by_thread.setdefault(thread, []).append((method, keys))
+    workers = [calls for calls in by_thread.values() if len(calls) == 40]
+    (main,) = [calls for calls in by_thread.values() if len(calls) != 40]
+    shared = {key for calls in workers for method, keys in calls if method == "batch_set_v1" for key in keys}
+    assert len(workers) == 3 and len(shared) == 6
+    last = main[-len(shared) :]
+    assert all(method == "batch_exists" and len(keys) == 1 for method, keys in last), last
+    assert {keys[0] for _, keys in last} == shared
 
 
 class SlowStats(RecordsItsCallers):
@@ -622,6 +644,36 @@ def test_workers_that_end_past_the_timeout_fail_the_check() -> None:
                 thread.join(30)
 
 
+class StatsRecordOverflows(CrawlsUntilLetGo):
+    """Packs its call counts into a fixed binary record of 16-bit fields for a metrics exporter: get_stats raises
+    struct.error from its 65,536th call on (BE-23: get_stats is called for as long as the engine runs). Its data calls
+    take 50 ms each, so the three workers run for two seconds."""
+
+    step = 0.05
+
+    def __init__(self, storage_config, kwargs=None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.stats_calls = 0
+
+    def get_stats(self):
+        self.stats_calls += 1
+        return struct.pack("<H", self.stats_calls)
+
+
+@pytest.mark.clause("BE-23")
+def test_get_stats_is_called_tens_of_thousands_of_times_while_io_runs() -> None:
+    """The stats thread calls get_stats without pause while the workers run, up to 100,000 calls: a get_stats that
+    breaks only at its 65,536th call is reached while two seconds of IO run, and fails the check."""
+    StatsRecordOverflows.let_go.clear()
+    report = run(StatsRecordOverflows, checks=(CONCURRENCY_CHECK,), timeout_s=10.0)
+    outcome = next(item for item in report.sections[0].checks if item.check == CONCURRENCY_CHECK)
+    assert outcome.status == "fail", outcome
+    assert re.fullmatch(
+        r"get_stats raised error: .*format requires 0 <= number <= 65535 while IO ran \(1 problem\(s\) in all\)",
+        outcome.message,
+    ), outcome.message
+
+
 class ClientBoundToItsFirstThread(BeforeEachDataCall):
     """Opens its store client on the first data call and, like a connection that checks the thread using it (sqlite3's
     ``check_same_thread``), raises on any call from another thread (BE-23: SGLang calls from several threads)."""
@@ -688,7 +740,7 @@ def test_an_error_of_the_suites_own_in_a_worker_is_reported_and_the_worker_goes_
 @pytest.mark.clause("BE-23")
 def test_history_lines_show_the_first_twelve_calls_on_the_key() -> None:
     """Under a failure, the calls on the key are shown in time order, the first twelve only, each from its start to its
-    end in whole microseconds (a call of 999 ns from t=0 shows as 0..0)."""
+    end in whole microseconds (a call from 999 ns to 1,998 ns shows as 0..1)."""
     names = Names("run", "model")
     (key,) = names.new_keys(1)
     origin = 7_000_000_000
@@ -697,14 +749,71 @@ def test_history_lines_show_the_first_twelve_calls_on_the_key() -> None:
             thread=1,
             operation="get",
             keys=(key,),
-            start=origin + 2_000 * n,
-            end=origin + 2_000 * n + 999,
+            start=origin + 2_000 * n + 999,
+            end=origin + 2_000 * n + 1_998,
             outcome=[False],
         )
         for n in range(13, -1, -1)
     ]
     lines = _history(SimpleNamespace(names=names), events, key, origin).splitlines()
-    assert [line.split("µs")[0].split()[1] for line in lines] == [f"{2 * n}..{2 * n}" for n in range(12)]
+    assert [line.split("µs")[0].split()[1] for line in lines] == [f"{2 * n}..{2 * n + 1}" for n in range(12)]
+
+
+@pytest.mark.clause("BE-19")
+def test_the_long_chain_backs_its_indexer_up_as_kv_derived() -> None:
+    """BE-21's chain is backed up as SGLang backs a slice up: the indexer pool KV-derived (``indices_from_pool`` KV).
+    DerivedResultsFiledUnderKv files a KV-derived transfer's flags under ``kv``, so the backup's result leaves the
+    indexer out and the check is blocked on BE-19; an indexer backed up from its own slots would hide that."""
+    report = run(DerivedResultsFiledUnderKv, checks=("batch_exists_v2_takes_a_whole_chain",))
+    outcome = next(item for item in report.sections[0].checks if item.check == "batch_exists_v2_takes_a_whole_chain")
+    assert outcome.status == "skip", report.render_text(color=False)
+    assert outcome.message == "batch_set_v2 left pool 'indexer' out of its result"
+
+
+@pytest.mark.clause("BE-21")
+def test_the_long_chain_is_not_held_against_a_backend_that_refused_part_of_its_backup() -> None:
+    """A write may be refused: where the backend refused any page of BE-21's chain, in KV or in a sidecar pool, the
+    hit it then reports is not the check's to judge. RefusesPagesOfZeros stores the chain's KV pages and refuses its
+    sidecar pages (host pages the check leaves unfilled), and must not fail the check."""
+    report = run(RefusesPagesOfZeros, checks=("batch_exists_v2_takes_a_whole_chain",))
+    outcome = next(item for item in report.sections[0].checks if item.check == "batch_exists_v2_takes_a_whole_chain")
+    assert outcome.status != "fail", report.render_text(color=False)
+
+
+class BuffersWritesWhileTheStoreFails(ChecksItsHostIndices):
+    """While its store fails, a write is kept in a write-behind buffer and reported True; the buffer is flushed into
+    the store as soon as it works again, before any other store operation. Correct: BE-5 asks only that a page
+    reported stored while the store failed reads back afterwards. It checks its host indices as SGLang passes them."""
+
+    def __init__(self, storage_config, kwargs=None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.pending: dict[str, bytes] = {}
+
+    def flush(self) -> None:
+        if not self.store_failing and self.pending:
+            with self.lock:
+                self.objects.update(self.pending)
+                self.pending.clear()
+
+    def put(self, name: str, data: bytes) -> bool:
+        if self.store_failing:
+            self.pending[name] = data
+            return True
+        self.flush()
+        return super().put(name, data)
+
+    def fetch(self, name: str):
+        self.flush()
+        return super().fetch(name)
+
+
+@pytest.mark.clause("BE-5")
+def test_a_write_buffered_while_the_store_fails_is_read_back_one_host_page_per_key() -> None:
+    """BuffersWritesWhileTheStoreFails reports its writes True while the store fails and stores them once it works:
+    BE-5 reads those pages back afterwards, into one host page per key (SGLang's host pool never hands a call more or
+    fewer), and must pass."""
+    report = run(BuffersWritesWhileTheStoreFails, checks=("storage_errors_are_failures_not_exceptions",))
+    assert statuses(report)["BE-5"] == "pass", report.render_text(color=False)
 
 
 class OneCallAtATime(CorrectBackend):
