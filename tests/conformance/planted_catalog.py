@@ -426,6 +426,13 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-3", mutants.ExistsStagesPagesTheRunReadMisses, alone("batch_exists_has_no_side_effects")),
     _entry("BE-8", mutants.PrefixLookupRefusesUnknownOptions, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-21", mutants.FoldsByTheSmallestPoolHit, alone("v2_exists_folds_pool_hits_per_policy")),
+    _entry(
+        "BE-21",
+        mutants.FoldsToTheShortestRestorableLength,
+        CAUGHT,
+        EXCUSED,
+        alone("v2_exists_folds_pool_hits_per_policy"),
+    ),
     _entry("BE-22", mutants.KvRunWriteIndexesItsDerivedPages, alone("v2_kv_derived_sidecars_travel_with_kv")),
     _entry("BE-4", mutants.DerivedReadTrustsTheKvHits, alone("missing_keys_are_misses_not_errors")),
     _entry(

@@ -23,7 +23,7 @@ from hicache_spec import count_leading_run
 from tests.conformance.correct_backend import CorrectBackend, pool_name, tensor_bytes
 from tests.conformance.helpers import UnimplementedV2
 from tests.conformance.planted_backends import VisibleBeforeWritten
-from tests.oracles import plain_pool_boundary
+from tests.oracles import plain_fold, plain_pool_boundary
 
 
 # ================================================================ BE-5: storage errors
@@ -1188,6 +1188,21 @@ class FoldsByTheSmallestPoolHit(CorrectBackend):
         ]
         return PoolTransferResult(
             kv_hit_pages=min([kv_hit, *boundaries]), extra_pool_hit_pages=result.extra_pool_hit_pages
+        )
+
+
+class FoldsToTheShortestRestorableLength(CorrectBackend):
+    """batch_exists_v2 scans the prefix lengths upward and stops at the first one KV and every pool can restore:
+    kv_hit_pages is the shortest restorable length, not the largest (BE-21). A trailing_pages pool restores 1 and 2
+    of a chain but not 3, so the hit is 1 where it should be 2. Each pool's entry is right."""
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        keys = list(keys)
+        result = super().batch_exists_v2(keys, pool_transfers, extra_info)
+        queries = tuple(self.pool_query(item, keys) for item in pool_transfers or ())
+        _, _, restorable = plain_fold(self.pool_present("kv", keys), queries)
+        return PoolTransferResult(
+            kv_hit_pages=min(restorable, default=0), extra_pool_hit_pages=result.extra_pool_hit_pages
         )
 
 
