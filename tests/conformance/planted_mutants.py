@@ -1721,6 +1721,19 @@ class BulkReadCompactsHitsPastAMiss(CorrectBackend):
         return results
 
 
+class V1ReadLeavesTheLastOfSeveralKeys(CorrectBackend):
+    """A v1 read of two keys or more copies all but the last (a loop bound off by one; a single key takes a fast
+    path, right) and reports the last key missed, though batch_exists still counts it (BE-17: a page batch_set_v1
+    stored is read back). Only a read of a stored key last in a batch of several shows it."""
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        keys = list(keys)
+        if len(keys) < 2:
+            return super().batch_get_v1(keys, host_indices, extra_info)
+        page_size = self.pools["kv"].page_size
+        return super().batch_get_v1(keys[:-1], host_indices[: (len(keys) - 1) * page_size], extra_info) + [False]
+
+
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
     """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
     carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never
