@@ -1784,6 +1784,43 @@ class OneHostPoolSizePerModel(CorrectBackend):
         super().register_mem_pool_host(mem_pool_host)
 
 
+class WalksThePrefixThroughLinkedNodes(CorrectBackend):
+    """Every call given prefix_keys walks them through a throwaway chain of nodes linked both ways (parent and
+    child) and drops it on return: correct (PFX-6: nothing is kept past the call), but the chain is a reference
+    cycle over the caller's list, so the list outlives the call until the garbage collector runs."""
+
+    @staticmethod
+    def walk(extra_info: Any) -> None:
+        prefix = getattr(extra_info, "prefix_keys", None)
+        if prefix is not None:
+            root: dict = {"keys": prefix, "child": None}
+            root["child"] = {"parent": root, "depth": len(prefix)}
+
+    def batch_exists(self, keys, extra_info=None):
+        self.walk(extra_info)
+        return super().batch_exists(keys, extra_info)
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        self.walk(extra_info)
+        return super().batch_get_v1(keys, host_indices, extra_info)
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        self.walk(extra_info)
+        return super().batch_set_v1(keys, host_indices, extra_info)
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        self.walk(extra_info)
+        return super().batch_exists_v2(keys, pool_transfers, extra_info)
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        self.walk(extra_info)
+        return super().batch_get_v2(transfers, extra_info)
+
+    def batch_set_v2(self, transfers, extra_info=None):
+        self.walk(extra_info)
+        return super().batch_set_v2(transfers, extra_info)
+
+
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("evicting-declared", EvictsAfterTheSecondRead, {}),
     ("evicting-keeps-one-of-each-write", KeepsOneOfEachWrite, {}),
