@@ -1734,6 +1734,20 @@ class V1ReadLeavesTheLastOfSeveralKeys(CorrectBackend):
         return super().batch_get_v1(keys[:-1], host_indices[: (len(keys) - 1) * page_size], extra_info) + [False]
 
 
+class ExtendsThePrefixInPlaceAndRestoresIt(CorrectBackend):
+    """batch_exists appends each key to the caller's prefix_keys to name the page by its chain, then pops it back
+    (PFX-6: the list is mutated during the call, where another thread reading it sees the keys come and go), so the
+    list ends as it began. Only the record of mutating calls shows it."""
+
+    def batch_exists(self, keys, extra_info=None):
+        prefix = getattr(extra_info, "prefix_keys", None)
+        if prefix is not None:
+            for key in keys:
+                prefix.append(key)
+                prefix.pop()
+        return super().batch_exists(keys, extra_info)
+
+
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
     """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
     carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never
