@@ -1748,6 +1748,22 @@ class ExtendsThePrefixInPlaceAndRestoresIt(CorrectBackend):
         return super().batch_exists(keys, extra_info)
 
 
+class RunPathChainsPagesWithinOneCall(ChainsPagesWithinOneCall, RunBackend):
+    """``ChainsPagesWithinOneCall``'s bug in the run path alone (PFX-1): a v1 write or read of one ascending run of
+    host pages names each page after the key before it in the call; scattered pages take the plain path, right.
+    Only the whole chain read from its root into one run shows it."""
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        if self.is_run("kv", list(keys), host_indices):
+            return super().batch_set_v1(keys, host_indices, extra_info)
+        return CorrectBackend.batch_set_v1(self, keys, host_indices, extra_info)
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        if self.is_run("kv", list(keys), host_indices):
+            return super().batch_get_v1(keys, host_indices, extra_info)
+        return CorrectBackend.batch_get_v1(self, keys, host_indices, extra_info)
+
+
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
     """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
     carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never
