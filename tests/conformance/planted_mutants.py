@@ -1764,6 +1764,28 @@ class RunPathChainsPagesWithinOneCall(ChainsPagesWithinOneCall, RunBackend):
         return CorrectBackend.batch_get_v1(self, keys, host_indices, extra_info)
 
 
+class SmallV2QueryKeepsThePrefix(CorrectBackend):
+    """batch_exists_v2 of at most two keys takes a fast path that remembers the caller's prefix_keys list itself as
+    the last prefix seen, for the next query to extend (PFX-6: kept, not copied); larger queries take the plain
+    path, right. Only a check's v2 query of one or two keys shows it."""
+
+    def takes_the_fast_path(self, keys: list) -> bool:
+        return len(keys) <= 2
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        if self.takes_the_fast_path(list(keys)) and getattr(extra_info, "prefix_keys", None) is not None:
+            self.last_prefix = extra_info.prefix_keys
+        return super().batch_exists_v2(keys, pool_transfers, extra_info)
+
+
+class BatchedV2QueryKeepsThePrefix(SmallV2QueryKeepsThePrefix):
+    """The same kept list on the batched path of a v2 query of two keys or more (PFX-6); a single key is looked up
+    on its own, right. Only a check's v2 query of several keys shows it."""
+
+    def takes_the_fast_path(self, keys: list) -> bool:
+        return len(keys) >= 2
+
+
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
     """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
     carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never
