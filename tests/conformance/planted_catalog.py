@@ -535,6 +535,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("PFX-1", mutants.RunPathChainsPagesWithinOneCall, alone("prefix_states_none_empty_and_list_all_work")),
     _entry("PFX-6", mutants.SmallV2QueryKeepsThePrefix, alone("prefix_keys_are_copied_if_kept")),
     _entry("PFX-6", mutants.BatchedV2QueryKeepsThePrefix, alone("prefix_keys_are_copied_if_kept")),
+    _entry("PFX-6", mutants.KeepsThePrefixInEveryIndex, alone("prefix_keys_are_copied_if_kept")),
     _entry("BE-17", mutants.V1ReadLeavesTheLastOfSeveralKeys, alone(_STATEFUL, recorded=False), profile="standard"),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

@@ -1786,6 +1786,21 @@ class BatchedV2QueryKeepsThePrefix(SmallV2QueryKeepsThePrefix):
         return len(keys) >= 2
 
 
+class KeepsThePrefixInEveryIndex(CorrectBackend):
+    """batch_exists files the caller's prefix_keys list itself (not a copy) in each of its four lookup structures: a
+    recent list, a by-length dict, a pending (length, prefix) tuple and the backend's last-prefix field (PFX-6: kept, four
+    times over). The check names the first three holders it finds."""
+
+    def batch_exists(self, keys, extra_info=None):
+        prefix = getattr(extra_info, "prefix_keys", None)
+        if prefix is not None:
+            self.recent = [prefix]
+            self.by_length = {len(prefix): prefix}
+            self.pending = (len(prefix), prefix)
+            self.last_prefix = prefix
+        return super().batch_exists(keys, extra_info)
+
+
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
     """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
     carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never
