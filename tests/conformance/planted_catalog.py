@@ -554,6 +554,12 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-15", mutants.KvReadFromTheResidentHostPage, alone(_ROUND_TRIP)),
     _entry("BE-14", mutants.FullMissAnsweredWithNoResults, alone("v1_results_have_one_bool_per_key")),
     _entry("BE-15", mutants.BulkReadCompactsHitsPastAMiss, alone(_SCATTERED)),
+    _entry("PFX-6", mutants.ExtendsThePrefixInPlaceAndRestoresIt, alone("prefix_keys_are_never_mutated")),
+    _entry("PFX-1", mutants.RunPathChainsPagesWithinOneCall, alone("prefix_states_none_empty_and_list_all_work")),
+    _entry("PFX-6", mutants.SmallV2QueryKeepsThePrefix, alone("prefix_keys_are_copied_if_kept")),
+    _entry("PFX-6", mutants.BatchedV2QueryKeepsThePrefix, alone("prefix_keys_are_copied_if_kept")),
+    _entry("PFX-6", mutants.KeepsThePrefixInEveryIndex, alone("prefix_keys_are_copied_if_kept")),
+    _entry("BE-17", mutants.V1ReadLeavesTheLastOfSeveralKeys, alone(_STATEFUL, recorded=False), profile="standard"),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

@@ -1907,6 +1907,86 @@ class BulkReadCompactsHitsPastAMiss(CorrectBackend):
         return results
 
 
+class V1ReadLeavesTheLastOfSeveralKeys(CorrectBackend):
+    """A v1 read of two keys or more copies all but the last (a loop bound off by one; a single key takes a fast
+    path, right) and reports the last key missed, though batch_exists still counts it (BE-17: a page batch_set_v1
+    stored is read back). Only a read of a stored key last in a batch of several shows it."""
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        keys = list(keys)
+        if len(keys) < 2:
+            return super().batch_get_v1(keys, host_indices, extra_info)
+        page_size = self.pools["kv"].page_size
+        return super().batch_get_v1(keys[:-1], host_indices[: (len(keys) - 1) * page_size], extra_info) + [False]
+
+
+class ExtendsThePrefixInPlaceAndRestoresIt(CorrectBackend):
+    """batch_exists appends each key to the caller's prefix_keys to name the page by its chain, then pops it back
+    (PFX-6: the list is mutated during the call, where another thread reading it sees the keys come and go), so the
+    list ends as it began. Only the record of mutating calls shows it."""
+
+    def batch_exists(self, keys, extra_info=None):
+        prefix = getattr(extra_info, "prefix_keys", None)
+        if prefix is not None:
+            for key in keys:
+                prefix.append(key)
+                prefix.pop()
+        return super().batch_exists(keys, extra_info)
+
+
+class RunPathChainsPagesWithinOneCall(ChainsPagesWithinOneCall, RunBackend):
+    """``ChainsPagesWithinOneCall``'s bug in the run path alone (PFX-1): a v1 write or read of one ascending run of
+    host pages names each page after the key before it in the call; scattered pages take the plain path, right.
+    Only the whole chain read from its root into one run shows it."""
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        if self.is_run("kv", list(keys), host_indices):
+            return super().batch_set_v1(keys, host_indices, extra_info)
+        return CorrectBackend.batch_set_v1(self, keys, host_indices, extra_info)
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        if self.is_run("kv", list(keys), host_indices):
+            return super().batch_get_v1(keys, host_indices, extra_info)
+        return CorrectBackend.batch_get_v1(self, keys, host_indices, extra_info)
+
+
+class SmallV2QueryKeepsThePrefix(CorrectBackend):
+    """batch_exists_v2 of at most two keys takes a fast path that remembers the caller's prefix_keys list itself as
+    the last prefix seen, for the next query to extend (PFX-6: kept, not copied); larger queries take the plain
+    path, right. Only a check's v2 query of one or two keys shows it."""
+
+    def takes_the_fast_path(self, keys: list) -> bool:
+        return len(keys) <= 2
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        if self.takes_the_fast_path(list(keys)) and getattr(extra_info, "prefix_keys", None) is not None:
+            self.last_prefix = extra_info.prefix_keys
+        return super().batch_exists_v2(keys, pool_transfers, extra_info)
+
+
+class BatchedV2QueryKeepsThePrefix(SmallV2QueryKeepsThePrefix):
+    """The same kept list on the batched path of a v2 query of two keys or more (PFX-6); a single key is looked up
+    on its own, right. Only a check's v2 query of several keys shows it."""
+
+    def takes_the_fast_path(self, keys: list) -> bool:
+        return len(keys) >= 2
+
+
+class KeepsThePrefixInEveryIndex(CorrectBackend):
+    """batch_exists files the caller's prefix_keys list itself (not a copy) in each of its four lookup structures: a
+    recent list, a by-length dict, a pending (length, prefix) tuple and the backend's last-prefix field (PFX-6: kept, four
+    times over). The check names the first three holders it finds."""
+
+    def batch_exists(self, keys, extra_info=None):
+        prefix = getattr(extra_info, "prefix_keys", None)
+        if prefix is not None:
+            self.recent = [prefix]
+            self.by_length = {len(prefix): prefix}
+            self.pending = (len(prefix), prefix)
+            self.last_prefix = prefix
+        return super().batch_exists(keys, extra_info)
+
+
 class ServesEveryControllerThroughTheLegacyMethods(CorrectBackend):
     """CorrectBackend driven through the legacy methods, serving any number of host pools under a name: get and set
     carry their own tensors, so a second pool needs nothing of it (it keeps the first for its page size), and KV never
@@ -1955,6 +2035,43 @@ class OneHostPoolSizePerModel(CorrectBackend):
         if size != mem_pool_host.size:
             raise ValueError(f"the ranks of a model share one host pool size ({size} slots), got {mem_pool_host.size}")
         super().register_mem_pool_host(mem_pool_host)
+
+
+class WalksThePrefixThroughLinkedNodes(CorrectBackend):
+    """Every call given prefix_keys walks them through a throwaway chain of nodes linked both ways (parent and
+    child) and drops it on return: correct (PFX-6: nothing is kept past the call), but the chain is a reference
+    cycle over the caller's list, so the list outlives the call until the garbage collector runs."""
+
+    @staticmethod
+    def walk(extra_info: Any) -> None:
+        prefix = getattr(extra_info, "prefix_keys", None)
+        if prefix is not None:
+            root: dict = {"keys": prefix, "child": None}
+            root["child"] = {"parent": root, "depth": len(prefix)}
+
+    def batch_exists(self, keys, extra_info=None):
+        self.walk(extra_info)
+        return super().batch_exists(keys, extra_info)
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        self.walk(extra_info)
+        return super().batch_get_v1(keys, host_indices, extra_info)
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        self.walk(extra_info)
+        return super().batch_set_v1(keys, host_indices, extra_info)
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        self.walk(extra_info)
+        return super().batch_exists_v2(keys, pool_transfers, extra_info)
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        self.walk(extra_info)
+        return super().batch_get_v2(transfers, extra_info)
+
+    def batch_set_v2(self, transfers, extra_info=None):
+        self.walk(extra_info)
+        return super().batch_set_v2(transfers, extra_info)
 
 
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [

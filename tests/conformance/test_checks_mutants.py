@@ -13,6 +13,7 @@ still green, and a check that moves to other host pages stops catching a bug tha
 from __future__ import annotations
 
 import dataclasses
+import gc
 import itertools
 import json
 import re
@@ -46,6 +47,7 @@ from tests.conformance.planted_mutants import (
     RefusesAnLcmAboveItsTpSize,
     RefusesPagesOfZeros,
     RefusesPastItsRoom,
+    WalksThePrefixThroughLinkedNodes,
     one_run,
 )
 from tests.oracles import plain_fold
@@ -1080,3 +1082,18 @@ def test_an_edge_a_release_cannot_build_is_passed_over_not_the_end() -> None:
         report = run(RefusesAnLcmAboveItsTpSize, checks=("every_rank_inside_its_group_is_accepted",))
     assert report.sections[0].options["sglang_release"] == "0.5.20"
     assert statuses(report)["BE-25"] == "fail", report.render_text(color=False)
+
+
+def test_a_prefix_list_left_in_a_reference_cycle_is_not_kept() -> None:
+    """PFX-6's check collects the garbage before it calls a prefix_keys list kept: a backend that walks the prefix
+    through a chain of nodes linked both ways keeps nothing past the call, though the list lives on in the cycle
+    until the collector runs. With automatic collection off, so that no call's cycle is freed before the check
+    looks, every list is still alive when the check looks; the check must pass it."""
+    check = "prefix_keys_are_copied_if_kept"
+    gc.disable()
+    try:
+        report = run(WalksThePrefixThroughLinkedNodes, checks=(check,))
+    finally:
+        gc.enable()
+    outcomes = {outcome.check: outcome.status for outcome in report.sections[0].checks}
+    assert outcomes[check] == "pass" and failed(report) == [], report.render_text(color=False)

@@ -114,6 +114,7 @@ NOT_PLANTED = {
     "LeavesASecondPoolToTheV2Hook",
     "SplitsHeadsOnlyInAPageHeadLayout",
     "OneHostPoolSizePerModel",
+    "WalksThePrefixThroughLinkedNodes",
 }
 """The classes of the family modules that are no planted bug: correct backends, hooks and shared bases."""
 
