@@ -463,27 +463,28 @@ class DerivedReadLeftToTheKvRead(CorrectBackend):
     (``indices_from_pool`` KV) loaded wherever its pages are stored, without copying them; but the KV read copies KV
     only, and the sidecar's host pages keep what they held (BE-22, HYB-8: a page counted as loaded never landed)."""
 
+    @staticmethod
+    def taken_along(transfer) -> bool:
+        """Whether the read reports ``transfer`` loaded without copying it: here, a KV-derived one."""
+        return getattr(transfer, "indices_from_pool", None) is not None
+
     def batch_get_v2(self, transfers, extra_info=None):
-        derived = [getattr(item, "indices_from_pool", None) is not None for item in transfers]
-        results = super().batch_get_v2([item for item, kv in zip(transfers, derived) if not kv], extra_info)
-        for item, kv in zip(transfers, derived):
-            if kv:
+        along = [self.taken_along(item) for item in transfers]
+        results = super().batch_get_v2([item for item, skip in zip(transfers, along) if not skip], extra_info)
+        for item, skip in zip(transfers, along):
+            if skip:
                 results[pool_name(item.name)] = list(self.pool_present(pool_name(item.name), list(item.keys or ())))
         return results
 
 
-class WindowReadTakenAsResident(CorrectBackend):
+class WindowReadTakenAsResident(DerivedReadLeftToTheKvRead):
     """Takes a sidecar transfer with slots of its own (not KV-derived: the sliding-window pool) for pages SGLang keeps
     resident in host memory: batch_get_v2 reports them loaded wherever they are stored, without copying them (HYB-8:
     a page counted as loaded never landed)."""
 
-    def batch_get_v2(self, transfers, extra_info=None):
-        own = [getattr(item, "indices_from_pool", None) is None for item in transfers]
-        results = super().batch_get_v2([item for item, mine in zip(transfers, own) if not mine], extra_info)
-        for item, mine in zip(transfers, own):
-            if mine:
-                results[pool_name(item.name)] = list(self.pool_present(pool_name(item.name), list(item.keys or ())))
-        return results
+    @staticmethod
+    def taken_along(transfer) -> bool:
+        return getattr(transfer, "indices_from_pool", None) is None
 
 
 class DerivedPoolsTrustedInTheFold(CorrectBackend):

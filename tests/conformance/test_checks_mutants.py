@@ -466,6 +466,12 @@ def test_keys_whose_every_write_was_refused_are_not_looked_for_after_the_threads
 CONCURRENCY_CHECK = "concurrent_calls_keep_every_key_consistent"
 
 
+def concurrency_outcome(backend, **options):
+    """BE-23's check, run alone on ``backend`` with ``options``: its outcome in the report."""
+    report = run(backend, checks=(CONCURRENCY_CHECK,), **options)
+    return next(item for item in report.sections[0].checks if item.check == CONCURRENCY_CHECK)
+
+
 class RecordsItsCallers(CorrectBackend):
     """Correct; records each data call on BE-23's instance (its model name is tagged ``threads``) as (the calling
     thread's name, the method, the keys), and the threads that call get_stats."""
@@ -635,8 +641,7 @@ def test_workers_that_end_past_the_timeout_fail_the_check() -> None:
     need at least 0.64 s have not finished then, and fail it, though each would end well within a second."""
     CrawlsBriefly.let_go.clear()
     try:
-        report = run(CrawlsBriefly, checks=(CONCURRENCY_CHECK,), timeout_s=0.3)
-        outcome = next(item for item in report.sections[0].checks if item.check == CONCURRENCY_CHECK)
+        outcome = concurrency_outcome(CrawlsBriefly, timeout_s=0.3)
         assert outcome.status == "fail", outcome
         assert outcome.message == "3 worker thread(s) did not finish within 0.3 s (deadlock?)"
     finally:
@@ -667,8 +672,7 @@ def test_get_stats_is_called_tens_of_thousands_of_times_while_io_runs() -> None:
     """The stats thread calls get_stats without pause while the workers run, up to 100,000 calls: a get_stats that
     breaks only at its 65,536th call is reached while two seconds of IO run, and fails the check."""
     StatsRecordOverflows.let_go.clear()
-    report = run(StatsRecordOverflows, checks=(CONCURRENCY_CHECK,), timeout_s=10.0)
-    outcome = next(item for item in report.sections[0].checks if item.check == CONCURRENCY_CHECK)
+    outcome = concurrency_outcome(StatsRecordOverflows, timeout_s=10.0)
     assert outcome.status == "fail", outcome
     assert re.fullmatch(
         r"get_stats raised error: .*format requires 0 <= number <= 65535 while IO ran \(1 problem\(s\) in all\)",
@@ -699,8 +703,7 @@ def test_a_worker_goes_on_after_a_failed_call_and_every_failure_is_counted() -> 
     """Every call from a worker raises on ClientBoundToItsFirstThread: each worker goes on to its next call, and the
     verdict names the first failure and counts all 3 x 40, not one per worker. (Each worker reports a failure before
     it makes its next call, so the first failure reported is one of the workers' first three calls.)"""
-    report = run(ClientBoundToItsFirstThread, checks=(CONCURRENCY_CHECK,))
-    outcome = next(item for item in report.sections[0].checks if item.check == CONCURRENCY_CHECK)
+    outcome = concurrency_outcome(ClientBoundToItsFirstThread)
     assert outcome.status == "fail", outcome
     named = re.fullmatch(
         r"thread \d+: batch_(exists|[gs]et_v1)\(.*\) raised RuntimeError: store client used outside the thread "
@@ -727,8 +730,7 @@ def test_an_error_of_the_suites_own_in_a_worker_is_reported_and_the_worker_goes_
     """A worker's call that ends in an error the suite's helpers did not name (here RuntimeError, turning a tensor of
     several bools into one) is reported as that call raising, and the worker goes on: every one-key get fails, so
     the verdict counts more failures than there are workers."""
-    report = run(OnePageReadReturnsItsSlotMask, checks=(CONCURRENCY_CHECK,))
-    outcome = next(item for item in report.sections[0].checks if item.check == CONCURRENCY_CHECK)
+    outcome = concurrency_outcome(OnePageReadReturnsItsSlotMask)
     assert outcome.status == "fail", outcome
     found = re.fullmatch(
         r"thread \d+: get raised RuntimeError: Boolean value of Tensor with more than one (value|values) is ambiguous "
