@@ -277,9 +277,10 @@ def enumerate_mutants(rel_path: str) -> list[Mutant]:
             mutants.append(Mutant(rel_path, name, occurrence, line, definition))
     counts: dict[tuple, int] = {}
     for m in mutants:
-        key = (m.path, m.definition, m.operator, lines[m.line - 1].strip())
+        shown = lines[m.line - 1].strip()[:60]  # occurrences count among lines that show alike, so ids are unique
+        key = (m.path, m.definition, m.operator, shown)
         counts[key] = counts.get(key, 0) + 1
-        m.ident = f"{m.path}::{m.definition or '<module>'}::{m.operator.split('/', 1)[1]}::{lines[m.line - 1].strip()[:60]}#{counts[key]}"
+        m.ident = f"{m.path}::{m.definition or '<module>'}::{m.operator.split('/', 1)[1]}::{shown}#{counts[key]}"
     return mutants
 
 

@@ -65,3 +65,13 @@ def test_a_sample_is_the_same_for_the_same_seed() -> None:
     first = ids(mutation.select(mutants(), args(sample=2, seed=5)))
     assert len(first) == 2 and set(first) <= set(ids(mutants()))
     assert ids(mutation.select(mutants(), args(sample=2, seed=5))) == first
+
+
+def test_two_lines_that_show_alike_give_their_mutants_distinct_ids(tmp_path, monkeypatch) -> None:
+    """An id shows the first 60 characters of its line: two lines alike that far still name each mutant once, the
+    occurrences counting on across both (a shared id would judge two mutants as one)."""
+    head = "values = [" + "1, " * 20
+    (tmp_path / "m.py").write_text(f"def f():\n    {head}4]\n    {head}5]\n")
+    monkeypatch.setattr(mutation, "ROOT", tmp_path)
+    made = [m.ident for m in mutation.enumerate_mutants("m.py") if "NumberReplacer" in m.ident]
+    assert len(made) == len(set(made)) == 2 * 2 * 21, made[:4]
