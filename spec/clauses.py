@@ -390,12 +390,15 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-26",
         "v2",
         "backend",
-        "restorable_prefix_pages, when a backend reports it, lists ascending every prefix length in "
-        "1..kv_hit_pages that KV and every gating pool can restore, its last entry equal to "
-        "kv_hit_pages; None means the restorable lengths are 1..kv_hit_pages.",
+        "restorable_prefix_pages, when a backend reports it, holds every prefix length in "
+        "1..kv_hit_pages that KV and every gating pool can restore and no other, so its largest is "
+        "kv_hit_pages; it is read as a set (order and repeats carry no meaning); None means the "
+        "restorable lengths are 1..kv_hit_pages.",
         "Ranks intersect these sets (RANK-6); a length listed that a pool cannot restore loads a "
-        "prefix without its trailing state on every rank.",
-        "sglang 0.5.23 mem_cache/hicache_storage.py PoolTransferResult, HiCacheFile.batch_exists_v2",
+        "prefix without its trailing state on every rank. SGLang marks each listed length in a "
+        "mask, so a backend listing them in another order restores the same prefixes.",
+        "sglang 0.5.23 mem_cache/hicache_storage.py PoolTransferResult, HiCacheFile.batch_exists_v2; "
+        "hybrid_cache/hybrid_cache_controller.py _sync_prefetch_hit_query (a flag per listed length)",
         releases="0.5.23",
     ),
     C(

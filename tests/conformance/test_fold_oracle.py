@@ -18,6 +18,7 @@ import pytest
 from hicache_contracts import PoolTransferResult
 from tests.conformance.correct_backend import CorrectBackend
 from tests.conformance.helpers import checks_for, failed, run, statuses
+from tests.conformance.planted_evicting import EvictsAfterReadListingItsLengths
 from tests.oracles import plain_fold, plain_pool_boundary
 from tests.spec import planted_spec
 
@@ -64,6 +65,28 @@ class OnlyTheHitRestorable(WithRestorableSet):
         return list(restorable[-1:])
 
 
+class KeptAsGiven:
+    """A batch_exists_v2 result holding its fields as given, as SGLang's PoolTransferResult (a dataclass) does; the
+    project's model would sort and dedupe the lengths before the suite saw them."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+
+class ListsItsLengthsLongestFirst(WithRestorableSet):
+    """The right restorable lengths, longest first and each twice: correct (BE-26 reads them as a set; SGLang marks
+    each listed length in a mask)."""
+
+    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
+        result = super().batch_exists_v2(keys, pool_transfers, extra_info)
+        lengths = sorted(result.restorable_prefix_pages or (), reverse=True)
+        return KeptAsGiven(
+            kv_hit_pages=result.kv_hit_pages,
+            extra_pool_hit_pages=dict(result.extra_pool_hit_pages),
+            restorable_prefix_pages=lengths + lengths,
+        )
+
+
 class ReportsEveryPool(CorrectBackend):
     """Examines every pool, also after no length is left to restore, each entry its own boundary (allowed)."""
 
@@ -102,8 +125,14 @@ def test_a_restorable_set_of_the_hit_alone_fails_be26():
 @pytest.mark.clause("BE-21", "BE-26", "HYB-6", "HYB-7")
 @pytest.mark.parametrize(
     "backend",
-    [CorrectBackend, WithRestorableSet, ReportsEveryPool],
-    ids=["no-restorable-set", "restorable-set", "reports-every-pool"],
+    [
+        CorrectBackend,
+        WithRestorableSet,
+        ListsItsLengthsLongestFirst,
+        ReportsEveryPool,
+        EvictsAfterReadListingItsLengths,
+    ],
+    ids=["no-restorable-set", "restorable-set", "longest-first-twice", "reports-every-pool", "evicting-restorable-set"],
 )
 def test_correct_folds_pass(backend):
     report = run(backend, checks=checks_for(FOLD_CLAUSES), profile="standard")
