@@ -307,13 +307,13 @@ def v2_pool_hits_count_only_pages_that_landed(suite: SuiteContext) -> None:
         for name, pages, _ in sidecars:
             instance.pool_for(name).fill(pages, value=-1.0)
         instance.pool.fill(sources, value=-1.0)
+        for name, _, _ in sidecars:  # emptied before the KV read, which may bring KV-derived pages along
+            instance.pool_for(name).fill(targets)
         kv_pages = suite.io.read(instance, keys, pages=targets, clause_id="HYB-8")  # KV of the slice, then its sidecars
         reads = [
             suite.wire.transfer(name, keys, instance.pool_for(name).slots(targets), derived=derived)
             for name, _, derived in sidecars
         ]
-        for name, _, _ in sidecars:
-            instance.pool_for(name).fill(targets)
         flags = suite.io.v2_flags(suite.calls.call("HYB-8", backend.batch_get_v2, reads, None), reads, "batch_get_v2")
         results = {PoolName.KV.value: [page is not None for page in kv_pages], **flags}
         hits = dict(count_pool_hits(tuple((name, tuple(value)) for name, value in results.items())))
@@ -366,9 +366,10 @@ def v2_kv_derived_sidecars_travel_with_kv(suite: SuiteContext) -> None:
         )
         kv_hit, pools = read_result(suite, suite.calls.call("BE-22", backend.batch_exists_v2, keys, query, None), shown)
         targets = [10, 11, 12]
-        kv_pages = suite.io.read(instance, keys, pages=targets, clause_id="BE-22")
         indexer_pool = instance.pool_for(PoolName.INDEXER)
+        # emptied before the KV read, which may bring the indexer pages along (SGLang reads the indexer right after)
         indexer_pool.fill(targets)
+        kv_pages = suite.io.read(instance, keys, pages=targets, clause_id="BE-22")
         reads = [suite.wire.transfer(PoolName.INDEXER, keys, pool.slots(targets), derived=True)]
         loaded = suite.io.v2_flags(suite.calls.call("BE-22", backend.batch_get_v2, reads, None), reads, "batch_get_v2")[
             PoolName.INDEXER.value

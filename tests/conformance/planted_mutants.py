@@ -787,6 +787,30 @@ class AllPagesHitCopiedFromKv(CorrectBackend):
 
 
 # ================================================================ correct variants
+class KvReadBringsItsDerivedPagesAlong(DerivedReadLeftToTheKvRead):
+    """Keeps each KV page and its KV-derived sidecar pages side by side, so its KV read lands both, the sidecar's at
+    the same page of its pool; batch_get_v2 then reports a KV-derived transfer loaded without copying it again.
+    Correct: SGLang reads the KV-derived pools right after the KV read of the same slice, the host pages untouched
+    between (0.5.23 CacheController._page_transfer_kv_batch), so the sidecar's bytes are where it says."""
+
+    def batch_set_v2(self, transfers, extra_info=None):
+        self.derived_pools = getattr(self, "derived_pools", set()) | {
+            pool_name(item.name) for item in transfers if self.taken_along(item)
+        }  # the pools a backup marks KV-derived (indices_from_pool)
+        return super().batch_set_v2(transfers, extra_info)
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        flags = super().batch_get_v1(keys, host_indices, extra_info)
+        kv = self.pools["kv"]
+        for index, key in enumerate(keys):
+            page = int(host_indices[index * kv.page_size]) // kv.page_size
+            for name in getattr(self, "derived_pools", ()):
+                if flags[index] and name in self.pools:
+                    size = self.pools[name].page_size
+                    self.read_pages(name, [key], torch.arange(page * size, (page + 1) * size))
+        return flags
+
+
 class EvictsAfterTheSecondRead(DropsAfterTheSecondRead):
     """The same cache, declaring that it may evict: correct."""
 
@@ -2092,6 +2116,7 @@ CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
         dict(levels=tuple(level for level in BACKEND_LEVELS if level != "v1")),
     ),
     ("splits-heads-only-in-a-page-head-layout", SplitsHeadsOnlyInAPageHeadLayout, {}),
+    ("kv-read-brings-its-derived-pages-along", KvReadBringsItsDerivedPagesAlong, {}),
     ("mla-one-host-pool-size-per-model", OneHostPoolSizePerModel, dict(kind="mla")),
     ("mla-page-first", CorrectBackend, dict(kind="mla", layout="page_first")),
     ("legacy-mla", CorrectBackend, dict(kind="mla", levels=tuple(level for level in BACKEND_LEVELS if level != "v1"))),
