@@ -551,7 +551,12 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("NS-7", mutants.PerInstanceCipher, alone("pages_survive_a_rebuild")),
     _entry("BE-14", mutants.SecondSegmentReadsAnswerATensor, alone("v1_results_have_one_bool_per_key")),
     _entry("BE-14", mutants.V1WriteAnswersTheBytesItStored, alone("v1_results_have_one_bool_per_key")),
-    _entry("BE-15", mutants.KvReadFromTheResidentHostPage, alone(_ROUND_TRIP)),
+    _entry(
+        ("BE-15", "HYB-8"),
+        mutants.KvReadFromTheResidentHostPage,
+        alone(_ROUND_TRIP),
+        alone("v2_pool_hits_count_only_pages_that_landed"),
+    ),
     _entry("BE-14", mutants.FullMissAnsweredWithNoResults, alone("v1_results_have_one_bool_per_key")),
     _entry("BE-15", mutants.BulkReadCompactsHitsPastAMiss, alone(_SCATTERED)),
     _entry("PFX-6", mutants.ExtendsThePrefixInPlaceAndRestoresIt, alone("prefix_keys_are_never_mutated")),
