@@ -138,6 +138,7 @@ def concurrent_calls_keep_every_key_consistent(suite: SuiteContext) -> None:
         f"{len(keys)} shared keys, plus get_stats"
     )
     expect(not stuck, "BE-23", f"{len(stuck)} worker thread(s) did not finish within {bound} s (deadlock?)", shown)
+    expect(not watcher.is_alive(), "BE-23", f"get_stats did not return within {bound} s after the workers ended", shown)
     if problems:
         fail("BE-23", f"{problems[0]} ({len(problems)} problem(s) in all)", shown)
     _check_histories(suite, events, keys, origin, shown)

@@ -629,6 +629,41 @@ def test_workers_still_running_at_the_timeout_fail_the_check_and_are_left_as_dae
             thread.join(30)
 
 
+class StatsHangOnceIoRan(BeforeEachDataCall):
+    """get_stats waits for the IO it has seen start to drain, on a condition the data calls never signal: called
+    alone it returns at once, but once BE-23's workers have called, it hangs until the test lets it go (BE-23:
+    get_stats from a fourth thread beside the IO threads)."""
+
+    let_go = threading.Event()
+    io_ran = threading.Event()
+
+    def before(self) -> None:
+        if "-threads" in self.config.model_name:
+            self.io_ran.set()
+
+    def get_stats(self):
+        if self.io_ran.is_set():
+            self.let_go.wait(30)
+        return super().get_stats()
+
+
+@pytest.mark.clause("BE-23")
+def test_a_get_stats_that_hangs_while_io_runs_fails_the_check() -> None:
+    """The workers end, but the stats thread is still inside get_stats a timeout (1 s) later: the check fails BE-23
+    saying so, and leaves the thread running as a daemon."""
+    StatsHangOnceIoRan.let_go.clear()
+    StatsHangOnceIoRan.io_ran.clear()
+    try:
+        outcome = concurrency_outcome(StatsHangOnceIoRan, timeout_s=1.0)
+        assert outcome.status == "fail", outcome
+        assert outcome.message == "get_stats did not return within 1.0 s after the workers ended", outcome.message
+    finally:
+        StatsHangOnceIoRan.let_go.set()
+        for thread in threading.enumerate():
+            if thread.name == "hicache-conform-stats":
+                thread.join(30)
+
+
 class CrawlsBriefly(CrawlsUntilLetGo):
     """As CrawlsUntilLetGo, each call taking 16 ms: a worker's 40 calls take at least 0.64 s."""
 
