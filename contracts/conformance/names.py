@@ -49,7 +49,9 @@ class Names:
         if isinstance(value, str):
             return self.label(value)
         if isinstance(value, torch.Tensor):
-            return f"<{value.numel()} host slots>" if value.dim() == 1 else f"<tensor {tuple(value.shape)}>"
+            if value.dim() == 1 and not value.is_floating_point() and value.dtype != torch.bool:
+                return f"<{value.numel()} host slots>"  # host indices are 1-D integer tensors
+            return f"<tensor {tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}>"
         if hasattr(value, "kv_buffer") and hasattr(value, "page_size"):
             return f"<host pool of {getattr(value, 'page_count', '?')} pages>"
         if isinstance(value, SequenceType) and all(isinstance(item, str) for item in value):

@@ -169,7 +169,24 @@ class PageIO:
                 f"{method} must return a list of exactly len(keys) = {len(keys)} bools, got {shown}",
                 f"{method}({self.names.show(list(keys))}, ...) -> {self.names.show(raw)}",
             )
-        return [bool(item) for item in raw]
+        return self.truths(
+            raw, "BE-14", method, f"{method}({self.names.show(list(keys))}, ...) -> {self.names.show(raw)}"
+        )
+
+    def truths(self, flags: Sequence[Any], clause_id: str, method: str, shown: str) -> list[bool]:
+        """Return each flag's truth; fail ``clause_id`` on one that has none (a tensor of several bools, say), as
+        SGLang's test of the flag would raise on it."""
+        truths = []
+        for index, flag in enumerate(flags):
+            try:
+                truths.append(bool(flag))
+            except Exception as error:
+                fail(
+                    clause_id,
+                    f"{method}'s entry {index} is {self.names.show(flag)}, not a bool ({type(error).__name__}: {error})",
+                    shown,
+                )
+        return truths
 
     def v2_flags(self, raw: Any, transfers: Sequence[Any], method: str) -> dict[str, list[bool]]:
         """Return a v2 get/set result by pool name; fail BE-19 unless it has exactly one entry per
@@ -191,7 +208,7 @@ class PageIO:
         unexpected = sorted(set(by_name) - set(expected))
         if unexpected:
             fail("BE-19", f"{method} returned entries for pools it was not asked about: {unexpected}", shown)
-        return {name: [bool(flag) for flag in by_name[name]] for name in expected}
+        return {name: self.truths(by_name[name], "BE-19", f"{method} pool {name!r}", shown) for name in expected}
 
     def count(self, instance: Instance, keys: Sequence[str], info: Any = None, *, clause_id: str = "BE-2") -> int:
         """Return ``batch_exists(keys, info)``; fail BE-2 unless it is an int in [0, len(keys)]."""

@@ -750,8 +750,7 @@ def test_a_worker_goes_on_after_a_failed_call_and_every_failure_is_counted() -> 
 
 class OnePageReadReturnsItsSlotMask(CorrectBackend):
     """batch_get_v1 of one key returns, as that key's flag, the mask of the page's slots it copied (a tensor of
-    page_size bools) where one bool was meant (BE-14). Only the concurrency check's one-key gets meet it here: the
-    suite's own helper turning a flag into a bool raises RuntimeError, which is not a failure it names."""
+    page_size bools) where one bool was meant (BE-14). SGLang's test of the flag would raise on it."""
 
     def batch_get_v1(self, keys, host_indices, extra_info=None):
         flags = super().batch_get_v1(keys, host_indices, extra_info)
@@ -760,20 +759,51 @@ class OnePageReadReturnsItsSlotMask(CorrectBackend):
         return [torch.full((self.pools["kv"].page_size,), flags[0])]
 
 
-@pytest.mark.clause("BE-23")
-def test_an_error_of_the_suites_own_in_a_worker_is_reported_and_the_worker_goes_on() -> None:
-    """A worker's call that ends in an error the suite's helpers did not name (here RuntimeError, turning a tensor of
-    several bools into one) is reported as that call raising, and the worker goes on: every one-key get fails, so
-    the verdict counts more failures than there are workers."""
+@pytest.mark.clause("BE-14", "BE-23")
+def test_a_flag_with_no_truth_value_is_named_where_it_was_met() -> None:
+    """The suite's helpers fail BE-14 on a flag that has no truth value, naming the entry, where turning it into a
+    bool used to stop a check on RuntimeError: BE-23's workers report it per call and go on (every one-key get
+    fails, so there are more failures than workers), and a check whose setup read meets it is skipped saying so."""
     outcome = concurrency_outcome(OnePageReadReturnsItsSlotMask)
     assert outcome.status == "fail", outcome
     found = re.fullmatch(
-        r"thread \d+: get raised RuntimeError: Boolean value of Tensor with more than one (value|values) is ambiguous "
-        r"\((\d+) problem\(s\) in all\)",
+        r"thread \d+: batch_get_v1's entry 0 is <tensor \(64,\) bool>, not a bool \(RuntimeError: Boolean value of "
+        r"Tensor with more than one (value|values) is ambiguous\) \((\d+) problem\(s\) in all\)",
         outcome.message,
     )
     assert found, outcome.message
     assert int(found.group(2)) > 3, outcome.message
+    report = run(OnePageReadReturnsItsSlotMask, checks=("v1_pages_round_trip_bit_for_bit",))
+    outcome = report.sections[0].checks[0]
+    assert outcome.status == "skip", outcome
+    assert outcome.message.startswith("batch_get_v1's entry 0 is <tensor (64,) bool>, not a bool"), outcome.message
+
+
+class ResultStreamClosesOnOneKeyReads(CorrectBackend):
+    """batch_get_v1 of one key returns a list that streams its flags from the store and raises ConnectionError when
+    iterated (the stream closed): a list of the right length whose reading fails in the suite's own helper."""
+
+    class Streamed(list):
+        def __iter__(self):
+            raise ConnectionError("result stream closed")
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        flags = super().batch_get_v1(keys, host_indices, extra_info)
+        return self.Streamed(flags) if len(flags) == 1 else flags
+
+
+@pytest.mark.clause("BE-23")
+def test_an_error_of_the_suites_own_in_a_worker_is_reported_and_the_worker_goes_on() -> None:
+    """A worker's call that ends in an error the suite's helpers did not name (here ConnectionError, raised while the
+    helper reads the result) is reported as that call raising, and the worker goes on: every one-key get fails, so
+    the verdict counts more failures than there are workers."""
+    outcome = concurrency_outcome(ResultStreamClosesOnOneKeyReads)
+    assert outcome.status == "fail", outcome
+    found = re.fullmatch(
+        r"thread \d+: get raised ConnectionError: result stream closed \((\d+) problem\(s\) in all\)", outcome.message
+    )
+    assert found, outcome.message
+    assert int(found.group(1)) > 3, outcome.message
 
 
 @pytest.mark.clause("BE-23")

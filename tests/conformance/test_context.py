@@ -9,6 +9,8 @@ Why it matters: a collaborator whose fields are set after construction can be us
 
 from __future__ import annotations
 
+import torch
+
 from typing import Any
 
 import pytest
@@ -71,6 +73,17 @@ def test_names_are_fresh_and_labelled_in_order() -> None:
     assert first != second and len(first) == 64 and Names("0123456789", "m").new_keys(1) == [first]
     assert [names.namespace("ns"), names.namespace("ns")] == ["model-run-0123456789-ns0", "model-run-0123456789-ns1"]
     assert names.show([first, second]) == "[k0, k1]"
+
+
+def test_only_integer_vectors_are_shown_as_host_slots() -> None:
+    """Host indices are 1-D integer tensors; a tensor of bools (a flag given as a mask) or a flat page of data is
+    shown by its shape and dtype, not called slots."""
+    names = Names("0123456789", "m")
+    assert names.show(torch.arange(4)) == "<4 host slots>"
+    assert names.show(torch.arange(4, dtype=torch.int32)) == "<4 host slots>"
+    assert names.show(torch.ones(4, dtype=torch.bool)) == "<tensor (4,) bool>"
+    assert names.show(torch.zeros(8, dtype=torch.float16)) == "<tensor (8,) float16>"
+    assert names.show(torch.zeros(2, 3)) == "<tensor (2, 3) float32>"
 
 
 def test_cleanup_notes_a_raising_clear_and_still_closes_every_instance() -> None:

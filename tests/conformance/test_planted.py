@@ -115,6 +115,8 @@ NOT_PLANTED = {
     "SplitsHeadsOnlyInAPageHeadLayout",
     "OneHostPoolSizePerModel",
     "WalksThePrefixThroughLinkedNodes",
+    "EvictsAfterReadListingItsLengths",
+    "KvReadBringsItsDerivedPagesAlong",
 }
 """The classes of the family modules that are no planted bug: correct backends, hooks and shared bases."""
 
