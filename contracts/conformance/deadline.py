@@ -79,8 +79,11 @@ class DeadlineRunner:
     ) -> tuple[bool, Any]:
         """Call ``function(*args, **kwargs)``; return ``(True, value)``, or ``(False, None)`` past ``timeout_s``.
 
-        An exception out of the call is raised here, in the caller's thread.
+        An exception out of the call is raised here, in the caller's thread; so is the TypeError of a
+        ``function`` that is not callable (a backend method set to None, say), at once.
         """
+        if not callable(function):
+            raise TypeError(f"{function!r} is not callable")
         job = _Job(function, args, kwargs)
         del args, kwargs
         self._helper().put(job)

@@ -62,3 +62,21 @@ def test_a_constructor_that_blocks_fails_startup_within_the_deadline() -> None:
     assert failed(report) == ["BE-1"]
     verdict = next(item for item in report.sections[0].clauses if item.clause_id == "BE-1")
     assert verdict.failures[0].message.endswith("did not return within 1 s")
+
+
+class StatsSetToNone(CorrectBackend):
+    """Turns get_stats off by setting it to None, where a method returning None was meant (BE-12)."""
+
+    get_stats = None
+
+
+@pytest.mark.clause("BE-12")
+def test_a_method_that_is_not_callable_fails_its_clause_at_once() -> None:
+    """The call fails BE-12 with the TypeError, in far less than the deadline (the helper thread meant to make the
+    call used to die on it, leaving the check to wait out its 30 s)."""
+    started = time.monotonic()
+    report = run(StatsSetToNone, checks=("get_stats_returns_none_or_an_object",), timeout_s=30.0)
+    assert time.monotonic() - started < 15
+    outcome = report.sections[0].checks[0]
+    assert outcome.status == "fail" and outcome.clause_id == "BE-12", outcome
+    assert outcome.message == "call() raised TypeError: None is not callable", outcome.message
