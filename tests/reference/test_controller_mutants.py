@@ -406,8 +406,9 @@ def backup_as(storage_config) -> tuple:
         (config(tp_rank=1, tp_size=2, dcp_rank=1, dcp_size=2, logical_page_size=4, is_mla_model=True), True),
         (config(tp_rank=1, tp_size=2, is_mla_model=False), True),
         (None, True),
+        (SimpleNamespace(tp_size=1, is_mla_model=True), True),  # a config without tp_rank: rank 0, the writer
     ],
-    ids=["0.5.20-rank0", "0.5.20-rank1", "dcp-none", "dcp-rank1", "not-mla", "no-config"],
+    ids=["0.5.20-rank0", "0.5.20-rank1", "dcp-none", "dcp-rank1", "not-mla", "no-config", "mla-no-tp-rank"],
 )
 def test_the_storage_writer_follows_the_config(storage_config, writes):
     wrote, wrote_kv, completed = backup_as(storage_config)
@@ -657,6 +658,21 @@ def test_close_returns_false_when_a_worker_cannot_stop_and_the_worker_still_ends
         release.set()
     assert operation.wait(10) and operation.final_ack.error == "revoked: miss"
     assert controller.close() is True  # closed already
+
+
+def test_callbacks_set_after_construction_are_the_ones_called(threads_before):
+    """on_ack and on_backup_done can be set on a running controller: the new callbacks are read back and called."""
+    acks, backups = [], []
+    with CacheController(memory_backend(), make_pool(), prefetch_threshold=0) as controller:
+        controller.on_ack = lambda operation, ack: acks.append(ack)
+        controller.on_backup_done = backups.append
+        assert controller.on_ack is not None and controller.on_backup_done == backups.append
+        operation = controller.prefetch(keys=KEYS[:3])  # a miss: its final ack still goes to on_ack
+        assert operation.wait(10)
+        backup = controller.backup(KEYS[:2], controller.host_pool.alloc(2))
+        wait_all(backup)
+    assert acks and acks[-1] == operation.final_ack
+    assert backups == [backup]
 
 
 def test_the_worker_threads_never_hold_the_process(threads_before):
