@@ -159,6 +159,7 @@ def test_a_span_below_the_threshold_is_declined_before_any_query(pages, threshol
     assert bool(recorder.calls_of("batch_exists")) is queried
     assert operation.revoked and operation.final_ack.tokens == 0
     assert operation.declined is (not queried)
+    assert operation.local_hit_pages == operation.hit_pages == 0  # a declined span agrees on 0 pages, not less
 
 
 @pytest.mark.clause("CTL-3", "CTL-6", "CTL-12")

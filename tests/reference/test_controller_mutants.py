@@ -11,6 +11,7 @@ scripts/mutation.py name it, and each section holds one stage's survivors.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from types import SimpleNamespace
 
@@ -673,6 +674,24 @@ def test_callbacks_set_after_construction_are_the_ones_called(threads_before):
         wait_all(backup)
     assert acks and acks[-1] == operation.final_ack
     assert backups == [backup]
+
+
+def test_the_stateful_parts_are_built_by_keyword_and_compared_by_identity(threads_before):
+    """The hit query, IO, sidecar reader and backup writer are live parts of one controller: a variant builds them by
+    keyword (their fields may be reordered), and two built alike stay two parts (each can key a dict)."""
+    pool, swa = make_pool(), swa_pool()
+    controllers = [
+        CacheController(memory_backend(), pool, sidecar_pools=[swa_sidecar(swa)], prefetch_threshold=0) for _ in "ab"
+    ]
+    try:
+        for name in ("hit_query", "prefetch_io", "sidecar_reader", "backup_writer"):
+            first, second = (getattr(controller, name) for controller in controllers)
+            assert first != second and len({first: 1, second: 2}) == 2, name
+            with pytest.raises(TypeError):
+                type(first)(*[getattr(first, field.name) for field in dataclasses.fields(first)])
+    finally:
+        for controller in controllers:
+            assert controller.close()
 
 
 def test_the_worker_threads_never_hold_the_process(threads_before):

@@ -281,6 +281,8 @@ def test_with_parts_names_and_documents_a_variant_after_its_parts():
     variant = CacheController.with_parts(HalfQuery, NoBurstEnd)
     assert (variant.__name__, variant.__doc__) == ("HalfQueryNoBurstEnd", HalfQuery.__doc__)
     assert (variant.hit_query_class, variant.attachment_class) == (HalfQuery, NoBurstEnd)
+    elsewhere = type("ElsewhereAttachment", (Attachment,), {"__module__": "vendor.parts"})
+    assert CacheController.with_parts(HalfQuery, elsewhere).__module__ == HalfQuery.__module__  # the first part's
 
 
 @pytest.mark.clause("CTL-8")
