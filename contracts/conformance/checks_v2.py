@@ -291,13 +291,7 @@ def v2_pool_hits_count_only_pages_that_landed(suite: SuiteContext) -> None:
         for name, pages, _ in sidecars:
             place(suite, instance, name, keys, pages)
         writes = [
-            suite.wire.transfer(
-                name,
-                keys,
-                instance.pool_for(name).slots(pages),
-                derived=derived,
-                policy=PoolHitPolicy.TRAILING_PAGES if name is PoolName.SWA else PoolHitPolicy.ALL_PAGES,
-            )
+            suite.wire.transfer(name, keys, instance.pool_for(name).slots(pages), derived=derived)
             for name, pages, derived in sidecars
         ]
         suite.io.v2_flags(

@@ -12,7 +12,11 @@ from hicache_contracts.models import HiCacheStorageExtraInfo, PoolHitPolicy, Poo
 from hicache_contracts.prefix_keys import PageKeys
 from hicache_contracts.sglang_release import resolve_release
 
-__all__ = ["Wire", "sglang_module"]
+__all__ = ["POOL_POLICIES", "Wire", "sglang_module"]
+
+POOL_POLICIES = {PoolName.SWA: PoolHitPolicy.TRAILING_PAGES}
+"""The suite's pools whose hit policy is not ALL_PAGES: swa plays the trailing pool (SGLang's sliding-window
+state), the indexer a KV-derived all-pages pool."""
 
 
 class Wire:
@@ -52,15 +56,19 @@ class Wire:
         keys: Sequence[str],
         host_indices: Optional[torch.Tensor] = None,
         *,
-        policy: PoolHitPolicy = PoolHitPolicy.ALL_PAGES,
+        policy: Optional[PoolHitPolicy] = None,
         derived: bool = False,
     ) -> Any:
-        """Return a ``PoolTransfer`` in the backend's wire form; ``derived`` makes it a KV-derived sidecar."""
+        """Return a ``PoolTransfer`` in the backend's wire form; ``derived`` makes it a KV-derived sidecar.
+
+        ``policy`` defaults to the pool's own (``POOL_POLICIES``): SGLang sends a pool's policy, from its
+        pool spec, with every query, write and read of it, so a backend may file pages by it.
+        """
         model = PoolTransfer(
             name=name,
             keys=PageKeys(tuple(keys)),
             host_indices=host_indices,
-            hit_policy=policy,
+            hit_policy=policy or POOL_POLICIES.get(name, PoolHitPolicy.ALL_PAGES),
             indices_from_pool=PoolName.KV if derived else None,
         )
         return self.form(model)

@@ -787,6 +787,43 @@ class AllPagesHitCopiedFromKv(CorrectBackend):
 
 
 # ================================================================ correct variants
+class FilesSidecarPagesByHitPolicy(CorrectBackend):
+    """Files a sidecar page under its pool and its transfer's hit policy (trailing state in a tier of its own, say),
+    so a page written under one policy is not found under another. Correct: SGLang gives a pool the one policy of
+    its pool spec on every query, write and read (0.5.23 HybridCacheController builds each transfer from the
+    spec's hit_policy)."""
+
+    def filed(self, transfer) -> str:
+        name = pool_name(transfer.name)
+        if name == "kv" or name not in self.pools:
+            return name
+        filed = f"{name}@{pool_name(transfer.hit_policy)}"
+        self.pools.setdefault(filed, self.pools[name])  # the same host pool, under the filing name
+        return filed
+
+    def pool_query(self, transfer, keys):
+        name = self.filed(transfer)
+        return (
+            pool_name(transfer.name),
+            pool_name(transfer.hit_policy),
+            len(transfer.keys or ()),
+            self.pool_present(name, keys),
+        )
+
+    def batch_get_v2(self, transfers, extra_info=None):
+        return {
+            pool_name(item.name): self.read_pages(self.filed(item), list(item.keys or ()), item.host_indices)
+            for item in transfers
+        }
+
+    def batch_set_v2(self, transfers, extra_info=None):
+        ordered = sorted(transfers, key=lambda item: pool_name(item.name) == "kv")
+        return {
+            pool_name(item.name): self.write_pages(self.filed(item), list(item.keys or ()), item.host_indices)
+            for item in ordered
+        }
+
+
 class KvReadBringsItsDerivedPagesAlong(DerivedReadLeftToTheKvRead):
     """Keeps each KV page and its KV-derived sidecar pages side by side, so its KV read lands both, the sidecar's at
     the same page of its pool; batch_get_v2 then reports a KV-derived transfer loaded without copying it again.
@@ -2117,6 +2154,7 @@ CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ),
     ("splits-heads-only-in-a-page-head-layout", SplitsHeadsOnlyInAPageHeadLayout, {}),
     ("kv-read-brings-its-derived-pages-along", KvReadBringsItsDerivedPagesAlong, {}),
+    ("files-sidecar-pages-by-hit-policy", FilesSidecarPagesByHitPolicy, {}),
     ("mla-one-host-pool-size-per-model", OneHostPoolSizePerModel, dict(kind="mla")),
     ("mla-page-first", CorrectBackend, dict(kind="mla", layout="page_first")),
     ("legacy-mla", CorrectBackend, dict(kind="mla", levels=tuple(level for level in BACKEND_LEVELS if level != "v1"))),

@@ -117,6 +117,7 @@ NOT_PLANTED = {
     "WalksThePrefixThroughLinkedNodes",
     "EvictsAfterReadListingItsLengths",
     "KvReadBringsItsDerivedPagesAlong",
+    "FilesSidecarPagesByHitPolicy",
 }
 """The classes of the family modules that are no planted bug: correct backends, hooks and shared bases."""
 
