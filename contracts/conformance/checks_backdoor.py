@@ -180,7 +180,7 @@ def a_removed_kv_derived_sidecar_is_never_read_as_a_hit(suite: SuiteContext) -> 
     query = [suite.wire.transfer(PoolName.INDEXER, keys, policy=PoolHitPolicy.ALL_PAGES, derived=True)]
     suite.calls.call("BE-22", backend.batch_exists_v2, keys, query, None)  # may still count it; must not raise
     indexer_pool = instance.pool_for(PoolName.INDEXER)
-    reads = [suite.wire.transfer(PoolName.INDEXER, keys, pool.slots([4, 5, 6]), derived=True)]
+    reads = [suite.wire.transfer(PoolName.INDEXER, keys, pool.slots([4, 5, 6]), derived=True, read=True)]
     indexer_pool.fill([4, 5, 6])
     loaded = suite.io.v2_flags(suite.calls.call("BE-22", backend.batch_get_v2, reads, None), reads, "batch_get_v2")
     wanted = expected_page(suite, instance, indexer, keys[1])

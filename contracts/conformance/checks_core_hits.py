@@ -258,8 +258,11 @@ def missing_keys_are_misses_not_errors(suite: SuiteContext) -> None:
             f"batch_get({suite.names.show(missing)}, <3 flat pages>) -> {suite.names.show(values)}",
         )
     if suite.claims("v2"):
-        sidecar = instance.pool_for(PoolName.INDEXER)
-        transfers = [suite.wire.transfer(PoolName.INDEXER, missing, sidecar.slots([0, 1, 2]), derived=True)]
+        query = [suite.wire.transfer(PoolName.INDEXER, missing, derived=True)]  # SGLang queries before it reads
+        suite.calls.call("BE-4", backend.batch_exists_v2, missing, query, None)
+        transfers = [
+            suite.wire.transfer(PoolName.INDEXER, missing, instance.pool.slots([0, 1, 2]), derived=True, read=True)
+        ]
         flags = suite.io.v2_flags(
             suite.calls.call("BE-4", backend.batch_get_v2, transfers, None), transfers, "batch_get_v2"
         )[PoolName.INDEXER.value]

@@ -92,7 +92,8 @@ def clear_removes_every_pool(suite: SuiteContext) -> None:
     expect(not left, "BE-11", f"after clear() the KV pages of {left} still read back", shown)
     for name, derived in sidecars:
         sidecar = instance.pool_for(name)
-        reads = [suite.wire.transfer(name, keys, sidecar.slots([4, 5, 6]), derived=derived)]
+        slots = (instance.pool if derived else sidecar).slots([4, 5, 6])  # a KV-derived read over the KV slots
+        reads = [suite.wire.transfer(name, keys, slots, derived=derived, read=True)]
         loaded = suite.io.v2_flags(suite.calls.call("BE-11", backend.batch_get_v2, reads, None), reads, "batch_get_v2")[
             name.value
         ]

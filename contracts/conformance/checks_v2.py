@@ -99,7 +99,13 @@ def v2_results_have_one_entry_per_pool(suite: SuiteContext) -> None:
         place(suite, instance, PoolName.SWA, keys, swa_pages)
         for method in (backend.batch_set_v2, backend.batch_get_v2):
             transfers = [  # the sidecars of one slice, as SGLang sends them (KV moves through v1)
-                suite.wire.transfer(PoolName.INDEXER, keys, instance.pool.slots(kv_pages), derived=True),
+                suite.wire.transfer(
+                    PoolName.INDEXER,
+                    keys,
+                    instance.pool.slots(kv_pages),
+                    derived=True,
+                    read=method.__name__ == "batch_get_v2",
+                ),
                 suite.wire.transfer(
                     PoolName.SWA,
                     keys,
@@ -304,8 +310,14 @@ def v2_pool_hits_count_only_pages_that_landed(suite: SuiteContext) -> None:
         for name, _, _ in sidecars:  # emptied before the KV read, which may bring KV-derived pages along
             instance.pool_for(name).fill(targets)
         kv_pages = suite.io.read(instance, keys, pages=targets, clause_id="HYB-8")  # KV of the slice, then its sidecars
-        reads = [
-            suite.wire.transfer(name, keys, instance.pool_for(name).slots(targets), derived=derived)
+        reads = [  # a KV-derived read over the KV pages' slots, as SGLang sends it
+            suite.wire.transfer(
+                name,
+                keys,
+                (instance.pool if derived else instance.pool_for(name)).slots(targets),
+                derived=derived,
+                read=True,
+            )
             for name, _, derived in sidecars
         ]
         flags = suite.io.v2_flags(suite.calls.call("HYB-8", backend.batch_get_v2, reads, None), reads, "batch_get_v2")
@@ -364,7 +376,7 @@ def v2_kv_derived_sidecars_travel_with_kv(suite: SuiteContext) -> None:
         # emptied before the KV read, which may bring the indexer pages along (SGLang reads the indexer right after)
         indexer_pool.fill(targets)
         kv_pages = suite.io.read(instance, keys, pages=targets, clause_id="BE-22")
-        reads = [suite.wire.transfer(PoolName.INDEXER, keys, pool.slots(targets), derived=True)]
+        reads = [suite.wire.transfer(PoolName.INDEXER, keys, pool.slots(targets), derived=True, read=True)]
         loaded = suite.io.v2_flags(suite.calls.call("BE-22", backend.batch_get_v2, reads, None), reads, "batch_get_v2")[
             PoolName.INDEXER.value
         ]

@@ -58,8 +58,13 @@ class Wire:
         *,
         policy: Optional[PoolHitPolicy] = None,
         derived: bool = False,
+        read: bool = False,
     ) -> Any:
         """Return a ``PoolTransfer`` in the backend's wire form; ``derived`` makes it a KV-derived sidecar.
+
+        A KV-derived transfer is marked so (``indices_from_pool`` KV) in queries and writes; a ``read`` of one is
+        sent as SGLang 0.5.20-0.5.23 send it with each KV slice, unmarked, over the KV pages' slots
+        (``CacheController._page_transfer_kv_batch``): the caller gives those slots.
 
         ``policy`` defaults to the pool's own (``POOL_POLICIES``): SGLang sends a pool's policy, from its
         pool spec, with every query, write and read of it, so a backend may file pages by it.
@@ -69,7 +74,7 @@ class Wire:
             keys=PageKeys(tuple(keys)),
             host_indices=host_indices,
             hit_policy=policy or POOL_POLICIES.get(name, PoolHitPolicy.ALL_PAGES),
-            indices_from_pool=PoolName.KV if derived else None,
+            indices_from_pool=PoolName.KV if derived and not read else None,
         )
         return self.form(model)
 

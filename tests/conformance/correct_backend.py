@@ -51,6 +51,15 @@ class PageObjects:
         self.namespace = self.namespace_of(storage_config)
         self.pools: dict[str, Any] = {}
         self.store_failing = False
+        self.derived_pools: set[str] = set()
+        """The pools a write or query marked KV-derived (``indices_from_pool``); SGLang's reads of them carry no mark."""
+
+    def is_derived(self, transfer: Any) -> bool:
+        """Whether ``transfer`` is of a KV-derived pool: marked so, or of a pool a marked transfer named before."""
+        name = pool_name(transfer.name)
+        if getattr(transfer, "indices_from_pool", None) is not None:
+            self.derived_pools.add(name)
+        return name in self.derived_pools
 
     # ------------------------------------------------------------ names
     def namespace_of(self, config: Any) -> str:
@@ -199,6 +208,7 @@ class CorrectBackend(PageObjects):
         return tuple(self.present(self.name(key, pool), pool) for key in keys)
 
     def pool_query(self, transfer: Any, keys: list) -> tuple:
+        self.is_derived(transfer)  # a query marks a KV-derived pool, as a write does
         name = pool_name(transfer.name)
         return (name, pool_name(transfer.hit_policy), len(transfer.keys or ()), self.pool_present(name, keys))
 
@@ -215,6 +225,8 @@ class CorrectBackend(PageObjects):
         }
 
     def batch_set_v2(self, transfers: list, extra_info: Any = None) -> dict:
+        for item in transfers:
+            self.is_derived(item)
         ordered = sorted(transfers, key=lambda item: pool_name(item.name) == "kv")  # sidecars first, KV last
         return {
             pool_name(item.name): self.write_pages(pool_name(item.name), list(item.keys or ()), item.host_indices)

@@ -459,14 +459,13 @@ class DerivedRunReadSkipsTheCopy(RunBackend):
 
 
 class DerivedReadLeftToTheKvRead(CorrectBackend):
-    """Means a KV read to bring its KV-derived sidecar pages along, so batch_get_v2 reports a KV-derived transfer
-    (``indices_from_pool`` KV) loaded wherever its pages are stored, without copying them; but the KV read copies KV
-    only, and the sidecar's host pages keep what they held (BE-22, HYB-8: a page counted as loaded never landed)."""
+    """Means a KV read to bring its KV-derived sidecar pages along, so batch_get_v2 reports a transfer of a KV-derived
+    pool loaded wherever its pages are stored, without copying them; but the KV read copies KV only, and the
+    sidecar's host pages keep what they held (BE-22, HYB-8: a page counted as loaded never landed)."""
 
-    @staticmethod
-    def taken_along(transfer) -> bool:
-        """Whether the read reports ``transfer`` loaded without copying it: here, a KV-derived one."""
-        return getattr(transfer, "indices_from_pool", None) is not None
+    def taken_along(self, transfer) -> bool:
+        """Whether the read reports ``transfer`` loaded without copying it: here, one of a KV-derived pool."""
+        return self.is_derived(transfer)
 
     def batch_get_v2(self, transfers, extra_info=None):
         along = [self.taken_along(item) for item in transfers]
@@ -482,9 +481,8 @@ class WindowReadTakenAsResident(DerivedReadLeftToTheKvRead):
     resident in host memory: batch_get_v2 reports them loaded wherever they are stored, without copying them (HYB-8:
     a page counted as loaded never landed)."""
 
-    @staticmethod
-    def taken_along(transfer) -> bool:
-        return getattr(transfer, "indices_from_pool", None) is None
+    def taken_along(self, transfer) -> bool:
+        return pool_name(transfer.name) != "kv" and not self.is_derived(transfer)
 
 
 class DerivedPoolsTrustedInTheFold(CorrectBackend):
@@ -830,18 +828,12 @@ class KvReadBringsItsDerivedPagesAlong(DerivedReadLeftToTheKvRead):
     Correct: SGLang reads the KV-derived pools right after the KV read of the same slice, the host pages untouched
     between (0.5.23 CacheController._page_transfer_kv_batch), so the sidecar's bytes are where it says."""
 
-    def batch_set_v2(self, transfers, extra_info=None):
-        self.derived_pools = getattr(self, "derived_pools", set()) | {
-            pool_name(item.name) for item in transfers if self.taken_along(item)
-        }  # the pools a backup marks KV-derived (indices_from_pool)
-        return super().batch_set_v2(transfers, extra_info)
-
     def batch_get_v1(self, keys, host_indices, extra_info=None):
         flags = super().batch_get_v1(keys, host_indices, extra_info)
         kv = self.pools["kv"]
         for index, key in enumerate(keys):
             page = int(host_indices[index * kv.page_size]) // kv.page_size
-            for name in getattr(self, "derived_pools", ()):
+            for name in self.derived_pools:  # marked KV-derived by a backup's writes
                 if flags[index] and name in self.pools:
                     size = self.pools[name].page_size
                     self.read_pages(name, [key], torch.arange(page * size, (page + 1) * size))
@@ -1299,7 +1291,7 @@ class DerivedReadTrustsTheKvHits(CorrectBackend):
     def batch_get_v2(self, transfers, extra_info=None):
         results = super().batch_get_v2(transfers, extra_info)
         for item in transfers:
-            if pool_name(getattr(item, "indices_from_pool", None)) == "kv":
+            if self.is_derived(item):
                 results[pool_name(item.name)] = [True] * len(item.keys or ())
         return results
 
@@ -1368,7 +1360,7 @@ class DerivedResultsFiledUnderKv(CorrectBackend):
     def filed(self, transfers: list, results: dict) -> dict:
         filed = {}
         for item in transfers:
-            carrier = getattr(item, "indices_from_pool", None) or item.name
+            carrier = "kv" if self.is_derived(item) else item.name
             filed[pool_name(carrier)] = results[pool_name(item.name)]
         return filed
 
@@ -1548,7 +1540,7 @@ class RefusesADerivedSwaPool(CorrectBackend):
     gives the swa pool slots of its own. Correct: a write may return False, and what was refused is a miss."""
 
     def derived_swa(self, transfer: Any) -> bool:
-        return pool_name(transfer.name) == "swa" and getattr(transfer, "indices_from_pool", None) is not None
+        return pool_name(transfer.name) == "swa" and self.is_derived(transfer)
 
     def refusing(self, method: Any, transfers: list, extra_info: Any) -> dict:
         served = method([item for item in transfers if not self.derived_swa(item)], extra_info)
@@ -1592,9 +1584,8 @@ class DerivedPagesOutliveClear(CorrectBackend):
         super().__init__(storage_config, kwargs)
         self.filing = threading.local()
 
-    @staticmethod
-    def derived(transfer: Any) -> bool:
-        return getattr(transfer, "indices_from_pool", None) is not None
+    def derived(self, transfer: Any) -> bool:
+        return self.is_derived(transfer)
 
     @contextlib.contextmanager
     def filed_with_kv(self) -> Iterator[None]:
