@@ -81,7 +81,7 @@ def test_a_raising_v2_hit_query_is_a_miss():
     with CacheController(recorder, kv, sidecar_pools=[swa_sidecar(swa)], prefetch_threshold=0) as controller:
         operation = controller.prefetch(keys=KEYS)
         wait_all(operation)
-    assert operation.hit_pages == 0 and operation.revoked
+    assert operation.local_hit_pages == operation.hit_pages == 0 and operation.revoked  # 0 pages, not fewer
     assert operation.final_ack.tokens == 0
     assert recorder.calls_of("batch_get_v1", "batch_get_v2") == []
     assert kv.used_pages() == 0 and swa.used_pages() == 0
