@@ -241,3 +241,19 @@ class CorrectBackend(PageObjects):
 
     def get_stats(self) -> Any:
         return None
+
+
+class ListsRestorableLengths(CorrectBackend):
+    """Correct; batch_exists_v2 also lists the prefix lengths KV and every pool can restore
+    (restorable_prefix_pages), ascending, as 0.5.23's HiCacheFile does. ``restorable`` shapes the list."""
+
+    def restorable(self, lengths: tuple) -> Any:
+        return list(lengths)
+
+    def batch_exists_v2(self, keys: list, pool_transfers: Any = None, extra_info: Any = None) -> Any:
+        keys = list(keys)
+        queries = tuple(self.pool_query(transfer, keys) for transfer in pool_transfers or ())
+        hit, entries, restorable = plain_fold(self.pool_present("kv", keys), queries)
+        return PoolTransferResult(
+            kv_hit_pages=hit, extra_pool_hit_pages=dict(entries), restorable_prefix_pages=self.restorable(restorable)
+        )

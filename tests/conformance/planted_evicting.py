@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hicache_contracts import PoolTransferResult
-from tests.conformance.correct_backend import CorrectBackend
-from tests.oracles import plain_fold
+from tests.conformance.correct_backend import CorrectBackend, ListsRestorableLengths
 
 
 class EvictsAfterRead(CorrectBackend):
@@ -49,20 +47,9 @@ class EvictsEverything(CorrectBackend):
         return True
 
 
-class EvictsAfterReadListingItsLengths(EvictsAfterRead):
+class EvictsAfterReadListingItsLengths(ListsRestorableLengths, EvictsAfterRead):
     """Evicts after a read, and its batch_exists_v2 lists the prefix lengths it can restore (restorable_prefix_pages),
     ascending, as 0.5.23's HiCacheFile does: correct."""
-
-    def listed(self, lengths: tuple) -> list:
-        return list(lengths)
-
-    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
-        keys = list(keys)
-        queries = tuple(self.pool_query(transfer, keys) for transfer in pool_transfers or ())
-        hit, entries, restorable = plain_fold(self.pool_present("kv", keys), queries)
-        return PoolTransferResult(
-            kv_hit_pages=hit, extra_pool_hit_pages=dict(entries), restorable_prefix_pages=self.listed(restorable)
-        )
 
 
 # ================================================================ bugs no eviction excuses

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from hicache_contracts import PoolTransferResult
-from tests.conformance.correct_backend import CorrectBackend
+from tests.conformance.correct_backend import CorrectBackend, ListsRestorableLengths
 from tests.conformance.helpers import checks_for, failed, run, statuses
 from tests.conformance.planted_evicting import EvictsAfterReadListingItsLengths
 from tests.oracles import plain_fold, plain_pool_boundary
@@ -35,19 +35,8 @@ class MinOfMaximaFold(CorrectBackend):
         return PoolTransferResult(kv_hit_pages=hit, extra_pool_hit_pages=dict(entries))
 
 
-class WithRestorableSet(CorrectBackend):
+class WithRestorableSet(ListsRestorableLengths):
     """The correct fold, reporting restorable_prefix_pages as 0.5.23's HiCacheFile does."""
-
-    def restorable(self, restorable: tuple) -> Any:
-        return list(restorable)
-
-    def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
-        keys = list(keys)
-        queries = tuple(self.pool_query(transfer, keys) for transfer in pool_transfers or ())
-        hit, entries, restorable = plain_fold(self.pool_present("kv", keys), queries)
-        return PoolTransferResult(
-            kv_hit_pages=hit, extra_pool_hit_pages=dict(entries), restorable_prefix_pages=self.restorable(restorable)
-        )
 
 
 class ContiguousRestorableSet(WithRestorableSet):
