@@ -23,6 +23,7 @@ from hicache_spec import (
     compute_prefetch_timeout,
     is_prefetch_worth_it,
 )
+from hicache_spec.progress import agree_pool_boundaries
 from tests.spec import planted_spec
 from tests.spec.test_planted import is_refuted
 
@@ -91,6 +92,38 @@ def check_agree_hit_pages(impl, hits) -> None:
 @given(rank_hit_lists)
 def test_agreement_is_the_minimum(hits):
     check_agree_hit_pages(agree_hit_pages, hits)
+
+
+def packed_agreement(ranks: tuple) -> tuple:
+    """RANK-5 as SGLang computes it: each rank packs its boundaries in the first rank's pool order, -1 for a pool
+    it gave none; the packed vectors meet in one elementwise MIN, and a -1 means no verdict."""
+    order = [name for name, _ in ranks[0]]
+    packed = [[dict(rank).get(name, -1) for name in order] for rank in ranks]
+    reduced = [min(column) for column in zip(*packed)]
+    return tuple((name, value) for name, value in zip(order, reduced) if value != -1)
+
+
+rank_pool_boundaries = st.lists(
+    st.dictionaries(st.sampled_from(("swa", "indexer", "mamba")), st.integers(0, 8)).map(
+        lambda pools: tuple(pools.items())
+    ),
+    min_size=1,
+    max_size=4,
+).map(tuple)
+
+
+@pytest.mark.clause("RANK-5")
+@given(rank_pool_boundaries)
+def test_pool_boundaries_agree_as_the_packed_minimum(ranks):
+    assert agree_pool_boundaries(ranks) == packed_agreement(ranks)
+
+
+@pytest.mark.clause("RANK-5")
+def test_a_pool_one_rank_left_out_has_no_agreed_boundary():
+    ranks = ((("swa", 3), ("indexer", 5)), (("indexer", 2), ("swa", 4)), (("indexer", 7),))
+    assert agree_pool_boundaries(ranks) == (("indexer", 2),)
+    assert agree_pool_boundaries(ranks[:2]) == (("swa", 3), ("indexer", 2))  # the first rank's order
+    assert agree_pool_boundaries(((("swa", 0),),)) == (("swa", 0),)
 
 
 @pytest.mark.clause("RANK-1")

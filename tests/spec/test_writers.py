@@ -45,6 +45,7 @@ def test_non_writer_completion(oks, expected):
         ((False, 0, 2, 0, 2, 64), "dcp_size: more than one DCP shard requires is_mla_model"),
         ((True, 1, 3, 1, 2, 64), "dcp_rank: DCP groups must be contiguous within TP (tp_rank % dcp_size == dcp_rank)"),
         ((True, 2, 4, 1, 2, 64), "dcp_rank: DCP groups must be contiguous within TP (tp_rank % dcp_size == dcp_rank)"),
+        ((True, 4, 4, 0, 2, 64), "dcp_rank: DCP groups must be contiguous within TP (tp_rank % dcp_size == dcp_rank)"),
         ((True, 1, 4, 1, 2, None), "logical_page_size: must be a positive multiple of dcp_size"),
         ((True, 1, 4, 1, 2, 63), "logical_page_size: must be a positive multiple of dcp_size"),
     ],
