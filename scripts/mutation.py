@@ -96,7 +96,11 @@ TARGETS: dict[str, Target] = {
     "prefix_keys": Target(
         files=("contracts/prefix_keys.py",),
         floor=0.95,
-        tests=("tests/contracts/test_prefix_keys.py", "tests/contracts/test_prefix_keys_equality.py"),
+        tests=(
+            "tests/contracts/test_prefix_keys.py",
+            "tests/contracts/test_prefix_keys_equality.py",
+            "tests/contracts/test_key_fields_fast_path.py",  # the model fields' fast path lives in prefix_keys.py
+        ),
     ),
     # CI's sampled step: the fold, the progress rules and the prefix keys against their fastest tests only
     # (so its floor is below the full targets').
