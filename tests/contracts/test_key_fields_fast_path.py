@@ -98,3 +98,17 @@ def test_planted_fast_paths_are_caught(monkeypatch: pytest.MonkeyPatch, planted:
     monkeypatch.setattr(prefix_keys_module, "_checked_node", planted)
     with pytest.raises(AssertionError):
         check_key_fields()
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["ab", b"ab", {KEYS[0]}, {KEYS[0]: 1}],
+    ids=["a str", "bytes", "a set", "a dict"],
+)
+def test_a_container_that_is_no_list_tuple_or_key_sequence_is_refused(value: Any) -> None:
+    """The fast path takes lists and tuples alone: a str (whose characters are non-empty str), bytes, a set or a dict
+    goes to the key-by-key check, which refuses the container and names the field."""
+    with pytest.raises(ContractViolation, match=r"^HiCacheStorageExtraInfo\.prefix_keys: must be a list, tuple"):
+        HiCacheStorageExtraInfo(prefix_keys=value)
+    with pytest.raises(ContractViolation, match=r"^PoolTransfer\.keys: must be a list, tuple"):
+        PoolTransfer(name=PoolName.SWA, keys=value)
