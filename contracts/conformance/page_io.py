@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
@@ -170,23 +170,26 @@ class PageIO:
                 f"{method}({self.names.show(list(keys))}, ...) -> {self.names.show(raw)}",
             )
         return self.truths(
-            raw, "BE-14", method, f"{method}({self.names.show(list(keys))}, ...) -> {self.names.show(raw)}"
+            raw, "BE-14", method, lambda: f"{method}({self.names.show(list(keys))}, ...) -> {self.names.show(raw)}"
         )
 
-    def truths(self, flags: Sequence[Any], clause_id: str, method: str, shown: str) -> list[bool]:
+    def truths(self, flags: Sequence[Any], clause_id: str, method: str, shown: Callable[[], str]) -> list[bool]:
         """Return each flag's truth; fail ``clause_id`` on one that has none (a tensor of several bools, say), as
-        SGLang's test of the flag would raise on it."""
-        truths = []
+        SGLang's test of the flag would raise on it. ``shown`` gives the call for the message, only then."""
+        try:
+            return [bool(flag) for flag in flags]
+        except Exception as error:
+            problem = error  # find the entry, for the message
         for index, flag in enumerate(flags):
             try:
-                truths.append(bool(flag))
+                bool(flag)
             except Exception as error:
                 fail(
                     clause_id,
                     f"{method}'s entry {index} is {self.names.show(flag)}, not a bool ({type(error).__name__}: {error})",
-                    shown,
+                    shown(),
                 )
-        return truths
+        raise problem  # reading the flags failed, not a flag's truth
 
     def v2_flags(self, raw: Any, transfers: Sequence[Any], method: str) -> dict[str, list[bool]]:
         """Return a v2 get/set result by pool name; fail BE-19 unless it has exactly one entry per
@@ -208,7 +211,9 @@ class PageIO:
         unexpected = sorted(set(by_name) - set(expected))
         if unexpected:
             fail("BE-19", f"{method} returned entries for pools it was not asked about: {unexpected}", shown)
-        return {name: self.truths(by_name[name], "BE-19", f"{method} pool {name!r}", shown) for name in expected}
+        return {
+            name: self.truths(by_name[name], "BE-19", f"{method} pool {name!r}", lambda: shown) for name in expected
+        }
 
     def count(self, instance: Instance, keys: Sequence[str], info: Any = None, *, clause_id: str = "BE-2") -> int:
         """Return ``batch_exists(keys, info)``; fail BE-2 unless it is an int in [0, len(keys)]."""

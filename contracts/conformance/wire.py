@@ -73,7 +73,7 @@ class Wire:
             name=name,
             keys=PageKeys(tuple(keys)),
             host_indices=host_indices,
-            hit_policy=policy or POOL_POLICIES.get(name, PoolHitPolicy.ALL_PAGES),
+            hit_policy=POOL_POLICIES.get(name, PoolHitPolicy.ALL_PAGES) if policy is None else policy,
             indices_from_pool=PoolName.KV if derived and not read else None,
         )
         return self.form(model)
