@@ -33,8 +33,9 @@ def locate(checker: _Checker) -> None:
             continue
         keys = call.all_keys
         if kind == DERIVED_READ:
+            first = call.transfers[0].keys if call.transfers else None
             for transfer in call.transfers[1:]:
-                if transfer.keys != keys:
+                if transfer.keys != first:  # HYB-1: a first transfer of no keys (None) differs from a second of some
                     checker.fail(
                         "HYB-1",
                         f"{kind} {call.method}: transfer {transfer.name!r} has other keys than "

@@ -34,6 +34,10 @@ def _named(report, clause_id: str) -> list:
     return [violation.call_index for violation in report.violations if violation.clause == clause_id]
 
 
+def _clauses(report) -> set[str]:
+    return {violation.clause for violation in report.violations}
+
+
 def _messages(report, clause_id: str) -> list[str]:
     return [violation.message for violation in report.for_clause(clause_id)]
 
@@ -62,6 +66,25 @@ def _short_backup(*, last: str) -> TraceOperation:
 def test_a_raising_write_of_a_one_page_slice_completes_nothing(last):
     report = check_operation(_short_backup(last=last))
     assert report.ok, report.format_table()
+
+
+@pytest.mark.clause("CTL-7")
+@pytest.mark.parametrize(
+    "empty",
+    [
+        dict(method="batch_set_v1", raised="RuntimeError: store down"),
+        dict(method="batch_set_v1", result=[]),
+        dict(method="batch_set", result=False),
+    ],
+    ids=["raised", "v1-confirms-none", "legacy-false"],
+)
+def test_writes_of_no_keys_past_the_last_slice_are_no_failed_slice(empty):
+    """CTL-7 counts slices of the chain; a write of no keys after the last one is none of them. It fails no page
+    (a write that raised or said False over no pages included), so a later write is not one after a failed slice."""
+    operation = _short_backup(last="ok")
+    extra = [TraceCall(index=2, keys=(), **empty), TraceCall(index=3, method="batch_set_v1", keys=(), result=[])]
+    report = check_operation(renumber(operation, [*operation.calls, *extra]))
+    assert "CTL-7" not in _clauses(report), report.format_table()
 
 
 @pytest.mark.clause("CTL-13")

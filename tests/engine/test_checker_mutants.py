@@ -237,6 +237,25 @@ def test_every_transfer_of_a_kv_derived_read_reads_the_slices_kv_keys(start, ok)
     assert report.ok == ok and _clauses(report) <= {"HYB-1"}, report.format_table()
 
 
+@pytest.mark.clause("HYB-1")
+def test_a_kv_derived_read_whose_first_transfer_has_no_keys_breaks_hyb_1():
+    """The call's keys are those of its first transfer that has keys; a first transfer of none (null) still differs
+    from the second, which has the slice's."""
+    operation = prefetch_trace(hybrid=True)
+    transfers = (
+        TraceTransfer(name="indexer", keys=None, indices_from_pool="kv"),
+        TraceTransfer(name="nsa", keys=CHAIN[0:4], indices_from_pool="kv"),
+    )
+    position = find(operation, "batch_get_v2", 0, derived=True)
+    report = check_operation(
+        replace_call(operation, position, transfers=transfers, result={"indexer": [True] * 4, "nsa": [True] * 4})
+    )
+    named = [
+        violation.call_index for violation in report.for_clause("HYB-1") if "'nsa' has other keys" in violation.message
+    ]
+    assert named == [position], report.format_table()
+
+
 @pytest.mark.clause("RANK-2", "CTL-4")
 def test_a_read_past_the_agreed_hit_is_a_rank_2_finding_not_an_ordering_one():
     """Ranks agreed on one slice; the reads of slices 1 and 2 break RANK-2 (there is no slice 1 to misorder)."""
