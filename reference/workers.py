@@ -73,8 +73,11 @@ class Workers:
                 raise RuntimeError(f"CacheController.{what}: the controller is closed; call start() first")
             target.put(operation)
 
-    def close(self, timeout: Optional[float] = 10.0) -> bool:
-        """Finish every submitted operation and stop; abandon hung calls in the last quarter (at most 1 s). Clause: CTL-11."""
+    def close(self, timeout: Optional[float]) -> bool:
+        """Finish every submitted operation and stop; abandon hung calls in the last quarter (at most 1 s). Clause: CTL-11.
+
+        The default timeout is ``CacheController.close``'s; None waits for ever.
+        """
         threads = self._stop_accepting()
         if threads is None:
             return True

@@ -19,6 +19,7 @@ import pytest
 
 from hicache_contracts import PoolHitPolicy, PoolName, PoolTransfer
 from hicache_reference import CacheController, SidecarPool, ThreadRankGroup
+from hicache_reference import workers as workers_module
 from hicache_reference.backup_writer import BackupWriter
 from hicache_reference.controller_parts import Acks
 from hicache_reference.hit_query import HitQuery
@@ -659,6 +660,67 @@ def test_close_returns_false_when_a_worker_cannot_stop_and_the_worker_still_ends
         release.set()
     assert operation.wait(10) and operation.final_ack.error == "revoked: miss"
     assert controller.close() is True  # closed already
+
+
+class _Clock:
+    """Monotonic seconds that move only while a stand-in worker waits in ``join``."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class _HungWorker:
+    """A worker thread that never ends: each ``join`` waits out its timeout, and an eighth of a second more, as a real
+    join returns a little after its timeout."""
+
+    def __init__(self, clock: _Clock, log: list) -> None:
+        self.clock, self.log = clock, log
+
+    def join(self, timeout=None) -> None:
+        self.log.append(("join", timeout))
+        if timeout is not None:
+            self.clock.now += timeout + 0.125
+
+    def is_alive(self) -> bool:
+        return True
+
+
+@pytest.mark.clause("CTL-11")
+@pytest.mark.parametrize(
+    "timeout, first, second",
+    [(None, None, None), (2.0, 1.5, 0.375), (8.0, 7.0, 0.875), ("default", 9.0, 0.875)],
+    ids=["none", "short", "long", "default"],
+)
+def test_close_gives_a_hung_worker_all_but_the_last_quarter_then_abandons_its_calls(
+    monkeypatch, threads_before, timeout, first, second
+):
+    """close(T) waits for the workers until T minus a grace of min(1 s, T / 4), then abandons the calls under way,
+    waits for the workers what is left of T, and gives the idle call threads what is left after that (never less than
+    0 s). T is 10 s by default; None waits for ever. The time is a stand-in clock, so nothing here is timed."""
+    clock, log = _Clock(), []
+    monkeypatch.setattr(workers_module, "time", clock)
+    controller = CacheController(memory_backend(), make_pool())
+    caller, started = controller.workers.caller, controller.workers.threads
+    stop_call_threads = caller.stop_call_threads
+    monkeypatch.setattr(caller, "abandon_calls", lambda: log.append(("abandon", clock.now - 1000.0)))
+    monkeypatch.setattr(caller, "stop_call_threads", lambda rest=None: log.append(("stop", rest)))
+    controller.workers.threads = [_HungWorker(clock, log)]
+    try:
+        assert (controller.close() if timeout == "default" else controller.close(timeout)) is False
+    finally:
+        for thread in started:  # the real workers had STOP sent like any others
+            thread.join(10)
+        stop_call_threads(10)
+    abandoned_at = 0.0 if first is None else first + 0.125
+    assert log == [
+        ("join", first),
+        ("abandon", abandoned_at),
+        ("join", second),
+        ("stop", None if timeout is None else 0.0),
+    ]
 
 
 def test_callbacks_set_after_construction_are_the_ones_called(threads_before):
