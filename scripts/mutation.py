@@ -143,6 +143,7 @@ TARGETS: dict[str, Target] = {
             "tests/conformance/test_planted.py",
             "tests/conformance/test_checks_mutants.py",
             "tests/conformance/test_fold_oracle.py",  # the fold's planted bugs and correct folds
+            "tests/conformance/test_check_inputs.py",  # what the properties draw and their examples catch alone
         ),
         floor=0.90,
     ),

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from hicache_contracts.conformance.context import SuiteContext
-from hicache_contracts.conformance.framework import ClauseFailure, conformance_check, expect, fail
+from hicache_contracts.conformance.framework import CheckSkipped, ClauseFailure, conformance_check, expect, fail
 
 PAGES_PER_THREAD = 4
 """Host pages each worker owns (it writes from and reads into its own pages only)."""
@@ -125,13 +125,19 @@ def concurrent_calls_keep_every_key_consistent(suite: SuiteContext) -> None:
     watcher.start()
     try:
         barrier.wait(bound)
-    except threading.BrokenBarrierError:
-        pass
+        started = True
+    except threading.BrokenBarrierError:  # a worker or this thread waited timeout_s: every worker returns at once
+        started = False
     deadline = time.monotonic() + bound
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
     finished.set()
     watcher.join(bound)
+    if not started:
+        raise CheckSkipped(
+            f"the {workers} worker threads did not all start within {bound} s (the interpreter stalled), so they "
+            "made no call; nothing was checked"
+        )
     stuck = [thread.name for thread in threads if thread.is_alive()]
     shown = (
         f"{workers} threads x {profile.concurrency_operations} calls of exists/get/set over "

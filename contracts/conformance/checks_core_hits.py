@@ -34,6 +34,8 @@ LONG_CHAIN_STORED = 8 * STORAGE_BATCH_SIZE + 5
 """How many of them are stored: more than any power-of-two cap a backend might put on one lookup."""
 UNKNOWN_OPTION = "hicache_conform_unknown_option"
 """A key no backend knows, added to the extra config (BE-1) and to extra_info dicts (BE-8)."""
+PRESENCE_PATTERNS = st.lists(st.booleans(), max_size=12)
+"""BE-2's draws: which of a chain of 0 to 12 keys are stored."""
 
 
 def is_bool(value: Any) -> bool:
@@ -116,9 +118,9 @@ def batch_exists_counts_the_leading_run(suite: SuiteContext) -> None:
     suite.io.require_round_trip(instance)
     counts: list[int] = []
 
-    @given(st.lists(st.booleans(), max_size=12))
+    @given(PRESENCE_PATTERNS)
     @example([True, False, True])  # a hole: the keys after it do not count
-    @example([False, True, True])
+    @example([False, True, True])  # a miss first: the hits after it do not count
     def leading_run(presence: list[bool]) -> None:
         keys = suite.names.new_keys(len(presence))
         stored = [key for key, present in zip(keys, presence) if present]

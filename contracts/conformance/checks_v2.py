@@ -192,6 +192,7 @@ def v2_exists_folds_pool_hits_per_policy(suite: SuiteContext) -> None:
     @example(([True, True, True], [True, True, True], [False, True, True], 1))  # trailing: only the window
     # KV 5, indexer 4, swa (N=2) restores 1, 2 and 5: the hit is 2, not min(5, 4, 5) = 4 (SGLang #39147).
     @example(([True] * 5, [True, True, True, True, False], [True, True, False, True, True], 2))
+    @example(([False, True], [False, True], [True, False], 1))  # no KV hit: no pool is examined; an entry must be 0
     def folding(patterns: tuple[Any, ...]) -> None:
         kv, indexer, swa, window = patterns
         size = len(kv)

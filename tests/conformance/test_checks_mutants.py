@@ -25,7 +25,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from hicache_contracts.conformance import CHECKS
+from hicache_contracts.conformance import CHECKS, checks_concurrency
 from hicache_contracts.conformance.checks_concurrency import Event, _check_histories, _history
 from hicache_contracts.conformance.framework import ClauseFailure
 from hicache_contracts.conformance.names import Names
@@ -525,6 +525,14 @@ def test_the_seed_replays_the_workers_calls_and_another_seed_draws_others() -> N
 
 
 @pytest.mark.clause("BE-23")
+def test_each_worker_call_takes_one_to_four_keys_and_every_size_is_tried() -> None:
+    """A worker owns four host pages, so each of its calls takes one to four of the shared keys, never none; over 40
+    calls a worker's draws reach every size, so races between multi-key batches of each length are tried."""
+    schedules = worker_schedules(40, seed=0)
+    assert [sorted({size for _, size in calls}) for calls in schedules] == [[1, 2, 3, 4]] * 3
+
+
+@pytest.mark.clause("BE-23")
 def test_every_worker_thread_of_the_profile_calls_the_backend() -> None:
     """The standard profile runs four workers of 500 calls each, all started together: each makes its calls. (A
     worker left out, or made to wait past the run's timeout before it starts, tests fewer threads than the profile
@@ -777,6 +785,28 @@ def test_a_flag_with_no_truth_value_is_named_where_it_was_met() -> None:
     outcome = report.sections[0].checks[0]
     assert outcome.status == "skip", outcome
     assert outcome.message.startswith("batch_get_v1's entry 0 is <tensor (64,) bool>, not a bool"), outcome.message
+
+
+class _BarrierThatBreaks:
+    """A barrier whose every wait ends as one does when a party waited out its timeout: broken."""
+
+    def __init__(self, parties: int) -> None:
+        self.parties = parties
+
+    def wait(self, timeout=None) -> int:
+        raise threading.BrokenBarrierError
+
+
+@pytest.mark.clause("BE-23")
+def test_workers_that_never_start_together_skip_the_check_with_the_reason(monkeypatch) -> None:
+    """The workers wait for each other and the main thread before their first call; a barrier broken by a stall (a
+    party waited timeout_s) means no call was made, so the check is skipped, saying why, not passed on nothing."""
+    monkeypatch.setattr(
+        checks_concurrency, "threading", SimpleNamespace(**{**vars(threading), "Barrier": _BarrierThatBreaks})
+    )
+    outcome = concurrency_outcome(CorrectBackend, timeout_s=2.0)
+    assert outcome.status == "skip", outcome
+    assert outcome.message.startswith("the 3 worker threads did not all start within 2.0 s"), outcome.message
 
 
 class ResultStreamClosesOnOneKeyReads(CorrectBackend):
