@@ -158,7 +158,7 @@ def batch_exists_v2_takes_a_whole_chain(suite: SuiteContext) -> None:
         sidecar.fill(range(size))
     for start in range(0, len(stored), size):  # a backup slice by slice: its sidecars first, then KV
         batch = stored[start : start + size]
-        pages = list(range(len(batch)))  # their bytes are never read back: the check counts the chain
+        pages = list(range(len(batch)))  # every slice writes from the same host pages
         transfers = [
             suite.wire.transfer(PoolName.INDEXER, batch, indexer.slots(pages), derived=True),
             suite.wire.transfer(PoolName.SWA, batch, swa.slots(pages)),
