@@ -3,7 +3,17 @@
 ``BackendCaller.call(method, *args)`` returns a ``CallOutcome``: the result,
 or why there is none. It never raises for the backend's sake:
 
-- an exception from the backend becomes ``error="batch_get_v1 raised ..."``;
+- an exception from the backend becomes ``error="batch_get_v1 raised ..."``,
+  at once, whatever its class: ``BaseException`` included
+  (``asyncio.CancelledError``, ``KeyboardInterrupt``, ``SystemExit``,
+  ``GeneratorExit``), so a call never waits for its deadline because the
+  backend raised something other than an ``Exception``;
+- a ``KeyboardInterrupt`` or ``SystemExit`` from the backend asks for the
+  process to stop, which no call thread can do: the caller keeps the first
+  one (``stop_request``), the operation still ends with its final ack like
+  any failed call, and ``CacheController.close()`` re-raises it once every
+  operation has its acks and the threads have stopped (raising it from a
+  worker or call thread would only kill that thread and lose the acks);
 - the call runs on a call thread of the calling thread (reused from call
   to call) and is waited on for ``call_deadline`` seconds
   (``DEFAULT_CALL_DEADLINE`` unless told; None waits for ever); one that
@@ -44,6 +54,7 @@ from hicache_spec.confirmation import confirmed_pages as spec_confirmed_pages
 
 __all__ = [
     "DEFAULT_CALL_DEADLINE",
+    "STOP_REQUESTS",
     "BackendCaller",
     "CallOutcome",
     "confirmed_exists",
@@ -77,6 +88,8 @@ hundred MB); 30 s is ten times the prefetch budget SGLang's default timeout
 gives a full slice of 64-token pages (1 s + 8 Ki tokens x 0.25 s), so a slow
 but working backend is never cut off, while a hung one costs one deadline,
 not the process."""
+STOP_REQUESTS = (KeyboardInterrupt, SystemExit)
+"""Exceptions from a backend that ask for the process to stop: the call fails, and ``close()`` re-raises the first."""
 _CLOSING_POLL_S = 0.05
 """How often a call that is waited on looks whether the controller started closing."""
 
@@ -94,11 +107,13 @@ class _PendingCall:
         self.on_return_after_abandon: Optional[Callable[[], None]] = None
         self.outcome = CallOutcome(error=f"{label} did not return")
 
-    def run(self) -> None:
+    def run(self, on_stop_request: Callable[[BaseException], None]) -> None:
         try:
             outcome = CallOutcome(result=self.function(*self.arguments))
-        except Exception as error:  # CTL-11: the backend's failure is a result, never a dead thread
+        except BaseException as error:  # CTL-11: any failure is the call's result at once, never a dead thread
             outcome = CallOutcome(error=f"{self.label} raised {type(error).__name__}: {error}")
+            if isinstance(error, STOP_REQUESTS):
+                on_stop_request(error)  # re-raised by close() once the acks are sent
         with self.lock:
             self.outcome = outcome
             self.finished.set()
@@ -133,7 +148,8 @@ class _CallThread:
     that call and ends.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, on_stop_request: Callable[[BaseException], None]) -> None:
+        self._on_stop_request = on_stop_request
         self._queue: "queue.SimpleQueue[Optional[_PendingCall]]" = queue.SimpleQueue()
         self.stuck = False
         """Whether a call on it was abandoned (it ends once that call returns)."""
@@ -152,7 +168,7 @@ class _CallThread:
             pending = self._queue.get()
             if pending is None:
                 return
-            pending.run()
+            pending.run(self._on_stop_request)
             if pending.abandoned:
                 return  # abandoned: its caller has a new thread by now
 
@@ -177,6 +193,23 @@ class BackendCaller:
         self._abandoned_threads: set[threading.Thread] = set()
         self._call_threads: dict[int, _CallThread] = {}
         self._closing = threading.Event()
+        self._stop_request: Optional[BaseException] = None
+
+    @property
+    def stop_request(self) -> Optional[BaseException]:
+        """The first ``KeyboardInterrupt`` or ``SystemExit`` a backend call raised and nobody re-raised yet (else None)."""
+        return self._stop_request
+
+    def _record_stop_request(self, error: BaseException) -> None:
+        with self._lock:
+            if self._stop_request is None:
+                self._stop_request = error
+
+    def take_stop_request(self) -> Optional[BaseException]:
+        """Return the recorded stop request and forget it (so it is re-raised once)."""
+        with self._lock:
+            error, self._stop_request = self._stop_request, None
+            return error
 
     def call(self, method: str, *arguments: Any, quiescence: Any = None) -> CallOutcome:
         """Call ``backend.<method>(*arguments)``; never raise for the backend. Clause: CTL-11.
@@ -222,7 +255,7 @@ class BackendCaller:
             runner = self._call_threads.get(ident)
             if runner is None:
                 name = f"hicache-call-{threading.current_thread().name}"
-                runner = self._call_threads[ident] = _CallThread(name)
+                runner = self._call_threads[ident] = _CallThread(name, self._record_stop_request)
             return runner
 
     def abandon_calls(self) -> None:

@@ -264,8 +264,22 @@ class CacheController:
         Operations still running in the timeout's last quarter (at most 1 s)
         have their backend calls abandoned (CTL-11) and end with their final
         ack, carrying the error. None waits for ever. Safe to call twice.
+
+        A ``KeyboardInterrupt`` or ``SystemExit`` a backend call raised failed
+        that call at once (CTL-11); it is re-raised here, once, after every
+        operation has its final ack and the threads have stopped
+        (``stop_request`` shows it before).
         """
-        return self.workers.close(timeout)
+        stopped = self.workers.close(timeout)
+        stop_request = self.caller.take_stop_request()
+        if stop_request is not None:
+            raise stop_request
+        return stopped
+
+    @property
+    def stop_request(self) -> Optional[BaseException]:
+        """A ``KeyboardInterrupt`` or ``SystemExit`` from a backend call that ``close()`` will re-raise (else None)."""
+        return self.caller.stop_request
 
     @property
     def running(self) -> bool:
