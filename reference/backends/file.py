@@ -26,7 +26,23 @@ per-page steps in one loop: names are checked, directories made and link
 checks looked up once per call, not once per page. A subclass or instance
 that replaces the single-page primitive gets the base's per-page loop instead.
 
-Extra config: ``path`` (required), ``fsync`` (default False).
+The root is the backend's, not the cleaner's: when it was deleted (a tmp
+cleaner, an operator), the next write makes it again (logged once per
+recreation, counted in ``roots_recreated``) instead of failing for ever.
+
+A writer killed between its temporary file and the rename leaves that file
+behind. Opening the backend and ``clear()`` reclaim such files under this
+namespace (and stale probe files in the root): a temporary file is stale
+when the process its name records no longer runs on this host, or when it
+is older than ``temporary_grace`` seconds (a whole page write takes
+milliseconds; a writer on another host sharing the directory that is still
+inside one after that grace loses only that write: its rename fails and the
+page is not stored). Only names holding ``%tmp`` are ever reclaimed, and no
+published page's name holds it. Reclaimed files are counted in
+``temporaries_reclaimed``.
+
+Extra config: ``path`` (required), ``fsync`` (default False),
+``temporary_grace`` (seconds, default 60).
 """
 
 from __future__ import annotations
@@ -34,16 +50,20 @@ from __future__ import annotations
 import errno
 import hashlib
 import itertools
+import logging
 import os
 import shutil
 import stat
 import threading
+import time
 from typing import Any, Iterable, Optional, Sequence
 
 from hicache_reference.backends.base import PageStoreBackend
 from hicache_reference.backends.namespace import ObjectName
 
-__all__ = ["DIRECTORY_MODE", "FILE_MODE", "FileBackend", "NAME_MAX_BYTES"]
+__all__ = ["DEFAULT_TEMPORARY_GRACE_S", "DIRECTORY_MODE", "FILE_MODE", "FileBackend", "NAME_MAX_BYTES"]
+
+_log = logging.getLogger(__name__)
 
 _TEMPORARY_MARK = "%tmp"
 """Part of every temporary file name; ``namespace._safe`` escapes '%', so no page file contains it."""
@@ -58,6 +78,8 @@ _OPEN_FOR_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NON
 """A page is opened without following a link (and without blocking on a FIFO someone put there)."""
 _NOT_A_PAGE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ESPIPE, errno.EISDIR, errno.EINVAL})
 """Errors of a read that mean "no page file here" (a miss), not a failing storage."""
+DEFAULT_TEMPORARY_GRACE_S = 60.0
+"""Age in seconds after which a temporary file is stale whoever wrote it: a page write takes milliseconds."""
 _OPEN_FOR_WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -150,6 +172,43 @@ def _check_writable_directory(root: str, given: Any) -> None:
         ) from error
 
 
+def _writer_pid(name: str) -> Optional[int]:
+    """Return the process id a temporary file name records (``...%tmp.<pid>.<thread>[.<n>...]``), else None."""
+    fields = name.rpartition(_TEMPORARY_MARK)[2].split(".")
+    if len(fields) < 3 or fields[0] != "" or not fields[1].isdigit():
+        return None
+    return int(fields[1])
+
+
+def _process_runs(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host (one we may not signal runs too)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # someone else's process, or a number we cannot ask about: assume a live writer
+    return True
+
+
+def _is_stale_temporary(path: str, name: str, grace: float, now: float) -> bool:
+    """Whether ``name`` (in ``path``'s directory) is a temporary file no live writer owns: see the module docstring."""
+    if _TEMPORARY_MARK not in name:
+        return False  # a published page, or anything else: never touched
+    try:
+        status = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISREG(status.st_mode):
+        return False
+    if now - status.st_mtime >= grace:
+        return True
+    pid = _writer_pid(name)
+    return pid is not None and not _process_runs(pid)
+
+
 class PlainNames(list):
     """The names of a batch of plain keys (``ObjectStore._plain``): ``prefix`` followed by each key."""
 
@@ -160,7 +219,8 @@ class PlainNames(list):
 
 
 class FileBackend(PageStoreBackend):
-    """Pages as files under ``extra_config["path"]``. Extra config: ``path`` (required), ``fsync`` (default False)."""
+    """Pages as files under ``extra_config["path"]``. Extra config: ``path`` (required), ``fsync`` (default False),
+    ``temporary_grace`` (default 60 s)."""
 
     hicache_levels = ("core", "legacy", "v1", "v2", "prefix", "namespacing", "concurrency", "durability", "robustness")
     reads_into_ranges = True
@@ -177,6 +237,13 @@ class FileBackend(PageStoreBackend):
         fsync = self.extra_config.get("fsync", False)
         if not isinstance(fsync, bool):
             raise ValueError(f"FileBackend.extra_config.fsync: must be true or false (got {fsync!r})")
+        grace = self.extra_config.get("temporary_grace", DEFAULT_TEMPORARY_GRACE_S)
+        if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace < float("inf"):
+            raise ValueError(
+                f"FileBackend.extra_config.temporary_grace: must be a finite number of seconds >= 0 (got {grace!r})"
+            )
+        self.temporary_grace = float(grace)
+        """Age in seconds after which a temporary file is reclaimed whoever wrote it."""
         self.root = os.path.abspath(os.fspath(path))
         """The directory every namespace lives under."""
         self.fsync = fsync
@@ -189,6 +256,11 @@ class FileBackend(PageStoreBackend):
         self._directories_lock = threading.Lock()
         self._temporary_numbers = itertools.count()
         self._safe_prefixes: set[str] = set()
+        self.roots_recreated = 0
+        """How many times the root was found deleted and made again."""
+        self.temporaries_reclaimed = 0
+        """How many stale temporary files (of killed writers) were removed, on open and by ``clear()``."""
+        self.reclaim_temporaries()
 
     # ------------------------------------------------------------ paths
     def _render(self, name: ObjectName) -> str:
@@ -234,11 +306,63 @@ class FileBackend(PageStoreBackend):
             raise OSError(errno.ESHUTDOWN, "the backend is closed", directory)
         try:
             self._make_directories(directory)
-        except FileNotFoundError:  # a parent was removed by a concurrent clear(): once more
+        except FileNotFoundError:  # a parent was removed by a concurrent clear(), or the root was deleted
+            self._recreate_root()
             self._make_directories(directory)
         with self._directories_lock:
             self._checked_directories.add(directory)
             self._made_directories.add(directory)
+
+    def _recreate_root(self) -> None:
+        """Make the root again if it was deleted; log and count each time it had to be made."""
+        if os.path.isdir(self.root):
+            return
+        os.makedirs(self.root, mode=DIRECTORY_MODE, exist_ok=True)
+        with self._directories_lock:
+            self._made_directories.clear()
+            self._checked_directories.clear()
+            self.roots_recreated += 1
+        _log.warning("FileBackend: the root directory %s was deleted; made it again", self.root)
+
+    # ------------------------------------------------------------ stale temporary files
+    def reclaim_temporaries(self, namespace: bool = True) -> int:
+        """Remove the stale temporary files under this namespace (unless ``namespace`` is False) and the stale
+        probes in the root; return how many.
+
+        Never raises: a directory that cannot be listed is skipped. Links are
+        never followed, and only names holding ``%tmp`` are looked at.
+        """
+        now, grace, removed = time.time(), self.temporary_grace, 0
+        directories = [self._path(self.namespace)] if namespace else []
+        try:
+            with os.scandir(self.root) as entries:  # probes of killed openers
+                root_names = [entry.name for entry in entries if entry.name.startswith(".probe" + _TEMPORARY_MARK)]
+        except OSError:
+            root_names = []
+        candidates = [(os.path.join(self.root, name), name) for name in root_names]
+        while directories:
+            directory = directories.pop()
+            try:
+                with os.scandir(directory) as entries:
+                    for entry in entries:
+                        if entry.is_dir(follow_symlinks=False):
+                            directories.append(entry.path)
+                        elif _TEMPORARY_MARK in entry.name:
+                            candidates.append((entry.path, entry.name))
+            except OSError:
+                continue
+        for path, name in candidates:
+            if _is_stale_temporary(path, name, grace, now):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    continue
+                removed += 1
+        if removed:
+            with self._directories_lock:
+                self.temporaries_reclaimed += removed
+            _log.info("FileBackend: removed %d stale temporary files of killed writers under %s", removed, self.root)
+        return removed
 
     # ------------------------------------------------------------ primitives
     def _object_size(self, name: str) -> Optional[int]:
@@ -416,6 +540,7 @@ class FileBackend(PageStoreBackend):
 
     def _clear_namespace(self) -> None:
         # NS-8: only this namespace's directory; siblings (other ranks, models) stay.
+        self.reclaim_temporaries(namespace=False)  # the root's stale probes; the namespace's go with it below
         directory = self._path(self.namespace)
         try:
             if os.path.islink(directory):
