@@ -88,20 +88,28 @@ CLAUSES: tuple[Clause, ...] = (
         "prefix_keys is tri-state: None means the feature is off, [] means it is on and no page "
         "precedes the call's first key, a non-empty list holds the key of every page before the "
         "call's first key, root first.",
-        "A backend uses the prefix to place or look up pages; it must be able to tell 'off' from 'on, at the root'.",
+        "A backend uses the prefix to place or look up pages; it must be able to tell 'off' from 'on, at the root'. "
+        "No pinned release keeps it: the prefetch prefix leaves out the anchor node's own pages, so [] is "
+        "sent while pages precede the first key (recorded as a divergence).",
         "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo; managers/cache_controller.py "
-        "_storage_hit_query, _page_transfer, _page_backup",
+        "_storage_hit_query, _page_transfer, _page_backup; mem_cache/unified_cache/unified_tree_core.py "
+        "UnifiedTreeCore.get_prefix_hash_values (the prefetch prefix)",
     ),
     C(
         "PFX-2",
         "prefix",
         "engine",
         "The prefix a call receives equals the operation's prefix followed by every key of the "
-        "operation's chain before that call's first key.",
+        "operation's chain before that call's first key; pages dropped from the head of an operation "
+        "after its hit query (a head already resident on the device) stay in that chain, so their keys "
+        "precede the keys of every later call.",
         "A prefix that skips or repeats keys tells the backend a different token history than the "
-        "one the keys stand for.",
+        "one the keys stand for. SGLang's buffer-only mode trims such a head from the KV keys but not "
+        "from the prefix, so the KV reads skip the trimmed pages while the sidecar reads carry them "
+        "(recorded as a divergence).",
         "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
-        "batch_hashes per batch); the rule where releases differ is the spec's (docs/divergences.md)",
+        "batch_hashes per batch); hybrid_cache_controller.py trim_prefetch_full_head; the rule where "
+        "releases differ is the spec's (docs/divergences.md)",
     ),
     C(
         "PFX-3",
@@ -128,8 +136,10 @@ CLAUSES: tuple[Clause, ...] = (
         "prefix",
         "engine",
         "The engine never changes a prefix object after handing it to a backend, nor the "
-        "operation's own prefix; every batch receives a new value.",
-        "An in-place += rewrote metadata a backend had already received and possibly queued.",
+        "operation's own prefix; a call may receive the operation's own list (0.5.21+ hands it to the "
+        "first KV batch) and every later batch a new list.",
+        "An in-place += rewrote metadata a backend had already received and possibly queued; 0.5.21+ "
+        "builds each later prefix as prefix_keys + batch_hashes, leaving the first list untouched.",
         "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
         "batch_hashes per batch); the rule where releases differ is the spec's (docs/divergences.md)",
     ),
@@ -149,9 +159,13 @@ CLAUSES: tuple[Clause, ...] = (
         "When the feature is on, every call that accepts extra_info receives one carrying the "
         "prefix: hit query, v1 get and set, the KV-derived v2 read, the sidecar v2 read and the "
         "v2 write.",
-        "SGLang's v2 calls omitted the prefix, so hybrid backends lost the context v1 backends had.",
+        "SGLang's v2 calls omitted the prefix, so hybrid backends lost the context v1 backends had. "
+        "SGLang's PD-decode offload controller, built from the raw JSON config, never passes a prefix "
+        "and leaves hicache_storage_pass_prefix_keys in the backend's extra_config (a divergence).",
         "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup; "
-        "mem_cache/hybrid_cache/hybrid_cache_controller.py _storage_hit_query, _page_transfer_sidecar, _page_backup_with_stable_layout",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py _storage_hit_query, _page_transfer_sidecar, "
+        "_page_backup_with_stable_layout; disaggregation/decode_kvcache_offload_manager.py "
+        "DecodeKVCacheOffloadManager._trigger_backup",
     ),
     C(
         "PFX-8",
@@ -294,9 +308,12 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-12",
         "core",
         "backend",
-        "get_stats() returns None or a metrics object, never a dict.",
-        "The scheduler calls it every tick and reads attributes; a dict raises AttributeError.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorage.get_stats; a bug class of in-tree backends",
+        "get_stats() returns None or a metrics object, never a dict; under SGLang the object is an "
+        "instance of SGLang's StorageMetrics.",
+        "The scheduler calls it every tick and reads attributes; a dict raises AttributeError, and "
+        "every pinned release asserts isinstance(storage_metrics, StorageMetrics) before reading it.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorage.get_stats; observability/metrics_collector.py "
+        "log_storage_metrics; a bug class of in-tree backends",
     ),
     C(
         "BE-13",
@@ -349,9 +366,12 @@ CLAUSES: tuple[Clause, ...] = (
         "backend",
         "An unimplemented v2 method raises NotImplementedError; the base class's v1 methods return "
         "None, so a backend that declares interface_v1 implements batch_get_v1 and batch_set_v1.",
-        "The engine picks the zero-copy path from interface_v1 alone; a declared but missing v1 "
-        "method returns None where a list of bools is read.",
-        "sglang 0.5.20-0.5.23 mem_cache/hicache_storage.py HiCacheStorage.batch_get_v1/batch_exists_v2",
+        "The engine picks the zero-copy path by backend type name (the in-tree hf3fs, mooncake, nixl, "
+        "...) or, for a dynamic backend, from extra_config interface_v1 alone, never by asking the "
+        "backend what it implements; a declared but missing v1 method returns None where a list of "
+        "bools is read.",
+        "sglang 0.5.20-0.5.23 mem_cache/hicache_storage.py HiCacheStorage.batch_get_v1/batch_exists_v2; "
+        "managers/cache_controller.py attach_storage_backend (page_get_func / page_set_func)",
     ),
     C(
         "BE-19",
@@ -406,11 +426,15 @@ CLAUSES: tuple[Clause, ...] = (
         "core",
         "backend",
         "on_host_pools_registered is called once per attach, after register_mem_pool_host and the "
-        "initial register_mem_host_pool_v2 burst and before any IO; a backend that raises from it "
-        "fails the attach; pools registered later arrive through register_mem_host_pool_v2 alone.",
-        "Backends that register with a remote manager must finalize once the pool set is known.",
+        "initial register_mem_host_pool_v2 burst and before any IO; a backend does not raise from "
+        "it; pools registered later arrive through register_mem_host_pool_v2 alone.",
+        "Backends that register with a remote manager must finalize once the pool set is known. "
+        "A raise fails the attach, but the hybrid controller calls it after the base attach "
+        "finished, so the attach raises while the storage threads run and storage stays enabled: "
+        "the controller is left half-attached.",
         "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorage.on_host_pools_registered; "
-        "managers/cache_controller.py attach_storage_backend",
+        "managers/cache_controller.py attach_storage_backend; hybrid_cache_controller.py "
+        "HybridCacheController.attach_storage_backend (_registers_host_pools_after_super_attach)",
         releases="0.5.23",
     ),
     C(
@@ -428,7 +452,8 @@ CLAUSES: tuple[Clause, ...] = (
         "backend",
         "A backend is safe under concurrent calls from at least three threads (hit query, IO, "
         "backup) plus get_stats from a fourth.",
-        "The engine runs these threads for real; a race corrupts pages or results.",
+        "The engine runs these threads for real; a race corrupts pages or results. Hit queries also "
+        "come from other engine threads, so the count is a floor.",
         "sglang managers/cache_controller.py prefetch_thread_func, prefetch_io_aux_func, backup_thread_func "
         "(three threads on one backend)",
     ),
@@ -510,8 +535,9 @@ CLAUSES: tuple[Clause, ...] = (
         "NS-5",
         "namespacing",
         "backend",
-        "With is_mla_model=True a KV page written by the storage writer (tp_rank == dcp_rank) is "
-        "visible to every TP rank with the same PP, CP and DCP coordinates.",
+        "With is_mla_model=True a KV page written by the storage writer (CTL-8: tp_rank == dcp_rank "
+        "in 0.5.23, tp_rank == 0 before) is visible to every TP rank with the same PP, CP and DCP "
+        "coordinates.",
         "Replicated KV is written once per DCP shard; other ranks that cannot see it never hit.",
         "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorageConfig.is_storage_writer",
     ),
@@ -550,9 +576,10 @@ CLAUSES: tuple[Clause, ...] = (
         "one call over the whole chain (batch_exists_v2 with the pool transfers, else batch_exists), "
         "or batch_exists slice by slice stopping after the first slice not fully hit; a span a prior "
         "hit proved stored may be taken as hit without a query.",
-        "Keys after a miss cannot be loaded, so querying them wastes round trips; 0.5.21+ sends every "
-        "path through the hybrid controller's single whole-chain query, 0.5.20's plain controller "
-        "queries slice by slice.",
+        "Keys after a miss cannot be loaded, so querying them wastes round trips. Every pinned release "
+        "sends every in-tree hit query through the hybrid controller's single whole-chain query; the "
+        "plain controller's slice-by-slice query is called by no in-tree path (0.5.20's HiRadixCache "
+        "is never built, and the decode offload controller only writes).",
         "sglang hybrid_cache_controller.py HybridCacheController._storage_hit_query; "
         "managers/cache_controller.py HiCacheController._storage_hit_query",
     ),
@@ -623,12 +650,15 @@ CLAUSES: tuple[Clause, ...] = (
         "CTL-8",
         "controller",
         "engine",
-        "With replicated KV (is_mla_model) only the storage writer (tp_rank == dcp_rank; TP rank 0 "
-        "without DCP) writes KV pages and KV-derived and other replicated sidecars; every rank writes "
-        "rank-sharded sidecars (MAMBA state); every rank still acks the backup.",
+        "With replicated KV (is_mla_model: an MLA device pool or DeepSeek-V4's compressed pool) only "
+        "the storage writer (tp_rank == dcp_rank in 0.5.23, TP rank 0 without DCP; tp_rank == 0 "
+        "before) writes KV pages and KV-derived and other replicated sidecars; a rank that is not the "
+        "writer writes only the rank-sharded sidecars: MAMBA state and, for a Mooncake backend, the "
+        "DRAFT and DRAFT_SWA pools held in an MHA host pool; every rank still acks the backup.",
         "Replicated KV written by every rank multiplies traffic; TP-sharded state that only one rank "
         "writes is lost for the others; acks must still match across ranks.",
-        "sglang 0.5.23 managers/cache_controller.py backup_skip; hybrid_cache_controller.py should_backup",
+        "sglang managers/cache_controller.py backup_skip (0.5.23: HiCacheStorageConfig.is_storage_writer), "
+        "_generate_storage_config (is_rank_replicated); hybrid_cache_controller.py should_backup",
     ),
     C(
         "CTL-9",
@@ -702,8 +732,8 @@ CLAUSES: tuple[Clause, ...] = (
         "completed if and only if it wrote at least one sidecar and every sidecar write returned "
         "len(keys) True; otherwise it reports 0 tokens.",
         "Completion must not claim pages the rank never confirmed, and ranks must still ack.",
-        "sglang 0.5.23 mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout",
-        releases="0.5.23",
+        "sglang mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout "
+        "(0.5.20: _page_backup)",
     ),
     C(
         "CTL-16",
@@ -736,8 +766,9 @@ CLAUSES: tuple[Clause, ...] = (
         "hybrid",
         "engine",
         "Other sidecars (SWA, Mamba) are read once, after KV fully completed, in one batch_get_v2 "
-        "per trailing-length group (PFX-9), their trailing keys re-aligned to the hit, and acked with "
-        "their per-pool hits; if KV did not complete they are not read.",
+        "per trailing-length group (PFX-9; 0.5.20 makes one call carrying every transfer), their "
+        "trailing keys re-aligned to the hit, and acked with their per-pool hits; if KV did not "
+        "complete they are not read.",
         "Their windows are defined relative to the final hit, known only at the end.",
         "sglang hybrid_cache_controller.py _page_transfer_sidecar, _sync_trailing_keys",
     ),
@@ -757,7 +788,8 @@ CLAUSES: tuple[Clause, ...] = (
         "A sidecar read succeeds only if every pool is present in the result with every page True; "
         "a pool missing from the result is a failure.",
         "A missing pool counted as a hit restored KV beside stale sidecar state.",
-        "sglang mem_cache/hicache_storage.py count_pool_hits; mem_cache/hybrid_cache/hybrid_cache_controller.py "
+        "sglang mem_cache/unified_radix_cache.py UnifiedRadixCache._check_hybrid_prefetch_result (a pool "
+        "absent from the acked hits counts 0); mem_cache/hybrid_cache/hybrid_cache_controller.py "
         "_page_transfer_sidecar",
     ),
     C(
@@ -765,10 +797,12 @@ CLAUSES: tuple[Clause, ...] = (
         "hybrid",
         "engine",
         "A hybrid backup writes its sidecars first, in one batch_set_v2 per trailing-length group "
-        "(PFX-9) over the whole span, then KV in STORAGE_BATCH_SIZE slices.",
+        "(PFX-9; 0.5.20 makes one call carrying every transfer) over the whole span, then KV in "
+        "STORAGE_BATCH_SIZE slices, whatever the sidecar writes returned.",
         "KV is what makes a page visible to the hit query; it goes last so a reader never finds "
-        "KV without its sidecars.",
-        "sglang hybrid_cache_controller.py _page_backup_with_stable_layout",
+        "KV without sidecars that were written. A failed sidecar write does not stop the KV write: "
+        "the hit query's pool verdicts (BE-21) keep such a page from being restored without its sidecar.",
+        "sglang hybrid_cache_controller.py _page_backup_with_stable_layout (0.5.20: _page_backup)",
     ),
     C(
         "HYB-6",
@@ -794,7 +828,9 @@ CLAUSES: tuple[Clause, ...] = (
         "v2",
         "both",
         "count_pool_hits maps each pool to the length of the leading run of True in its results.",
-        "Loaded pages count only up to the first failure.",
+        "Loaded pages count only up to the first failure. SGLang's count stops only at an entry "
+        "equal to False, so None or '' from a backend count as loaded (a divergence); a backend "
+        "returns bools (BE-19).",
         "sglang mem_cache/hicache_storage.py count_pool_hits",
     ),
     C(
@@ -804,7 +840,9 @@ CLAUSES: tuple[Clause, ...] = (
         "A BLOCK_GROUPS pool never gates the hit nor the restorable lengths; its entry, where "
         "reported, is the pages its leading complete groups cover.",
         "Compressed blocks are a second form of the FULL pages; their absence must not shrink the KV hit. "
-        "No controller sends such a pool yet (and HiCacheFile refuses one), so backends are not checked for it.",
+        "The rule restates PoolHitPolicy.BLOCK_GROUPS's documented meaning: no engine code of a "
+        "pinned release builds such a transfer, and HiCacheFile folds it as trailing (0.5.22) or "
+        "refuses it (0.5.23), so it binds an engine that sends one and backends are not checked for it.",
         "sglang 0.5.22+ mem_cache/hicache_storage.py PoolHitPolicy.BLOCK_GROUPS",
         releases="0.5.22+",
     ),
@@ -822,9 +860,12 @@ CLAUSES: tuple[Clause, ...] = (
         "RANK-2",
         "ranks",
         "engine",
-        "Every rank cuts its key list to the agreed count before allocating and reading.",
-        "Ranks that load different lengths disagree on the cached prefix.",
-        "sglang managers/cache_controller.py prefetch_thread_func, _all_reduce",
+        "Every rank cuts its key list to the agreed count before reading; a rank that allocates host "
+        "pages before the ranks agree frees those past the agreed count before any read.",
+        "Ranks that load different lengths disagree on the cached prefix. 0.5.23's pipeline-parallel "
+        "ticket path allocates for the rank's own hit, then frees the tail after the MIN.",
+        "sglang managers/cache_controller.py prefetch_thread_func, _all_reduce; 0.5.23 "
+        "hybrid_cache_controller.py pp_prefetch_command_thread_func, _allocate_pp_prefetch_buffers",
     ),
     C(
         "RANK-3",

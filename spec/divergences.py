@@ -60,7 +60,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
     ),
     D(
         "DIV-2",
-        "0.5.23",
+        "0.5.21+",
         "PFX-4",
         "mem_cache/hybrid_cache/hybrid_cache_controller.py",
         "HybridCacheController.submit_prefetch",
@@ -120,10 +120,11 @@ DIVERGENCES: tuple[Divergence, ...] = (
     D(
         "DIV-8",
         "0.5.23",
-        "BE-20",
+        "HYB-9",
         "mem_cache/hicache_storage.py",
         "HiCacheFile.batch_exists_v2",
-        "A BLOCK_GROUPS transfer raises ValueError instead of being answered (no controller sends one yet).",
+        "A BLOCK_GROUPS transfer raises ValueError instead of being answered with the pages its leading "
+        "complete groups cover (no controller sends one yet).",
         r"raise ValueError\(f\"Unsupported pool hit policy",
     ),
     D(
@@ -146,7 +147,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
     ),
     D(
         "DIV-11",
-        "0.5.21+",
+        "0.5.20+",
         "PFX-10",
         "mem_cache/unified_cache/unified_tree_core.py",
         "UnifiedTreeCore.get_prefix_hash_values",
@@ -160,7 +161,8 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "managers/cache_controller.py",
         "HiCacheController._storage_hit_query",
         "The hit query extends its copy of the prefix in place with += after each slice, rewriting the list "
-        "the previous batch_exists received.",
+        "the previous batch_exists received (a query no in-tree path of 0.5.20 calls: its HiRadixCache is "
+        "never built and the decode offload controller only writes).",
         r"prefix_keys \+= batch_hashes",
     ),
     D(
@@ -169,7 +171,8 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "PFX-4",
         "managers/cache_controller.py",
         "HiCacheController._storage_hit_query",
-        "The hit query passes prefix_keys None when the operation's prefix is [] (copy only if truthy).",
+        "The hit query passes prefix_keys None when the operation's prefix is [] (copy only if truthy; a "
+        "query no in-tree path of 0.5.20 calls).",
         r"prefix_keys = operation\.prefix_keys\.copy\(\) if operation\.prefix_keys else None",
     ),
     D(
@@ -226,6 +229,98 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "HybridCacheController._page_backup",
         "The sidecar batch_set_v2 of a backup is called without extra_info.",
         r"batch_set_v2\(backup_transfers\)",
+    ),
+    D(
+        "DIV-20",
+        "0.5.20+",
+        "PFX-1",
+        "mem_cache/unified_cache/unified_tree_core.py",
+        "UnifiedTreeCore.get_prefix_hash_values",
+        "The prefetch prefix is built from the anchor node's ancestors without the anchor's own pages, "
+        "so [] is sent while the anchor's pages precede the call's first key.",
+        r"return node\.get_prefix_hash_values\(node\.parent\)",
+    ),
+    D(
+        "DIV-21",
+        "0.5.20+",
+        "PFX-2",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+        "HybridCacheController.trim_prefetch_full_head",
+        "Buffer-only mode trims a device-resident head from the KV keys but not from the prefix: the KV "
+        "reads receive the operation's prefix, skipping the trimmed pages' keys, while the sidecar reads "
+        "receive the full chain.",
+        r"(?s)\A(?!.*prefix_keys).*operation\.hash_value = original_hashes\[trim_pages:\]",
+    ),
+    D(
+        "DIV-22",
+        "0.5.20-0.5.21",
+        "CTL-6",
+        "managers/cache_controller.py",
+        "HiCacheController.prefetch_io_aux_func",
+        "The final ack is put only after _page_transfer returns and the loop catches only queue.Empty: a "
+        "backend that raises ends the prefetch IO thread and the prefetch never gets its final ack.",
+        r"self\._page_transfer\(operation\)\s+self\.prefetch_sync_queue\.put\(",
+    ),
+    D(
+        "DIV-23",
+        "0.5.20-0.5.21",
+        "CTL-11",
+        "managers/cache_controller.py",
+        "HiCacheController._page_transfer",
+        "A KV read that raises is not caught: the exception ends the prefetch IO thread, and no later "
+        "prefetch is read.",
+        r"(?s)\A(?!.*except Exception).*self\._page_transfer_kv_batch\(",
+    ),
+    D(
+        "DIV-24",
+        "0.5.20-0.5.21",
+        "CTL-11",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+        "HybridCacheController._page_transfer_sidecar",
+        "A sidecar read that raises is not caught: the exception ends the prefetch IO thread before the "
+        "sidecar ack.",
+        r"(?s)\A(?!.*except Exception).*self\.storage_backend\.batch_get_v2\(",
+    ),
+    D(
+        "DIV-25",
+        "0.5.20-0.5.21",
+        "CTL-11",
+        "managers/cache_controller.py",
+        "HiCacheController.prefetch_thread_func",
+        "A hit query that raises is not caught (the loop catches only queue.Empty): the exception ends "
+        "the hit-query thread, and no later prefetch is queried or acked.",
+        r"(?s)\A(?!.*except Exception).*self\._storage_hit_query\(",
+    ),
+    D(
+        "DIV-26",
+        "0.5.20-0.5.21",
+        "CTL-11",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+        "HybridCacheController.backup_thread_func",
+        "A write that raises is not caught (the loop catches only queue.Empty): the exception ends the "
+        "backup thread, and no backup ack follows.",
+        r"(?s)\A(?!.*_page_backup_or_log).*self\._page_backup\(operation\)",
+    ),
+    D(
+        "DIV-27",
+        "0.5.20+",
+        "HYB-8",
+        "mem_cache/hicache_storage.py",
+        "count_pool_hits",
+        "A pool's hits stop only at an entry equal to False, so None, '' or any other entry that is not "
+        "False counts as a loaded page.",
+        r"rs\.index\(False\) if False in rs",
+    ),
+    D(
+        "DIV-28",
+        "0.5.20+",
+        "PFX-7",
+        "disaggregation/decode_kvcache_offload_manager.py",
+        "DecodeKVCacheOffloadManager._trigger_backup",
+        "The PD-decode offload writes pass no prefix (the controller is built from the raw JSON config, "
+        "which keeps hicache_storage_pass_prefix_keys in the backend's extra_config), so every write "
+        "carries prefix_keys None with the feature on.",
+        r"write_storage\(\s*host_indices,\s*incremental_tokens,\s*hash_value=page_hashes,(?!\s*prefix_keys)",
     ),
 )
 """Every recorded divergence, oldest release first within a clause."""

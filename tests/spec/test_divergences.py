@@ -41,7 +41,27 @@ def function_source(version: str, file: str, function: str) -> str:
     return ast.get_source_segment(text, matches[0]) or ""
 
 
+def evidence_found(item: Divergence, version: str) -> bool:
+    """Return whether ``item``'s evidence matches its function in release ``version`` (False when the file or function is gone)."""
+    path = wheel_root(version) / "sglang" / "srt" / item.file
+    if not path.is_file():
+        return False
+    try:
+        source = function_source(version, item.file, item.function)
+    except AssertionError:
+        return False
+    return re.search(item.evidence, source) is not None
+
+
 CASES = [(item, version) for item in DIVERGENCES for version in SGLANG_RELEASES if item.holds_for(version)]
+ABSENT = [
+    (item, version)
+    for item in DIVERGENCES
+    for version in SGLANG_RELEASES
+    if not item.holds_for(version) and holds_for(clause(item.clause_id), version)
+]
+"""Every pinned release an entry does not list and its clause holds for (where the clause does not hold, there is
+nothing to diverge from: DIV-7's fold is in 0.5.20, which has no BLOCK_GROUPS policy for HYB-9 to speak of)."""
 
 
 @pytest.mark.parametrize("item, version", CASES, ids=[f"{item.id}-{version}" for item, version in CASES])
@@ -51,6 +71,34 @@ def test_divergence_is_still_in_the_release(item: Divergence, version: str):
         f"{item.id}: SGLang {version} {item.function} no longer matches {item.evidence!r}; "
         "if upstream fixed it, narrow the entry's releases"
     )
+
+
+@pytest.mark.parametrize("item, version", ABSENT, ids=[f"{item.id}-{version}" for item, version in ABSENT])
+def test_divergence_is_absent_from_every_release_it_does_not_name(item: Divergence, version: str):
+    """An entry's evidence found in a pinned release it does not list means its scope is too narrow."""
+    assert not evidence_found(item, version), (
+        f"{item.id}: SGLang {version} {item.function} matches {item.evidence!r} but the entry lists "
+        f"only {item.releases}; widen its releases"
+    )
+
+
+def test_a_scope_too_narrow_is_caught():
+    """The planted bug: DIV-11 filed for 0.5.21+ only, as it once was, while 0.5.20 has the same code."""
+    (item,) = [entry for entry in DIVERGENCES if entry.id == "DIV-11"]
+    narrowed = Divergence(**{**item.__dict__, "releases": "0.5.21+"})
+    missed = [v for v in SGLANG_RELEASES if not narrowed.holds_for(v) and evidence_found(narrowed, v)]
+    assert missed == ["0.5.20"]
+
+
+def test_a_scope_too_wide_is_caught():
+    """The planted bug: the thread-killing loops of 0.5.20-0.5.21 filed for every release."""
+    for entry_id in ("DIV-22", "DIV-25", "DIV-26"):
+        (item,) = [entry for entry in DIVERGENCES if entry.id == entry_id]
+        widened = Divergence(**{**item.__dict__, "releases": "0.5.20+"})
+        assert [v for v in SGLANG_RELEASES if widened.holds_for(v) and not evidence_found(widened, v)] == [
+            "0.5.22",
+            "0.5.23",
+        ], entry_id
 
 
 def test_entries_name_live_clauses_that_hold_where_they_diverge():
