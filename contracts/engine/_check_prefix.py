@@ -153,11 +153,21 @@ def _check_prefix_immutability(checker: _Checker) -> None:
     operation = checker.operation
     if "prefix_keys_after" in operation.model_fields_set:
         checker.check("PFX-5")
-        if operation.prefix_keys_after != checker.initial:
+        after, initial = operation.prefix_keys_after, checker.initial
+        if after != initial:
+            how = "changed"
+            if after is not None and initial is not None and len(after) > len(initial):
+                if tuple(after[: len(initial)]) == tuple(initial):
+                    grown = len(after) - len(initial)
+                    taken = (
+                        " (chain[:{}])".format(grown) if tuple(after[len(initial) :]) == checker.chain[:grown] else ""
+                    )
+                    how = f"was extended in place by {grown} key(s){taken}, as by prefix_keys += batch,"
             checker.fail(
                 "PFX-5",
-                f"the operation's own prefix changed during the operation: "
-                f"{describe(checker.initial)} when first handed out, {describe(operation.prefix_keys_after)} now",
+                f"the operation's own prefix list {how} during the operation: "
+                f"{describe(initial)} when first handed out, {describe(after)} now; build a new list per "
+                "batch (prefix_keys + batch_keys)",
             )
 
 

@@ -72,7 +72,7 @@ def check_trace(
             prefix_keys if isinstance(prefix_keys, (list, tuple, PrefixKeys)) else tuple(prefix_keys),
             field="check_trace.prefix_keys",
         )
-    initial, after_known, after = resolve_operation_prefix(calls, prefix_keys)
+    initial, after_known, after = resolve_operation_prefix(calls, prefix_keys, tuple(chain))
     fields: dict[str, Any] = {
         "operation_id": operation_id,
         "chain": tuple(chain),

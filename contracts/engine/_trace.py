@@ -340,14 +340,19 @@ class TraceDocument(_TraceModel):
         return self
 
 
-def resolve_operation_prefix(calls: Any, prefix_keys: Any) -> tuple[Any, bool, Any]:
+def resolve_operation_prefix(calls: Any, prefix_keys: Any, chain: Any = None) -> tuple[Any, bool, Any]:
     """Return ``(initial, after_known, after)`` for the live operation prefix ``prefix_keys``. Clause: PFX-5.
 
     The caller passes the live object the controller used as the operation's
     prefix. Its value now is ``after``. If a call received that very object,
     the snapshot the recorder took at that call is the value the operation had
-    when it started (``initial``); otherwise ``initial`` is the value now and
-    nothing can be said about a change (``after_known`` is False).
+    when it started (``initial``). If no call did (an extra-info class that
+    copies the list, as the project's model does) but the object now holds
+    the first call's prefix followed by the start of ``chain`` (the keys
+    only a change in place, ``prefix_keys += batch``, puts there: a chain
+    key never precedes the chain), that call's prefix is ``initial``.
+    Otherwise ``initial`` is the value now and nothing can be said about a
+    change (``after_known`` is False).
     """
     now, problem = snapshot_prefix(prefix_keys)
     if problem is not None:
@@ -359,14 +364,40 @@ def resolve_operation_prefix(calls: Any, prefix_keys: Any) -> tuple[Any, bool, A
     for call in calls:
         if getattr(call, "prefix_object", None) is prefix_keys and call.prefix_keys_problem is None:
             return call.prefix_keys, True, now
+    grown_from = _grown_in_place_from(calls, now, chain)
+    if grown_from is not None:
+        return grown_from, True, now
     return now, False, now
+
+
+def _grown_in_place_from(calls: Any, now: Any, chain: Any) -> Any:
+    """The first prefix-carrying call's prefix, when ``now`` is it followed by the start of ``chain``; else None."""
+    if not chain:
+        return None
+    first = next(
+        (
+            call
+            for call in calls
+            if getattr(call, "extra_info_state", None) == EXTRA_INFO_PRESENT
+            and getattr(call, "prefix_keys_problem", None) is None
+            and getattr(call, "prefix_keys", None) is not None
+        ),
+        None,
+    )
+    if first is None:
+        return None
+    started = tuple(first.prefix_keys)
+    grown = len(now) - len(started)
+    if grown <= 0 or grown > len(chain) or tuple(now[: len(started)]) != started:
+        return None
+    return first.prefix_keys if tuple(now[len(started) :]) == tuple(chain[:grown]) else None
 
 
 def trace_document_from_calls(
     calls: Any, *, chain: Any, prefix_keys: Any, operation_id: Any = None, acks: Any = None, **operation: Any
 ) -> TraceDocument:
     """Return a one-operation ``TraceDocument`` of recorded calls (see ``RecordingBackend.to_trace``)."""
-    initial, after_known, after = resolve_operation_prefix(calls, prefix_keys)
+    initial, after_known, after = resolve_operation_prefix(calls, prefix_keys, tuple(chain))
     fields: dict[str, Any] = {
         "operation_id": operation_id,
         "chain": tuple(chain),

@@ -22,23 +22,29 @@ Nothing here imports ``hicache_reference``.
 
 from __future__ import annotations
 
+import os
 import threading
+import traceback
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, Callable, Iterable, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
 from hicache_spec import fold_pool_hits
 from hicache_contracts.engine._checker import check_trace
+from hicache_contracts.engine._handed_lists import HandedList
 from hicache_contracts.engine._recorder import RecordingBackend
 from hicache_contracts.engine._reference import PAGE_SIZE, SWA_WINDOW, ClauseResult, Scenario, clause_results
-from hicache_contracts.engine._report import TraceReport
+from hicache_contracts.engine._report import TraceReport, TraceViolation
 from hicache_contracts.models import ReadOnlyMapping
 from hicache_contracts.models import pool_value as _pool_name
 
 __all__ = [
     "HYBRID_POOLS",
     "STANDARD_SCENARIOS",
+    "EngineRaised",
     "EngineScenario",
     "EngineSetup",
+    "HandedList",
     "PoolSpec",
     "ScenarioBackend",
     "ScenarioEngine",
@@ -97,13 +103,18 @@ class ScenarioEngine(Protocol):
     def start(self, backend: Any, setup: EngineSetup) -> None:
         """Build the controller with ``backend`` as its storage backend (call its register methods as usual)."""
 
-    def prefetch(self, keys: tuple[str, ...], prefix_keys: Optional[tuple[str, ...]]) -> Any:
-        """Start a prefetch of the page keys ``keys`` (after the prefix ``prefix_keys``); return a handle."""
+    def prefetch(self, keys: list[str], prefix_keys: Optional[list[str]]) -> Any:
+        """Start a prefetch of the page keys ``keys`` (after the prefix ``prefix_keys``); return a handle.
 
-    def backup(
-        self, keys: tuple[str, ...], prefix_keys: Optional[tuple[str, ...]], sidecar_keys: Mapping[str, tuple[str, ...]]
-    ) -> Any:
-        """Start a backup of ``keys`` (and of ``sidecar_keys[pool]`` for the non-derived pools); return a handle."""
+        Both are new lists (``HandedList``), as SGLang hands them over; ``prefix_keys`` is None when the
+        feature is off. Changing either in place is PFX-5.
+        """
+
+    def backup(self, keys: list[str], prefix_keys: Optional[list[str]], sidecar_keys: Mapping[str, list[str]]) -> Any:
+        """Start a backup of ``keys`` (and of ``sidecar_keys[pool]`` for the non-derived pools); return a handle.
+
+        Every key sequence is a new list, as for ``prefetch``; ``sidecar_keys`` is a dict.
+        """
 
     def wait(self, operation: Any, timeout_s: float) -> None:
         """Return once the operation has finished (or after ``timeout_s``)."""
@@ -182,6 +193,8 @@ class ScenarioBackend:
         self.gate: Optional[threading.Event] = None
         self.after_read: Optional[Callable[[int], None]] = None
         self.reads = 0
+        self.faults_raised: list[BaseException] = []
+        """The exceptions ``raise_on_read`` raised: storage errors, which the engine must handle."""
 
     # ---------------------------------------------------------------- setup
     def plant(self, pool: str, keys: Sequence[str]) -> None:
@@ -249,7 +262,9 @@ class ScenarioBackend:
         with self.lock:
             number, self.reads = self.reads, self.reads + 1
         if number == self.raise_on_read:
-            raise RuntimeError("storage node unreachable")
+            fault = RuntimeError("storage node unreachable")
+            self.faults_raised.append(fault)
+            raise fault
         if number == self.hang_on_read:
             self.hanging.set()
             self.release.wait(WAIT_S)
@@ -310,6 +325,68 @@ class ScenarioRun:
     report: TraceReport
 
 
+class EngineRaised(RuntimeError):
+    """An exception raised inside the engine during a scenario (its ``__cause__``), reported as itself.
+
+    The scenario's clauses are not judged: what the exception kept from
+    running would only show as their failures. ``scenario`` is the scenario,
+    ``where`` the engine's frame (``file:line in function``) and ``thread``
+    the thread it was raised in (None: in the adapter call itself).
+    """
+
+    def __init__(self, error: BaseException, scenario: Any, where: str, thread: Optional[str]) -> None:
+        self.error, self.scenario, self.where, self.thread = error, scenario, where, thread
+        place = f"in thread {thread!r}" if thread is not None else "in the adapter call"
+        super().__init__(
+            f"the engine raised {type(error).__name__}: {error} at {where} ({place}) during scenario "
+            f"'{scenario}'; its clauses were not judged (the traceback above is the engine's)"
+        )
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _engine_frame(error: BaseException) -> str:
+    """``file:line in function`` of the innermost frame of ``error`` outside this package's engine suite."""
+    frames = traceback.extract_tb(error.__traceback__)
+    outside = [frame for frame in frames if not os.path.abspath(frame.filename).startswith(_HERE + os.sep)]
+    if not frames:
+        return "an unknown place"
+    frame = (outside or frames)[-1]
+    return f"{frame.filename}:{frame.lineno} in {frame.name}"
+
+
+class _ThreadErrors:
+    """While active, the exceptions that end threads (``threading.excepthook``), kept instead of printed."""
+
+    def __init__(self) -> None:
+        self.errors: list[tuple[BaseException, Optional[str]]] = []
+        self._previous: Any = None
+
+    def __enter__(self) -> _ThreadErrors:
+        self._previous = threading.excepthook
+
+        def keep(args: Any) -> None:
+            if args.exc_value is None or not isinstance(args.exc_value, Exception):
+                self._previous(args)  # SystemExit and the like: as before
+                return
+            self.errors.append((args.exc_value, None if args.thread is None else args.thread.name))
+
+        threading.excepthook = keep
+        return self
+
+    def __exit__(self, kind: Optional[type], value: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        threading.excepthook = self._previous
+
+
+def _call_engine(scenario: EngineScenario, method: Callable[..., Any], *args: Any) -> Any:
+    """``method(*args)`` on the engine; an exception it raises becomes ``EngineRaised``."""
+    try:
+        return method(*args)
+    except Exception as error:
+        raise EngineRaised(error, scenario, _engine_frame(error), None) from error
+
+
 def _setup(scenario: Scenario) -> EngineSetup:
     return EngineSetup(
         page_size=PAGE_SIZE,
@@ -334,8 +411,41 @@ def _filled_backend(scenario: EngineScenario) -> ScenarioBackend:
     return backend
 
 
+def _handed_lists(scenario: EngineScenario) -> tuple[HandedList, Optional[HandedList], dict[str, HandedList]]:
+    """The keys, prefix and sidecar keys the engine receives: new lists, as SGLang hands them over."""
+    call = "prefetch()" if scenario.kind == "prefetch" else "backup()"
+    keys = HandedList(scenario.chain, f"the keys list handed to {call}")
+    prefix = scenario.prefix_keys
+    handed_prefix = None if prefix is None else HandedList(prefix, f"the prefix_keys list handed to {call}")
+    sidecars = (
+        {"swa": HandedList(scenario.chain[-SWA_WINDOW:], "the sidecar_keys['swa'] list handed to backup()")}
+        if scenario.kind == "backup" and scenario.hybrid
+        else {}
+    )
+    return keys, handed_prefix, sidecars
+
+
+def _list_changes(handed: Iterable[Optional[HandedList]]) -> TraceReport:
+    """PFX-5 for each list handed to the engine that it changed in place."""
+    lists = [item for item in handed if item is not None]
+    violations = tuple(
+        TraceViolation(clause="PFX-5", message=message)
+        for message in (item.change_message() for item in lists)
+        if message is not None
+    )
+    return TraceReport(violations=violations, checked=("PFX-5",) if lists else ())
+
+
 def run_engine_scenario(engine: ScenarioEngine, scenario: EngineScenario) -> ScenarioRun:
-    """Run one scenario on ``engine`` (started here, stopped at the end) and check its trace."""
+    """Run one scenario on ``engine`` (started here, stopped at the end) and check its trace.
+
+    The engine receives new lists (``HandedList``): an in-place change to any
+    of them is PFX-5, named with the list and the line that changed it. An
+    exception raised inside the engine (in an adapter call or ending one of
+    its threads) is raised as ``EngineRaised`` from it, naming the engine's
+    frame and the scenario; a storage error the scripted store raised and the
+    engine let escape its thread stays a finding of the clauses it broke.
+    """
     backend = _filled_backend(scenario)
     recorder = RecordingBackend(backend)
     holder: dict[str, Any] = {}
@@ -348,29 +458,52 @@ def run_engine_scenario(engine: ScenarioEngine, scenario: EngineScenario) -> Sce
         terminated_before = target + 1
     if scenario.hang_on_read is not None:
         terminated_before = scenario.hang_on_read + 1
-    engine.start(recorder, _setup(scenario))
-    try:
-        if scenario.kind == "prefetch":
-            operation = engine.prefetch(scenario.chain, scenario.prefix_keys)
-            holder["operation"] = operation
+    keys, prefix, sidecars = _handed_lists(scenario)
+    with _ThreadErrors() as thread_errors:
+        _call_engine(scenario, engine.start, recorder, _setup(scenario))
+        stopped = False
+        try:
+            if scenario.kind == "prefetch":
+                operation = _call_engine(scenario, engine.prefetch, keys, prefix)
+                holder["operation"] = operation
+                if backend.gate is not None:
+                    backend.gate.set()
+                if scenario.hang_on_read is not None and backend.hanging.wait(WAIT_S):
+                    _call_engine(scenario, engine.terminate, operation)
+                    backend.release.set()
+            else:
+                operation = _call_engine(scenario, engine.backup, keys, prefix, sidecars)
+            _call_engine(scenario, engine.wait, operation, WAIT_S)
+            backend.release.set()
+            stopped = True
+            _call_engine(scenario, engine.stop)
+        finally:
+            backend.release.set()
             if backend.gate is not None:
                 backend.gate.set()
-            if scenario.hang_on_read is not None and backend.hanging.wait(WAIT_S):
-                engine.terminate(operation)
-                backend.release.set()
-        else:
-            sidecars = {"swa": scenario.chain[-SWA_WINDOW:]} if scenario.hybrid else {}
-            operation = engine.backup(scenario.chain, scenario.prefix_keys, sidecars)
-        engine.wait(operation, WAIT_S)
-    finally:
-        backend.release.set()
-        engine.stop()
-    arguments: dict[str, Any] = dict(chain=scenario.chain, prefix_keys=engine.prefix_of(operation), page_size=PAGE_SIZE)
+            if not stopped:  # an exception is on its way out: it is the one to report
+                try:
+                    engine.stop()
+                except Exception:
+                    pass
+    for error, thread in thread_errors.errors:
+        if not any(error is fault for fault in backend.faults_raised):
+            raise EngineRaised(error, scenario, _engine_frame(error), thread) from error
+    live_prefix = _call_engine(scenario, engine.prefix_of, operation)
+    if isinstance(live_prefix, HandedList) and live_prefix.changed:
+        # The list handed over changed in place: its content then is the operation's prefix (the change is
+        # reported below, with where it was made).
+        live_prefix = live_prefix.original
+    arguments: dict[str, Any] = dict(chain=scenario.chain, prefix_keys=live_prefix, page_size=PAGE_SIZE)
     if scenario.kind == "prefetch":
-        arguments.update(acks=list(engine.acks(operation)), terminated_before_slice=terminated_before)
+        acks = _call_engine(scenario, engine.acks, operation)
+        arguments.update(acks=list(acks), terminated_before_slice=terminated_before)
     else:
-        arguments.update(backup_completed_tokens=engine.completed_tokens(operation))
-    return ScenarioRun(scenario, recorder, operation, check_trace(recorder.calls, **arguments))
+        completed = _call_engine(scenario, engine.completed_tokens, operation)
+        arguments.update(backup_completed_tokens=completed)
+    # A list changed in place comes first: it names the line, where the findings on calls show its effects.
+    report = _list_changes([prefix, keys, *sidecars.values()]).merged(check_trace(recorder.calls, **arguments))
+    return ScenarioRun(scenario, recorder, operation, report)
 
 
 def check_engine(

@@ -311,8 +311,34 @@ def test_live_calls_with_the_operations_object_take_its_first_snapshot():
     immutability = report.for_clause("PFX-5")
     assert [violation.call_index for violation in immutability] == [0, None]
     assert immutability[1].message == (
-        "the operation's own prefix changed during the operation: 2 key(s) when first handed out, 6 key(s) now"
+        "the operation's own prefix list was extended in place by 4 key(s) (chain[:4]), as by prefix_keys += batch, "
+        "during the operation: 2 key(s) when first handed out, 6 key(s) now; build a new list per batch "
+        "(prefix_keys + batch_keys)"
     )
+
+
+@pytest.mark.clause("PFX-5")
+def test_an_operation_list_grown_in_place_is_seen_when_the_extra_info_copied_it():
+    from hicache_contracts import HiCacheStorageExtraInfo
+    from hicache_contracts.engine import RecordingBackend
+    from tests.engine.list_prefix import Answers
+
+    recorder = RecordingBackend(Answers())
+    operation_prefix = list(PREFIX)
+    for start in (0, 4):  # the model copies the list: no call receives the operation's object itself
+        batch = list(CHAIN[start : start + 4])
+        recorder.batch_exists(batch, HiCacheStorageExtraInfo(prefix_keys=operation_prefix))
+        operation_prefix += batch  # the controller grows the operation's own list
+    report = check_trace(recorder.calls, chain=CHAIN[:8], prefix_keys=operation_prefix, batch_size=BATCH)
+    assert report.violated == ("PFX-5",), report.format_table()
+    (violation,) = report.violations
+    assert violation.message.startswith(
+        "the operation's own prefix list was extended in place by 8 key(s) (chain[:8]), as by prefix_keys += batch"
+    )
+    # A list that holds other keys than the chain's start is taken as the operation's prefix, as before.
+    unrelated = list(PREFIX) + ["not-a-chain-key"]
+    report = check_trace(recorder.calls, chain=CHAIN[:8], prefix_keys=unrelated, batch_size=BATCH)
+    assert "PFX-5" not in report.violated and "PFX-2" in report.violated
 
 
 @pytest.mark.parametrize(
