@@ -6,6 +6,7 @@ One long module on purpose: it is the registry's data, one entry per clause, rea
 from __future__ import annotations
 
 from hicache_spec._clause import Clause
+from hicache_spec.clauses_linker import LINKER_CLAUSES
 
 __all__ = ["CLAUSES", "STORAGE_BATCH_SIZE"]
 
@@ -908,3 +909,5 @@ CLAUSES: tuple[Clause, ...] = (
         releases="0.5.23",
     ),
 )
+
+CLAUSES += LINKER_CLAUSES  # the linker family (LNK) lives in its own module

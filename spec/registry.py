@@ -37,6 +37,7 @@ FAMILIES: dict[str, str] = {
     "CTL": "the controller: hit query, IO, backup, acks, policies",
     "HYB": "hybrid models: sidecar pools and pool-hit folding",
     "RANK": "agreement between tensor/pipeline/context-parallel ranks",
+    "LNK": "the UnifiedCacheLinker: device pools linked directly to a store",
 }
 """Clause families, by ID prefix."""
 
@@ -54,6 +55,7 @@ LEVELS: dict[str, str] = {
     "controller": "the engine-side controller's calls and acks",
     "hybrid": "hybrid-model sidecar pools on the engine side",
     "ranks": "multi-rank agreement on the engine side",
+    "linker": "the UnifiedCacheLinker interface and behaviour (direct device-to-store linkers)",
 }
 """Capability levels. Backend levels are claimed by vendors; the others bind engines."""
 

@@ -1,0 +1,1 @@
+"""The linker contract's executable side: CPU device pools, the per-release interface, the linker suite."""

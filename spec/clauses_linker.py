@@ -1,0 +1,291 @@
+"""The linker clauses (LNK): SGLang's UnifiedCacheLinker, the direct device-pool-to-store plug-in point.
+
+A linker moves pages between the engine's device pools and a store with no host tier in between;
+``UnifiedCacheLinkerWrapper`` drives it from the radix tree. Appended to ``hicache_spec.clauses.CLAUSES``.
+IDs are stable: append, never renumber; retire instead.
+"""
+
+from __future__ import annotations
+
+from hicache_spec._clause import Clause
+
+__all__ = ["LINKER_CLAUSES"]
+
+C = Clause
+
+_ABC = "sglang {} mem_cache/unified_cache/unified_cache_linker.py UnifiedCacheLinker"
+_WRAPPER = "sglang {} mem_cache/unified_cache/unified_cache_linker.py UnifiedCacheLinkerWrapper"
+
+LINKER_CLAUSES: tuple[Clause, ...] = (
+    C(
+        "LNK-1",
+        "linker",
+        "backend",
+        "A linker for 0.5.20 or 0.5.21 implements the eleven abstract methods lookup, load, "
+        "start_layer_wise_loading, cancel_queued_load, num_completed_loads, pop_completed_load, offload, "
+        "num_completed_offloads, pop_completed_offload, reset and close.",
+        "An abstract method left unimplemented makes the class abstract: constructing it raises TypeError "
+        "at server start.",
+        _ABC.format("0.5.20, 0.5.21") + " (its abstract methods)",
+        releases="0.5.20-0.5.21",
+    ),
+    C(
+        "LNK-2",
+        "linker",
+        "backend",
+        "A linker for 0.5.22 or later implements the ten abstract methods lookup, load, "
+        "start_layer_wise_loading, finish_layer_wise_loading, cancel_queued_load, offload, "
+        "num_completed_offloads, pop_completed_offload, reset and close (finish_layer_wise_loading replaced "
+        "num_completed_loads and pop_completed_load).",
+        "A linker written to 0.5.21's interface lacks finish_layer_wise_loading and is refused as abstract; "
+        "one written to a later branch's is refused by 0.5.20's and 0.5.21's ABC.",
+        _ABC.format("0.5.22, 0.5.23") + " (its abstract methods)",
+        releases="0.5.22+",
+    ),
+    C(
+        "LNK-3",
+        "linker",
+        "backend",
+        "offload accepts a keyword argument session_id, None by default (the wrapper passes "
+        "session_id=... on every call).",
+        "A linker whose offload takes only the transfers raises TypeError on the first write-through.",
+        _ABC.format("0.5.23") + ".offload; " + _WRAPPER.format("0.5.23") + "._offload_node",
+        releases="0.5.23",
+    ),
+    C(
+        "LNK-4",
+        "linker",
+        "backend",
+        "A linker loaded by the dynamic backend is a non-abstract UnifiedCacheLinker subclass named by "
+        "linker_module_path and linker (linker_extra_config an optional JSON object, no other field), and "
+        "its constructor accepts (server_args, params, *, components, extra_config, forward_stream).",
+        "The factory refuses a class that is not a subclass or still abstract, names the missing methods, "
+        "and calls the constructor with exactly those keywords; a constructor without forward_stream= "
+        "fails at server start.",
+        "sglang 0.5.23 mem_cache/unified_cache/linker_factory.py create_unified_cache_linker; "
+        "linker_config.py UnifiedCacheLinkerConfig.from_dict",
+        releases="0.5.23",
+    ),
+    C(
+        "LNK-5",
+        "linker",
+        "backend",
+        "A linker has a layer_done_counter with set_consumer(index) and wait_until(layer): after "
+        "set_consumer(i), wait_until(l) returns once layer l of the batch started as i has landed (at once "
+        "for an index with no batch).",
+        "The KV pools wait on this counter before each layer's attention; without it the forward reads "
+        "slots the load has not written.",
+        _ABC.format("0.5.20+") + ".layer_done_counter; sglang 0.5.23 mem_cache/registry.py (the counter "
+        "registered with the KV pool)",
+    ),
+    C(
+        "LNK-6",
+        "linker",
+        "backend",
+        "A linker has a pools attribute, a dict keyed by PoolName holding the pools it stores; a store "
+        "without SWA pages leaves PoolName.SWA out.",
+        "The wrapper reads pools at construction to decide whether restored tails keep their SWA state; "
+        "a missing attribute fails the attach.",
+        _ABC.format("0.5.23") + ".pools; " + _WRAPPER.format("0.5.23") + ".__init__ (_skip_swa)",
+        releases="0.5.23",
+    ),
+    C(
+        "LNK-7",
+        "linker",
+        "backend",
+        "lookup(rid, transfers) returns, among 1..len(the KV transfer's keys), exactly the prefix lengths "
+        "every pool can restore by its hit policy (ALL_PAGES: every page before the length; TRAILING_PAGES: "
+        "the window of len(its keys) pages ending at the length; BLOCK_GROUPS: never gates), counting only "
+        "pages of offloads reported successful; order and repeats carry no meaning and other values are "
+        "ignored.",
+        "The wrapper marks each listed length in a mask and intersects the masks across ranks; a listed "
+        "length a pool cannot restore loads a prefix without its trailing state, and an omitted one is a "
+        "lost hit on every rank.",
+        _ABC.format("0.5.20+") + ".lookup; " + _WRAPPER.format("0.5.20+") + "._sync_restorable_prefix; "
+        "sglang 0.5.23 mem_cache/hicache_storage.py PoolTransferResult.restorable_prefix_pages",
+    ),
+    C(
+        "LNK-8",
+        "linker",
+        "backend",
+        "An offload reported failed, or not yet reported, never makes lookup report a length it alone "
+        "would complete: a length is reported only once every page of it was written by offloads reported "
+        "successful.",
+        "A torn offload (some pools or pages written) that lookup counts loads garbage into the slots of a "
+        "request that then decodes from them.",
+        _ABC.format("0.5.20+") + ".offload ('atomic persistence'), .lookup",
+    ),
+    C(
+        "LNK-9",
+        "linker",
+        "backend",
+        "load(rid, transfers) only queues: no device slot is written before the next start_layer_wise_loading().",
+        "The slots of a queued load still belong to the batch being scheduled; the tree frees or reuses "
+        "them when the request is cancelled before its batch starts.",
+        _ABC.format("0.5.20+") + ".load, .cancel_queued_load",
+    ),
+    C(
+        "LNK-10",
+        "linker",
+        "backend",
+        "load refuses a rid already queued (returns False or raises; it never queues it twice), accepts "
+        "transfers for a subset of the pools (an SWA-only load), and returns False for transfers with no "
+        "keys; False means the request recomputes.",
+        "The wrapper queues one load per request and drops pools already resident in the device, so a "
+        "partial load is routine; a second queue of the same rid would write its slots twice.",
+        _ABC.format("0.5.20+") + ".load; " + _WRAPPER.format("0.5.22+") + ".load_back; sglang 0.5.23 "
+        "storage/mooncake_store/mooncake_direct_linker.py MooncakeDirectLinker.load",
+    ),
+    C(
+        "LNK-11",
+        "linker",
+        "backend",
+        "start_layer_wise_loading() starts every queued load as one batch and returns its counter index, "
+        "a new index per batch; with nothing queued it returns -1 and starts nothing.",
+        "The forward sets the index as the counter's consumer and waits per layer; a reused index makes it "
+        "wait on an older batch.",
+        _ABC.format("0.5.20+") + ".start_layer_wise_loading; " + _WRAPPER.format("0.5.22+") + ".finish_loads",
+    ),
+    C(
+        "LNK-12",
+        "linker",
+        "backend",
+        "A load writes, into each transfer's device_indices, every layer's bytes of the pages stored under "
+        "its keys for that pool, byte for byte, and writes no other slot.",
+        "Loaded slots are private to the request; a byte wrong or a neighbouring slot overwritten corrupts "
+        "another request's KV.",
+        _ABC.format("0.5.20+") + ".load; sglang 0.5.23 mem_cache/unified_cache/components/full.py "
+        "build_external_linker_transfer (device_indices per phase)",
+    ),
+    C(
+        "LNK-13",
+        "linker",
+        "backend",
+        "finish_layer_wise_loading(index) returns only once the batch has stopped writing device memory, "
+        "True when every layer landed and False when any failed; a failure is never raised, neither from "
+        "it nor from layer_done_counter.wait_until.",
+        "The forward runs on whatever the slots hold; the wrapper aborts the batch's requests on False. "
+        "An exception inside the forward kills the scheduler for every request.",
+        _ABC.format("0.5.22+")
+        + ".finish_layer_wise_loading; LayerWiseLoadCounter.wait_until, finish; "
+        + _WRAPPER.format("0.5.22+")
+        + ".finish_loads",
+        releases="0.5.22+",
+    ),
+    C(
+        "LNK-14",
+        "linker",
+        "backend",
+        "Each started batch is reported exactly once by pop_completed_load, in start order, with the rids "
+        "it loaded, only after it stopped writing device memory; num_completed_loads counts the batches "
+        "ready.",
+        "The wrapper releases each rid's lock on its tree node when its batch is popped; a batch reported "
+        "early frees slots still being written, one never reported leaks the lock.",
+        _ABC.format("0.5.20, 0.5.21")
+        + ".num_completed_loads, .pop_completed_load; "
+        + _WRAPPER.format("0.5.20")
+        + ".drain_loads",
+        releases="0.5.20-0.5.21",
+    ),
+    C(
+        "LNK-15",
+        "linker",
+        "backend",
+        "cancel_queued_load(rid) returns True only for a load queued and not yet started, which then "
+        "never writes; it returns False for a started, cancelled or unknown rid.",
+        "On True the wrapper frees the request's slots at once; a started load then writes into freed "
+        "slots. 0.5.20's wrapper asks for every released request and fails on True for one it never "
+        "queued.",
+        _ABC.format("0.5.20+") + ".cancel_queued_load; " + _WRAPPER.format("0.5.20+") + ".release_request",
+    ),
+    C(
+        "LNK-16",
+        "linker",
+        "backend",
+        "Every offload that returned True yields exactly one result, consumed by pop_completed_offload in "
+        "submission order, True only when every page of every pool of that offload was written; "
+        "num_completed_offloads counts the results ready; an offload that returned False yields none.",
+        "The wrapper pairs the n-th result with its n-th pending offload to publish or roll back a tree "
+        "node; results out of order publish a node whose pages failed.",
+        _ABC.format("0.5.20+")
+        + ".offload, .num_completed_offloads, .pop_completed_offload; "
+        + _WRAPPER.format("0.5.20+")
+        + ".take_completed_offloads, commit_completed_offloads",
+    ),
+    C(
+        "LNK-17",
+        "linker",
+        "backend",
+        "reset() returns only once no load or offload begun before it writes device memory or the store; "
+        "queued loads and unconsumed results are dropped and the linker stays usable (counter indices "
+        "start again).",
+        "The wrapper releases every tree lock right after reset returns; a transfer still running then "
+        "writes slots the tree has handed to other requests.",
+        _ABC.format("0.5.20+") + ".reset; " + _WRAPPER.format("0.5.20+") + ".reset",
+    ),
+    C(
+        "LNK-18",
+        "linker",
+        "backend",
+        "close() returns only once no load or offload writes device memory or the store, and releases "
+        "the linker's threads and resources.",
+        "The wrapper releases every tree lock right after close returns and the process tears the pools "
+        "down; a transfer still running writes freed memory.",
+        _ABC.format("0.5.20+") + ".close; " + _WRAPPER.format("0.5.20+") + ".close",
+    ),
+    C(
+        "LNK-19",
+        "linker",
+        "backend",
+        "reset() and close() may each be called again, and close() after reset(), without raising.",
+        "Shutdown paths call them from more than one place (a failed start, then the process exit); a "
+        "second call that raises hides the first failure.",
+        "project decision (SGLang's in-tree linkers join their threads and drain queues, both idempotent)",
+        releases="decision",
+    ),
+    C(
+        "LNK-20",
+        "linker",
+        "backend",
+        "When the pools are replicated across tensor-parallel ranks (MLA), only the owner rank (TP rank 0) "
+        "writes the store; another rank's offload returns True and reports True without writing.",
+        "Every rank holds the same pages; writing them from each rank multiplies the store's traffic by "
+        "the TP size and races on the same objects.",
+        "sglang 0.5.20+ storage/mooncake_store/mooncake_direct_linker.py MooncakeDirectLinker.offload (offload_owner)",
+    ),
+    C(
+        "LNK-21",
+        "linker",
+        "backend",
+        "Pages stored for one model, or one (tp, cp, pp) rank coordinate, are never reported by lookup "
+        "for another; when the pools are rank-replicated the TP coordinate is left out, so every TP rank "
+        "finds the owner's pages.",
+        "Two models or two shards sharing a key read each other's KV; replicated pools written once by "
+        "the owner (LNK-20) must be found by the other ranks.",
+        "sglang 0.5.20+ storage/mooncake_store/mooncake_direct_linker.py _storage_suffix, "
+        "MooncakeDirectLinker.__init__ (model_name in the storage config)",
+    ),
+    C(
+        "LNK-22",
+        "linker",
+        "engine",
+        "The engine intersects the ranks' lookup results: it marks each reported length in "
+        "1..len(tail) in a 0/1 mask, takes a MIN all-reduce across the attention group and loads the "
+        "largest length set on every rank (0: no hit).",
+        "A rank's set is sparse; reducing per-rank maxima picks a length some rank cannot restore.",
+        _WRAPPER.format("0.5.20+") + "._sync_restorable_prefix",
+    ),
+    C(
+        "LNK-23",
+        "linker",
+        "engine",
+        "SGLang's direct linkers call the storage backend's batch_exists_v2 with the KV keys and the "
+        "expanded transfers and no extra_info, and batch_set_v2 with extra_info None or carrying only "
+        "session_id; never prefix keys.",
+        "A backend behind a direct linker must not require the prefix metadata or the host pool the "
+        "HiCache controller passes.",
+        "sglang 0.5.20+ storage/mooncake_store/mooncake_direct_linker.py MooncakeDirectLinker.lookup, "
+        "offload_thread_func",
+    ),
+)
+"""The linker clauses, in ID order."""
