@@ -19,7 +19,6 @@ import threading
 from collections import deque
 from typing import Any, Mapping, Optional, Sequence
 
-import torch
 
 from hicache_contracts.linker.device import DevicePool, pool_name
 from hicache_reference.linker.stores import PageStore
