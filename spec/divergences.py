@@ -277,8 +277,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "CTL-11",
         "mem_cache/hybrid_cache/hybrid_cache_controller.py",
         "HybridCacheController._page_transfer_sidecar",
-        "A sidecar read that raises is not caught: the exception ends the prefetch IO thread before the "
-        "sidecar ack.",
+        "A sidecar read that raises is not caught: the exception ends the prefetch IO thread before the sidecar ack.",
         r"(?s)\A(?!.*except Exception).*self\.storage_backend\.batch_get_v2\(",
     ),
     D(
