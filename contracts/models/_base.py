@@ -42,8 +42,29 @@ def _join_path(path: str, suffix: str) -> str:
 
 
 def violation_from(model: type[ContractModel], error: ValidationError, location_offset: int = 0) -> ContractViolation:
-    """Return a ContractViolation for the first error of ``error``, raised while building ``model``."""
-    first = error.errors(include_url=False)[0]
+    """Return a ContractViolation for the first error of ``error``, raised while building ``model``.
+
+    When several fields of the model itself are missing, one violation names them all, under their
+    common clause (the model's default clause when they differ).
+    """
+    errors = error.errors(include_url=False)
+    missing = [
+        item["loc"][location_offset]
+        for item in errors
+        if item["type"] == "missing"
+        and len(item["loc"]) == location_offset + 1
+        and isinstance(item["loc"][location_offset], str)
+    ]
+    if len(missing) > 1:
+        clause_ids = {model._field_clauses.get(str(name), model._default_clause) for name in missing}
+        clause_id = clause_ids.pop() if len(clause_ids) == 1 else model._default_clause
+        return ContractViolation(
+            model.__name__,
+            f"is missing {len(missing)} required fields: {', '.join(map(str, missing))}",
+            _MISSING,
+            clause_id,
+        )
+    first = errors[0]
     location = tuple(first["loc"])[location_offset:]
     path = _format_location(location)
     cause = (first.get("ctx") or {}).get("error")
@@ -117,6 +138,31 @@ class ContractModel(BaseModel):
     @classmethod
     def model_validate_json(cls: type[_Model], json_data: Any, *args: Any, **kwargs: Any) -> _Model:
         return cls._converting(super().model_validate_json, json_data, *args, **kwargs)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Refuse to assign a field (the model is frozen) or a name that is not one, in the project's error format."""
+        if name.startswith("_"):
+            super().__setattr__(name, value)
+            return
+        raise self._refused(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        """Refuse to delete a field (the model is frozen), in the project's error format."""
+        if name.startswith("_"):
+            super().__delattr__(name)
+            return
+        raise self._refused(name, _MISSING, "deleted")
+
+    def _refused(self, name: str, value: Any, how: str = "assigned") -> ContractViolation:
+        cls = type(self)
+        fields = cls.model_fields
+        if name not in fields:
+            rule = f"is not a field of {cls.__name__} (its fields: {', '.join(fields)})"
+        else:
+            rule = f"cannot be {how}: {cls.__name__} is frozen; build a new {cls.__name__} instead"
+        return ContractViolation(
+            f"{cls.__name__}.{name}", rule, value, cls._field_clauses.get(name, cls._default_clause)
+        )
 
     def _evolve(self: _Model, **changes: Any) -> _Model:
         """Return a copy with ``changes`` applied, without validation: only for values already validated."""

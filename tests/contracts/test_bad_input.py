@@ -320,9 +320,46 @@ MODEL_ROWS: list[tuple[str, Callable[[], Any], str]] = [
         "HiCacheStorageConfig.rank: extra inputs are not permitted (got 0) [BE-1]",
     ),
     (
-        "required field missing",
+        "required fields missing: all named at once",
         lambda: HiCacheStorageConfig(tp_rank=0, tp_size=1),
+        "HiCacheStorageConfig: is missing 8 required fields: pp_rank, pp_size, attn_cp_rank, attn_cp_size, "
+        "is_mla_model, enable_storage_metrics, is_page_first_layout, model_name (got nothing) [BE-1]",
+    ),
+    (
+        "required fields missing: of one clause, under it",
+        lambda: HiCacheStorageConfig(
+            **{
+                key: value
+                for key, value in HiCacheStorageConfig.single_rank().model_dump().items()
+                if key not in ("pp_rank", "pp_size")
+            }
+        ),
+        "HiCacheStorageConfig: is missing 2 required fields: pp_rank, pp_size (got nothing) [BE-25]",
+    ),
+    (
+        "one required field missing",
+        lambda: HiCacheStorageConfig(
+            **{key: value for key, value in HiCacheStorageConfig.single_rank().model_dump().items() if key != "pp_rank"}
+        ),
         "HiCacheStorageConfig.pp_rank: field required (got nothing) [BE-25]",
+    ),
+    (
+        "a frozen field assigned",
+        lambda: setattr(HiCacheStorageConfig.single_rank(), "tp_rank", 1),
+        "HiCacheStorageConfig.tp_rank: cannot be assigned: HiCacheStorageConfig is frozen; build a new "
+        "HiCacheStorageConfig instead (got 1) [BE-25]",
+    ),
+    (
+        "a frozen field deleted",
+        lambda: delattr(HiCacheStorageConfig.single_rank(), "model_name"),
+        "HiCacheStorageConfig.model_name: cannot be deleted: HiCacheStorageConfig is frozen; build a new "
+        "HiCacheStorageConfig instead (got nothing) [NS-4]",
+    ),
+    (
+        "a name that is no field assigned",
+        lambda: setattr(HiCacheStorageExtraInfo(prefix_keys=None), "prefix", ["a"]),
+        "HiCacheStorageExtraInfo.prefix: is not a field of HiCacheStorageExtraInfo (its fields: prefix_keys, "
+        "extra_info) (got ['a']) [BE-8]",
     ),
     # ---------------------------------------------------------------- page keys
     (
