@@ -30,6 +30,7 @@ from hicache_contracts.engine._calls import (
     snapshot_prefix,
 )
 from hicache_contracts.engine._trace_errors import TraceFormatError, _TraceModel
+from hicache_contracts.engine._trace_source import MAX_TRACE_BYTES, read_trace_file
 
 __all__ = [
     "MAX_NESTING",
@@ -417,18 +418,16 @@ def trace_document_from_calls(
     return TraceDocument(operations=(TraceOperation(**fields),))
 
 
-def load_trace(source: Union[str, Path, bytes]) -> TraceDocument:
-    """Return the TraceDocument in a file (a path) or a JSON text; raise TraceFormatError for a malformed one."""
+def load_trace(source: Union[str, Path, bytes], *, max_bytes: Optional[int] = MAX_TRACE_BYTES) -> TraceDocument:
+    """Return the TraceDocument in a file (a path) or a JSON text; raise TraceFormatError for a malformed one.
+
+    A file must be a regular file of at most ``max_bytes`` (None: any size; ``_trace_source``).
+    ``iter_trace_operations`` reads a large trace one operation at a time.
+    """
     if isinstance(source, Path) or (
         isinstance(source, str) and source.strip() and not source.lstrip().startswith(("{", "["))
     ):
-        path = Path(source)
-        try:
-            text: Union[str, bytes] = path.read_bytes()
-        except OSError as error:
-            raise TraceFormatError(
-                "TraceDocument", f"must be a readable file ({error.strerror})", str(path), None
-            ) from None
+        text: Union[str, bytes] = read_trace_file(source, max_bytes)
     else:
         text = source
     depth = _nesting_depth(text)

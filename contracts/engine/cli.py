@@ -14,7 +14,9 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Optional
 
+from hicache_contracts.engine._trace_source import MAX_TRACE_BYTES
 from hicache_contracts.errors import ContractViolation
 
 __all__ = ["install", "run_trace_command"]
@@ -45,15 +47,35 @@ def install(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "are shown as divergences and do not fail the verdict",
     )
     parser.add_argument(
+        "--max-bytes",
+        metavar="N",
+        type=_max_bytes,
+        default=MAX_TRACE_BYTES,
+        help=f"largest trace file read, in bytes (default {MAX_TRACE_BYTES}: 1 GiB; 0 reads any size); only "
+        "regular files are read, never a FIFO or a device",
+    )
+    parser.add_argument(
         "--schema", action="store_true", help="print the JSON Schema of the trace format (TraceDocument) and exit"
     )
     parser.set_defaults(func=run_trace_command)
 
 
+def _max_bytes(text: str) -> Optional[int]:
+    """``--max-bytes``: an int >= 0, 0 meaning no limit."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an int >= 0, 0 reading any size (got {text!r})")
+    return value or None
+
+
 def run_trace_command(args: argparse.Namespace) -> int:
     """Check the trace file named by ``args.file``; return the exit code."""
     from hicache_contracts.engine._checker import check_operation
-    from hicache_contracts.engine._trace import TraceDocument, load_trace
+    from hicache_contracts.engine._trace import TraceDocument
+    from hicache_contracts.engine._trace_stream import iter_trace_operations
     from hicache_contracts.engine._trace_files import reports_to_junit_xml, reports_to_markdown
 
     if args.schema:
@@ -62,16 +84,21 @@ def run_trace_command(args: argparse.Namespace) -> int:
     if not args.file:
         print("hicache-conform trace: FILE.json: must be given (or --schema)", file=sys.stderr)
         return 2
-    try:
-        document = load_trace(args.file)
-    except ContractViolation as error:
-        print(f"{args.file}: not a valid trace: {error}", file=sys.stderr)
-        return 2
-    try:
-        reports = [check_operation(operation, sglang_version=args.sglang_version) for operation in document.operations]
-    except ContractViolation as error:
-        print(f"hicache-conform trace: --sglang-version: {error}", file=sys.stderr)
-        return 2
+    operations = iter_trace_operations(Path(args.file), max_bytes=getattr(args, "max_bytes", MAX_TRACE_BYTES))
+    reports = []  # checked one operation at a time: memory stays a small multiple of the file's size
+    while True:
+        try:
+            operation = next(operations, None)
+        except ContractViolation as error:
+            print(f"{args.file}: not a valid trace: {error}", file=sys.stderr)
+            return 2
+        if operation is None:
+            break
+        try:
+            reports.append(check_operation(operation, sglang_version=args.sglang_version))
+        except ContractViolation as error:
+            print(f"hicache-conform trace: --sglang-version: {error}", file=sys.stderr)
+            return 2
     if args.json:
         print(json.dumps([report.model_dump(mode="json") for report in reports], indent=2))
     else:
