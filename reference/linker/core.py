@@ -207,7 +207,7 @@ class LinkerCore:
                 if state is not None:
                     state.layers[layer].set()
         except Exception as error:  # LNK-13: reported by finish, never raised into the forward
-            logger.warning("reference linker: load batch %d failed: %s", index, error)
+            logger.info("reference linker: load batch %d failed: %s", index, error)
             if state is not None:
                 state.failed = True
         finally:
@@ -264,7 +264,7 @@ class LinkerCore:
                     self.store.put(self._key(pool.name, key), blob)  # LNK-8: the whole page at once
             return True
         except Exception as error:
-            logger.warning("reference linker: offload failed: %s", error)
+            logger.info("reference linker: offload failed: %s", error)
             return False
 
     # ---- lifecycle ----
