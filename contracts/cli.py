@@ -8,6 +8,7 @@ Subcommands:
   init      write a backend skeleton to fill in with storage calls
   run       the backend suite (``conformance.cli``)
   trace     check a recorded trace file (``engine.cli``)
+  linker    the linker suite against a UnifiedCacheLinker (``linker.suite``)
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from hicache_contracts.conformance.cli import install as install_run
 from hicache_contracts.engine.cli import install as install_trace
+from hicache_contracts.linker.suite import install as install_linker
 
 __all__ = ["main"]
 
@@ -140,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     init_parser.set_defaults(func=_cmd_init)
     install_run(sub)
     install_trace(sub)
+    install_linker(sub)
     return parser
 
 

@@ -327,3 +327,14 @@ def run_from_args(args: argparse.Namespace) -> int:
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     return 0 if report.ok else 1
+
+
+def install(sub: Any) -> None:
+    """Add the ``linker`` subcommand to ``hicache-conform``'s subparsers."""
+    command = sub.add_parser(
+        "linker",
+        help="run the linker suite against a UnifiedCacheLinker class",
+        description="Run the linker conformance suite (CPU device pools) against a UnifiedCacheLinker.",
+    )
+    build_parser(command)
+    command.set_defaults(func=run_from_args)
