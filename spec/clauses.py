@@ -799,10 +799,11 @@ CLAUSES: tuple[Clause, ...] = (
         "engine",
         "A hybrid backup writes its sidecars first, in one batch_set_v2 per trailing-length group "
         "(PFX-9; 0.5.20 makes one call carrying every transfer) over the whole span, then KV in "
-        "STORAGE_BATCH_SIZE slices, whatever the sidecar writes returned.",
+        "STORAGE_BATCH_SIZE slices; a failed sidecar write may stop the KV write or not.",
         "KV is what makes a page visible to the hit query; it goes last so a reader never finds "
-        "KV without sidecars that were written. A failed sidecar write does not stop the KV write: "
-        "the hit query's pool verdicts (BE-21) keep such a page from being restored without its sidecar.",
+        "KV without sidecars that were attempted. Every pinned release writes KV whatever the sidecar "
+        "writes returned, relying on the hit query's pool verdicts (BE-21) to keep such a page from "
+        "being restored without its sidecar; an engine may also skip KV then.",
         "sglang hybrid_cache_controller.py _page_backup_with_stable_layout (0.5.20: _page_backup)",
     ),
     C(
