@@ -139,10 +139,9 @@ class PoolAwareV2Backend(Protocol):
     ) -> Any:
         """Return a ``PoolTransferResult`` for the prefix ``keys`` across KV and ``pool_transfers``.
 
-        ``kv_hit_pages`` is the minimum over KV and every requested pool of
-        that pool's hit pages (ALL_PAGES / TRAILING_PAGES); pools with zero
-        hits are left out of ``extra_pool_hit_pages``.
-        Clauses: BE-21, HYB-6, HYB-7, BE-18, BE-8.
+        What ``kv_hit_pages``, ``extra_pool_hit_pages`` and ``restorable_prefix_pages``
+        hold is the fold of BE-21 and BE-26, as the registry states it below.
+        Clauses: BE-21, BE-26, HYB-6, HYB-7, BE-18, BE-8.
         """
         ...
 
