@@ -4,6 +4,8 @@ Hierarchy::
 
     ValueError                      (builtin: what callers already catch)
      └── ContractViolation          a value breaks a clause; carries clause_id, field, value
+    ImportError
+     └── MissingExtra               an optional dependency is missing; names the extra that installs it
 
 Every message has one shape, so that a test can compare it whole and a
 reader can find the rule::
@@ -15,9 +17,9 @@ for example ``PoolTransfer.keys[3]: page key must be a non-empty str (got 7) [KE
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
-__all__ = ["ContractViolation", "bad_value", "format_problem", "format_violation"]
+__all__ = ["ContractViolation", "MissingExtra", "bad_value", "format_problem", "format_violation", "missing_extra"]
 
 _MAX_VALUE_REPR = 120
 """Characters of ``repr(value)`` kept in a message; longer reprs are cut with an ellipsis."""
@@ -70,3 +72,33 @@ class ContractViolation(ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:  # keep the attributes across pickling (multiprocessing, pytest-xdist)
         return (type(self), (self.field, self.rule, self.value, self.clause_id))
+
+
+class MissingExtra(ImportError):
+    """An optional dependency is not installed: the message names what needs it and the extra that installs it.
+
+    ``extra`` is the extra's name (``redis``), ``module`` the missing module.
+    """
+
+    def __init__(self, extra: str, purpose: str, module: str) -> None:
+        self.extra = extra
+        super().__init__(
+            f"{purpose} needs the {module!r} package, which the {extra!r} extra installs: "
+            f"pip install 'hicache-spec[{extra}]' (or pip install -e '.[{extra}]' in a clone)",
+            name=module,
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_missing_extra, (self.extra, str(self), self.name))
+
+
+def _rebuild_missing_extra(extra: str, message: str, module: Optional[str]) -> MissingExtra:
+    error = MissingExtra.__new__(MissingExtra)
+    ImportError.__init__(error, message, name=module)
+    error.extra = extra
+    return error
+
+
+def missing_extra(extra: str, purpose: str, error: ImportError) -> MissingExtra:
+    """Return the MissingExtra for ``error`` (raised importing an optional dependency), for ``raise ... from error``."""
+    return MissingExtra(extra, purpose, error.name or str(error))

@@ -27,14 +27,13 @@ from hicache_contracts.interop import to_sglang
 from hicache_reference.backends.base import pool_key
 from hicache_reference.backends.file import FileBackend
 from hicache_reference.backends.memory import MemoryBackend
-from hicache_reference.backends.redis_backend import RedisBackend
 
 try:  # SGLang is optional: import it only if it is there
     from sglang.srt.mem_cache import hicache_storage as _sglang_storage
 except ImportError:
     _sglang_storage = None
 
-__all__ = ["SGLANG_AVAILABLE", "SGLangFileBackend", "SGLangMemoryBackend", "SGLangRedisBackend"]
+__all__ = ["SGLANG_AVAILABLE", "SGLangFileBackend", "SGLangMemoryBackend", "SGLangRedisBackend"]  # noqa: F822
 
 SGLANG_AVAILABLE: bool = _sglang_storage is not None
 """Whether SGLang's storage module was importable when this module was loaded."""
@@ -85,9 +84,28 @@ class SGLangFileBackend(_SGLangFacing, FileBackend, _SGLangBase):
         FileBackend.__init__(self, storage_config, extra_config)
 
 
-class SGLangRedisBackend(_SGLangFacing, RedisBackend, _SGLangBase):
-    """``RedisBackend`` loadable by SGLang as a dynamic backend (extra config ``redis_url`` or ``redis_cluster_nodes``)."""
+_REDIS_CLASS: dict[str, type] = {}
 
-    def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
-        self._init_sglang_base()
-        RedisBackend.__init__(self, storage_config, extra_config)
+
+def _sglang_redis_backend() -> type:
+    """Build ``SGLangRedisBackend`` once, when first asked for: ``RedisBackend`` needs the ``redis`` extra."""
+    if "class" not in _REDIS_CLASS:
+        from hicache_reference.backends.redis_backend import RedisBackend
+
+        class SGLangRedisBackend(_SGLangFacing, RedisBackend, _SGLangBase):  # type: ignore[misc, valid-type]
+            """``RedisBackend`` loadable by SGLang as a dynamic backend (extra config ``redis_url`` or ``redis_cluster_nodes``)."""
+
+            def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
+                self._init_sglang_base()
+                RedisBackend.__init__(self, storage_config, extra_config)
+
+        SGLangRedisBackend.__module__, SGLangRedisBackend.__qualname__ = __name__, "SGLangRedisBackend"
+        _REDIS_CLASS["class"] = SGLangRedisBackend
+    return _REDIS_CLASS["class"]
+
+
+def __getattr__(name: str) -> Any:
+    """``SGLangRedisBackend`` is built when first asked for (SGLang's loader does ``getattr(module, class_name)``)."""
+    if name == "SGLangRedisBackend":
+        return _sglang_redis_backend()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,7 +31,8 @@ for argument in "$@"; do
   esac
 done
 python_bin=${PYTHON:-python3}
-pip_quiet() { .venv/bin/pip install --quiet --disable-pip-version-check "$@"; }
+# pip prints each download with its size and progress: the large ones take minutes on a small machine.
+pip_install() { .venv/bin/pip install --disable-pip-version-check "$@"; }
 if [ ! -x .venv/bin/python ]; then
   "$python_bin" -m venv .venv
 fi
@@ -39,22 +40,25 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   if [ "$with_sglang" = 1 ]; then
     : # the pair below brings torch
   elif [ -n "${HICACHE_TORCH_INDEX_URL:-}" ]; then
-    pip_quiet --index-url "$HICACHE_TORCH_INDEX_URL" "${HICACHE_TORCH:-torch==2.13.0}"
+    pip_install --index-url "$HICACHE_TORCH_INDEX_URL" "${HICACHE_TORCH:-torch==2.13.0}"
   else
-    pip_quiet "${HICACHE_TORCH:-torch==2.13.0}"
+    pip_install "${HICACHE_TORCH:-torch==2.13.0}"
   fi
 fi
 if [ "$with_sglang" = 1 ]; then
   if ! .venv/bin/python -c "import torch, torchvision" 2>/dev/null; then
-    echo "setup.sh: installing ${HICACHE_SGLANG_TORCH:-torch==2.14.1 torchvision==0.29.1} for the SGLang release tier"
+    echo "setup.sh: installing ${HICACHE_SGLANG_TORCH:-torch==2.14.1 torchvision==0.29.1} for the SGLang release tier" \
+      "(a download of about 3 GB: 5 to 15 minutes on a 2-core machine, depending on the network)"
     # shellcheck disable=SC2086
-    pip_quiet ${HICACHE_SGLANG_TORCH:-torch==2.14.1 torchvision==0.29.1}
+    pip_install ${HICACHE_SGLANG_TORCH:-torch==2.14.1 torchvision==0.29.1}
   fi
-  pip_quiet -e '.[test,sglang]'
+  echo "setup.sh: installing the project with its test tools and the sglang extra"
+  pip_install -e '.[test,sglang]'
   .venv/bin/python -c "import torch, torchvision" \
     || { echo "setup.sh: torchvision does not import with this torch; set HICACHE_SGLANG_TORCH to a matching pair" >&2; exit 1; }
 else
-  pip_quiet -e '.[test]'
+  echo "setup.sh: installing the project with its test tools"
+  pip_install -e '.[test]'
 fi
 if [ "${HICACHE_NO_REDIS:-0}" = 1 ]; then
   echo "setup.sh: HICACHE_NO_REDIS=1: not installing a Redis server (the Redis tests skip without one)"

@@ -5,12 +5,14 @@
      ├── MemoryBackend pages as bytes in a process-wide or private store (memory.py, memory_store.py, slabs.py)
      ├── FileBackend   one file per page under a directory, written atomically (file.py)
      └── RedisBackend  one hash per page in Redis or Redis Cluster (redis_backend.py, redis_nodes.py,
-                       redis_settings.py)
+                       redis_settings.py; needs the redis extra, imported when first used)
 
 Every page is named by an ``ObjectName`` (namespace.py). The backends are
 built the SGLang way, ``Backend(storage_config, extra_config)``; see
 docs/backends.md for their extra config keys and the input rules.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from hicache_reference.backends.base import (
     BackendStats,
@@ -28,7 +30,19 @@ from hicache_reference.backends.memory import (
     shared_memory_store,
 )
 from hicache_reference.backends.namespace import ObjectName, namespace_for, storage_name
-from hicache_reference.backends.redis_backend import RedisBackend
+
+if TYPE_CHECKING:
+    from hicache_reference.backends.redis_backend import RedisBackend
+
+
+def __getattr__(name: str) -> Any:
+    """``RedisBackend`` is imported when first asked for: it needs the ``redis`` extra (``MissingExtra`` without it)."""
+    if name == "RedisBackend":
+        from hicache_reference.backends.redis_backend import RedisBackend
+
+        return RedisBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "BackendStats",

@@ -25,6 +25,7 @@ import socket
 import ssl
 from typing import Any, Callable, Optional, Sequence
 
+import hicache_reference.backends._redis_client  # noqa: F401  (without the redis extra: a clear error)
 import redis
 from redis._parsers.base import BaseParser
 

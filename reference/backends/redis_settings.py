@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping, Optional, overload
 
+import hicache_reference.backends._redis_client  # noqa: F401  (without the redis extra: a clear error)
 import redis
 
 from hicache_contracts.errors import bad_value

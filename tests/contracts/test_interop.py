@@ -3,7 +3,7 @@
 The stand-ins are dataclasses with SGLang's field names and defaults, from the
 module ``tests/sglang_standin.py`` builds to play the part of
 ``sglang.srt.mem_cache.hicache_storage``.
-The last test runs against SGLang itself when it is installed.
+The last test runs against SGLang itself when the run holds a pinned release, else the stand-in.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from hicache_contracts import (
     is_sglang_available,
     to_sglang,
 )
-from tests.sglang_standin import make_storage_module
+from tests.sglang_standin import make_storage_module, real_or_stand_in
 
 STAND_IN_MODULE = make_storage_module()
 """Plays the part of sglang.srt.mem_cache.hicache_storage."""
@@ -147,19 +147,22 @@ def test_to_sglang_without_sglang_raises_import_error() -> None:
         to_sglang(HiCacheStorageExtraInfo())
 
 
-# ---------------------------------------------------------------- SGLang itself
-@pytest.mark.sglang
+# ---------------------------------------------------------------- SGLang itself, or its stand-in
 @pytest.mark.clause("PFX-1", "PFX-4")
-@pytest.mark.skipif(not is_sglang_available(), reason="sglang is not importable")
-def test_round_trip_through_sglang() -> None:  # pragma: no cover - runs only where SGLang is installed
-    from sglang.srt.mem_cache import hicache_storage
+def test_round_trip_through_sglang() -> None:
+    """Through the imported module: the pinned release a run holds (HICACHE_SGLANG_RELEASE), else the stand-in.
 
-    for prefix in (None, [], ["k0"]):
-        theirs = to_sglang(HiCacheStorageExtraInfo(prefix_keys=prefix))
-        assert isinstance(theirs, hicache_storage.HiCacheStorageExtraInfo) and theirs.prefix_keys == prefix
-        assert (from_sglang(theirs).prefix_keys is None) == (prefix is None)
-    config = HiCacheStorageConfig.single_rank(extra_config={"k": 1})
-    assert from_sglang(to_sglang(config)) == config
-    host = torch.arange(4)
-    transfer = from_sglang(to_sglang(PoolTransfer(name="kv", host_indices=host, keys=["a"])))
+    Every pinned release's classes are also round-tripped by the release tier (tests/sglang/test_interop.py).
+    """
+    with real_or_stand_in():
+        from sglang.srt.mem_cache import hicache_storage
+
+        for prefix in (None, [], ["k0"]):
+            theirs = to_sglang(HiCacheStorageExtraInfo(prefix_keys=prefix))
+            assert isinstance(theirs, hicache_storage.HiCacheStorageExtraInfo) and theirs.prefix_keys == prefix
+            assert (from_sglang(theirs).prefix_keys is None) == (prefix is None)
+        config = HiCacheStorageConfig.single_rank(extra_config={"k": 1})
+        assert from_sglang(to_sglang(config)) == config
+        host = torch.arange(4)
+        transfer = from_sglang(to_sglang(PoolTransfer(name="kv", host_indices=host, keys=["a"])))
     assert transfer.host_indices is host and transfer.keys == ["a"]

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,9 @@ import torch
 
 import hicache_reference.backends.file as file_module
 from tests.reliability.fault_writer import BATCH, PAGE_SIZE, backend_at, fill, key_of
+
+PROJECT = Path(__file__).resolve().parents[2]
+"""The repository root: ``python -m tests...`` runs from there, whatever pytest's working directory."""
 
 
 def read_value(backend: Any, key: str) -> Any:
@@ -75,7 +79,7 @@ def test_kill_9_during_writes_leaves_only_whole_pages(tmp_path: Any) -> None:
     wrong = pages = 0
     for attempt in range(3):
         process = subprocess.Popen(
-            [sys.executable, "-m", "tests.reliability.fault_writer", root], stdout=subprocess.PIPE, cwd=os.getcwd()
+            [sys.executable, "-m", "tests.reliability.fault_writer", root], stdout=subprocess.PIPE, cwd=PROJECT
         )
         assert process.stdout.readline().strip() == b"writing"
         time.sleep(0.3 + 0.2 * attempt)
