@@ -2,7 +2,7 @@
 
 ``hicache-conform run`` without a backend finds ``MAIN_JOB`` through the
 entry point group ``hicache_spec.main_job`` (see pyproject.toml and
-``hicache_contracts.conformance.main_job``): the vendor suite over the memory
+``hicache_contracts.conformance.running.main_job``): the vendor suite over the memory
 and file backends, then the engine scenarios over ``CacheController``.
 """
 
@@ -15,12 +15,12 @@ import tempfile
 import time
 from typing import Callable, Optional
 
-from hicache_contracts.conformance.engine_section import engine_section
-from hicache_contracts.conformance.loading import BackendFactory
-from hicache_contracts.conformance.main_job import MainJob, Subjects
-from hicache_contracts.conformance.options import SuiteOptions
-from hicache_contracts.conformance.report import ReportSection, SuiteReport
-from hicache_contracts.conformance.runner import Progress, Starting, run_suite
+from hicache_contracts.conformance.reporting.engine_section import engine_section
+from hicache_contracts.conformance.session.loading import BackendFactory
+from hicache_contracts.conformance.running.main_job import MainJob, Subjects
+from hicache_contracts.conformance.session.options import SuiteOptions
+from hicache_contracts.conformance.reporting.report import ReportSection, SuiteReport
+from hicache_contracts.conformance.running.runner import Progress, Starting, run_suite
 from hicache_reference.backdoors import FileBackdoor, MemoryBackdoor
 from hicache_reference.backends import FileBackend, MemoryBackend, forget_shared_memory_store
 from hicache_reference.engine_check import check_reference_controller

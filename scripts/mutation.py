@@ -124,7 +124,7 @@ TARGETS: dict[str, Target] = {
     ),
     "checks": Target(
         files=tuple(
-            f"contracts/conformance/checks_{n}.py"
+            f"contracts/conformance/checks/{n}.py"
             for n in (
                 "concurrency",
                 "core_hits",

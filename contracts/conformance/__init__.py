@@ -27,9 +27,14 @@ from hicache_contracts.conformance.levels import (
     level_clauses,
     parse_levels,
 )
-from hicache_contracts.conformance.loading import BackendFactory, load_object, parse_extra_config, resolve_factory
-from hicache_contracts.conformance.options import PROFILES, Profile, SuiteOptions
-from hicache_contracts.conformance.report import (
+from hicache_contracts.conformance.session.loading import (
+    BackendFactory,
+    load_object,
+    parse_extra_config,
+    resolve_factory,
+)
+from hicache_contracts.conformance.session.options import PROFILES, Profile, SuiteOptions
+from hicache_contracts.conformance.reporting.report import (
     FAIL,
     PASS,
     SKIP,
@@ -40,7 +45,7 @@ from hicache_contracts.conformance.report import (
     ReportSection,
     SuiteReport,
 )
-from hicache_contracts.conformance.runner import (
+from hicache_contracts.conformance.running.runner import (
     SuiteRunner,
     decide_levels,
     run_suite,

@@ -38,12 +38,12 @@ from hicache_contracts.errors import bad_value
 from hicache_contracts.sglang_release import ReleaseError, describe_choice, resolve_release
 from hicache_contracts.conformance.framework import ordered_checks
 from hicache_contracts.conformance.levels import BACKEND_LEVELS, parse_levels
-from hicache_contracts.conformance.loading import parse_extra_config, resolve_factory
-from hicache_contracts.conformance.main_job import MainJob, Subjects, load_main_job
-from hicache_contracts.conformance.options import PROFILES, SuiteOptions
-from hicache_contracts.conformance.redaction import redact, secret_values
-from hicache_contracts.conformance.report import FAIL, SuiteReport
-from hicache_contracts.conformance.runner import SuiteRunner
+from hicache_contracts.conformance.session.loading import parse_extra_config, resolve_factory
+from hicache_contracts.conformance.running.main_job import MainJob, Subjects, load_main_job
+from hicache_contracts.conformance.session.options import PROFILES, SuiteOptions
+from hicache_contracts.conformance.reporting.redaction import redact, secret_values
+from hicache_contracts.conformance.reporting.report import FAIL, SuiteReport
+from hicache_contracts.conformance.running.runner import SuiteRunner
 from hicache_contracts.host_pool import KINDS, LAYOUTS
 
 __all__ = ["build_options", "install", "run_command"]
@@ -164,7 +164,7 @@ class _ProgressPrinter:
     """Prints one line per check, or, on a terminal, one line rewritten in place; ``live_line`` shows the running one."""
 
     def __init__(self, stream: TextIO, quiet: bool, live_stream: Optional[TextIO] = None) -> None:
-        from hicache_contracts.conformance.live import LiveLine
+        from hicache_contracts.conformance.running.live import LiveLine
 
         self.stream = stream
         self.quiet = quiet
@@ -236,7 +236,11 @@ def _verdict(
     report: SuiteReport, args: argparse.Namespace, options: SuiteOptions, known: tuple[str, ...], stream: TextIO
 ) -> int:
     """Return the exit status, after the known-failures baseline and the certification bundle, if asked for."""
-    from hicache_contracts.conformance.certify import certification_problems, compare_with_baseline, write_bundle
+    from hicache_contracts.conformance.reporting.certify import (
+        certification_problems,
+        compare_with_baseline,
+        write_bundle,
+    )
 
     status = report.exit_code
     if getattr(args, "known_failures", None):
@@ -261,7 +265,7 @@ def _read_known_failures(path: Optional[str]) -> tuple[str, ...]:
     """Return the clause IDs of a known-failures file; raise ValueError naming the option when it is unusable."""
     if not path:
         return ()
-    from hicache_contracts.conformance.certify import parse_known_failures
+    from hicache_contracts.conformance.reporting.certify import parse_known_failures
 
     try:
         text = Path(path).read_text(encoding="utf-8")

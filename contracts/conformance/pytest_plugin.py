@@ -42,10 +42,10 @@ from hicache_spec import clause as lookup_clause
 from hicache_contracts.sglang_release import ReleaseError, resolve_release
 from hicache_contracts.conformance.framework import Check, ordered_checks
 from hicache_contracts.conformance.levels import parse_levels
-from hicache_contracts.conformance.loading import BackendFactory, parse_extra_config, resolve_factory
-from hicache_contracts.conformance.options import PROFILES, SuiteOptions
-from hicache_contracts.conformance.report import FAIL, SKIP, CheckOutcome, SuiteReport
-from hicache_contracts.conformance.runner import SuiteRunner, setup_reason
+from hicache_contracts.conformance.session.loading import BackendFactory, parse_extra_config, resolve_factory
+from hicache_contracts.conformance.session.options import PROFILES, SuiteOptions
+from hicache_contracts.conformance.reporting.report import FAIL, SKIP, CheckOutcome, SuiteReport
+from hicache_contracts.conformance.running.runner import SuiteRunner, setup_reason
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hicache_contracts.conformance.main_job import MainJob, load_main_job
+from hicache_contracts.conformance.running.main_job import MainJob, load_main_job
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = {"hicache_spec": "spec", "hicache_contracts": "contracts", "hicache_reference": "reference"}
@@ -74,13 +74,13 @@ def test_the_project_keeps_every_import_contract(tmp_path: Path) -> None:
         ("hicache_spec/keys.py", "import pydantic", {SPEC_CONTRACT}),
         ("hicache_spec/prefix.py", "from hicache_contracts import models", {SPEC_CONTRACT, LAYERS_CONTRACT}),
         (
-            "hicache_contracts/conformance/runner.py",
+            "hicache_contracts/conformance/running/runner.py",
             "from hicache_reference.backends import MemoryBackend",
             {FORBIDDEN_CONTRACT, LAYERS_CONTRACT},
         ),
         (
-            "hicache_contracts/conformance/report.py",
-            "from hicache_contracts.conformance.runner import SuiteRunner",
+            "hicache_contracts/conformance/reporting/report.py",
+            "from hicache_contracts.conformance.running.runner import SuiteRunner",
             {CYCLES_CONTRACT},
         ),
     ],
@@ -109,9 +109,13 @@ def test_importing_every_contracts_module_loads_no_reference_module() -> None:
     ("old", "new", "name"),
     [
         ("hicache_contracts.conformance", "hicache_reference.main_job", "run_reference_suite"),
-        ("hicache_contracts.conformance.runner", "hicache_reference.main_job", "run_reference_suite"),
-        ("hicache_contracts.conformance.runner", "hicache_reference.main_job", "reference_factories"),
-        ("hicache_contracts.conformance.engine_section", "hicache_reference.main_job", "reference_engine_section"),
+        ("hicache_contracts.conformance.running.runner", "hicache_reference.main_job", "run_reference_suite"),
+        ("hicache_contracts.conformance.running.runner", "hicache_reference.main_job", "reference_factories"),
+        (
+            "hicache_contracts.conformance.reporting.engine_section",
+            "hicache_reference.main_job",
+            "reference_engine_section",
+        ),
         ("hicache_contracts.engine", "hicache_reference.engine_check", "check_reference_controller"),
         ("hicache_contracts.engine._reference", "hicache_reference.engine_check", "run_scenario"),
         ("hicache_contracts.engine._reference", "hicache_reference.engine_check", "run_prefetch"),
@@ -130,7 +134,7 @@ def test_an_unknown_name_is_still_an_attribute_error() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
-            _ = importlib.import_module("hicache_contracts.conformance.runner").no_such_name
+            _ = importlib.import_module("hicache_contracts.conformance.running.runner").no_such_name
 
 
 def test_the_main_job_is_the_reference_one() -> None:

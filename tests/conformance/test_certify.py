@@ -24,7 +24,7 @@ import json
 import pytest
 
 from hicache_contracts.conformance import BACKEND_LEVELS
-from hicache_contracts.conformance.certify import parse_known_failures
+from hicache_contracts.conformance.reporting.certify import parse_known_failures
 from tests.conformance import helpers
 from tests.conformance.helpers import backend_arguments
 

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import Phase, find, settings
 from hypothesis.errors import NoSuchExample
 
-from hicache_contracts.conformance import properties
-from hicache_contracts.conformance.checks_core_hits import PRESENCE_PATTERNS
-from hicache_contracts.conformance.checks_v2 import pool_patterns
-from hicache_contracts.conformance.pools import ConformancePool
+from hicache_contracts.conformance.session import properties
+from hicache_contracts.conformance.checks.core_hits import PRESENCE_PATTERNS
+from hicache_contracts.conformance.checks.v2 import pool_patterns
+from hicache_contracts.conformance.session.pools import ConformancePool
 from hicache_contracts.models import PoolTransferResult
 from tests.conformance.correct_backend import pool_name
 from tests.conformance.helpers import run, statuses

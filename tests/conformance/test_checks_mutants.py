@@ -25,11 +25,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from hicache_contracts.conformance import CHECKS, checks_concurrency
-from hicache_contracts.conformance.checks_concurrency import Event, _check_histories, _history
+from hicache_contracts.conformance import CHECKS
+from hicache_contracts.conformance.checks import concurrency as checks_concurrency
+from hicache_contracts.conformance.checks.concurrency import Event, _check_histories, _history
 from hicache_contracts.conformance.framework import ClauseFailure
-from hicache_contracts.conformance.names import Names
-from hicache_contracts.conformance.pools import slots_of_pages
+from hicache_contracts.conformance.session.names import Names
+from hicache_contracts.conformance.session.pools import slots_of_pages
 from hicache_contracts.models import PoolTransferResult
 from tests.conformance.check_messages import RECORDED, run_alone, verdict_of
 from tests.conformance.helpers import failed, run, statuses
@@ -100,7 +101,7 @@ def test_correct_variant_passes_every_check(backend: type, options: dict) -> Non
     assert not_passed == expected_skips(options), report.render_text(color=False)
 
 
-BACKDOOR_CHECKS = {check.name for check in CHECKS if check.function.__module__.endswith(".checks_backdoor")}
+BACKDOOR_CHECKS = {check.name for check in CHECKS if check.function.__module__.endswith(".checks.backdoor")}
 """The checks that need backdoor hooks: skipped where a backend offers none."""
 
 

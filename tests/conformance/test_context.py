@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from hicache_contracts.conformance import BackendFactory, SuiteOptions, SuiteRunner
-from hicache_contracts.conformance.context import Session, SuiteContext
-from hicache_contracts.conformance.names import Names
+from hicache_contracts.conformance.session.context import Session, SuiteContext
+from hicache_contracts.conformance.session.names import Names
 from tests.conformance.correct_backend import CorrectBackend
 from tests.conformance.helpers import fresh_store
 

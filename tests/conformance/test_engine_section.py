@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hicache_contracts.conformance.report import FAIL, PASS, SKIP
+from hicache_contracts.conformance.reporting.report import FAIL, PASS, SKIP
 from hicache_reference.main_job import reference_engine_section
 from tests.planted_controllers import EmptyPrefixAsNoneInHitQueryController, PrefixGrownInPlaceController
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from hicache_contracts.conformance import checks_namespacing
-from hicache_contracts.conformance.report import CheckOutcome
+from hicache_contracts.conformance.checks import namespacing as checks_namespacing
+from hicache_contracts.conformance.reporting.report import CheckOutcome
 from tests.conformance.correct_backend import CorrectBackend
 from tests.conformance.helpers import run, statuses
 

@@ -21,7 +21,7 @@ from hicache_contracts.conformance import decide_levels, level_clause_ids
 from hicache_contracts.host_pool import HostPagePool
 from hicache_contracts.models import HiCacheStorageConfig
 from tests.conformance.correct_backend import STORES, CorrectBackend
-from hicache_contracts.conformance.loading import BackendFactory
+from hicache_contracts.conformance.session.loading import BackendFactory
 from tests.conformance.helpers import UnimplementedV1V2, fresh_store, run, statuses
 
 

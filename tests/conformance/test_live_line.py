@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 import time
 
-from hicache_contracts.conformance.live import TICK_S, LiveLine
+from hicache_contracts.conformance.running.live import TICK_S, LiveLine
 
 
 class Terminal(io.StringIO):

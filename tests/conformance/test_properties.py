@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, strategies
 
 from hicache_contracts.conformance.framework import ClauseFailure, fail
-from hicache_contracts.conformance.properties import NOT_REPRODUCIBLE, run_property
+from hicache_contracts.conformance.session.properties import NOT_REPRODUCIBLE, run_property
 
 
 @pytest.mark.clause("BE-2")

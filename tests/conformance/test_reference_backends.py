@@ -18,7 +18,7 @@ import pytest
 from hicache_contracts.conformance import CHECKS, SuiteOptions, backend_clauses
 from hicache_reference.main_job import run_reference_suite
 
-BACKDOOR_CHECKS = tuple(check.name for check in CHECKS if check.function.__module__.endswith(".checks_backdoor"))
+BACKDOOR_CHECKS = tuple(check.name for check in CHECKS if check.function.__module__.endswith(".checks.backdoor"))
 """The checks that need the backdoor hooks."""
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 
 from hicache_contracts.conformance import SuiteReport
-from hicache_contracts.conformance.runner import setup_reason
+from hicache_contracts.conformance.running.runner import setup_reason
 from tests.conformance.helpers import failed, run
 from tests.conformance.planted_backends import (
     CountsEveryStoredKey,

@@ -11,7 +11,7 @@ never sends fails such a backend where SGLang serves it, or passes one SGLang br
 
 from __future__ import annotations
 
-from hicache_contracts.conformance.wire import POOL_POLICIES, Wire
+from hicache_contracts.conformance.session.wire import POOL_POLICIES, Wire
 from hicache_contracts.models import PoolHitPolicy, PoolName
 from tests.conformance.correct_backend import CorrectBackend, pool_name
 from tests.conformance.helpers import run

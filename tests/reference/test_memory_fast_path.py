@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from hicache_contracts.conformance.pools import ConformancePool
+from hicache_contracts.conformance.session.pools import ConformancePool
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends import MemoryBackend, MemoryStore, storage_name
 from hicache_reference.backends.memory import _HostPages, buffer_pages

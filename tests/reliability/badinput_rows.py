@@ -13,7 +13,7 @@ from typing import Any, Callable
 import torch
 
 from hicache_contracts import PoolTransfer
-from hicache_contracts.conformance.options import SuiteOptions
+from hicache_contracts.conformance.session.options import SuiteOptions
 from hicache_contracts.engine._trace import load_trace
 from hicache_contracts.host_pool import HostPagePool
 

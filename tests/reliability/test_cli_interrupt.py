@@ -59,7 +59,7 @@ def test_an_interrupt_in_a_check_gives_exit_130_a_partial_report_and_a_clean_sto
 
 
 def test_a_report_not_marked_interrupted_is_caught(tmp_path: Any, capsys: Any, monkeypatch: Any) -> None:
-    from hicache_contracts.conformance.report import SuiteReport
+    from hicache_contracts.conformance.reporting.report import SuiteReport
 
     monkeypatch.setattr(SuiteReport, "marked_interrupted", lambda self: self)
     with pytest.raises(AssertionError):

@@ -1,11 +1,11 @@
 """Repeated in-process runs of the suite hold memory flat and leave no directory behind.
 
 Scenario: the suite run 10 times in one process against the file backend
-on a folder of the test's own (the stateful check included, whose machine
-class used to be kept by hypothesis with the whole run's context). Expected:
-after each run no suite context is alive, the folder is empty, and the
-resident memory of the last run is within a few MB of the second's. The
-planted runner that does not let go of its machine classes is caught.
+on a folder of the test's own (the stateful check included: hypothesis keeps
+its machine class for good, so the class must not hold the run's context).
+Expected: after each run no suite context is alive, the folder is empty, and
+the resident memory of the last run is within a few MB of the second's. The
+planted stateful check that keeps each run's context is caught.
 """
 
 from __future__ import annotations
@@ -17,11 +17,14 @@ from typing import Any
 
 import pytest
 
-from hicache_contracts.conformance import runner as runner_module
-from hicache_contracts.conformance.context import SuiteContext
-from hicache_contracts.conformance.loading import BackendFactory
-from hicache_contracts.conformance.options import SuiteOptions
-from hicache_contracts.conformance.runner import run_suite
+from contextlib import contextmanager
+from typing import Iterator
+
+from hicache_contracts.conformance.checks import stateful as checks_stateful
+from hicache_contracts.conformance.session.context import SuiteContext
+from hicache_contracts.conformance.session.loading import BackendFactory
+from hicache_contracts.conformance.session.options import SuiteOptions
+from hicache_contracts.conformance.running.runner import run_suite
 from hicache_reference.backends import FileBackend
 
 RUNS = 10
@@ -66,8 +69,16 @@ def test_ten_runs_hold_memory_flat_and_leave_no_directory(tmp_path: Any) -> None
     assert growth < MAX_GROWTH_MIB, f"resident memory grew {growth:.1f} MiB over {RUNS - 2} runs: {sizes}"
 
 
-def test_planted_runner_keeping_its_machines_is_caught(tmp_path: Any, monkeypatch: Any) -> None:
-    monkeypatch.setattr(runner_module, "forget_state_machines", lambda known: None)
+def test_planted_stateful_check_keeping_its_runs_is_caught(tmp_path: Any, monkeypatch: Any) -> None:
+    kept: list[SuiteContext] = []  # as a machine class per run, held by hypothesis' tables, kept its run
+
+    @contextmanager
+    def bound_for_good(suite: SuiteContext, seen: list[str]) -> Iterator[None]:
+        kept.append(suite)
+        checks_stateful._RUN.suite, checks_stateful._RUN.seen = suite, seen
+        yield
+
+    monkeypatch.setattr(checks_stateful, "bound_run", bound_for_good)
     with pytest.raises(AssertionError) as raised:
         test_ten_runs_hold_memory_flat_and_leave_no_directory(tmp_path)
     assert "left its context alive" in str(raised.value)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from hicache_contracts.cli import main
-from hicache_contracts.conformance.redaction import is_secret_key, redact, redact_value, secret_values
+from hicache_contracts.conformance.reporting.redaction import is_secret_key, redact, redact_value, secret_values
 from tests.conformance import helpers
 
 PASSWORD, URL_PASSWORD, TOKEN = "hunter2-pw", "s3cr3t-in-url", "tok-123456"
@@ -124,7 +124,7 @@ def test_known_secret_values_are_redacted_anywhere() -> None:
 
 
 def test_planted_report_without_redaction_is_caught(tmp_path: Any, capsys: Any, monkeypatch: Any) -> None:
-    from hicache_contracts.conformance import report as report_module
+    from hicache_contracts.conformance.reporting import report as report_module
 
     monkeypatch.setattr(report_module, "redact_value", lambda value, secrets=(): value)
     with pytest.raises(AssertionError):

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from hicache_contracts.conformance import SuiteOptions, run_suite
-from hicache_contracts.conformance.sglang_in_tree import in_tree_factory
+from hicache_contracts.conformance.running.sglang_in_tree import in_tree_factory
 from hicache_reference.backdoors import FileBackdoor
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from hicache_contracts.conformance.sglang_in_tree import in_tree_factory
+from hicache_contracts.conformance.running.sglang_in_tree import in_tree_factory
 from hicache_contracts.interop import to_sglang
 from hicache_contracts.models import HiCacheStorageConfig
 from hicache_spec.divergences import divergences_for_release

@@ -14,7 +14,7 @@ import tempfile
 import pytest
 
 from hicache_contracts.conformance import SuiteOptions, run_suite
-from hicache_contracts.conformance.sglang_in_tree import IN_TREE_BACKENDS, in_tree_factory
+from hicache_contracts.conformance.running.sglang_in_tree import IN_TREE_BACKENDS, in_tree_factory
 
 
 def failing(name: str, release: str, *, may_evict: bool) -> set[str]:

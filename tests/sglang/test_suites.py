@@ -18,7 +18,7 @@ import tempfile
 import pytest
 
 from hicache_contracts.conformance import SuiteOptions, backend_clauses, run_suite
-from hicache_contracts.conformance.sglang_in_tree import GENERIC_PATH, IN_TREE_BACKENDS, in_tree_factory
+from hicache_contracts.conformance.running.sglang_in_tree import GENERIC_PATH, IN_TREE_BACKENDS, in_tree_factory
 from hicache_reference.backends import MemoryBackend
 from hicache_reference.main_job import run_reference_suite
 from hicache_spec.releases import SGLANG_RELEASES

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hicache_contracts.conformance import checks_v1
+from hicache_contracts.conformance.checks import v1 as checks_v1
 from hicache_contracts.conformance.framework import ordered_checks
 from tests.conformance import helpers
 from tests.conformance.helpers import PROJECT, plugin_arguments, write_vendor_session
@@ -81,9 +81,9 @@ def test_an_item_id_needs_a_backend_and_a_known_name(tmp_path: Path, arguments: 
 def test_a_skipped_check_points_at_its_own_source_from_the_command_line(tmp_path: Path) -> None:
     result = pytest_in(tmp_path, *plugin_arguments(levels="core"), "-k", "v1_results_have_one_bool_per_key")
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
-    assert "pytest_plugin.py" not in line and "checks_v1.py:" in line, line
+    assert "pytest_plugin.py" not in line and "checks/v1.py:" in line, line
     assert line.endswith(": level v1 not claimed")
-    check_line = int(line.split("checks_v1.py:")[1].split(":")[0])
+    check_line = int(line.split("checks/v1.py:")[1].split(":")[0])
     source = Path(CHECKS_V1).read_text().splitlines()[check_line - 1 : check_line + 2]
     assert any("def v1_results_have_one_bool_per_key" in text for text in source), source
 
@@ -93,7 +93,7 @@ def test_a_skipped_check_points_at_its_own_source_through_the_fixture(tmp_path: 
     write_vendor_session(tmp_path, 'SuiteOptions(profile="smoke", seed=0, levels=("core",))')
     result = pytest_in(tmp_path, "-k", "v1_results_have_one_bool_per_key")
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
-    assert "pytest_plugin.py" not in line and "checks_v1.py:" in line, line
+    assert "pytest_plugin.py" not in line and "checks/v1.py:" in line, line
 
 
 def test_the_k_example_of_the_vendor_guide_selects_the_checks_it_says(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Checks that need the backend's backdoor hooks (``hicache_contracts.conformance.backdoor``).
+"""Checks that need the backend's backdoor hooks (``hicache_contracts.conformance.session.backdoor``).
 
 Some states no call of the interface can make: an object a crashed writer
 left short, or a page's object deleted behind the backend's back (an
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import torch
 
-from hicache_contracts.conformance.backdoor import Backdoor, backdoor_of, no_backdoor_reason
-from hicache_contracts.conformance.checks_v2 import expected_page, write_with_derived_sidecar
-from hicache_contracts.conformance.context import Instance, SuiteContext
+from hicache_contracts.conformance.session.backdoor import Backdoor, backdoor_of, no_backdoor_reason
+from hicache_contracts.conformance.checks.v2 import expected_page, write_with_derived_sidecar
+from hicache_contracts.conformance.session.context import Instance, SuiteContext
 from hicache_contracts.conformance.framework import CheckSkipped, conformance_check, expect
-from hicache_contracts.conformance.pools import describe_page_difference, pages_equal
+from hicache_contracts.conformance.session.pools import describe_page_difference, pages_equal
 from hicache_contracts.models import PoolHitPolicy, PoolName
 
 KV = "kv"

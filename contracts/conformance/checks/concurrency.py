@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from hicache_contracts.conformance.context import SuiteContext
+from hicache_contracts.conformance.session.context import SuiteContext
 from hicache_contracts.conformance.framework import CheckSkipped, ClauseFailure, conformance_check, expect, fail
 
 PAGES_PER_THREAD = 4

@@ -22,10 +22,10 @@ import torch
 from hypothesis import example, given, strategies as st
 
 from hicache_spec import STORAGE_BATCH_SIZE, count_leading_run
-from hicache_contracts.conformance.context import SuiteContext
+from hicache_contracts.conformance.session.context import SuiteContext
 from hicache_contracts.conformance.framework import CheckSkipped, conformance_check, expect
-from hicache_contracts.conformance.properties import run_property
-from hicache_contracts.conformance.pools import describe_page_difference
+from hicache_contracts.conformance.session.properties import run_property
+from hicache_contracts.conformance.session.pools import describe_page_difference
 from hicache_contracts.models import PoolHitPolicy, PoolName
 
 LONG_CHAIN_KEYS = 4096

@@ -12,10 +12,10 @@ from typing import Any, Callable
 import torch
 
 from hicache_spec import STORAGE_BATCH_SIZE
-from hicache_contracts.conformance.checks_core_hits import LONG_CHAIN_KEYS, LONG_CHAIN_STORED, UNKNOWN_OPTION, is_bool
-from hicache_contracts.conformance.context import SuiteContext
+from hicache_contracts.conformance.checks.core_hits import LONG_CHAIN_KEYS, LONG_CHAIN_STORED, UNKNOWN_OPTION, is_bool
+from hicache_contracts.conformance.session.context import SuiteContext
 from hicache_contracts.conformance.framework import CheckSkipped, conformance_check, expect, fail
-from hicache_contracts.conformance.pools import describe_page_difference
+from hicache_contracts.conformance.session.pools import describe_page_difference
 from hicache_contracts.models import PoolHitPolicy, PoolName
 
 

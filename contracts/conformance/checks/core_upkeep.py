@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from hicache_contracts.capabilities import V1_METHODS, V2_METHODS, detect_capabilities
-from hicache_contracts.conformance.context import Instance, SuiteContext, is_storage_writer
+from hicache_contracts.conformance.session.context import Instance, SuiteContext, is_storage_writer
 from hicache_contracts.conformance.framework import (
     CallTimedOut,
     CheckSkipped,
@@ -21,7 +21,7 @@ from hicache_contracts.conformance.framework import (
     expect,
     fail,
 )
-from hicache_contracts.conformance.pools import describe_page_difference
+from hicache_contracts.conformance.session.pools import describe_page_difference
 from hicache_contracts.models import PoolName
 
 

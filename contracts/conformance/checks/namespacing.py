@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hicache_contracts.conformance.context import Instance, SuiteContext
+from hicache_contracts.conformance.session.context import Instance, SuiteContext
 from hicache_contracts.conformance.framework import conformance_check, expect, fail
 from hicache_contracts.models import PoolName
-from hicache_contracts.conformance.pools import describe_page_difference
+from hicache_contracts.conformance.session.pools import describe_page_difference
 
 SPREAD_RANKS = dict(tp_size=2, pp_size=2, attn_cp_size=2)
 """Group sizes of the namespacing checks' configurations: every coordinate has a sibling."""

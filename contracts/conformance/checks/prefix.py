@@ -14,9 +14,9 @@ import gc
 import weakref
 from typing import Any, Callable
 
-from hicache_contracts.conformance.context import SuiteContext
+from hicache_contracts.conformance.session.context import SuiteContext
 from hicache_contracts.conformance.framework import conformance_check, expect, fail
-from hicache_contracts.conformance.watched import ExtraInfoStandIn, WatchedList
+from hicache_contracts.conformance.session.watched import ExtraInfoStandIn, WatchedList
 from hicache_contracts.models import PoolName
 
 

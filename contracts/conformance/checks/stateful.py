@@ -14,20 +14,26 @@ rules run on a backend that claims v1, the legacy rules (``batch_set`` /
 ``batch_get``) on any other, gated by ``@precondition``; each run builds its own
 instance (fresh namespace, fresh keys) in ``@initialize`` and clears it in
 ``teardown``.
+
+There is one machine class, at module level; a run binds it to its context (``bound_run``) for the length
+of the check, so hypothesis' per-class tables hold one class however many runs a process makes, and no
+run's context outlives it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
 
 from hypothesis import note, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from hicache_spec import count_leading_run
-from hicache_contracts.conformance.context import Instance, SuiteContext
+from hicache_contracts.conformance.session.context import Instance, SuiteContext
 from hicache_contracts.conformance.framework import conformance_check, expect, fail
-from hicache_contracts.conformance.pools import describe_page_difference
-from hicache_contracts.conformance.properties import run_machine
+from hicache_contracts.conformance.session.pools import describe_page_difference
+from hicache_contracts.conformance.session.properties import run_machine
 
 KEY_COUNT = 4
 """Keys one run of the machine plays with: few, so that rules meet the same keys often."""
@@ -36,147 +42,179 @@ picks = st.lists(st.integers(0, KEY_COUNT - 1), min_size=1, max_size=4, unique=T
 """Which keys a rule touches, as indices into the run's keys."""
 
 
-def lossy_write_once_store_machine(
-    suite: SuiteContext, seen: Optional[list[str]] = None
-) -> type[RuleBasedStateMachine]:
-    """Return the state machine class bound to ``suite`` (hypothesis builds one machine per run); each hit it
-    meets (a page read back, a key counted) is appended to ``seen`` when given."""
-    uses_v1 = suite.claims("v1")
-    hits = seen if seen is not None else []
+class _Run(threading.local):
+    """The run the machine plays against, bound per thread for the length of one check (hypothesis runs the
+    machine in the thread that asked for it); ``None`` outside a run, so no context outlives its run."""
 
-    class LossyWriteOnceStore(RuleBasedStateMachine):
-        """A backend instance next to a model of what it may and must hold."""
+    suite: Optional[SuiteContext] = None
+    seen: Optional[list[str]] = None
 
-        def __init__(self) -> None:
-            super().__init__()
-            self.instance: Optional[Instance] = None
-            self.keys: list[str] = []
-            self.attempted: set[str] = set()
-            self.confirmed: dict[str, str] = {}
-            self.cleared: set[str] = set()
 
-        @initialize()
-        def build_instance(self) -> None:
-            self.instance = suite.instances.build(
-                suite.instances.config(model_name=suite.names.namespace("machine")), pages=16, tag="state machine"
-            )
-            self.keys = suite.names.new_keys(KEY_COUNT)
-            note(f"keys: {suite.names.show(self.keys)}")
+_RUN = _Run()
 
-        @property
-        def built(self) -> Instance:
-            """The instance under test; rules run only after ``build_instance``."""
-            assert self.instance is not None
-            return self.instance
 
-        def chosen(self, indices: list[int]) -> list[str]:
-            return [self.keys[index] for index in indices]
+@contextmanager
+def bound_run(suite: SuiteContext, seen: list[str]) -> Iterator[None]:
+    """Bind the machine to ``suite`` (each hit it meets, a page read back or a key counted, is appended to
+    ``seen``) for the ``with`` block, and unbind it after, whatever happened."""
+    _RUN.suite, _RUN.seen = suite, seen
+    try:
+        yield
+    finally:
+        _RUN.suite, _RUN.seen = None, None
 
-        def record_writes(self, keys: list[str], results: list[bool], path: str) -> None:
-            for key, stored in zip(keys, results):
-                self.attempted.add(key)
-                self.cleared.discard(key)
-                if stored:
-                    self.confirmed[key] = path
 
-        def check_reads(self, keys: list[str], pages: list[Any], path: str) -> None:
-            read_clause = "BE-15" if path == "v1" else "BE-9"
-            for key, page in zip(keys, pages):
-                if page is not None:
-                    hits.append(key)
-                    if key in self.cleared:
-                        fail("BE-11", f"{suite.names.label(key)} reads back after clear() and no new write")
-                    expect(
-                        key in self.attempted, read_clause, f"{suite.names.label(key)} reads back but was never written"
-                    )
-                    expect(
-                        suite.io.holds(key, self.built.pool, page),
-                        read_clause,
-                        f"{suite.names.label(key)} reads back as "
-                        f"{describe_page_difference(suite.pages.page_for(key, self.built.pool), page)}",
-                    )
-                elif key in self.confirmed and not suite.may_evict:
-                    writer = self.confirmed[key]
-                    fail(
-                        "BE-17" if writer == "v1" else "BE-9",
-                        f"{suite.names.label(key)} was stored (set returned True through {writer}) but {path} reads miss it",
-                    )
+def _suite() -> SuiteContext:
+    suite = _RUN.suite
+    assert suite is not None, "the state machine runs only inside bound_run()"
+    return suite
 
-        @precondition(lambda self: not uses_v1)
-        @rule(indices=picks)
-        def set_pages(self, indices: list[int]) -> None:
-            keys = self.chosen(indices)
-            self.record_writes(keys, suite.io.write(self.built, keys, path="legacy", clause_id="BE-9"), "legacy")
 
-        @precondition(lambda self: uses_v1)
-        @rule(indices=picks)
-        def set_pages_v1(self, indices: list[int]) -> None:
-            keys = self.chosen(indices)
-            results = suite.io.write(self.built, keys, pages=list(range(len(keys))), path="v1", clause_id="BE-17")
-            self.record_writes(keys, results, "v1")
+def _uses_v1(_machine: object) -> bool:
+    return _suite().claims("v1")
 
-        @precondition(lambda self: not uses_v1)
-        @rule(indices=picks)
-        def get_pages(self, indices: list[int]) -> None:
-            keys = self.chosen(indices)
-            self.check_reads(keys, suite.io.read(self.built, keys, path="legacy", clause_id="BE-9"), "legacy")
 
-        @precondition(lambda self: uses_v1)
-        @rule(indices=picks)
-        def get_pages_v1(self, indices: list[int]) -> None:
-            keys = self.chosen(indices)
-            pages = suite.io.read(self.built, keys, pages=list(range(8, 8 + len(keys))), path="v1", clause_id="BE-15")
-            self.check_reads(keys, pages, "v1")
+def _uses_legacy(_machine: object) -> bool:
+    return not _suite().claims("v1")
 
-        @rule(indices=st.lists(st.integers(0, KEY_COUNT - 1), max_size=KEY_COUNT, unique=True))
-        def query(self, indices: list[int]) -> None:
-            keys = self.chosen(indices)
-            count = suite.io.count(self.built, keys)
-            hits.extend(keys[:count])
-            upper = count_leading_run(tuple(key in self.attempted for key in keys))
-            lower = 0 if suite.may_evict else count_leading_run(tuple(key in self.confirmed for key in keys))
-            if count > upper and keys[upper] in self.cleared:
-                fail("BE-11", f"batch_exists counts {suite.names.label(keys[upper])}, cleared and not written since")
-            expect(
-                lower <= count <= upper,
-                "BE-2",
-                f"batch_exists({suite.names.show(keys)}) returned {count}; the model allows {lower}..{upper}",
-            )
 
-        @rule()
-        def clear(self) -> None:
-            suite.calls.call("BE-11", self.built.backend.clear)
-            self.cleared |= self.attempted
-            self.attempted.clear()
-            self.confirmed.clear()
+class LossyWriteOnceStore(RuleBasedStateMachine):
+    """A backend instance next to a model of what it may and must hold."""
 
-        @invariant()
-        def confirmed_pages_are_found(self) -> None:
-            if self.instance is None or suite.may_evict:
-                return
-            for key, writer in self.confirmed.items():
-                if suite.io.count(self.instance, [key]) != 1:
-                    fail(
-                        "BE-17" if writer == "v1" else "BE-9",
-                        f"{suite.names.label(key)} was stored (set returned True through {writer}) but batch_exists "
-                        "no longer finds it",
-                    )
+    def __init__(self) -> None:
+        super().__init__()
+        self.suite = _suite()
+        self.hits: list[str] = _RUN.seen if _RUN.seen is not None else []
+        self.instance: Optional[Instance] = None
+        self.keys: list[str] = []
+        self.attempted: set[str] = set()
+        self.confirmed: dict[str, str] = {}
+        self.cleared: set[str] = set()
 
-        def teardown(self) -> None:
-            if self.instance is not None and suite.calls.timed_out is None:
-                suite.calls.call("BE-11", self.instance.backend.clear)
-                close = getattr(self.instance.backend, "close", None)
-                if callable(close):
-                    suite.calls.call("BE-11", close)
-                suite.instances.forget(self.instance)
+    @initialize()
+    def build_instance(self) -> None:
+        self.instance = self.suite.instances.build(
+            self.suite.instances.config(model_name=self.suite.names.namespace("machine")), pages=16, tag="state machine"
+        )
+        self.keys = self.suite.names.new_keys(KEY_COUNT)
+        note(f"keys: {self.suite.names.show(self.keys)}")
 
-    return LossyWriteOnceStore
+    @property
+    def built(self) -> Instance:
+        """The instance under test; rules run only after ``build_instance``."""
+        assert self.instance is not None
+        return self.instance
+
+    def chosen(self, indices: list[int]) -> list[str]:
+        return [self.keys[index] for index in indices]
+
+    def record_writes(self, keys: list[str], results: list[bool], path: str) -> None:
+        for key, stored in zip(keys, results):
+            self.attempted.add(key)
+            self.cleared.discard(key)
+            if stored:
+                self.confirmed[key] = path
+
+    def check_reads(self, keys: list[str], pages: list[Any], path: str) -> None:
+        read_clause = "BE-15" if path == "v1" else "BE-9"
+        for key, page in zip(keys, pages):
+            if page is not None:
+                self.hits.append(key)
+                if key in self.cleared:
+                    fail("BE-11", f"{self.suite.names.label(key)} reads back after clear() and no new write")
+                expect(
+                    key in self.attempted,
+                    read_clause,
+                    f"{self.suite.names.label(key)} reads back but was never written",
+                )
+                expect(
+                    self.suite.io.holds(key, self.built.pool, page),
+                    read_clause,
+                    f"{self.suite.names.label(key)} reads back as "
+                    f"{describe_page_difference(self.suite.pages.page_for(key, self.built.pool), page)}",
+                )
+            elif key in self.confirmed and not self.suite.may_evict:
+                writer = self.confirmed[key]
+                fail(
+                    "BE-17" if writer == "v1" else "BE-9",
+                    f"{self.suite.names.label(key)} was stored (set returned True through {writer}) but {path} reads miss it",
+                )
+
+    @precondition(_uses_legacy)
+    @rule(indices=picks)
+    def set_pages(self, indices: list[int]) -> None:
+        keys = self.chosen(indices)
+        self.record_writes(keys, self.suite.io.write(self.built, keys, path="legacy", clause_id="BE-9"), "legacy")
+
+    @precondition(_uses_v1)
+    @rule(indices=picks)
+    def set_pages_v1(self, indices: list[int]) -> None:
+        keys = self.chosen(indices)
+        results = self.suite.io.write(self.built, keys, pages=list(range(len(keys))), path="v1", clause_id="BE-17")
+        self.record_writes(keys, results, "v1")
+
+    @precondition(_uses_legacy)
+    @rule(indices=picks)
+    def get_pages(self, indices: list[int]) -> None:
+        keys = self.chosen(indices)
+        self.check_reads(keys, self.suite.io.read(self.built, keys, path="legacy", clause_id="BE-9"), "legacy")
+
+    @precondition(_uses_v1)
+    @rule(indices=picks)
+    def get_pages_v1(self, indices: list[int]) -> None:
+        keys = self.chosen(indices)
+        pages = self.suite.io.read(self.built, keys, pages=list(range(8, 8 + len(keys))), path="v1", clause_id="BE-15")
+        self.check_reads(keys, pages, "v1")
+
+    @rule(indices=st.lists(st.integers(0, KEY_COUNT - 1), max_size=KEY_COUNT, unique=True))
+    def query(self, indices: list[int]) -> None:
+        keys = self.chosen(indices)
+        count = self.suite.io.count(self.built, keys)
+        self.hits.extend(keys[:count])
+        upper = count_leading_run(tuple(key in self.attempted for key in keys))
+        lower = 0 if self.suite.may_evict else count_leading_run(tuple(key in self.confirmed for key in keys))
+        if count > upper and keys[upper] in self.cleared:
+            fail("BE-11", f"batch_exists counts {self.suite.names.label(keys[upper])}, cleared and not written since")
+        expect(
+            lower <= count <= upper,
+            "BE-2",
+            f"batch_exists({self.suite.names.show(keys)}) returned {count}; the model allows {lower}..{upper}",
+        )
+
+    @rule()
+    def clear(self) -> None:
+        self.suite.calls.call("BE-11", self.built.backend.clear)
+        self.cleared |= self.attempted
+        self.attempted.clear()
+        self.confirmed.clear()
+
+    @invariant()
+    def confirmed_pages_are_found(self) -> None:
+        if self.instance is None or self.suite.may_evict:
+            return
+        for key, writer in self.confirmed.items():
+            if self.suite.io.count(self.instance, [key]) != 1:
+                fail(
+                    "BE-17" if writer == "v1" else "BE-9",
+                    f"{self.suite.names.label(key)} was stored (set returned True through {writer}) but batch_exists "
+                    "no longer finds it",
+                )
+
+    def teardown(self) -> None:
+        if self.instance is not None and self.suite.calls.timed_out is None:
+            self.suite.calls.call("BE-11", self.instance.backend.clear)
+            close = getattr(self.instance.backend, "close", None)
+            if callable(close):
+                self.suite.calls.call("BE-11", close)
+            self.suite.instances.forget(self.instance)
 
 
 @conformance_check("BE-2", "BE-9", "BE-11", "BE-15", "BE-17", requires=("core",), tier="stateful")
 def stateful_model_of_a_lossy_write_once_store(suite: SuiteContext) -> None:
     """Random sequences of set, get, batch_exists and clear never contradict a lossy write-once store."""
     seen: list[str] = []
-    machine = lossy_write_once_store_machine(suite, seen)
-    run_machine(suite.seed, machine, "BE-2", suite.profile.stateful_examples, suite.profile.stateful_steps)
+    with bound_run(suite, seen):
+        run_machine(
+            suite.seed, LossyWriteOnceStore, "BE-2", suite.profile.stateful_examples, suite.profile.stateful_steps
+        )
     suite.io.require_seen(bool(seen), "how the store behaves over a sequence of calls")

@@ -11,10 +11,10 @@ what lands can only have come from storage.
 from __future__ import annotations
 
 from hicache_spec import STORAGE_BATCH_SIZE
-from hicache_contracts.conformance.checks_core_hits import is_bool
-from hicache_contracts.conformance.context import SuiteContext
+from hicache_contracts.conformance.checks.core_hits import is_bool
+from hicache_contracts.conformance.session.context import SuiteContext
 from hicache_contracts.conformance.framework import conformance_check, expect, fail
-from hicache_contracts.conformance.pools import describe_page_difference, pages_equal
+from hicache_contracts.conformance.session.pools import describe_page_difference, pages_equal
 
 GUARD_VALUE = 77.0
 """The value of guard pages around the pages a read addresses (BE-16)."""

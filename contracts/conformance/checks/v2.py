@@ -19,10 +19,10 @@ from typing import Any, Sequence
 from hypothesis import example, given, strategies as st
 
 from hicache_spec import ALL_PAGES, STORAGE_BATCH_SIZE, TRAILING_PAGES, count_pool_hits, fold_pool_query
-from hicache_contracts.conformance.context import UNREGISTERED_POOL, Instance, SuiteContext
+from hicache_contracts.conformance.session.context import UNREGISTERED_POOL, Instance, SuiteContext
 from hicache_contracts.conformance.framework import CheckSkipped, conformance_check, expect, fail
-from hicache_contracts.conformance.pools import describe_page_difference
-from hicache_contracts.conformance.properties import run_property
+from hicache_contracts.conformance.session.pools import describe_page_difference
+from hicache_contracts.conformance.session.properties import run_property
 from hicache_contracts.models import PoolHitPolicy, PoolName
 
 VARIANTS = {PoolName.KV.value: 0, PoolName.INDEXER.value: 0, PoolName.SWA.value: 3}

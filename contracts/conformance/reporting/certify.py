@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from hicache_spec import clause as lookup_clause
-from hicache_contracts.conformance.report import FAIL, SKIP, SuiteReport
-from hicache_contracts.conformance.version import tool_version
+from hicache_contracts.conformance.reporting.report import FAIL, SKIP, SuiteReport
+from hicache_contracts.conformance.reporting.version import tool_version
 
 __all__ = [
     "NOT_APPLICABLE",

@@ -13,7 +13,15 @@ from __future__ import annotations
 from typing import Iterable
 
 from hicache_contracts._moved import moved_names
-from hicache_contracts.conformance.report import FAIL, PASS, SKIP, ClauseVerdict, Failure, LevelVerdict, ReportSection
+from hicache_contracts.conformance.reporting.report import (
+    FAIL,
+    PASS,
+    SKIP,
+    ClauseVerdict,
+    Failure,
+    LevelVerdict,
+    ReportSection,
+)
 from hicache_contracts.engine._reference import ClauseResult
 from hicache_spec import LEVELS, clauses
 

@@ -25,9 +25,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Union
 
-from hicache_contracts.conformance import report_render
-from hicache_contracts.conformance.redaction import redact_value
-from hicache_contracts.conformance.report_sections import (
+from hicache_contracts.conformance.reporting import report_render
+from hicache_contracts.conformance.reporting.redaction import redact_value
+from hicache_contracts.conformance.reporting.report_sections import (
     FAIL,
     PASS,
     SKIP,
@@ -38,7 +38,7 @@ from hicache_contracts.conformance.report_sections import (
     LevelVerdict,
     ReportSection,
 )
-from hicache_contracts.conformance.version import tool_version
+from hicache_contracts.conformance.reporting.version import tool_version
 
 __all__ = [
     "CheckOutcome",

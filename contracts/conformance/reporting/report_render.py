@@ -11,7 +11,7 @@ import textwrap
 import xml.etree.ElementTree as ElementTree
 from typing import Iterable, Optional
 
-from hicache_contracts.conformance.report_sections import (
+from hicache_contracts.conformance.reporting.report_sections import (
     FAIL,
     PASS,
     SKIP,
@@ -20,7 +20,7 @@ from hicache_contracts.conformance.report_sections import (
     LevelVerdict,
     ReportSection,
 )
-from hicache_contracts.conformance.version import tool_version
+from hicache_contracts.conformance.reporting.version import tool_version
 
 
 def status_counts(sections: Iterable[ReportSection]) -> dict[str, int]:

@@ -26,7 +26,7 @@ from typing import Mapping, Optional
 from hicache_spec import LEVELS
 from hicache_contracts.capabilities import CAPABILITY_LEVELS, Capabilities
 from hicache_contracts.conformance.levels import BACKEND_LEVELS
-from hicache_contracts.conformance.report import LevelVerdict
+from hicache_contracts.conformance.reporting.report import LevelVerdict
 
 __all__ = ["ALWAYS_PROBED", "LEGACY_NOT_ASKED", "LevelDecision", "OPT_IN_LEVELS", "decide_levels"]
 

@@ -14,8 +14,8 @@ import importlib.metadata
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
-from hicache_contracts.conformance.loading import BackendFactory
-from hicache_contracts.conformance.report import ReportSection
+from hicache_contracts.conformance.session.loading import BackendFactory
+from hicache_contracts.conformance.reporting.report import ReportSection
 
 __all__ = ["ENTRY_POINT_GROUP", "MainJob", "Subjects", "load_main_job"]
 

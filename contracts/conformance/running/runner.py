@@ -4,7 +4,7 @@
 
 (``run_reference_suite``, the reference backends, is ``hicache_reference.main_job``'s.)
 
-What a backend claims is ``decide_levels``'s (``hicache_contracts.conformance.claims``).
+What a backend claims is ``decide_levels``'s (``hicache_contracts.conformance.running.claims``).
 
 Every backend call runs under the run's deadline (``--timeout``, per call).
 A call past it fails its check's clause ("did not return within T s") and
@@ -15,7 +15,7 @@ A failure carries, below its counterexample, the clause's rationale, the
 check's last backend calls with what they returned, and a replay command
 (``hicache-conform run ... --check NAME --seed S``).
 
-How outcomes become clause verdicts is ``hicache_contracts.conformance.verdicts``'s.
+How outcomes become clause verdicts is ``hicache_contracts.conformance.running.verdicts``'s.
 
 Root causes: a check whose setup found another clause broken (pages written
 through the suite's helpers do not read back, a v1 result of the wrong
@@ -37,19 +37,10 @@ from typing import Any, Callable, Optional
 from hicache_spec import clause as lookup_clause
 from hicache_contracts._moved import moved_names
 from hicache_contracts.capabilities import Capabilities, declared_levels, detect_capabilities
-from hicache_contracts.conformance import checks_concurrency as _checks_concurrency  # noqa: F401  (registers)
-from hicache_contracts.conformance import checks_core_hits as _checks_core_hits  # noqa: F401  (in this order)
-from hicache_contracts.conformance import checks_core_pages as _checks_core_pages  # noqa: F401
-from hicache_contracts.conformance import checks_core_upkeep as _checks_core_upkeep  # noqa: F401
-from hicache_contracts.conformance import checks_namespacing as _checks_namespacing  # noqa: F401
-from hicache_contracts.conformance import checks_prefix as _checks_prefix  # noqa: F401
-from hicache_contracts.conformance import checks_stateful as _checks_stateful  # noqa: F401
-from hicache_contracts.conformance import checks_v1 as _checks_v1  # noqa: F401
-from hicache_contracts.conformance import checks_v2 as _checks_v2  # noqa: F401
-from hicache_contracts.conformance import checks_backdoor as _checks_backdoor  # noqa: F401  (last: needs hooks)
+from hicache_contracts.conformance import checks as _checks  # noqa: F401  (registers the checks, in order)
 from hicache_contracts.sglang_release import describe_choice, release_of
-from hicache_contracts.conformance.claims import ALWAYS_PROBED, LevelDecision, decide_levels
-from hicache_contracts.conformance.context import Session, SuiteContext
+from hicache_contracts.conformance.running.claims import ALWAYS_PROBED, LevelDecision, decide_levels
+from hicache_contracts.conformance.session.context import Session, SuiteContext
 from hicache_contracts.conformance.framework import (
     CallTimedOut,
     Check,
@@ -60,10 +51,9 @@ from hicache_contracts.conformance.framework import (
     ordered_checks,
 )
 from hicache_contracts.conformance.levels import BACKEND_LEVELS, level_clauses, level_of
-from hicache_contracts.conformance.loading import BackendFactory, resolve_factory
-from hicache_contracts.conformance.machines import forget_state_machines, state_machines
-from hicache_contracts.conformance.options import SuiteOptions
-from hicache_contracts.conformance.report import (
+from hicache_contracts.conformance.session.loading import BackendFactory, resolve_factory
+from hicache_contracts.conformance.session.options import SuiteOptions
+from hicache_contracts.conformance.reporting.report import (
     FAIL,
     PASS,
     SKIP,
@@ -71,8 +61,8 @@ from hicache_contracts.conformance.report import (
     ReportSection,
     SuiteReport,
 )
-from hicache_contracts.conformance.verdicts import clause_verdict, setup_reason, startup_verdicts
-from hicache_contracts.conformance.version import tool_version
+from hicache_contracts.conformance.running.verdicts import clause_verdict, setup_reason, startup_verdicts
+from hicache_contracts.conformance.reporting.version import tool_version
 
 __all__ = [
     "ALWAYS_PROBED",
@@ -110,7 +100,6 @@ class SuiteRunner:
         self.capabilities: Optional[Capabilities] = None
         self._started = time.monotonic()
         self._started_up = False
-        self._machines_before = state_machines()
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -146,9 +135,8 @@ class SuiteRunner:
         self.context = SuiteContext(self.session, claimed=self.decision.claimed, may_evict=may_evict)
 
     def close(self) -> None:
-        """Clear and close every instance the run built; let go of the run's state machine classes."""
+        """Clear and close every instance the run built."""
         self.session.close()
-        forget_state_machines(self._machines_before)
 
     def __enter__(self) -> "SuiteRunner":
         self.start()

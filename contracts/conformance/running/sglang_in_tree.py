@@ -20,7 +20,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from hicache_contracts.conformance.loading import BackendFactory
+from hicache_contracts.conformance.session.loading import BackendFactory
 
 __all__ = ["IN_TREE_BACKENDS", "InTreeBackend", "in_tree_factory"]
 

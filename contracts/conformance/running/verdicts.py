@@ -12,10 +12,18 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from hicache_spec import LEVELS
-from hicache_contracts.conformance.claims import LevelDecision
+from hicache_contracts.conformance.running.claims import LevelDecision
 from hicache_contracts.conformance.framework import ClauseFailure
 from hicache_contracts.conformance.levels import BACKEND_LEVELS, level_clauses
-from hicache_contracts.conformance.report import FAIL, PASS, SKIP, CheckOutcome, ClauseVerdict, Failure, LevelVerdict
+from hicache_contracts.conformance.reporting.report import (
+    FAIL,
+    PASS,
+    SKIP,
+    CheckOutcome,
+    ClauseVerdict,
+    Failure,
+    LevelVerdict,
+)
 
 __all__ = ["clause_verdict", "setup_reason", "startup_verdicts"]
 

@@ -6,9 +6,9 @@ import collections
 import inspect
 from typing import Any, Callable, Optional
 
-from hicache_contracts.conformance.deadline import DeadlineRunner
+from hicache_contracts.conformance.session.deadline import DeadlineRunner
 from hicache_contracts.conformance.framework import CallTimedOut, ClauseFailure, record_assertions
-from hicache_contracts.conformance.names import Names
+from hicache_contracts.conformance.session.names import Names
 
 __all__ = ["CLEANUP_TIMEOUT_S", "Calls", "TRANSCRIPT_CALLS"]
 

@@ -8,7 +8,7 @@ from typing import Optional
 
 import torch
 
-from hicache_contracts.conformance.pools import ConformancePool, pages_equal
+from hicache_contracts.conformance.session.pools import ConformancePool, pages_equal
 
 __all__ = ["Pages"]
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 import random
 from typing import Optional
 
-from hicache_contracts.conformance.calls import CLEANUP_TIMEOUT_S, TRANSCRIPT_CALLS, Calls
-from hicache_contracts.conformance.contents import Pages
-from hicache_contracts.conformance.instances import (
+from hicache_contracts.conformance.session.calls import CLEANUP_TIMEOUT_S, TRANSCRIPT_CALLS, Calls
+from hicache_contracts.conformance.session.contents import Pages
+from hicache_contracts.conformance.session.instances import (
     HEAD_DIM,
     HEAD_NUM,
     LAYER_NUM,
@@ -42,17 +42,17 @@ from hicache_contracts.conformance.instances import (
     Instance,
     Instances,
 )
-from hicache_contracts.conformance.loading import BackendFactory
-from hicache_contracts.conformance.names import Names
-from hicache_contracts.conformance.options import SuiteOptions
-from hicache_contracts.conformance.page_io import (
+from hicache_contracts.conformance.session.loading import BackendFactory
+from hicache_contracts.conformance.session.names import Names
+from hicache_contracts.conformance.session.options import SuiteOptions
+from hicache_contracts.conformance.session.page_io import (
     FAULT_HOOK,
     HOST_POOL_FAULTS,
     ROUND_TRIP_PAGES,
     PageIO,
     is_storage_writer,
 )
-from hicache_contracts.conformance.wire import Wire, sglang_module
+from hicache_contracts.conformance.session.wire import Wire, sglang_module
 
 __all__ = [
     "CLEANUP_TIMEOUT_S",

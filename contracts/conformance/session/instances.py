@@ -13,13 +13,13 @@ from typing import Any, Optional
 import torch
 
 from hicache_spec import STORAGE_BATCH_SIZE
-from hicache_contracts.conformance.calls import Calls
+from hicache_contracts.conformance.session.calls import Calls
 from hicache_contracts.conformance.framework import CallTimedOut, ClauseFailure, fail
-from hicache_contracts.conformance.loading import BackendFactory
-from hicache_contracts.conformance.names import Names
-from hicache_contracts.conformance.options import SuiteOptions
-from hicache_contracts.conformance.pools import ConformancePool
-from hicache_contracts.conformance.wire import Wire
+from hicache_contracts.conformance.session.loading import BackendFactory
+from hicache_contracts.conformance.session.names import Names
+from hicache_contracts.conformance.session.options import SuiteOptions
+from hicache_contracts.conformance.session.pools import ConformancePool
+from hicache_contracts.conformance.session.wire import Wire
 from hicache_contracts.models import HiCacheStorageConfig, PoolName, pool_value
 
 __all__ = [

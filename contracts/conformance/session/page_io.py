@@ -24,12 +24,12 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
-from hicache_contracts.conformance.calls import Calls
-from hicache_contracts.conformance.contents import Pages
+from hicache_contracts.conformance.session.calls import Calls
+from hicache_contracts.conformance.session.contents import Pages
 from hicache_contracts.conformance.framework import CheckSkipped, ClauseFailure, PreconditionFailed, fail
-from hicache_contracts.conformance.instances import Instance
-from hicache_contracts.conformance.names import Names
-from hicache_contracts.conformance.pools import ConformancePool, describe_page_difference
+from hicache_contracts.conformance.session.instances import Instance
+from hicache_contracts.conformance.session.names import Names
+from hicache_contracts.conformance.session.pools import ConformancePool, describe_page_difference
 from hicache_contracts.models import pool_value
 
 __all__ = ["FAULT_HOOK", "HOST_POOL_FAULTS", "PageIO", "ROUND_TRIP_PAGES", "ReadBack", "is_storage_writer"]

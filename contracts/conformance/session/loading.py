@@ -181,7 +181,7 @@ class BackendFactory:
     not_asked: Mapping[str, str] = field(default_factory=dict)
     """Levels the engine never drives this backend in, each with why: not claimed unless declared."""
     backdoor: Optional[Any] = None
-    """Optional hooks to the stored objects (``hicache_contracts.conformance.backdoor``), for the checks that need them."""
+    """Optional hooks to the stored objects (``hicache_contracts.conformance.session.backdoor``), for the checks that need them."""
 
     def __post_init__(self) -> None:
         if not callable(self.target):
