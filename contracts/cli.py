@@ -131,8 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     init_parser = sub.add_parser(
         "init",
         help="write a backend skeleton NAME.py to fill in with storage calls",
-        description="Write NAME.py: a backend class that follows the contract once its "
-        "four storage calls are filled in.",
+        description="Write NAME.py: a backend class that follows the contract, and declares every level a "
+        "backend of its shape passes, once its five storage calls (connect, store, fetch, contains, "
+        "delete_namespace) are filled in.",
     )
     init_parser.add_argument("name", metavar="NAME", help="the module name, such as my_store")
     init_parser.add_argument(

@@ -1,12 +1,13 @@
 """``hicache-conform init NAME``: write a backend skeleton a vendor fills in with their storage calls.
 
 The skeleton implements every method SGLang calls (legacy, v1, v2) on top
-of four storage primitives the vendor writes: store bytes under a name, fetch them, say
-whether a name is stored, and drop every name under a namespace. Names are
-``<namespace>/<pool>/<key>`` with the namespace built from the model and the
-rank coordinates (NS family), so the contract-facing logic — result shapes,
-short objects, host-pool page helpers, errors turned into False — is
-already right once those four calls are.
+of five storage calls the vendor writes: connect to the store, store bytes under a
+name, fetch them, say whether a name is stored, and drop every name under a
+namespace. Names are ``<namespace>/<pool>/<key>`` with the namespace built from
+the model and the rank coordinates (NS family), so the contract-facing logic —
+result shapes, short objects, host-pool page helpers, errors turned into False,
+one host pool per name — is already right once those five calls are. It declares
+every level a backend of its shape passes (``SKELETON_LEVELS``).
 """
 
 from __future__ import annotations
@@ -15,12 +16,20 @@ import keyword
 import string
 from pathlib import Path
 
-__all__ = ["class_name_for", "render_skeleton", "write_skeleton"]
+__all__ = ["SKELETON_LEVELS", "STORAGE_CALLS", "class_name_for", "render_skeleton", "write_skeleton"]
+
+SKELETON_LEVELS = ("core", "legacy", "v1", "v2", "prefix", "namespacing", "concurrency", "robustness")
+"""The levels the skeleton declares: every one a backend of its shape passes once its storage calls work
+(``durability`` is the store's to claim: it needs pages that outlive the process)."""
+
+STORAGE_CALLS = ("connect", "store", "fetch", "contains", "delete_namespace")
+"""The storage calls a vendor fills in, in the order the skeleton lists them."""
 
 SKELETON = string.Template('''"""$class_name: an SGLang HiCache L3 storage backend (skeleton written by `hicache-conform init`).
 
-Fill in the four methods under "storage calls" with your store's client
-calls; everything above them already follows the contract. Check it with
+Fill in the five storage calls at the end of the file (connect, store, fetch,
+contains, delete_namespace) with your store's client calls; everything above
+them already follows the contract. Check it with
 
     hicache-conform run --backend $module_name:$class_name --extra-config '{"endpoint": "..."}'
 
@@ -89,8 +98,8 @@ def _leading_run(flags: list) -> int:
 class $class_name(_Base):
     """Pages stored as bytes under ``<namespace>/<pool>/<key>``."""
 
-    hicache_levels = ("core", "v1", "v2", "namespacing")
-    """The levels this backend claims (the suite checks each)."""
+    hicache_levels = $levels
+    """The levels this backend claims, and the suite checks; add "durability" once pages outlive the process (NS-7)."""
     hicache_host_pool_faults = True
     """Pages move through the host pool's page helpers, so the suite may fail those to check BE-5."""
 
@@ -118,13 +127,23 @@ class $class_name(_Base):
         """The storage name of one page: the same scheme for every method (NS-6)."""
         return f"{self.namespace}/{pool}/{key}"
 
-    # ---------------------------------------------------------------- host pools (BE-24)
+    # ---------------------------------------------------------------- host pools (BE-24, BE-28)
     def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+        self.keep_pool("kv", mem_pool_host)
         self.mem_pool_host = mem_pool_host  # where SGLang's base class keeps it
-        self.pools["kv"] = mem_pool_host
 
     def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
-        self.pools[_pool_name(host_pool_name)] = host_pool
+        self.keep_pool(_pool_name(host_pool_name), host_pool)
+
+    def keep_pool(self, name: str, host_pool: Any) -> None:
+        """One host pool per name: the same one again is fine, another is refused, never swapped in (BE-28)."""
+        held = self.pools.get(name)
+        if held is not None and held is not host_pool:
+            raise ValueError(
+                f"$class_name: the {name!r} pool already has a host pool; a second, different one is refused "
+                "(one instance serves one host pool per name: build another instance for it)"
+            )
+        self.pools[name] = host_pool
 
     def page_nbytes(self, pool: str = "kv") -> int:
         page = self.pools[pool].get_dummy_flat_data_page()
@@ -334,7 +353,7 @@ def render_skeleton(module_name: str, class_name: str | None = None) -> str:
     class_name = class_name or class_name_for(module_name)
     if not class_name.isidentifier() or keyword.iskeyword(class_name):
         raise ValueError(f"init --class: must be a Python class name, such as MyStore (got {class_name!r})")
-    return SKELETON.substitute(module_name=module_name, class_name=class_name)
+    return SKELETON.substitute(module_name=module_name, class_name=class_name, levels=repr(SKELETON_LEVELS))
 
 
 def write_skeleton(module_name: str, directory: Path | str = ".", class_name: str | None = None) -> Path:
