@@ -48,7 +48,7 @@ from hicache_reference.controller_input import (
     violation,
 )
 from hicache_reference.controller_parts import Acks, PrefixInfo, Termination, Upkeep
-from hicache_reference.controller_variants import reject_moved_steps, subclass_with_parts
+from hicache_reference.controller_variants import subclass_with_parts
 from hicache_reference.hit_query import HitQuery
 from hicache_reference.operations import BackupOperation, PrefetchOperation
 from hicache_reference.policies import TimeoutSettings
@@ -94,10 +94,6 @@ class CacheController:
     storage_writer_class: ClassVar[type] = StorageWriter
     backup_writer_class: ClassVar[type] = BackupWriter
     workers_class: ClassVar[type] = Workers
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        reject_moved_steps(cls)
 
     @classmethod
     def with_parts(cls, *parts: type, name: Optional[str] = None, doc: Optional[str] = None) -> type:

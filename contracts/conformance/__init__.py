@@ -51,10 +51,6 @@ from hicache_contracts.conformance.running.runner import (
     run_suite,
     tool_version,
 )
-from hicache_contracts._moved import moved_names
-
-__getattr__ = moved_names(__name__, {"run_reference_suite": "hicache_reference.main_job"})
-
 __all__ = [
     "BACKEND_LEVELS",
     "BackendFactory",

@@ -45,9 +45,6 @@ from hicache_contracts.engine.scenarios import (
     check_engine,
     run_engine_scenario,
 )
-from hicache_contracts._moved import moved_names
-
-__getattr__ = moved_names(__name__, {"check_reference_controller": "hicache_reference.engine_check"})
 
 __all__ = [
     "HYBRID_POOLS",

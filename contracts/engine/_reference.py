@@ -13,16 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, NamedTuple, Optional
 
-from hicache_contracts._moved import moved_names
 from hicache_contracts.engine._checker import check_trace
 from hicache_contracts.engine._recorder import RecordingBackend
 from hicache_contracts.engine._report import TraceReport
 from hicache_spec import clauses, compute_key_chain
 
 __all__ = ["ClauseResult", "REFERENCE_SCENARIOS", "RunOutcome", "Scenario", "clause_results"]
-
-_MOVED = ("check_reference_controller", "run_backup", "run_prefetch", "run_scenario", "scripted_backend_class")
-__getattr__ = moved_names(__name__, dict.fromkeys(_MOVED, "hicache_reference.engine_check"))
 
 PAGE_SIZE = 2
 """Tokens per page in the scenarios: small, so that 3 slices of 128 pages stay cheap."""

@@ -1,4 +1,4 @@
-"""The layering (spec ← contracts ← reference) as ``lint-imports`` checks it, and the moved names' old homes.
+"""The layering (spec ← contracts ← reference) as ``lint-imports`` checks it.
 
 Each planted violation goes into a copy of the three packages; the
 import-linter configuration is the project's own (pyproject.toml).
@@ -6,13 +6,11 @@ import-linter configuration is the project's own (pyproject.toml).
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import shutil
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -103,38 +101,6 @@ def test_importing_every_contracts_module_loads_no_reference_module() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
-
-
-@pytest.mark.parametrize(
-    ("old", "new", "name"),
-    [
-        ("hicache_contracts.conformance", "hicache_reference.main_job", "run_reference_suite"),
-        ("hicache_contracts.conformance.running.runner", "hicache_reference.main_job", "run_reference_suite"),
-        ("hicache_contracts.conformance.running.runner", "hicache_reference.main_job", "reference_factories"),
-        (
-            "hicache_contracts.conformance.reporting.engine_section",
-            "hicache_reference.main_job",
-            "reference_engine_section",
-        ),
-        ("hicache_contracts.engine", "hicache_reference.engine_check", "check_reference_controller"),
-        ("hicache_contracts.engine._reference", "hicache_reference.engine_check", "run_scenario"),
-        ("hicache_contracts.engine._reference", "hicache_reference.engine_check", "run_prefetch"),
-        ("hicache_contracts.engine._reference", "hicache_reference.engine_check", "run_backup"),
-        ("hicache_contracts.engine._reference", "hicache_reference.engine_check", "check_reference_controller"),
-        ("hicache_contracts.engine._reference", "hicache_reference.engine_check", "scripted_backend_class"),
-    ],
-)
-def test_a_moved_name_still_imports_from_its_old_home_with_a_warning(old: str, new: str, name: str) -> None:
-    with pytest.warns(DeprecationWarning, match=f"{old}.{name} moved to {new}.{name}"):
-        value = getattr(importlib.import_module(old), name)
-    assert value is getattr(importlib.import_module(new), name)
-
-
-def test_an_unknown_name_is_still_an_attribute_error() -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
-            _ = importlib.import_module("hicache_contracts.conformance.running.runner").no_such_name
 
 
 def test_the_main_job_is_the_reference_one() -> None:

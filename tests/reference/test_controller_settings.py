@@ -18,7 +18,6 @@ from hicache_contracts import ContractViolation
 from hicache_reference import CacheController, ControllerSettings
 from hicache_reference.attachment import Attachment
 from hicache_reference.hit_query import HitQuery
-from hicache_reference.prefetch_io import PrefetchIO
 from hicache_reference.settings import SETTING_NAMES
 from hicache_spec import STORAGE_BATCH_SIZE
 from tests.reference.controller_helpers import PAGE_SIZE, RecordingBackend, keys_for, make_pool, memory_backend
@@ -254,16 +253,6 @@ def registration_of(controller_class):
 def test_with_parts_plugs_an_attachment_in():
     assert registration_of(CacheController) == ["register_mem_pool_host", "on_host_pools_registered"]
     assert registration_of(CacheController.with_parts(NoBurstEnd)) == ["register_mem_pool_host"]
-
-
-@pytest.mark.parametrize(
-    "step,holder",
-    [("_read_slice", PrefetchIO.read_slice), ("_register_host_pools", Attachment.register_host_pools)],
-)
-def test_overriding_a_moved_step_fails_loudly(step, holder):
-    owner = holder.__qualname__.split(".")[0]
-    with pytest.raises(TypeError, match=rf"Old\.{step}: this step is now a method of {owner}"):
-        type("Old", (CacheController,), {step: lambda self, *args: 0})
 
 
 def test_the_facade_shows_the_workers_and_their_threads():

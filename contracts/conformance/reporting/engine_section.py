@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from hicache_contracts._moved import moved_names
 from hicache_contracts.conformance.reporting.report import (
     FAIL,
     PASS,
@@ -31,8 +30,6 @@ ENGINE_LEVELS = ("prefix", "controller", "hybrid", "ranks")
 """The levels whose engine-side clauses the section reports, in order."""
 
 _NOT_BY_TRACE = "not decidable from one rank's trace; checked by the project's tests of the reference controller"
-
-__getattr__ = moved_names(__name__, {"reference_engine_section": "hicache_reference.main_job"})
 
 
 def engine_section(

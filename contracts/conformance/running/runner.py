@@ -35,7 +35,6 @@ import traceback
 from typing import Any, Callable, Optional
 
 from hicache_spec import clause as lookup_clause
-from hicache_contracts._moved import moved_names
 from hicache_contracts.capabilities import Capabilities, declared_levels, detect_capabilities
 from hicache_contracts.conformance import checks as _checks  # noqa: F401  (registers the checks, in order)
 from hicache_contracts.sglang_release import describe_choice, release_of
@@ -79,10 +78,6 @@ Progress = Callable[[int, int, Check, CheckOutcome], None]
 
 Starting = Callable[[int, int, Check], None]
 """Called before each check: ``(position from 1, total, check)`` (the live line)."""
-
-__getattr__ = moved_names(
-    __name__, dict.fromkeys(("reference_factories", "run_reference_suite"), "hicache_reference.main_job")
-)
 
 
 class SuiteRunner:
