@@ -14,11 +14,13 @@ docs/distributed.md holds the layout, the round trips, the failure table and the
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence
+from urllib.parse import unquote, urlparse
 
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends.base import PageStoreBackend, pool_key
 from hicache_reference.backends.host_bytes import contiguous_parts
 from hicache_reference.backends.namespace import ObjectName, plain_keys
+from hicache_reference.backends.redis_errors import RedisErrors
 from hicache_reference.backends.redis_nodes import RedisNodes, Unit, _byte_length
 from hicache_reference.backends.redis_settings import DEFAULT_REDIS_URL, RedisSettings
 from hicache_spec import KV
@@ -51,6 +53,12 @@ class RedisBackend(PageStoreBackend):
         """The checked Redis part of the extra config."""
         self.nodes = RedisNodes(self.settings)
         """The servers, with routing and failure handling."""
+        settings = self.settings
+        where = settings.url or "the Redis cluster at " + ",".join(
+            f"{host}:{port}" for host, port in settings.cluster_nodes
+        )
+        self.errors = RedisErrors(where, secrets=(settings.password, _url_password(settings.url)))
+        """Every failure by cause (``errors.counts``, ``errors.summary()``); each cause's first is logged once."""
         self._ttl_milliseconds = (
             None if self.settings.ttl_seconds is None else max(1, round(self.settings.ttl_seconds * 1000))
         )
@@ -169,11 +177,22 @@ class RedisBackend(PageStoreBackend):
         return self._write_objects([name], [data], [group])[0]
 
     def _clear_namespace(self) -> None:
-        self.nodes.delete_matching(self.namespace_pattern())  # NS-8: SCAN + UNLINK, never FLUSHDB
+        try:
+            self.nodes.delete_matching(self.namespace_pattern())  # NS-8: SCAN + UNLINK, never FLUSHDB
+        except Exception as error:  # counted by the caller (BE-5); its cause is logged here
+            self.errors.record(error)
+            raise
 
     def _execute(self, units: Sequence[Unit], sinks: Optional[Sequence[Sequence[memoryview]]] = None) -> list[Any]:
+        """Run ``units``; count every unit that failed, whether the node failed or the server answered an error."""
         outcomes = self.nodes.execute(units, sinks)
-        failed = sum(1 for outcome in outcomes if _is_exception(outcome))
+        failed = 0
+        first_error = RedisErrors.first_error
+        for outcome in outcomes:
+            error = first_error(outcome)
+            if error is not None:  # BE-5: a miss or a failed write, counted, its cause logged once
+                failed += 1
+                self.errors.record(error)
         if failed:
             self._counters.add(storage_errors=failed)
         return outcomes
@@ -183,6 +202,17 @@ class RedisBackend(PageStoreBackend):
         """Stop serving and close every connection; later calls miss or fail without raising."""
         super().close()
         self.nodes.close()
+
+
+def _url_password(url: Optional[str]) -> Optional[str]:
+    """The password in a Redis URL, if any (never logged)."""
+    if not url:
+        return None
+    try:
+        password = urlparse(url).password
+    except ValueError:
+        return None
+    return unquote(password) if password else None
 
 
 def _failed(reply: Any) -> bool:

@@ -199,8 +199,11 @@ class RedisNodes:
         """The checked extra config."""
         self._lock = threading.Lock()
         self._skip_until: dict[str, float] = {}
+        self._skip_causes: dict[str, Optional[BaseException]] = {}
         self._cluster: Optional[RedisCluster] = None
         self._cluster_retry_at = 0.0
+        self._cluster_error: Optional[BaseException] = None
+        """Why the cluster client could not be built last time (its cause is logged)."""
         self._topology_stale = False
         self._executor: Optional[ThreadPoolExecutor] = None
         self._closed = False
@@ -235,8 +238,9 @@ class RedisNodes:
                         password=settings.password,
                     )
                     self._topology_stale = False
-                except Exception:  # BE-5: no node reachable yet; try again after the interval
+                except Exception as error:  # BE-5: no node reachable yet; try again after the interval
                     self._cluster_retry_at = now + settings.reconnect_interval_seconds
+                    self._cluster_error = error
                     return None
             elif self._topology_stale and now >= self._cluster_retry_at:
                 self._cluster_retry_at = now + settings.reconnect_interval_seconds
@@ -246,6 +250,14 @@ class RedisNodes:
                 except Exception:  # BE-5: keep the old map until a node answers
                     pass
             return self._cluster
+
+    def _unreachable(self) -> NodeSkipped:
+        """The error of a call made while no cluster client can be built: it names, and keeps, the last cause."""
+        cause = self._cluster_error
+        detail = "" if cause is None else f" ({type(cause).__name__}: {cause})"
+        error = NodeSkipped(f"no node of the Redis cluster answered{detail}")
+        error.__cause__ = cause
+        return error
 
     def _mark_failed(self, node_name: str) -> None:
         with self._lock:
@@ -268,7 +280,7 @@ class RedisNodes:
             return {"standalone": (self._standalone, list(range(len(units))))}, {}
         cluster = self._cluster_client()
         if cluster is None:
-            error = NodeSkipped("no node of the Redis cluster answered")
+            error = self._unreachable()
             return {}, {index: error for index in range(len(units))}
         groups: dict[str, tuple[Any, list[int]]] = {}
         unrouted: dict[int, Exception] = {}
@@ -331,7 +343,12 @@ class RedisNodes:
     ) -> list[Any]:
         """Send ``units`` to one node as one pipeline; split the replies back per unit. Never raises."""
         if self._is_skipped(node_name):
-            return [NodeSkipped(f"Redis node {node_name} failed recently")] * len(units)
+            with self._lock:
+                cause = self._skip_causes.get(node_name)
+            detail = "" if cause is None else f" ({type(cause).__name__}: {cause})"
+            skipped = NodeSkipped(f"Redis node {node_name} failed recently{detail}")
+            skipped.__cause__ = cause  # the failure's own cause, not "skipped", is what is logged
+            return [skipped] * len(units)
         replies: Any = None
         for attempt in range(2):
             try:
@@ -342,9 +359,11 @@ class RedisNodes:
                 # mid-request) is retried once on a fresh one; a node that refuses connections is not.
                 if attempt == 0 and not isinstance(error, (ConnectFailed, redis.AuthenticationError)):
                     continue
+                self._skip_causes[node_name] = error  # what a call skipping the node names as its cause
                 self._mark_failed(node_name)
                 return [error] * len(units)
             except Exception as error:  # timeouts and anything else: this node's part fails (BE-5)
+                self._skip_causes[node_name] = error  # what a call skipping the node names as its cause
                 self._mark_failed(node_name)
                 return [error] * len(units)
         out: list[Any] = []
@@ -367,7 +386,7 @@ class RedisNodes:
             return [("standalone", self._standalone)]
         cluster = self._cluster_client()
         if cluster is None:
-            raise NodeSkipped("no node of the Redis cluster answered")
+            raise self._unreachable()
         return [
             (node.name, node.redis_connection or cluster.get_redis_connection(node))
             for node in cluster.nodes_manager.get_nodes_by_server_type("primary")

@@ -72,6 +72,36 @@ def _parse_node(text: Any, index: int) -> tuple[str, int]:
     return host, int(port)
 
 
+def _check_tls(extra: Mapping, url: Optional[str], cluster: bool) -> None:
+    """Refuse TLS keys the backend would otherwise ignore: never a plaintext connection the user asked to encrypt.
+
+    Standalone, TLS is chosen by a ``rediss://`` URL (its options in the URL's
+    query); a Redis Cluster is reached without TLS by this backend, so any TLS
+    key with it is refused.
+    """
+    for field in sorted(key for key in extra if isinstance(key, str) and (key == "ssl" or key.startswith("ssl_"))):
+        value = extra[field]
+        if value is None or value is False:
+            continue
+        if "password" in field or "key" in field:
+            value = "***"  # never shown
+        if cluster:
+            raise _config_error(
+                field,
+                "TLS to a Redis Cluster is not supported by this backend (it would connect without TLS); reach the "
+                "cluster over a trusted network or a TLS tunnel, and remove the key",
+                value,
+            )
+        if field == "ssl" and value is True and isinstance(url, str) and url.startswith("rediss://"):
+            continue  # what the URL says already
+        raise _config_error(
+            field,
+            "TLS is chosen by a rediss:// redis_url, its options given in the URL's query "
+            "(rediss://host:port/0?ssl_ca_certs=/path/ca.pem), not by this key",
+            value,
+        )
+
+
 @dataclass(frozen=True)
 class RedisSettings:
     """The extra config of a ``RedisBackend``, checked once."""
@@ -132,6 +162,7 @@ class RedisSettings:
             raise _config_error(
                 "key_prefix", "must be empty or end with a character no namespace holds, such as ':'", prefix
             )
+        _check_tls(extra, url, bool(nodes))
         credentials = {}
         for field in ("redis_username", "redis_password"):
             value = extra.get(field)
