@@ -122,6 +122,21 @@ class CacheController:
         call_deadline: Optional[float] = _UNSET,
         register_host_pools: bool = _UNSET,
     ) -> None:
+        """Build the controller over ``backend`` and ``host_pool``, and start its worker threads unless ``start`` is False.
+
+        Parameters:
+            backend: the L3 storage backend, any object with the methods SGLang calls (legacy, v1 or v2).
+            host_pool: the KV host page pool (``HostPagePool``) pages move through.
+            settings: the options below as one ``ControllerSettings``; give it or the options, not both.
+            storage_config: the rank's ``HiCacheStorageConfig`` (None: a lone rank); decides who writes
+                replicated KV (CTL-8).
+            sidecar_pools: the hybrid model's other host pools (``SidecarPool``), KV-derived or separate.
+            rank_group: how the ranks agree (RANK family); None: a lone rank (``LocalRankGroup``).
+            clock: seconds, for the timeout policy (default ``time.monotonic``).
+            on_ack: called as ``on_ack(operation, ack)`` with each ack of a prefetch, in order.
+            on_backup_done: called as ``on_backup_done(operation)`` when a backup finishes.
+            start: start the worker threads now (else call ``start()``).
+        """
         options = dict(
             batch_size=batch_size,
             prefetch_threshold=prefetch_threshold,
@@ -359,3 +374,56 @@ class CacheController:
     def terminate(self, operation: PrefetchOperation) -> None:
         """Ask a prefetch to stop (the scheduler's request); the policy decides (CTL-9)."""
         operation.terminate()
+
+
+def _settings_docs() -> dict[str, str]:
+    """Each ``ControllerSettings`` field's docstring (the string under it in the class body), by field name."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(ControllerSettings)))
+    except (OSError, TypeError, SyntaxError):  # no source to read: the names and defaults still show
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs = {}
+    for statement, following in zip(body, body[1:]):
+        if (
+            isinstance(statement, ast.AnnAssign)
+            and isinstance(statement.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[statement.target.id] = " ".join(following.value.value.split())
+    return docs
+
+
+def _document_options(init: Any) -> None:
+    """Show the options' real defaults in ``init``'s signature and document each in its docstring.
+
+    An option not given is told from one given with its default value by a private marker (so that
+    ``settings`` with an option is refused); ``help()`` and ``inspect.signature`` show the value it
+    stands for, ``ControllerSettings``'s default, instead of the marker.
+    """
+    import inspect
+
+    fields = ControllerSettings.model_fields
+    signature = inspect.signature(init)
+    parameters = [
+        parameter.replace(default=fields[parameter.name].default) if parameter.default is _UNSET else parameter
+        for parameter in signature.parameters.values()
+    ]
+    init.__signature__ = signature.replace(parameters=parameters)
+    docs = _settings_docs()
+    lines = [
+        f"            {name}: {docs.get(name, 'see ControllerSettings')} Default {fields[name].default!r}."
+        for name in SETTING_NAMES
+    ]
+    init.__doc__ = (init.__doc__ or "").rstrip() + (
+        "\n\n        Options (each a field of ``ControllerSettings``, which validates it):\n" + "\n".join(lines) + "\n"
+    )
+
+
+_document_options(CacheController.__init__)

@@ -89,6 +89,9 @@ def _plain(
             )
             return core_schema.no_info_plain_validator_function(check, serialization=serialization)
 
+        def __repr__(self) -> str:  # as signatures and help() show the annotation
+            return "validated"
+
     return _Schema()
 
 

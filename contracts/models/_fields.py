@@ -143,6 +143,9 @@ def _index_tensor_from_json(value: list[int]) -> torch.Tensor:
 class _IndexTensorSchema:
     """Annotation: a 1-D integer tensor, held as given; a JSON list of ints in JSON."""
 
+    def __repr__(self) -> str:  # as signatures and help() show the annotation
+        return "a 1-D integer tensor"
+
     def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
         return core_schema.json_or_python_schema(
             json_schema=core_schema.no_info_after_validator_function(
