@@ -454,7 +454,7 @@ CLAUSES: tuple[Clause, ...] = (
         "A backend is safe under concurrent calls from at least three threads (hit query, IO, "
         "backup) plus get_stats from a fourth.",
         "The engine runs these threads for real; a race corrupts pages or results. Hit queries also "
-        "come from other engine threads, so the count is a floor.",
+        "come from other engine threads (BE-30), so the count is a floor.",
         "sglang managers/cache_controller.py prefetch_thread_func, prefetch_io_aux_func, backup_thread_func "
         "(three threads on one backend)",
     ),
@@ -908,6 +908,114 @@ CLAUSES: tuple[Clause, ...] = (
         "Taking MIN of each rank's largest hit can pick a length one rank cannot restore.",
         "sglang 0.5.23 mem_cache/hybrid_cache/hybrid_cache_controller.py _sync_prefetch_hit_query",
         releases="0.5.23",
+    ),
+    # ---------------------------------------------------------------- the calls no clause covered
+    C(
+        "BE-29",
+        "core",
+        "backend",
+        "close(), where a backend defines it, may be the only call after construction or the last "
+        "of many: it comes once, on detach after the engine's storage threads stopped, or right "
+        "after a failed attach (possibly before register_mem_pool_host); it returns without raising "
+        "or hanging and leaves the pages already stored to the instances that read them later.",
+        "SGLang calls it only where the backend has it, ignores what it raises, and calls it on a "
+        "half-built attach too; a close that assumes a registered pool, or that drops the store, "
+        "loses the cache or hangs the detach.",
+        "sglang managers/cache_controller.py HiCacheController.attach_storage_backend (the failed "
+        "attach's cleanup), detach_storage_backend",
+    ),
+    C(
+        "BE-30",
+        "concurrency",
+        "backend",
+        "batch_exists and batch_exists_v2 may come from any engine thread - the hit-query thread, "
+        "the scheduler thread (the PD-decode probe; in 0.5.21-0.5.22 also the pipeline-parallel "
+        "submission, one query per stage) and, in 0.5.23, the pipeline-parallel ticket thread - while "
+        "other threads read and write; the answer for the same stored keys is the same from every "
+        "thread, with no state kept per thread.",
+        "BE-23 counts three threads plus get_stats; hit queries from a thread that never wrote "
+        "must still find what the backup thread stored.",
+        "sglang mem_cache/unified_radix_cache.py UnifiedRadixCache.query_storage_hit_length; "
+        "managers/cache_controller.py prefetch_thread_func; hybrid_cache_controller.py "
+        "submit_prefetch (0.5.21-0.5.22), pp_prefetch_command_thread_func (0.5.23)",
+    ),
+    C(
+        "BE-31",
+        "core",
+        "backend",
+        "extra_info.extra_info, when a dict, may hold the keys SGLang defines: 'session_id' (a str, "
+        "on batch_set_v2 from 0.5.23's Mooncake linker path) and 'pp_rank' (an int, on the hit "
+        "queries stage 0 makes in 0.5.21-0.5.22's pipeline-parallel submission, one per stage, naming "
+        "the stage asked about); a backend reads them or ignores them: session_id never changes which "
+        "pages are stored or found, and a pp_rank naming the instance's own stage is answered as a "
+        "query without it.",
+        "A backend that keys pages by a session or a stage taken from extra_info hides them from "
+        "the calls that do not carry it (the same pages are written and queried by paths that differ "
+        "in extra_info).",
+        "sglang 0.5.21-0.5.22 mem_cache/hybrid_cache/hybrid_cache_controller.py "
+        "HybridCacheController.submit_prefetch, _storage_hit_query (pp_rank); 0.5.23 "
+        "mem_cache/storage/mooncake_store/mooncake_direct_linker.py offload_thread_func (session_id)",
+        releases="0.5.21+",
+    ),
+    C(
+        "BE-32",
+        "core",
+        "backend",
+        "A backend that offers describe_l3_object_layout(sidecar_pool_specs=..., "
+        "swa_trailing_pages=..., page_size=...) returns a dict with enabled (a bool), backend, "
+        "page_size and hicache_object_layout, a dict holding a pools list, pp_rank and pp_size; a "
+        "layout it cannot describe has enabled False, a reason and no pools; every scheduler of one "
+        "pipeline stage returns an equal dict.",
+        "merge_l3_layouts joins the schedulers' replies: replicas of one stage must be equal and the "
+        "stages are concatenated by pp_rank, else the whole layout is reported inconsistent. 0.5.23 "
+        "asks only a MooncakeStore; the rule binds any backend that offers the method.",
+        "sglang 0.5.23 mem_cache/hicache_storage.py merge_l3_layouts, disabled_l3_layout; "
+        "managers/scheduler.py Scheduler._hicache_l3_layout",
+        releases="0.5.23",
+    ),
+    C(
+        "BE-33",
+        "core",
+        "both",
+        "Under SGLang's failure injector (SGLANG_TEST_HICACHE_BACKEND_RANDOM_DELAY or _FAILURE set) "
+        "the engine holds a proxy that passes register_mem_pool_host, register_mem_host_pool_v2, "
+        "on_host_pools_registered, clear, get_stats and close through unchanged, and exists, get, "
+        "set, batch_get, batch_set, batch_exists and the v1 and v2 batch methods after an injected "
+        "delay or answered by the proxy itself with a miss; no other method reaches the backend.",
+        "A backend tested under injection sees misses it never produced and never sees a call the "
+        "proxy does not forward (describe_l3_object_layout, backend-specific methods); its pages "
+        "must stay consistent when a write is reported failed without reaching it.",
+        "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorageFailureInjector, "
+        "_maybe_wrap_hicache_storage_failure_injector",
+        releases="0.5.23",
+    ),
+    C(
+        "CTL-17",
+        "controller",
+        "engine",
+        "A PD-decode offload backs up each finished increment of a request's pages through the "
+        "backup path (CTL-7, CTL-8) under the keys a prefill of the same tokens computes: the chain "
+        "continues from the last page key it wrote, or starts from the request's namespace seed "
+        "(KEY-3, KEY-4).",
+        "A later prefill of the same conversation looks the pages up by its own chain; keys that "
+        "restart per increment are never hit.",
+        "sglang disaggregation/decode_kvcache_offload_manager.py "
+        "DecodeKVCacheOffloadManager._compute_prefix_hash, _trigger_backup",
+    ),
+    C(
+        "HYB-10",
+        "hybrid",
+        "engine",
+        "Every piece of state a KV slot owns beside its KV (a compressed-K index, the NSA or DSA "
+        "index buffer, draft-model and draft-SWA state, Mamba state) lives in a host pool registered "
+        "with the backend and travels with its page: the backup that writes the page writes it, the "
+        "prefetch that restores the page reads it; a page whose slot state no registered pool holds "
+        "is neither backed up nor restored.",
+        "A page restored without its compressed-K index, its index buffer or its draft SWA state "
+        "attends over stale state: users report answers that differ after every restart.",
+        "decision on sglang mem_cache/hybrid_cache/hybrid_pool_assembler.py (the host pools each "
+        "model stack registers) and mem_cache/hicache_storage.py PoolName",
+        releases="decision",
     ),
 )
 
