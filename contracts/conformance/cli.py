@@ -207,9 +207,9 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
         uses_vendor = bool(args.backend) or bool(
             extra_config and (extra_config.get("module_path") or extra_config.get("class_name"))
         )
+        release = resolve_release(options.sglang_version)  # first: a backend module may import sglang
         factory = resolve_factory(args.backend, extra_config) if uses_vendor else None
         job = None if uses_vendor else load_main_job()
-        release = resolve_release(options.sglang_version)
         known_failures = _read_known_failures(getattr(args, "known_failures", None))
     except ValueError as error:
         print(f"hicache-conform run: {redact(str(error), secrets)}", file=sys.stderr)
