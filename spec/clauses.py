@@ -599,13 +599,16 @@ CLAUSES: tuple[Clause, ...] = (
         "CTL-3",
         "controller",
         "engine",
-        "The effective threshold is max(prefetch_threshold, page_size) tokens (default 256): a "
-        "page-aligned span shorter than it is declined before any query, and a prefetch whose agreed "
-        "hit is below it, or for which host memory is short, is revoked before any IO.",
+        "The effective threshold is max(prefetch_threshold, page_size) tokens (default 256; in "
+        "buffer-only host mode a model with a sliding window first raises prefetch_threshold to the "
+        "window rounded up to whole pages): a page-aligned span shorter than it is declined before "
+        "any query, and a prefetch whose agreed hit is below it, or for which host memory is short, "
+        "is revoked before any IO.",
         "A tiny hit is cheaper to recompute than to fetch, and a span that cannot reach the "
         "threshold is not worth a round trip.",
         "sglang managers/cache_controller.py attach_storage_backend; unified_radix_cache.py "
-        "prefetch_from_storage (0.5.21+), hiradix_cache.py prefetch_from_storage (0.5.20)",
+        "prefetch_from_storage (every release: 0.5.20's HiRadixCache is never built); "
+        "unified_cache/storage_attachment.py resolve_prefetch_threshold",
     ),
     C(
         "CTL-4",
