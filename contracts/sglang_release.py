@@ -35,6 +35,7 @@ __all__ = [
     "active_release",
     "cache_root",
     "describe_choice",
+    "describe_engine",
     "fetch_release",
     "installed_release",
     "release_dir",
@@ -262,4 +263,21 @@ def describe_choice(release: Optional[str]) -> str:
         return "SGLang objects: none (SGLang is not importable, or --sglang-version none): the backend receives the contract models"
     return (
         f"SGLang objects: release {release} (its HiCacheStorageConfig, HiCacheStorageExtraInfo, PoolTransfer, PoolName)"
+    )
+
+
+STAND_IN_ENGINE = "engine: stand-in; install a pinned SGLang release for engine-driven verdicts"
+"""The report line of a run without a pinned release: the suite's own stand-in plays the engine."""
+
+
+def describe_engine(release: Optional[str], how: str = "") -> str:
+    """Return the report line that says which engine built, fed and called the backend, and in which tier.
+
+    ``how`` says how the release drove the backend (``BackendFactory.engine``); empty: the probe tier
+    over a backend the suite built, handing it the release's objects.
+    """
+    if release is None:
+        return STAND_IN_ENGINE
+    return (
+        f"engine: SGLang {release}, {how or 'probe tier (the suite builds the backend and sends the release objects)'}"
     )

@@ -42,3 +42,4 @@ def test_a_backend_that_imports_sglang_loads_with_sglang_version(release):
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert f"release {release}" in done.stdout
+    assert f"engine: SGLang {release}, probe tier" in done.stdout

@@ -37,7 +37,7 @@ from typing import Any, Callable, Optional
 from hicache_spec import clause as lookup_clause
 from hicache_contracts.capabilities import Capabilities, declared_levels, detect_capabilities
 from hicache_contracts.conformance import checks as _checks  # noqa: F401  (registers the checks, in order)
-from hicache_contracts.sglang_release import describe_choice, release_of
+from hicache_contracts.sglang_release import describe_choice, describe_engine, release_of
 from hicache_contracts.conformance.running.claims import ALWAYS_PROBED, LevelDecision, decide_levels
 from hicache_contracts.conformance.session.context import Session, SuiteContext
 from hicache_contracts.conformance.framework import (
@@ -342,6 +342,7 @@ class SuiteRunner:
         notes = [
             f"run namespace {session.model_name} (everything written is under it and cleared at the end)",
             describe_choice(release),
+            describe_engine(release, self.factory.engine),
         ]
         notes += session.built.cleanup_notes
         if self.startup_failure is not None:

@@ -182,6 +182,8 @@ class BackendFactory:
     """Levels the engine never drives this backend in, each with why: not claimed unless declared."""
     backdoor: Optional[Any] = None
     """Optional hooks to the stored objects (``hicache_contracts.conformance.session.backdoor``), for the checks that need them."""
+    engine: str = ""
+    """How a pinned SGLang release builds and drives this backend, for the report's engine line (empty: the suite builds it)."""
 
     def __post_init__(self) -> None:
         if not callable(self.target):

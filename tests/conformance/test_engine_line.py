@@ -1,0 +1,35 @@
+"""The report says which engine built, fed and called the backend.
+
+Scenario: the suite runs over the reference memory backend with the contract models (no SGLang
+release). Expected: the report header names the stand-in engine and how to get engine-driven
+verdicts, in every rendering (the release tier checks the line that names a release).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hicache_contracts.conformance import SuiteOptions, run_suite
+from hicache_contracts.sglang_release import STAND_IN_ENGINE, describe_engine
+from hicache_reference.backends import MemoryBackend
+
+
+@pytest.mark.clause("BE-1")
+def test_without_a_release_the_header_names_the_stand_in_engine():
+    report = run_suite(
+        MemoryBackend,
+        SuiteOptions(profile="smoke", seed=0, sglang_version="none", checks=("v1_pages_round_trip_bit_for_bit",)),
+    )
+    (section,) = report.sections
+    assert STAND_IN_ENGINE in section.notes
+    assert STAND_IN_ENGINE == "engine: stand-in; install a pinned SGLang release for engine-driven verdicts"
+    assert STAND_IN_ENGINE in report.render_text(color=False)
+
+
+@pytest.mark.clause("BE-1")
+def test_with_a_release_the_line_names_the_release_and_the_tier():
+    assert describe_engine("0.5.23").startswith("engine: SGLang 0.5.23, probe tier")
+    assert describe_engine("0.5.23", "built by its StorageBackendFactory") == (
+        "engine: SGLang 0.5.23, built by its StorageBackendFactory"
+    )
+    assert describe_engine(None, "anything") == STAND_IN_ENGINE
