@@ -49,8 +49,17 @@ def _cmd_divergences(args: argparse.Namespace) -> int:
 
 def _cmd_spec(args: argparse.Namespace) -> int:
     from hicache_spec.render import render_markdown
+    from hicache_spec.test_map import TestMapError, clause_test_files
 
-    return _render_command(args, render_markdown(), "spec")
+    if args.tests is not None and not Path(args.tests).is_dir():
+        print(f"hicache-conform spec: --tests must name a folder of tests (got {args.tests!r})", file=sys.stderr)
+        return 2
+    try:
+        tests = None if args.tests is None else clause_test_files(args.tests)
+    except TestMapError as error:
+        print(f"hicache-conform spec: --tests: {error}", file=sys.stderr)
+        return 1
+    return _render_command(args, render_markdown(tests=tests), "spec")
 
 
 def _cmd_methods(args: argparse.Namespace) -> int:
@@ -99,13 +108,14 @@ def _render_command(args: argparse.Namespace, text: str, command: str) -> int:
 
 def _add_render_command(
     sub: Any, name: str, help_text: str, func: Callable[..., int], what: str = "the document"
-) -> None:
+) -> Any:
     """A subcommand that renders a generated document: ``--write PATH`` or ``--check PATH`` (exit 1 if stale)."""
     command = sub.add_parser(name, help=help_text)
     group = command.add_mutually_exclusive_group()
     group.add_argument("--write", metavar="PATH", help=f"write {what} to PATH")
     group.add_argument("--check", metavar="PATH", help="exit 1 if PATH differs from a fresh render")
     command.set_defaults(func=func)
+    return command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,7 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     clauses_parser.set_defaults(func=_cmd_clauses)
     _add_render_command(sub, "divergences", "render where released SGLang diverges from the clauses", _cmd_divergences)
-    _add_render_command(sub, "spec", "render the normative document from the registry", _cmd_spec)
+    spec_parser = _add_render_command(sub, "spec", "render the normative document from the registry", _cmd_spec)
+    spec_parser.add_argument(
+        "--tests",
+        metavar="DIR",
+        help="list under each clause the test files in DIR that name it (the project's tests/)",
+    )
     _add_render_command(
         sub, "methods", "render the backend-method reference from the protocols", _cmd_methods, "the reference"
     )

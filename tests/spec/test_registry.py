@@ -12,6 +12,7 @@ import pytest
 from hicache_spec import FAMILIES, LEVELS, ROLES, UnknownClauseError, clause, clauses, clauses_for_level
 from hicache_spec.registry import Clause, _validate
 from hicache_spec.render import render_markdown
+from hicache_spec.test_map import TestMapError, clause_test_files
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,7 +70,11 @@ def test_every_clause_names_its_releases_and_the_document_shows_them():
 @pytest.mark.parametrize(
     "version, present, absent",
     [
-        ("0.5.20", {"CTL-10", "PFX-10", "BE-21", "CTL-15", "CTL-8"}, {"CTL-14", "PFX-9", "RANK-5", "RANK-6", "KEY-5", "BE-27", "HYB-9"}),
+        (
+            "0.5.20",
+            {"CTL-10", "PFX-10", "BE-21", "CTL-15", "CTL-8"},
+            {"CTL-14", "PFX-9", "RANK-5", "RANK-6", "KEY-5", "BE-27", "HYB-9"},
+        ),
         ("0.5.21", {"CTL-16", "PFX-9"}, {"CTL-10", "CTL-14", "RANK-5", "KEY-5"}),
         ("0.5.22", {"RANK-5", "HYB-9", "CTL-15"}, {"RANK-6", "KEY-5"}),
         ("0.5.23", {"RANK-6", "KEY-5", "BE-26", "BE-27", "CTL-14", "CTL-15", "NS-8"}, {"CTL-10", "CTL-16"}),
@@ -108,7 +113,41 @@ def test_importing_the_spec_pulls_in_neither_pydantic_nor_torch():
 
 def test_committed_spec_document_is_fresh():
     committed = (ROOT / "docs" / "spec.md").read_text(encoding="utf-8")
-    assert committed == render_markdown(), "docs/spec.md is stale: run `hicache-conform spec --write docs/spec.md`"
+    fresh = render_markdown(tests=clause_test_files(ROOT / "tests"))
+    assert committed == fresh, "docs/spec.md is stale: run `hicache-conform spec --tests tests --write docs/spec.md`"
+
+
+def test_every_clause_lists_the_test_files_naming_it(tmp_path):
+    folder = tmp_path / "tests"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "test_a.py").write_text(
+        "import pytest\n"
+        "pytestmark = pytest.mark.clause('KEY-1')\n"
+        "@pytest.mark.clause('PFX-2', 'PFX-1')\n"
+        "def test_x(): pass\n"
+        "IDS = ['BE-2']\n"
+        "@pytest.mark.parametrize('v', [pytest.param(1, marks=pytest.mark.clause(*IDS))])\n"
+        "def test_y(v): pass\n"
+    )
+    (folder / "test_b.py").write_text("import pytest\n@pytest.mark.clause('PFX-2')\ndef test_z(): pass\n")
+    (folder / "helper.py").write_text("import pytest\n@pytest.mark.clause('BE-3')\ndef test_w(): pass\n")
+    assert clause_test_files(folder) == {
+        "BE-2": ("tests/sub/test_a.py",),
+        "KEY-1": ("tests/sub/test_a.py",),
+        "PFX-1": ("tests/sub/test_a.py",),
+        "PFX-2": ("tests/sub/test_a.py", "tests/test_b.py"),
+    }
+    text = render_markdown(tests={"KEY-1": ("tests/sub/test_a.py",)})
+    assert "- *Tests:* `tests/sub/test_a.py`" in text and "- *Tests:* none" in text
+    assert "*Tests:*" not in render_markdown()
+
+
+def test_a_test_file_that_does_not_collect_stops_the_map(tmp_path):
+    folder = tmp_path / "tests"
+    folder.mkdir()
+    (folder / "test_broken.py").write_text("def (:\n")
+    with pytest.raises(TestMapError, match="collecting the tests in .* failed"):
+        clause_test_files(folder)
 
 
 def test_cli_lists_the_clauses_of_a_release(capsys):
