@@ -44,6 +44,7 @@ __all__ = [
     "CheckSkipped",
     "ClauseFailure",
     "PreconditionFailed",
+    "SuiteError",
     "capture_hypothesis_report",
     "TIERS",
     "check_named",
@@ -99,6 +100,19 @@ class PreconditionFailed(_ClauseError):
     """A check's setup found ``clause_id`` broken (the root cause), so the check could not look at its own clauses."""
 
     _shown = "setup needs [{clause_id}]: {message}"
+
+
+class SuiteError(Exception):
+    """The suite itself broke while judging a check (its own bug, a hypothesis health-check or flakiness error):
+    reported with status ``error``, never as a verdict on the backend; ``details`` shows what it was doing."""
+
+    def __init__(self, message: str, details: Optional[str] = None) -> None:
+        self.message = message
+        self.details = details
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.message, self.details))
 
 
 def fail(clause_id: str, message: str, counterexample: Optional[str] = None) -> NoReturn:

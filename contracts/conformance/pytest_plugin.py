@@ -44,7 +44,7 @@ from hicache_contracts.conformance.framework import Check, ordered_checks
 from hicache_contracts.conformance.levels import parse_levels
 from hicache_contracts.conformance.session.loading import BackendFactory, parse_extra_config, resolve_factory
 from hicache_contracts.conformance.session.options import PROFILES, SuiteOptions
-from hicache_contracts.conformance.reporting.report import FAIL, SKIP, CheckOutcome, SuiteReport
+from hicache_contracts.conformance.reporting.report import ERROR, FAIL, SKIP, CheckOutcome, SuiteReport
 from hicache_contracts.conformance.running.runner import SuiteRunner, setup_reason
 
 if TYPE_CHECKING:
@@ -172,6 +172,11 @@ def run_as_pytest(runner: SuiteRunner, check: Check) -> None:
         pytest.skip(outcome.message or "not checked")
     if outcome.status == FAIL:
         raise ConformanceFailure(describe_failure(outcome))
+    if outcome.status == ERROR:  # the suite itself broke: the item does not pass, and no clause is named
+        details = ["", "details:", *("    " + row for row in (outcome.counterexample or "").splitlines())]
+        raise ConformanceFailure(
+            "\n".join([f"error of the suite, no verdict on the backend: {outcome.message}", *details])
+        )
 
 
 # ---------------------------------------------------------------- way 1: options

@@ -13,7 +13,10 @@ for a README). A report fails when any clause of any section fails.
 
 Every rendering is redacted first (``redaction.redact``): URL passwords,
 secret-named options and the secret values the report was told about
-(``with_secrets``) never appear in any output. A run stopped by Ctrl-C gives
+(``with_secrets``) never appear in any output. A clause the suite itself broke judging (an internal exception, a hypothesis
+health-check or flakiness error) has status ``error``: counted and shown apart
+from the failures, never a verdict on the backend (exit status 3 when nothing
+failed). A run stopped by Ctrl-C gives
 a partial report marked ``interrupted`` in every rendering. The parts live in ``report_sections``,
 the renderings in ``report_render``; every name is importable from here.
 """
@@ -28,6 +31,7 @@ from typing import Any, Iterable, Optional, Union
 from hicache_contracts.conformance.reporting import report_render
 from hicache_contracts.conformance.reporting.redaction import redact_value
 from hicache_contracts.conformance.reporting.report_sections import (
+    ERROR,
     FAIL,
     PASS,
     SKIP,
@@ -43,6 +47,7 @@ from hicache_contracts.conformance.reporting.version import tool_version
 __all__ = [
     "CheckOutcome",
     "ClauseVerdict",
+    "ERROR",
     "FAIL",
     "Failure",
     "LevelVerdict",
@@ -89,11 +94,19 @@ class SuiteReport:
         return any(section.failed for section in self.sections)
 
     @property
+    def errored(self) -> bool:
+        """Whether the suite itself broke judging any clause of any section (status ``error``)."""
+        return any(section.errored for section in self.sections)
+
+    @property
     def exit_code(self) -> int:
-        """130 when the run was interrupted, else 1 when any clause failed, else 0."""
+        """130 when the run was interrupted, else 1 when any clause failed, else 3 when the suite itself broke
+        judging a clause (no verdict on the backend, but no pass either), else 0."""
         if self.interrupted:
             return 130
-        return 1 if self.failed else 0
+        if self.failed:
+            return 1
+        return 3 if self.errored else 0
 
     def counts(self) -> dict[str, int]:
         """Return the number of clause verdicts per status over every section."""
@@ -106,7 +119,7 @@ class SuiteReport:
         return {
             "tool": "hicache-conform",
             "version": tool_version(),
-            "passed": not self.failed and not self.interrupted,
+            "passed": not self.failed and not self.errored and not self.interrupted,
             "interrupted": self.interrupted,
             "counts": self.counts(),
             "sections": [section.to_dict() for section in report.sections],

@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ElementTree
 from typing import Iterable, Optional
 
 from hicache_contracts.conformance.reporting.report_sections import (
+    ERROR,
     FAIL,
     PASS,
     SKIP,
@@ -41,6 +42,7 @@ def junit_xml(sections: tuple[ReportSection, ...], *, interrupted: bool) -> str:
         tests=str(sum(counts.values())),
         failures=str(counts[FAIL]),
         skipped=str(counts[SKIP]),
+        errors=str(counts[ERROR]),
         time=f"{sum(section.duration_s for section in sections):.3f}",
     )
     if interrupted:
@@ -59,7 +61,7 @@ def junit_xml(sections: tuple[ReportSection, ...], *, interrupted: bool) -> str:
             tests=str(len(section.clauses)),
             failures=str(section_counts[FAIL]),
             skipped=str(section_counts[SKIP]),
-            errors="0",
+            errors=str(section_counts[ERROR]),
             time=f"{section.duration_s:.3f}",
         )
         properties = ElementTree.SubElement(suite, "properties")
@@ -80,6 +82,9 @@ def junit_xml(sections: tuple[ReportSection, ...], *, interrupted: bool) -> str:
                 failure.text = _failure_text(verdict)
             elif verdict.status == SKIP:
                 ElementTree.SubElement(case, "skipped", message=verdict.reason or "not checked")
+            elif verdict.status == ERROR:
+                error = ElementTree.SubElement(case, "error", message=verdict.reason or NOT_JUDGED, type="suite")
+                error.text = _failure_text(verdict)
     ElementTree.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"
 
@@ -98,8 +103,7 @@ def markdown(sections: tuple[ReportSection, ...], *, interrupted: bool) -> str:
         lines += [
             " · ".join(facts),
             "",
-            f"**{'FAILED' if section.failed else 'PASSED'}** — {counts[PASS]} passed, {counts[FAIL]} failed, "
-            f"{counts[SKIP]} skipped",
+            f"**{_outcome_word(section)}** — {_count_text(counts)}",
             "",
         ]
         roots = section.root_cause_line()
@@ -113,15 +117,16 @@ def markdown(sections: tuple[ReportSection, ...], *, interrupted: bool) -> str:
             detail = verdict.statement
             if verdict.status == FAIL and verdict.failures:
                 detail += f" **Found:** {verdict.failures[0].message}"
-            elif verdict.status == SKIP and verdict.reason:
+            elif verdict.status in (SKIP, ERROR) and verdict.reason:
                 detail += f" *({verdict.reason})*"
             lines.append(f"| {verdict.clause_id} | {verdict.level} | {_MARK[verdict.status]} | {_md(detail)} |")
-        failing = [verdict for verdict in section.clauses if verdict.status == FAIL]
+        failing = [verdict for verdict in section.clauses if verdict.status in (FAIL, ERROR)]
         if failing:
             lines += ["", "### Counterexamples", ""]
             for verdict in failing:
                 for item in verdict.failures:
-                    lines += [f"- **{verdict.clause_id}** (`{item.check}`): {_md(item.message)}"]
+                    error = " (error of the suite, no verdict on the backend)" if verdict.status == ERROR else ""
+                    lines += [f"- **{verdict.clause_id}**{error} (`{item.check}`): {_md(item.message)}"]
                     if item.counterexample:
                         lines += ["", "  ```", *("  " + row for row in item.counterexample.splitlines()), "  ```"]
         lines.append("")
@@ -158,34 +163,55 @@ def text(
             out.append(f"\n {_level_mark(verdicts, paint)} {paint.bold(header)}")
             for verdict in verdicts:
                 out.extend(_clause_lines(verdict, paint, width))
-        counts = section.counts()
-        summary = f"{counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped in {section.duration_s:.1f} s"
+        summary = f"{_count_text(section.counts())} in {section.duration_s:.1f} s"
         out.append("")
-        out.append(paint.red(f"FAILED: {summary}") if section.failed else paint.green(f"PASSED: {summary}"))
+        word = _outcome_word(section)
+        out.append(paint.green(f"{word}: {summary}") if word == "PASSED" else paint.red(f"{word}: {summary}"))
         out.append("")
     if len(sections) > 1:
         totals = status_counts(sections)
-        overall = (
-            f"overall, {len(sections)} sections: {totals[PASS]} passed, {totals[FAIL]} failed, {totals[SKIP]} skipped"
-        )
-        out.append(
-            paint.red(f"FAILED {overall}")
-            if any(section.failed for section in sections)
-            else paint.green(f"PASSED {overall}")
-        )
+        overall = f"overall, {len(sections)} sections: {_count_text(totals)}"
+        if any(section.failed for section in sections):
+            out.append(paint.red(f"FAILED {overall}"))
+        elif any(section.errored for section in sections):
+            out.append(paint.red(f"ERROR {overall}"))
+        else:
+            out.append(paint.green(f"PASSED {overall}"))
     if interrupted:
         out.append(paint.red(paint.bold(_INTERRUPTED.upper())))
     return "\n".join(out)
 
 
-_MARK = {PASS: "✅ pass", FAIL: "❌ **fail**", SKIP: "➖ skip"}
+_MARK = {PASS: "✅ pass", FAIL: "❌ **fail**", SKIP: "➖ skip", ERROR: "⚠️ **error**"}
+NOT_JUDGED = "not judged: the suite itself broke"
+"""What an error verdict says when it has no reason of its own."""
+
+
+def _count_text(counts: dict[str, int]) -> str:
+    """``3 passed, 1 failed, 2 skipped`` (and ``, 1 error of the suite`` when there is one)."""
+    text = f"{counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped"
+    if counts.get(ERROR):
+        text += f", {counts[ERROR]} error{'s' if counts[ERROR] != 1 else ''} of the suite (not judged)"
+    return text
+
+
+def _outcome_word(section: ReportSection) -> str:
+    """FAILED when a clause failed, ERROR when none did but the suite broke judging one, else PASSED."""
+    if section.failed:
+        return "FAILED"
+    return "ERROR" if section.errored else "PASSED"
+
+
 _INTERRUPTED = "interrupted: the run was stopped before its end; this report holds only what ran until then"
 
 
 def _level_mark(verdicts: tuple[ClauseVerdict, ...], paint: "_Painter") -> str:
-    """Return a claimed level's mark: ✗ when a clause failed, – when none was checked, ✓ otherwise."""
+    """Return a claimed level's mark: ✗ when a clause failed, ! when the suite broke judging one, – when none was
+    checked, ✓ otherwise."""
     if any(verdict.status == FAIL for verdict in verdicts):
         return paint.red("✗")
+    if any(verdict.status == ERROR for verdict in verdicts):
+        return paint.red("!")
     if verdicts and all(verdict.status == SKIP for verdict in verdicts):
         return paint.yellow("–")
     return paint.green("✓")
@@ -208,11 +234,14 @@ def _level_result(section: ReportSection, level: LevelVerdict) -> str:
     passed = sum(verdict.status == PASS for verdict in verdicts)
     failed = sum(verdict.status == FAIL for verdict in verdicts)
     skipped = sum(verdict.status == SKIP for verdict in verdicts)
+    errors = sum(verdict.status == ERROR for verdict in verdicts)
     parts = [f"{passed}/{len(verdicts)} pass"]
     if failed:
         parts.append(f"{failed} fail")
     if skipped:
         parts.append(f"{skipped} skipped")
+    if errors:
+        parts.append(f"{errors} error{'s' if errors != 1 else ''} of the suite")
     return ", ".join(parts)
 
 
@@ -235,7 +264,9 @@ def _clause_durations(section: ReportSection) -> dict[str, float]:
 
 
 def _clause_lines(verdict: ClauseVerdict, paint: "_Painter", width: int) -> Iterable[str]:
-    label = {PASS: paint.green("pass"), FAIL: paint.red("FAIL"), SKIP: paint.yellow("skip")}[verdict.status]
+    label = {PASS: paint.green("pass"), FAIL: paint.red("FAIL"), SKIP: paint.yellow("skip"), ERROR: paint.red("ERR ")}[
+        verdict.status
+    ]
     room = max(20, width - 18)
     if verdict.status == PASS:
         statement = verdict.statement if len(verdict.statement) <= room else verdict.statement[: room - 1] + "…"
@@ -243,6 +274,16 @@ def _clause_lines(verdict: ClauseVerdict, paint: "_Painter", width: int) -> Iter
         return
     if verdict.status == SKIP:
         yield f"   {verdict.clause_id:<7} {label}  {paint.dim(verdict.reason or 'not checked')}"
+        return
+    if verdict.status == ERROR:
+        yield (
+            f"   {verdict.clause_id:<7} {label}  "
+            + textwrap.fill(verdict.reason or NOT_JUDGED, room, subsequent_indent=" " * 17).lstrip()
+        )
+        for item in verdict.failures:
+            if item.counterexample:
+                for row in item.counterexample.splitlines():
+                    yield "                     " + row
         return
     yield (
         f"   {verdict.clause_id:<7} {label}  "

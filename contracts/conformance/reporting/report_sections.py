@@ -11,6 +11,7 @@ from typing import Any, Optional
 __all__ = [
     "CheckOutcome",
     "ClauseVerdict",
+    "ERROR",
     "FAIL",
     "Failure",
     "LevelVerdict",
@@ -26,7 +27,10 @@ FAIL = "fail"
 """A check found the clause broken."""
 SKIP = "skip"
 """The clause was not checked (its level is not claimed, or no check could look); the reason says why."""
-STATUSES = (PASS, FAIL, SKIP)
+ERROR = "error"
+"""The suite itself broke while judging the clause (its own bug, a hypothesis health-check or flakiness error):
+the clause was not judged, and this is no verdict on the backend; the failures say what broke."""
+STATUSES = (PASS, FAIL, SKIP, ERROR)
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ class CheckOutcome:
     clauses: tuple[str, ...]
     """The clauses it checks."""
     status: str
-    """``pass``, ``fail`` or ``skip``."""
+    """``pass``, ``fail``, ``skip`` or ``error`` (the suite itself broke)."""
     clause_id: Optional[str] = None
     """The clause it found broken, when it failed."""
     message: Optional[str] = None
@@ -96,11 +100,11 @@ class ClauseVerdict:
     level: str
     statement: str
     status: str
-    """``pass``, ``fail`` or ``skip``."""
+    """``pass``, ``fail``, ``skip`` or ``error``."""
     reason: Optional[str] = None
-    """Why it was skipped."""
+    """Why it was skipped, or why it was not judged (error)."""
     failures: tuple[Failure, ...] = ()
-    """How it was found broken."""
+    """How it was found broken (fail), or how the suite broke judging it (error)."""
     checks: tuple[str, ...] = ()
     """The checks that looked at it."""
 
@@ -167,6 +171,11 @@ class ReportSection:
         """Whether any clause failed."""
         return any(verdict.status == FAIL for verdict in self.clauses)
 
+    @property
+    def errored(self) -> bool:
+        """Whether the suite itself broke judging any clause (those clauses are not judged)."""
+        return any(verdict.status == ERROR for verdict in self.clauses)
+
     def root_causes(self) -> list[tuple[str, tuple[str, ...]]]:
         """Return the failing clauses other clauses' checks needed in their setup, each with the clauses left
         unchecked because of it; the one most depended on first."""
@@ -203,7 +212,7 @@ class ReportSection:
         return {
             "title": self.title,
             "subject": self.subject,
-            "passed": not self.failed,
+            "passed": not self.failed and not self.errored,
             "counts": self.counts(),
             "duration_s": round(self.duration_s, 3),
             "options": self.options,

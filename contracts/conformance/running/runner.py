@@ -46,6 +46,7 @@ from hicache_contracts.conformance.framework import (
     CheckSkipped,
     ClauseFailure,
     PreconditionFailed,
+    SuiteError,
     check_named,
     ordered_checks,
 )
@@ -53,6 +54,7 @@ from hicache_contracts.conformance.levels import BACKEND_LEVELS, level_clauses, 
 from hicache_contracts.conformance.session.loading import BackendFactory, resolve_factory
 from hicache_contracts.conformance.session.options import SuiteOptions
 from hicache_contracts.conformance.reporting.report import (
+    ERROR,
     FAIL,
     PASS,
     SKIP,
@@ -60,7 +62,13 @@ from hicache_contracts.conformance.reporting.report import (
     ReportSection,
     SuiteReport,
 )
-from hicache_contracts.conformance.running.verdicts import clause_verdict, setup_reason, startup_verdicts
+from hicache_contracts.conformance.running.verdicts import (
+    backend_frame,
+    clause_verdict,
+    setup_reason,
+    startup_verdicts,
+    suite_frames,
+)
 from hicache_contracts.conformance.reporting.version import tool_version
 
 __all__ = [
@@ -215,21 +223,59 @@ class SuiteRunner:
             return CheckOutcome(
                 check.name, check.clauses, SKIP, message=str(skipped), duration_s=time.monotonic() - started
             )
+        except SuiteError as error:
+            return self._suite_error(check, error.message, error.details, time.monotonic() - started)
         except Exception as error:  # the suite must report, never crash, whatever the backend does
-            primary = next((item for item in check.clauses if level_of(item) in decision.claimed), check.clauses[0])
-            where = traceback.extract_tb(error.__traceback__)[-1]
-            return CheckOutcome(
-                check.name,
-                check.clauses,
-                FAIL,
-                primary,
-                f"the check stopped on {type(error).__name__}: {error} "
-                f"(at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})",
-                self._actionable(check, primary, None),
-                time.monotonic() - started,
-            )
+            return self._stopped_on(check, error, started)
         asserted = tuple(item for item in check.clauses if item in context.calls.asserted)
         return CheckOutcome(check.name, check.clauses, PASS, duration_s=time.monotonic() - started, asserted=asserted)
+
+    def _stopped_on(self, check: Check, error: BaseException, started: float) -> CheckOutcome:
+        """The outcome of a check that ``error`` stopped: a failure of its first claimed clause, naming the
+        backend's frame that raised it; an ``Exception`` raised by no frame of the backend's is an error of the
+        suite itself (no verdict on the backend)."""
+        primary = next((item for item in check.clauses if level_of(item) in self._decided().claimed), check.clauses[0])
+        frames = traceback.extract_tb(error.__traceback__)
+        where = f" (at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
+        notes = "\n".join(str(note) for note in getattr(error, "__notes__", ()) if str(note).strip()) or None
+        frame = backend_frame(error.__traceback__)
+        if frame is None and isinstance(error, Exception):
+            details = "\n".join(
+                part for part in (notes, "where the suite broke:", suite_frames(error.__traceback__)) if part
+            )
+            return self._suite_error(
+                check, f"{type(error).__name__}: {error}{where}", details, time.monotonic() - started
+            )
+        if frame is not None:
+            where = f" (in the backend's {frame.name}, {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno})"
+        return CheckOutcome(
+            check.name,
+            check.clauses,
+            FAIL,
+            primary,
+            f"the check stopped on {type(error).__name__}: {error}{where}",
+            self._actionable(check, primary, notes),
+            time.monotonic() - started,
+        )
+
+    def _suite_error(self, check: Check, message: str, details: Optional[str], duration_s: float) -> CheckOutcome:
+        """The outcome of a check the suite itself broke in: status error, no clause, no verdict on the backend."""
+        lines = [details] if details else []
+        calls = list(self.session.calls.transcript)
+        if calls:
+            lines.append(f"last backend calls ({len(calls)}, oldest first):")
+            lines += [f"  {call}" for call in calls]
+        lines.append(f"replay: {self.replay_command(check)}")
+        return CheckOutcome(
+            check.name,
+            check.clauses,
+            ERROR,
+            None,
+            f"the suite itself broke in {check.name}: {message}",
+            "\n".join(lines),
+            duration_s,
+        )
+
 
     def replay_command(self, check: Check) -> str:
         """Return the command that reruns ``check`` alone with this run's seed and settings."""

@@ -1,21 +1,28 @@
 """Clause verdicts from check outcomes.
 
 A clause of a claimed level passes when at least one check of it ran to the
-end, none found it broken and none was stopped by a broken setup; it is
-skipped, with the reason, otherwise. A clause no check of its own saw broken
+end, none found it broken, none was stopped by a broken setup and none broke
+on an error of the suite itself; it is ``error`` (not judged, no verdict on
+the backend) when a check of it broke that way and none found it broken; it
+is skipped, with the reason, otherwise. A clause no check of its own saw broken
 fails on what other checks' setups found (``outcome.needs``), so an
 attribution never hides a failure.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import sys
+import sysconfig
+import traceback
+from pathlib import Path
+from typing import Any, Optional, Sequence
 
 from hicache_spec import LEVELS
 from hicache_contracts.conformance.running.claims import LevelDecision
 from hicache_contracts.conformance.framework import ClauseFailure
 from hicache_contracts.conformance.levels import BACKEND_LEVELS, level_clauses
 from hicache_contracts.conformance.reporting.report import (
+    ERROR,
     FAIL,
     PASS,
     SKIP,
@@ -25,7 +32,45 @@ from hicache_contracts.conformance.reporting.report import (
     LevelVerdict,
 )
 
-__all__ = ["clause_verdict", "setup_reason", "startup_verdicts"]
+__all__ = ["backend_frame", "clause_verdict", "error_reason", "setup_reason", "startup_verdicts", "suite_frames"]
+
+_NOT_THE_BACKEND = ("hicache_contracts", "hicache_spec", "hypothesis", "torch", "numpy", "_pytest", "pluggy")
+"""Packages whose frames are never the backend's: the suite's own, and the libraries it runs on."""
+
+
+def _suite_roots() -> tuple[str, ...]:
+    roots = {sysconfig.get_paths()[name] for name in ("stdlib", "platstdlib")}
+    for name in _NOT_THE_BACKEND:
+        module = sys.modules.get(name)
+        location = getattr(module, "__file__", None)
+        if location:
+            roots.add(str(Path(location).resolve().parent))
+    return tuple(sorted(root.rstrip("/") + "/" for root in roots))
+
+
+def backend_frame(trace: Any) -> Optional[traceback.FrameSummary]:
+    """Return the innermost frame of the traceback ``trace`` that runs the backend's code (any file outside the
+    suite's packages, hypothesis, torch, numpy and the standard library), or None when none does."""
+    roots = _suite_roots()
+    for frame in reversed(traceback.extract_tb(trace)):
+        filename = frame.filename
+        if filename.startswith("<"):
+            continue
+        resolved = str(Path(filename).resolve())
+        if not resolved.startswith(roots) and not filename.startswith(roots):
+            return frame
+    return None
+
+
+def suite_frames(trace: Any, limit: int = 4) -> str:
+    """The last ``limit`` frames of ``trace``, one line each (``file:line in function``), for an error's details."""
+    frames = traceback.extract_tb(trace)[-limit:]
+    return "\n".join(f"  {Path(item.filename).name}:{item.lineno} in {item.name}" for item in frames)
+
+
+def error_reason(check: str) -> str:
+    """The reason a clause of ``check`` was not judged: the suite itself broke in it."""
+    return f"not judged: the suite itself broke in {check} (an error of the suite, no verdict on the backend)"
 
 
 def setup_reason(root: str) -> str:
@@ -82,6 +127,7 @@ def clause_verdict(
             failures=(Failure("capabilities", f"level {item.level} {decision.dishonoured[item.level]}"),),
         )
     related = [outcome for outcome in outcomes if item.id in outcome.clauses or outcome.clause_id == item.id]
+    errors = [outcome for outcome in related if outcome.status == ERROR]
     failures = tuple(
         Failure(outcome.check, outcome.message or "", outcome.counterexample)
         for outcome in related
@@ -97,6 +143,16 @@ def clause_verdict(
     names = tuple(outcome.check for outcome in related)
     if failures:
         return ClauseVerdict(item.id, item.level, item.statement, FAIL, failures=failures, checks=names)
+    if errors:  # a check of it broke before it could judge: no pass, and no verdict on the backend either
+        return ClauseVerdict(
+            item.id,
+            item.level,
+            item.statement,
+            ERROR,
+            reason="; ".join(dict.fromkeys(error_reason(outcome.check) for outcome in errors)),
+            failures=tuple(Failure(outcome.check, outcome.message or "", outcome.counterexample) for outcome in errors),
+            checks=names,
+        )
     reasons = [setup_reason(outcome.needs) for outcome in related if outcome.needs is not None]
     if not reasons and any(outcome.passed(item.id) for outcome in related):
         return ClauseVerdict(item.id, item.level, item.statement, PASS, checks=names)

@@ -13,12 +13,13 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
-from hypothesis.errors import FlakyFailure
+from hypothesis.errors import FlakyFailure, HypothesisException
 
 from hicache_contracts.conformance.framework import (
     CheckSkipped,
     ClauseFailure,
     PreconditionFailed,
+    SuiteError,
     capture_hypothesis_report,
     fail,
 )
@@ -57,7 +58,9 @@ def with_report(counterexample: Optional[str], lines: list[str]) -> Optional[str
 def run_property(run_seed: int, test: Callable[[], None], clause_id: str, examples: int) -> None:
     """Run the ``@given`` function ``test`` with the run's seed; re-raise its smallest ``ClauseFailure``.
 
-    Any other exception is a failure of ``clause_id``; ``CheckSkipped`` and ``PreconditionFailed`` pass through.
+    ``CheckSkipped``, ``PreconditionFailed`` and ``SuiteError`` pass through; an error of hypothesis itself (a
+    health check, a strategy that draws differently on replay) is a ``SuiteError``; any other exception passes
+    through with hypothesis's report as notes, for the runner to tell the backend's fault from the suite's.
     """
     run_capturing(seed(run_seed)(property_settings(examples)(test)), clause_id)
 
@@ -91,9 +94,18 @@ def run_capturing(runnable: Callable[[], None], clause_id: str) -> None:
             raise ClauseFailure(
                 first.clause_id, f"{first.message} ({NOT_REPRODUCIBLE})", with_report(first.counterexample, lines)
             ) from None
-        except Exception as error:
+        except SuiteError:
+            raise
+        except HypothesisException as error:  # hypothesis itself stopped: a health check, a flaky strategy
             lines.extend(getattr(error, "__notes__", ()))
-            fail(clause_id, f"{type(error).__name__}: {error}", with_report(None, lines))
+            first = (str(error).strip().splitlines() or [""])[0]
+            raise SuiteError(
+                f"hypothesis stopped the check ({type(error).__name__}: {first})", with_report(None, lines)
+            ) from None
+        except Exception as error:  # whose fault it is (the backend's code or the suite's) is the runner's call
+            for line in lines:
+                error.add_note(line)
+            raise
 
 
 def _first_clause_failure(group: BaseException) -> Optional[ClauseFailure]:
