@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Optional
 from pydantic import model_validator
 
 from hicache_contracts.errors import ContractViolation
+from hicache_spec import check_dcp_config, is_storage_writer
 from hicache_contracts.models._base import (
     ContractModel,
     _set_fields_set,
@@ -150,31 +151,29 @@ class HiCacheStorageConfig(ContractModel):
         return self
 
     def _check_dcp(self) -> None:
-        """SGLang 0.5.23's DCP rules (its ``__post_init__`` raises ValueError on each). Clause: BE-25."""
-        if self.dcp_size == 1:
+        """SGLang 0.5.23's DCP rules (its ``__post_init__`` raises ValueError on each), as the spec decides them
+        (``hicache_spec.check_dcp_config``), reported with this configuration's numbers. Clause: BE-25."""
+        reason = check_dcp_config(
+            self.is_mla_model, self.tp_rank, self.tp_size, self.dcp_rank, self.dcp_size, self.logical_page_size
+        )
+        if reason is None:
             return
-        if not self.is_mla_model:
-            raise ContractViolation(
-                "dcp_size", "may exceed 1 only for an MLA model (is_mla_model=True)", self.dcp_size, "BE-25"
-            )
-        if self.tp_size % self.dcp_size != 0 or self.tp_rank % self.dcp_size != self.dcp_rank:
-            raise ContractViolation(
-                "dcp_rank",
+        field, rule = reason.split(": ", 1)
+        if field == "dcp_size":
+            rule = "may exceed 1 only for an MLA model (is_mla_model=True)"
+        elif field == "dcp_rank" and self.dcp_size > 0:
+            rule = (
                 f"must equal tp_rank % dcp_size = {self.tp_rank % self.dcp_size}, with dcp_size "
-                f"dividing tp_size = {self.tp_size} (contiguous DCP groups within TP)",
-                self.dcp_rank,
-                "BE-25",
+                f"dividing tp_size = {self.tp_size} (contiguous DCP groups within TP)"
             )
-        page = self.logical_page_size
-        if page is None or page <= 0 or page % self.dcp_size != 0:
-            raise ContractViolation(
-                "logical_page_size", f"must be a positive multiple of dcp_size = {self.dcp_size}", page, "BE-25"
-            )
+        elif field == "logical_page_size":
+            rule = f"must be a positive multiple of dcp_size = {self.dcp_size}"
+        raise ContractViolation(field, rule, getattr(self, field), "BE-25")
 
     @property
     def is_storage_writer(self) -> bool:
-        """Whether this rank writes rank-replicated (MLA) KV: every rank for non-MLA, else tp_rank == dcp_rank. Clause: NS-5."""
-        return not self.is_mla_model or self.tp_rank == self.dcp_rank
+        """Whether this rank writes rank-replicated (MLA) KV (``hicache_spec.is_storage_writer``). Clause: NS-5."""
+        return is_storage_writer(self.is_mla_model, self.tp_rank, self.dcp_rank)
 
     @classmethod
     def single_rank(cls, model_name: Optional[str] = "test-model", **overrides: Any) -> "HiCacheStorageConfig":

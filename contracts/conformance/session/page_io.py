@@ -31,6 +31,7 @@ from hicache_contracts.conformance.session.instances import Instance
 from hicache_contracts.conformance.session.names import Names
 from hicache_contracts.conformance.session.pools import ConformancePool, describe_page_difference
 from hicache_contracts.models import pool_value
+from hicache_spec import is_storage_writer as spec_is_storage_writer
 
 __all__ = ["FAULT_HOOK", "HOST_POOL_FAULTS", "PageIO", "ROUND_TRIP_PAGES", "ReadBack", "is_storage_writer"]
 
@@ -46,8 +47,9 @@ raising OSError (BE-5), for a backend without a fault hook. SGLang's host pools 
 
 
 def is_storage_writer(config: Any) -> bool:
-    """Whether SGLang lets this rank write KV: not rank-replicated, or the DCP rank's own TP rank (0.5.23)."""
-    return not config.is_mla_model or config.tp_rank == getattr(config, "dcp_rank", 0)
+    """Whether SGLang lets this rank write KV (``hicache_spec.is_storage_writer``), for the project's configuration
+    or SGLang's (before 0.5.23 it has no ``dcp_rank``: the writer is TP rank 0)."""
+    return spec_is_storage_writer(bool(config.is_mla_model), config.tp_rank, getattr(config, "dcp_rank", 0))
 
 
 @dataclass(frozen=True)
