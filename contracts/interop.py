@@ -30,6 +30,7 @@ from hicache_contracts.models import (
     HiCacheStorageExtraInfo,
     PoolTransfer,
     PoolTransferResult,
+    pool_value,
 )
 from hicache_contracts.sglang_release import STORAGE_MODULE, release_of
 
@@ -180,7 +181,8 @@ def to_sglang(model: Any, *, storage_module: Any = None) -> Any:
 
 
 def _enum_value(value: Any) -> Any:
-    """Return an enum member's value (SGLang's or ours), or ``value`` itself."""
+    """Return an enum member's value (SGLang's or ours), or ``value`` itself for the model to validate (a pool
+    name normalised for a lookup is ``pool_value``'s)."""
     return getattr(value, "value", value)
 
 
@@ -223,6 +225,6 @@ def from_sglang(obj: Any) -> Any:
         fields["keys"] = list(fields["keys"])
     if kind is PoolTransferResult and fields.get("extra_pool_hit_pages") is not None:
         fields["extra_pool_hit_pages"] = {
-            str(_enum_value(name)): hits for name, hits in dict(fields["extra_pool_hit_pages"]).items()
+            pool_value(name): hits for name, hits in dict(fields["extra_pool_hit_pages"]).items()
         }
     return kind(**fields)

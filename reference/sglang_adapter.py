@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from hicache_contracts.interop import to_sglang
-from hicache_reference.backends.base import pool_key
+from hicache_contracts.models import pool_value
 from hicache_reference.backends.file import FileBackend
 from hicache_reference.backends.memory import MemoryBackend
 
@@ -57,7 +57,7 @@ class _SGLangFacing:
         result = super().batch_exists_v2(keys, pool_transfers, extra_info)  # type: ignore[misc]
         if _sglang_storage is None or not hasattr(_sglang_storage, "PoolTransferResult"):
             return result
-        names = {pool_key(transfer.name): transfer.name for transfer in pool_transfers or []}
+        names = {pool_value(transfer.name): transfer.name for transfer in pool_transfers or []}
         converted = to_sglang(result, storage_module=_sglang_storage)  # the release's class, its fields only
         converted.extra_pool_hit_pages = {
             names.get(name, name): hits for name, hits in result.extra_pool_hit_pages.items()

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Optional, TypeVar, Union
 
+from hicache_contracts.models import pool_value
 from hicache_contracts.prefix_keys import PrefixKeys
 
 __all__ = [
@@ -98,10 +99,7 @@ def snapshot_prefix(value: Any) -> tuple[Any, Optional[str]]:
 
 def _name_of(value: Any) -> Any:
     """Return an enum member's value (SGLang's or ours), else ``str(value)``; None stays None."""
-    if value is None:
-        return None
-    value = getattr(value, "value", value)
-    return value if isinstance(value, str) else str(value)
+    return None if value is None else pool_value(value)
 
 
 def _keys_tuple(keys: Any) -> Optional[tuple[Any, ...]]:

@@ -19,7 +19,6 @@ from hicache_reference.backends.base import (
     PageFormat,
     PageStoreBackend,
     PoolResults,
-    pool_key,
     tensor_bytes,
 )
 from hicache_reference.backends.file import FileBackend
@@ -56,7 +55,6 @@ __all__ = [
     "RedisBackend",
     "forget_shared_memory_store",
     "namespace_for",
-    "pool_key",
     "shared_memory_store",
     "storage_name",
     "tensor_bytes",

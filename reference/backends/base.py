@@ -25,7 +25,7 @@ from enum import Enum
 from typing import Any, Iterable, Optional, Sequence
 
 from hicache_contracts.errors import ContractViolation
-from hicache_contracts.models import PoolName, PoolTransferResult, ReadOnlyMapping, host_page_starts
+from hicache_contracts.models import PoolName, PoolTransferResult, ReadOnlyMapping, host_page_starts, pool_value
 from hicache_reference.backends.host_bytes import (
     MAX_COPY_RANGES,
     PageFormat,
@@ -35,7 +35,7 @@ from hicache_reference.backends.host_bytes import (
 )
 from hicache_reference.backends.legacy import LegacyCalls
 from hicache_reference.backends.namespace import namespace_for
-from hicache_reference.backends.values import BackendStats, PoolResults, pool_key
+from hicache_reference.backends.values import BackendStats, PoolResults
 from hicache_spec import ALL_PAGES, KV, fold_pool_query
 
 __all__ = [
@@ -46,7 +46,6 @@ __all__ = [
     "PoolResults",
     "flat_order_range_count",
     "host_bytes",
-    "pool_key",
     "tensor_bytes",
 ]
 
@@ -62,7 +61,7 @@ def _transfer_keys(transfer: Any) -> list[str]:
 
 def _is_kv_derived(transfer: Any) -> bool:
     source = getattr(transfer, "indices_from_pool", None)
-    return source is not None and pool_key(source) == KV
+    return source is not None and pool_value(source) == KV
 
 
 # ---------------------------------------------------------------- the base
@@ -124,7 +123,7 @@ class PageStoreBackend(LegacyCalls):
         different pool for a name already registered is refused (BE-24), since
         pages would then land in, and be read from, whichever came last.
         """
-        name = pool_key(host_pool_name)
+        name = pool_value(host_pool_name)
         if not isinstance(host_pool_name, (str, Enum)) or name not in _POOL_NAMES:
             raise ContractViolation(
                 f"{type(self).__name__}.register_mem_host_pool_v2.host_pool_name",
@@ -258,7 +257,7 @@ class PageStoreBackend(LegacyCalls):
 
     def _exists_v2(self, keys: list[str], transfers: list) -> PoolTransferResult:
         """Fold presence per the spec (BE-21): each pool is measured against the leading run of KV pages."""
-        extra = [transfer for transfer in transfers if pool_key(transfer.name) != KV]
+        extra = [transfer for transfer in transfers if pool_value(transfer.name) != KV]
         kv_present = self._present(KV, keys)
         kv_hit = 0
         while kv_hit < len(keys) and kv_present[kv_hit]:
@@ -266,10 +265,10 @@ class PageStoreBackend(LegacyCalls):
         kv_flags = (True,) * kv_hit + (False,) * (len(keys) - kv_hit)
         queries = []
         for transfer in extra:
-            name = pool_key(transfer.name)
+            name = pool_value(transfer.name)
             within = self._present(name, keys[:kv_hit]) if name in self._formats else [False] * kv_hit
             present = tuple(within) + (False,) * (len(keys) - kv_hit)
-            policy = pool_key(getattr(transfer, "hit_policy", ALL_PAGES))
+            policy = pool_value(getattr(transfer, "hit_policy", ALL_PAGES))
             queries.append((name, policy, len(_transfer_keys(transfer)), present))
         folded, entries, restorable = fold_pool_query(kv_flags, tuple(queries))  # BE-21: 0.5.23's fold
         # BE-22: KV-derived sidecars seen before but not asked about still cap the hit, as missing KV would.
@@ -292,10 +291,10 @@ class PageStoreBackend(LegacyCalls):
         Raises ContractViolation for a malformed transfer before any IO.
         """
         transfers = self._checked_transfers(transfers, "transfers")
-        kv_indices = next((getattr(t, "host_indices", None) for t in transfers if pool_key(t.name) == KV), None)
+        kv_indices = next((getattr(t, "host_indices", None) for t in transfers if pool_value(t.name) == KV), None)
         plan: list[tuple[Any, str, list[str], Optional[list[int]]]] = []
         for transfer in transfers:
-            name = pool_key(transfer.name)
+            name = pool_value(transfer.name)
             keys = self._checked_keys(_transfer_keys(transfer))
             indices = getattr(transfer, "host_indices", None)
             if indices is None and _is_kv_derived(transfer):

@@ -17,7 +17,8 @@ from typing import Any, Optional, Sequence
 from urllib.parse import unquote, urlparse
 
 from hicache_contracts.host_pool import HostPagePool
-from hicache_reference.backends.base import PageStoreBackend, pool_key
+from hicache_contracts.models import pool_value
+from hicache_reference.backends.base import PageStoreBackend
 from hicache_reference.backends.host_bytes import contiguous_parts
 from hicache_reference.backends.namespace import ObjectName, plain_keys
 from hicache_reference.backends.redis_errors import RedisErrors
@@ -66,7 +67,7 @@ class RedisBackend(PageStoreBackend):
     # ------------------------------------------------------------ layout
     def storage_location(self, key: str, pool: Any = KV) -> tuple[str, str]:
         """Return the (Redis key, hash field) that hold page ``key`` of ``pool`` for this instance."""
-        return self._locate(ObjectName(self.namespace, pool_key(pool), key))
+        return self._locate(ObjectName(self.namespace, pool_value(pool), key))
 
     def _name(self, key: str, pool: str = KV) -> ObjectName:
         return ObjectName(self.namespace, pool, key)  # the primitives locate it (``_locate``)

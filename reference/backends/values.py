@@ -4,17 +4,11 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
-__all__ = ["BackendStats", "Counters", "PoolResults", "pool_key"]
+from hicache_contracts.models import pool_value
 
-
-def pool_key(name: Any) -> str:
-    """Return a pool name (our PoolName, SGLang's, or a str) as its plain str value (``"kv"``)."""
-    if isinstance(name, Enum):
-        return str(name.value)
-    return str(name)
+__all__ = ["BackendStats", "Counters", "PoolResults"]
 
 
 class PoolResults(dict):
@@ -25,13 +19,13 @@ class PoolResults(dict):
     """
 
     def __getitem__(self, name: Any) -> list[bool]:
-        return dict.__getitem__(self, pool_key(name))
+        return dict.__getitem__(self, pool_value(name))
 
     def __contains__(self, name: object) -> bool:
-        return dict.__contains__(self, pool_key(name))
+        return dict.__contains__(self, pool_value(name))
 
     def get(self, name: Any, default: Any = None) -> Any:
-        return dict.get(self, pool_key(name), default)
+        return dict.get(self, pool_value(name), default)
 
 
 @dataclass(frozen=True)
