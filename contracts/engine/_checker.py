@@ -179,7 +179,7 @@ _KINDS_BY_FUNCTION = {
     "_page_backup": (KV_WRITE, SIDECAR_WRITE),
     "_page_backup_with_stable_layout": (KV_WRITE, SIDECAR_WRITE),
     "submit_prefetch": (HIT_QUERY, KV_READ, DERIVED_READ, SIDECAR_READ),
-    "get_prefix_hash_values": (HIT_QUERY, KV_READ, DERIVED_READ, SIDECAR_READ),
+    "get_prefix_hash_values": (),  # DIV-20: the anchor's pages left out of the prefix no trace can show
     "trim_prefetch_full_head": (KV_READ, DERIVED_READ),
     "prefetch_thread_func": (HIT_QUERY,),
     "prefetch_io_aux_func": (KV_READ, DERIVED_READ, SIDECAR_READ),

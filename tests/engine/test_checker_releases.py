@@ -30,6 +30,7 @@ from tests.engine.traces import (
     PREFIX,
     _Calls,
     find,
+    backup_trace,
     prefetch_trace,
     replace_call,
     with_fields,
@@ -170,3 +171,35 @@ def test_trace_command_judges_a_release(tmp_path, capsys):
     assert "1 recorded divergence(s) of SGLang 0.5.20 (not failing the verdict):" in out and "DIV-3  PFX-5" in out
     assert main(["trace", str(path), "--sglang-version", "0.4"]) == 2
     assert capsys.readouterr().err.startswith("hicache-conform trace: --sglang-version: check_trace.sglang_version")
+
+
+@pytest.mark.clause("PFX-7", "PFX-1")
+@pytest.mark.parametrize(
+    "build, method, entries",
+    [
+        (backup_trace, "batch_set_v1", ("DIV-28",)),  # a KV write may be the PD-decode offload's
+        (prefetch_trace, "batch_exists", ()),  # the offload makes no hit query
+        (prefetch_trace, "batch_get_v1", ()),  # nor a read
+    ],
+    ids=["kv-write", "hit-query", "kv-read"],
+)
+def test_the_decode_offload_divergence_covers_its_writes_only(build, method, entries):
+    """DIV-28 (every release: the PD-decode offload passes no prefix) excuses a KV write's missing prefix, no other call's."""
+    operation = build()
+    position = find(operation, method, 0)
+    judged = check_operation(
+        replace_call(operation, position, extra_info_state="absent", prefix_keys=None), sglang_version="0.5.23"
+    )
+    assert tuple(entry for finding in judged.divergences for entry in finding.divergence) == entries
+    assert judged.violated == (() if entries else ("PFX-7",)), judged.format_table()
+
+
+@pytest.mark.clause("PFX-1")
+def test_a_malformed_prefix_is_no_recorded_divergence():
+    """DIV-20 (the anchor's pages left out of the prefix) names no kind of call: a str prefix stays a PFX-1 violation."""
+    operation = prefetch_trace()
+    position = find(operation, "batch_exists", 0)
+    judged = check_operation(
+        replace_call(operation, position, prefix_keys=None, prefix_keys_problem="a str"), sglang_version="0.5.23"
+    )
+    assert "PFX-1" in judged.violated and not any("DIV-20" in f.divergence for f in judged.divergences)
