@@ -44,6 +44,7 @@ from hicache_contracts.conformance.session.options import PROFILES, SuiteOptions
 from hicache_contracts.conformance.reporting.redaction import redact, secret_values
 from hicache_contracts.conformance.reporting.report import FAIL, SuiteReport
 from hicache_contracts.conformance.running.runner import SuiteRunner
+from hicache_contracts.conformance.session.deadline import raised_by_backend, watching_interrupts
 from hicache_contracts.host_pool import KINDS, LAYOUTS
 
 __all__ = ["build_options", "install", "run_command"]
@@ -221,9 +222,11 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
         print(describe_choice(release), file=stream, flush=True)
     printer = _ProgressPrinter(stream, args.quiet)
     try:
-        report = _run(factory, job, options, printer, include_engine=not args.no_engine)
+        report, stopped = _run(factory, job, options, printer, include_engine=not args.no_engine)
     finally:
         printer.live_line.stop()
+    if stopped is not None:
+        return _finish_stopped(report.with_secrets(secrets), stopped, args, options, known_failures, stream)
     report = report.with_secrets(secrets)
     print(file=stream)
     print(report.render_text(color=False if args.no_color else None), file=stream)
@@ -315,40 +318,65 @@ def _check_output_paths(args: argparse.Namespace) -> None:
             raise bad_value(option, f"must be a file the report can be written to; {problem}", path)
 
 
+def _finish_stopped(
+    report: SuiteReport, stopped: str, args: argparse.Namespace, options: SuiteOptions, known: Any, stream: TextIO
+) -> int:
+    """Print and write the partial report of a run that did not reach its end (``stopped`` says why); return 1
+    at least: such a run never passes, whatever its checks so far said."""
+    print(file=stream)
+    print(report.render_text(color=False if args.no_color else None), file=stream)
+    print(f"hicache-conform run: the run did not reach its end: {redact(stopped, report.secrets)}", file=sys.stderr)
+    if not _write_files(report, args, stream):
+        return 2
+    status = _verdict(report, args, options, known, stream)
+    return 1 if status in (0, 130) else status
+
+
 def _run(
     factory: Any, job: Optional[MainJob], options: SuiteOptions, printer: "_ProgressPrinter", *, include_engine: bool
-) -> SuiteReport:
-    """Run the vendor's backend (``factory``) or the main job's subjects; a Ctrl-C gives the partial report.
+) -> tuple[SuiteReport, Optional[str]]:
+    """Run the vendor's backend (``factory``) or the main job's subjects; return the report and, for a run that
+    did not reach its end for another reason than Ctrl-C, why.
 
     On Ctrl-C the check under way is abandoned, every instance is cleared
     and closed, the threads the run started are given ``options.timeout_s``
     (at most 10 s) to stop, the temporary directory is removed, and the
     report of what ran is marked interrupted. A second Ctrl-C during that cleanup
-    is ignored.
+    is ignored. A ``BaseException`` the backend raised in a check fails the
+    check (``SuiteRunner``); one it raised anywhere else (``SystemExit``, a
+    ``KeyboardInterrupt`` no Ctrl-C caused, ...) ends the run the same way
+    as a Ctrl-C, and is returned as the reason.
     """
     threads_before = set(threading.enumerate())
     runners: list[SuiteRunner] = []
     directory: Optional[str] = None
     subjects: Subjects = ()
     interrupted = False
+    stopped: Optional[str] = None
     engine: Optional[SuiteReport] = None
     try:
-        if job is None:
-            subjects = [(f"backend {factory.name}", factory)]
-        else:
-            if options.seed is None:  # one seed for every section, so that one --seed replays the whole run
-                options = dataclasses.replace(options, seed=random.SystemRandom().randrange(2**31))
-            directory = tempfile.mkdtemp(prefix="hicache-conform-")
-            subjects = job.subjects(directory)
-        for title, made in subjects:
-            printer.announce(title)
-            runner = SuiteRunner(made, options, title=title)
-            runners.append(runner)
-            runner.run_all(printer, printer.starting)
-            runner.close()
-        if include_engine and job is not None and job.engine_section is not None:
-            printer.announce("reference controller (engine conformance)")
-            engine = SuiteReport((job.engine_section(),))
+        with watching_interrupts():
+            try:
+                if job is None:
+                    subjects = [(f"backend {factory.name}", factory)]
+                else:
+                    if options.seed is None:  # one seed for every section, so that one --seed replays the whole run
+                        options = dataclasses.replace(options, seed=random.SystemRandom().randrange(2**31))
+                    directory = tempfile.mkdtemp(prefix="hicache-conform-")
+                    subjects = job.subjects(directory)
+                for title, made in subjects:
+                    printer.announce(title)
+                    runner = SuiteRunner(made, options, title=title)
+                    runners.append(runner)
+                    runner.run_all(printer, printer.starting)
+                    runner.close()
+                if include_engine and job is not None and job.engine_section is not None:
+                    printer.announce("reference controller (engine conformance)")
+                    engine = SuiteReport((job.engine_section(),))
+            except BaseException as error:
+                if isinstance(error, KeyboardInterrupt) and not raised_by_backend():
+                    raise
+                stopped = f"the backend raised {type(error).__name__} outside a check: {error}"
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -359,10 +387,15 @@ def _run(
                 job.release(subjects)
         finally:
             _restore_interrupts(previous)
-    report = SuiteReport(tuple(runner.section() for runner in runners))
+    report = SuiteReport(tuple(runner.section() for runner in runners if _started(runner)))
     if engine is not None:
         report = report.merged(engine)
-    return report.marked_interrupted() if interrupted else report
+    return (report.marked_interrupted() if interrupted or stopped else report), stopped
+
+
+def _started(runner: SuiteRunner) -> bool:
+    """Whether the runner got as far as deciding the levels (or finding the backend cannot be built)."""
+    return runner.decision is not None or runner.startup_failure is not None
 
 
 def _cleanup(

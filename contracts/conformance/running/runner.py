@@ -51,6 +51,7 @@ from hicache_contracts.conformance.framework import (
     ordered_checks,
 )
 from hicache_contracts.conformance.levels import BACKEND_LEVELS, level_clauses, level_of
+from hicache_contracts.conformance.session import deadline as interrupts
 from hicache_contracts.conformance.session.loading import BackendFactory, resolve_factory
 from hicache_contracts.conformance.session.options import SuiteOptions
 from hicache_contracts.conformance.reporting.report import (
@@ -103,6 +104,8 @@ class SuiteRunner:
         self.capabilities: Optional[Capabilities] = None
         self._started = time.monotonic()
         self._started_up = False
+        self.close_problems: list[str] = []
+        """What the backend raised while the run cleared and closed its instances (shown as notes)."""
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -131,6 +134,11 @@ class SuiteRunner:
         except ValueError as error:  # a malformed hicache_levels
             self.startup_failure = ClauseFailure("BE-1", str(error))
             return
+        except BaseException as error:  # SystemExit, CancelledError, ... out of the constructor or a probe
+            if isinstance(error, KeyboardInterrupt) and not interrupts.raised_by_backend():
+                raise
+            self.startup_failure = ClauseFailure("BE-1", f"starting the run stopped on {type(error).__name__}: {error}")
+            return
         self.decision = decide_levels(self.capabilities, declared, self.factory.not_asked)
         may_evict = self.options.may_evict
         if may_evict is None:
@@ -138,8 +146,13 @@ class SuiteRunner:
         self.context = SuiteContext(self.session, claimed=self.decision.claimed, may_evict=may_evict)
 
     def close(self) -> None:
-        """Clear and close every instance the run built."""
-        self.session.close()
+        """Clear and close every instance the run built; whatever the backend raises is a note of the report."""
+        try:
+            self.session.close()
+        except BaseException as error:
+            if isinstance(error, KeyboardInterrupt) and not interrupts.raised_by_backend():
+                raise
+            self.close_problems.append(f"clearing and closing the instances stopped on {type(error).__name__}: {error}")
 
     def __enter__(self) -> "SuiteRunner":
         self.start()
@@ -227,6 +240,10 @@ class SuiteRunner:
             return self._suite_error(check, error.message, error.details, time.monotonic() - started)
         except Exception as error:  # the suite must report, never crash, whatever the backend does
             return self._stopped_on(check, error, started)
+        except BaseException as error:  # SystemExit, CancelledError, GeneratorExit: the backend's, never the run's end
+            if isinstance(error, KeyboardInterrupt) and not interrupts.raised_by_backend():
+                raise  # Ctrl-C: the caller ends the run with the partial report
+            return self._stopped_on(check, error, started)
         asserted = tuple(item for item in check.clauses if item in context.calls.asserted)
         return CheckOutcome(check.name, check.clauses, PASS, duration_s=time.monotonic() - started, asserted=asserted)
 
@@ -275,7 +292,6 @@ class SuiteRunner:
             "\n".join(lines),
             duration_s,
         )
-
 
     def replay_command(self, check: Check) -> str:
         """Return the command that reruns ``check`` alone with this run's seed and settings."""
@@ -391,6 +407,7 @@ class SuiteRunner:
             describe_engine(release, self.factory.engine),
         ]
         notes += session.built.cleanup_notes
+        notes += self.close_problems
         if self.startup_failure is not None:
             levels, verdicts = startup_verdicts(self.startup_failure)
         else:

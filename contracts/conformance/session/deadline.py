@@ -12,15 +12,53 @@ process alive) and the next call gets a fresh one.
 The helper drops every reference to a call's arguments and result as soon as
 the call returns, so a check that watches whether a backend keeps an object
 (PFX-6) sees only what the backend keeps.
+
+A ``KeyboardInterrupt`` is a Ctrl-C, or something a backend raised.
+``watching_interrupts()`` tells them apart while it is active: its SIGINT
+handler notes each signal, so ``raised_by_backend()`` is True for a
+``KeyboardInterrupt`` no signal caused (the runner then fails the check
+instead of ending the run). Without it every ``KeyboardInterrupt`` counts as
+a Ctrl-C.
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
+import signal
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
-__all__ = ["DeadlineRunner"]
+__all__ = ["DeadlineRunner", "raised_by_backend", "watching_interrupts"]
+
+_watch = {"active": False, "signalled": False}
+"""Whether ``watching_interrupts`` is active, and whether a SIGINT arrived since it began."""
+
+
+def raised_by_backend() -> bool:
+    """Whether a ``KeyboardInterrupt`` seen now was raised by a backend: interrupts are watched and no SIGINT came."""
+    return _watch["active"] and not _watch["signalled"]
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    _watch["signalled"] = True
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def watching_interrupts() -> Iterator[None]:
+    """Note every SIGINT while active (in the main thread only; elsewhere nothing is watched)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, _on_sigint)
+    _watch.update(active=True, signalled=False)
+    try:
+        yield
+    finally:
+        _watch.update(active=False, signalled=False)
+        if signal.getsignal(signal.SIGINT) is _on_sigint:
+            signal.signal(signal.SIGINT, previous)
 
 
 class _Job:
