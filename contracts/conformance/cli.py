@@ -121,17 +121,9 @@ def install(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "fetched into the cache), or none for the contract models (default: the installed "
         "SGLang, else the contract models)",
     )
-    parser.add_argument(
-        "--certify",
-        metavar="DIR",
-        help="a certification run: refuse skips, probed levels, --check and the smoke profile; write "
-        "the results bundle (report.json, junit.xml, report.md, submission.json) into DIR",
-    )
-    parser.add_argument(
-        "--known-failures",
-        metavar="FILE",
-        help="clauses not fixed yet, one per line (# comments): reported, not fatal; those that now pass are named",
-    )
+    from hicache_contracts.conformance.reporting.certify import add_arguments as add_certify_arguments
+
+    add_certify_arguments(parser)  # --certify, --known-failures and the product manifest
     parser.add_argument("--quiet", action="store_true", help="no progress lines while running")
     parser.add_argument("--no-color", action="store_true", help="no colors in the terminal report")
     parser.set_defaults(func=run_command)
@@ -212,6 +204,10 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
         factory = resolve_factory(args.backend, extra_config) if uses_vendor else None
         job = None if uses_vendor else load_main_job()
         known_failures = _read_known_failures(getattr(args, "known_failures", None))
+        if getattr(args, "certify", None):
+            from hicache_contracts.conformance.reporting.certify import read_product
+
+            read_product(args)  # a bad PRODUCT.yaml is a usage error before anything runs
     except ValueError as error:
         print(f"hicache-conform run: {redact(str(error), secrets)}", file=sys.stderr)
         return 2
@@ -236,45 +232,19 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
 
 
 def _verdict(
-    report: SuiteReport, args: argparse.Namespace, options: SuiteOptions, known: tuple[str, ...], stream: TextIO
+    report: SuiteReport, args: argparse.Namespace, options: SuiteOptions, known: tuple[Any, ...], stream: TextIO
 ) -> int:
-    """Return the exit status, after the known-failures baseline and the certification bundle, if asked for."""
-    from hicache_contracts.conformance.reporting.certify import (
-        certification_problems,
-        compare_with_baseline,
-        write_bundle,
-    )
+    """Return the exit status, after the expected failures and the certification bundle, if asked for."""
+    from hicache_contracts.conformance.reporting.certify import finish_run
 
-    status = report.exit_code
-    if getattr(args, "known_failures", None):
-        baseline = compare_with_baseline(report, known)
-        for line in baseline.lines():
-            print(line, file=stream)
-        status = baseline.exit_code if not report.interrupted else status
-    if getattr(args, "certify", None):
-        problems = certification_problems(report, profile=options.profile, checks=options.checks, known_failures=known)
-        for path in write_bundle(report, args.certify, problems):
-            print(f"wrote {path}", file=stream)
-        if problems:
-            print(f"not certified ({len(problems)} problem{'s' if len(problems) != 1 else ''}):", file=stream)
-            for problem in problems[:20]:
-                print(f"  - {problem}", file=stream)
-            return max(status, 1)
-        print("certified: every check ran, every claimed clause passed", file=stream)
-    return status
+    return finish_run(report, args, options, known, stream)
 
 
-def _read_known_failures(path: Optional[str]) -> tuple[str, ...]:
-    """Return the clause IDs of a known-failures file; raise ValueError naming the option when it is unusable."""
-    if not path:
-        return ()
-    from hicache_contracts.conformance.reporting.certify import parse_known_failures
+def _read_known_failures(path: Optional[str]) -> tuple[Any, ...]:
+    """Return the expected failures of the file at ``path`` (none without one); raise ValueError naming what is wrong."""
+    from hicache_contracts.conformance.reporting.certify import read_expected
 
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as error:
-        raise bad_value("--known-failures", f"must be a readable file ({error.strerror or error})", path) from None
-    return parse_known_failures(text)
+    return read_expected(path)
 
 
 _OUTPUTS = (("json", "--json"), ("junit_xml", "--junit-xml"), ("markdown", "--markdown"))

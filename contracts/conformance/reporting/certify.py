@@ -1,227 +1,237 @@
-"""Certification runs and baselines of known failures: what ``--certify`` and ``--known-failures`` add to a run.
+"""Certification: when a run may stand as a backend's certificate, and why not.
 
 ``--certify DIR`` is the shape of a Kubernetes conformance submission: a
 run that may stand as a backend's certificate, and a folder holding what it
-found. A run is certified when
+found (``bundle``). A run is certified only when
 
 - the backend declared its levels (``--levels`` or ``hicache_levels``), so
   the certificate says what is claimed, not what probing guessed;
 - it ran every check at a profile other than ``smoke`` (no ``--check``
-  selection, no known failures);
-- no clause failed, and no clause of a claimed level was skipped, except
-  where it does not apply to the backend's mode (reason ``not applicable:``).
+  selection) and was not interrupted;
+- no clause failed (an expected failure is still a failure: it is reported,
+  never certified);
+- every clause of every claimed level ran and passed, and every check of a
+  claimed level ran: a skip, a clause a failing check did not reach, or a
+  check that did not run refuses certification, each named. The only skips
+  accepted are those that do not apply to the backend's mode: a reason that
+  starts ``not applicable:``, or a clause the suite can observe only through
+  a level the backend does not claim (``NOT_APPLICABLE_WITHOUT``: BE-7 is
+  seen by holding a v1 write half done, so a legacy-only or v2-only backend,
+  which SGLang never drives through v1, is not held to it), or a check the
+  runner did not start because it needs a level the backend does not claim
+  (``level v2 not claimed``: a legacy-only backend is never sent v2 calls).
 
-The folder gets ``report.json``, ``junit.xml``, ``report.md`` and
-``submission.json`` (the backend, its declared levels and what each level
-got, the SGLang release whose objects it received, the seed, the profile,
-the versions of the tool, Python and torch, and why the run is or is not
-certified).
-
-``--known-failures FILE`` names clauses a vendor has not fixed yet, one per
-line (``BE-5  our store retries forever; ticket 12``; ``#`` starts a
-comment), as s3-tests tags the tests a gateway is known to fail: they are
-still reported, but their failure does not fail the run; one that now passes
-is reported so that the line can go.
+Expected failures (``--known-failures``) are read by ``expected``.
 """
 
 from __future__ import annotations
 
-import json
-import platform
-import sys
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Iterable, Optional
+import re
+from typing import Any, Optional
 
-from hicache_spec import clause as lookup_clause
-from hicache_contracts.conformance.reporting.report import FAIL, SKIP, SuiteReport
-from hicache_contracts.conformance.reporting.version import tool_version
+from hicache_contracts.conformance.reporting.expected import (
+    Baseline,
+    ExpectedFailure,
+    compare_with_baseline,
+    parse_expected_failures,
+)
+from hicache_contracts.conformance.reporting.report import ERROR, FAIL, SKIP, ReportSection, SuiteReport
 
 __all__ = [
-    "NOT_APPLICABLE",
     "Baseline",
+    "NOT_APPLICABLE",
+    "NOT_APPLICABLE_WITHOUT",
     "certification_problems",
-    "parse_known_failures",
-    "write_bundle",
+    "compare_with_baseline",
+    "not_applicable",
+    "parse_expected_failures",
 ]
 
 NOT_APPLICABLE = "not applicable: "
 """The start of a skip reason for a clause that does not apply to the backend's mode; certification accepts it."""
 
+_NEEDS_LEVEL = re.compile(r"^level (\S+) not claimed$")
+"""The runner's reason for a check it did not start because the check needs a level the backend does not claim."""
 
-@dataclass(frozen=True)
-class Baseline:
-    """How a report reads against a list of known failures."""
-
-    known: tuple[str, ...]
-    """The clauses the list names."""
-    still_failing: tuple[str, ...]
-    """Known failures that failed again (reported, not fatal)."""
-    now_passing: tuple[str, ...]
-    """Known failures that passed: the list's line can go."""
-    unexpected: tuple[str, ...]
-    """Failures the list does not name: these fail the run."""
-
-    @property
-    def exit_code(self) -> int:
-        """1 when a failure is not on the list, else 0."""
-        return 1 if self.unexpected else 0
-
-    def lines(self) -> list[str]:
-        """What the terminal shows under the report."""
-        out = []
-        if self.still_failing:
-            out.append(f"known failures (reported, not fatal): {', '.join(self.still_failing)}")
-        if self.now_passing:
-            out.append(
-                f"known failures that now pass (remove them from --known-failures): {', '.join(self.now_passing)}"
-            )
-        if self.unexpected:
-            out.append(f"failures not on --known-failures (fatal): {', '.join(self.unexpected)}")
-        return out
+NOT_APPLICABLE_WITHOUT: dict[str, str] = {"BE-7": "v1"}
+"""Clauses the suite observes only through a level's calls: clause → that level. Skipped where the level is not
+claimed, they do not apply (SGLang never makes those calls to such a backend)."""
 
 
-def parse_known_failures(text: str, *, source: str = "--known-failures") -> tuple[str, ...]:
-    """Return the clause IDs a known-failures file names; raise ValueError naming the line of an unknown ID."""
-    found: list[str] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        clause_id = line.split()[0]
-        try:
-            lookup_clause(clause_id)
-        except (KeyError, ValueError):
-            raise ValueError(f"{source}: line {number} must start with a clause ID (got {clause_id!r})") from None
-        found.append(clause_id)
-    return tuple(dict.fromkeys(found))
-
-
-def compare_with_baseline(report: SuiteReport, known: Iterable[str]) -> Baseline:
-    """Return how ``report``'s failures read against the ``known`` clause IDs."""
-    known = tuple(known)
-    failed = {verdict.clause_id for section in report.sections for verdict in section.clauses if verdict.status == FAIL}
-    checked = {
-        verdict.clause_id for section in report.sections for verdict in section.clauses if verdict.status != SKIP
-    }
-    return Baseline(
-        known=known,
-        still_failing=tuple(clause_id for clause_id in known if clause_id in failed),
-        now_passing=tuple(clause_id for clause_id in known if clause_id in checked and clause_id not in failed),
-        unexpected=tuple(sorted(failed - set(known), key=_clause_order)),
+def not_applicable(section: ReportSection, clause_ids: tuple[str, ...], reason: Optional[str]) -> bool:
+    """Whether a skip of ``clause_ids`` (a clause, or a check's clauses) for ``reason`` does not apply to the backend."""
+    if (reason or "").startswith(NOT_APPLICABLE):
+        return True
+    claimed = {level.level for level in section.levels if level.claimed}
+    needed = _NEEDS_LEVEL.match(reason or "")
+    if needed and needed.group(1) not in claimed:  # the check needs a level SGLang never drives this backend in
+        return True
+    return bool(clause_ids) and all(
+        clause_id in NOT_APPLICABLE_WITHOUT and NOT_APPLICABLE_WITHOUT[clause_id] not in claimed
+        for clause_id in clause_ids
     )
 
 
-def _clause_order(clause_id: str) -> tuple[str, int]:
-    family, _, number = clause_id.partition("-")
-    return family, int(number) if number.isdigit() else 0
-
-
 def certification_problems(
-    report: SuiteReport, *, profile: str, checks: Optional[tuple[str, ...]], known_failures: tuple[str, ...]
+    report: SuiteReport,
+    *,
+    profile: str,
+    checks: Optional[tuple[str, ...]],
+    expected: tuple[ExpectedFailure, ...] = (),
 ) -> list[str]:
-    """Return why ``report`` cannot stand as a certificate (empty: it can)."""
+    """Return why ``report`` cannot stand as a certificate, each problem named (empty: it can)."""
     problems = []
     if profile == "smoke":
         problems.append("the smoke profile is for CI; certify with --profile standard or exhaustive")
     if checks:
         problems.append(f"only some checks ran (--check {', '.join(checks)}); certify runs every check")
-    if known_failures:
-        problems.append("--known-failures excuses failures; a certificate has none")
     if report.interrupted:
         problems.append("the run was interrupted")
+    if not report.sections:
+        problems.append("the report has no section: nothing was checked")
+    excused = {entry.target: entry for entry in expected}
     for section in report.sections:
         if section.title.startswith("reference controller"):
             continue
-        probed = [level.level for level in section.levels if level.claimed and level.source == "probed"]
-        if probed:
+        problems += section_problems(section, excused)
+    return list(dict.fromkeys(problems))
+
+
+def section_problems(section: ReportSection, excused: Optional[dict[str, ExpectedFailure]] = None) -> list[str]:
+    """Return why one backend section cannot be certified: probed levels, failures, skips, checks not run."""
+    excused = excused or {}
+    problems = []
+    title = section.title
+    probed = [level.level for level in section.levels if level.claimed and level.source == "probed"]
+    if probed:
+        problems.append(
+            f"{title}: levels {', '.join(probed)} were probed, not declared; declare the "
+            "levels to certify with --levels or hicache_levels"
+        )
+    claimed = {level.level for level in section.levels if level.claimed}
+    if not claimed:
+        problems.append(f"{title}: no level is claimed")
+    for verdict in section.clauses:
+        if verdict.status == FAIL:
+            checks = ", ".join(dict.fromkeys(failure.check for failure in verdict.failures)) or "the run"
+            entry = excused.get(verdict.clause_id)
+            known = f"; an expected failure ({entry.reason}, {entry.link}) is still a failure" if entry else ""
+            problems.append(f"{title}: {verdict.clause_id} failed ({checks}){known}")
+        elif verdict.status == ERROR:
             problems.append(
-                f"{section.title}: levels {', '.join(probed)} were probed, not declared; declare the "
-                "levels to certify with --levels or hicache_levels"
+                f"{title}: {verdict.clause_id} was not judged: the suite broke ({verdict.reason or 'see the report'})"
             )
-        for verdict in section.clauses:
-            if verdict.status == FAIL:
-                problems.append(f"{section.title}: {verdict.clause_id} failed")
-            elif (
-                verdict.status == SKIP
-                and _claimed(section, verdict.level)
-                and not (verdict.reason or "").startswith(NOT_APPLICABLE)
-            ):
-                problems.append(f"{section.title}: {verdict.clause_id} was skipped ({verdict.reason})")
+        elif (
+            verdict.status == SKIP
+            and verdict.level in claimed
+            and not not_applicable(section, (verdict.clause_id,), verdict.reason)
+        ):
+            reason = verdict.reason or "no reason given"
+            what = "was not reached" if "not reached" in reason or "its setup needs" in reason else "was skipped"
+            problems.append(f"{title}: {verdict.clause_id} (level {verdict.level}) {what}: {reason}")
+    levels = {verdict.clause_id: verdict.level for verdict in section.clauses}
+    for outcome in section.checks:
+        if outcome.status not in (SKIP, ERROR) or not any(levels.get(c) in claimed for c in outcome.clauses):
+            continue
+        if outcome.status == ERROR:
+            problems.append(f"{title}: check {outcome.check} ({', '.join(outcome.clauses)}) broke: {outcome.message}")
+            continue
+        if not_applicable(section, outcome.clauses, outcome.message):
+            continue
+        problems.append(
+            f"{title}: check {outcome.check} ({', '.join(outcome.clauses)}) did not run: "
+            f"{outcome.message or 'no reason given'}"
+        )
     return problems
 
 
-def _claimed(section: Any, level: str) -> bool:
-    return any(item.level == level and item.claimed for item in section.levels)
+PRODUCT_FLAGS: tuple[tuple[str, str, str], ...] = (
+    ("vendor", "--vendor", "who makes the product"),
+    ("product", "--product-name", "the product's name"),
+    ("version", "--product-version", "the product version checked"),
+    ("repository", "--repository", "where its source or release notes are"),
+    ("contact", "--contact", "whom to ask about this result"),
+)
+"""The product manifest's fields, each with its ``run`` flag (``--product PRODUCT.yaml`` gives them all)."""
 
 
-def submission(report: SuiteReport, problems: list[str]) -> dict[str, Any]:
-    """Return the ``submission.json`` document of a certification run."""
-    import torch
-
-    sections = []
-    for section in report.sections:
-        options = section.options
-        sections.append(
-            {
-                "title": section.title,
-                "subject": section.subject,
-                "passed": not section.failed,
-                "declared_levels": [
-                    level.level for level in section.levels if level.claimed and level.source != "probed"
-                ],
-                "levels": {
-                    level.level: {
-                        "claimed": level.claimed,
-                        "source": level.source,
-                        "clauses": _level_counts(section, level.level),
-                    }
-                    for level in section.levels
-                },
-                "sglang": options.get("sglang_release")
-                or options.get("sglang_version")
-                or options.get("sglang_objects"),
-                "seed": options.get("seed"),
-                "profile": options.get("profile"),
-                "page_size": options.get("page_size"),
-                "layout": options.get("layout"),
-                "kind": options.get("kind"),
-            }
-        )
-    return {
-        "kind": "hicache-l3-conformance-submission",
-        "certified": not problems,
-        "problems": problems,
-        "versions": {
-            "hicache-conform": tool_version(),
-            "python": sys.version.split()[0],
-            "torch": torch.__version__,
-            "platform": platform.platform(),
-        },
-        "sections": sections,
-    }
+def add_arguments(parser: Any) -> None:
+    """Add ``--certify``, ``--known-failures`` and the product manifest's options to ``hicache-conform run``."""
+    parser.add_argument(
+        "--certify",
+        metavar="DIR",
+        help="a certification run: every check of every claimed level must run and pass (no skip, no "
+        "failure, no --check, not smoke, levels declared, product named); write the results bundle "
+        "(submission.json, report.json, junit.xml, report.md) into DIR",
+    )
+    parser.add_argument(
+        "--known-failures",
+        metavar="FILE",
+        help="expected failures, a YAML list of {clause or check, reason, link, until, note}: reported, not "
+        "fatal; one that now passes fails the run (see docs/certification.md)",
+    )
+    group = parser.add_argument_group("product manifest (for --certify)")
+    group.add_argument("--product", metavar="PRODUCT.yaml", dest="product_file", help="vendor, product, version, ...")
+    for name, flag, text in PRODUCT_FLAGS:
+        group.add_argument(flag, dest=f"product_{name}", metavar="TEXT", help=text)
 
 
-def _level_counts(section: Any, level: str) -> dict[str, Any]:
-    counts = {"pass": 0, "fail": 0, "skip": 0}
-    for verdict in section.level_clauses(level):
-        counts[verdict.status] += 1
-    return counts
+def read_expected(path: Optional[str]) -> tuple[ExpectedFailure, ...]:
+    """Return the entries of an expected-failures file (none without one); raise ValueError naming what is wrong."""
+    if not path:
+        return ()
+    from pathlib import Path
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise ValueError(
+            f"--known-failures: must be a readable file ({error.strerror or error}) (got {path!r})"
+        ) from None
+    return parse_expected_failures(text)
 
 
-def write_bundle(report: SuiteReport, directory: str, problems: list[str]) -> list[Path]:
-    """Write the certification bundle into ``directory`` (made if missing); return the files written."""
-    folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
-    files = {
-        "report.json": report.to_json(),
-        "junit.xml": report.to_junit_xml(),
-        "report.md": report.to_markdown(),
-        "submission.json": json.dumps(submission(report.redacted(), problems), indent=2),
-    }
-    written = []
-    for name, text in files.items():
-        path = folder / name
-        path.write_text(text + ("" if text.endswith("\n") else "\n"), encoding="utf-8")
-        written.append(path)
-    return written
+def read_product(args: Any) -> Any:
+    """Return the product manifest the run's arguments give; raise ValueError naming what is wrong."""
+    from hicache_contracts.conformance.reporting.bundle import Product
+
+    flags = {name: getattr(args, f"product_{name}", None) for name, _, _ in PRODUCT_FLAGS}
+    return Product.load(getattr(args, "product_file", None), **flags)
+
+
+def finish_run(report: SuiteReport, args: Any, options: Any, expected: tuple[ExpectedFailure, ...], stream: Any) -> int:
+    """Return a run's exit status after its expected failures and its certification bundle, if asked for.
+
+    A report with no section, or one of a run that ended early, never exits 0.
+    """
+    from hicache_contracts.conformance.reporting.bundle import write_bundle
+
+    status = report.exit_code
+    baseline = None
+    if getattr(args, "known_failures", None):
+        baseline = compare_with_baseline(report, expected)
+        for line in baseline.lines():
+            print(line, file=stream)
+        if not report.interrupted:
+            status = baseline.exit_code or (3 if any(section.errored for section in report.sections) else 0)
+    if not report.sections and status == 0:
+        status = 1
+    if getattr(args, "certify", None):
+        product = read_product(args)
+        problems = certification_problems(report, profile=options.profile, checks=options.checks, expected=expected)
+        problems += [
+            f"the product manifest has no {name} (--product PRODUCT.yaml or {flag})"
+            for name, flag, _ in PRODUCT_FLAGS
+            if name in product.missing()
+        ]
+        for path in write_bundle(report, args.certify, problems, product=product, expected=expected, baseline=baseline):
+            print(f"wrote {path}", file=stream)
+        if problems:
+            print(f"not certified ({len(problems)} problem{'s' if len(problems) != 1 else ''}):", file=stream)
+            for problem in problems[:40]:
+                print(f"  - {problem}", file=stream)
+            if len(problems) > 40:
+                print(f"  ... and {len(problems) - 40} more (submission.json lists them all)", file=stream)
+            return max(status, 1)
+        print("certified: every check of every claimed level ran and passed", file=stream)
+    return status
