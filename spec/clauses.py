@@ -669,9 +669,10 @@ CLAUSES: tuple[Clause, ...] = (
         "controller",
         "engine",
         "Prefetch policies: best_effort terminates when the scheduler asks, wait_complete never "
-        "terminates early, timeout terminates after the prefetch timeout (CTL-10).",
+        "terminates early, timeout terminates after the prefetch timeout (CTL-16; CTL-14 in 0.5.23).",
         "The engine trades time-to-first-token against hit length; the policy names the trade.",
-        "sglang managers/cache_controller.py terminate_prefetch; mem_cache/unified_radix_cache.py prefetch_stop_policy",
+        "sglang managers/cache_controller.py terminate_prefetch; mem_cache/unified_radix_cache.py "
+        "prefetch_stop_policy, _can_terminate_prefetch",
     ),
     C(
         "CTL-10",
