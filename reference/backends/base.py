@@ -34,7 +34,7 @@ from hicache_reference.backends.host_bytes import (
     tensor_bytes,
 )
 from hicache_reference.backends.legacy import LegacyCalls
-from hicache_reference.backends.namespace import namespace_for
+from hicache_reference.backends.namespace import format_tag, namespace_for, with_format
 from hicache_reference.backends.values import BackendStats, PoolResults
 from hicache_spec import ALL_PAGES, KV, fold_pool_query
 
@@ -88,6 +88,9 @@ class PageStoreBackend(LegacyCalls):
         "robustness",
     )
     """The capability levels the backend claims."""
+    format_guard: bool = True
+    """Whether the KV pool's page format (layout, dtype, geometry) is part of the namespace once it is registered
+    (NS-9), so that an instance whose pool stores pages otherwise never reads them as its own."""
 
     def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
         merged = dict(getattr(storage_config, "extra_config", None) or {})
@@ -101,6 +104,9 @@ class PageStoreBackend(LegacyCalls):
         keys arrive in ``storage_config.extra_config``. Unknown keys are kept
         and ignored (BE-1)."""
         super().__init__(namespace_for(storage_config))
+        self.base_namespace = self.namespace
+        """The namespace from the configuration alone (NS-1..NS-5); ``namespace`` adds the KV format (NS-9)."""
+        self._formatted_namespace: Optional[str] = None
         self.metrics_enabled = bool(getattr(storage_config, "enable_storage_metrics", False))
         """Whether ``get_stats()`` returns a snapshot (True) or None."""
         self._registration_lock = threading.Lock()
@@ -166,6 +172,12 @@ class PageStoreBackend(LegacyCalls):
             self._formats[name] = page_format
             if name == KV:
                 self.mem_pool_host = pool
+                if self.format_guard and self.namespace is not self._formatted_namespace:
+                    # NS-9: a reader of another format misses instead of misreading; the namespace as it is now
+                    # (a subclass may have set its own) gets the format as its last part, once
+                    tag = format_tag(pool, page_format.dtype, page_format.page_size, page_format.element_count)
+                    self.base_namespace = self.namespace
+                    self.namespace = self._formatted_namespace = with_format(self.namespace, tag)
 
     # ============================================================ boundary checks
     def _page_slots(self, page_format: PageFormat, host_indices: Any, key_count: int) -> list[int]:

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-__all__ = ["ObjectName", "namespace_for", "plain_keys", "storage_name"]
+__all__ = ["ObjectName", "format_tag", "namespace_for", "plain_keys", "storage_name", "with_format"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _ESCAPED_RUN = re.compile(r"(?:%[0-9a-f]{2})+")
@@ -115,6 +115,29 @@ def namespace_for(config: Any) -> str:
     else:
         tp = f"tp{getattr(config, 'tp_rank', 0)}of{getattr(config, 'tp_size', 1)}"
     return f"{model}/{pp}/{cp}/{tp}"
+
+
+def format_tag(pool: Any, dtype: Any, page_size: int, element_count: int) -> str:
+    """Return the namespace part naming how a KV pool's pages look as bytes (NS-9): layout, dtype, geometry.
+
+    ``fmt-<layout>.<dtype>.p<page size>.e<elements per page>``, followed by the
+    pool's own ``storage_format_tag`` when it has one (SGLang's unified page
+    envelope). Two pools whose pages hold the same bytes in the same order get
+    the same tag; a pool of another layout, dtype or geometry another one, so
+    its reader misses instead of loading bytes it would misread.
+    """
+    layout = getattr(pool, "layout", None) or "flat"
+    dtype_name = str(dtype).removeprefix("torch.")
+    tag = f"fmt-{layout}.{dtype_name}.p{page_size}.e{element_count}"
+    own = getattr(pool, "storage_format_tag", None)
+    if isinstance(own, str) and own:
+        tag += f".{own}"
+    return _safe(tag)
+
+
+def with_format(namespace: str, tag: str) -> str:
+    """Return ``namespace`` with the format part ``tag`` as its last part (NS-9)."""
+    return f"{namespace}/{tag}"
 
 
 def storage_name(namespace: str, key: str, pool: str = "kv") -> str:

@@ -141,7 +141,8 @@ def test_layout_on_disk(file_harness: FileHarness) -> None:
     backend = file_harness.make(config(tp_rank=1, tp_size=2, pp_rank=1, pp_size=2, model_name="org/model"))
     key = page_keys(1)[0]
     assert write_pages(backend, [key], [0]) == [True]
-    expected = os.path.join(file_harness.path, "org%2fmodel", "pp1of2", "cp0of1", "tp1of2", "kv", key)
+    format_part = "fmt-page_first.float16.p4.e256"  # NS-9: the KV pool's layout, dtype, page size and elements
+    expected = os.path.join(file_harness.path, "org%2fmodel", "pp1of2", "cp0of1", "tp1of2", format_part, "kv", key)
     assert os.path.getsize(expected) == backend.mem_pool_host.page_bytes
 
 

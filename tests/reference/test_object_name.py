@@ -97,7 +97,10 @@ def test_names_match_the_stored_layout_literally(tmp_path: Any) -> None:
     files = FileBackend(config, {"path": str(tmp_path)})
     files.register_mem_pool_host(pool)
     assert files.batch_set_v1(["ab12", "a b"], torch.arange(8)) == [True, True]
-    folder = os.path.join(str(tmp_path), "org%2fm", "pp0of1", "cp0of1", "tp1of2", "kv")
+    assert files.namespace == "org%2fm/pp0of1/cp0of1/tp1of2/fmt-layer_first.float16.p4.e16"  # NS-9
+    folder = os.path.join(
+        str(tmp_path), "org%2fm", "pp0of1", "cp0of1", "tp1of2", "fmt-layer_first.float16.p4.e16", "kv"
+    )
     assert sorted(os.listdir(folder)) == ["a%20b", "ab12"]
     assert storage_name("org%2fm/pp0of1/cp0of1/tp1of2", "a b", "kv") == "org%2fm/pp0of1/cp0of1/tp1of2/kv/a%20b"
     redis_backend = RedisBackend(config, {"key_prefix": "hc:"})
