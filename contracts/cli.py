@@ -9,6 +9,8 @@ Subcommands:
   run       the backend suite (``conformance.cli``)
   trace     check a recorded trace file (``engine.cli``)
   linker    the linker suite against a UnifiedCacheLinker (``linker.suite``)
+  verify-submission  re-check a results bundle (``conformance.reporting.bundle``)
+  matrix    render results bundles into a backend x release x level page (``conformance.reporting.matrix``)
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from hicache_contracts.conformance.cli import install as install_run
 from hicache_contracts.engine.cli import install as install_trace
+from hicache_contracts.conformance.reporting.commands import install as install_bundles
 from hicache_contracts.linker.suite import install as install_linker
 
 __all__ = ["main"]
@@ -159,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     install_run(sub)
     install_trace(sub)
     install_linker(sub)
+    install_bundles(sub)  # verify-submission, matrix
     return parser
 
 

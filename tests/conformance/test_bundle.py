@@ -1,0 +1,169 @@
+"""``hicache-conform verify-submission``: a results bundle a third party can re-verify.
+
+Scenario: a certified bundle written from a clean report; planted bundles:
+one that claims a certificate while a claimed clause and a check of it were
+skipped, one whose report.json was edited after the run, one whose
+junit.xml disagrees with report.json (its digest updated to match), one
+with a malformed expected failure, one of another schema, one without a
+product, one made against another clause registry.
+Expected: the clean bundle verifies (exit 0); each planted one is refused
+(exit 1) with its reason named.
+Why it matters: a certificate is only worth what a reviewer can check
+without trusting the submitter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from hicache_contracts.cli import main
+from hicache_contracts.conformance.reporting.bundle import Product, verify_bundle, write_bundle
+from hicache_contracts.conformance.reporting.report import (
+    CheckOutcome,
+    ClauseVerdict,
+    LevelVerdict,
+    ReportSection,
+    SuiteReport,
+)
+
+PRODUCT = Product("Example Storage Inc.", "example-kv", "1.2.3", "https://example.com/kv", "qa@example.com")
+
+
+def _report(be3: str = "pass", check: str = "pass") -> SuiteReport:
+    levels = (
+        LevelVerdict("core", True, "declared"),
+        LevelVerdict("legacy", True, "declared"),
+        LevelVerdict("v1", False, "declared", "not declared"),
+    )
+    reason = "no backdoor hooks" if be3 == "skip" else None
+    clauses = (
+        ClauseVerdict("BE-2", "core", "", "pass", checks=("a_check",)),
+        ClauseVerdict("BE-3", "core", "", be3, reason=reason, checks=("b_check",)),
+    )
+    checks = (
+        CheckOutcome("a_check", ("BE-2",), "pass"),
+        CheckOutcome("b_check", ("BE-3",), check, message=reason),
+    )
+    options = {"seed": 7, "profile": "standard", "checks": None, "sglang_release": None}
+    return SuiteReport((ReportSection("backend shop:Store", "shop:Store", levels, clauses, checks, options),))
+
+
+def _bundle(tmp_path: Path, report: SuiteReport = None, **overrides) -> Path:
+    folder = tmp_path / "bundle"
+    write_bundle(report or _report(), str(folder), [], product=overrides.pop("product", PRODUCT), **overrides)
+    return folder
+
+
+def _edit_manifest(folder: Path, change) -> None:
+    path = folder / "submission.json"
+    document = json.loads(path.read_text())
+    change(document)
+    path.write_text(json.dumps(document, indent=2))
+
+
+@pytest.mark.clause("BE-2")
+def test_a_clean_bundle_verifies(tmp_path, capsys) -> None:
+    folder = _bundle(tmp_path)
+    assert verify_bundle(str(folder)) == []
+    assert main(["verify-submission", str(folder)]) == 0
+    assert "verified: intact, and every check of every claimed level ran and passed" in capsys.readouterr().out
+
+
+@pytest.mark.clause("BE-2")
+def test_a_bundle_that_claims_a_certificate_over_a_skipped_claimed_check_is_refused(tmp_path, capsys) -> None:
+    folder = _bundle(tmp_path, _report(be3="skip", check="skip"))  # written with no problems: it lies
+    problems = verify_bundle(str(folder))
+    assert "submission.json: certified is true, but the report shows 2 problem(s):" in problems
+    assert "not certifiable: backend shop:Store: BE-3 (level core) was skipped: no backdoor hooks" in problems
+    assert "not certifiable: backend shop:Store: check b_check (BE-3) did not run: no backdoor hooks" in problems
+    assert main(["verify-submission", str(folder)]) == 1
+    assert "refused (3 problems):" in capsys.readouterr().out
+
+
+def test_a_tampered_file_is_refused_by_its_digest(tmp_path) -> None:
+    folder = _bundle(tmp_path, _report(be3="fail"))
+    report = folder / "report.json"
+    report.write_text(report.read_text().replace('"status": "fail"', '"status": "pass"'))
+    problems = verify_bundle(str(folder))
+    assert "report.json: its SHA-256 does not match submission.json (the file was changed after the run)" in problems
+
+
+def test_junit_and_json_that_disagree_are_refused(tmp_path) -> None:
+    folder = _bundle(tmp_path)
+    junit = folder / "junit.xml"
+    text = junit.read_text()
+    start = text.index('name="BE-3"')
+    end = text.index("/>", start)
+    junit.write_text(text[:end] + '><failure message="planted" type="BE-3" /></testcase' + text[end + 1 :])
+    digest = hashlib.sha256(junit.read_bytes()).hexdigest()
+    _edit_manifest(folder, lambda document: document["files"].update({"junit.xml": digest}))
+    assert verify_bundle(str(folder)) == [
+        "junit.xml and report.json disagree: backend shop:Store: BE-3 is fail in junit.xml, pass in report.json"
+    ]
+
+
+@pytest.mark.parametrize(
+    "entry, problem",
+    [
+        (
+            {"clause": "BE-3", "reason": "flaky", "link": "DIV-1"},
+            "submission.json: expected_failures: entry 1: reason: must be one of backend defect, not applicable, "
+            "suite bug (got 'flaky')",
+        ),
+        (
+            {"clause": "BE-3", "reason": "suite bug"},
+            "submission.json: expected_failures: entry 1: link: must be a URL, owner/repo#N, DIV-N or docs/PAGE.md",
+        ),
+        (
+            {"clause": "NOPE-1", "reason": "suite bug", "link": "DIV-1"},
+            "submission.json: expected_failures: entry 1: clause: must be a clause ID of the registry",
+        ),
+    ],
+)
+def test_a_malformed_expected_failure_is_refused(entry, problem, tmp_path) -> None:
+    folder = _bundle(tmp_path)
+    _edit_manifest(folder, lambda document: document.update(expected_failures=[entry]))
+    problems = verify_bundle(str(folder))
+    assert any(item.startswith(problem) for item in problems), problems
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        (lambda d: d.update(schema="other/1"), "submission.json: schema: must be 'hicache-conformance-bundle/1'"),
+        (lambda d: d["product"].update(contact=""), "submission.json: product.contact: must be given"),
+        (
+            lambda d: d["suite"].update(registry_sha256="0" * 64),
+            "submission.json: suite.registry_sha256: the bundle was made against another clause registry",
+        ),
+        (lambda d: d.update(seed=8), "submission.json: seed: 8, but report.json's backend shop:Store ran with 7"),
+        (lambda d: d.update(certified=False), "submission.json: certified is false although the report shows"),
+        (lambda d: d["files"].pop("report.md"), "submission.json: files.report.md: no digest recorded"),
+        (lambda d: d.pop("validity"), "submission.json: validity: missing or not a dict"),
+    ],
+)
+def test_a_manifest_that_does_not_hold_is_refused(change, problem, tmp_path) -> None:
+    folder = _bundle(tmp_path)
+    _edit_manifest(folder, change)
+    problems = verify_bundle(str(folder))
+    assert any(item.startswith(problem) for item in problems), problems
+
+
+def test_a_missing_or_foreign_folder_is_named(tmp_path) -> None:
+    assert verify_bundle(str(tmp_path / "none")) == [f"{tmp_path / 'none'}: is not a folder"]
+    assert verify_bundle(str(tmp_path)) == ["submission.json: cannot be read (No such file or directory)"]
+
+
+def test_the_product_manifest_comes_from_a_file_and_flags(tmp_path) -> None:
+    path = tmp_path / "PRODUCT.yaml"
+    path.write_text("vendor: Example\nproduct: kv\nversion: 2\n")
+    assert Product.load(str(path), contact="qa@example.com", version=None) == Product(
+        "Example", "kv", "2", "", "qa@example.com"
+    )
+    path.write_text("vendor: Example\nowner: someone\n")
+    with pytest.raises(ValueError, match="owner: is not a field; the fields are vendor, product, version"):
+        Product.load(str(path))
