@@ -10,8 +10,9 @@ backends do):
 - ``LegacyIgnoresRank``: configured without ``interface_v1``, so SGLang drives its legacy
   ``batch_get``/``batch_set``; those file pages under the model name only, ignoring the TP rank
   (its v1 methods are correct, so a suite that drives v1 would miss it): NS-1 fails;
-- ``WantsSGLangMHAPool``: refuses a KV host pool that is not shaped as SGLang's MHA host pool
-  (separate ``k_buffer`` / ``v_buffer``): passes when the pools are the release's own;
+- ``WantsSGLangMHAPool``: refuses a KV or SWA host pool of an MHA model that is not shaped as
+  SGLang's MHA host pool (separate ``k_buffer`` / ``v_buffer``): passes when the pools are the
+  release's own (the stand-in's SWA pool is MLA-shaped);
 - ``LooksUpTrailingKeys``: answers ``batch_exists_v2`` by looking up each transfer's ``keys``,
   which SGLang's hit query fills with placeholders (trailing pools) or None (KV-derived pools).
 """
@@ -107,12 +108,21 @@ class LegacyIgnoresRank(SGLangMemoryBackend):
 class WantsSGLangMHAPool(SGLangMemoryBackend):
     """Refuses a KV host pool without SGLang's MHA shape (``k_buffer`` and ``v_buffer``) for an MHA model."""
 
-    def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+    def _require_mha(self, pool: Any, what: str) -> None:
         if not getattr(self.storage_config, "is_mla_model", False):
             for name in ("k_buffer", "v_buffer"):
-                if getattr(mem_pool_host, name, None) is None:
-                    raise TypeError(f"an MHA model's host pool must have {name}, as SGLang's MHATokenToKVPoolHost")
+                if getattr(pool, name, None) is None:
+                    raise TypeError(f"an MHA model's {what} must have {name}, as SGLang's MHATokenToKVPoolHost")
+
+    def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+        self._require_mha(mem_pool_host, "KV host pool")
         super().register_mem_pool_host(mem_pool_host)
+
+    def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
+        name = getattr(host_pool_name, "value", host_pool_name)
+        if name in ("kv", "swa"):
+            self._require_mha(host_pool, f"{name} host pool")
+        super().register_mem_host_pool_v2(host_pool, host_pool_name)
 
 
 class LooksUpTrailingKeys(SGLangMemoryBackend):

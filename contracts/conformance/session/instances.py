@@ -7,6 +7,7 @@ a backend has one, and never ``clear()`` on anything else.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -19,6 +20,7 @@ from hicache_contracts.conformance.session.loading import BackendFactory
 from hicache_contracts.conformance.session.names import Names
 from hicache_contracts.conformance.session.options import SuiteOptions
 from hicache_contracts.conformance.session.pools import ConformancePool
+from hicache_contracts.conformance.session.release_pools import LAYOUTS as RELEASE_LAYOUTS, release_host_pool
 from hicache_contracts.conformance.session.wire import Wire
 from hicache_contracts.models import HiCacheStorageConfig, PoolName, pool_value
 
@@ -167,11 +169,29 @@ class Instances:
         return HiCacheStorageConfig.single_rank(model_name or self.names.model_name, **fields)
 
     def new_pool(
-        self, page_count: int, *, kind: Optional[str] = None, layer_num: int = LAYER_NUM, head_num: Optional[int] = None
+        self,
+        page_count: int,
+        *,
+        kind: Optional[str] = None,
+        layer_num: int = LAYER_NUM,
+        head_num: Optional[int] = None,
+        label: str = "kv",
     ) -> ConformancePool:
-        """Return a pool with the run's page size and layout."""
+        """Return a pool with the run's page size and layout: the release's own host-pool class when one is loaded."""
         kind = kind or self.options.kind
         heads = head_num if head_num is not None else (1 if kind == "mla" else HEAD_NUM)
+        if self.wire.sglang is not None and self.options.layout in RELEASE_LAYOUTS:
+            pool: ConformancePool = release_host_pool(
+                kind=kind,
+                layout=self.options.layout,
+                pages=page_count,
+                page_size=self.options.page_size,
+                layer_num=layer_num,
+                head_num=heads,
+                head_dim=HEAD_DIM,
+                label=label,
+            )
+            return pool
         return ConformancePool(
             page_count=page_count,
             page_size=self.options.page_size,
@@ -203,7 +223,7 @@ class Instances:
         calls = self.calls
         wire_config = self.wire.form(config)
         try:
-            backend = calls.call_as(construct_clause, f"{self.factory.name}", self.factory.build, wire_config)
+            backend = self._construct(construct_clause, wire_config)
         except CallTimedOut:
             raise
         except ClauseFailure as failure:
@@ -220,20 +240,38 @@ class Instances:
                 f"{self.factory.name}(storage_config=HiCacheStorageConfig({describe_config(config)}, "
                 f"extra_config={dict(config.extra_config) if config.extra_config else None!r}), {{}})",
             )
-        pool = self.new_pool(pages, kind="mla" if config.is_mla_model else "mha")  # as SGLang pairs them
+        kind = "mla" if config.is_mla_model else "mha"
+        pool = self.new_pool(pages, kind=kind)  # as SGLang pairs them
         instance = Instance(backend, config, pool, {}, tag or describe_config(config))
         self.built.add(instance)
         calls.call("BE-24", backend.register_mem_pool_host, pool)
         if self.register_v2 if v2 is None else v2:
             calls.call("BE-24", backend.register_mem_host_pool_v2, pool, self.wire.pool_name(PoolName.KV))
             for name in SIDECAR_POOLS:
-                sidecar = self.new_pool(pages, kind="mla", layer_num=1)
+                sidecar = self.new_pool(pages, kind=sidecar_kind(name, kind, self.wire), layer_num=1, label=name.value)
                 instance.sidecars[name.value] = sidecar
                 calls.call("BE-24", backend.register_mem_host_pool_v2, sidecar, self.wire.pool_name(name))
         hook = getattr(backend, "on_host_pools_registered", None)
         if callable(hook):  # 0.5.23: once, after the initial registration burst, before any IO
             calls.call("BE-27", hook)
         return instance
+
+    def _construct(self, clause_id: str, wire_config: Any) -> Any:
+        """Build a backend as SGLang does: on the main thread (a constructor may install signal handlers).
+
+        Off the main thread (the suite run from a worker) it is built under the deadline as any call.
+        """
+        calls = self.calls
+        if threading.current_thread() is not threading.main_thread():
+            return calls.call_as(clause_id, f"{self.factory.name}", self.factory.build, wire_config)
+        shown = calls.names.describe_named(self.factory.name, (wire_config,), {})
+        try:
+            backend = self.factory.build(wire_config)
+        except Exception as error:
+            calls.transcript.append(f"{shown} raised {type(error).__name__}: {error}")
+            raise ClauseFailure(clause_id, f"{shown} raised {type(error).__name__}: {error}") from error
+        calls.transcript.append(f"{shown} -> {calls.names.show(backend)}")
+        return backend
 
     @property
     def main(self) -> Instance:
@@ -261,3 +299,15 @@ def describe_config(config: HiCacheStorageConfig) -> str:
     if config.is_mla_model:
         parts.append("is_mla_model=True")
     return ", ".join(parts)
+
+
+def sidecar_kind(name: PoolName, model_kind: str, wire: Wire) -> str:
+    """Return the host-pool kind of sidecar ``name`` for a model of ``model_kind``.
+
+    With a release loaded, as the release builds it: an MHA model's SWA pool is an MHA pool
+    (``pool_host/mha.py``), an MLA model's an MLA one; the indexer's rows are one latent-like row per
+    token (MLA-shaped). The stand-in builds every sidecar MLA-shaped.
+    """
+    if wire.sglang is not None and name == PoolName.SWA:
+        return model_kind
+    return "mla"

@@ -27,6 +27,7 @@ from hicache_contracts.host_pool import HostPagePool
 __all__ = [
     "ConformancePool",
     "Hold",
+    "PoolHooks",
     "describe_page_difference",
     "pages_equal",
     "slots_of_pages",
@@ -101,11 +102,19 @@ class Hold:
         self.released.wait(self.timeout_s)
 
 
-class ConformancePool(HostPagePool):
-    """A host page pool whose page helpers can fail or hold on demand; ``peek``/``poke`` bypass both."""
+class PoolHooks:
+    """Page helpers that can fail or hold on demand, and ``peek``/``poke`` that bypass both.
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    Mixed in first, before a host pool class with SGLang's page helpers: the project's
+    ``HostPagePool`` (``ConformancePool``) or a release's own host pool
+    (``hicache_contracts.conformance.session.release_pools``).
+    """
+
+    page_size: int
+    dtype: torch.dtype
+    page_element_count: int
+
+    def _init_hooks(self) -> None:
         self._failing = False
         self._hold: Optional[Hold] = None
         self.helper_calls = 0
@@ -114,11 +123,12 @@ class ConformancePool(HostPagePool):
     # ------------------------------------------------------------ the suite's own access
     def peek(self, page: int) -> torch.Tensor:
         """Return a flat copy of page number ``page`` (not a slot), bypassing the hooks."""
-        return HostPagePool.get_data_page(self, page * self.page_size, flat=True)
+        got: torch.Tensor = super().get_data_page(page * self.page_size, flat=True)  # type: ignore[misc]
+        return got.reshape(-1).clone()
 
     def poke(self, page: int, data: torch.Tensor) -> None:
         """Write the flat page ``data`` into page number ``page``, bypassing the hooks."""
-        HostPagePool.set_from_flat_data_page(self, page * self.page_size, data)
+        super().set_from_flat_data_page(page * self.page_size, data)  # type: ignore[misc]
 
     def fill(self, pages: Sequence[int], value: float = SENTINEL_VALUE) -> None:
         """Fill ``pages`` (page numbers) with ``value``, bypassing the hooks."""
@@ -173,15 +183,17 @@ class ConformancePool(HostPagePool):
 
     def get_data_page(self, index: Any, flat: bool = True) -> torch.Tensor:
         self._before_helper("get_data_page", [self._as_start(index)])
-        return super().get_data_page(index, flat)
+        got: torch.Tensor = super().get_data_page(index, flat)  # type: ignore[misc]
+        return got
 
     def set_from_flat_data_page(self, index: Any, data: torch.Tensor) -> None:
         self._before_helper("set_from_flat_data_page", [])
-        super().set_from_flat_data_page(index, data)
+        super().set_from_flat_data_page(index, data)  # type: ignore[misc]
 
     def get_dummy_flat_data_page(self) -> torch.Tensor:
         self._before_helper("get_dummy_flat_data_page", [])
-        return super().get_dummy_flat_data_page()
+        got: torch.Tensor = super().get_dummy_flat_data_page()  # type: ignore[misc]
+        return got
 
     def get_page_buffer_meta(self, indices: Any) -> tuple[list[int], list[int]]:
         try:
@@ -190,4 +202,13 @@ class ConformancePool(HostPagePool):
         except (TypeError, ValueError, RuntimeError):
             starts = []
         self._before_helper("get_page_buffer_meta", starts)
-        return super().get_page_buffer_meta(indices)
+        got: tuple[list[int], list[int]] = super().get_page_buffer_meta(indices)  # type: ignore[misc]
+        return got
+
+
+class ConformancePool(PoolHooks, HostPagePool):
+    """The project's host page pool, with the suite's hooks (``PoolHooks``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        HostPagePool.__init__(self, *args, **kwargs)
+        self._init_hooks()
