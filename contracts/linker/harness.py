@@ -192,6 +192,7 @@ class Driver:
         """Wait for the batch started as ``index``; True when it landed (0.5.20/0.5.21: when it is reported)."""
         if self.finish_style:
             return bool(self.linker.finish_layer_wise_loading(index))
+        self.wait_layers(index)  # 0.5.20/0.5.21: the forward waits per layer, then the batch is popped
         if not _wait(lambda: self.linker.num_completed_loads() >= 1, self.timeout):
             raise TimeoutError(f"load batch {index} not reported after {self.timeout:.0f} s")
         self.linker.pop_completed_load()

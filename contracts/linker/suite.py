@@ -17,6 +17,7 @@ import importlib
 import json
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -216,28 +217,50 @@ def run_linker_suite(
     return report
 
 
+CHECK_TIMEOUT = 60.0
+"""Seconds a check may run before it is reported stuck (its thread is abandoned)."""
+CLOSE_TIMEOUT = 10.0
+"""Seconds the clean-up close() of a check's linkers may take before it is abandoned."""
+
+
+def _bounded(function: Callable[[], None], timeout: float) -> Optional[BaseException]:
+    """Run ``function`` on a daemon thread; return its exception, or TimeoutError if it did not return."""
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            function()
+        except BaseException as error:  # reported to the caller
+            outcome.append(error)
+
+    worker = threading.Thread(target=run, name="linker-suite-check", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        return TimeoutError(f"did not return within {timeout:.0f} s")
+    return outcome[0] if outcome else None
+
+
 def _run_check(check, workdir, extra_config, build, driver_cls, target, number) -> CheckResult:
     setup = fresh_setup(workdir, extra_config, seed=number)
     built: list[Any] = []
     context = Context(setup, build, lambda linker: driver_cls(linker, target), target, built)
     started = time.monotonic()
-    try:
-        check.run(context)
+    error = _bounded(lambda: check.run(context), CHECK_TIMEOUT)
+    if error is None:
         status, detail = PASS, ""
-    except CheckFailed as failure:
-        status, detail = FAIL, str(failure)
-    except CheckSkipped as skipped:
-        status, detail = SKIP, str(skipped)
-    except Exception as error:
+    elif isinstance(error, CheckFailed):
+        status, detail = FAIL, str(error)
+    elif isinstance(error, CheckSkipped):
+        status, detail = SKIP, str(error)
+    elif isinstance(error, TimeoutError) and error.__traceback__ is None:
+        status, detail = FAIL, f"the check {error} (a linker call hung)"
+    else:
         where = traceback.extract_tb(error.__traceback__)[-1]
         status = FAIL
         detail = f"{type(error).__name__}: {error} (at {Path(where.filename).name}:{where.lineno})"
-    finally:
-        for linker in built:
-            try:
-                linker.close()
-            except Exception:
-                pass
+    for linker in built:
+        _bounded(linker.close, CLOSE_TIMEOUT)
     return CheckResult(check.name, check.clause, status, detail, seconds=round(time.monotonic() - started, 3))
 
 

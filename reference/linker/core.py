@@ -245,7 +245,11 @@ class LinkerCore:
             try:
                 if task is None:
                     return
-                success = self._offload_one(task[0])
+                try:
+                    success = self._offload_one(task[0])
+                except Exception as error:  # LNK-16: a result for every accepted offload
+                    logger.info("reference linker: offload failed: %s", error)
+                    success = False
                 with self._results_lock:
                     self._offload_results.append(success)
             finally:

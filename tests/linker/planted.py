@@ -1,0 +1,239 @@
+"""Planted linkers: the reference memory linker with one bug each, which exactly one linker check catches.
+
+``PLANTED`` maps each class to the check that must catch it (and no other).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Optional
+
+from hicache_reference.linker import LayerCounter, MemoryLinker
+
+
+class EagerLoadLinker(MemoryLinker):
+    """load() copies the pages into the slots at once (and queues them as well)."""
+
+    def load(self, rid: str, transfers: list[Any]) -> bool:
+        queued = super().load(rid, transfers)
+        if queued:
+            for transfer in self._pending[rid]:
+                pool = self._pool(transfer)
+                per_page = pool.slots_per_page
+                for j, key in enumerate(transfer.keys):
+                    blob = self.store.get(self._key(pool.name, key))
+                    if blob is not None:
+                        for layer in range(pool.num_layers):
+                            pool.write_slots(
+                                layer, transfer.device_indices[j * per_page : (j + 1) * per_page], blob[layer]
+                            )
+        return queued
+
+
+class NewestFirstOffloadLinker(MemoryLinker):
+    """pop_completed_offload() hands out the newest result instead of the oldest."""
+
+    def pop_completed_offload(self) -> bool:
+        with self._results_lock:
+            return self._offload_results.pop()
+
+
+class KvOnlyLookupLinker(MemoryLinker):
+    """lookup() reports the KV leading run and ignores the other pools' hit policies."""
+
+    def lookup(self, rid: str, transfers: list[Any]) -> list[int]:
+        return super().lookup(rid, [t for t in transfers if str(getattr(t.name, "value", t.name)) == "kv"])
+
+
+class CancelStartedLinker(MemoryLinker):
+    """cancel_queued_load() returns True for a load already started."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._started: set[str] = set()
+
+    def start_layer_wise_loading(self) -> int:
+        self._started |= set(self._pending)
+        return super().start_layer_wise_loading()
+
+    def cancel_queued_load(self, rid: str) -> bool:
+        return super().cancel_queued_load(rid) or rid in self._started
+
+
+class _SlowLoads(MemoryLinker):
+    def _load_batch(self, index: int, batch: dict[str, list[Any]]) -> None:
+        time.sleep(0.1)  # a slow store: the batch writes well after it started
+        super()._load_batch(index, batch)
+
+
+class HastyResetLinker(_SlowLoads):
+    """reset() drops its state without waiting for the load and offload threads."""
+
+    def reset(self) -> None:
+        self._pending.clear()
+        with self._results_lock:
+            self._completed_loads.clear()
+            self._offload_results.clear()
+
+
+class HastyCloseLinker(_SlowLoads):
+    """close() signals the threads to stop and returns without waiting for them."""
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._loads.put(None)
+        self._offloads.put(None)
+
+
+class WritingPeerLinker(MemoryLinker):
+    """A non-owner rank of replicated pools writes the store like the owner."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.offload_owner = True
+
+
+class RaisingFinishLinker(MemoryLinker):
+    """finish_layer_wise_loading() raises when the batch failed instead of returning False."""
+
+    def finish_layer_wise_loading(self, counter_index: int) -> bool:
+        if not super().finish_layer_wise_loading(counter_index):
+            raise RuntimeError(f"load batch {counter_index} failed")
+        return True
+
+
+class TornPageLinker(MemoryLinker):
+    """offload() stores a page whose slots are short (only what it could read) and reports False."""
+
+    def _offload_one(self, transfers: Any) -> bool:
+        whole = True
+        for transfer in transfers:
+            pool = self._pool(transfer)
+            per_page = pool.slots_per_page
+            for j, key in enumerate(transfer.keys):
+                page = transfer.device_indices[j * per_page : (j + 1) * per_page]
+                whole = whole and len(page) == per_page
+                blob = tuple(pool.read_slots(layer, page) for layer in range(pool.num_layers))
+                self.store.put(self._key(pool.name, key), blob)
+        return whole
+
+
+class DuplicateRidLinker(MemoryLinker):
+    """load() accepts a rid already queued, replacing its first load."""
+
+    def load(self, rid: str, transfers: list[Any]) -> bool:
+        self._pending.pop(rid, None)
+        return super().load(rid, transfers)
+
+
+class _SameIndexCounter(LayerCounter):
+    def new_batch(self) -> int:
+        super().new_batch()
+        with self._lock:
+            self._batches[0] = self._batches.pop(self._next - 1)
+        return 0
+
+
+class ReusedIndexLinker(MemoryLinker):
+    """Every batch starts as counter index 0."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.layer_done_counter = _SameIndexCounter(self.num_layers)
+
+
+class StrayWriteLinker(MemoryLinker):
+    """A load also overwrites the slot just past each transfer's last slot."""
+
+    def _load_batch(self, index: int, batch: dict[str, list[Any]]) -> None:
+        for transfers in batch.values():
+            for transfer in transfers:
+                pool = self._pool(transfer)
+                neighbour = int(transfer.device_indices[-1]) + 1
+                if neighbour < pool.num_slots:
+                    for buffer in pool.layers[0]:
+                        buffer[neighbour] = 0
+        super()._load_batch(index, batch)
+
+
+class FragileCloseLinker(MemoryLinker):
+    """close() raises when called a second time."""
+
+    def close(self) -> None:
+        if self._closed:
+            raise RuntimeError("already closed")
+        super().close()
+
+
+class ModelBlindLinker(MemoryLinker):
+    """Its keys leave the model out: two models share pages."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.namespace = self.namespace.rsplit("/", 1)[-1]  # the rank part alone
+
+
+class _NeverCounter(LayerCounter):
+    def wait_until(self, threshold: int) -> None:
+        if self.batch(self.consumer_index) is None:
+            threading.Event().wait(30)  # waits on a batch that will never exist
+            return
+        super().wait_until(threshold)
+
+
+class BlockingCounterLinker(MemoryLinker):
+    """layer_done_counter.wait_until blocks for an index with no batch."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.layer_done_counter = _NeverCounter(self.num_layers)
+
+
+class ListPoolsLinker(MemoryLinker):
+    """pools is a list of names, not a dict keyed by PoolName."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pools: Optional[Any] = list(self.pools)
+
+
+PLANTED: dict[type, str] = {
+    BlockingCounterLinker: "layer_done_counter",
+    ListPoolsLinker: "pools_attribute",
+    KvOnlyLookupLinker: "lookup_restorable_set",
+    TornPageLinker: "lookup_never_counts_torn_pages",
+    EagerLoadLinker: "load_only_queues",
+    DuplicateRidLinker: "load_refusals_and_partial",
+    ReusedIndexLinker: "start_indices",
+    StrayWriteLinker: "round_trip_byte_exact",
+    RaisingFinishLinker: "failed_load_reported_not_raised",
+    CancelStartedLinker: "cancel_only_queued",
+    NewestFirstOffloadLinker: "offload_results_in_order",
+    HastyResetLinker: "reset_quiesces",
+    HastyCloseLinker: "close_quiesces",
+    FragileCloseLinker: "reset_close_idempotent",
+    WritingPeerLinker: "non_owner_rank_writes_nothing",
+    ModelBlindLinker: "namespacing",
+}
+"""Each planted linker and the one check that must catch it (0.5.23's interface)."""
+
+
+class EarlyReportLinker(MemoryLinker):
+    """0.5.20/0.5.21 style: a batch is reported completed when it starts, before its slots are written."""
+
+    def start_layer_wise_loading(self) -> int:
+        rids = list(self._pending)
+        index = super().start_layer_wise_loading()
+        if index >= 0:
+            with self._results_lock:
+                self._completed_loads.append(rids)
+        return index
+
+    def _load_batch(self, index: int, batch: dict[str, list[Any]]) -> None:
+        time.sleep(0.1)
+        super()._load_batch(index, batch)
+        with self._results_lock:
+            self._completed_loads.pop()  # reported already, at start
