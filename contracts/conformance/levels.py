@@ -5,7 +5,8 @@ A level's clauses are the live clauses of that level whose role is
 backend; the others are claimed (declared or probed, see ``runner``);
 ``legacy`` is also required of a backend without v1 (SGLang moves its KV
 through ``batch_get``/``batch_set``), and ``robustness`` (inputs no pinned
-release sends) only counts when declared.
+release sends) only counts when declared. The ``linker`` level binds linkers, which
+``hicache-conform linker`` judges: it is no level of this suite.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hicache_spec import LEVELS, Clause, clauses
 __all__ = [
     "BACKEND_LEVELS",
     "BACKEND_ROLES",
+    "OWN_SUITE_LEVELS",
     "backend_clauses",
     "level_clause_ids",
     "level_clauses",
@@ -27,10 +29,17 @@ __all__ = [
 BACKEND_ROLES: tuple[str, ...] = ("backend", "both")
 """Clause roles that a backend must honour."""
 
+OWN_SUITE_LEVELS: tuple[str, ...] = ("linker",)
+"""Levels whose implementations a suite of their own judges (``hicache-conform linker``): a linker is no storage
+backend, so the vendor suite never claims, lists or checks them."""
+
 BACKEND_LEVELS: tuple[str, ...] = tuple(
-    level for level in LEVELS if any(item.level == level and item.role in BACKEND_ROLES for item in clauses())
+    level
+    for level in LEVELS
+    if level not in OWN_SUITE_LEVELS and any(item.level == level and item.role in BACKEND_ROLES for item in clauses())
 )
-"""The levels that bind storage backends (those with a live backend clause), in the registry's order."""
+"""The levels that bind storage backends (those with a live backend clause, but ``OWN_SUITE_LEVELS``), in the
+registry's order."""
 
 
 def level_clauses(level: str) -> tuple[Clause, ...]:
@@ -73,6 +82,9 @@ def parse_levels(text: str | None, *, field: str = "levels") -> tuple[str, ...] 
     names = tuple(part.strip() for part in text.split(",") if part.strip())
     for name in names:
         if name not in BACKEND_LEVELS:
-            kind = "an engine level" if name in LEVELS else "not a level"
+            if name in OWN_SUITE_LEVELS:
+                kind = f"the {name} level, judged by hicache-conform {name}"
+            else:
+                kind = "an engine level" if name in LEVELS else "not a level"
             raise ValueError(f"{field}: must name backend levels from {list(BACKEND_LEVELS)} (got {name!r}, {kind})")
     return tuple(dict.fromkeys(names))
