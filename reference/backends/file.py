@@ -542,16 +542,35 @@ class FileBackend(PageStoreBackend):
         # NS-8: only this namespace's directory; siblings (other ranks, models) stay.
         self.reclaim_temporaries(namespace=False)  # the root's stale probes; the namespace's go with it below
         directory = self._path(self.namespace)
+        removed = directory  # what goes: the namespace directory, or the link in place of one of its parents
         try:
-            if os.path.islink(directory):
-                os.unlink(directory)  # a link in place of the namespace: removed, never followed
+            link = self._first_link(directory)
+            if link is not None:
+                # A link in place of the namespace, or of a directory of this configuration above its format
+                # part (NS-9): removed, never followed. One shared with other configurations is left alone.
+                if len(link) < len(self._path(self.base_namespace)):
+                    raise OSError(errno.ELOOP, "a directory shared with other namespaces is a symbolic link", link)
+                os.unlink(link)
+                removed = link
             else:
                 shutil.rmtree(directory, ignore_errors=True)  # rmtree never follows links below it
         finally:
             with self._directories_lock:
                 self._made_directories.clear()
                 self._checked_directories.clear()
-        self._remove_empty_parents(os.path.dirname(directory))
+        self._remove_empty_parents(os.path.dirname(removed))
+
+    def _first_link(self, directory: str) -> Optional[str]:
+        """Return the first directory from the root down to ``directory`` that is a symbolic link, else None."""
+        current = self.root
+        for part in directory[len(self._root_prefix) :].split("/"):
+            current = f"{current}{os.sep}{part}"
+            try:
+                if stat.S_ISLNK(os.lstat(current).st_mode):
+                    return current
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+        return None
 
     def _remove_empty_parents(self, directory: str) -> None:
         """Remove ``directory`` and its parents up to (not including) the root while they are empty."""

@@ -150,3 +150,30 @@ def test_planted_backend_that_never_reclaims_is_caught(tmp_path: Any, monkeypatc
     monkeypatch.setattr(FileBackend, "reclaim_temporaries", lambda self, namespace=True: 0)
     with pytest.raises(AssertionError):
         test_temporary_files_of_killed_writers_are_reclaimed_on_open(tmp_path)
+
+
+@pytest.mark.parametrize("linked", ["tp0of1", "m"])
+def test_clear_never_goes_through_a_link_above_the_format_part(tmp_path: Any, linked: str) -> None:
+    """NS-9 puts the format below the ranks; a link in place of a parent must not make clear() remove outside files.
+
+    A link in place of this configuration's own directory (``tp0of1``) is removed, never followed; one in place
+    of a directory other namespaces share (the model's ``m``) is left, and the clear counts a storage error.
+    """
+    root, outside = tmp_path / "pages", tmp_path / "outside"
+    backend = FileBackend(config(model_name="m", enable_storage_metrics=True), {"path": str(root)})
+    backend.register_mem_pool_host(make_pool())
+    format_part = backend.namespace.rpartition("/")[2]
+    victim = outside / "pp0of1" / "cp0of1" / "tp0of1" / format_part if linked == "m" else outside / format_part
+    victim.mkdir(parents=True)
+    (victim / "precious").write_bytes(b"not the cache's")
+    parent = root / "m" / "pp0of1" / "cp0of1" if linked == "tp0of1" else root
+    parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(outside, parent / linked)
+    backend.clear()
+    assert (victim / "precious").read_bytes() == b"not the cache's"
+    stats = backend.get_stats()
+    assert stats is not None
+    if linked == "tp0of1":
+        assert not os.path.lexists(root / "m") and stats.storage_errors == 0  # the link went, and its parents
+    else:
+        assert os.path.islink(root / "m") and stats.storage_errors == 1
