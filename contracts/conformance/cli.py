@@ -121,6 +121,14 @@ def install(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "fetched into the cache), or none for the contract models (default: the installed "
         "SGLang, else the contract models)",
     )
+    parser.add_argument(
+        "--sglang-config",
+        metavar="JSON|@FILE",
+        help="a dynamic backend as SGLang loads it: the JSON of --hicache-storage-backend-extra-config "
+        "(backend_name, module_path, class_name, interface_v1, the backend's own keys); the pinned "
+        "release's StorageBackendFactory builds it, its host-pool classes hold the pages, and the "
+        "interface SGLang would drive is the one checked",
+    )
     from hicache_contracts.conformance.reporting.certify import add_arguments as add_certify_arguments
 
     add_certify_arguments(parser)  # --certify, --known-failures and the product manifest
@@ -184,6 +192,19 @@ class _ProgressPrinter:
             print(line, file=self.stream, flush=True)
 
 
+def _vendor_factory(backend: Optional[str], extra_config: Any, sglang_config: Any) -> Any:
+    """Return the vendor backend's factory: SGLang's own dynamic loading for --sglang-config, else --backend / --extra-config."""
+    if not sglang_config:
+        return resolve_factory(backend, extra_config)
+    from hicache_contracts.conformance.running.sglang_dynamic import dynamic_factory
+
+    if backend or extra_config:
+        raise bad_value(
+            "--sglang-config", "must be given alone: it names the backend and holds its extra config", backend
+        )
+    return dynamic_factory(sglang_config)
+
+
 def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) -> int:
     """Run the suite as the arguments say; print the report; write the files asked for; return the exit status."""
     stream = stream or sys.stdout
@@ -194,15 +215,16 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
     secrets: tuple[str, ...] = ()
     try:
         extra_config = parse_extra_config(args.extra_config)
-        secrets = secret_values(extra_config)
+        sglang_config = parse_extra_config(getattr(args, "sglang_config", None), field_name="--sglang-config")
+        secrets = secret_values(extra_config or sglang_config)
         options = build_options(args)
         _check_output_paths(args)
         uses_vendor = bool(args.backend) or bool(
             extra_config and (extra_config.get("module_path") or extra_config.get("class_name"))
         )
         release = resolve_release(options.sglang_version)  # first: a backend module may import sglang
-        factory = resolve_factory(args.backend, extra_config) if uses_vendor else None
-        job = None if uses_vendor else load_main_job()
+        factory = _vendor_factory(args.backend, extra_config, sglang_config) if uses_vendor or sglang_config else None
+        job = None if uses_vendor or sglang_config else load_main_job()
         known_failures = _read_known_failures(getattr(args, "known_failures", None))
         if getattr(args, "certify", None):
             from hicache_contracts.conformance.reporting.certify import read_product

@@ -11,6 +11,8 @@ MHA model's SWA pool an MHA pool) and the shape-checking backend passes.
 from __future__ import annotations
 
 import importlib
+import json
+import re
 import subprocess
 import sys
 
@@ -96,3 +98,46 @@ class _PoolKinds(SGLangMemoryBackend):
         name = getattr(host_pool_name, "value", host_pool_name)
         type(self).seen.setdefault((name, bool(self.storage_config.is_mla_model)), set()).add(type(host_pool))
         super().register_mem_host_pool_v2(host_pool, host_pool_name)
+
+
+def _dynamic(class_name: str, **more) -> str:
+    return json.dumps(
+        {"backend_name": "planted", "module_path": "tests.sglang.planted_driven", "class_name": class_name, **more}
+    )
+
+
+@pytest.mark.clause("NS-1")
+def test_a_dynamic_backend_without_interface_v1_is_judged_on_the_legacy_path(release):
+    done = _cli("--sglang-config", _dynamic("LegacyIgnoresRank"), "--sglang-version", release, "--seed", "0")
+    assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "drives it through batch_get/batch_set (legacy: no interface_v1)" in done.stdout
+    assert "StorageBackendFactory built the backend" in done.stdout
+    assert re.search(r"NS-1\s+FAIL", done.stdout), done.stdout[-6000:]
+    assert re.search(r"v1\s+.*not asked: SGLang drives a dynamic backend configured without interface_v1", done.stdout)
+
+
+@pytest.mark.clause("BE-1")
+def test_the_release_factory_builds_a_signal_installing_backend_on_the_main_thread(release):
+    if release not in (SGLANG_RELEASES[0], SGLANG_RELEASES[-1]):
+        pytest.skip("checked through the command on the oldest and the newest pinned release")
+    done = _cli(
+        "--sglang-config",
+        _dynamic("InstallsSignalHandler", interface_v1=1),
+        "--sglang-version",
+        release,
+        "--profile",
+        "smoke",
+        "--seed",
+        "0",
+        "--check",
+        "v1_pages_round_trip_bit_for_bit",
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "drives it through batch_get_v1/batch_set_v1 (interface_v1)" in done.stdout
+
+
+@pytest.mark.clause("BE-1")
+def test_a_bad_sglang_config_is_a_usage_error_naming_the_field(release):
+    done = _cli("--sglang-config", json.dumps({"module_path": "x", "class_name": "Y"}), "--sglang-version", release)
+    assert done.returncode == 2
+    assert "--sglang-config.backend_name" in done.stderr
