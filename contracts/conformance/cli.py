@@ -40,7 +40,7 @@ from hicache_contracts.conformance.framework import ordered_checks
 from hicache_contracts.conformance.levels import BACKEND_LEVELS, parse_levels
 from hicache_contracts.conformance.session.loading import parse_extra_config, resolve_factory
 from hicache_contracts.conformance.running.main_job import MainJob, Subjects, load_main_job
-from hicache_contracts.conformance.session.options import PROFILES, SuiteOptions
+from hicache_contracts.conformance.session.options import PROFILES, SuiteOptions, check_path
 from hicache_contracts.conformance.reporting.redaction import redact, secret_values
 from hicache_contracts.conformance.reporting.report import FAIL, SuiteReport
 from hicache_contracts.conformance.running.runner import SuiteRunner
@@ -145,20 +145,68 @@ def build_options(args: argparse.Namespace) -> SuiteOptions:
         for name in checks:
             if name not in known:
                 raise bad_value("--check", "must name a check from --list-checks", name)
-    return SuiteOptions(
-        model_name=args.model_name,
-        page_size=args.page_size,
-        layout=args.layout,
-        kind=args.kind,
-        levels=parse_levels(args.levels, field="--levels"),
-        profile=args.profile,
-        seed=args.seed,
-        may_evict=args.may_evict,
-        checks=checks,
-        timeout_s=args.timeout,
-        sglang_version=getattr(args, "sglang_version", None),
-        extra={"backend": args.backend} if args.backend else {},
-    )
+    try:
+        return SuiteOptions(
+            model_name=args.model_name,
+            page_size=args.page_size,
+            layout=args.layout,
+            kind=args.kind,
+            levels=parse_levels(args.levels, field="--levels"),
+            profile=args.profile,
+            seed=args.seed,
+            may_evict=args.may_evict,
+            checks=checks,
+            timeout_s=args.timeout,
+            sglang_version=getattr(args, "sglang_version", None),
+            extra={"backend": args.backend} if args.backend else {},
+        )
+    except ValueError as error:  # name the option, not the field it sets
+        text = str(error)
+        for field_name, option in _OPTION_OF_FIELD.items():
+            if text.startswith(f"SuiteOptions.{field_name}: "):
+                raise ValueError(option + text[len("SuiteOptions." + field_name) :]) from None
+        raise
+
+
+_OPTION_OF_FIELD = {
+    "model_name": "--model-name",
+    "page_size": "--page-size",
+    "layout": "--layout",
+    "kind": "--kind",
+    "levels": "--levels",
+    "profile": "--profile",
+    "seed": "--seed",
+    "may_evict": "--may-evict",
+    "checks": "--check",
+    "timeout_s": "--timeout",
+    "sglang_version": "--sglang-version",
+}
+"""The option that sets each ``SuiteOptions`` field: a usage error names what the user typed."""
+
+_PATH_OPTIONS = (
+    ("json", "--json"),
+    ("junit_xml", "--junit-xml"),
+    ("markdown", "--markdown"),
+    ("certify", "--certify"),
+    ("known_failures", "--known-failures"),
+)
+"""The options that name a file or folder: checked, and made absolute, before anything runs."""
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    """Refuse a path no file system could hold (a NUL byte, bytes that are not UTF-8), naming its option."""
+    for attribute, option in _PATH_OPTIONS:
+        value = getattr(args, attribute, None)
+        if value:
+            check_path(option, os.fspath(value))
+
+
+def _make_paths_absolute(args: argparse.Namespace) -> None:
+    """Make every output path absolute, so that a backend changing the working directory moves no report."""
+    for attribute, _ in _PATH_OPTIONS[:4]:  # --known-failures is read before anything runs
+        value = getattr(args, attribute, None)
+        if value:
+            setattr(args, attribute, os.path.abspath(os.fspath(value)))
 
 
 class _ProgressPrinter:
@@ -214,11 +262,13 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
         return 0
     secrets: tuple[str, ...] = ()
     try:
+        _check_paths(args)
         extra_config = parse_extra_config(args.extra_config)
         sglang_config = parse_extra_config(getattr(args, "sglang_config", None), field_name="--sglang-config")
         secrets = secret_values(extra_config or sglang_config)
         options = build_options(args)
         _check_output_paths(args)
+        _make_paths_absolute(args)
         uses_vendor = bool(args.backend) or bool(
             extra_config and (extra_config.get("module_path") or extra_config.get("class_name"))
         )

@@ -91,7 +91,7 @@ def test_module_path_and_class_name_inside_the_extra_config_name_the_backend(tmp
             ["--check", "no_such_check"],
             "hicache-conform run: --check: must name a check from --list-checks (got 'no_such_check')",
         ),
-        (["--page-size", "0"], "hicache-conform run: SuiteOptions.page_size: must be an int >= 1 (got 0)"),
+        (["--page-size", "0"], "hicache-conform run: --page-size: must be an int >= 1 (got 0)"),
         (
             ["--extra-config", '{"class_name": "CorrectBackend"}'],
             "hicache-conform run: extra_config.module_path: must be given with class_name to name the backend "

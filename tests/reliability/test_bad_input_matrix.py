@@ -210,48 +210,48 @@ CLI_ROWS: list[tuple[str, list[str], str]] = [
     (
         "timeout nan",
         ["--timeout", "nan"],
-        "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got nan)",
+        "--timeout: must be a finite number of seconds > 0 and <= 86400 (got nan)",
     ),
     (
         "timeout inf",
         ["--timeout", "inf"],
-        "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got inf)",
+        "--timeout: must be a finite number of seconds > 0 and <= 86400 (got inf)",
     ),
     (
         "timeout negative",
         ["--timeout", "-1"],
-        "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got -1.0)",
+        "--timeout: must be a finite number of seconds > 0 and <= 86400 (got -1.0)",
     ),
     (
         "timeout zero",
         ["--timeout", "0"],
-        "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got 0.0)",
+        "--timeout: must be a finite number of seconds > 0 and <= 86400 (got 0.0)",
     ),
     (
         "timeout a week",
         ["--timeout", "604800"],
-        "SuiteOptions.timeout_s: must be a finite number of seconds > 0 and <= 86400 (got 604800.0)",
+        "--timeout: must be a finite number of seconds > 0 and <= 86400 (got 604800.0)",
     ),
     (
         "page size a billion",
         ["--page-size", "1000000000"],
-        "SuiteOptions.page_size: must be at most 4096 (the suite's pools would not fit in memory) (got 1000000000)",
+        "--page-size: must be at most 4096 (the suite's pools would not fit in memory) (got 1000000000)",
     ),
     (
         "page size 4097",
         ["--page-size", "4097"],
-        "SuiteOptions.page_size: must be at most 4096 (the suite's pools would not fit in memory) (got 4097)",
+        "--page-size: must be at most 4096 (the suite's pools would not fit in memory) (got 4097)",
     ),
-    ("page size negative", ["--page-size", "-64"], "SuiteOptions.page_size: must be an int >= 1 (got -64)"),
+    ("page size negative", ["--page-size", "-64"], "--page-size: must be an int >= 1 (got -64)"),
     (
         "model name of 10k characters",
         ["--model-name", "m" * 10_000],
-        f"SuiteOptions.model_name: must be at most 100 printable characters, 10000 given (got '{'m' * 57}...')",
+        f"--model-name: must be at most 100 printable characters, 10000 given (got '{'m' * 57}...')",
     ),
     (
         "model name with a newline",
         ["--model-name", "a\nb"],
-        "SuiteOptions.model_name: must be at most 100 printable characters, 3 given (got 'a\\nb')",
+        "--model-name: must be at most 100 printable characters, 3 given (got 'a\\nb')",
     ),
     (
         "json into a directory",
@@ -326,6 +326,76 @@ CLI_ROWS: list[tuple[str, list[str], str]] = [
         "backend without a class",
         ["--backend", "raises_on_import"],
         "--backend: must be 'module:Class' (got 'raises_on_import')",
+    ),
+    (
+        "extra config: a YAML alias bomb",
+        ["--extra-config", "@bomb.yaml"],
+        "--extra-config: must hold at most 100000 values once its YAML aliases are expanded (got 'more than 100000')",
+    ),
+    (
+        "extra config: a YAML alias to itself",
+        ["--extra-config", "@self.yaml"],
+        "--extra-config: must not hold a YAML alias to a node that contains it (got 'an alias to itself')",
+    ),
+    (
+        "extra config: YAML nested 30k deep",
+        ["--extra-config", "@deep.yaml"],
+        "--extra-config: must not nest arrays and objects more than 64 deep (got 'more than 64')",
+    ),
+    (
+        "extra config: JSON nested 30k deep",
+        ["--extra-config", "[" * 30_000 + "]" * 30_000],
+        "--extra-config: must not nest arrays and objects more than 64 deep (got 'more than 64')",
+    ),
+    (
+        "extra config: a JSON file nested 30k deep",
+        ["--extra-config", "@deep.json"],
+        "--extra-config: must not nest arrays and objects more than 64 deep (got 'more than 64')",
+    ),
+    (
+        "extra config: TOML nested 30k deep",
+        ["--extra-config", "@deep.toml"],
+        "--extra-config: must not nest arrays and objects more than 64 deep (got 'more than 64')",
+    ),
+    (
+        "extra config: NaN",
+        ["--extra-config", '{"timeout_s": NaN}'],
+        "--extra-config: must hold finite numbers only (NaN and infinity are no settings) (got 'NaN')",
+    ),
+    (
+        "extra config: NaN in YAML",
+        ["--extra-config", "@nan.yaml"],
+        "--extra-config.limits.timeout_s: must be a finite number (NaN and infinity are no settings) (got nan)",
+    ),
+    (
+        "extra config: over a MiB",
+        ["--extra-config", "@big.json"],
+        "--extra-config: must be a file of at most 1048576 bytes (got 'big.json')",
+    ),
+    (
+        "extra config: a NUL byte in the path",
+        ["--extra-config", "@conf\x00ig.json"],
+        "--extra-config: must be a path without a NUL byte (got 'conf\\x00ig.json')",
+    ),
+    (
+        "json: a NUL byte in the path",
+        ["--json", "report\x00.json"],
+        "--json: must be a path without a NUL byte (got 'report\\x00.json')",
+    ),
+    (
+        "markdown: bytes that are not UTF-8",
+        ["--markdown", "report-\udcff.md"],
+        "--markdown: must be a path of valid UTF-8 (it holds bytes that are not) (got 'report-\\udcff.md')",
+    ),
+    (
+        "certify: a NUL byte in the folder",
+        ["--certify", "bundle\x00"],
+        "--certify: must be a path without a NUL byte (got 'bundle\\x00')",
+    ),
+    (
+        "known failures: a NUL byte in the path",
+        ["--known-failures", "known\x00.txt"],
+        "--known-failures: must be a path without a NUL byte (got 'known\\x00.txt')",
     ),
     (
         "password in a bad extra config",
@@ -494,6 +564,15 @@ def cli_folder(tmp_path: Any, monkeypatch: Any) -> str:
     (tmp_path / "a-file").write_text("not a folder")
     (tmp_path / "raises_on_import.py").write_text("raise RuntimeError('boom at import')\n")
     (tmp_path / "tmp").mkdir()
+    bomb = ["a: &a [x, x, x, x, x, x, x, x, x]"]  # 10 lines standing for 9**10 (3.5 billion) strings
+    bomb += [f"{this}: &{this} [{', '.join(['*' + last] * 9)}]" for last, this in zip("abcdefgh", "bcdefghi")]
+    (tmp_path / "bomb.yaml").write_text("\n".join(bomb + [f"password: [{', '.join(['*i'] * 9)}]"]) + "\n")
+    (tmp_path / "self.yaml").write_text("a: &a [1, *a]\n")
+    (tmp_path / "deep.yaml").write_text("x: " + "[" * 30_000 + "]" * 30_000 + "\n")
+    (tmp_path / "deep.json").write_text('{"x": ' + "[" * 30_000 + "]" * 30_000 + "}")
+    (tmp_path / "deep.toml").write_text("x = " + "[" * 30_000 + "]" * 30_000 + "\n")
+    (tmp_path / "nan.yaml").write_text("limits:\n  timeout_s: .nan\n")
+    (tmp_path / "big.json").write_text('{"x": "' + "y" * (1 << 20) + '"}')
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))

@@ -94,22 +94,30 @@ def redact_value(value: Any, secrets: Iterable[str] = ()) -> Any:
 
 
 def secret_values(config: Any) -> tuple[str, ...]:
-    """Return the secrets in an extra config: values of secret-named keys and URL passwords, nested ones too."""
-    found: list[str] = []
+    """Return the secrets in an extra config: values of secret-named keys and URL passwords, nested ones too.
 
-    def walk(value: Any, secret: bool) -> None:
-        if isinstance(value, Mapping):
-            for key, item in value.items():
-                walk(item, secret or is_secret_key(key))
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                walk(item, secret)
+    Each container is walked once under a secret key and once elsewhere, however often it is referred to: a YAML
+    alias is one object (a few lines of aliases stand for billions of values once expanded), and a container
+    that holds itself ends the walk instead of the interpreter's stack.
+    """
+    found: list[str] = []
+    walked: set[tuple[int, bool]] = set()
+    stack: list[tuple[Any, bool]] = [(config, False)]
+    while stack:
+        value, secret = stack.pop()
+        if isinstance(value, (Mapping, list, tuple)):
+            if (id(value), secret) in walked:
+                continue
+            walked.add((id(value), secret))
+            if isinstance(value, Mapping):
+                children = [(item, secret or is_secret_key(key)) for key, item in value.items()]
+            else:
+                children = [(item, secret) for item in value]
+            stack.extend(reversed(children))  # popped in their order
         elif isinstance(value, str):
             if secret:
                 found.append(value)
             found.extend(match.group("secret") for match in _URL_USER_INFO.finditer(value))
         elif secret and isinstance(value, (int, float)) and not isinstance(value, bool):
             found.append(str(value))
-
-    walk(config, False)
     return tuple(dict.fromkeys(found))

@@ -20,11 +20,9 @@ module, the folders searched and the fix.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
 from hicache_contracts.errors import bad_value
@@ -38,45 +36,13 @@ LOADING_KEYS: tuple[str, ...] = ("backend_name", "module_path", "class_name", "i
 def parse_extra_config(text: Optional[str], *, field_name: str = "--extra-config") -> Optional[dict[str, Any]]:
     """Return the extra config that ``text`` describes: JSON, or ``@path`` to a JSON, TOML or YAML file.
 
-    None or blank text gives None. Anything but an object (a dict) is refused
-    with a ValueError naming ``field_name``.
+    None or blank text gives None. Anything but an object (a dict), and
+    hostile input (too large, too deep, a YAML alias bomb, NaN) is refused
+    with a ValueError naming ``field_name`` (``options.load_config``).
     """
-    if text is None or not str(text).strip():
-        return None
-    text = str(text).strip()
-    if text.startswith("@"):
-        path = Path(text[1:]).expanduser()
-        if not path.is_file():
-            raise bad_value(field_name, "must name an existing file after '@'", text)
-        suffix = path.suffix.lower()
-        raw = path.read_text(encoding="utf-8")
-        try:
-            if suffix == ".json":
-                value = json.loads(raw)
-            elif suffix == ".toml":
-                import tomllib
+    from hicache_contracts.conformance.session.options import load_config
 
-                value = tomllib.loads(raw)
-            elif suffix in (".yaml", ".yml"):
-                import yaml
-
-                value = yaml.safe_load(raw)
-            else:
-                raise bad_value(field_name, "must be a .json, .toml, .yaml or .yml file", str(path))
-        except ValueError as error:  # json, tomllib and yaml errors are ValueErrors or carry a message
-            if str(error).startswith(field_name):
-                raise
-            raise bad_value(field_name, f"must be a valid {suffix[1:]} file ({error})", str(path)) from None
-        except Exception as error:  # yaml.YAMLError
-            raise bad_value(field_name, f"must be a valid {suffix[1:]} file ({error})", str(path)) from None
-    else:
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise bad_value(field_name, f"must be a JSON object or @file ({error.msg})", text) from None
-    if not isinstance(value, dict):
-        raise bad_value(field_name, "must be an object (a dict of options)", value)
-    return value
+    return load_config(text, field_name=field_name)
 
 
 def load_object(spec: str, *, field_name: str = "--backend") -> Any:

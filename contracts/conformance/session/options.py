@@ -11,8 +11,10 @@ runs and more concurrent operations.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 from hicache_contracts.errors import bad_value
@@ -21,7 +23,19 @@ from hicache_contracts.conformance.levels import BACKEND_LEVELS
 from hicache_spec import STORAGE_BATCH_SIZE
 from hicache_spec.releases import SGLANG_RELEASES
 
-__all__ = ["MAX_MODEL_NAME_LENGTH", "MAX_PAGE_SIZE", "MAX_TIMEOUT_S", "PROFILES", "Profile", "SuiteOptions"]
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "MAX_CONFIG_DEPTH",
+    "MAX_CONFIG_NODES",
+    "MAX_MODEL_NAME_LENGTH",
+    "MAX_PAGE_SIZE",
+    "MAX_TIMEOUT_S",
+    "PROFILES",
+    "Profile",
+    "SuiteOptions",
+    "check_path",
+    "load_config",
+]
 
 MAX_PAGE_SIZE = 4096
 """Largest page size the suite runs with: its main pool holds 520 pages, about 68 KiB per token slot of page
@@ -197,3 +211,219 @@ class SuiteOptions:
             "sglang_version": self.sglang_version,
             **self.extra,
         }
+
+
+# ---------------------------------------------------------------- configuration files and paths
+MAX_CONFIG_BYTES = 1 << 20
+"""Largest extra config accepted (text or file), 1 MiB: a config names a few endpoints and options."""
+MAX_CONFIG_DEPTH = 64
+"""Deepest nesting of arrays and objects accepted in an extra config."""
+MAX_CONFIG_NODES = 100_000
+"""Most values an extra config may hold once every YAML alias is expanded (what any reader of it walks)."""
+
+
+def check_path(option: str, value: Any) -> str:
+    """Return ``value`` as a path, or raise ValueError naming ``option`` when no file system could hold it: a NUL
+    byte, or bytes that are not UTF-8 (which the command line hands over as lone surrogates)."""
+    text = str(value)
+    if "\x00" in text:
+        raise bad_value(option, "must be a path without a NUL byte", text)
+    if any("\ud800" <= character <= "\udfff" for character in text):
+        raise bad_value(option, "must be a path of valid UTF-8 (it holds bytes that are not)", text)
+    return text
+
+
+def load_config(text: Optional[str], *, field_name: str = "--extra-config") -> Optional[dict[str, Any]]:
+    """Return the object ``text`` describes: JSON text, or ``@path`` to a JSON, TOML or YAML file; None for none.
+
+    Hostile input is refused fast, with a ValueError naming ``field_name``:
+    more than ``MAX_CONFIG_BYTES``, nesting deeper than ``MAX_CONFIG_DEPTH``,
+    more than ``MAX_CONFIG_NODES`` values once YAML aliases are expanded (a
+    few lines of aliases can stand for billions of values), an alias to
+    itself, a value that is not finite (NaN, infinity), a path with a NUL
+    byte. YAML is read with the safe loader: plain data, no objects.
+    """
+    if text is None or not str(text).strip():
+        return None
+    text = str(text).strip()
+    if text.startswith("@"):
+        check_path(field_name, text[1:])
+        path = Path(text[1:]).expanduser()
+        if not path.is_file():
+            raise bad_value(field_name, "must name an existing file after '@'", text)
+        suffix = path.suffix.lower()
+        if suffix not in (".json", ".toml", ".yaml", ".yml"):
+            raise bad_value(field_name, "must be a .json, .toml, .yaml or .yml file", str(path))
+        kind = suffix[1:].replace("yml", "yaml")
+        try:
+            with path.open("rb") as stream:
+                data = stream.read(MAX_CONFIG_BYTES + 1)
+        except OSError as error:
+            raise bad_value(field_name, f"must be a readable file ({error.strerror or error})", str(path)) from None
+        if len(data) > MAX_CONFIG_BYTES:
+            raise bad_value(field_name, f"must be a file of at most {MAX_CONFIG_BYTES} bytes", str(path))
+        try:
+            raw = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise bad_value(field_name, f"must be a UTF-8 {kind} file ({error.reason})", str(path)) from None
+        shown = str(path)
+    else:
+        if len(text.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES:
+            raise bad_value(field_name, f"must be at most {MAX_CONFIG_BYTES} bytes", f"{len(text)} characters")
+        kind, raw, shown = "json", text, text
+    value = _parse_config(raw, kind, field_name, shown)
+    if not isinstance(value, dict):
+        raise bad_value(field_name, "must be an object (a dict of options)", value)
+    _check_config_values(value, field_name)
+    return value
+
+
+def _parse_config(raw: str, kind: str, field_name: str, shown: str) -> Any:
+    """Parse ``raw`` as ``kind``, turning every parser's complaint into a ValueError naming ``field_name``."""
+    what = "a JSON object or @file" if shown == raw else f"a valid {kind} file"
+    try:
+        if kind == "json":
+            if _json_depth(raw) > MAX_CONFIG_DEPTH:
+                raise _too_deep(field_name)
+            return json.loads(raw, parse_constant=_refuse_constant(field_name))
+        if kind == "toml":
+            import tomllib
+
+            return tomllib.loads(raw)
+        return _load_yaml(raw, field_name)
+    except RecursionError:
+        raise _too_deep(field_name) from None
+    except json.JSONDecodeError as error:
+        raise bad_value(field_name, f"must be {what} ({error.msg})", shown) from None
+    except ValueError as error:  # tomllib's errors, and this module's own
+        if str(error).startswith(field_name):
+            raise
+        raise bad_value(field_name, f"must be {what} ({error})", shown) from None
+    except Exception as error:  # yaml.YAMLError
+        problem = " ".join(str(error).split())
+        raise bad_value(field_name, f"must be {what} ({problem})", shown) from None
+
+
+def _too_deep(field_name: str) -> ValueError:
+    return bad_value(
+        field_name,
+        f"must not nest arrays and objects more than {MAX_CONFIG_DEPTH} deep",
+        f"more than {MAX_CONFIG_DEPTH}",
+    )
+
+
+def _refuse_constant(field_name: str) -> Any:
+    def refuse(name: str) -> Any:
+        raise bad_value(field_name, "must hold finite numbers only (NaN and infinity are no settings)", name)
+
+    return refuse
+
+
+def _json_depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in JSON ``text`` (strings skipped), found without parsing."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for character in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif character == "\\":
+                escaped = True
+            elif character == '"':
+                in_string = False
+        elif character == '"':
+            in_string = True
+        elif character in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_CONFIG_DEPTH:
+                    return deepest
+        elif character in "]}":
+            depth -= 1
+    return deepest
+
+
+def _load_yaml(raw: str, field_name: str) -> Any:
+    """Compose the YAML document, check its node graph (size with aliases expanded, depth, no alias to itself)
+    before building any object, then build it with the safe constructor."""
+    import yaml
+
+    depth = 0
+    for event in yaml.parse(raw, Loader=yaml.SafeLoader):  # the parser does not recurse; the composer does
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1
+            if depth > MAX_CONFIG_DEPTH:
+                raise _too_deep(field_name)
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
+    loader = yaml.SafeLoader(raw)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_yaml_graph(node, field_name)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check_yaml_graph(root: Any, field_name: str) -> None:
+    """Raise ValueError naming ``field_name`` when the node graph refers to itself, nests too deep, or expands
+    to more than ``MAX_CONFIG_NODES`` values; each node is visited once (its expanded size is remembered)."""
+    expanded: dict[int, int] = {}
+    on_path: set[int] = set()
+    # an explicit stack: a hostile document must not exhaust the interpreter's
+    stack: list[tuple[Any, int, bool]] = [(root, 1, False)]
+    while stack:
+        node, depth, done = stack.pop()
+        key = id(node)
+        if done:
+            on_path.discard(key)
+            expanded[key] = 1 + sum(expanded[id(child)] for child in _children(node))
+            if expanded[key] > MAX_CONFIG_NODES:
+                raise bad_value(
+                    field_name,
+                    f"must hold at most {MAX_CONFIG_NODES} values once its YAML aliases are expanded",
+                    f"more than {MAX_CONFIG_NODES}",
+                )
+            continue
+        if key in expanded:
+            continue
+        if key in on_path:
+            raise bad_value(field_name, "must not hold a YAML alias to a node that contains it", "an alias to itself")
+        if depth > MAX_CONFIG_DEPTH:
+            raise _too_deep(field_name)
+        on_path.add(key)
+        stack.append((node, depth, True))
+        for child in _children(node):
+            if id(child) in on_path:
+                raise bad_value(
+                    field_name, "must not hold a YAML alias to a node that contains it", "an alias to itself"
+                )
+            if id(child) not in expanded:
+                stack.append((child, depth + 1, False))
+
+
+def _children(node: Any) -> list[Any]:
+    value = node.value
+    if isinstance(value, list):
+        return [part for item in value for part in (item if isinstance(item, tuple) else (item,))]
+    return []
+
+
+def _check_config_values(value: Any, field_name: str) -> None:
+    """Raise ValueError naming the place of the first number that is not finite (walking each container once)."""
+    seen: set[int] = set()
+    stack: list[tuple[Any, str]] = [(value, field_name)]
+    while stack:
+        item, place = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise bad_value(place, "must be a finite number (NaN and infinity are no settings)", item)
+        if isinstance(item, (dict, list)):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            pairs = item.items() if isinstance(item, dict) else enumerate(item)
+            for key, child in pairs:
+                stack.append((child, f"{place}.{key}" if isinstance(item, dict) else f"{place}[{key}]"))
