@@ -599,3 +599,43 @@ def check_dcp_config_mla_first(
     if dcp_size < 1 or not 0 <= dcp_rank < dcp_size:
         return "dcp_rank: must satisfy 0 <= dcp_rank < dcp_size with dcp_size >= 1"
     return None
+
+
+# linker
+
+
+def linker_restorable_lengths_kv_only(kv_present: tuple[bool, ...], pools: tuple[Any, ...]) -> tuple[int, ...]:
+    """Count the first missing KV page as restorable: one length past the KV leading run (LNK-7).
+
+    plants: linker_restorable_lengths
+    pre: all(len(query[3]) == len(kv_present) for query in pools)
+    pre: all(query[1] in ("all_pages", "trailing_pages", "block_groups") and query[2] >= 0 for query in pools)
+    post: all(all(kv_present[:n]) for n in __return__)
+    """
+    return tuple(range(1, count_leading_run(kv_present) + 2))
+
+
+def judge_lookup_ignoring_missing(
+    reported: tuple[int, ...], expected: tuple[int, ...], tail_pages: int
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Judge only the lengths reported, never the restorable ones left out (LNK-7).
+
+    plants: judge_lookup
+    pre: tail_pages >= 0
+    pre: all(1 <= n <= tail_pages for n in expected)
+    post: (__return__ == ((), ())) == ({n for n in reported if 1 <= n <= tail_pages} == set(expected))
+    """
+    seen = {n for n in reported if 1 <= n <= tail_pages}
+    return tuple(sorted(seen - set(expected))), ()
+
+
+def intersect_rank_lookups_max_of_minima(per_rank: tuple[tuple[int, ...], ...], tail_pages: int) -> int:
+    """Take the smallest of the ranks' largest lengths, which some rank may not have reported (LNK-22).
+
+    plants: intersect_rank_lookups
+    pre: tail_pages >= 0
+    pre: len(per_rank) >= 1
+    post: __return__ == 0 or all(__return__ in lengths for lengths in per_rank)
+    """
+    tops = [max([n for n in lengths if 1 <= n <= tail_pages], default=0) for lengths in per_rank]
+    return min(tops)

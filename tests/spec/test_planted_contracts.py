@@ -108,6 +108,9 @@ WITNESSES: dict[str, tuple] = {
     "writes_pool_writer_only": ("mamba", False),
     "compute_non_writer_backup_tokens_vacuous": ((), 1, 1),
     "check_dcp_config_mla_first": (False, 0, 1, 0, 1, None),
+    "linker_restorable_lengths_kv_only": ((True, False), ()),
+    "judge_lookup_ignoring_missing": ((), (1,), 1),
+    "intersect_rank_lookups_max_of_minima": (((2,), (1, 3)), 3),
 }
 
 
