@@ -242,6 +242,24 @@ class CorrectBackend(PageObjects):
     def get_stats(self) -> Any:
         return None
 
+    def close(self) -> None:
+        """Nothing to let go of: the pages stay in the store for the instances that read them later (BE-29)."""
+
+    def describe_l3_object_layout(
+        self, *, sidecar_pool_specs: Any = (), swa_trailing_pages: Any = None, page_size: Any = None
+    ) -> dict:
+        """The objects of this pipeline stage (BE-32); MHA pages are filed per TP rank, which one scheduler
+        cannot name for the others, so their layout is reported as one it cannot describe."""
+        config = self.config
+        inner: dict = {"pools": [], "pp_rank": config.pp_rank, "pp_size": config.pp_size}
+        layout = {"enabled": True, "backend": "correct", "page_size": page_size, "hicache_object_layout": inner}
+        if not config.is_mla_model:
+            return {**layout, "enabled": False, "reason": "MHA pages are filed per tensor-parallel rank"}
+        inner["key_prefix"] = self.namespace
+        inner["pools"] = [{"pool": name, "hit_policy": "all_pages"} for name in sorted(self.pools)]
+        return layout
+
+
 
 class ListsRestorableLengths(CorrectBackend):
     """Correct; batch_exists_v2 also lists the prefix lengths KV and every pool can restore

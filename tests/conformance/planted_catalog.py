@@ -316,6 +316,24 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("HYB-8", single.ChunkedSidecarReadReusesFirstSlots, only("v2_pool_hits_count_only_pages_that_landed")),
     _entry("NS-6", single.LookupFlattensRanksOtherwise, only("exists_get_and_set_share_one_key_scheme")),
     _entry("BE-11", single.OneKeyLookupsCached, only("clear_removes_every_page")),
+    _entry("BE-29", single.CloseNeedsItsHostPool, CAUGHT, EVICTING, only("close_returns_and_leaves_the_pages")),
+    _entry(
+        "BE-30",
+        single.V2HitsFromAThreadsOwnIndex,
+        CAUGHT,
+        EXCUSED,
+        only("hit_queries_agree_from_every_thread", recorded=False),
+    ),
+    _entry("BE-31", single.PagesFiledPerSession, CAUGHT, EXCUSED, only("defined_extra_info_keys_change_no_page")),
+    _entry("BE-32", single.DisabledLayoutListsItsPools, CAUGHT, EVICTING, only("layout_replies_merge")),
+    _entry(
+        "BE-33",
+        single.LegacyTargetsByKeywordOnly,
+        CAUGHT,
+        EVICTING,
+        only("pages_stay_consistent_under_the_failure_injector"),
+        **LEGACY_MODE,
+    ),
     _entry(
         "BE-23", single.WriteKeysParkedOnTheInstance, only("concurrent_calls_keep_every_key_consistent", recorded=False)
     ),

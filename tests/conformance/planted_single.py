@@ -7,7 +7,9 @@ docstring says which path it lives on and why the other checks never walk that p
 
 from __future__ import annotations
 
+import threading
 import time
+from typing import Any, Optional
 
 import torch
 
@@ -271,3 +273,92 @@ class WriteKeysParkedOnTheInstance(CorrectBackend):
             except OSError:
                 results.append(False)
         return results + [False] * (len(keys) - len(results))
+
+
+class CloseNeedsItsHostPool(CorrectBackend):
+    """Planted (BE-29): close() flushes through the KV host pool, which a failed attach never registered, so it
+    raises KeyError when SGLang closes the half-built backend. Every other close the suite makes (the rebuild of
+    NS-7, the end of the run) follows a registration."""
+
+    def close(self) -> None:
+        self.pools["kv"].get_dummy_flat_data_page()
+        super().close()
+
+
+_STORED_BY_THIS_THREAD = threading.local()
+"""The object names each thread stored (``V2HitsFromAThreadsOwnIndex``)."""
+
+
+class V2HitsFromAThreadsOwnIndex(CorrectBackend):
+    """Planted (BE-30): to spare a store lookup, batch_exists_v2 answers from an index of the objects the calling
+    thread stored, kept per thread; a hit query from a thread that never wrote finds nothing. Every other check
+    queries v2 from the thread that wrote, and BE-23's threads ask through batch_exists."""
+
+    def put(self, name: str, data: bytes) -> bool:
+        stored = super().put(name, data)
+        if stored:
+            known = getattr(_STORED_BY_THIS_THREAD, "names", None)
+            if known is None:
+                known = _STORED_BY_THIS_THREAD.names = set()
+            known.add(name)
+        return stored
+
+    def pool_present(self, pool: str, keys: list) -> tuple[bool, ...]:
+        known = getattr(_STORED_BY_THIS_THREAD, "names", None) or set()
+        return tuple(
+            self.name(key, pool) in known and found for key, found in zip(keys, super().pool_present(pool, keys))
+        )
+
+
+class PagesFiledPerSession(CorrectBackend):
+    """Planted (BE-31): a write whose extra_info names a session_id files its pages under that session, and a
+    lookup finds them only with the same session; SGLang's hit queries carry none. No other check sends a
+    session_id."""
+
+    session: Optional[str] = None
+
+    def name(self, key: str, pool: str = "kv") -> str:
+        if not self.session:
+            return super().name(key, pool)
+        return f"{self.namespace}|session-{self.session}|{pool}|{key}"
+
+    def in_session(self, extra_info: Any, call: Any, *args: Any) -> Any:
+        extra = getattr(extra_info, "extra_info", None) or {}
+        self.session = extra.get("session_id")
+        try:
+            return call(*args)
+        finally:
+            self.session = None
+
+    def batch_exists(self, keys, extra_info=None):
+        return self.in_session(extra_info, super().batch_exists, keys, extra_info)
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        return self.in_session(extra_info, super().batch_set_v1, keys, host_indices, extra_info)
+
+    def batch_set_v2(self, transfers, extra_info=None):
+        return self.in_session(extra_info, super().batch_set_v2, transfers, extra_info)
+
+
+class DisabledLayoutListsItsPools(CorrectBackend):
+    """Planted (BE-32): describe_l3_object_layout lists the registered pools before it finds it cannot describe
+    an MHA layout, and returns enabled False with the pools still listed. Only BE-32's check asks for a layout."""
+
+    def describe_l3_object_layout(self, **kwargs: Any) -> dict:
+        layout = super().describe_l3_object_layout(**kwargs)
+        layout["hicache_object_layout"]["pools"] = [{"pool": name} for name in sorted(self.pools)]
+        return layout
+
+
+class LegacyTargetsByKeywordOnly(CorrectBackend):
+    """Planted (BE-33): the legacy batch methods take their target arguments by keyword only. SGLang's generic
+    page path passes keys and values (or targets) alone, so every other check passes; SGLang's failure injector
+    passes every argument on positionally, and the call raises TypeError."""
+
+    def batch_get(self, keys: list, target_locations: Any = None, *, target_sizes: Any = None) -> list:
+        return super().batch_get(keys, target_locations, target_sizes)
+
+    def batch_set(
+        self, keys: list, values: Any = None, *, target_locations: Any = None, target_sizes: Any = None
+    ) -> bool:
+        return super().batch_set(keys, values, target_locations, target_sizes)

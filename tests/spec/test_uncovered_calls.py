@@ -21,6 +21,8 @@ from typing import Any, Callable
 import pytest
 
 from hicache_contracts import HiCacheStorageExtraInfo, PoolName, PoolTransfer
+from hicache_contracts.conformance.checks.engine_calls import FORWARDED, layout_problems
+from hicache_contracts.conformance.checks.engine_calls import INJECTED as PROXY_INJECTED
 from hicache_reference.backends import MemoryBackend
 from hicache_spec import compute_key_chain
 from hicache_spec.registry import clause, holds_for
@@ -297,35 +299,6 @@ def test_extra_info_check_refuses_pages_kept_per_session() -> None:
 
 
 # ---------------------------------------------------------------- BE-32: layout reporting
-def layout_problems(layouts: list[dict]) -> list[str]:
-    """Return what breaks BE-32 in the replies of every scheduler of one engine (empty when none)."""
-    problems: list[str] = []
-    by_stage: dict[Any, dict] = {}
-    for number, layout in enumerate(layouts):
-        where = f"reply {number}"
-        if not isinstance(layout, dict) or not isinstance(layout.get("enabled"), bool):
-            problems.append(f"{where}: enabled must be a bool")
-            continue
-        missing = [field for field in ("backend", "page_size", "hicache_object_layout") if field not in layout]
-        if missing:
-            problems.append(f"{where}: missing {', '.join(missing)}")
-            continue
-        inner = layout["hicache_object_layout"]
-        if not isinstance(inner, dict) or not isinstance(inner.get("pools"), list):
-            problems.append(f"{where}: hicache_object_layout must be a dict with a pools list")
-            continue
-        if not layout["enabled"]:
-            if not layout.get("reason") or inner["pools"]:
-                problems.append(f"{where}: a layout it cannot describe has a reason and no pools")
-            continue
-        if "pp_rank" not in inner or "pp_size" not in inner:
-            problems.append(f"{where}: hicache_object_layout must hold pp_rank and pp_size")
-            continue
-        if by_stage.setdefault(inner["pp_rank"], layout) != layout:
-            problems.append(f"{where}: differs from another scheduler of stage {inner['pp_rank']}")
-    return problems
-
-
 def layout(pp_rank: int = 0, pools: tuple = ({"pool": "kv", "suffixes": ["k"]},), **changes: Any) -> dict:
     inner = {"pools": list(pools), "key_prefix": "m", "pp_rank": pp_rank, "pp_size": 2}
     return {"enabled": True, "backend": "mine", "page_size": 64, "hicache_object_layout": inner, **changes}
@@ -355,28 +328,10 @@ def test_layout_replies_that_merge_pass_and_each_planted_reply_is_named() -> Non
 
 
 # ---------------------------------------------------------------- BE-33: what the failure injector passes through
-PASSED_THROUGH = {
-    "register_mem_pool_host",
-    "register_mem_host_pool_v2",
-    "on_host_pools_registered",
-    "clear",
-    "get_stats",
-    "close",
-}
-INJECTED = {
-    "exists",
-    "get",
-    "set",
-    "batch_get",
-    "batch_set",
-    "batch_exists",
-    "batch_get_v1",
-    "batch_set_v1",
-    "batch_exists_v2",
-    "batch_get_v2",
-    "batch_set_v2",
-}
-"""BE-33's lists: the methods the proxy forwards unchanged, and those it may answer itself."""
+PASSED_THROUGH = set(FORWARDED)
+INJECTED = set(PROXY_INJECTED)
+"""BE-33's lists, as the vendor suite's proxy (``checks.engine_calls.FailureInjector``) keeps them: the methods
+the proxy forwards unchanged, and those it may answer itself."""
 
 
 def injector_methods(version: str) -> tuple[set[str], set[str]]:

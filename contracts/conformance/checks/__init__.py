@@ -13,9 +13,11 @@ __all__ = ["MODULES"]
 
 MODULES: tuple[str, ...] = (
     "concurrency",
+    "hit_threads",
     "core_hits",
     "core_pages",
     "core_upkeep",
+    "engine_calls",
     "namespacing",
     "prefix",
     "stateful",

@@ -1,0 +1,398 @@
+"""Core checks of the calls SGLang makes beside the page traffic: close (BE-29), the extra_info keys it defines
+(BE-31), the layout report (BE-32) and the failure injector's proxy (BE-33).
+
+Written as in ``checks.core_hits`` (fresh keys, a verified round trip first). ``layout_problems`` is the one
+judge of BE-32's replies (the spec's tests use it too); ``FailureInjector`` behaves as the proxy SGLang 0.5.23
+puts in front of a backend when SGLANG_TEST_HICACHE_BACKEND_RANDOM_DELAY or _FAILURE is set, and
+``FORWARDED`` and ``INJECTED`` are BE-33's lists of the methods it passes through.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import Any, Sequence
+
+from hicache_contracts.conformance.checks.core_hits import setup_clause
+from hicache_contracts.conformance.framework import CheckSkipped, ClauseFailure, conformance_check, expect
+from hicache_contracts.conformance.session.context import Instance, SuiteContext
+from hicache_contracts.conformance.session.pools import describe_page_difference
+from hicache_contracts.models import PoolName, PoolTransferResult
+
+__all__ = ["FORWARDED", "INJECTED", "FailureInjector", "layout_problems"]
+
+
+# ---------------------------------------------------------------- BE-29: close()
+@conformance_check("BE-29")
+def close_returns_and_leaves_the_pages(suite: SuiteContext) -> None:
+    """close() on an instance never registered, and on one holding pages, returns without raising; where instances
+    share storage, the pages stay for the instances that read them later."""
+    config = suite.instances.config(model_name=suite.names.namespace("close"))
+    # a failed attach closes a backend built but never given its host pools
+    bare = suite.instances._construct("BE-1", suite.wire.form(config))
+    close = getattr(bare, "close", None)
+    if not callable(close):
+        raise CheckSkipped(
+            "not applicable: the backend has no close() (SGLang calls it only where a backend defines it)"
+        )
+    suite.calls.call("BE-29", close)  # an exception fails BE-29; past the deadline the run stops on BE-29
+    writer = suite.instances.build(config, pages=8, tag="the instance that closes")
+    reader = suite.instances.build(config, pages=8, tag="an instance that stays")
+    keys = suite.names.new_keys(3)
+    suite.io.store(writer, keys, clause_id=setup_clause(suite))
+    shared = suite.io.count(reader, keys, clause_id="BE-29") > 0  # instances of one configuration share pages
+    suite.calls.call("BE-29", writer.backend.close)
+    suite.instances.forget(writer)  # closed: the other instances clear the namespace at the end
+    if not shared:
+        return  # each instance has storage of its own: what a closed one leaves behind no one reads
+    later = suite.instances.build(config, pages=8, tag="an instance built after the close")
+    shown = (
+        f"build 2 instances of one configuration, write {suite.names.show(keys)} through the first, close() it, "
+        "build a third"
+    )
+    for instance in (reader, later):
+        count = suite.io.count(instance, keys, clause_id="BE-29")
+        expect(
+            suite.io.counted(count, len(keys)),
+            "BE-29",
+            f"after close() of the instance that wrote them, {instance.tag} finds {count} of {len(keys)} pages: "
+            "close() must leave the stored pages to the instances that read them",
+            f"{shown}; batch_exists({suite.names.show(keys)}) on {instance.tag} -> {count}",
+        )
+
+
+# ---------------------------------------------------------------- BE-31: the extra_info keys SGLang defines
+@conformance_check("BE-31")
+def defined_extra_info_keys_change_no_page(suite: SuiteContext) -> None:
+    """Pages written with extra_info {"session_id": ...} are counted by batch_exists with the instance's own
+    pp_rank, with the session, with no extra_info and with an empty one."""
+    stage = 0  # 0.5.21-0.5.22: stage 0 asks on behalf of every stage, its own included
+    config = suite.instances.config(model_name=suite.names.namespace("extra-keys"), pp_rank=stage, pp_size=2)
+    instance = suite.instances.build(config, pages=8, tag=f"stage {stage} of 2")
+    suite.io.require_round_trip(instance)
+    keys, pages = suite.names.new_keys(3), [0, 1, 2]
+    session = suite.wire.info(extra_info={"session_id": f"session-{suite.run_id}"})
+    if suite.claims("v2"):  # 0.5.23's linker path writes with batch_set_v2
+        pool = instance.pool
+        for key, page in zip(keys, pages):
+            pool.poke(page, suite.pages.page_for(key, pool))
+        transfers = [suite.wire.transfer(PoolName.KV, keys, pool.slots(pages))]
+        written = suite.io.v2_flags(
+            suite.calls.call("BE-31", instance.backend.batch_set_v2, transfers, session), transfers, "batch_set_v2"
+        )[PoolName.KV.value]
+        how = "batch_set_v2"
+    elif suite.io.io_path() == "v1":
+        written = suite.io.write(instance, keys, pages=pages, info=session, clause_id="BE-31")
+        how = "batch_set_v1"
+    else:  # the legacy methods carry no extra_info: only the queries carry the keys
+        written = suite.io.write(instance, keys, pages=pages, clause_id=setup_clause(suite))
+        how = "batch_set"
+    if not all(written):
+        raise CheckSkipped(f"the backend refused the pages the check needs ({how} -> {written})")
+    infos = {
+        f"extra_info {{'pp_rank': {stage}}} (its own stage)": suite.wire.info(extra_info={"pp_rank": stage}),
+        "the session's extra_info": session,
+        "no extra_info": None,
+        "an empty extra_info": suite.wire.info(),
+    }
+    answers = {label: suite.io.count(instance, keys, info, clause_id="BE-31") for label, info in infos.items()}
+    shown = (
+        f"{how}({suite.names.show(keys)}, extra_info={{'session_id': ...}}) on {instance.tag}, then "
+        f"batch_exists with each extra_info -> {answers}"
+    )
+    for label, count in answers.items():
+        expect(
+            suite.io.counted(count, len(keys)),
+            "BE-31",
+            f"batch_exists with {label} counts {count} of the {len(keys)} pages written with a session_id: "
+            "session_id and the instance's own pp_rank never change which pages are found",
+            shown,
+        )
+    suite.io.require_seen(any(answers.values()), "how extra_info keys change a lookup")
+
+
+# ---------------------------------------------------------------- BE-32: describe_l3_object_layout
+def layout_problems(layouts: Sequence[Any]) -> list[str]:
+    """Return what breaks BE-32 in the replies of every scheduler of one engine (empty when none)."""
+    problems: list[str] = []
+    by_stage: dict[Any, dict] = {}
+    for number, layout in enumerate(layouts):
+        where = f"reply {number}"
+        if not isinstance(layout, dict) or not isinstance(layout.get("enabled"), bool):
+            problems.append(f"{where}: enabled must be a bool")
+            continue
+        missing = [field for field in ("backend", "page_size", "hicache_object_layout") if field not in layout]
+        if missing:
+            problems.append(f"{where}: missing {', '.join(missing)}")
+            continue
+        inner = layout["hicache_object_layout"]
+        if not isinstance(inner, dict) or not isinstance(inner.get("pools"), list):
+            problems.append(f"{where}: hicache_object_layout must be a dict with a pools list")
+            continue
+        if not layout["enabled"]:
+            if not layout.get("reason") or inner["pools"]:
+                problems.append(f"{where}: a layout it cannot describe has a reason and no pools")
+            continue
+        if "pp_rank" not in inner or "pp_size" not in inner:
+            problems.append(f"{where}: hicache_object_layout must hold pp_rank and pp_size")
+            continue
+        if by_stage.setdefault(inner["pp_rank"], layout) != layout:
+            problems.append(f"{where}: differs from another scheduler of stage {inner['pp_rank']}")
+    return problems
+
+
+LAYOUT_SCHEDULERS: tuple[tuple[int, int], ...] = ((0, 0), (1, 0), (0, 1), (1, 1))
+"""The schedulers of the engine whose layout is asked: (tp_rank, pp_rank) with tp_size 2 and pp_size 2."""
+
+
+@conformance_check("BE-32")
+def layout_replies_merge(suite: SuiteContext) -> None:
+    """describe_l3_object_layout, where offered, replies with the fields merge_l3_layouts reads, a reason and no
+    pools when it cannot describe the layout, and one equal reply from every scheduler of a stage."""
+    if not callable(getattr(suite.instances.main.backend, "describe_l3_object_layout", None)):
+        raise CheckSkipped(
+            "not applicable: the backend offers no describe_l3_object_layout (SGLang 0.5.23 asks only a "
+            "MooncakeStore; the rule binds a backend that offers the method)"
+        )
+    model_name = suite.names.namespace("layout")
+    replies, asked = [], []
+    for tp_rank, pp_rank in LAYOUT_SCHEDULERS:
+        config = suite.instances.config(model_name=model_name, tp_rank=tp_rank, tp_size=2, pp_rank=pp_rank, pp_size=2)
+        instance = suite.instances.build(config, pages=2, tag=f"tp {tp_rank}/2 of stage {pp_rank}/2")
+        replies.append(
+            suite.calls.call(
+                "BE-32",
+                instance.backend.describe_l3_object_layout,
+                sidecar_pool_specs=(),
+                swa_trailing_pages=None,
+                page_size=suite.options.page_size,
+            )
+        )
+        asked.append(instance.tag)
+    problems = layout_problems(replies)
+    expect(
+        not problems,
+        "BE-32",
+        f"the layout replies do not merge: {'; '.join(problems)}",
+        "describe_l3_object_layout(sidecar_pool_specs=(), swa_trailing_pages=None, "
+        f"page_size={suite.options.page_size}) on " + ", ".join(f"reply {n}: {tag}" for n, tag in enumerate(asked)),
+    )
+
+
+# ---------------------------------------------------------------- BE-33: SGLang's failure injector
+FORWARDED: tuple[str, ...] = (
+    "register_mem_pool_host",
+    "register_mem_host_pool_v2",
+    "on_host_pools_registered",
+    "clear",
+    "get_stats",
+    "close",
+)
+"""The methods SGLang 0.5.23's failure injector passes to the backend unchanged."""
+INJECTED: tuple[str, ...] = (
+    "exists",
+    "get",
+    "set",
+    "batch_get",
+    "batch_set",
+    "batch_exists",
+    "batch_get_v1",
+    "batch_set_v1",
+    "batch_exists_v2",
+    "batch_get_v2",
+    "batch_set_v2",
+)
+"""The methods it passes on after a delay, or answers itself with a miss."""
+
+
+class FailureInjector:
+    """A proxy that behaves as SGLang 0.5.23's failure injector: the housekeeping methods reach the backend
+    unchanged; a data method is answered by the proxy with a miss when ``plan`` says so (its next entry True),
+    else passed on with every argument positional, as SGLang's proxy passes them. No other method exists on it.
+    ``reached`` lists the calls that reached the backend."""
+
+    def __init__(self, backend: Any) -> None:
+        self._backend = backend
+        self.plan: deque[bool] = deque()
+        """Whether each coming data call is refused (answered with a miss); passed on once it is empty."""
+        self.reached: list[str] = []
+
+    def _refused(self) -> bool:
+        return self.plan.popleft() if self.plan else False
+
+    def _pass(self, name: str, *args: Any) -> Any:
+        if name not in FORWARDED + INJECTED:
+            raise AttributeError(f"the failure injector does not pass {name} on")
+        self.reached.append(name)
+        return getattr(self._backend, name)(*args)
+
+    # the housekeeping, unchanged
+    def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+        self._pass("register_mem_pool_host", mem_pool_host)
+
+    def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
+        self._pass("register_mem_host_pool_v2", host_pool, host_pool_name)
+
+    def on_host_pools_registered(self) -> None:
+        self._pass("on_host_pools_registered")
+
+    def clear(self) -> Any:
+        return self._pass("clear")
+
+    def get_stats(self) -> Any:
+        return self._pass("get_stats")
+
+    def close(self) -> None:
+        self._pass("close")
+
+    # the data methods: a miss of the proxy's own, or passed on
+    def exists(self, key: str) -> bool:
+        return False if self._refused() else self._pass("exists", key)
+
+    def get(self, key: str, target_location: Any = None, target_sizes: Any = None) -> Any:
+        return None if self._refused() else self._pass("get", key, target_location, target_sizes)
+
+    def set(self, key: str, value: Any = None, target_location: Any = None, target_sizes: Any = None) -> bool:
+        return False if self._refused() else self._pass("set", key, value, target_location, target_sizes)
+
+    def batch_get(self, keys: list, target_locations: Any = None, target_sizes: Any = None) -> Any:
+        if self._refused():
+            return [None] * len(keys)
+        return self._pass("batch_get", keys, target_locations, target_sizes)
+
+    def batch_set(self, keys: list, values: Any = None, target_locations: Any = None, target_sizes: Any = None) -> bool:
+        return False if self._refused() else self._pass("batch_set", keys, values, target_locations, target_sizes)
+
+    def batch_exists(self, keys: list, extra_info: Any = None) -> int:
+        return 0 if self._refused() else self._pass("batch_exists", keys, extra_info)
+
+    def batch_get_v1(self, keys: list, host_indices: Any, extra_info: Any = None) -> list:
+        return [False] * len(keys) if self._refused() else self._pass("batch_get_v1", keys, host_indices, extra_info)
+
+    def batch_set_v1(self, keys: list, host_indices: Any, extra_info: Any = None) -> list:
+        return [False] * len(keys) if self._refused() else self._pass("batch_set_v1", keys, host_indices, extra_info)
+
+    def batch_exists_v2(self, keys: list, pool_transfers: Any = None, extra_info: Any = None) -> Any:
+        if self._refused():
+            return PoolTransferResult.empty()
+        return self._pass("batch_exists_v2", keys, pool_transfers, extra_info)
+
+    def batch_get_v2(self, transfers: list, extra_info: Any = None) -> Any:
+        if self._refused():
+            return {item.name: [False] * len(item.keys or []) for item in transfers}
+        return self._pass("batch_get_v2", transfers, extra_info)
+
+    def batch_set_v2(self, transfers: list, extra_info: Any = None) -> Any:
+        if self._refused():
+            return {item.name: [False] * len(item.keys or []) for item in transfers}
+        return self._pass("batch_set_v2", transfers, extra_info)
+
+
+INJECTOR_BATCHES = 4
+"""Batches of two pages the check writes through the proxy; the proxy refuses the writes of half of them."""
+
+
+def _plan(rng: random.Random, refused: int, total: int) -> list[bool]:
+    """``total`` entries, ``refused`` of them True, in a seeded order."""
+    entries = [True] * refused + [False] * (total - refused)
+    rng.shuffle(entries)
+    return entries
+
+
+@conformance_check("BE-33")
+def pages_stay_consistent_under_the_failure_injector(suite: SuiteContext) -> None:
+    """Through a proxy like SGLang's failure injector, pages whose write it refused read as misses, pages written
+    read back byte-exact, and a refused write written again later reads back too."""
+    raw = suite.instances.build(
+        suite.instances.config(model_name=suite.names.namespace("injector")), pages=4 * INJECTOR_BATCHES, tag="raw"
+    )
+    suite.io.require_round_trip(raw)  # the backend moves pages: what fails below comes from the proxy's calls
+    proxy = FailureInjector(raw.backend)
+    through = Instance(proxy, raw.config, raw.pool, raw.sidecars, "through the failure injector")
+    rng = random.Random(suite.seed * 7919 + 33)
+    batches = [suite.names.new_keys(2) for _ in range(INJECTOR_BATCHES)]
+    write_plan = _plan(rng, INJECTOR_BATCHES // 2, INJECTOR_BATCHES)
+    read_plan = _plan(rng, INJECTOR_BATCHES // 2, INJECTOR_BATCHES)
+    steps: list[str] = []
+
+    def shown() -> str:
+        return "; ".join(steps[-6:])
+
+    def pages_of(index: int) -> list[int]:
+        return [2 * index, 2 * index + 1]
+
+    def reads_back(index: int, refused: bool, stored: list[bool], when: str) -> bool:
+        """Count and read batch ``index`` through the proxy (its read refused when ``refused``); judge the answers."""
+        keys = batches[index]
+        targets = [2 * INJECTOR_BATCHES + page for page in pages_of(index)]
+        proxy.plan.extend([False, refused])  # the hit query passes; the read as the plan says
+        count = suite.io.count(through, keys, clause_id="BE-33")
+        read = suite.io.read(through, keys, pages=targets, clause_id="BE-33")
+        steps.append(
+            f"{when}: batch_exists({suite.names.show(keys)}) -> {count}, read{' (refused)' if refused else ''} "
+            f"-> {[page is not None for page in read]}"
+        )
+        for key, page, kept in zip(keys, read, stored):
+            if page is None:
+                continue
+            expect(
+                kept,
+                "BE-33",
+                f"{suite.names.label(key)}, whose write the proxy refused (the backend never received it), reads "
+                "as a hit",
+                shown(),
+            )
+            expect(
+                suite.io.holds(key, raw.pool, page),
+                "BE-33",
+                f"{suite.names.label(key)} reads back as "
+                f"{describe_page_difference(suite.pages.page_for(key, raw.pool), page)}",
+                shown(),
+            )
+        leading = 0
+        while leading < len(stored) and stored[leading]:
+            leading += 1
+        expect(
+            count <= leading and suite.io.counted(count, leading),
+            "BE-33",
+            f"batch_exists counts {count} pages of {suite.names.show(keys)}; {leading} reached the backend and "
+            "were stored",
+            shown(),
+        )
+        if not refused and not suite.may_evict:
+            missing = [suite.names.label(key) for key, page, kept in zip(keys, read, stored) if kept and page is None]
+            expect(not missing, "BE-33", f"{missing} were stored but the read passed on misses them", shown())
+        return any(page is not None for page in read)
+
+    try:
+        stored: list[list[bool]] = []
+        for index, (keys, refused) in enumerate(zip(batches, write_plan)):
+            proxy.plan.append(refused)
+            written = suite.io.write(through, keys, pages=pages_of(index), clause_id="BE-33")
+            steps.append(f"write {suite.names.show(keys)}{' (refused)' if refused else ''} -> {written}")
+            stored.append([flag and not refused for flag in written])
+        if not any(any(flags) for flags, refused in zip(stored, write_plan) if not refused):
+            raise CheckSkipped("the backend refused every page the check wrote through the proxy; nothing to check")
+        seen = False
+        for index, refused in enumerate(read_plan):
+            seen = reads_back(index, refused, stored[index], "then") or seen
+        for index, refused in enumerate(write_plan):  # the engine backs a refused write up again later
+            if not refused:
+                continue
+            proxy.plan.append(False)
+            written = suite.io.write(through, batches[index], pages=pages_of(index), clause_id="BE-33")
+            steps.append(f"write {suite.names.show(batches[index])} again -> {written}")
+            stored[index] = list(written)
+        for index in range(INJECTOR_BATCHES):  # every read passed on: each stored page reads back byte-exact
+            seen = reads_back(index, False, stored[index], "at the end") or seen
+        suite.calls.call("BE-33", proxy.get_stats)
+    except ClauseFailure as failure:
+        cause = failure.__cause__
+        if failure.clause_id != "BE-33" or cause is None:
+            raise
+        raise ClauseFailure(
+            "BE-33",
+            f"{failure.message} (the proxy passes every argument on positionally, as SGLang's failure injector does)",
+            shown() or failure.counterexample,
+        ) from cause
+    suite.io.require_seen(seen, "how pages behave behind the failure injector")
