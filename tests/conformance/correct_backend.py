@@ -260,7 +260,6 @@ class CorrectBackend(PageObjects):
         return layout
 
 
-
 class ListsRestorableLengths(CorrectBackend):
     """Correct; batch_exists_v2 also lists the prefix lengths KV and every pool can restore
     (restorable_prefix_pages), ascending, as 0.5.23's HiCacheFile does. ``restorable`` shapes the list."""
