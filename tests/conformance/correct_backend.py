@@ -215,8 +215,12 @@ class CorrectBackend(PageObjects):
     def batch_exists_v2(self, keys: list, pool_transfers: Any = None, extra_info: Any = None) -> Any:
         keys = list(keys)
         queries = tuple(self.pool_query(transfer, keys) for transfer in pool_transfers or ())
-        folded, entries, _ = plain_fold(self.pool_present("kv", keys), queries)  # not the spec's fold: the oracle's
-        return PoolTransferResult(kv_hit_pages=folded, extra_pool_hit_pages=dict(entries))
+        folded, entries, restorable = plain_fold(self.pool_present("kv", keys), queries)  # not the spec's: the oracle's
+        # None says every length 1..kv_hit_pages is restorable (BE-26): list them only when some inside are not
+        listed = None if set(restorable) == set(range(1, folded + 1)) else list(restorable)
+        return PoolTransferResult(
+            kv_hit_pages=folded, extra_pool_hit_pages=dict(entries), restorable_prefix_pages=listed
+        )
 
     def batch_get_v2(self, transfers: list, extra_info: Any = None) -> dict:
         return {

@@ -514,7 +514,9 @@ class PerInstanceSalt(CorrectBackend):
 
 
 class SharedStagingBuffer(CorrectBackend):
-    """Reads go through one staging buffer per instance, unguarded: concurrent reads mix pages (BE-23)."""
+    """Reads go through one staging buffer per instance, unguarded: two concurrent reads would mix pages. Correct
+    for SGLang, whose one IO thread per instance never reads twice at once (each attach builds its own backend);
+    BE-23 runs only the concurrency SGLang's threads make, so it passes."""
 
     def read_pages(self, pool, keys, host_indices):
         host_pool = self.pools.get(pool)

@@ -250,7 +250,6 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("NS-4", field_bugs.NoModelInKeys, CAUGHT, EVICTING, alone("ranks_and_models_never_share_pages")),
     _entry("NS-8", field_bugs.GlobalClear, CAUGHT, EXCUSED, only("clear_removes_only_its_own_namespace")),
     _entry("NS-7", field_bugs.PerInstanceSalt, CAUGHT, EXCUSED, alone("pages_survive_a_rebuild")),
-    _entry("BE-23", field_bugs.SharedStagingBuffer, CAUGHT, EVICTING),
     # the sequence set, clear, set needs a few runs
     _entry(
         ("BE-9", "BE-17"),
@@ -334,9 +333,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
         only("pages_stay_consistent_under_the_failure_injector"),
         **LEGACY_MODE,
     ),
-    _entry(
-        "BE-23", single.WriteKeysParkedOnTheInstance, only("concurrent_calls_keep_every_key_consistent", recorded=False)
-    ),
+    _entry("BE-26", single.RestorableLengthsLeftNone, CAUGHT, EVICTING, only("v2_exists_folds_pool_hits_per_policy")),
     _entry(
         "BE-22", backdoor.VanishedSidecarPageReadsAsAHit, only("a_removed_kv_derived_sidecar_is_never_read_as_a_hit")
     ),

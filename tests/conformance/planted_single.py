@@ -14,6 +14,7 @@ from typing import Any, Optional
 import torch
 
 from hicache_spec import STORAGE_BATCH_SIZE
+from hicache_contracts.models import PoolTransferResult
 from tests.conformance.correct_backend import CorrectBackend, pool_name, tensor_bytes
 
 
@@ -256,7 +257,9 @@ class OneKeyLookupsCached(CorrectBackend):
 
 class WriteKeysParkedOnTheInstance(CorrectBackend):
     """batch_set_v1 parks the batch's keys on the instance while it gathers the host pages, then stores the
-    pages under the parked keys: two concurrent writes store pages under each other's keys (BE-23)."""
+    pages under the parked keys: two concurrent writes would store pages under each other's keys. Correct for
+    SGLang, whose one backup thread per instance never writes twice at once; BE-23 runs only the concurrency
+    SGLang's threads make, so it passes."""
 
     def batch_set_v1(self, keys, host_indices, extra_info=None):
         self.parked = list(keys)
@@ -273,6 +276,16 @@ class WriteKeysParkedOnTheInstance(CorrectBackend):
             except OSError:
                 results.append(False)
         return results + [False] * (len(keys) - len(results))
+
+
+class RestorableLengthsLeftNone(CorrectBackend):
+    """Planted (BE-26): kv_hit_pages is the largest length KV and every pool can restore (the fold is right), but
+    restorable_prefix_pages is always None, which says every length up to the hit is restorable: wrong when a
+    trailing pool's window leaves lengths inside the hit unrestorable (SGLang 0.5.23 then restores them)."""
+
+    def batch_exists_v2(self, keys: list, pool_transfers: Any = None, extra_info: Any = None) -> Any:
+        result = super().batch_exists_v2(keys, pool_transfers, extra_info)
+        return PoolTransferResult(kv_hit_pages=result.kv_hit_pages, extra_pool_hit_pages=result.extra_pool_hit_pages)
 
 
 class CloseNeedsItsHostPool(CorrectBackend):

@@ -746,12 +746,13 @@ class ClientBoundToItsFirstThread(BeforeEachDataCall):
 def test_a_worker_goes_on_after_a_failed_call_and_every_failure_is_counted() -> None:
     """Every call from a worker raises on ClientBoundToItsFirstThread: each worker goes on to its next call, and the
     verdict names the first failure and counts all 3 x 40, not one per worker. (Each worker reports a failure before
-    it makes its next call, so the first failure reported is one of the workers' first three calls.)"""
+    it makes its next call, so the first failure reported is one of the workers' first three calls.) The same call
+    made alone, from the thread that opened the client, does not fail: a race, BE-23's."""
     outcome = concurrency_outcome(ClientBoundToItsFirstThread)
     assert outcome.status == "fail", outcome
     named = re.fullmatch(
         r"thread \d+: batch_(exists|[gs]et_v1)\(.*\) raised RuntimeError: store client used outside the thread "
-        r"that opened it \(refused call (\d+)\) \(120 problem\(s\) in all\)",
+        r"that opened it \(refused call (\d+)\) \(120 problem\(s\) in all\); the same call made alone does not fail",
         outcome.message,
     )
     assert named and int(named.group(2)) <= 3, outcome.message
@@ -771,17 +772,17 @@ class OnePageReadReturnsItsSlotMask(CorrectBackend):
 @pytest.mark.clause("BE-14", "BE-23")
 def test_a_flag_with_no_truth_value_is_named_where_it_was_met() -> None:
     """The suite's helpers fail BE-14 on a flag that has no truth value, naming the entry, where turning it into a
-    bool used to stop a check on RuntimeError: BE-23's workers report it per call and go on (every one-key get
-    fails, so there are more failures than workers), and a check whose setup read meets it is skipped saying so."""
+    bool used to stop a check on RuntimeError: BE-23's workers meet it, the one-key read made alone meets it again,
+    so it is no race: BE-23 is not reached, pointing at BE-14; a check whose setup read meets it is skipped saying
+    so."""
     outcome = concurrency_outcome(OnePageReadReturnsItsSlotMask)
-    assert outcome.status == "fail", outcome
-    found = re.fullmatch(
-        r"thread \d+: batch_get_v1's entry 0 is <tensor \(64,\) bool>, not a bool \(RuntimeError: Boolean value of "
-        r"Tensor with more than one (value|values) is ambiguous\) \((\d+) problem\(s\) in all\)",
+    assert outcome.status == "skip" and outcome.needs == "BE-14", outcome
+    assert re.fullmatch(
+        r"batch_get_v1's entry 0 is <tensor \(64,\) bool>, not a bool \(RuntimeError: Boolean value of Tensor with "
+        r"more than one (value|values) is ambiguous\) \(also for get made alone on fresh keys stored '\S+' \(S "
+        r"stored\) with no other call running: no race\)",
         outcome.message,
-    )
-    assert found, outcome.message
-    assert int(found.group(2)) > 3, outcome.message
+    ), outcome.message
     report = run(OnePageReadReturnsItsSlotMask, checks=("v1_pages_round_trip_bit_for_bit",))
     outcome = report.sections[0].checks[0]
     assert outcome.status == "skip", outcome
@@ -826,15 +827,15 @@ class ResultStreamClosesOnOneKeyReads(CorrectBackend):
 @pytest.mark.clause("BE-23")
 def test_an_error_of_the_suites_own_in_a_worker_is_reported_and_the_worker_goes_on() -> None:
     """A worker's call that ends in an error the suite's helpers did not name (here ConnectionError, raised while the
-    helper reads the result) is reported as that call raising, and the worker goes on: every one-key get fails, so
-    the verdict counts more failures than there are workers."""
+    helper reads the result) is reported as that call raising, and the worker goes on; every one-key get fails, also
+    made alone once the threads have ended: no race, so BE-23 is not reached, pointing at the read's clause."""
     outcome = concurrency_outcome(ResultStreamClosesOnOneKeyReads)
-    assert outcome.status == "fail", outcome
-    found = re.fullmatch(
-        r"thread \d+: get raised ConnectionError: result stream closed \((\d+) problem\(s\) in all\)", outcome.message
-    )
-    assert found, outcome.message
-    assert int(found.group(1)) > 3, outcome.message
+    assert outcome.status == "skip" and outcome.needs == "BE-15", outcome
+    assert re.fullmatch(
+        r"get raised ConnectionError: result stream closed \(also for get made alone on fresh keys stored '\S+' "
+        r"\(S stored\) with no other call running: no race\)",
+        outcome.message,
+    ), outcome.message
 
 
 @pytest.mark.clause("BE-23")
@@ -950,7 +951,7 @@ def test_a_backend_call_that_raises_in_a_worker_is_reported_as_that_call_failed(
     assert outcome.status == "fail", outcome
     assert re.fullmatch(
         r"thread \d+: batch_[gs]et_v1\(.*\) raised RuntimeError: client busy: another transfer is in flight "
-        r"\(\d+ problem\(s\) in all\)",
+        r"\(\d+ problem\(s\) in all\); the same call made alone does not fail",
         outcome.message,
     ), outcome.message
 

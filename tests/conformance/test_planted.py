@@ -118,6 +118,8 @@ NOT_PLANTED = {
     "EvictsAfterReadListingItsLengths",
     "KvReadBringsItsDerivedPagesAlong",
     "FilesSidecarPagesByHitPolicy",
+    "SharedStagingBuffer",
+    "WriteKeysParkedOnTheInstance",
 }
 """The classes of the family modules that are no planted bug: correct backends, hooks and shared bases."""
 

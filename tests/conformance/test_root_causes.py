@@ -76,7 +76,8 @@ def test_dropped_writes_fail_be17_and_its_dependents_point_at_it() -> None:
 def test_a_bug_in_a_checks_own_subject_still_fails_its_clause(backend: type, clause: str) -> None:
     report = run(backend)
     assert clause in failed(report), report.render_text(color=False)
-    assert not any(outcome.needs for outcome in report.sections[0].checks)
+    # a check that met the bug only in its setup (BE-23's threads, say) points at the clause, never elsewhere
+    assert {outcome.needs for outcome in report.sections[0].checks} <= {None, clause}
     assert report.exit_code == 1
 
 

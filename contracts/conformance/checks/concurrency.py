@@ -1,5 +1,9 @@
-"""The concurrency tier (BE-23): worker threads mixing exists, get and set on overlapping keys, plus a
+"""The concurrency tier (BE-23): the threads SGLang runs on one backend instance, on overlapping keys, plus a
 get_stats thread, with every call recorded and checked per key against a lossy write-once store.
+
+The threads are those of one controller (each attach builds its own backend): one IO thread reading
+(get), one backup thread writing (set) and hit queries (exists) from the hit-query thread and, past
+three threads, from other engine threads (BE-30). Two reads, or two writes, never run at once.
 
 The model: each key has one page (the suite's bytes for it). A set may be
 refused (False) and, for a backend that may evict, a stored page may later
@@ -13,6 +17,14 @@ disappear; but
 
 Threads start together at a barrier; nothing waits by sleeping. Every wait
 is bounded by the run's ``timeout_s``.
+
+One cause, one failure: a call that raised, or a history the model forbids,
+is replayed alone once the threads have ended (the same call; for a history,
+fresh keys stored the way the call found them). What the replay shows
+without any other thread running is no race: it is reported on the clause a
+single call breaks (BE-2, BE-4, BE-15, BE-17, ...), as a finding of this
+check's setup, and BE-23 is not reached. Only what the replay does not show
+fails BE-23.
 """
 
 from __future__ import annotations
@@ -21,15 +33,43 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
+from hicache_spec import count_leading_run
 from hicache_contracts.conformance.session.context import SuiteContext
-from hicache_contracts.conformance.framework import CheckSkipped, ClauseFailure, conformance_check, expect, fail
+from hicache_contracts.conformance.checks.core_hits import misses_never_raise
+from hicache_contracts.conformance.framework import (
+    CheckSkipped,
+    ClauseFailure,
+    PreconditionFailed,
+    conformance_check,
+    expect,
+    fail,
+)
 
 PAGES_PER_THREAD = 4
 """Host pages each worker owns (it writes from and reads into its own pages only)."""
 MAX_STATS_CALLS = 100_000
 """Upper bound on get_stats calls, whatever the workers do."""
+ROLES = ("exists", "get", "set")
+"""The calls of SGLang's threads on one instance: the hit-query thread, the IO thread, the backup thread; threads
+past these three are further hit-query threads (other engine threads ask for hits too)."""
+
+
+def role_of(index: int) -> str:
+    """The calls worker ``index`` makes."""
+    return ROLES[index] if index < len(ROLES) else "exists"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A call of a worker that raised, or broke a clause of a single call."""
+
+    thread: int
+    operation: str
+    keys: tuple[str, ...]
+    start: int
+    failure: ClauseFailure
 
 
 @dataclass(frozen=True)
@@ -59,17 +99,18 @@ def _history(suite: SuiteContext, events: list[Event], key: str, origin: int) ->
 def concurrent_calls_keep_every_key_consistent(suite: SuiteContext) -> None:
     """Worker threads mixing exists/get/set on shared keys, plus get_stats, never raise, corrupt or lose a page."""
     profile = suite.profile
-    workers = max(3, profile.concurrency_threads)
+    workers = max(len(ROLES), profile.concurrency_threads)
     bound = suite.options.timeout_s
     instance = suite.instances.build(
         suite.instances.config(model_name=suite.names.namespace("threads")),
-        pages=workers * PAGES_PER_THREAD + 1,
+        pages=(workers + 1) * PAGES_PER_THREAD + 1,
         tag="concurrency",
     )
     suite.io.require_round_trip(instance)  # one thread moves pages: what fails below comes from the threads
     keys = suite.names.new_keys(profile.concurrency_keys)
     events: list[Event] = []
-    problems: list[str] = []
+    problems: list[Problem] = []
+    stats_problems: list[str] = []
     barrier = threading.Barrier(workers + 1)
     finished = threading.Event()
     origin = time.monotonic_ns()
@@ -81,27 +122,14 @@ def concurrent_calls_keep_every_key_consistent(suite: SuiteContext) -> None:
             barrier.wait(bound)
         except threading.BrokenBarrierError:
             return
+        operation = role_of(index)
         for _ in range(profile.concurrency_operations):
-            operation = rng.choice(("exists", "get", "set"))
             chosen = rng.sample(keys, rng.randint(1, min(PAGES_PER_THREAD, len(keys))))
-            pages = own_pages[: len(chosen)]
             start = time.monotonic_ns()
             try:
-                if operation == "set":
-                    outcome: Any = suite.io.write(instance, chosen, pages=pages, clause_id="BE-23")
-                elif operation == "get":
-                    read = suite.io.read(instance, chosen, pages=pages, clause_id="BE-23")
-                    outcome = [page is not None for page in read]
-                    for key, page in zip(chosen, read):
-                        if page is not None and not suite.io.holds(key, instance.pool, page):
-                            problems.append(f"thread {index} read {suite.names.label(key)} with corrupt bytes")
-                else:
-                    outcome = suite.io.count(instance, chosen, clause_id="BE-23")
+                outcome: Any = _guarded_call(suite, instance, operation, chosen, own_pages[: len(chosen)])
             except ClauseFailure as failure:
-                problems.append(f"thread {index}: {failure.message}")
-                continue
-            except Exception as error:  # the suite's own helpers wrap backend calls; this is a last resort
-                problems.append(f"thread {index}: {operation} raised {type(error).__name__}: {error}")
+                problems.append(Problem(index, operation, tuple(chosen), start, failure))
                 continue
             events.append(Event(index, operation, tuple(chosen), start, time.monotonic_ns(), outcome))
 
@@ -111,7 +139,7 @@ def concurrent_calls_keep_every_key_consistent(suite: SuiteContext) -> None:
             try:
                 instance.backend.get_stats()
             except Exception as error:
-                problems.append(f"get_stats raised {type(error).__name__}: {error} while IO ran")
+                stats_problems.append(f"get_stats raised {type(error).__name__}: {error} while IO ran")
                 return
             calls += 1
 
@@ -140,14 +168,24 @@ def concurrent_calls_keep_every_key_consistent(suite: SuiteContext) -> None:
         )
     stuck = [thread.name for thread in threads if thread.is_alive()]
     shown = (
-        f"{workers} threads x {profile.concurrency_operations} calls of exists/get/set over "
-        f"{len(keys)} shared keys, plus get_stats"
+        f"{workers} threads (one reading, one writing, {workers - 2} asking for hits) x "
+        f"{profile.concurrency_operations} calls over {len(keys)} shared keys, plus get_stats"
     )
     expect(not stuck, "BE-23", f"{len(stuck)} worker thread(s) did not finish within {bound} s (deadlock?)", shown)
     expect(not watcher.is_alive(), "BE-23", f"get_stats did not return within {bound} s after the workers ended", shown)
+    if stats_problems:
+        fail("BE-23", f"{stats_problems[0]} ({len(stats_problems)} problem(s) in all)", shown)
     if problems:
-        fail("BE-23", f"{problems[0]} ({len(problems)} problem(s) in all)", shown)
-    _check_histories(suite, events, keys, origin, shown)
+        _judge_problem(suite, instance, events, problems[0], len(problems), shown, spare=_spare_pages(workers))
+    spare = _spare_pages(workers)
+    _check_histories(
+        suite,
+        events,
+        keys,
+        origin,
+        shown,
+        replay=lambda operation, pattern: _replay(suite, instance, operation, pattern, spare),
+    )
     suite.io.require_seen(
         any(
             event.outcome if event.operation == "exists" else any(event.outcome)
@@ -172,56 +210,224 @@ def concurrent_calls_keep_every_key_consistent(suite: SuiteContext) -> None:
                 )
 
 
-def _check_histories(suite: SuiteContext, events: list[Event], keys: list[str], origin: int, shown: str) -> None:
-    """Check every recorded call against the model, key by key."""
-    first_set_start: dict[str, int] = {}
+def _read_clause(suite: SuiteContext) -> str:
+    return "BE-15" if suite.io.io_path() == "v1" else "BE-9"
+
+
+def _write_clause(suite: SuiteContext) -> str:
+    return "BE-17" if suite.io.io_path() == "v1" else "BE-9"
+
+
+def _call(suite: SuiteContext, instance: Any, operation: str, keys: list[str], pages: list[int]) -> Any:
+    """Make one worker call (``exists``, ``get`` or ``set``) and return what the history records; a call that
+    raises, or a read that brings corrupt bytes, fails the clause a single such call breaks."""
+    if operation == "set":
+        return suite.io.write(instance, keys, pages=pages, clause_id=_write_clause(suite))
+    if operation == "get":
+        read = suite.io.read(instance, keys, pages=pages, clause_id=_read_clause(suite))
+        for key, page in zip(keys, read):
+            if page is not None and not suite.io.holds(key, instance.pool, page):
+                fail(_read_clause(suite), f"a read brought {suite.names.label(key)} with corrupt bytes")
+        return [page is not None for page in read]
+    return suite.io.count(instance, keys, clause_id="BE-2")
+
+
+def _guarded_call(suite: SuiteContext, instance: Any, operation: str, keys: list[str], pages: list[int]) -> Any:
+    """``_call``, an error the suite's helpers did not name (one raised while reading a result, say) failing the
+    clause of the call as that call raising."""
+    try:
+        return _call(suite, instance, operation, keys, pages)
+    except ClauseFailure:
+        raise
+    except Exception as error:  # the suite's own helpers wrap backend calls; this is a last resort
+        clause_id = {"set": _write_clause(suite), "get": _read_clause(suite)}.get(operation, "BE-2")
+        raise ClauseFailure(clause_id, f"{operation} raised {type(error).__name__}: {error}") from error
+
+
+def _spare_pages(workers: int) -> list[int]:
+    """Host pages no worker uses: the replays read and write there."""
+    return list(range(workers * PAGES_PER_THREAD, (workers + 1) * PAGES_PER_THREAD))
+
+
+def _not_a_race(failure: ClauseFailure, what: str) -> PreconditionFailed:
+    return PreconditionFailed(
+        failure.clause_id,
+        f"{failure.message} (also {what} with no other call running: no race)",
+        failure.counterexample,
+    )
+
+
+def _confirmed_at(events: list[Event]) -> dict[str, int]:
+    """When each key's first set that returned True ended (monotonic ns)."""
     confirmed_at: dict[str, int] = {}
     for event in events:
-        if event.operation != "set":
-            continue
-        for key, stored in zip(event.keys, event.outcome):
-            first_set_start[key] = min(first_set_start.get(key, event.start), event.start)
-            if stored:
-                confirmed_at[key] = min(confirmed_at.get(key, event.end), event.end)
+        if event.operation == "set":
+            for key, stored in zip(event.keys, event.outcome):
+                if stored:
+                    confirmed_at[key] = min(confirmed_at.get(key, event.end), event.end)
+    return confirmed_at
+
+
+def _judge_problem(
+    suite: SuiteContext,
+    instance: Any,
+    events: list[Event],
+    problem: Problem,
+    total: int,
+    shown: str,
+    *,
+    spare: list[int],
+) -> None:
+    """Replay the call a worker saw fail alone, on fresh keys stored the way the call found them: failing again,
+    it is the single call's clause; else a race."""
+    confirmed_at = _confirmed_at(events)
+    size = len(problem.keys)
+    # what the call may have found stored: what was confirmed before it began, what was by the end, or (a write
+    # running meanwhile) any one key
+    patterns = [
+        [confirmed_at.get(key, problem.start) < problem.start for key in problem.keys],
+        [key in confirmed_at for key in problem.keys],
+        *([index == one for index in range(size)] for one in range(size)),
+    ]
+    for pattern in dict.fromkeys(tuple(pattern) for pattern in patterns):
+        fresh = suite.names.new_keys(size)
+        missing = [suite.names.label(key) for key, here in zip(fresh, pattern) if not here]
+        try:
+            with misses_never_raise(missing if problem.operation != "set" else []):
+                _replay(suite, instance, problem.operation, list(pattern), spare, fresh)
+        except ClauseFailure as again:
+            stored = "".join("S" if here else "-" for here in pattern)
+            raise _not_a_race(
+                again, f"for {problem.operation} made alone on fresh keys stored '{stored}' (S stored)"
+            ) from None
+    fail(
+        "BE-23",
+        f"thread {problem.thread}: {problem.failure.message} ({total} problem(s) in all); the same call made alone "
+        "does not fail",
+        shown,
+    )
+
+
+def _replay(
+    suite: SuiteContext,
+    instance: Any,
+    operation: str,
+    stored: list[bool],
+    spare: list[int],
+    fresh: Optional[list[str]] = None,
+) -> Optional[tuple[list[str], Any]]:
+    """Make ``operation`` alone on fresh keys (``fresh``, else new ones), those marked ``stored`` written first;
+    return the keys and what the call gave, or None when the backend refused the write (nothing to replay)."""
+    fresh = fresh if fresh is not None else suite.names.new_keys(len(stored))
+    written = [key for key, here in zip(fresh, stored) if here]
+    if written and not all(_guarded_call(suite, instance, "set", written, spare[: len(written)])):
+        return None
+    instance.pool.fill(spare, value=-1.0)
+    return fresh, _guarded_call(suite, instance, operation, fresh, spare[: len(fresh)])
+
+
+def _check_histories(
+    suite: SuiteContext,
+    events: list[Event],
+    keys: list[str],
+    origin: int,
+    shown: str,
+    *,
+    replay: Optional[Callable[[str, list[bool]], Optional[tuple[list[str], Any]]]] = None,
+) -> None:
+    """Check every recorded call against the model, key by key; a call the model forbids is replayed alone
+    (``replay(operation, stored)``: on fresh keys stored the way it found them) and fails BE-23 only when the
+    replay does not show the same (without ``replay``, it fails BE-23)."""
+
+    def _replay_alone(operation: str, pattern: list[bool]) -> Optional[tuple[list[str], Any]]:
+        return None if replay is None else replay(operation, pattern)
+
+    first_set_start: dict[str, int] = {}
+    for event in events:
+        if event.operation == "set":
+            for key in event.keys:
+                first_set_start[key] = min(first_set_start.get(key, event.start), event.start)
+    confirmed_at = _confirmed_at(events)
+
+    def stored_before(event: Event) -> list[bool]:
+        return [confirmed_at.get(key, event.start) < event.start for key in event.keys]
+
+    def hits_of(operation: str, outcome: Any, size: int) -> list[bool]:
+        return list(outcome) if operation == "get" else [index < outcome for index in range(size)]
+
     for event in sorted(events, key=lambda item: item.start):
         if event.operation == "set":
             continue
-        if event.operation == "get":
-            hits = list(event.outcome)
-        else:
-            hits = [index < event.outcome for index in range(len(event.keys))]
-        for key, hit in zip(event.keys, hits):
+        hits = hits_of(event.operation, event.outcome, len(event.keys))
+        for index, (key, hit) in enumerate(zip(event.keys, hits)):
             began: Optional[int] = first_set_start.get(key)
             if hit and (began is None or began > event.end):
+                history = shown + "\n" + _history(suite, events, key, origin)
+                alone = None
+                # what the call may have found stored: what was confirmed before it began, or by the end
+                for pattern in (stored_before(event), [item in confirmed_at for item in event.keys]):
+                    pattern[index] = False
+                    alone = _replay_alone(event.operation, pattern)
+                    if alone is not None and hits_of(event.operation, alone[1], len(pattern))[index]:
+                        break
+                    alone = None
+                if alone is not None:
+                    clause_id = "BE-2" if event.operation == "exists" else _read_clause(suite)
+                    raise _not_a_race(
+                        ClauseFailure(
+                            clause_id,
+                            f"{event.operation} found {suite.names.label(alone[0][index])}, never written",
+                            history,
+                        ),
+                        "on fresh keys stored the same way",
+                    )
                 fail(
                     "BE-23",
                     f"{event.operation} by thread {event.thread} found {suite.names.label(key)} before any write of it began",
-                    shown + "\n" + _history(suite, events, key, origin),
+                    history,
                 )
         if suite.may_evict:
             continue
+        pattern = stored_before(event)
         if event.operation == "get":
-            for key, hit in zip(event.keys, hits):
-                stored_at = confirmed_at.get(key)
-                if not hit and stored_at is not None and stored_at < event.start:
-                    fail(
-                        "BE-23",
-                        f"get by thread {event.thread} missed {suite.names.label(key)}, stored (set returned "
-                        "True) before the get began",
-                        shown + "\n" + _history(suite, events, key, origin),
+            if not all(pattern):  # a read with a miss in it may be answered all or nothing
+                continue
+            for index, (key, hit) in enumerate(zip(event.keys, hits)):
+                if hit:
+                    continue
+                history = shown + "\n" + _history(suite, events, key, origin)
+                alone = _replay_alone("get", pattern)
+                if alone is not None and not alone[1][index]:
+                    raise _not_a_race(
+                        ClauseFailure(
+                            _write_clause(suite),
+                            f"a read misses {suite.names.label(alone[0][index])}, whose set returned True",
+                            history,
+                        ),
+                        "on fresh keys stored the same way",
                     )
+                fail(
+                    "BE-23",
+                    f"get by thread {event.thread} missed {suite.names.label(key)}, stored (set returned "
+                    "True) before the get began",
+                    history,
+                )
         else:
-            lower = 0
-            for key in event.keys:
-                stored_at = confirmed_at.get(key)
-                if stored_at is None or stored_at >= event.start:
-                    break
-                lower += 1
+            lower = count_leading_run(tuple(pattern))
             if event.outcome < lower:
                 key = event.keys[event.outcome]
+                history = shown + "\n" + _history(suite, events, key, origin)
+                alone = _replay_alone("exists", pattern)
+                if alone is not None and alone[1] < lower:
+                    raise _not_a_race(
+                        ClauseFailure(
+                            "BE-2", f"batch_exists counts {alone[1]} of a leading run of {lower} stored pages", history
+                        ),
+                        "on fresh keys stored the same way",
+                    )
                 fail(
                     "BE-23",
                     f"batch_exists by thread {event.thread} returned {event.outcome}, but the first {lower} "
                     "keys were stored before it began",
-                    shown + "\n" + _history(suite, events, key, origin),
+                    history,
                 )

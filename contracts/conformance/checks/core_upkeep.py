@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from hicache_contracts.capabilities import V1_METHODS, V2_METHODS, detect_capabilities
+from hicache_contracts.conformance.checks.core_hits import setup_clause
 from hicache_contracts.conformance.session.context import Instance, SuiteContext, is_storage_writer
 from hicache_contracts.conformance.framework import (
     CallTimedOut,
@@ -33,7 +34,7 @@ def clear_removes_every_page(suite: SuiteContext) -> None:
         suite.instances.config(model_name=suite.names.namespace("clear")), pages=8, tag="clear"
     )
     keys = suite.names.new_keys(3)
-    suite.io.store(instance, keys, clause_id="BE-11")
+    suite.io.store(instance, keys, clause_id=setup_clause(suite))
     before = suite.io.count(
         instance, keys, clause_id="BE-11"
     )  # looked up before clear(): a cache of hits must not outlive it
@@ -72,7 +73,7 @@ def clear_removes_every_pool(suite: SuiteContext) -> None:
     written = suite.io.v2_flags(
         suite.calls.call("BE-11", backend.batch_set_v2, transfers, None), transfers, "batch_set_v2"
     )
-    suite.io.store(instance, keys, pages=pages, clause_id="BE-11")
+    suite.io.store(instance, keys, pages=pages, clause_id=setup_clause(suite))
     if not all(all(flags) for flags in written.values()):
         raise CheckSkipped(f"the backend refused sidecar pages the check needs (batch_set_v2 -> {written})")
     if suite.may_evict:  # pages already gone show nothing about clear()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hicache_contracts.conformance.checks.core_hits import setup_clause
 from hicache_contracts.conformance.session.context import Instance, SuiteContext
 from hicache_contracts.conformance.framework import conformance_check, expect, fail
 from hicache_contracts.models import PoolName
@@ -49,7 +50,7 @@ def ranks_and_models_never_share_pages(suite: SuiteContext) -> None:
     shown_pages = False
     for clause_id, difference, overrides in sibling_configs(suite, model):
         keys = suite.names.new_keys(2)
-        suite.io.store(base, keys, clause_id=clause_id)
+        suite.io.store(base, keys, clause_id=setup_clause(suite))
         if suite.may_evict:  # only pages still there could be seen by the sibling
             shown_pages = shown_pages or suite.io.count(base, keys, clause_id=clause_id) > 0
         sibling = build_with(suite, overrides.pop("model_name", model), difference, **overrides)
@@ -86,7 +87,7 @@ def replicated_kv_is_shared_across_tp_ranks(suite: SuiteContext) -> None:
     writer = build_with(suite, model, "tp 0 of 2, replicated KV", is_mla_model=True, tp_rank=0)
     reader = build_with(suite, model, "tp 1 of 2, replicated KV", is_mla_model=True, tp_rank=1)
     keys = suite.names.new_keys(3)
-    suite.io.store(writer, keys, clause_id="NS-5")
+    suite.io.store(writer, keys, clause_id=setup_clause(suite))
     shown = f"is_mla_model=True, tp_size 2: rank 0 writes {suite.names.show(keys)}, rank 1 looks them up"
     count = suite.io.count(reader, keys, clause_id="NS-5")
     expect(
@@ -199,7 +200,7 @@ def clear_removes_only_its_own_namespace(suite: SuiteContext) -> None:
     ]
     keys = suite.names.new_keys(2)
     for instance in [cleared] + others:
-        suite.io.store(instance, keys, clause_id="NS-8")
+        suite.io.store(instance, keys, clause_id=setup_clause(suite))
     suite.calls.call("BE-11", cleared.backend.clear)
     seen = False
     for other in others:
@@ -220,7 +221,7 @@ def pages_survive_a_rebuild(suite: SuiteContext) -> None:
     config = suite.instances.config(model_name=suite.names.namespace("durable"))
     first = suite.instances.build(config, pages=8, tag="before the restart")
     keys = suite.names.new_keys(3)
-    suite.io.store(first, keys, clause_id="NS-7")
+    suite.io.store(first, keys, clause_id=setup_clause(suite))
     close = getattr(first.backend, "close", None)
     if callable(close):
         suite.calls.call("NS-7", close)

@@ -97,7 +97,7 @@ def v1_reads_touch_only_addressed_slots(suite: SuiteContext) -> None:
         keys = suite.names.new_keys(size)
         present = [index % 3 != 1 for index in range(size)]  # every third page is a miss
         stored = [key for key, here in zip(keys, present) if here]
-        suite.io.store(instance, stored, pages=suite.pages.spread(len(stored)), path="v1", clause_id="BE-16")
+        suite.io.store(instance, stored, pages=suite.pages.spread(len(stored)), path="v1", clause_id="BE-17")
         addressed = suite.pages.spread(size, start=1, stride=2)  # odd pages; the even pages around them are guards
         guards = list(range(0, 2 * size + 1, 2))
         pool.fill(guards, value=GUARD_VALUE)
@@ -130,7 +130,7 @@ def v1_hits_after_a_miss_land_in_their_own_scattered_slots(suite: SuiteContext) 
         keys = suite.names.new_keys(size)
         present = [index % 4 != 0 for index in range(size)]  # a miss first, then every fourth page
         stored = [key for key, here in zip(keys, present) if here]
-        suite.io.store(instance, stored, pages=suite.pages.spread(len(stored)), path="v1", clause_id="BE-15")
+        suite.io.store(instance, stored, pages=suite.pages.spread(len(stored)), path="v1", clause_id="BE-17")
         # non-consecutive pages, one or two guard pages apart, in a random order: host pages handed out by an
         # allocator that has been running a while are scattered, never one contiguous run
         addressed, cursor = [], 2 * STORAGE_BATCH_SIZE

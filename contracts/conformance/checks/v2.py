@@ -269,13 +269,22 @@ def v2_exists_folds_pool_hits_per_policy(suite: SuiteContext) -> None:
             f"restore ({folded}), not the minimum of each pool's largest hit; {got}",
             shown,
         )
-        reported = getattr(result, "restorable_prefix_pages", None)  # None: 1..kv_hit_pages, which BE-26 allows
+        reported = getattr(result, "restorable_prefix_pages", None)
+        if reported is None:  # None says every length 1..kv_hit_pages can be restored
+            implied = set(range(1, kv_hit + 1))
+            expect(
+                implied == set(restorable) or (suite.may_evict and implied <= set(restorable)),
+                "BE-26",
+                f"restorable_prefix_pages is None, which says every length 1..{kv_hit} can be restored, but only "
+                f"{list(restorable)} can: list them; {got}",
+                shown,
+            )
+            return
         expect(
-            reported is None  # read as a set: SGLang marks each listed length in a mask
-            or set(reported) == set(restorable)
+            set(reported) == set(restorable)  # read as a set: SGLang marks each listed length in a mask
             or (suite.may_evict and set(reported) <= set(restorable) and max(reported, default=0) == kv_hit),
             "BE-26",
-            f"restorable_prefix_pages {list(reported or ())} is not every length KV and every pool can restore "
+            f"restorable_prefix_pages {list(reported)} is not every length KV and every pool can restore "
             f"({list(restorable)}); {got}",
             shown,
         )
