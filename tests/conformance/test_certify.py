@@ -190,9 +190,16 @@ def test_what_only_unclaimed_calls_can_show_does_not_block() -> None:
 @pytest.mark.clause("BE-12")
 def test_an_expected_failure_is_still_no_certificate() -> None:
     entry = ExpectedFailure("BE-12", "backend defect", "https://tracker.example.com/12")
-    report = _report(_clause("BE-12", "fail", failures=(Failure("stats", "a dict"),)))
+    report = _report(_clause("BE-2", "pass"), _clause("BE-12", "fail", failures=(Failure("stats", "a dict"),)))
     (problem,) = certification_problems(report, profile="standard", checks=None, expected=(entry,))
     assert "BE-12 failed (stats); an expected failure (backend defect, https://tracker.example.com/12)" in problem
+
+
+@pytest.mark.clause("BE-2")
+def test_a_run_where_nothing_applied_is_no_certificate() -> None:
+    skipped = _clause("BE-2", "skip", reason="not applicable: declared: the backend does not serve MLA models")
+    (problem,) = certification_problems(_report(skipped), profile="standard", checks=None)
+    assert problem.endswith("no clause of a claimed level passed: nothing was certified to hold")
 
 
 # ------------------------------------------------------------ expected failures

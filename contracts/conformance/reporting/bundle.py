@@ -217,6 +217,8 @@ def _section_entry(section: ReportSection) -> dict[str, Any]:
         "claimed_levels": [level.level for level in section.levels if level.claimed],
         "declared_levels": [level.level for level in section.levels if level.claimed and level.source != "probed"],
         "not_claimed": {level.level: level.reason or "" for level in section.levels if not level.claimed},
+        "not_supported": list(section.options.get("not_supported") or ()),
+        "engine": next((note for note in section.notes if note.startswith("engine: ")), None),
         "levels": {
             level.level: {"claimed": level.claimed, "source": level.source, "clauses": counts.get(level.level, {})}
             for level in section.levels

@@ -35,7 +35,7 @@ from hicache_contracts.conformance.reporting.expected import (
     compare_with_baseline,
     parse_expected_failures,
 )
-from hicache_contracts.conformance.reporting.report import ERROR, FAIL, SKIP, ReportSection, SuiteReport
+from hicache_contracts.conformance.reporting.report import ERROR, FAIL, PASS, SKIP, ReportSection, SuiteReport
 
 __all__ = [
     "Baseline",
@@ -129,6 +129,8 @@ def section_problems(section: ReportSection, excused: Optional[dict[str, Expecte
             reason = verdict.reason or "no reason given"
             what = "was not reached" if "not reached" in reason or "its setup needs" in reason else "was skipped"
             problems.append(f"{title}: {verdict.clause_id} (level {verdict.level}) {what}: {reason}")
+    if claimed and not any(verdict.status == PASS and verdict.level in claimed for verdict in section.clauses):
+        problems.append(f"{title}: no clause of a claimed level passed: nothing was certified to hold")
     levels = {verdict.clause_id: verdict.level for verdict in section.clauses}
     for outcome in section.checks:
         if outcome.status not in (SKIP, ERROR) or not any(levels.get(c) in claimed for c in outcome.clauses):
