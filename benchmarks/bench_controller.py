@@ -30,6 +30,7 @@ from hicache_contracts import HiCacheStorageConfig
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference import CacheController, PageCopier
 from hicache_reference.backends.memory import MemoryBackend
+from hicache_reference.settings import ControllerSettings
 
 PAGE_SIZE = 16
 LAYERS = 8
@@ -101,7 +102,9 @@ def measure_controller(pages: int, repeat: int) -> dict[str, float]:
 
     with (
         CacheController(writer, source, storage_config=config) as backup_side,
-        CacheController(reader, target, storage_config=config, prefetch_threshold=0) as prefetch_side,
+        CacheController(
+            reader, target, storage_config=config, settings=ControllerSettings(prefetch_threshold=0)
+        ) as prefetch_side,
     ):
         for round_index in range(repeat):  # every way alternates with the others, so noise hits all alike
             keys = keys_for(pages, 2 * round_index)  # new keys each round: every write is a real write

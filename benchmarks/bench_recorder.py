@@ -38,6 +38,7 @@ from hicache_contracts.engine import RecordingBackend, check_trace
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference import CacheController
 from hicache_reference.backends import MemoryBackend, MemoryStore
+from hicache_reference.settings import ControllerSettings
 from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain
 
 OPERATION_PAGES = 16_384
@@ -176,7 +177,10 @@ def measure_operation(quick: bool) -> dict:
             target = HostPagePool(OPERATION_PAGES, page_size, 2, 1, 4, kind="mha", pin_memory=False)
             start = time.perf_counter()
             with CacheController(
-                backend, target, storage_config=config, pass_prefix_keys=True, prefetch_threshold=0
+                backend,
+                target,
+                storage_config=config,
+                settings=ControllerSettings(pass_prefix_keys=True, prefetch_threshold=0),
             ) as controller:
                 operation = controller.prefetch(keys=keys, prefix_keys=[])
                 if not operation.wait(600) or operation.loaded_tokens != OPERATION_PAGES * page_size:

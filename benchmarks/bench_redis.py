@@ -59,6 +59,7 @@ from hicache_contracts.host_pool import HostPagePool
 from hicache_reference import CacheController
 from hicache_reference.backends import tensor_bytes
 from hicache_reference.backends.redis_backend import RedisBackend
+from hicache_reference.settings import ControllerSettings
 
 PAGE_SIZE = 64
 """Tokens per page; with 4 layers x 4 heads x 16 dims of float16 K and V, a page is 64 KiB."""
@@ -193,7 +194,9 @@ class Workload:
     def controller(self) -> tuple[float, float]:
         backend, config = self.backend()
         settle(self.client)
-        with CacheController(backend, self.pool, storage_config=config, prefetch_threshold=0) as controller:
+        with CacheController(
+            backend, self.pool, storage_config=config, settings=ControllerSettings(prefetch_threshold=0)
+        ) as controller:
             started = time.perf_counter()
             backup = controller.backup(self.keys, self.source_slots)
             if not backup.wait(600) or backup.completed_tokens != self.tokens:

@@ -35,6 +35,7 @@ from bench_redis import PAGE_SIZE, PIPELINE, Workload, private_server, settle
 from hicache_contracts import HiCacheStorageConfig
 from hicache_reference import CacheController
 from hicache_reference.backends.redis_backend import RedisBackend
+from hicache_reference.settings import ControllerSettings
 
 
 def top(profile: cProfile.Profile, count: int) -> str:
@@ -73,7 +74,9 @@ def main() -> None:
             return made
 
         writer = backend()
-        with CacheController(writer, work.pool, storage_config=config, prefetch_threshold=0) as controller:
+        with CacheController(
+            writer, work.pool, storage_config=config, settings=ControllerSettings(prefetch_threshold=0)
+        ) as controller:
             if not controller.backup(work.keys, work.source_slots).wait(600):
                 raise RuntimeError("backup incomplete")
         raw_keys = [f"{work.prefix}raw:{index}" for index in range(work.pages)]
@@ -120,7 +123,9 @@ def main() -> None:
             main_profile = cProfile.Profile()
             wall, cpu = time.perf_counter(), time.thread_time()
             main_profile.enable()
-            with CacheController(backend(), work.pool, storage_config=config, prefetch_threshold=0) as controller:
+            with CacheController(
+                backend(), work.pool, storage_config=config, settings=ControllerSettings(prefetch_threshold=0)
+            ) as controller:
                 operation = controller.prefetch(keys=work.keys)
                 if not operation.wait(600) or operation.loaded_tokens != work.tokens:
                     raise RuntimeError("prefetch incomplete")

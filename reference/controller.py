@@ -51,10 +51,9 @@ from hicache_reference.controller_parts import Acks, PrefixInfo, Termination, Up
 from hicache_reference.controller_variants import subclass_with_parts
 from hicache_reference.hit_query import HitQuery
 from hicache_reference.operations import BackupOperation, PrefetchOperation
-from hicache_reference.policies import TimeoutSettings
 from hicache_reference.prefetch_io import PrefetchIO
 from hicache_reference.rank_group import LocalRankGroup, RankGroup
-from hicache_reference.settings import SETTING_NAMES, ControllerSettings
+from hicache_reference.settings import ControllerSettings
 from hicache_reference.sidecar_pools import SidecarPool
 from hicache_reference.sidecar_reads import SidecarReader
 from hicache_reference.workers import Workers
@@ -62,21 +61,14 @@ from hicache_reference.workers import Workers
 __all__ = ["CacheController", "ControllerSettings", "SidecarPool"]
 
 _CLASS = "CacheController"
-_UNSET: Any = object()
-"""A keyword option that was not given."""
 
 
-def _settings_from(settings: Optional[ControllerSettings], options: dict[str, Any]) -> ControllerSettings:
-    """The settings given, or built from the keyword options; both at once is an error."""
-    given = {name: value for name, value in options.items() if value is not _UNSET}
+def _settings_of(settings: Optional[ControllerSettings]) -> ControllerSettings:
+    """The settings given, or the defaults; anything else is an error naming the parameter."""
     if settings is None:
-        return ControllerSettings(**given)
+        return ControllerSettings()
     if not isinstance(settings, ControllerSettings):
         raise violation("settings", "must be a ControllerSettings", settings, "CTL-2")
-    if given:
-        name = next(iter(given))
-        clause_id = ControllerSettings._field_clauses.get(name, "CTL-2")
-        raise violation(name, "must not be given with settings; set it in ControllerSettings", given[name], clause_id)
     return settings
 
 
@@ -113,21 +105,14 @@ class CacheController:
         on_ack: Optional[Callable[[PrefetchOperation, Any], None]] = None,
         on_backup_done: Optional[Callable[[BackupOperation], None]] = None,
         start: bool = True,
-        batch_size: int = _UNSET,
-        prefetch_threshold: int = _UNSET,
-        prefetch_timeout_base: float = _UNSET,
-        prefetch_timeout_per_ki_token: float = _UNSET,
-        prefetch_timeout_max: Optional[float] = _UNSET,
-        pass_prefix_keys: bool = _UNSET,
-        call_deadline: Optional[float] = _UNSET,
-        register_host_pools: bool = _UNSET,
     ) -> None:
         """Build the controller over ``backend`` and ``host_pool``, and start its worker threads unless ``start`` is False.
 
         Parameters:
             backend: the L3 storage backend, any object with the methods SGLang calls (legacy, v1 or v2).
             host_pool: the KV host page pool (``HostPagePool``) pages move through.
-            settings: the options below as one ``ControllerSettings``; give it or the options, not both.
+            settings: the options (``ControllerSettings``: batch size, threshold, timeouts, prefix metadata,
+                call deadline, registration); None: the defaults.
             storage_config: the rank's ``HiCacheStorageConfig`` (None: a lone rank); decides who writes
                 replicated KV (CTL-8).
             sidecar_pools: the hybrid model's other host pools (``SidecarPool``), KV-derived or separate.
@@ -137,18 +122,7 @@ class CacheController:
             on_backup_done: called as ``on_backup_done(operation)`` when a backup finishes.
             start: start the worker threads now (else call ``start()``).
         """
-        options = dict(
-            batch_size=batch_size,
-            prefetch_threshold=prefetch_threshold,
-            prefetch_timeout_base=prefetch_timeout_base,
-            prefetch_timeout_per_ki_token=prefetch_timeout_per_ki_token,
-            prefetch_timeout_max=prefetch_timeout_max,
-            pass_prefix_keys=pass_prefix_keys,
-            call_deadline=call_deadline,
-            register_host_pools=register_host_pools,
-        )
-        assert tuple(options) == SETTING_NAMES  # one list of options
-        self.settings: ControllerSettings = _settings_from(settings, options)
+        self.settings: ControllerSettings = _settings_of(settings)
         """The controller's options, validated (ControllerSettings)."""
         attachment = self.attachment = self.attachment_class(backend, host_pool, storage_config, sidecar_pools)
         """The backend, the host pools and the storage config, and the facts that follow from them (Attachment)."""
@@ -159,11 +133,6 @@ class CacheController:
         self.derived_pools, self.separate_pools = attachment.derived_pools, attachment.separate_pools
         self.tp_rank, self.dcp_rank = attachment.tp_rank, attachment.dcp_rank
         self.is_replicated_kv: bool = attachment.is_replicated_kv
-        self.timeout_settings = TimeoutSettings(
-            self.settings.prefetch_timeout_base,
-            self.settings.prefetch_timeout_per_ki_token,
-            self.settings.prefetch_timeout_max,
-        )
         self.rank_group: RankGroup = rank_group if rank_group is not None else LocalRankGroup()
         # One channel per worker thread, opened in this order on every rank.
         hit_channel = self.rank_group.channel("hit_query")
@@ -189,7 +158,7 @@ class CacheController:
         self.hit_query = self.hit_query_class(
             host_pool=self.host_pool,
             prefetch_threshold=settings.prefetch_threshold,
-            timeouts=self.timeout_settings,
+            timeouts=settings,
             sidecar_pools=self.sidecar_pools,
             channel=hit_channel,
             termination=self.termination,
@@ -374,56 +343,3 @@ class CacheController:
     def terminate(self, operation: PrefetchOperation) -> None:
         """Ask a prefetch to stop (the scheduler's request); the policy decides (CTL-9)."""
         operation.terminate()
-
-
-def _settings_docs() -> dict[str, str]:
-    """Each ``ControllerSettings`` field's docstring (the string under it in the class body), by field name."""
-    import ast
-    import inspect
-    import textwrap
-
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(ControllerSettings)))
-    except (OSError, TypeError, SyntaxError):  # no source to read: the names and defaults still show
-        return {}
-    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-    docs = {}
-    for statement, following in zip(body, body[1:]):
-        if (
-            isinstance(statement, ast.AnnAssign)
-            and isinstance(statement.target, ast.Name)
-            and isinstance(following, ast.Expr)
-            and isinstance(following.value, ast.Constant)
-            and isinstance(following.value.value, str)
-        ):
-            docs[statement.target.id] = " ".join(following.value.value.split())
-    return docs
-
-
-def _document_options(init: Any) -> None:
-    """Show the options' real defaults in ``init``'s signature and document each in its docstring.
-
-    An option not given is told from one given with its default value by a private marker (so that
-    ``settings`` with an option is refused); ``help()`` and ``inspect.signature`` show the value it
-    stands for, ``ControllerSettings``'s default, instead of the marker.
-    """
-    import inspect
-
-    fields = ControllerSettings.model_fields
-    signature = inspect.signature(init)
-    parameters = [
-        parameter.replace(default=fields[parameter.name].default) if parameter.default is _UNSET else parameter
-        for parameter in signature.parameters.values()
-    ]
-    init.__signature__ = signature.replace(parameters=parameters)
-    docs = _settings_docs()
-    lines = [
-        f"            {name}: {docs.get(name, 'see ControllerSettings')} Default {fields[name].default!r}."
-        for name in SETTING_NAMES
-    ]
-    init.__doc__ = (init.__doc__ or "").rstrip() + (
-        "\n\n        Options (each a field of ``ControllerSettings``, which validates it):\n" + "\n".join(lines) + "\n"
-    )
-
-
-_document_options(CacheController.__init__)

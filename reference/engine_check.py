@@ -31,6 +31,7 @@ from hicache_contracts.engine._reference import (
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends import MemoryBackend, MemoryStore
 from hicache_reference.controller import CacheController, SidecarPool
+from hicache_reference.settings import ControllerSettings
 
 __all__ = ["check_reference_controller", "run_backup", "run_prefetch", "run_scenario", "scripted_backend_class"]
 
@@ -142,8 +143,7 @@ def run_prefetch(scenario: Scenario, controller_class: Optional[type] = None, **
     options = dict(
         storage_config=config,
         sidecar_pools=_sidecar_pools(scenario.hybrid),
-        pass_prefix_keys=scenario.prefix_keys is not None,
-        prefetch_threshold=0,
+        settings=ControllerSettings(pass_prefix_keys=scenario.prefix_keys is not None, prefetch_threshold=0),
     )
     options.update(controller_options)
     with (controller_class or CacheController)(recorder, _host_pool(), **options) as controller:
@@ -161,7 +161,11 @@ def run_backup(scenario: Scenario, controller_class: Optional[type] = None, **co
     recorder = RecordingBackend(scripted_backend_class()(config, {"store": MemoryStore()}))
     pool = _host_pool()
     pools = _sidecar_pools(scenario.hybrid)
-    options = dict(storage_config=config, sidecar_pools=pools, pass_prefix_keys=scenario.prefix_keys is not None)
+    options = dict(
+        storage_config=config,
+        sidecar_pools=pools,
+        settings=ControllerSettings(pass_prefix_keys=scenario.prefix_keys is not None),
+    )
     options.update(controller_options)
     with (controller_class or CacheController)(recorder, pool, **options) as controller:
         operation = controller.backup(

@@ -11,8 +11,9 @@ from hicache_contracts import PageKeys, PoolName, PoolTransfer
 from hicache_reference.calls import BackendCaller, confirmed_exists, confirmed_kv_hit
 from hicache_reference.controller_parts import PrefixInfo, Termination, Upkeep
 from hicache_reference.operations import PrefetchOperation
-from hicache_reference.policies import TimeoutSettings, compute_deadline
+from hicache_reference.policies import compute_deadline
 from hicache_reference.rank_group import RankGroup, all_reduce_min_vector
+from hicache_reference.settings import ControllerSettings
 from hicache_reference.sidecar_pools import SidecarPool
 from hicache_spec import (
     agree_restorable_hit_pages,
@@ -34,7 +35,7 @@ class HitQuery:
     caller: BackendCaller
     host_pool: Any
     prefetch_threshold: int
-    timeouts: TimeoutSettings
+    timeouts: ControllerSettings
     sidecar_pools: tuple[SidecarPool, ...]
     channel: RankGroup
     prefixes: PrefixInfo

@@ -23,8 +23,9 @@ from hicache_spec import compute_prefetch_timeout
 
 if TYPE_CHECKING:
     from hicache_contracts.models import PrefetchPolicy
+    from hicache_reference.settings import ControllerSettings
 
-__all__ = ["PREFETCH_POLICIES", "TimeoutSettings", "compute_deadline", "is_prefetch_policy", "is_terminated"]
+__all__ = ["PREFETCH_POLICIES", "compute_deadline", "is_prefetch_policy", "is_terminated"]
 
 PREFETCH_POLICIES: tuple[str, ...] = ("best_effort", "wait_complete", "timeout")
 """The prefetch policies of CTL-9, in the order the clause names them."""
@@ -35,28 +36,12 @@ def is_prefetch_policy(value: object) -> TypeGuard[PrefetchPolicy]:
     return value in PREFETCH_POLICIES
 
 
-class TimeoutSettings:
-    """The numbers of the prefetch timeout (CTL-14; ``maximum`` None: no cap, CTL-10's 0.5.20 cap otherwise), in seconds."""
-
-    __slots__ = ("base", "per_ki_token", "maximum")
-
-    def __init__(self, base: float, per_ki_token: float, maximum: Optional[float] = None) -> None:
-        for name, value in (("base", base), ("per_ki_token", per_ki_token), ("maximum", maximum)):
-            if name == "maximum" and value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-                raise ValueError(f"CacheController.prefetch_timeout_{name}: must be a number >= 0 (got {value!r})")
-        self.base = float(base)
-        self.per_ki_token = float(per_ki_token)
-        self.maximum = None if maximum is None else float(maximum)
-
-    def __repr__(self) -> str:
-        return f"TimeoutSettings(base={self.base}, per_ki_token={self.per_ki_token}, maximum={self.maximum})"
-
-
-def compute_deadline(start: float, tokens: int, settings: TimeoutSettings) -> float:
-    """Return when a prefetch of ``tokens`` requested tokens submitted at ``start`` times out. Clauses: CTL-10, CTL-14."""
-    return start + compute_prefetch_timeout(tokens, settings.base, settings.per_ki_token, settings.maximum)
+def compute_deadline(start: float, tokens: int, settings: ControllerSettings) -> float:
+    """Return when a prefetch of ``tokens`` requested tokens submitted at ``start`` times out, under the controller's
+    timeout settings. Clauses: CTL-10, CTL-14."""
+    return start + compute_prefetch_timeout(
+        tokens, settings.prefetch_timeout_base, settings.prefetch_timeout_per_ki_token, settings.prefetch_timeout_max
+    )
 
 
 def is_terminated(policy: str, requested: bool, now: float, deadline: Optional[float]) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, ClassVar, Optional
 
-from pydantic import PlainValidator
+from pydantic import ConfigDict, PlainValidator
 
 from hicache_contracts.errors import ContractViolation
 from hicache_contracts.models import FIELD_CLAUSE, ContractModel
@@ -70,6 +70,8 @@ def _flag(value: Any) -> bool:
 class ControllerSettings(ContractModel):
     """The reference controller's options: frozen, strict, unknown names rejected. Clauses named per field."""
 
+    model_config = ConfigDict(**ContractModel.model_config, use_attribute_docstrings=True)
+
     batch_size: Annotated[int, _int_at_least(1)] = STORAGE_BATCH_SIZE
     """Pages per storage call (CTL-2)."""
     prefetch_threshold: Annotated[int, _int_at_least(0)] = DEFAULT_PREFETCH_THRESHOLD_TOKENS
@@ -102,3 +104,8 @@ class ControllerSettings(ContractModel):
 
 SETTING_NAMES: tuple[str, ...] = tuple(ControllerSettings.model_fields)
 """The option names the settings hold, in declaration order."""
+
+ControllerSettings.__doc__ = (ControllerSettings.__doc__ or "") + "\n\nOptions:\n" + "\n".join(
+    f"    {name}: {' '.join((field.description or '').split())} Default {field.default!r}."
+    for name, field in ControllerSettings.model_fields.items()
+)

@@ -24,6 +24,7 @@ from hicache_reference.calls import confirmed_exists, confirmed_pages
 from hicache_contracts.engine._reference import Scenario
 from hicache_reference.engine_check import _filled_store, _host_pool, scripted_backend_class
 from hicache_reference.prefetch_io import PrefetchIO
+from hicache_reference.settings import ControllerSettings
 from hicache_spec.confirmation import confirmed_hit
 from hicache_spec.confirmation import confirmed_pages as spec_confirmed_pages
 from tests.engine.traces import BATCH, PAGE_SIZE, find, prefetch_trace, replace_call
@@ -111,7 +112,10 @@ def _prefetch_over_ones(controller_class: type) -> tuple[Any, Any, Scenario]:
     config = HiCacheStorageConfig.single_rank()
     recorder = RecordingBackend(_ones_backend(config, _filled_store(scenario)))
     with controller_class(
-        recorder, _host_pool(), storage_config=config, pass_prefix_keys=True, prefetch_threshold=0
+        recorder,
+        _host_pool(),
+        storage_config=config,
+        settings=ControllerSettings(pass_prefix_keys=True, prefetch_threshold=0),
     ) as controller:
         operation = controller.prefetch(keys=scenario.chain, prefix_keys=scenario.prefix_keys)
         assert operation.wait(10)

@@ -12,6 +12,8 @@ building on the reference.
 
 from __future__ import annotations
 
+from hicache_reference.settings import ControllerSettings
+
 import re
 from pathlib import Path
 from typing import Any
@@ -61,8 +63,7 @@ class ReferenceEngine:
             self.pool,
             storage_config=HiCacheStorageConfig.single_rank(),
             sidecar_pools=self.sidecars,
-            pass_prefix_keys=setup.pass_prefix_keys,
-            prefetch_threshold=0,
+            settings=ControllerSettings(pass_prefix_keys=setup.pass_prefix_keys, prefetch_threshold=0),
         )
 
     def prefetch(self, keys, prefix_keys):

@@ -13,6 +13,7 @@ from datetime import timedelta
 import torch.distributed as distributed
 
 from hicache_reference import CacheController, TorchDistributedRankGroup
+from hicache_reference.settings import ControllerSettings
 from tests.reference.controller_helpers import PAGE_SIZE, config, keys_for, make_pool, memory_backend
 
 PAGES = 300
@@ -28,7 +29,11 @@ def main() -> None:
     pool = make_pool()
     backend = memory_backend(tp_rank=rank, tp_size=2)
     with CacheController(
-        backend, pool, storage_config=config(tp_rank=rank, tp_size=2), rank_group=group, prefetch_threshold=0
+        backend,
+        pool,
+        storage_config=config(tp_rank=rank, tp_size=2),
+        rank_group=group,
+        settings=ControllerSettings(prefetch_threshold=0),
     ) as controller:
         backup = controller.backup(keys[:stored], pool.alloc(stored))  # every rank takes part, even with 0 pages
         backup.wait(30)

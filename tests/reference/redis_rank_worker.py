@@ -26,6 +26,7 @@ from hicache_contracts import HiCacheStorageConfig
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference import CacheController, TorchDistributedRankGroup
 from hicache_reference.backends.redis_backend import RedisBackend
+from hicache_reference.settings import ControllerSettings
 from tests.reference.backend_checks import page_keys
 
 PAGE_SIZE = 4
@@ -74,7 +75,9 @@ def run_scenario(rank: int, group: TorchDistributedRankGroup, spec: dict, scenar
     expected = [pool.get_data_page(int(start)) for start in slots[::PAGE_SIZE]]
     keys = page_keys(PAGES, start=5000)
     stored = scenario["stored"][rank]
-    with CacheController(backend, pool, storage_config=config, rank_group=group, prefetch_threshold=0) as controller:
+    with CacheController(
+        backend, pool, storage_config=config, rank_group=group, settings=ControllerSettings(prefetch_threshold=0)
+    ) as controller:
         backup = controller.backup(keys[:stored], slots[: stored * PAGE_SIZE])
         backup_done = backup.wait(30)  # agreed across ranks: the writer has finished when this returns
         operation = controller.prefetch(keys=keys)

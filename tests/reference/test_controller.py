@@ -13,6 +13,7 @@ import pytest
 
 from hicache_contracts import ContractViolation, FinalAck, HiCacheStorageExtraInfo
 from hicache_reference import CacheController, PrefetchOperation, SidecarPool
+from hicache_reference.settings import ControllerSettings
 from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain, compute_page_key
 from tests.reference.controller_checks import (
     check_backup,
@@ -53,11 +54,16 @@ def round_trip(pages: int, prefix_mode: str, *, threshold: int = 0):
     reader = RecordingBackend(memory_backend(store=writer.inner.store))
     flag = operation_prefix is not None
     slots = source_pool.alloc(pages)
-    with CacheController(writer, source_pool, storage_config=config(), pass_prefix_keys=flag) as controller:
+    with CacheController(
+        writer, source_pool, storage_config=config(), settings=ControllerSettings(pass_prefix_keys=flag)
+    ) as controller:
         backup = controller.backup(chain, slots, prefix_keys=operation_prefix)
         wait_all(backup)
     with CacheController(
-        reader, target_pool, storage_config=config(), pass_prefix_keys=flag, prefetch_threshold=threshold
+        reader,
+        target_pool,
+        storage_config=config(),
+        settings=ControllerSettings(pass_prefix_keys=flag, prefetch_threshold=threshold),
     ) as controller:
         operation = controller.prefetch(tokens, prior_key=prior_key, prefix_keys=operation_prefix)
         wait_all(operation)
@@ -92,7 +98,9 @@ def test_feature_off_sends_an_info_without_prefix_even_when_the_caller_has_one()
     chain, prefix, *_, writer, reader, backup, operation = round_trip(5, "anchor")
     pool = make_pool()
     backend = RecordingBackend(memory_backend(store=writer.inner.store))
-    with CacheController(backend, pool, storage_config=config(), prefetch_threshold=0) as controller:
+    with CacheController(
+        backend, pool, storage_config=config(), settings=ControllerSettings(prefetch_threshold=0)
+    ) as controller:
         operation = controller.prefetch(keys=chain, prefix_keys=ANCHOR_KEYS)
         wait_all(operation)
     assert operation.loaded_tokens == 5 * PAGE_SIZE
@@ -107,7 +115,9 @@ def test_key_chain_starts_from_the_anchor_and_prefix_ends_with_it():
     pool = make_pool()
     backend = RecordingBackend(memory_backend())
     tokens = tokens_for(2)
-    with CacheController(backend, pool, prefetch_threshold=0, pass_prefix_keys=True) as controller:
+    with CacheController(
+        backend, pool, settings=ControllerSettings(prefetch_threshold=0, pass_prefix_keys=True)
+    ) as controller:
         operation = controller.prefetch(tokens, prefix_keys=ANCHOR_KEYS)  # prior_key taken from the prefix
         wait_all(operation)
     assert operation.keys[0] == compute_page_key(tuple(tokens[:PAGE_SIZE]), ANCHOR_KEYS[-1])
@@ -116,7 +126,9 @@ def test_key_chain_starts_from_the_anchor_and_prefix_ends_with_it():
 
 @pytest.mark.clause("PFX-10")
 def test_prior_key_that_is_not_the_prefix_end_is_rejected():
-    with CacheController(memory_backend(), make_pool(), pass_prefix_keys=True) as controller:
+    with CacheController(
+        memory_backend(), make_pool(), settings=ControllerSettings(pass_prefix_keys=True)
+    ) as controller:
         with pytest.raises(ContractViolation) as error:
             controller.prefetch(tokens_for(1), prior_key=ANCHOR_KEYS[0], prefix_keys=ANCHOR_KEYS)
     assert str(error.value) == (
@@ -134,7 +146,9 @@ def test_hit_query_is_one_unsliced_call_over_the_whole_chain(stored):
     backend = memory_backend()
     pool.free(store_pages(backend, pool, keys[:stored]))
     recorder = RecordingBackend(backend)
-    with CacheController(recorder, pool, prefetch_threshold=0, register_host_pools=False) as controller:
+    with CacheController(
+        recorder, pool, settings=ControllerSettings(prefetch_threshold=0, register_host_pools=False)
+    ) as controller:
         operation = controller.prefetch(keys=keys)
         wait_all(operation)
     exists = recorder.calls_of("batch_exists")
@@ -153,7 +167,7 @@ def test_a_span_below_the_threshold_is_declined_before_any_query(pages, threshol
     """The effective threshold is max(prefetch_threshold, page_size); a shorter span gets no hit query."""
     pool = make_pool()
     recorder = RecordingBackend(memory_backend())
-    with CacheController(recorder, pool, prefetch_threshold=threshold) as controller:
+    with CacheController(recorder, pool, settings=ControllerSettings(prefetch_threshold=threshold)) as controller:
         operation = controller.prefetch(keys=keys_for(pages))
         wait_all(operation)
     assert bool(recorder.calls_of("batch_exists")) is queried
@@ -172,7 +186,9 @@ def test_threshold_revokes_before_any_io(pages, threshold, revoked):
     backend = memory_backend()
     pool.free(store_pages(backend, pool, keys[:pages]))
     recorder = RecordingBackend(backend)
-    with CacheController(recorder, pool, prefetch_threshold=threshold, register_host_pools=False) as controller:
+    with CacheController(
+        recorder, pool, settings=ControllerSettings(prefetch_threshold=threshold, register_host_pools=False)
+    ) as controller:
         operation = controller.prefetch(keys=keys)
         wait_all(operation)
     assert operation.revoked is revoked
@@ -190,7 +206,9 @@ def test_short_host_memory_revokes():
     pool.free(store_pages(backend, pool, keys))
     pool.alloc_short = True
     recorder = RecordingBackend(backend)
-    with CacheController(recorder, pool, prefetch_threshold=0, register_host_pools=False) as controller:
+    with CacheController(
+        recorder, pool, settings=ControllerSettings(prefetch_threshold=0, register_host_pools=False)
+    ) as controller:
         operation = controller.prefetch(keys=keys)
         wait_all(operation)
     assert operation.local_hit_pages == 150 and operation.hit_pages == 0 and operation.revoked
@@ -203,7 +221,7 @@ def test_short_host_memory_revokes():
 def test_host_pools_are_registered_once_before_io():
     pool = make_pool()
     recorder = RecordingBackend(memory_backend())
-    with CacheController(recorder, pool, prefetch_threshold=0) as controller:
+    with CacheController(recorder, pool, settings=ControllerSettings(prefetch_threshold=0)) as controller:
         wait_all(controller.prefetch(keys=keys_for(3)))
     assert recorder.registered == [("register_mem_pool_host", pool), ("on_host_pools_registered", None)]
 
@@ -213,7 +231,9 @@ def test_on_host_pools_registered_fires_once_after_the_burst_and_a_raise_fails_c
     pool = make_pool()
     recorder = RecordingBackend(memory_backend())
     sidecar = SidecarPool("indexer", make_pool(), kv_derived=True)
-    with CacheController(recorder, pool, sidecar_pools=(sidecar,), prefetch_threshold=0) as controller:
+    with CacheController(
+        recorder, pool, sidecar_pools=(sidecar,), settings=ControllerSettings(prefetch_threshold=0)
+    ) as controller:
         wait_all(controller.prefetch(keys=keys_for(3)))
     names = [name for name, _ in recorder.registered]
     assert names == ["register_mem_pool_host", "kv", "indexer", "on_host_pools_registered"]
@@ -230,7 +250,7 @@ def test_on_host_pools_registered_fires_once_after_the_burst_and_a_raise_fails_c
 def test_close_restart_and_no_leaked_threads(threads_before):
     pool = make_pool()
     backend = memory_backend()
-    controller = CacheController(backend, pool, prefetch_threshold=0)
+    controller = CacheController(backend, pool, settings=ControllerSettings(prefetch_threshold=0))
     slots = pool.alloc(3)
     wait_all(controller.backup(keys_for(3), slots))
     assert controller.close() and not controller.running
@@ -246,7 +266,7 @@ def test_close_restart_and_no_leaked_threads(threads_before):
 
 def test_operations_submitted_before_close_still_finish(threads_before):
     pool = make_pool()
-    controller = CacheController(memory_backend(), pool, prefetch_threshold=0)
+    controller = CacheController(memory_backend(), pool, settings=ControllerSettings(prefetch_threshold=0))
     operations = [controller.prefetch(keys=keys_for(2, offset=index * 100)) for index in range(5)]
     assert controller.close()
     assert all(operation.done and operation.final_ack is not None for operation in operations)
@@ -260,7 +280,9 @@ def test_on_ack_sees_every_ack_in_order_and_a_raising_callback_is_contained():
         raise ValueError("callback failure")
 
     pool = make_pool()
-    with CacheController(memory_backend(), pool, prefetch_threshold=0, on_ack=on_ack) as controller:
+    with CacheController(
+        memory_backend(), pool, on_ack=on_ack, settings=ControllerSettings(prefetch_threshold=0)
+    ) as controller:
         operation = controller.prefetch(keys=keys_for(3))
         wait_all(operation)
     assert tuple(seen) == operation.acks
@@ -301,7 +323,9 @@ def test_bad_keys_and_slots_are_rejected_and_nothing_is_written():
 
 def test_snapshots_match_the_operation():
     pool = make_pool()
-    with CacheController(memory_backend(), pool, pass_prefix_keys=True, prefetch_threshold=0) as controller:
+    with CacheController(
+        memory_backend(), pool, settings=ControllerSettings(pass_prefix_keys=True, prefetch_threshold=0)
+    ) as controller:
         operation = controller.prefetch(keys=keys_for(3), prefix_keys=[], policy="wait_complete")
         backup = controller.backup(keys_for(2), pool.alloc(2), prefix_keys=ANCHOR_KEYS)
         wait_all(operation, backup)

@@ -15,6 +15,7 @@ import pytest
 
 from hicache_contracts import PoolHitPolicy, PoolName, PoolTransfer, PoolTransferResult
 from hicache_reference import CacheController, SidecarPool, ThreadRankGroup
+from hicache_reference.settings import ControllerSettings
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
     RecordingBackend,
@@ -90,7 +91,7 @@ def run_two_ranks(answers, controller_class=CacheController, trailing: bool = Tr
             storage_config=config(tp_rank=rank, tp_size=2),
             sidecar_pools=sidecars(trailing),
             rank_group=wrapped[rank],
-            prefetch_threshold=0,
+            settings=ControllerSettings(prefetch_threshold=0),
         )
         for rank in range(2)
     ]
@@ -161,7 +162,7 @@ def replicated_backup(transfers_for, failing=None):
             storage_config=config(tp_rank=rank, tp_size=2, is_mla_model=True),
             sidecar_pools=[SidecarPool(PoolName.MAMBA, mamba), SidecarPool(PoolName.SWA, swa)],
             rank_group=groups[rank],
-            prefetch_threshold=0,
+            settings=ControllerSettings(prefetch_threshold=0),
         )
         recorders.append(recorder)
         controllers.append(controller)

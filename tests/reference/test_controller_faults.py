@@ -15,6 +15,7 @@ import threading
 import pytest
 
 from hicache_reference import CacheController
+from hicache_reference.settings import ControllerSettings
 from hicache_spec import STORAGE_BATCH_SIZE
 from tests.reference.controller_checks import (
     check_backup,
@@ -58,7 +59,9 @@ def prefetch_with(faults, *, call_deadline=None):
     backend, source, source_slots = stored_backend()
     recorder = RecordingBackend(memory_backend(store=backend.store), faults)
     pool = make_pool()
-    controller = CacheController(recorder, pool, prefetch_threshold=0, call_deadline=call_deadline)
+    controller = CacheController(
+        recorder, pool, settings=ControllerSettings(prefetch_threshold=0, call_deadline=call_deadline)
+    )
     operation = controller.prefetch(keys=KEYS)
     return controller, recorder, pool, operation, source, source_slots
 
@@ -203,7 +206,7 @@ def test_hung_backup_write_counts_as_failed(threads_before):
     recorder = RecordingBackend(
         memory_backend(), {"batch_set_v1": on_call(1, lambda c, run: release.wait(30) and run())}
     )
-    with CacheController(recorder, pool, call_deadline=0.2) as controller:
+    with CacheController(recorder, pool, settings=ControllerSettings(call_deadline=0.2)) as controller:
         backup = controller.backup(KEYS, pool.alloc(PAGES))
         wait_all(backup)
         assert backup.completed_tokens == 128 * PAGE_SIZE

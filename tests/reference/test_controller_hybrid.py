@@ -23,6 +23,7 @@ from hicache_contracts import PoolHitPolicy, PoolName, PoolTransfer
 from hicache_contracts.engine import RecordingBackend as EngineRecorder
 from hicache_contracts.engine import check_trace
 from hicache_reference import CacheController, SidecarPool
+from hicache_reference.settings import ControllerSettings
 from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain
 from tests.reference.controller_checks import (
     check_derived_with_kv,
@@ -83,7 +84,10 @@ def backup_node(pools: Pools, recorder: RecordingBackend, prefix=None):
         hit_policy=PoolHitPolicy.TRAILING_PAGES,
     )
     with CacheController(
-        recorder, pools.kv, sidecar_pools=pools.sidecars(), pass_prefix_keys=prefix is not None
+        recorder,
+        pools.kv,
+        sidecar_pools=pools.sidecars(),
+        settings=ControllerSettings(pass_prefix_keys=prefix is not None),
     ) as controller:
         backup = controller.backup(KEYS[:STORED], kv_slots, prefix_keys=prefix, sidecar_transfers=[swa])
         wait_all(backup)
@@ -94,7 +98,10 @@ def prefetch_node(store, faults=None, prefix=None):
     pools = Pools()
     recorder = RecordingBackend(memory_backend(store=store), faults)
     with CacheController(
-        recorder, pools.kv, sidecar_pools=pools.sidecars(), prefetch_threshold=0, pass_prefix_keys=prefix is not None
+        recorder,
+        pools.kv,
+        sidecar_pools=pools.sidecars(),
+        settings=ControllerSettings(prefetch_threshold=0, pass_prefix_keys=prefix is not None),
     ) as controller:
         operation = controller.prefetch(keys=KEYS, prefix_keys=prefix)
         wait_all(operation)
@@ -298,7 +305,10 @@ def prefetch_long_prefix(store, controller_class=CacheController, trailing: bool
     pools = LongPools(trailing)
     recorder = EngineRecorder(RecordingBackend(memory_backend(store=store), faults))
     with controller_class(
-        recorder, pools.kv, sidecar_pools=pools.sidecars(), prefetch_threshold=0, pass_prefix_keys=True
+        recorder,
+        pools.kv,
+        sidecar_pools=pools.sidecars(),
+        settings=ControllerSettings(prefetch_threshold=0, pass_prefix_keys=True),
     ) as controller:
         operation = controller.prefetch(keys=LONG_KEYS, prefix_keys=ANCHOR)
         wait_all(operation)

@@ -24,6 +24,7 @@ from hicache_reference.backup_writer import BackupWriter
 from hicache_reference.controller_parts import Acks
 from hicache_reference.hit_query import HitQuery
 from hicache_reference.prefetch_io import PrefetchIO
+from hicache_reference.settings import ControllerSettings
 from hicache_spec import compute_key_chain
 from tests.reference.controller_checks import check_frees, pool_hits
 from tests.reference.controller_helpers import (
@@ -79,7 +80,9 @@ def test_a_raising_v2_hit_query_is_a_miss():
     store_with_swa(store)
     kv, swa = make_pool(), swa_pool()
     recorder = RecordingBackend(memory_backend(store=store.store), {"batch_exists_v2": raising()})
-    with CacheController(recorder, kv, sidecar_pools=[swa_sidecar(swa)], prefetch_threshold=0) as controller:
+    with CacheController(
+        recorder, kv, sidecar_pools=[swa_sidecar(swa)], settings=ControllerSettings(prefetch_threshold=0)
+    ) as controller:
         operation = controller.prefetch(keys=KEYS)
         wait_all(operation)
     assert operation.local_hit_pages == operation.hit_pages == 0 and operation.revoked  # 0 pages, not fewer
@@ -102,7 +105,7 @@ class HybridRank:
             storage_config=config(tp_rank=rank, tp_size=2),
             sidecar_pools=[swa_sidecar(self.swa)],
             rank_group=group,
-            prefetch_threshold=0,
+            settings=ControllerSettings(prefetch_threshold=0),
         )
 
 
@@ -145,7 +148,9 @@ def stored_backend(pages: int, chain: tuple = KEYS):
 @pytest.mark.clause("CTL-3", "CTL-6")
 def test_the_final_ack_says_why_a_short_span_was_declined():
     backend, pool = stored_backend(3)
-    with CacheController(backend, pool, prefetch_threshold=8, register_host_pools=False) as controller:
+    with CacheController(
+        backend, pool, settings=ControllerSettings(prefetch_threshold=8, register_host_pools=False)
+    ) as controller:
         operation = controller.prefetch(keys=KEYS[:3])
         wait_all(operation)
     assert operation.final_ack.error == (
@@ -159,7 +164,9 @@ def test_the_final_ack_says_why_a_short_span_was_declined():
 )
 def test_the_final_ack_says_why_a_short_hit_was_revoked(stored, error):
     backend, pool = stored_backend(stored)
-    with CacheController(backend, pool, prefetch_threshold=8, register_host_pools=False) as controller:
+    with CacheController(
+        backend, pool, settings=ControllerSettings(prefetch_threshold=8, register_host_pools=False)
+    ) as controller:
         operation = controller.prefetch(keys=KEYS)
         wait_all(operation)
     assert operation.hit_pages == stored and operation.final_ack.error == error
@@ -167,13 +174,19 @@ def test_the_final_ack_says_why_a_short_hit_was_revoked(stored, error):
 
 
 # ================================================================== bad settings and input: a clear error, nothing done
-def bad_setting(field: str, host_pool=None, **settings):
+def bad_setting(field: str, host_pool=None, sidecar_pools=(), **settings):
     """Build a controller (not started) with ``settings``; return the error's text, asserting it names ``field``.
 
     ``field`` is qualified: ``ControllerSettings.batch_size``, ``CacheController.sidecar_pools[0]``.
     """
     with pytest.raises(ValueError) as raised:
-        CacheController(memory_backend(), host_pool or make_pool(), start=False, **settings)
+        CacheController(
+            memory_backend(),
+            host_pool or make_pool(),
+            start=False,
+            sidecar_pools=sidecar_pools,
+            settings=ControllerSettings(**settings),
+        )
     assert str(raised.value).startswith(f"{field}: "), str(raised.value)
     return str(raised.value)
 
@@ -199,7 +212,9 @@ CLAUSE_OF_SETTING = {"batch_size": "CTL-2", "prefetch_threshold": "CTL-3", "pass
 )
 def test_controller_settings_are_checked(field, value, accepted):
     if accepted:
-        controller = CacheController(memory_backend(), make_pool(), start=False, **{field: value})
+        controller = CacheController(
+            memory_backend(), make_pool(), start=False, settings=ControllerSettings(**{field: value})
+        )
         assert getattr(controller, field) == value and not controller.running
     else:
         text = bad_setting(f"ControllerSettings.{field}", **{field: value})
@@ -260,7 +275,7 @@ def test_the_controllers_sidecar_pools_are_checked():
 @pytest.mark.clause("KEY-1", "KEY-3", "CTL-6")
 def test_prefetch_input_is_checked_and_nothing_is_sent():
     recorder = RecordingBackend(memory_backend())
-    with CacheController(recorder, make_pool(), prefetch_threshold=0) as controller:
+    with CacheController(recorder, make_pool(), settings=ControllerSettings(prefetch_threshold=0)) as controller:
         for args, kwargs, field in [
             ((), {}, "prefetch.token_ids"),
             (([0, 1],), {"keys": KEYS[:1]}, "prefetch.token_ids"),
@@ -329,7 +344,9 @@ class AnsweringBackend(RecordingBackend):
 
 def v2_prefetch(answer: Answer, sidecars, **settings):
     backend = AnsweringBackend(answer)
-    controller = CacheController(backend, make_pool(), sidecar_pools=sidecars, prefetch_threshold=0, **settings)
+    controller = CacheController(
+        backend, make_pool(), sidecar_pools=sidecars, settings=ControllerSettings(prefetch_threshold=0, **settings)
+    )
     with controller:
         operation = controller.prefetch(keys=KEYS)
         wait_all(operation)
@@ -464,7 +481,9 @@ FailingStep = CacheController.with_parts(FailingHitQuery, FailingRead, FailingFi
 
 def failing_controller(step: str, pages: int = 3):
     backend, pool = stored_backend(pages)
-    controller = FailingStep(backend, pool, prefetch_threshold=0, register_host_pools=False, start=False)
+    controller = FailingStep(
+        backend, pool, settings=ControllerSettings(prefetch_threshold=0, register_host_pools=False), start=False
+    )
     for part in (controller.hit_query, controller.prefetch_io, controller.acks, controller.backup_writer):
         part.failing = step
     controller.start()
@@ -537,7 +556,7 @@ def test_a_raising_host_free_is_recorded_and_the_final_ack_still_comes():
     pool = FailingFreePool(600, PAGE_SIZE, 2, 1, 4, kind="mha", pin_memory=False)
     backend, _ = stored_backend(3)
     recorder = RecordingBackend(memory_backend(store=backend.store), {"batch_get_v1": short_by(1)})
-    with CacheController(recorder, pool, prefetch_threshold=0) as controller:
+    with CacheController(recorder, pool, settings=ControllerSettings(prefetch_threshold=0)) as controller:
         operation = controller.prefetch(keys=KEYS[:3])  # loads 2 of the 3 pages hit: the last slot is freed
         wait_all(operation)
     assert operation.final_ack.tokens == 2 * PAGE_SIZE and operation.final_ack.error is None
@@ -552,7 +571,9 @@ def swa_prefetch(faults=None, short_pool=False):
     kv, swa = make_pool(), swa_pool()
     swa.alloc_short = short_pool
     recorder = RecordingBackend(memory_backend(store=store.store), faults)
-    with CacheController(recorder, kv, sidecar_pools=[swa_sidecar(swa)], prefetch_threshold=0) as controller:
+    with CacheController(
+        recorder, kv, sidecar_pools=[swa_sidecar(swa)], settings=ControllerSettings(prefetch_threshold=0)
+    ) as controller:
         operation = controller.prefetch(keys=KEYS)
         wait_all(operation)
     return operation, recorder, kv, swa, controller
@@ -588,7 +609,9 @@ def test_a_raising_derived_read_loads_nothing():
     ) as writer:
         wait_all(writer.backup(KEYS, writer.host_pool.alloc(PAGES)))
     recorder = RecordingBackend(memory_backend(store=store.store), {"batch_get_v2": raising()})
-    with CacheController(recorder, kv, sidecar_pools=[indexer], prefetch_threshold=0) as controller:
+    with CacheController(
+        recorder, kv, sidecar_pools=[indexer], settings=ControllerSettings(prefetch_threshold=0)
+    ) as controller:
         operation = controller.prefetch(keys=KEYS)
         wait_all(operation)
     assert operation.hit_pages == PAGES and operation.final_ack.tokens == 0
@@ -650,7 +673,9 @@ def test_close_returns_false_when_a_worker_cannot_stop_and_the_worker_still_ends
         entered.set()
         release.wait(30)
 
-    controller = CacheController(memory_backend(), make_pool(), prefetch_threshold=0, on_ack=on_ack)
+    controller = CacheController(
+        memory_backend(), make_pool(), on_ack=on_ack, settings=ControllerSettings(prefetch_threshold=0)
+    )
     try:
         operation = controller.prefetch(keys=KEYS[:3])  # a miss: its final ack goes to on_ack
         assert entered.wait(10)
@@ -726,7 +751,9 @@ def test_close_gives_a_hung_worker_all_but_the_last_quarter_then_abandons_its_ca
 def test_callbacks_set_after_construction_are_the_ones_called(threads_before):
     """on_ack and on_backup_done can be set on a running controller: the new callbacks are read back and called."""
     acks, backups = [], []
-    with CacheController(memory_backend(), make_pool(), prefetch_threshold=0) as controller:
+    with CacheController(
+        memory_backend(), make_pool(), settings=ControllerSettings(prefetch_threshold=0)
+    ) as controller:
         controller.on_ack = lambda operation, ack: acks.append(ack)
         controller.on_backup_done = backups.append
         assert controller.on_ack is not None and controller.on_backup_done == backups.append
@@ -743,7 +770,10 @@ def test_the_stateful_parts_are_built_by_keyword_and_compared_by_identity(thread
     keyword (their fields may be reordered), and two built alike stay two parts (each can key a dict)."""
     pool, swa = make_pool(), swa_pool()
     controllers = [
-        CacheController(memory_backend(), pool, sidecar_pools=[swa_sidecar(swa)], prefetch_threshold=0) for _ in "ab"
+        CacheController(
+            memory_backend(), pool, sidecar_pools=[swa_sidecar(swa)], settings=ControllerSettings(prefetch_threshold=0)
+        )
+        for _ in "ab"
     ]
     try:
         for name in ("hit_query", "prefetch_io", "sidecar_reader", "backup_writer"):
@@ -771,7 +801,9 @@ def test_close_lets_every_operation_submitted_before_it_finish_normally(threads_
     """close() first waits for the queued work (most of its timeout); only what is still running then is abandoned."""
     backend, pool = stored_backend(PAGES)
     recorder = RecordingBackend(backend)
-    controller = CacheController(recorder, pool, prefetch_threshold=0, register_host_pools=False)
+    controller = CacheController(
+        recorder, pool, settings=ControllerSettings(prefetch_threshold=0, register_host_pools=False)
+    )
     prefetches = [controller.prefetch(keys=KEYS) for _ in range(3)]
     backups = [controller.backup(keys_for(2, offset=start), pool.alloc(2)) for start in range(0, 40, 4)]
     assert controller.close() is True
@@ -794,7 +826,9 @@ def test_close_without_a_timeout_budget_never_waits_for_a_hung_backend_call():
 
     backend, pool = stored_backend(3)
     recorder = RecordingBackend(backend, {"batch_get_v1": hang})
-    controller = CacheController(recorder, pool, prefetch_threshold=0, register_host_pools=False, call_deadline=None)
+    controller = CacheController(
+        recorder, pool, settings=ControllerSettings(prefetch_threshold=0, register_host_pools=False, call_deadline=None)
+    )
     try:
         operation = controller.prefetch(keys=KEYS[:3])
         assert entered.wait(10)
@@ -820,7 +854,9 @@ def test_a_trailing_sidecar_write_first_in_its_backup_gets_the_prefix_that_joins
         host_indices=swa.alloc(WINDOW),
         hit_policy=PoolHitPolicy.TRAILING_PAGES,
     )
-    with CacheController(recorder, kv, sidecar_pools=[swa_sidecar(swa)], pass_prefix_keys=True) as controller:
+    with CacheController(
+        recorder, kv, sidecar_pools=[swa_sidecar(swa)], settings=ControllerSettings(pass_prefix_keys=True)
+    ) as controller:
         backup = controller.backup(KEYS, kv.alloc(PAGES), prefix_keys=ANCHOR, sidecar_transfers=[transfer])
         wait_all(backup)
     assert backup.completed_tokens == PAGES * PAGE_SIZE
@@ -852,7 +888,7 @@ def kv_ranks(stored: tuple, threshold: int = 0, on_first_read=None):
             pool,
             storage_config=config(tp_rank=rank, tp_size=2),
             rank_group=groups[rank],
-            prefetch_threshold=threshold,
+            settings=ControllerSettings(prefetch_threshold=threshold),
         )
         ranks.append((controller, pool))
     operations = [controller.prefetch(keys=KEYS) for controller, _ in ranks]

@@ -19,6 +19,7 @@ from hicache_reference import CacheController, SidecarPool, ThreadRankGroup
 from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain
 from hicache_spec.clauses import CLAUSES
 from hicache_reference.engine_check import check_reference_controller, run_scenario
+from hicache_reference.settings import ControllerSettings
 from tests.planted_controllers import CATALOG, by_clause
 from tests.reference.controller_checks import (
     check_backup,
@@ -97,7 +98,9 @@ def round_trip(cls, prefix=ANCHOR, stored=PAGES):
     source_slots = store_pages(backend, source, KEYS[:stored])
     recorder = RecordingBackend(memory_backend(store=backend.store))
     pool = make_pool()
-    with cls(recorder, pool, prefetch_threshold=0, pass_prefix_keys=prefix is not None) as controller:
+    with cls(
+        recorder, pool, settings=ControllerSettings(prefetch_threshold=0, pass_prefix_keys=prefix is not None)
+    ) as controller:
         operation = controller.prefetch(keys=KEYS, prefix_keys=prefix)
         finish(operation)
     all_checks(
@@ -115,7 +118,7 @@ def faulty_read(cls, fault, loaded_pages):
     store_pages(backend, make_pool(), KEYS)
     recorder = RecordingBackend(memory_backend(store=backend.store), {"batch_get_v1": fault})
     pool = make_pool()
-    with cls(recorder, pool, prefetch_threshold=0) as controller:
+    with cls(recorder, pool, settings=ControllerSettings(prefetch_threshold=0)) as controller:
         operation = controller.prefetch(keys=KEYS)
         finish(operation)
     all_checks(
@@ -139,7 +142,7 @@ def revoke(cls):
 def short_span(cls):
     """A span of 3 pages (6 tokens) under a threshold of 8 tokens: declined before any query (CTL-3)."""
     recorder = RecordingBackend(memory_backend())
-    with cls(recorder, make_pool(), prefetch_threshold=4 * PAGE_SIZE) as controller:
+    with cls(recorder, make_pool(), settings=ControllerSettings(prefetch_threshold=4 * PAGE_SIZE)) as controller:
         operation = controller.prefetch(keys=keys_for(3))
         wait_all(operation)
     queried = recorder.calls_of("batch_exists", "batch_exists_v2")
@@ -154,7 +157,7 @@ def timeout_policy(cls):
     recorder = RecordingBackend(
         memory_backend(store=backend.store), {"batch_get_v1": lambda call, run: (clock.advance(2.1), run())[1]}
     )
-    with cls(recorder, make_pool(), prefetch_threshold=0, clock=clock) as controller:
+    with cls(recorder, make_pool(), clock=clock, settings=ControllerSettings(prefetch_threshold=0)) as controller:
         operation = controller.prefetch(keys=KEYS, policy="timeout")
         finish(operation)
     if len(recorder.calls_of("batch_get_v1")) != 1:
@@ -201,7 +204,9 @@ def hybrid_prefetch(cls, faults=None):
     store = hybrid_backup(CacheController)
     pools = HybridPools()
     recorder = RecordingBackend(memory_backend(store=store), faults)
-    with cls(recorder, pools.kv, sidecar_pools=pools.sidecars, prefetch_threshold=0) as controller:
+    with cls(
+        recorder, pools.kv, sidecar_pools=pools.sidecars, settings=ControllerSettings(prefetch_threshold=0)
+    ) as controller:
         operation = controller.prefetch(keys=KEYS)
         finish(operation)
     all_checks(
@@ -244,8 +249,7 @@ def two_ranks(
             pool,
             storage_config=config(tp_rank=rank, tp_size=2, is_mla_model=mla),
             rank_group=group,
-            prefetch_threshold=threshold,
-            register_host_pools=not stored[rank],
+            settings=ControllerSettings(prefetch_threshold=threshold, register_host_pools=not stored[rank]),
         )
         ranks.append((controller, recorder, group, pool))
 

@@ -12,6 +12,7 @@ import threading
 import pytest
 
 from hicache_reference import CacheController
+from hicache_reference.settings import ControllerSettings
 from hicache_spec import STORAGE_BATCH_SIZE, compute_prefetch_timeout
 from tests.reference.controller_checks import check_frees, check_prefetch_acks
 from tests.reference.controller_helpers import (
@@ -53,7 +54,9 @@ def run_policy(policy, on_read, clock=None, **settings):
     pool = make_pool()
     gate = threading.Event()
     recorder.faults["batch_exists"] = lambda call, run: gate.wait(10) and run()
-    with CacheController(recorder, pool, prefetch_threshold=0, clock=clock, **settings) as controller:
+    with CacheController(
+        recorder, pool, clock=clock, settings=ControllerSettings(prefetch_threshold=0, **settings)
+    ) as controller:
         operation = controller.prefetch(keys=KEYS, policy=policy)
         holder["operation"] = operation
         gate.set()
@@ -123,7 +126,9 @@ def test_timeout_setting_gives_the_deadline(base, per_ki, maximum):
 def test_timeout_follows_the_requested_span_not_the_hit():
     """Half the span stored: the deadline is still that of the whole requested span."""
     recorder = RecordingBackend(memory_backend(store=stored_store()))
-    with CacheController(recorder, make_pool(), prefetch_threshold=0, clock=FakeClock()) as controller:
+    with CacheController(
+        recorder, make_pool(), clock=FakeClock(), settings=ControllerSettings(prefetch_threshold=0)
+    ) as controller:
         longer = keys_for(PAGES * 2)
         assert longer[:PAGES] == KEYS
         operation = controller.prefetch(keys=longer, policy="timeout")
@@ -138,7 +143,7 @@ def test_best_effort_termination_before_the_hit_query_revokes():
     recorder = RecordingBackend(memory_backend(store=stored_store()))
     recorder.faults["batch_exists"] = lambda call, run: release.wait(10) and run()
     pool = make_pool()
-    with CacheController(recorder, pool, prefetch_threshold=0) as controller:
+    with CacheController(recorder, pool, settings=ControllerSettings(prefetch_threshold=0)) as controller:
         first = controller.prefetch(keys=KEYS[:1])
         second = controller.prefetch(keys=KEYS)
         second.terminate()
@@ -153,4 +158,6 @@ def test_bad_timeout_setting_is_rejected():
     with pytest.raises(
         ValueError, match=r"ControllerSettings.prefetch_timeout_base: must be a number >= 0 \(got -1\) \[CTL-14\]"
     ):
-        CacheController(memory_backend(), make_pool(), prefetch_timeout_base=-1, start=False)
+        CacheController(
+            memory_backend(), make_pool(), start=False, settings=ControllerSettings(prefetch_timeout_base=-1)
+        )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import pytest
 
 from hicache_reference import CacheController
+from hicache_reference.settings import ControllerSettings
 from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain
 from tests.reference.controller_checks import check_prefixes
 from tests.reference.controller_helpers import (
@@ -53,10 +54,15 @@ def test_each_slice_prefix_extends_the_previous_slice_prefix(threads_before):
     fill_random(source)
     writer = RecordingBackend(memory_backend())
     reader = RecordingBackend(memory_backend(store=writer.inner.store))
-    with CacheController(writer, source, storage_config=config(), pass_prefix_keys=True) as controller:
+    with CacheController(
+        writer, source, storage_config=config(), settings=ControllerSettings(pass_prefix_keys=True)
+    ) as controller:
         wait_all(controller.backup(chain, source.alloc(PAGES), prefix_keys=ANCHOR_KEYS))
     with CacheController(
-        reader, target, storage_config=config(), pass_prefix_keys=True, prefetch_threshold=0
+        reader,
+        target,
+        storage_config=config(),
+        settings=ControllerSettings(pass_prefix_keys=True, prefetch_threshold=0),
     ) as controller:
         operation = controller.prefetch(tokens, prior_key=ANCHOR_KEYS[-1], prefix_keys=ANCHOR_KEYS)
         wait_all(operation)

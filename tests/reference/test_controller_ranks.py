@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 
 from hicache_reference import CacheController, ThreadRankGroup
+from hicache_reference.settings import ControllerSettings
 from hicache_spec import STORAGE_BATCH_SIZE
 from tests.reference.controller_checks import check_frees, check_prefetch_acks
 from tests.reference.controller_helpers import (
@@ -75,8 +76,7 @@ class Rank:
             self.pool,
             storage_config=self.config,
             rank_group=self.group,
-            prefetch_threshold=0,
-            register_host_pools=not stored_pages,
+            settings=ControllerSettings(prefetch_threshold=0, register_host_pools=not stored_pages),
             **settings,
         )
 

@@ -77,52 +77,26 @@ def rejected(build):
     raise AssertionError("accepted")
 
 
-def check_bad_option(controller_class, field, value, rule, clause_id, how="keyword"):
-    if how == "keyword":
-        violation = rejected(lambda backend: controller_class(backend, make_pool(), **{field: value}))
-    else:
-        violation = rejected(
-            lambda backend: controller_class(backend, make_pool(), settings=ControllerSettings(**{field: value}))
-        )
+def check_bad_option(field, value, rule, clause_id):
+    violation = rejected(
+        lambda backend: CacheController(backend, make_pool(), settings=ControllerSettings(**{field: value}))
+    )
     assert str(violation) == f"ControllerSettings.{field}: {rule} (got {value!r}) [{clause_id}]"
     assert (violation.field, violation.clause_id) == (f"ControllerSettings.{field}", clause_id)
 
 
 @pytest.mark.clause("CTL-2", "CTL-3", "CTL-10", "CTL-11", "CTL-14", "PFX-1", "BE-24")
 @pytest.mark.parametrize("field,value,rule,clause_id", BAD, ids=[f"{field}={value!r}" for field, value, *_ in BAD])
-@pytest.mark.parametrize("how", ["keyword", "settings"])
-def test_a_bad_option_names_its_field_and_touches_nothing(field, value, rule, clause_id, how):
-    check_bad_option(CacheController, field, value, rule, clause_id, how)
+def test_a_bad_option_names_its_field_and_touches_nothing(field, value, rule, clause_id):
+    check_bad_option(field, value, rule, clause_id)
 
 
-class AsksFirst(CacheController):
-    """Planted: looks at the backend before its options are checked."""
-
-    def __init__(self, backend, host_pool, **options):
-        getattr(backend, "register_mem_pool_host", None)
-        super().__init__(backend, host_pool, **options)
-
-
-class TrustsKeywords(CacheController):
-    """Planted: keyword options are taken as they come, unchecked."""
-
-    def __init__(self, backend, host_pool, **options):
-        given = {name: options.pop(name) for name in SETTING_NAMES if name in options}
-        super().__init__(backend, host_pool, settings=ControllerSettings.model_construct(**given), **options)
-
-
-@pytest.mark.parametrize("planted", [AsksFirst, TrustsKeywords])
-def test_the_bad_option_check_catches_a_planted_controller(planted):
-    check_bad_option(CacheController, *BAD[0])
-    with pytest.raises(AssertionError):
-        check_bad_option(planted, *BAD[0])
-
-
-def test_an_unknown_option_is_rejected():
+@pytest.mark.parametrize("name", ["batch", *SETTING_NAMES])
+def test_options_are_given_only_through_settings(name):
     with pytest.raises(ContractViolation, match=r"^ControllerSettings.batch: extra inputs are not permitted"):
         ControllerSettings(batch=4)
-    with pytest.raises(TypeError):
-        CacheController(memory_backend(), make_pool(), batch=4, start=False)
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{name}'"):
+        CacheController(memory_backend(), make_pool(), start=False, **{name: GOOD.get(name, 4)})
 
 
 def test_settings_are_frozen_and_compare_by_value():
@@ -149,52 +123,14 @@ def run(controller_class, **options):
     return calls, operation.acks, controller.settings
 
 
-def test_keywords_and_settings_build_the_same_controller():
-    by_keywords = run(CacheController, **GOOD)
-    by_settings = run(CacheController, settings=ControllerSettings(**GOOD))
-    assert by_keywords == by_settings
-    calls, acks, settings = by_settings
+@pytest.mark.clause("CTL-2")
+def test_the_settings_given_govern_the_controller():
+    calls, acks, settings = run(CacheController, settings=ControllerSettings(**GOOD))
     assert settings == ControllerSettings(**GOOD)
     assert [count for method, count, _ in calls if method == "batch_get_v1"] == [4, 4, 2]  # batch_size 4
     assert acks[-1].tokens == 10 * PAGE_SIZE
-
-
-class DropsBatchSize(CacheController):
-    """A planted bug: the keyword ``batch_size`` is swallowed, so the default is used."""
-
-    def __init__(self, *args, batch_size=None, **kwargs):
-        super().__init__(*args, **kwargs)
-
-
-def test_the_comparison_catches_a_keyword_that_is_dropped():
-    assert run(DropsBatchSize, **GOOD) != run(CacheController, settings=ControllerSettings(**GOOD))
-
-
-def check_settings_and_keyword(controller_class, field):
-    settings = ControllerSettings()
-    violation = rejected(
-        lambda backend: controller_class(backend, make_pool(), settings=settings, **{field: GOOD[field]})
-    )
-    assert str(violation).startswith(f"CacheController.{field}: must not be given with settings")
-
-
-@pytest.mark.parametrize("field", ["batch_size", "register_host_pools"])
-def test_settings_and_a_keyword_at_once_is_an_error(field):
-    check_settings_and_keyword(CacheController, field)
-
-
-class KeywordsOverSettings(CacheController):
-    """Planted: a keyword given with settings silently replaces the settings' value."""
-
-    def __init__(self, backend, host_pool, settings=None, **options):
-        given = {name: options.pop(name) for name in SETTING_NAMES if name in options}
-        merged = ControllerSettings(**{**(settings.model_dump() if settings else {}), **given})
-        super().__init__(backend, host_pool, settings=merged, **options)
-
-
-def test_the_both_at_once_check_catches_a_planted_controller():
-    with pytest.raises(AssertionError):
-        check_settings_and_keyword(KeywordsOverSettings, "batch_size")
+    other_calls, _, _ = run(CacheController, settings=ControllerSettings(**{**GOOD, "batch_size": 3}))
+    assert [count for method, count, _ in other_calls if method == "batch_get_v1"] == [3, 3, 3, 1]
 
 
 def test_settings_of_another_type_are_rejected():
@@ -216,7 +152,9 @@ def test_with_parts_plugs_a_collaborator_in():
     backend, pool = memory_backend(), make_pool()
     backend.register_mem_pool_host(pool)
     keys = keys_for(6)
-    with controller_class(backend, pool, prefetch_threshold=0, register_host_pools=False) as controller:
+    with controller_class(
+        backend, pool, settings=ControllerSettings(prefetch_threshold=0, register_host_pools=False)
+    ) as controller:
         assert isinstance(controller.hit_query, HalfQuery)
         controller.backup(keys, pool.alloc(6)).wait(10)
         operation = controller.prefetch(keys=keys)

@@ -28,6 +28,7 @@ import pytest
 from hicache_reference import CacheController
 from hicache_reference import calls as calls_module
 from hicache_reference.calls import BackendCaller, CallOutcome
+from hicache_reference.settings import ControllerSettings
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
     RecordingBackend,
@@ -103,7 +104,9 @@ def test_a_base_exception_fails_the_call_at_once_and_stops_only_after_the_acks(
     store_pages(writer, make_pool(), KEYS)
     recorder = RecordingBackend(memory_backend(store=writer.store), {method: on_call(call_number, raising(error))})
     pool = make_pool()
-    controller = CacheController(recorder, pool, prefetch_threshold=0, call_deadline=call_deadline)
+    controller = CacheController(
+        recorder, pool, settings=ControllerSettings(prefetch_threshold=0, call_deadline=call_deadline)
+    )
     try:
         if method == "batch_set_v1":
             operation = controller.backup(KEYS[:4], pool.alloc(4))

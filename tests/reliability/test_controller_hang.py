@@ -21,6 +21,7 @@ import pytest
 from hicache_reference import CacheController
 from hicache_reference.calls import DEFAULT_CALL_DEADLINE, BackendCaller
 from hicache_reference.workers import Workers
+from hicache_reference.settings import ControllerSettings
 from tests.reference.controller_helpers import PAGE_SIZE, RecordingBackend, keys_for, make_pool, memory_backend, on_call
 
 KEYS = keys_for(300)
@@ -69,7 +70,9 @@ def test_a_hung_call_holds_neither_the_final_ack_nor_close(
     )
     pool = make_pool()
     before = set(threading.enumerate())
-    controller = controller_class(recorder, pool, prefetch_threshold=0, call_deadline=call_deadline)
+    controller = controller_class(
+        recorder, pool, settings=ControllerSettings(prefetch_threshold=0, call_deadline=call_deadline)
+    )
     try:
         if method == "batch_set_v1":
             operation = controller.backup(KEYS[:4], pool.alloc(4))

@@ -17,6 +17,7 @@ import pytest
 from hicache_contracts import ContractViolation, HiCacheStorageConfig, PoolName
 from hicache_reference.backends import FileBackend, MemoryBackend
 from hicache_reference.backends.base import PageStoreBackend
+from hicache_reference.settings import ControllerSettings
 from tests.reliability.badinput_rows import make_pool
 
 PAGE_SIZE = 4
@@ -76,9 +77,9 @@ def test_a_pool_name_that_is_no_pool_name_is_refused(backend: Any, name: Any) ->
 def test_two_controllers_cannot_share_one_instance(backend: Any) -> None:
     from hicache_reference import CacheController
 
-    first = CacheController(backend, make_pool(8), prefetch_threshold=0, start=False)
+    first = CacheController(backend, make_pool(8), start=False, settings=ControllerSettings(prefetch_threshold=0))
     with pytest.raises(ContractViolation) as raised:
-        CacheController(backend, make_pool(8), prefetch_threshold=0, start=False)
+        CacheController(backend, make_pool(8), start=False, settings=ControllerSettings(prefetch_threshold=0))
     assert raised.value.clause_id == "BE-28"
     first.close()
 

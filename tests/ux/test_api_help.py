@@ -3,10 +3,9 @@
 Scenario: ``inspect.signature`` and ``pydoc`` over ``CacheController`` and
 over every callable named in a public module's ``__all__``.
 Expected: no signature shows an ``<object object at 0x...>`` (a private
-marker) as a default or annotation; ``CacheController``'s options show
-``ControllerSettings``'s defaults, and help() documents every parameter;
-an option given with its default value together with ``settings`` is still
-refused (the marker behind the shown default tells "not given" apart).
+marker) as a default or annotation; ``CacheController`` takes at most ten
+parameters, its options as one ``ControllerSettings`` (whose help documents
+each), and help() documents every parameter.
 Why it matters: a newcomer reads the API from help(), not from the source.
 """
 
@@ -25,28 +24,29 @@ from hicache_reference import CacheController, ControllerSettings
 from hicache_reference.backends import MemoryBackend
 
 
-def test_the_controller_signature_shows_the_settings_defaults() -> None:
+def test_the_controller_takes_its_options_as_one_settings_object() -> None:
     signature = inspect.signature(CacheController)
     assert "object at 0x" not in str(signature)
-    for name, field in ControllerSettings.model_fields.items():
-        assert signature.parameters[name].default == field.default, name
-        assert signature.parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
+    assert len(signature.parameters) <= 10
+    assert not set(signature.parameters) & set(ControllerSettings.model_fields)
+    assert signature.parameters["settings"].default is None
 
 
-def test_help_documents_every_parameter_of_the_controller() -> None:
+def test_help_documents_every_parameter_of_the_controller_and_every_option() -> None:
     text = pydoc.render_doc(CacheController, renderer=pydoc.plaintext)
     assert "object at 0x" not in text
     for name in inspect.signature(CacheController).parameters:
         assert f"    {name}: " in text, name
-    assert "batch_size: Pages per storage call (CTL-2). Default 128." in " ".join(text.split())
+    options = " ".join(pydoc.render_doc(ControllerSettings, renderer=pydoc.plaintext).split())
+    assert "Pages per storage call (CTL-2)." in options
 
 
 @pytest.mark.clause("CTL-2")
-def test_an_option_given_at_its_default_with_settings_is_still_refused() -> None:
+def test_settings_of_another_type_are_refused_naming_the_parameter() -> None:
     pool = HostPagePool(8, 4, 1, 1, 2, kind="mha", pin_memory=False)
     backend = MemoryBackend(HiCacheStorageConfig.single_rank(), {})
-    with pytest.raises(ContractViolation, match=r"batch_size: must not be given with settings"):
-        CacheController(backend, pool, settings=ControllerSettings(), batch_size=128, start=False)
+    with pytest.raises(ContractViolation, match=r"^CacheController.settings: must be a ControllerSettings"):
+        CacheController(backend, pool, settings={"batch_size": 128}, start=False)
     controller = CacheController(backend, pool, start=False)
     assert controller.settings == ControllerSettings()
 
