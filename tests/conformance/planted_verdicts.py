@@ -45,3 +45,30 @@ class RaisesOnAPartialHit(CorrectBackend):
         if any(present) and not all(present):
             raise KeyError(f"{present.count(False)} of {len(keys)} keys are missing")
         return super().batch_get(keys, target_locations, target_sizes)
+
+
+class RefusesMla(CorrectBackend):
+    """Refuses to be built for an MLA model, by design (a store for MHA KV only); declares nothing."""
+
+    def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
+        if getattr(storage_config, "is_mla_model", False):
+            raise ValueError("this store serves MHA models only")
+        super().__init__(storage_config, kwargs)
+
+
+class DeclaresNoMla(RefusesMla):
+    """Correct: refuses MLA by design, and says so (``hicache_not_supported``)."""
+
+    hicache_not_supported = ("mla",)
+
+
+class DeclaresNoPageFirst(CorrectBackend):
+    """Correct: does not serve the page_first host pool layout, and says so."""
+
+    hicache_not_supported = ("page_first",)
+
+
+class DeclaresAnUnknownConfiguration(CorrectBackend):
+    """Declares a configuration the suite does not know."""
+
+    hicache_not_supported = ("fp8",)

@@ -21,14 +21,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from hicache_spec import LEVELS
 from hicache_contracts.capabilities import CAPABILITY_LEVELS, Capabilities
 from hicache_contracts.conformance.levels import BACKEND_LEVELS
 from hicache_contracts.conformance.reporting.report import LevelVerdict
 
-__all__ = ["ALWAYS_PROBED", "LEGACY_NOT_ASKED", "LevelDecision", "OPT_IN_LEVELS", "decide_levels"]
+__all__ = [
+    "ALWAYS_PROBED",
+    "DECLARED_CHECKS",
+    "LEGACY_NOT_ASKED",
+    "LevelDecision",
+    "NOT_SUPPORTED",
+    "OPT_IN_LEVELS",
+    "decide_levels",
+    "declared_not_supported",
+    "not_applicable",
+]
 
 ALWAYS_PROBED: tuple[str, ...] = ("namespacing", "concurrency")
 """Levels claimed without a declaration: they need no method beyond core."""
@@ -112,3 +122,65 @@ def decide_levels(
         claimed.add(level)
         verdicts.append(LevelVerdict(level, True, source, None, LEVELS[level]))
     return LevelDecision(frozenset(claimed), dishonoured, tuple(verdicts))
+
+
+NOT_SUPPORTED: dict[str, str] = {
+    "mla": "MLA models (is_mla_model=True, one latent per token)",
+    "mha": "MHA models (K and V per token)",
+    "layer_first": "the layer_first host pool layout",
+    "page_first": "the page_first host pool layout",
+    "indexer": "the indexer sidecar pool (all_pages)",
+    "swa": "the swa sidecar pool (trailing_pages)",
+}
+"""What a backend may declare it does not serve (``hicache_not_supported``), each with what it is."""
+
+DECLARED_CHECKS: dict[str, tuple[str, ...]] = {
+    "mla": ("replicated_kv_is_shared_across_tp_ranks", "a_non_writer_rank_writes_what_it_reports"),
+    "indexer": (
+        "batch_exists_v2_takes_a_whole_chain",
+        "clear_removes_every_pool",
+        "v2_results_have_one_entry_per_pool",
+        "v2_exists_folds_pool_hits_per_policy",
+        "v2_pool_hits_count_only_pages_that_landed",
+        "v2_kv_derived_sidecars_travel_with_kv",
+        "a_removed_kv_derived_sidecar_is_never_read_as_a_hit",
+    ),
+    "swa": (
+        "batch_exists_v2_takes_a_whole_chain",
+        "clear_removes_every_pool",
+        "v2_results_have_one_entry_per_pool",
+        "v2_unregistered_pool_is_all_false",
+        "v2_exists_folds_pool_hits_per_policy",
+        "v2_pool_hits_count_only_pages_that_landed",
+    ),
+}
+"""The checks whose subject needs a configuration: declared not served, they are not applicable. A layout or a
+model kind the run itself uses (``--layout``, ``--kind``) makes every check not applicable."""
+
+
+def declared_not_supported(klass: Any) -> tuple[str, ...]:
+    """Return what ``klass`` declares it does not serve (its ``hicache_not_supported``); raise ValueError naming
+    the attribute and the rule when that is not a list of known names."""
+    declared = getattr(klass, "hicache_not_supported", ()) if klass is not None else ()
+    if isinstance(declared, str) or not isinstance(declared, (list, tuple, set, frozenset)):
+        raise ValueError(
+            f"hicache_not_supported: must be a tuple of names among {sorted(NOT_SUPPORTED)} (got {declared!r})"
+        )
+    unknown = [name for name in declared if name not in NOT_SUPPORTED]
+    if unknown:
+        raise ValueError(
+            f"hicache_not_supported: must name only configurations among {sorted(NOT_SUPPORTED)} (got {unknown!r})"
+        )
+    return tuple(sorted(set(declared), key=list(NOT_SUPPORTED).index))
+
+
+def not_applicable(check_name: str, declared: tuple[str, ...], layout: str, kind: str) -> Optional[str]:
+    """Return why check ``check_name`` is not applicable to a backend that declares it does not serve
+    ``declared``, in a run of host pool ``layout`` and ``kind`` (None: it applies)."""
+    for name in (layout, kind):
+        if name in declared:
+            return f"not applicable: declared: the backend does not serve {NOT_SUPPORTED[name]}, which this run uses"
+    for name in declared:
+        if check_name in DECLARED_CHECKS.get(name, ()):
+            return f"not applicable: declared: the backend does not serve {NOT_SUPPORTED[name]}"
+    return None

@@ -38,7 +38,13 @@ from hicache_spec import clause as lookup_clause
 from hicache_contracts.capabilities import Capabilities, declared_levels, detect_capabilities
 from hicache_contracts.conformance import checks as _checks  # noqa: F401  (registers the checks, in order)
 from hicache_contracts.sglang_release import describe_choice, describe_engine, release_of
-from hicache_contracts.conformance.running.claims import ALWAYS_PROBED, LevelDecision, decide_levels
+from hicache_contracts.conformance.running.claims import (
+    ALWAYS_PROBED,
+    LevelDecision,
+    decide_levels,
+    declared_not_supported,
+    not_applicable,
+)
 from hicache_contracts.conformance.session.context import Session, SuiteContext
 from hicache_contracts.conformance.framework import (
     CallTimedOut,
@@ -66,6 +72,8 @@ from hicache_contracts.conformance.reporting.report import (
 from hicache_contracts.conformance.running.verdicts import (
     backend_frame,
     clause_verdict,
+    configuration_refused,
+    not_applicable_verdicts,
     setup_reason,
     startup_verdicts,
     suite_frames,
@@ -104,6 +112,10 @@ class SuiteRunner:
         self.capabilities: Optional[Capabilities] = None
         self._started = time.monotonic()
         self._started_up = False
+        self.not_supported: tuple[str, ...] = ()
+        """The configurations the backend declares it does not serve (``hicache_not_supported``)."""
+        self.run_not_applicable: Optional[str] = None
+        """Why no check applies: the run's layout or model kind is one the backend declares it does not serve."""
         self.close_problems: list[str] = []
         """What the backend raised while the run cleared and closed its instances (shown as notes)."""
 
@@ -115,6 +127,10 @@ class SuiteRunner:
         self._started_up = True
         klass = self.factory.backend_class
         try:
+            self.not_supported = declared_not_supported(klass)
+            self.run_not_applicable = not_applicable("", self.not_supported, self.options.layout, self.options.kind)
+            if self.run_not_applicable is not None:
+                return  # nothing to build: the backend says it does not serve this run's configuration
             declared = self.options.levels or (None if klass is None else declared_levels(klass))
             builder = self.session.instances(register_v2=False)
             probe = builder.build(
@@ -131,7 +147,7 @@ class SuiteRunner:
         except ClauseFailure as failure:
             self.startup_failure = failure
             return
-        except ValueError as error:  # a malformed hicache_levels
+        except ValueError as error:  # a malformed hicache_levels or hicache_not_supported
             self.startup_failure = ClauseFailure("BE-1", str(error))
             return
         except BaseException as error:  # SystemExit, CancelledError, ... out of the constructor or a probe
@@ -186,6 +202,8 @@ class SuiteRunner:
                 f"the backend could not be built: {failure.message}",
                 failure.counterexample,
             )
+        if self.run_not_applicable is not None:
+            return CheckOutcome(check.name, check.clauses, SKIP, message=self.run_not_applicable)
         decision, context = self.decision, self.context
         if decision is None or context is None:  # start() sets both unless the backend could not be built
             raise RuntimeError("SuiteRunner.start: must decide the levels before a check runs")
@@ -203,6 +221,9 @@ class SuiteRunner:
             level = unclaimed[0]
             why = decision.dishonoured.get(level) or "not claimed"
             return CheckOutcome(check.name, check.clauses, SKIP, message=f"level {level} {why}")
+        declared = not_applicable(check.name, self.not_supported, self.options.layout, self.options.kind)
+        if declared is not None:
+            return CheckOutcome(check.name, check.clauses, SKIP, message=declared)
         started = time.monotonic()
         context.calls.begin_check()
         try:
@@ -360,7 +381,7 @@ class SuiteRunner:
             check.name,
             check.clauses,
             SKIP,
-            message=finding.message,
+            message=configuration_refused(finding.message, finding.counterexample),
             counterexample=finding.counterexample,
             duration_s=duration_s,
             needs=root,
@@ -400,6 +421,7 @@ class SuiteRunner:
             run_namespace=session.model_name,
             sglang_objects=sglang is not None,
             sglang_release=release,
+            not_supported=list(self.not_supported),
         )
         notes = [
             f"run namespace {session.model_name} (everything written is under it and cleared at the end)",
@@ -410,6 +432,8 @@ class SuiteRunner:
         notes += self.close_problems
         if self.startup_failure is not None:
             levels, verdicts = startup_verdicts(self.startup_failure)
+        elif self.run_not_applicable is not None:
+            levels, verdicts = not_applicable_verdicts(self.run_not_applicable)
         else:
             decision = self._decided()
             covered = {clause_id for check in ordered_checks() for clause_id in check.clauses}

@@ -32,7 +32,16 @@ from hicache_contracts.conformance.reporting.report import (
     LevelVerdict,
 )
 
-__all__ = ["backend_frame", "clause_verdict", "error_reason", "setup_reason", "startup_verdicts", "suite_frames"]
+__all__ = [
+    "backend_frame",
+    "clause_verdict",
+    "configuration_refused",
+    "error_reason",
+    "not_applicable_verdicts",
+    "setup_reason",
+    "startup_verdicts",
+    "suite_frames",
+]
 
 _NOT_THE_BACKEND = ("hicache_contracts", "hicache_spec", "hypothesis", "torch", "numpy", "_pytest", "pluggy")
 """Packages whose frames are never the backend's: the suite's own, and the libraries it runs on."""
@@ -102,6 +111,30 @@ def startup_verdicts(failure: ClauseFailure) -> tuple[tuple[LevelVerdict, ...], 
     return levels, tuple(verdicts)
 
 
+def configuration_refused(message: str, counterexample: Optional[str]) -> str:
+    """``message``, naming the configuration when it says the backend could not be built for one it may not serve
+    (an MLA model): one refusal of a whole configuration reads as one finding about that configuration."""
+    if not message.startswith("building the backend raised ") or "is_mla_model=True" not in (counterexample or ""):
+        return message
+    cause = message[len("building the backend raised ") :]
+    return (
+        f"the backend cannot be built for an MLA model (is_mla_model=True): it raised {cause}; a backend that does "
+        "not serve MLA by design declares hicache_not_supported = ('mla',)"
+    )
+
+
+def not_applicable_verdicts(reason: str) -> tuple[tuple[LevelVerdict, ...], tuple[ClauseVerdict, ...]]:
+    """Return the level and clause verdicts of a run whose configuration the backend declares it does not serve
+    (``reason``, starting ``not applicable: declared``): nothing claimed, every clause skipped with the reason."""
+    levels = tuple(LevelVerdict(level, False, "declared", reason, LEVELS[level]) for level in BACKEND_LEVELS)
+    verdicts = tuple(
+        ClauseVerdict(item.id, item.level, item.statement, SKIP, reason=reason)
+        for level in BACKEND_LEVELS
+        for item in level_clauses(level)
+    )
+    return levels, verdicts
+
+
 def clause_verdict(
     item: Any, decision: LevelDecision, outcomes: Sequence[CheckOutcome], covered: set[str]
 ) -> ClauseVerdict:
@@ -135,9 +168,17 @@ def clause_verdict(
     )
     if not failures:  # no check of its own saw it: what other checks' setups found is its failure
         found = [outcome for outcome in outcomes if outcome.needs == item.id]
+        grouped: dict[str, list[CheckOutcome]] = {}  # one finding met by several checks' setups is one failure
+        for outcome in found:
+            grouped.setdefault(outcome.message or "", []).append(outcome)
         failures = tuple(
-            Failure(outcome.check, f"found while setting up {outcome.check}: {outcome.message}", outcome.counterexample)
-            for outcome in found
+            Failure(
+                ", ".join(names),
+                f"found while setting up {', '.join(names)}: {message}",
+                same[0].counterexample,
+            )
+            for message, same in grouped.items()
+            for names in [[outcome.check for outcome in same]]
         )
         related += [outcome for outcome in found if outcome not in related]
     names = tuple(outcome.check for outcome in related)
