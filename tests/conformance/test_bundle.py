@@ -167,3 +167,19 @@ def test_the_product_manifest_comes_from_a_file_and_flags(tmp_path) -> None:
     path.write_text("vendor: Example\nowner: someone\n")
     with pytest.raises(ValueError, match="owner: is not a field; the fields are vendor, product, version"):
         Product.load(str(path))
+
+
+def test_the_release_provenance_digests_what_was_used_of_it(tmp_path, monkeypatch) -> None:
+    from hicache_contracts.conformance.reporting.bundle import sglang_provenance
+    from hicache_contracts.sglang_release import CACHE_ENV
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    folder = tmp_path / "0.5.23"
+    (folder / "sglang" / "srt" / "mem_cache").mkdir(parents=True)
+    (folder / "sglang" / "srt" / "mem_cache" / "hicache_storage.py").write_text("class HiCacheFile: ...\n")
+    (folder / "wheel.sha256").write_text("a" * 64 + "  sglang-0.5.23-py3-none-any.whl\n")
+    first = sglang_provenance("0.5.23")
+    assert first["release"] == "0.5.23" and first["wheel_sha256"] == "a" * 64
+    (folder / "sglang" / "srt" / "mem_cache" / "hicache_storage.py").write_text("class HiCacheFile: pass\n")
+    assert sglang_provenance("0.5.23")["hicache_sources_sha256"] != first["hicache_sources_sha256"]
+    assert sglang_provenance(None) is None

@@ -193,13 +193,29 @@ def sglang_provenance(release: Optional[str]) -> Optional[dict[str, Any]]:
                 digest.update(path.relative_to(root).as_posix().encode() + b"\0")
                 digest.update(hashlib.sha256(path.read_bytes()).digest())
         sources = digest.hexdigest()
-    wheels = sorted(root.parent.glob(f"sglang-{release}-*.whl")) if root is not None else []
     return {
         "release": release,
         "hicache_sources_sha256": sources,
         "hicache_sources": list(SGLANG_SOURCES),
-        "wheel_sha256": hashlib.sha256(wheels[0].read_bytes()).hexdigest() if wheels else None,
+        "wheel_sha256": _wheel_digest(root, release),
     }
+
+
+WHEEL_DIGEST_FILE = "wheel.sha256"
+"""Beside an unpacked release's ``sglang`` folder: the SHA-256 of the wheel it was unpacked from, when recorded."""
+
+
+def _wheel_digest(root: Optional[Path], release: str) -> Optional[str]:
+    """The release wheel's SHA-256: recorded beside the unpacked release, or of a wheel file kept beside it."""
+    if root is None:
+        return None
+    recorded = root / WHEEL_DIGEST_FILE
+    if recorded.is_file():
+        text = recorded.read_text(encoding="utf-8").split()
+        if text and len(text[0]) == 64:
+            return text[0]
+    wheels = sorted(root.glob(f"sglang-{release}-*.whl")) + sorted(root.parent.glob(f"sglang-{release}-*.whl"))
+    return hashlib.sha256(wheels[0].read_bytes()).hexdigest() if wheels else None
 
 
 def _file_digest(path: Path) -> str:

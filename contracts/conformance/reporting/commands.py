@@ -78,7 +78,7 @@ def _cmd_matrix(args: argparse.Namespace) -> int:
         if args.check:
             current = path.read_text(encoding="utf-8") if path.exists() else ""
             if current != text:
-                print(f"{path}: stale; regenerate with `hicache-conform matrix ... --write`", file=sys.stderr)
+                print(f"{path}: stale; regenerate: run the same command without --check", file=sys.stderr)
                 stale = True
             else:
                 print(f"{path}: up to date")
