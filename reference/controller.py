@@ -57,6 +57,7 @@ from hicache_reference.settings import ControllerSettings
 from hicache_reference.sidecar_pools import SidecarPool
 from hicache_reference.sidecar_reads import SidecarReader
 from hicache_reference.workers import Workers
+from hicache_spec.values import BEST_EFFORT
 
 __all__ = ["CacheController", "ControllerSettings", "SidecarPool"]
 
@@ -283,7 +284,7 @@ class CacheController:
         keys: Optional[Sequence[str]] = None,
         prior_key: Optional[str] = None,
         prefix_keys: Optional[Sequence[str]] = None,
-        policy: str = "best_effort",
+        policy: str = BEST_EFFORT,
         operation_id: Optional[Union[int, str]] = None,
     ) -> PrefetchOperation:
         """Start a prefetch of the pages after the anchor; return the operation at once.

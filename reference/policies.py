@@ -20,15 +20,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional, TypeGuard
 
 from hicache_spec import compute_prefetch_timeout
+from hicache_spec.values import BEST_EFFORT, PREFETCH_POLICIES, WAIT_COMPLETE
 
 if TYPE_CHECKING:
     from hicache_contracts.models import PrefetchPolicy
     from hicache_reference.settings import ControllerSettings
 
 __all__ = ["PREFETCH_POLICIES", "compute_deadline", "is_prefetch_policy", "is_terminated"]
-
-PREFETCH_POLICIES: tuple[str, ...] = ("best_effort", "wait_complete", "timeout")
-"""The prefetch policies of CTL-9, in the order the clause names them."""
 
 
 def is_prefetch_policy(value: object) -> TypeGuard[PrefetchPolicy]:
@@ -50,8 +48,8 @@ def is_terminated(policy: str, requested: bool, now: float, deadline: Optional[f
     ``requested``: the scheduler asked to terminate; ``deadline``: when the
     timeout policy gives up (None while it is not yet known).
     """
-    if policy == "best_effort":
+    if policy == BEST_EFFORT:
         return requested
-    if policy == "wait_complete":
+    if policy == WAIT_COMPLETE:
         return False
     return deadline is not None and now >= deadline

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from hicache_spec import expected_prefixes, prefix_before
+from hicache_spec import KV, TRAILING_PAGES, expected_prefixes, prefix_before
 from hicache_spec.confirmation import confirmed_hit, confirmed_pages
 from hicache_contracts.errors import ContractViolation
 from hicache_contracts.engine._report import TraceReport, TraceViolation
@@ -34,8 +34,6 @@ _KIND_BY_METHOD = {
 }
 SLICED_KINDS = (HIT_QUERY, KV_READ, DERIVED_READ, KV_WRITE)
 """Kinds whose keys are a run of the chain, so that the call has an offset."""
-KV = "kv"
-TRAILING_PAGES = "trailing_pages"
 
 
 def kind_of(call: Any) -> Optional[str]:

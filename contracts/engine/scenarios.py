@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Callable, Iterable, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
-from hicache_spec import fold_pool_hits
+from hicache_spec import ALL_PAGES, KV, TRAILING_PAGES, fold_pool_hits
 from hicache_contracts.engine._checker import check_trace
 from hicache_contracts.engine._handed_lists import HandedList
 from hicache_contracts.engine._recorder import RecordingBackend
@@ -65,7 +65,7 @@ class PoolSpec:
     """The pool's name (a ``PoolName`` value): ``indexer``, ``swa``."""
     kv_derived: bool = False
     """Whether it reuses KV's slots and travels with every KV read and write."""
-    hit_policy: str = "all_pages"
+    hit_policy: str = ALL_PAGES
     """``all_pages`` or ``trailing_pages``."""
     window_pages: int = 1
     """N of a ``trailing_pages`` pool: the pages ending at the hit that it needs."""
@@ -73,7 +73,7 @@ class PoolSpec:
 
 HYBRID_POOLS: tuple[PoolSpec, ...] = (
     PoolSpec("indexer", kv_derived=True),
-    PoolSpec("swa", hit_policy="trailing_pages", window_pages=SWA_WINDOW),
+    PoolSpec("swa", hit_policy=TRAILING_PAGES, window_pages=SWA_WINDOW),
 )
 """The sidecar pools of every hybrid scenario."""
 
@@ -204,7 +204,7 @@ class ScenarioBackend:
                 self.pages.setdefault((pool, key), None)
 
     def register_mem_pool_host(self, mem_pool_host: Any) -> None:
-        self.pools["kv"] = mem_pool_host
+        self.pools[KV] = mem_pool_host
 
     def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
         self.pools[_pool_name(host_pool_name)] = host_pool
@@ -248,13 +248,13 @@ class ScenarioBackend:
 
     # ---------------------------------------------------------------- the interface
     def exists(self, key: str) -> bool:
-        return self._has("kv", key)
+        return self._has(KV, key)
 
     def batch_exists(self, keys: list[Any], extra_info: Any = None) -> int:
         if self.gate is not None:
             self.gate.wait(WAIT_S)
         for position, key in enumerate(keys):
-            if not self._has("kv", key):
+            if not self._has(KV, key):
                 return position
         return len(keys)
 
@@ -268,13 +268,13 @@ class ScenarioBackend:
         if number == self.hang_on_read:
             self.hanging.set()
             self.release.wait(WAIT_S)
-        results = self._read("kv", list(keys), host_indices)
+        results = self._read(KV, list(keys), host_indices)
         if self.after_read is not None:
             self.after_read(number)
         return results
 
     def batch_set_v1(self, keys: list[Any], host_indices: Any, extra_info: Any = None) -> list[bool]:
-        return self._write("kv", list(keys), host_indices)
+        return self._write(KV, list(keys), host_indices)
 
     def batch_exists_v2(self, keys: list[Any], pool_transfers: Any = None, extra_info: Any = None) -> Any:
         from hicache_contracts.models import PoolTransferResult
@@ -291,7 +291,7 @@ class ScenarioBackend:
             )
             for item in pool_transfers or ()
         )
-        hit, entries = fold_pool_hits(tuple(self._has("kv", key) for key in keys), queries)
+        hit, entries = fold_pool_hits(tuple(self._has(KV, key) for key in keys), queries)
         return PoolTransferResult(kv_hit_pages=hit, extra_pool_hit_pages=ReadOnlyMapping(entries))
 
     def batch_get_v2(self, transfers: list[Any], extra_info: Any = None) -> dict[str, list[bool]]:
@@ -400,7 +400,7 @@ def _filled_backend(scenario: EngineScenario) -> ScenarioBackend:
     if scenario.kind != "prefetch":
         return backend
     stored = scenario.chain[: scenario.pages if scenario.stored is None else scenario.stored]
-    backend.plant("kv", stored)
+    backend.plant(KV, stored)
     if scenario.hybrid:
         backend.plant("indexer", stored)
         backend.plant("swa", stored[-SWA_WINDOW:])

@@ -7,6 +7,7 @@ from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
 
 from hicache_spec import STORAGE_BATCH_SIZE
+from hicache_spec.values import BEST_EFFORT
 from hicache_contracts.errors import ContractViolation
 from hicache_contracts.models._base import ContractModel, violation_from
 from hicache_contracts.models._enums import PrefetchPolicy
@@ -36,7 +37,7 @@ class _OperationSnapshot(ContractModel):
 class PrefetchOperationSnapshot(_OperationSnapshot):
     """A prefetch as the controller starts it: the keys it queries, its prefix and its policy. Clauses: PFX-1, CTL-2, CTL-9."""
 
-    policy: PrefetchPolicy = "best_effort"
+    policy: PrefetchPolicy = BEST_EFFORT
     """The prefetch policy (CTL-9)."""
 
     _field_clauses: ClassVar[dict[str, str]] = {**_OperationSnapshot._field_clauses, "policy": "CTL-9"}

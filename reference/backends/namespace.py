@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from hicache_spec import KV
+
 __all__ = ["ObjectName", "format_tag", "namespace_for", "plain_keys", "storage_name", "with_format"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -140,6 +142,6 @@ def with_format(namespace: str, tag: str) -> str:
     return f"{namespace}/{tag}"
 
 
-def storage_name(namespace: str, key: str, pool: str = "kv") -> str:
+def storage_name(namespace: str, key: str, pool: str = KV) -> str:
     """Return the stored object's name for ``key`` in ``pool`` under ``namespace`` (NS-6: one scheme for every call)."""
     return ObjectName(namespace, str(pool), key).to_str()

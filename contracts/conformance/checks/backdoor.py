@@ -21,9 +21,7 @@ from hicache_contracts.conformance.session.context import Instance, SuiteContext
 from hicache_contracts.conformance.framework import CheckSkipped, conformance_check, expect
 from hicache_contracts.conformance.session.pools import describe_page_difference, pages_equal
 from hicache_contracts.models import PoolHitPolicy, PoolName
-
-KV = "kv"
-"""The pool name the hooks are given for KV pages."""
+from hicache_spec import KV
 
 
 def hooks(suite: SuiteContext) -> Backdoor:

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import torch
 
-from hicache_spec import STORAGE_BATCH_SIZE
+from hicache_spec import KV, STORAGE_BATCH_SIZE
 from hicache_contracts.conformance.session.calls import Calls
 from hicache_contracts.conformance.framework import CallTimedOut, ClauseFailure, fail
 from hicache_contracts.conformance.session.loading import BackendFactory
@@ -175,7 +175,7 @@ class Instances:
         kind: Optional[str] = None,
         layer_num: int = LAYER_NUM,
         head_num: Optional[int] = None,
-        label: str = "kv",
+        label: str = KV,
     ) -> ConformancePool:
         """Return a pool with the run's page size and layout: the release's own host-pool class when one is loaded."""
         kind = kind or self.options.kind
