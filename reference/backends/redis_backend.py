@@ -199,6 +199,10 @@ class RedisBackend(PageStoreBackend):
         return outcomes
 
     # ------------------------------------------------------------ housekeeping
+    def storage_error_messages(self) -> list[str]:
+        """The message logged for each cause of failure seen so far (passwords redacted), for a report to show."""
+        return list(self.errors.messages.values())
+
     def close(self) -> None:
         """Stop serving and close every connection; later calls miss or fail without raising."""
         super().close()

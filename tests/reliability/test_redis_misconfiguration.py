@@ -107,6 +107,7 @@ def check_failures(
     assert backend.errors.counts == {cause: stats.storage_errors}
     where = redact(backend.settings.url or "", [PASSWORD])
     assert logged(caplog) == [expected_message(cause, where, detail)]
+    assert backend.storage_error_messages() == logged(caplog)  # what a report can show
     assert PASSWORD not in caplog.text
 
 
