@@ -124,9 +124,10 @@ def format_tag(pool: Any, dtype: Any, page_size: int, element_count: int) -> str
 
     ``fmt-<layout>.<dtype>.p<page size>.e<elements per page>``, followed by the
     pool's own ``storage_format_tag`` when it has one (SGLang's unified page
-    envelope). Two pools whose pages hold the same bytes in the same order get
-    the same tag; a pool of another layout, dtype or geometry another one, so
-    its reader misses instead of loading bytes it would misread.
+    envelope). Pools of one layout, dtype and geometry get the same tag; a pool
+    of another layout, dtype or geometry another one, so its reader misses
+    instead of loading bytes it would misread (two layouts that happen to
+    order a flat page alike are kept apart too: a miss, never a misread).
     """
     layout = getattr(pool, "layout", None) or "flat"
     dtype_name = str(dtype).removeprefix("torch.")
