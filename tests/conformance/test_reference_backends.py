@@ -5,7 +5,8 @@ shared store) and the file backend in a temporary directory, built as
 SGLang builds dynamic backends, each with its backdoor hooks
 (``hicache_reference.backdoors``).
 Expected: every claimed clause passes but the one that cannot be provoked
-on them (BE-5 without a fault hook), skipped with the reason; every check
+on them (BE-5 without a fault hook) and the one of a method they do not
+offer (BE-32, describe_l3_object_layout), skipped with the reason; every check
 that needs the backdoor hooks runs and passes; the memory backend does not
 claim durability and says so; the file backend claims and passes it.
 Why it matters: the reference is what vendors compare against.
@@ -28,8 +29,12 @@ def test_reference_memory_and_file_backends_pass_every_claimed_clause() -> None:
     memory, file = report.sections
     assert not report.failed, report.render_text(color=False)
     # Neither offers a fault hook, so no storage error can be made the way their store fails (SGLang's host pools
-    # never raise). Both claim legacy and robustness, so BE-9, BE-13 and BE-20 are checked.
-    expected_skips = {"BE-5": "the backend offers no fault hook"}
+    # never raise). Both claim legacy and robustness, so BE-9, BE-13 and BE-20 are checked. Neither describes its
+    # layout, which only a backend offering describe_l3_object_layout must (BE-32).
+    expected_skips = {
+        "BE-5": "the backend offers no fault hook",
+        "BE-32": "not applicable: the backend offers no describe_l3_object_layout",
+    }
     for section, extra in ((file, set()), (memory, {"NS-7"})):
         skipped = {verdict.clause_id: verdict.reason for verdict in section.clauses if verdict.status != "pass"}
         assert set(skipped) == set(expected_skips) | extra, skipped

@@ -35,7 +35,16 @@ def close_returns_and_leaves_the_pages(suite: SuiteContext) -> None:
         raise CheckSkipped(
             "not applicable: the backend has no close() (SGLang calls it only where a backend defines it)"
         )
-    suite.calls.call("BE-29", close)  # an exception fails BE-29; past the deadline the run stops on BE-29
+    try:  # past the deadline the run stops on BE-29
+        suite.calls.call("BE-29", close)
+    except ClauseFailure as failure:
+        if failure.__cause__ is None:
+            raise
+        raise ClauseFailure(
+            "BE-29",
+            failure.message,
+            "build the backend, then close() before register_mem_pool_host (a failed attach's cleanup)",
+        ) from failure.__cause__
     writer = suite.instances.build(config, pages=8, tag="the instance that closes")
     reader = suite.instances.build(config, pages=8, tag="an instance that stays")
     keys = suite.names.new_keys(3)
@@ -368,8 +377,9 @@ def pages_stay_consistent_under_the_failure_injector(suite: SuiteContext) -> Non
         stored: list[list[bool]] = []
         for index, (keys, refused) in enumerate(zip(batches, write_plan)):
             proxy.plan.append(refused)
+            steps.append(f"write {suite.names.show(keys)} through the proxy{' (refused)' if refused else ''}")
             written = suite.io.write(through, keys, pages=pages_of(index), clause_id="BE-33")
-            steps.append(f"write {suite.names.show(keys)}{' (refused)' if refused else ''} -> {written}")
+            steps[-1] += f" -> {written}"
             stored.append([flag and not refused for flag in written])
         if not any(any(flags) for flags, refused in zip(stored, write_plan) if not refused):
             raise CheckSkipped("the backend refused every page the check wrote through the proxy; nothing to check")
@@ -380,8 +390,9 @@ def pages_stay_consistent_under_the_failure_injector(suite: SuiteContext) -> Non
             if not refused:
                 continue
             proxy.plan.append(False)
+            steps.append(f"write {suite.names.show(batches[index])} again")
             written = suite.io.write(through, batches[index], pages=pages_of(index), clause_id="BE-33")
-            steps.append(f"write {suite.names.show(batches[index])} again -> {written}")
+            steps[-1] += f" -> {written}"
             stored[index] = list(written)
         for index in range(INJECTOR_BATCHES):  # every read passed on: each stored page reads back byte-exact
             seen = reads_back(index, False, stored[index], "at the end") or seen
