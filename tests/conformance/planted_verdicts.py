@@ -6,6 +6,7 @@ Each planted backend here breaks one clause (or none) in a way that used to be r
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from tests.conformance.correct_backend import CorrectBackend
@@ -72,3 +73,11 @@ class DeclaresAnUnknownConfiguration(CorrectBackend):
     """Declares a configuration the suite does not know."""
 
     hicache_not_supported = ("fp8",)
+
+
+class TwoMillisecondLookups(CorrectBackend):
+    """Correct, and slow: every lookup takes 2 ms, as a networked store's may."""
+
+    def batch_exists(self, keys: list, extra_info: Any = None) -> int:
+        time.sleep(0.002)
+        return super().batch_exists(keys, extra_info)

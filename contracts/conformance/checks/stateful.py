@@ -23,6 +23,7 @@ run's context outlives it.
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
@@ -241,8 +242,44 @@ class LossyWriteOnceStore(RuleBasedStateMachine):
 def stateful_model_of_a_lossy_write_once_store(suite: SuiteContext) -> None:
     """Random sequences of set, get, batch_exists and clear never contradict a lossy write-once store."""
     seen: list[str] = []
+    examples = scaled_examples(suite)
     with bound_run(suite, seen):
-        run_machine(
-            suite.seed, LossyWriteOnceStore, "BE-2", suite.profile.stateful_examples, suite.profile.stateful_steps
-        )
+        run_machine(suite.seed, LossyWriteOnceStore, "BE-2", examples, suite.profile.stateful_steps)
     suite.io.require_seen(bool(seen), "how the store behaves over a sequence of calls")
+
+
+STATEFUL_BUDGET_S = 20.0
+"""Seconds the state machine's examples may take at the backend's measured call time (shrinking is capped apart)."""
+CALLS_PER_STEP = 3
+"""Backend calls one step of the machine makes, about: the rule's call, and the invariant's lookups."""
+TIMED_CALLS = 5
+"""Lookups timed to measure the backend's call time before the machine runs."""
+
+
+def call_time_s(suite: SuiteContext) -> float:
+    """The median time of a lookup of four keys on the main instance, in seconds."""
+    instance = suite.instances.main
+    keys = suite.names.new_keys(4)
+    times = []
+    for _ in range(TIMED_CALLS):
+        started = time.perf_counter()
+        suite.io.count(instance, keys)
+        times.append(time.perf_counter() - started)
+    return sorted(times)[len(times) // 2]
+
+
+def scaled_examples(suite: SuiteContext) -> int:
+    """The profile's number of examples, fewer when they would not fit ``STATEFUL_BUDGET_S`` at the backend's
+    measured call time (never under 3); the run's notes say when it was scaled, and why."""
+    wanted, steps = suite.profile.stateful_examples, suite.profile.stateful_steps
+    per_call = call_time_s(suite)
+    fitting = int(STATEFUL_BUDGET_S / max(per_call * steps * CALLS_PER_STEP, 1e-9))
+    examples = max(3, min(wanted, fitting))
+    if examples < wanted:
+        notes = getattr(suite, "run_notes", None)
+        if notes is not None:
+            notes.append(
+                f"stateful check: {examples} of the profile's {wanted} examples ({steps} steps each), scaled to "
+                f"{STATEFUL_BUDGET_S:g} s at the backend's measured call time of {per_call * 1000:.1f} ms"
+            )
+    return examples

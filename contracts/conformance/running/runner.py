@@ -112,6 +112,8 @@ class SuiteRunner:
         self.capabilities: Optional[Capabilities] = None
         self._started = time.monotonic()
         self._started_up = False
+        self.run_notes: list[str] = []
+        """What checks tell the report's notes (a budget scaled to the backend's call time, say)."""
         self.not_supported: tuple[str, ...] = ()
         """The configurations the backend declares it does not serve (``hicache_not_supported``)."""
         self.run_not_applicable: Optional[str] = None
@@ -160,6 +162,7 @@ class SuiteRunner:
         if may_evict is None:
             may_evict = bool(getattr(klass, "hicache_may_evict", False))
         self.context = SuiteContext(self.session, claimed=self.decision.claimed, may_evict=may_evict)
+        self.context.run_notes = self.run_notes  # type: ignore[attr-defined]  # what checks tell the report
 
     def close(self) -> None:
         """Clear and close every instance the run built; whatever the backend raises is a note of the report."""
@@ -428,6 +431,7 @@ class SuiteRunner:
             describe_choice(release),
             describe_engine(release, self.factory.engine),
         ]
+        notes += self.run_notes
         notes += session.built.cleanup_notes
         notes += self.close_problems
         if self.startup_failure is not None:
