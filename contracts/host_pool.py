@@ -23,6 +23,7 @@ from typing import Any, Sequence
 import torch
 
 from hicache_contracts.errors import ContractViolation, bad_value
+from hicache_spec.values import is_count
 
 __all__ = ["KINDS", "LAYOUTS", "HostPagePool"]
 
@@ -47,7 +48,7 @@ def _bad_argument(field: str, rule: str, value: Any) -> ValueError:
 
 
 def _positive_int(field: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not is_count(value, 1):
         raise _bad_argument(field, "must be a positive int", value)
     return value
 
@@ -172,7 +173,7 @@ class HostPagePool:
         page by page, each page's slots consecutive and starting at a multiple
         of ``page_size``. Pages need not be adjacent to each other.
         """
-        if isinstance(page_count, bool) or not isinstance(page_count, int) or page_count < 0:
+        if not is_count(page_count):
             raise _bad_argument("page_count", "must be an int >= 0", page_count)
         with self._lock:
             if page_count > len(self._free_pages):

@@ -9,6 +9,7 @@ from hicache_contracts import ContractViolation, PoolTransfer, PrefixKeys, valid
 from hicache_reference.policies import PREFETCH_POLICIES, is_prefetch_policy
 from hicache_reference.sidecar_pools import SidecarPool
 from hicache_spec import compute_key_chain
+from hicache_spec.values import is_count
 
 if TYPE_CHECKING:
     from hicache_contracts.models import PrefetchPolicy
@@ -64,7 +65,7 @@ def key_chain(
     assert token_ids is not None  # exactly one of the two was given
     tokens = tuple(token_ids)
     for index, token in enumerate(tokens):
-        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < 2**32:
+        if not is_count(token, 0, 2**32 - 1):
             raise violation(f"prefetch.token_ids[{index}]", "must be an int in [0, 2**32)", token, "KEY-1")
     if prior_key is not None:
         validate_page_keys([prior_key], strict=True, field=f"{_CLASS}.prefetch.prior_key")

@@ -32,6 +32,7 @@ import torch
 
 from hicache_contracts import ContractViolation, validate_host_indices
 from hicache_contracts.host_pool import HostPagePool
+from hicache_spec.values import is_count
 
 __all__ = ["CopyHandle", "PageCopier"]
 
@@ -110,7 +111,7 @@ class PageCopier:
         cls, host_pool: HostPagePool, device_page_count: int, device: Union[str, torch.device, None] = None
     ) -> "PageCopier":
         """Return a copier with a new zeroed device buffer of ``device_page_count`` pages (CUDA when present)."""
-        if isinstance(device_page_count, bool) or not isinstance(device_page_count, int) or device_page_count < 1:
+        if not is_count(device_page_count, 1):
             raise ValueError(f"{_CLASS}.device_page_count: must be an int >= 1 (got {device_page_count!r})")
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -44,6 +44,7 @@ from datetime import timedelta
 from typing import Any, Optional, Protocol, runtime_checkable
 
 import torch
+from hicache_spec.values import is_count
 
 __all__ = [
     "all_reduce_min_vector",
@@ -176,7 +177,7 @@ class ThreadRankGroup:
     @classmethod
     def create(cls, world_size: int, timeout: float = 30.0) -> list["ThreadRankGroup"]:
         """Return one group per rank, ranks 0 .. world_size - 1, sharing their channels."""
-        if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        if not is_count(world_size, 1):
             raise ValueError(f"ThreadRankGroup.world_size: must be an int >= 1 (got {world_size!r})")
         hub = _ThreadHub(world_size, timeout)
         return [cls(hub, rank) for rank in range(world_size)]

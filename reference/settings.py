@@ -24,6 +24,7 @@ from hicache_spec import (
     DEFAULT_PREFETCH_TIMEOUT_PER_KI_TOKEN,
     STORAGE_BATCH_SIZE,
 )
+from hicache_spec.values import is_count
 
 __all__ = ["ControllerSettings", "SETTING_NAMES"]
 
@@ -34,7 +35,7 @@ def _is_number(value: Any) -> bool:
 
 def _int_at_least(minimum: int) -> PlainValidator:
     def check(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        if not is_count(value, minimum):
             raise ContractViolation("", f"must be an int >= {minimum}", value, FIELD_CLAUSE)
         return value
 
@@ -105,7 +106,11 @@ class ControllerSettings(ContractModel):
 SETTING_NAMES: tuple[str, ...] = tuple(ControllerSettings.model_fields)
 """The option names the settings hold, in declaration order."""
 
-ControllerSettings.__doc__ = (ControllerSettings.__doc__ or "") + "\n\nOptions:\n" + "\n".join(
-    f"    {name}: {' '.join((field.description or '').split())} Default {field.default!r}."
-    for name, field in ControllerSettings.model_fields.items()
+ControllerSettings.__doc__ = (
+    (ControllerSettings.__doc__ or "")
+    + "\n\nOptions:\n"
+    + "\n".join(
+        f"    {name}: {' '.join((field.description or '').split())} Default {field.default!r}."
+        for name, field in ControllerSettings.model_fields.items()
+    )
 )

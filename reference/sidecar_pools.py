@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from hicache_contracts import ContractViolation, PageKeys, PoolHitPolicy, PoolName, PoolTransfer
+from hicache_spec.values import is_count
 
 __all__ = ["SidecarPool", "check_sidecar_pools", "keys_of"]
 
@@ -49,7 +50,7 @@ class SidecarPool:
                 f"SidecarPool.hit_policy: must be a PoolHitPolicy value (got {self.hit_policy!r})"
             ) from None
         window = self.window_pages
-        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        if not is_count(window, 1):
             raise ValueError(f"SidecarPool.window_pages: must be an int >= 1 (got {window!r})")
         if self.kv_derived and policy is not PoolHitPolicy.ALL_PAGES:
             raise ValueError(f"SidecarPool.hit_policy: a KV-derived pool has every KV page (got {policy.value!r})")

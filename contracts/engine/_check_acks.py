@@ -13,6 +13,7 @@ from hicache_contracts.errors import ContractViolation
 from hicache_contracts.models import FinalAck, PoolHitsAck, ProgressAck, validate_ack
 from hicache_contracts.engine._check_base import _Findings, check_int
 from hicache_contracts.engine._report import TraceReport
+from hicache_spec.values import is_count
 
 __all__ = ["check_acks", "check_unconfirmed_acks"]
 
@@ -25,7 +26,7 @@ def _validated_pages(name: str, values: Any) -> tuple[int, ...]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         raise ContractViolation(f"check_acks.{name}", "must be a sequence of ints", values, "CTL-5")
     for position, value in enumerate(values):
-        if type(value) is not int or value < 0:
+        if not is_count(value):
             raise ContractViolation(f"check_acks.{name}[{position}]", "must be an int >= 0", value, "CTL-5")
     return tuple(values)
 

@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from hicache_spec import KV, TRAILING_PAGES, expected_prefixes, prefix_before
 from hicache_spec.confirmation import confirmed_hit, confirmed_pages
+from hicache_spec.values import is_count
 from hicache_contracts.errors import ContractViolation
 from hicache_contracts.engine._report import TraceReport, TraceViolation
 from hicache_contracts.engine._trace import TraceOperation
@@ -122,7 +123,7 @@ def check_int(name: str, value: Any, minimum: int, clause_id: str, *, optional: 
     """Raise ContractViolation naming ``name`` unless ``value`` is an int >= ``minimum`` (or None when optional)."""
     if value is None and optional:
         return
-    if type(value) is not int or value < minimum:
+    if not is_count(value, minimum):
         raise ContractViolation(name, f"must be an int >= {minimum}", value, clause_id)
 
 
