@@ -14,6 +14,7 @@ without trusting the submitter.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -21,6 +22,8 @@ from pathlib import Path
 import pytest
 
 from hicache_contracts.cli import main
+from hicache_contracts.conformance.framework import ordered_checks
+from hicache_contracts.conformance.levels import BACKEND_LEVELS, backend_clauses
 from hicache_contracts.conformance.reporting.bundle import Product, verify_bundle, write_bundle
 from hicache_contracts.conformance.reporting.report import (
     CheckOutcome,
@@ -34,22 +37,31 @@ PRODUCT = Product("Example Storage Inc.", "example-kv", "1.2.3", "https://exampl
 
 
 def _report(be3: str = "pass", check: str = "pass") -> SuiteReport:
-    levels = (
-        LevelVerdict("core", True, "declared"),
-        LevelVerdict("legacy", True, "declared"),
-        LevelVerdict("v1", False, "declared", "not declared"),
+    """A complete report of a backend claiming core: every core clause and every check of the suite, BE-3 as given."""
+    levels = tuple(
+        LevelVerdict(level, level == "core", "declared", None if level == "core" else "not declared")
+        for level in BACKEND_LEVELS
     )
     reason = "no backdoor hooks" if be3 == "skip" else None
-    clauses = (
-        ClauseVerdict("BE-2", "core", "", "pass", checks=("a_check",)),
-        ClauseVerdict("BE-3", "core", "", be3, reason=reason, checks=("b_check",)),
+    clauses = tuple(
+        ClauseVerdict(
+            item.id, item.level, "", be3 if item.id == "BE-3" else "pass", reason=reason if item.id == "BE-3" else None
+        )
+        if item.level == "core"
+        else ClauseVerdict(item.id, item.level, "", "skip", reason=f"level {item.level} not claimed: not declared")
+        for item in backend_clauses()
     )
-    checks = (
-        CheckOutcome("a_check", ("BE-2",), "pass"),
-        CheckOutcome("b_check", ("BE-3",), check, message=reason),
-    )
+    checks = []
+    for item in ordered_checks():
+        unclaimed = [level for level in item.requires if level != "core"]
+        if unclaimed:
+            checks.append(CheckOutcome(item.name, item.clauses, "skip", message=f"level {unclaimed[0]} not claimed"))
+        elif "BE-3" in item.clauses:
+            checks.append(CheckOutcome(item.name, item.clauses, check, message=reason))
+        else:
+            checks.append(CheckOutcome(item.name, item.clauses, "pass"))
     options = {"seed": 7, "profile": "standard", "checks": None, "sglang_release": None}
-    return SuiteReport((ReportSection("backend shop:Store", "shop:Store", levels, clauses, checks, options),))
+    return SuiteReport((ReportSection("backend shop:Store", "shop:Store", levels, clauses, tuple(checks), options),))
 
 
 def _bundle(tmp_path: Path, report: SuiteReport = None, **overrides) -> Path:
@@ -79,7 +91,11 @@ def test_a_bundle_that_claims_a_certificate_over_a_skipped_claimed_check_is_refu
     problems = verify_bundle(str(folder))
     assert "submission.json: certified is true, but the report shows 2 problem(s):" in problems
     assert "not certifiable: backend shop:Store: BE-3 (level core) was skipped: no backdoor hooks" in problems
-    assert "not certifiable: backend shop:Store: check b_check (BE-3) did not run: no backdoor hooks" in problems
+    for check in ordered_checks():
+        if check.clauses == ("BE-3",):
+            assert f"not certifiable: backend shop:Store: check {check.name} (BE-3) did not run: no backdoor hooks" in (
+                problems
+            )
     assert main(["verify-submission", str(folder)]) == 1
     assert "refused (3 problems):" in capsys.readouterr().out
 
@@ -183,3 +199,17 @@ def test_the_release_provenance_digests_what_was_used_of_it(tmp_path, monkeypatc
     (folder / "sglang" / "srt" / "mem_cache" / "hicache_storage.py").write_text("class HiCacheFile: pass\n")
     assert sglang_provenance("0.5.23")["hicache_sources_sha256"] != first["hicache_sources_sha256"]
     assert sglang_provenance(None) is None
+
+
+def test_a_clause_or_check_dropped_from_every_file_is_named(tmp_path) -> None:
+    report = _report()
+    (section,) = report.sections
+    dropped = dataclasses.replace(
+        section,
+        clauses=tuple(verdict for verdict in section.clauses if verdict.clause_id != "BE-3"),
+        checks=section.checks[1:],
+    )
+    folder = _bundle(tmp_path, SuiteReport((dropped,)))  # digests and JUnit agree: only the registry shows the gap
+    problems = verify_bundle(str(folder))
+    assert "report.json: backend shop:Store: BE-3 of claimed level core has no verdict" in problems
+    assert f"report.json: backend shop:Store: check {section.checks[0].check} has no outcome" in problems

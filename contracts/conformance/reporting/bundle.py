@@ -523,6 +523,7 @@ def _verify_verdicts(
     for section in sections:
         if not section.title.startswith("reference controller"):
             recomputed += section_problems(section, {entry.target: entry for entry in entries})
+            problems += _missing_from(section, selection=bool(document.get("checks")))
         options = section.options
         for key in ("seed", "profile"):
             if key in options and options.get(key) != document.get(key):
@@ -546,4 +547,27 @@ def _verify_verdicts(
     problems += [f"not certifiable: {item}" for item in dict.fromkeys(recomputed)]
     if not document["certified"] and not recomputed and not problems:
         problems.append(f"{MANIFEST}: certified is false although the report shows no problem")
+    return problems
+
+
+def _missing_from(section: ReportSection, *, selection: bool) -> list[str]:
+    """Name each clause of a claimed level, and each check of the suite, that the report does not hold."""
+    from hicache_contracts.conformance.framework import ordered_checks
+    from hicache_contracts.conformance.levels import BACKEND_LEVELS, level_clause_ids
+
+    problems = []
+    present = {verdict.clause_id for verdict in section.clauses}
+    for level in section.levels:
+        if not level.claimed or level.level not in BACKEND_LEVELS:
+            continue
+        for clause_id in level_clause_ids(level.level):
+            if clause_id not in present:
+                problems.append(
+                    f"report.json: {section.title}: {clause_id} of claimed level {level.level} has no verdict"
+                )
+    if not selection:
+        ran = {outcome.check for outcome in section.checks}
+        for check in ordered_checks():
+            if check.name not in ran:
+                problems.append(f"report.json: {section.title}: check {check.name} has no outcome")
     return problems
