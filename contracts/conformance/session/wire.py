@@ -12,7 +12,10 @@ from hicache_contracts.models import HiCacheStorageExtraInfo, PoolHitPolicy, Poo
 from hicache_contracts.prefix_keys import PageKeys
 from hicache_contracts.sglang_release import resolve_release
 
-__all__ = ["POOL_POLICIES", "Wire", "sglang_module"]
+__all__ = ["PLACEHOLDER", "POOL_POLICIES", "Wire", "sglang_module"]
+
+PLACEHOLDER = "__placeholder__"
+"""The key SGLang's tree puts in a trailing pool's hit-query transfer for each window page (0.5.20-0.5.23)."""
 
 POOL_POLICIES = {PoolName.SWA: PoolHitPolicy.TRAILING_PAGES}
 """The suite's pools whose hit policy is not ALL_PAGES: swa plays the trailing pool (SGLang's sliding-window
@@ -68,12 +71,25 @@ class Wire:
 
         ``policy`` defaults to the pool's own (``POOL_POLICIES``): SGLang sends a pool's policy, from its
         pool spec, with every query, write and read of it, so a backend may file pages by it.
+
+        A transfer without host indices that is not a read is part of a hit query (``batch_exists_v2``)
+        and goes out as every pinned release's tree sends it (``unified_cache/components/swa.py``,
+        ``mamba.py``, ``_build_sidecar_transfers``): a TRAILING_PAGES pool's keys are ``PLACEHOLDER``
+        once per window page (the real trailing keys are filled in only for the read), a KV-derived
+        pool's keys are None; ``keys`` gives the window's length.
         """
+        policy = POOL_POLICIES.get(name, PoolHitPolicy.ALL_PAGES) if policy is None else policy
+        sent: Optional[PageKeys] = PageKeys(tuple(keys))
+        if host_indices is None and not read:  # a hit query, as SGLang's tree builds it (CONTRACT §9)
+            if derived:
+                sent = None  # a KV-derived pool's query carries no keys: it is the KV chain's
+            elif policy == PoolHitPolicy.TRAILING_PAGES:
+                sent = PageKeys((PLACEHOLDER,) * len(keys))  # the window's size; the keys are the chain's last
         model = PoolTransfer(
             name=name,
-            keys=PageKeys(tuple(keys)),
+            keys=sent,
             host_indices=host_indices,
-            hit_policy=POOL_POLICIES.get(name, PoolHitPolicy.ALL_PAGES) if policy is None else policy,
+            hit_policy=policy,
             indices_from_pool=PoolName.KV if derived and not read else None,
         )
         return self.form(model)

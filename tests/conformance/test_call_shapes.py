@@ -1,0 +1,124 @@
+"""The probes send only call shapes SGLang sends: the records per pinned release, and the suite held to them.
+
+Scenarios: the stored records (``docs/call-shapes/<release>.json``) against what the wheels give;
+the whole probe suite over the reference memory backend, every call's shape noted; planted probe
+calls that send a hit query as no release does. Expected: the records are fresh; no probe's hit query
+has a shape outside a release's record (a trailing pool's transfer carries placeholders, a KV-derived
+one no keys, neither host slots); each planted probe is named with what differs. (``extra_info``
+forms are recorded too; the BE-8 probes send every form on purpose, so they are not held to them.)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from hicache_contracts.conformance import SuiteOptions, run_suite
+from hicache_contracts.conformance.session.call_shapes import (
+    PLACEHOLDER,
+    load_record,
+    recording_class,
+    shape_of,
+    violations,
+)
+from hicache_contracts.models import PoolHitPolicy, PoolName, PoolTransfer
+from hicache_contracts.sglang_release import ReleaseError, fetch_release
+from hicache_reference.backends import MemoryBackend
+from hicache_spec.releases import SGLANG_RELEASES
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDS = ROOT / "docs" / "call-shapes"
+
+
+KNOWN_OUTSIDE = ("trailing_pages transfer (indices_from_pool none) with empty keys",)
+"""Shapes a probe sends that no release sends, each kept on purpose: the fold check's examples include a trailing
+window of 0 pages (v2_exists_folds_pool_hits_per_policy), where every release sends no transfer at all."""
+
+
+def _records() -> list[dict]:
+    return [load_record(RECORDS, version) for version in SGLANG_RELEASES]
+
+
+def _union_of_forms(records: list[dict]) -> dict:
+    """One record whose calls are every release's: the stand-in engine speaks for no single release."""
+    merged = dict(records[-1])
+    merged["calls"] = [call for record in records for call in record["calls"]]
+    merged["release"] = "0.5.20-0.5.23"
+    return merged
+
+
+@pytest.mark.clause("HYB-7", "BE-22", "BE-8")
+def test_the_probes_send_only_what_a_pinned_release_sends():
+    shapes: list = []
+    report = run_suite(
+        recording_class(MemoryBackend, shapes), SuiteOptions(profile="smoke", seed=0, sglang_version="none")
+    )
+    assert report.sections[0].clauses
+    assert any(shape.transfers for shape in shapes), "no hit query with pool transfers was sent"
+    records = _records()
+    for record in records:
+        found = [
+            line
+            for line in violations(shapes, record)
+            if "extra_info" not in line and not any(known in line for known in KNOWN_OUTSIDE)
+        ]
+        assert not found, f"{record['release']}: {sorted(set(found))[:10]}"
+
+
+def _trailing(keys, **more):
+    return PoolTransfer(name=PoolName.SWA, keys=keys, hit_policy=PoolHitPolicy.TRAILING_PAGES, **more)
+
+
+@pytest.mark.clause("HYB-7", "BE-22", "BE-8")
+@pytest.mark.parametrize(
+    ("planted", "named"),
+    [
+        ((["k1", "k2"], [_trailing(["k2"])], None), "trailing_pages transfer (indices_from_pool none) with real keys"),
+        (
+            (["k1"], [PoolTransfer(name=PoolName.INDEXER, keys=["k1"], indices_from_pool=PoolName.KV)], None),
+            "all_pages transfer (indices_from_pool kv) with real keys",
+        ),
+        (
+            (["k1"], [_trailing([PLACEHOLDER], host_indices=torch.arange(4))], None),
+            "trailing_pages transfer with host slots",
+        ),
+    ],
+    ids=["real-trailing-keys", "keys-on-a-kv-derived-pool", "host-slots-in-a-query"],
+)
+def test_a_planted_probe_outside_the_record_is_named(planted, named):
+    shape = shape_of("batch_exists_v2", planted, {})
+    for record in _records():
+        assert any(named in line for line in violations([shape], record)), violations([shape], record)
+
+
+@pytest.mark.clause("BE-8")
+def test_extra_info_positional_in_batch_get_v2_is_outside_every_record():
+    shape = shape_of("batch_get_v2", ([_trailing(["k1"])], None), {})
+    for record in _records():
+        assert any("batch_get_v2: extra_info positional" in line for line in violations([shape], record))
+    assert not violations([shape_of("batch_get_v2", ([],), {"extra_info": None})], _union_of_forms(_records()))
+
+
+@pytest.mark.clause("HYB-7", "BE-22")
+def test_the_records_are_what_the_wheels_give():
+    for version in SGLANG_RELEASES:
+        try:
+            fetch_release(version)
+        except ReleaseError as error:
+            reason = f"cannot fetch SGLang {version}'s wheel: {error}"
+            if os.environ.get("HICACHE_REQUIRE_SGLANG", "") == "1":
+                pytest.fail(reason, pytrace=False)
+            pytest.skip(reason)
+    done = subprocess.run(
+        [sys.executable, "-m", "hicache_contracts.conformance.session.call_shapes", "--check", str(RECORDS)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
