@@ -41,10 +41,16 @@ __all__ = [
     "Baseline",
     "NOT_APPLICABLE",
     "NOT_APPLICABLE_WITHOUT",
+    "PRODUCT_FLAGS",
+    "add_arguments",
     "certification_problems",
     "compare_with_baseline",
+    "finish_run",
     "not_applicable",
     "parse_expected_failures",
+    "read_expected",
+    "read_product",
+    "section_problems",
 ]
 
 NOT_APPLICABLE = "not applicable: "
