@@ -315,6 +315,19 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("HYB-8", single.ChunkedSidecarReadReusesFirstSlots, only("v2_pool_hits_count_only_pages_that_landed")),
     _entry("NS-6", single.LookupFlattensRanksOtherwise, only("exists_get_and_set_share_one_key_scheme")),
     _entry("BE-11", single.OneKeyLookupsCached, only("clear_removes_every_page")),
+    _entry(
+        "NS-8", single.LeasedPagesSurviveAGlobalClear, CAUGHT, EXCUSED, alone("clear_removes_only_its_own_namespace")
+    ),
+    _entry(
+        "NS-8",
+        single.ListsWhatItWroteAndClearsEverything,
+        CAUGHT,
+        EXCUSED,
+        alone("clear_removes_only_its_own_namespace"),
+    ),
+    _entry(
+        "NS-8", single.ClearsEveryModelItsNamePrefixes, CAUGHT, EXCUSED, alone("clear_removes_only_its_own_namespace")
+    ),
     _entry("BE-29", single.CloseNeedsItsHostPool, CAUGHT, EVICTING, only("close_returns_and_leaves_the_pages")),
     _entry(
         "BE-30",

@@ -375,3 +375,59 @@ class LegacyTargetsByKeywordOnly(CorrectBackend):
         self, keys: list, values: Any = None, *, target_locations: Any = None, target_sizes: Any = None
     ) -> bool:
         return super().batch_set(keys, values, target_locations, target_sizes)
+
+
+class LeasedPagesSurviveAGlobalClear(CorrectBackend):
+    """clear() empties its own namespace and every other object whose lease has run out; a read renews an object's
+    lease for a minute (NS-8: pages of other models and ranks survive). Pages read back just before survive; pages
+    written and not read since are lost."""
+
+    LEASES: dict[str, float] = {}
+
+    def fetch(self, name: str):
+        data = super().fetch(name)
+        if data is not None:
+            self.LEASES[name] = time.monotonic() + 60.0
+        return data
+
+    def clear(self) -> None:
+        now = time.monotonic()
+        with self.lock:
+            for name in list(self.objects):
+                if name.startswith(self.namespace + "|") or self.LEASES.get(name, 0.0) < now:
+                    del self.objects[name]
+
+
+class ListsWhatItWroteAndClearsEverything(CorrectBackend):
+    """clear() empties the whole store (NS-8), and each instance answers lookups and reads from a list of the
+    objects it wrote, kept in memory: the instance that wrote a page still counts it after another's clear()."""
+
+    def __init__(self, storage_config, kwargs=None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.listed: dict[str, bytes] = {}
+
+    def put(self, name: str, data: bytes) -> bool:
+        self.listed[name] = data
+        return super().put(name, data)
+
+    def fetch(self, name: str):
+        return self.listed.get(name) if name in self.listed else super().fetch(name)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.objects.clear()
+        self.listed.clear()
+
+
+class ClearsEveryModelItsNamePrefixes(CorrectBackend):
+    """clear() removes its rank's objects of every model whose name begins with its own (a prefix match without
+    the separator, NS-8): a deployment named model-nested loses its pages when model clears."""
+
+    def clear(self) -> None:
+        model = self.config.model_name
+        rest = self.namespace[len(model) :]
+        with self.lock:
+            for name in list(self.objects):
+                owner, _, tail = name.partition("|")
+                if owner.startswith(model) and ("|" + tail).startswith(rest + "|"):
+                    del self.objects[name]

@@ -191,27 +191,57 @@ def exists_get_and_set_share_one_key_scheme(suite: SuiteContext) -> None:
 
 @conformance_check("NS-8")
 def clear_removes_only_its_own_namespace(suite: SuiteContext) -> None:
-    """clear() on one instance leaves the pages of other models and other ranks in place."""
+    """clear() on one instance leaves the pages of other models (a name extending its own included) and other ranks
+    in place, as a new instance of each finds them, byte for byte."""
     model = suite.names.namespace("scoped")
     cleared = build_with(suite, model, "the cleared instance")
-    others = [
-        build_with(suite, suite.names.namespace("neighbour"), "another model"),
-        build_with(suite, model, "another tp_rank", tp_rank=1),
+    neighbours: list[tuple[str, dict[str, Any]]] = [
+        ("another model", dict(model_name=suite.names.namespace("neighbour"))),
+        ("a model whose name extends the cleared one's", dict(model_name=model + "-nested")),
+        ("another tp_rank", dict(tp_rank=1)),
     ]
-    keys = suite.names.new_keys(2)
+
+    def build(tag: str, overrides: dict[str, Any]) -> Instance:
+        fields = dict(overrides)
+        return build_with(suite, fields.pop("model_name", model), tag, **fields)
+
+    others = [build(tag, overrides) for tag, overrides in neighbours]
+    keys, late = suite.names.new_keys(2), suite.names.new_keys(2)
     for instance in [cleared] + others:
         suite.io.store(instance, keys, clause_id=setup_clause(suite))
+    # pages written and never read since: a store whose reads renew a lease must not keep only those it read
+    unread = [[key for key, ok in zip(late, suite.io.write(other, late, pages=[0, 1])) if ok] for other in others]
     suite.calls.call("BE-11", cleared.backend.clear)
     seen = False
-    for other in others:
-        count = suite.io.count(other, keys, clause_id="NS-8")
-        seen = seen or count > 0
-        expect(
-            suite.io.counted(count, len(keys)),
-            "NS-8",
-            f"clear() on one instance removed the pages of {other.tag} (batch_exists {count} of {len(keys)})",
-            f"three instances write {suite.names.show(keys)}; clear() on the first; look up in {other.tag}",
-        )
+    for (tag, overrides), written_late in zip(neighbours, unread):
+        judge = build(f"a new instance of {tag}", overrides)  # not the instance that wrote: no cache of its own
+        for group, how in ((keys, "written and read back"), (written_late, "written, never read")):
+            if not group:
+                continue
+            shown = (
+                f"the cleared instance and those of {', '.join(tag for tag, _ in neighbours)} each write "
+                f"{suite.names.show(keys)} (read back), the others also {suite.names.show(late)} (not read); clear() "
+                f"on the first; a new instance of {tag} looks up and reads {suite.names.show(group)}"
+            )
+            count = suite.io.count(judge, group, clause_id="NS-8")
+            read = suite.io.read(judge, group, pages=[2, 3], clause_id="NS-8")
+            seen = seen or count > 0 or any(page is not None for page in read)
+            expect(
+                suite.io.counted(count, len(group)),
+                "NS-8",
+                f"clear() on one instance removed the pages of {tag} ({how}): a new instance of it finds "
+                f"{count} of {len(group)}",
+                shown,
+            )
+            for key, page in zip(group, read):
+                expect(
+                    suite.io.holds(key, judge.pool, page),
+                    "NS-8",
+                    f"clear() on one instance removed the pages of {tag} ({how}): a new instance of it reads "
+                    f"{suite.names.label(key)} as "
+                    f"{describe_page_difference(suite.pages.page_for(key, judge.pool), page)}",
+                    shown,
+                )
     suite.io.require_seen(seen, "what clear() leaves of other namespaces")
 
 
