@@ -237,16 +237,27 @@ def entry() -> None:
     An interrupted run ends the process at once (``os._exit``) once its
     report is out: a thread abandoned inside a backend call (possibly inside
     torch's native code) cannot be finalised safely, and letting the
-    interpreter try can abort the process instead of exiting with 130.
+    interpreter try can abort the process instead of exiting with 130. So
+    does a run that leaves a non-daemon thread behind (the interpreter
+    would wait for it for ever). ``run`` isolates the backend in a child
+    process here (``--isolation process`` is the command's default).
     """
+    import threading
+
+    from hicache_contracts.conformance import cli as run_cli
+
+    run_cli.ISOLATE_BY_DEFAULT = True
     status = main()
-    if status == INTERRUPTED:
+    lingering = [
+        thread for thread in threading.enumerate() if not thread.daemon and thread is not threading.main_thread()
+    ]
+    if status == INTERRUPTED or lingering:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except (OSError, ValueError):
                 pass
-        os._exit(INTERRUPTED)
+        os._exit(status)
     sys.exit(status)
 
 

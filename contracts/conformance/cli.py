@@ -10,6 +10,16 @@ Exit status: 0 when no clause failed, 1 when one did, 2 for a usage error
 written, marked interrupted; nothing is left in temporary directories or in
 the backend's store).
 
+Whatever the backend does, the run ends with a report. The command runs the
+suite in a child process (``--isolation process``, the default of the
+``hicache-conform`` command) and bounds it end to end by ``--deadline`` plus
+a grace: a backend that ends that process (``os._exit``, a signal), blocks
+it where no per-call deadline reaches (an endless iterator, a blocking
+``__del__``), leaves a non-daemon thread or forks is stopped with the whole
+process group it made, and the report holds what was reached, the check
+under way failed with the reason, marked interrupted; the exit status is 1
+(130 after a Ctrl-C). Output paths are made absolute before anything runs.
+
 Secrets in the extra config (URL passwords, password and token options) are
 redacted in every output (see ``redaction``).
 
@@ -22,17 +32,22 @@ the check under way and how long it has been running.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import math
 import os
+import pickle
 import random
+import select
 import shutil
 import signal
 import sys
 import tempfile
 import threading
 import time
+import traceback
 from pathlib import Path
-from typing import Any, Optional, TextIO
+from typing import Any, NoReturn, Optional, TextIO
 
 from hicache_contracts.errors import bad_value
 from hicache_contracts.sglang_release import ReleaseError, describe_choice, resolve_release
@@ -107,6 +122,20 @@ def install(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         default=60.0,
         metavar="SECONDS",
         help="bound on any wait for the backend (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        metavar="SECONDS",
+        help="bound on the whole run, plus a grace to write the report of what was reached (default: "
+        + ", ".join(f"{seconds / 3600:g} h for {name}" for name, seconds in RUN_DEADLINES_S.items())
+        + "; needs --isolation process)",
+    )
+    parser.add_argument(
+        "--isolation",
+        choices=("process", "none"),
+        help="process: run the backend in a child process, so that nothing it does keeps the run from ending "
+        "(the default of the hicache-conform command); none: in this process",
     )
     parser.add_argument("--json", metavar="PATH", help="write the report as JSON")
     parser.add_argument("--junit-xml", metavar="PATH", help="write the report as JUnit XML (a test case per clause)")
@@ -269,6 +298,7 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
         options = build_options(args)
         _check_output_paths(args)
         _make_paths_absolute(args)
+        isolated, deadline_s = _isolation(args, options)
         uses_vendor = bool(args.backend) or bool(
             extra_config and (extra_config.get("module_path") or extra_config.get("class_name"))
         )
@@ -290,7 +320,12 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
         print(describe_choice(release), file=stream, flush=True)
     printer = _ProgressPrinter(stream, args.quiet)
     try:
-        report, stopped = _run(factory, job, options, printer, include_engine=not args.no_engine)
+        if isolated:
+            report, stopped = _run_isolated(
+                factory, job, options, printer, include_engine=not args.no_engine, deadline_s=deadline_s
+            )
+        else:
+            report, stopped = _run(factory, job, options, printer, include_engine=not args.no_engine)
     finally:
         printer.live_line.stop()
     if stopped is not None:
@@ -360,6 +395,283 @@ def _check_output_paths(args: argparse.Namespace) -> None:
             raise bad_value(option, f"must be a file the report can be written to; {problem}", path)
 
 
+ISOLATE_BY_DEFAULT = False
+"""Whether ``run`` isolates the backend when --isolation is not given: the ``hicache-conform`` command sets it
+(``hicache_contracts.cli.entry``); ``main()`` called from Python runs in process unless told."""
+RUN_DEADLINES_S = {"smoke": 3600.0, "standard": 4 * 3600.0, "exhaustive": 12 * 3600.0}
+"""The default bound on a whole isolated run, per profile (--deadline)."""
+STOP_GRACE_S = 5.0
+"""After asking the child to stop (the deadline, Ctrl-C): how long it has, besides twice min(--timeout, 10 s) (its
+cleanup calls and the run's threads), to send the report of what it reached before it is killed."""
+EXIT_GRACE_S = 5.0
+"""After the child sent its report: how long it has to end by itself before its process group is killed."""
+_STOP_REASON = "\x00why the run stopped\x00"
+"""Stands for the reason in the reports the child sends ahead (the parent writes the reason in)."""
+
+
+def _isolation(args: argparse.Namespace, options: SuiteOptions) -> tuple[bool, float]:
+    """Return whether to run the backend in a child process, and the run's deadline; raise ValueError naming
+    the option when they do not fit."""
+    isolation = getattr(args, "isolation", None)
+    isolated = (isolation == "process" or (isolation is None and ISOLATE_BY_DEFAULT)) and hasattr(os, "fork")
+    deadline = getattr(args, "deadline", None)
+    if deadline is None:
+        return isolated, RUN_DEADLINES_S[options.profile]
+    if not math.isfinite(deadline) or not 0 < deadline <= 7 * 86_400:
+        raise bad_value("--deadline", "must be a finite number of seconds > 0 and <= 604800 (a week)", deadline)
+    if not isolated:
+        raise bad_value(
+            "--deadline",
+            "needs --isolation process (in one process nothing can stop a backend that never returns)",
+            deadline,
+        )
+    return isolated, float(deadline)
+
+
+def _run_isolated(
+    factory: Any,
+    job: Optional[MainJob],
+    options: SuiteOptions,
+    printer: "_ProgressPrinter",
+    *,
+    include_engine: bool,
+    deadline_s: float,
+) -> tuple[SuiteReport, Optional[str]]:
+    """``_run`` in a child process of its own process group, bounded by ``deadline_s`` plus a grace.
+
+    The child sends, before each check, the report as it would read were the
+    run to end then, and at its end the report; the parent keeps the latest.
+    Past the deadline, or on Ctrl-C, the child is asked to stop (SIGINT) and
+    given a grace to send what it reached; then, and once its report is in,
+    its whole process group is killed (anything the backend forked or left
+    running goes with it), and the temporary directory is removed.
+    """
+    if job is not None and options.seed is None:  # one seed for every section, so that one --seed replays the run
+        options = dataclasses.replace(options, seed=random.SystemRandom().randrange(2**31))
+    directory = tempfile.mkdtemp(prefix="hicache-conform-") if job is not None else None
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(read_end)
+        _child(write_end, factory, job, options, printer, include_engine, directory)
+    os.close(write_end)
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)  # also done by the child: whichever runs first
+    try:
+        return _supervise(pid, _Frames(read_end), options, deadline_s)
+    finally:
+        os.close(read_end)
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _child(
+    channel_fd: int,
+    factory: Any,
+    job: Optional[MainJob],
+    options: SuiteOptions,
+    printer: "_ProgressPrinter",
+    include_engine: bool,
+    directory: Optional[str],
+) -> NoReturn:
+    """Run the suite, sending reports to the parent; end with ``os._exit`` (no thread or finaliser can hold it)."""
+    status = 0
+    try:
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        channel = _Channel(channel_fd)
+        report, stopped = _run(
+            factory, job, options, printer, include_engine=include_engine, directory=directory, watch=channel
+        )
+        printer.live_line.stop()
+        _flush_standard_streams()
+        channel.send("report", (report, stopped))
+    except BaseException:  # the parent reports the run from what was sent
+        status = 70
+        with contextlib.suppress(BaseException):
+            traceback.print_exc()
+    finally:
+        _flush_standard_streams()
+        os._exit(status)
+
+
+def _flush_standard_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BaseException):
+            stream.flush()
+
+
+class _Channel:
+    """The child's end of the pipe: length-prefixed pickles, and the report as it would read were the run to stop."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, kind: str, value: Any) -> None:
+        data = pickle.dumps((kind, value), protocol=pickle.HIGHEST_PROTOCOL)
+        view = memoryview(len(data).to_bytes(8, "big") + data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+
+    def update(self, runners: list[SuiteRunner], check: Any) -> None:
+        """Send the reports a stop now would give: with ``check`` under way failed, and of what ran (Ctrl-C)."""
+        stopping = tuple(
+            runner.section_if_stopped(check if runner is runners[-1] else None, _STOP_REASON) for runner in runners
+        )
+        reached = tuple(runner.section() for runner in runners if _started(runner))
+        self.send("fallback", (SuiteReport(stopping), SuiteReport(reached)))
+
+    def starting(self, printer: "_ProgressPrinter", runners: list[SuiteRunner]) -> Any:
+        """The runner's ``starting`` callback: the live line, then the reports a stop during this check gives."""
+
+        def starting(position: int, total: int, check: Any) -> None:
+            printer.starting(position, total, check)
+            self.update(runners, check)
+
+        return starting
+
+
+class _Frames:
+    """The parent's end of the pipe: what the child sent, as it arrives."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = bytearray()
+        self.ended = False
+
+    def read(self, timeout_s: float) -> list[tuple[str, Any]]:
+        """Wait at most ``timeout_s`` for data; return every whole message received."""
+        if self.ended:
+            time.sleep(max(0.0, min(timeout_s, 0.05)))
+        elif select.select([self.fd], [], [], max(0.0, timeout_s))[0]:
+            chunk = os.read(self.fd, 1 << 20)
+            self.buffer += chunk
+            self.ended = not chunk
+        messages = []
+        while len(self.buffer) >= 8:
+            size = int.from_bytes(self.buffer[:8], "big")
+            if len(self.buffer) < 8 + size:
+                break
+            messages.append(pickle.loads(bytes(self.buffer[8 : 8 + size])))
+            del self.buffer[: 8 + size]
+        return messages
+
+    def drain(self) -> list[tuple[str, Any]]:
+        """Every whole message still in the pipe, without waiting."""
+        messages: list[tuple[str, Any]] = []
+        while not self.ended and select.select([self.fd], [], [], 0)[0]:
+            messages += self.read(0)
+        return messages
+
+
+def _supervise(
+    pid: int, frames: _Frames, options: SuiteOptions, deadline_s: float
+) -> tuple[SuiteReport, Optional[str]]:
+    """Follow the child until its report arrives, it ends, or its deadline (plus grace) passes; stop its process
+    group; return the report and, for a run that did not reach its end for another reason than Ctrl-C, why."""
+    fallback = (SuiteReport(), SuiteReport())
+    final: Optional[tuple[SuiteReport, Optional[str]]] = None
+    reason: Optional[str] = None
+    interrupted = False
+    wait_status: Optional[int] = None
+    deadline = time.monotonic() + deadline_s
+    kill_at: Optional[float] = None
+    grace = 2 * min(options.timeout_s, 10.0) + STOP_GRACE_S
+    while final is None:
+        try:
+            now = time.monotonic()
+            if kill_at is None and now >= deadline:
+                reason = f"it did not end within its deadline of {deadline_s:g} s (--deadline)"
+                kill_at = _ask_to_stop(pid, grace)
+            if kill_at is not None and now >= kill_at:
+                if reason is not None:
+                    reason += f", nor within {grace:g} s more after it was asked to stop"
+                break
+            messages = frames.read(min((kill_at or deadline) - now, 0.5))
+            if wait_status is None:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    wait_status = status
+                    messages += frames.drain()
+            for kind, value in messages:
+                if kind == "fallback":
+                    fallback = value
+                elif kind == "report":
+                    final = value
+            if final is None and wait_status is not None:
+                break
+        except KeyboardInterrupt:
+            interrupted = True
+            if kill_at is None:
+                kill_at = _ask_to_stop(pid, grace)
+    previous = _ignore_interrupts()
+    try:
+        if final is not None and wait_status is None:
+            wait_status = _wait(pid, EXIT_GRACE_S)
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)  # what the backend forked or left behind, the child if still there
+        if wait_status is None:
+            wait_status = _wait(pid, None)
+    finally:
+        _restore_interrupts(previous)
+    if final is not None:
+        return final
+    if interrupted and reason is None:
+        return fallback[1].marked_interrupted(), None
+    if reason is None:
+        code = os.waitstatus_to_exitcode(wait_status) if wait_status is not None else -signal.SIGKILL
+        reason = (
+            f"the process running the backend exited with status {code} before the run's end"
+            if code >= 0
+            else f"the process running the backend was killed by {signal.Signals(-code).name} before the run's end"
+        )
+    return _with_reason(fallback[0], reason).marked_interrupted(), reason
+
+
+def _ask_to_stop(pid: int, grace_s: float) -> float:
+    """Send the child's process group SIGINT (the child writes the report of what it reached); return when to kill."""
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGINT)
+    return time.monotonic() + grace_s
+
+
+def _wait(pid: int, timeout_s: Optional[float]) -> Optional[int]:
+    """Reap the child within ``timeout_s`` (None: however long); return its wait status, None if still running."""
+    end = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        try:
+            done, status = os.waitpid(pid, 0 if end is None else os.WNOHANG)
+        except ChildProcessError:
+            return 0
+        if done:
+            return status
+        if end is not None and time.monotonic() >= end:
+            return None
+        time.sleep(0.02)
+
+
+def _with_reason(value: Any, reason: str) -> Any:
+    """``value`` (a report and the dataclasses, tuples, lists and dicts in it) with the stop reason written in."""
+    if isinstance(value, str):
+        return value.replace(_STOP_REASON, reason)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {
+            item.name: _with_reason(getattr(value, item.name), reason)
+            for item in dataclasses.fields(value)
+            if item.init
+        }
+        return dataclasses.replace(value, **changes)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_with_reason(item, reason) for item in value)
+    if isinstance(value, dict):
+        return {key: _with_reason(item, reason) for key, item in value.items()}
+    return value
+
+
 def _finish_stopped(
     report: SuiteReport, stopped: str, args: argparse.Namespace, options: SuiteOptions, known: Any, stream: TextIO
 ) -> int:
@@ -375,7 +687,14 @@ def _finish_stopped(
 
 
 def _run(
-    factory: Any, job: Optional[MainJob], options: SuiteOptions, printer: "_ProgressPrinter", *, include_engine: bool
+    factory: Any,
+    job: Optional[MainJob],
+    options: SuiteOptions,
+    printer: "_ProgressPrinter",
+    *,
+    include_engine: bool,
+    directory: Optional[str] = None,
+    watch: Optional[_Channel] = None,
 ) -> tuple[SuiteReport, Optional[str]]:
     """Run the vendor's backend (``factory``) or the main job's subjects; return the report and, for a run that
     did not reach its end for another reason than Ctrl-C, why.
@@ -391,7 +710,6 @@ def _run(
     """
     threads_before = set(threading.enumerate())
     runners: list[SuiteRunner] = []
-    directory: Optional[str] = None
     subjects: Subjects = ()
     interrupted = False
     stopped: Optional[str] = None
@@ -404,13 +722,17 @@ def _run(
                 else:
                     if options.seed is None:  # one seed for every section, so that one --seed replays the whole run
                         options = dataclasses.replace(options, seed=random.SystemRandom().randrange(2**31))
-                    directory = tempfile.mkdtemp(prefix="hicache-conform-")
+                    directory = directory or tempfile.mkdtemp(prefix="hicache-conform-")
                     subjects = job.subjects(directory)
                 for title, made in subjects:
                     printer.announce(title)
                     runner = SuiteRunner(made, options, title=title)
                     runners.append(runner)
-                    runner.run_all(printer, printer.starting)
+                    if watch is not None:
+                        watch.update(runners, None)
+                    runner.run_all(printer, printer.starting if watch is None else watch.starting(printer, runners))
+                    if watch is not None:
+                        watch.update(runners, None)
                     runner.close()
                 if include_engine and job is not None and job.engine_section is not None:
                     printer.announce("reference controller (engine conformance)")
@@ -427,6 +749,13 @@ def _run(
             _cleanup(runners, threads_before, directory, options, interrupted)
             if job is not None:
                 job.release(subjects)
+            lingering = _lingering_threads(threads_before, options)
+            if lingering and not interrupted and stopped is None:
+                stopped = (
+                    f"the backend left {len(lingering)} non-daemon thread{'s' if len(lingering) != 1 else ''} "
+                    f"running after every instance was closed ({', '.join(lingering[:5])}); a process running it "
+                    "could not exit"
+                )
         finally:
             _restore_interrupts(previous)
     report = SuiteReport(tuple(runner.section() for runner in runners if _started(runner)))
@@ -435,9 +764,23 @@ def _run(
     return (report.marked_interrupted() if interrupted or stopped else report), stopped
 
 
+def _lingering_threads(threads_before: set[threading.Thread], options: SuiteOptions) -> list[str]:
+    """The names of the non-daemon threads the run started that are still running, after a short wait for them."""
+    started = [thread for thread in threading.enumerate() if thread not in threads_before and not thread.daemon]
+    end = time.monotonic() + min(options.timeout_s, 2.0)
+    for thread in started:
+        thread.join(max(0.0, end - time.monotonic()))
+    return [thread.name for thread in started if thread.is_alive()]
+
+
 def _started(runner: SuiteRunner) -> bool:
-    """Whether the runner got as far as deciding the levels (or finding the backend cannot be built)."""
-    return runner.decision is not None or runner.startup_failure is not None
+    """Whether the runner got as far as a verdict: the levels decided, the backend found unbuildable or the run's
+    configuration one it declares it does not serve."""
+    return (
+        runner.decision is not None
+        or runner.startup_failure is not None
+        or getattr(runner, "run_not_applicable", None) is not None
+    )
 
 
 def _cleanup(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 import signal
 import sys
@@ -47,14 +46,16 @@ class Hostile(CorrectBackend):
     - ``sys.exit``: calls ``sys.exit(0)``; ``SystemExit``, ``KeyboardInterrupt``, ``CancelledError``,
       ``GeneratorExit``: raises it;
     - ``os._exit``: ends the process with status 0 at once;
-    - ``thread``: starts a non-daemon thread that never ends, and answers correctly;
-    - ``endless``: answers with an endless iterator;
+    - ``thread``: starts a non-daemon thread that never ends (once per process), and answers correctly;
+    - ``endless``: answers with an endless (slow) iterator;
     - ``del``: answers correctly with a result whose ``__del__`` blocks for ever;
-    - ``fork``: forks; the copy goes on answering as the original does;
+    - ``fork``: forks; the copy writes its process id to ``extra_config["pidfile"]`` and goes on answering as
+      the original does;
     - ``chdir``: changes the working directory to ``extra_config["to"]`` and answers correctly.
     """
 
     gets = 0
+    threads = 0
 
     def batch_get_v1(self, keys: list, host_indices: Any, extra_info: Any = None) -> Any:
         extra = dict(self.config.extra_config or {})
@@ -68,14 +69,17 @@ class Hostile(CorrectBackend):
             raise _RAISED[how]("planted by the backend")
         if how == "os._exit":
             os._exit(0)
-        if how == "thread":
+        if how == "thread" and not type(self).threads:
+            type(self).threads += 1
             threading.Thread(target=threading.Event().wait, name="hostile-forever", daemon=False).start()
         elif how == "endless":
-            return itertools.repeat(True)
+            return _endless()
         elif how == "del":
             return _BlocksWhenCollected(super().batch_get_v1(keys, host_indices, extra_info))
         elif how == "fork":
-            os.fork()
+            if os.fork() == 0:  # the copy says who it is, then goes on as the original does
+                with open(extra["pidfile"], "w") as stream:
+                    stream.write(str(os.getpid()))
         elif how == "chdir":
             os.chdir(extra["to"])
         return super().batch_get_v1(keys, host_indices, extra_info)
@@ -87,6 +91,13 @@ _RAISED = {
     "CancelledError": asyncio.CancelledError,
     "GeneratorExit": GeneratorExit,
 }
+
+
+def _endless() -> Any:
+    """True for ever, slowly: an endless result that whatever reads it whole never finishes (nor fills memory)."""
+    while True:
+        time.sleep(0.01)
+        yield True
 
 
 class _BlocksWhenCollected(list):

@@ -398,6 +398,17 @@ CLI_ROWS: list[tuple[str, list[str], str]] = [
         "--known-failures: must be a path without a NUL byte (got 'known\\x00.txt')",
     ),
     (
+        "deadline nan",
+        ["--deadline", "nan"],
+        "--deadline: must be a finite number of seconds > 0 and <= 604800 (a week) (got nan)",
+    ),
+    (
+        "deadline in one process",
+        ["--deadline", "5", "--isolation", "none"],
+        "--deadline: needs --isolation process (in one process nothing can stop a backend that never returns) "
+        "(got 5.0)",
+    ),
+    (
         "password in a bad extra config",
         ["--extra-config", '{"redis_password": "hunter2", "x": }'],
         '--extra-config: must be a JSON object or @file (Expecting value) (got \'{"redis_password": "***", "x": }\')',

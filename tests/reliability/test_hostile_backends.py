@@ -7,23 +7,39 @@ way fails with the whole message naming the exception and the backend's
 frame, the report is printed and written, the exit status is 1 (also under
 ``--certify``, which is refused), and the run's pages are cleared.
 
+The command (a subprocess, the backend in its child process, ``--deadline
+3``): a backend that ends that process (``os._exit(0)``), blocks it in a
+``__del__``, leaves a non-daemon thread, forks, or changes the working
+directory. Expected: the run ends within the deadline plus its grace, the
+report holds what was reached with the check under way failed naming why,
+the exit status is 1 (0 when every claimed clause passed: fork, chdir), the
+reports are where the command line said, no temporary directory is left,
+and a copy the backend forked is stopped with the run.
+
 Why this matters: before, ``sys.exit(0)`` made the run exit 0 with no
 report, also under ``--certify``, so a CI trusting the exit status recorded
-a pass; the other exceptions gave a traceback and no report.
+a pass; the other exceptions gave a traceback and no report; a blocking
+``__del__``, a non-daemon thread or a fork kept the run from ever ending;
+after a ``chdir`` the report landed elsewhere.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import io
 import json
-import contextlib
+import os
+import subprocess
+import sys
+import time
 from typing import Any
 
 import pytest
 
 from hicache_contracts.cli import main
 from tests.conformance.correct_backend import STORES
+from tests.conformance.helpers import PROJECT
 from tests.reliability import backends
 
 HOSTILE = "tests.reliability.backends:Hostile"
@@ -105,3 +121,80 @@ def test_planted_runner_that_lets_base_exceptions_through_is_caught(tmp_path: An
     monkeypatch.setattr(deadline, "raised_by_backend", lambda: False)  # every KeyboardInterrupt taken for Ctrl-C
     with pytest.raises(AssertionError):
         test_a_base_exception_from_the_backend_fails_its_check_with_a_report("KeyboardInterrupt", tmp_path)
+
+
+# ---------------------------------------------------------------- the command: the backend in a child process
+ISOLATED = {
+    "os._exit": (
+        1,
+        "fail",
+        "the run stopped during this check: the process running the backend exited with status 0 before the run's end",
+        "hicache-conform run: the run did not reach its end: the process running the backend exited with status 0 "
+        "before the run's end",
+    ),
+    "del": (
+        1,
+        "fail",
+        "the run stopped during this check: it did not end within its deadline of 3 s (--deadline), nor within 7 s "
+        "more after it was asked to stop",
+        "hicache-conform run: the run did not reach its end: it did not end within its deadline of 3 s (--deadline), "
+        "nor within 7 s more after it was asked to stop",
+    ),
+    "thread": (
+        1,
+        "pass",
+        None,
+        "hicache-conform run: the run did not reach its end: the backend left 1 non-daemon thread running after every "
+        "instance was closed (hostile-forever); a process running it could not exit",
+    ),
+    "fork": (0, "pass", None, None),
+    "chdir": (0, "pass", None, None),
+}
+"""Per hostile behaviour: the exit status, the check's status and message, the last line on stderr."""
+
+
+def command(tmp_path: Any, how: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """Run ``hicache-conform run`` in a subprocess from ``tmp_path/work`` against the hostile backend."""
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    extra = {"hostile": how, "store": "s", "to": str(elsewhere), "pidfile": str(tmp_path / "pid")}
+    arguments = ["--backend", HOSTILE, "--extra-config", json.dumps(extra), "--levels", "core,v1"]
+    arguments += ["--profile", "smoke", "--seed", "0", "--quiet", "--no-color", "--check", CHECK, "--timeout", "1"]
+    arguments += ["--json", "r.json", "--markdown", "out/r.md", "--deadline", "3"]
+    environment = dict(os.environ, PYTHONPATH=str(PROJECT), TMPDIR=str(tmp_path))
+    process = subprocess.run(
+        [sys.executable, "-m", "hicache_contracts.cli", "run", *arguments],
+        cwd=work,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert sorted(os.listdir(elsewhere)) == [], process.stderr  # a backend changing directory moved no report
+    assert sorted(os.listdir(work)) == ["out", "r.json"], process.stdout + process.stderr
+    assert os.listdir(work / "out") == ["r.md"]
+    leftovers = [name for name in os.listdir(tmp_path) if name.startswith("hicache-conform-")]
+    assert leftovers == []
+    return process, json.loads((work / "r.json").read_text())
+
+
+@pytest.mark.parametrize("how", list(ISOLATED))
+def test_the_command_ends_with_a_report_whatever_the_backend_does(how: str, tmp_path: Any) -> None:
+    status, check_status, message, last_line = ISOLATED[how]
+    process, report = command(tmp_path, how)
+    assert process.returncode == status, process.stdout + process.stderr
+    assert report["passed"] is (status == 0) and report["interrupted"] is (status != 0)
+    [check] = report["sections"][0]["checks"]
+    assert (check["check"], check["status"], check["message"]) == (CHECK, check_status, message)
+    if last_line is None:
+        assert "the run did not reach its end" not in process.stderr
+    else:
+        assert process.stderr.rstrip().splitlines()[-1] == last_line
+    assert "wrote " + str(tmp_path / "work" / "r.json") in process.stdout
+    if how == "fork":  # the copy the backend forked was stopped with the run
+        copy = int((tmp_path / "pid").read_text())
+        with pytest.raises(ProcessLookupError):
+            for _ in range(50):  # it is killed before the command returns; init may take a moment to reap it
+                os.kill(copy, 0)
+                time.sleep(0.1)

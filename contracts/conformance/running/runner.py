@@ -396,6 +396,39 @@ class SuiteRunner:
             raise RuntimeError("SuiteRunner.start: must decide the levels first")
         return self.decision
 
+    def section_if_stopped(self, check: Optional[Check], reason: str) -> ReportSection:
+        """The section as it would read were the run to end now for ``reason`` (the isolated command keeps the
+        latest, for a backend that ends or blocks the process running it): while the backend is being built, a
+        startup failure (BE-1); during ``check``, a failure of that check, when it would run; else what ran."""
+        if self.decision is None and self.startup_failure is None and getattr(self, "run_not_applicable", None) is None:
+            saved = self.startup_failure
+            self.startup_failure = ClauseFailure("BE-1", f"the run stopped while the backend was being built: {reason}")
+            try:
+                return self.section()
+            finally:
+                self.startup_failure = saved
+        if check is None or not self._would_run(check):
+            return self.section()
+        primary = next((item for item in check.clauses if level_of(item) in self._decided().claimed), check.clauses[0])
+        self.outcomes.append(
+            CheckOutcome(check.name, check.clauses, FAIL, primary, f"the run stopped during this check: {reason}")
+        )
+        try:
+            return self.section()
+        finally:
+            self.outcomes.pop()
+
+    def _would_run(self, check: Check) -> bool:
+        """Whether ``check`` would call the backend now (the runner decides the other checks without it)."""
+        decision = self.decision
+        return (
+            self.startup_failure is None
+            and decision is not None
+            and self.context is not None
+            and self.session.calls.timed_out is None
+            and all(level in decision.claimed for level in check.requires)
+        )
+
     def root_failed(self, clause_id: str) -> bool:
         """Whether a check run so far failed ``clause_id`` itself (not only found it broken in its setup)."""
         return any(outcome.status == FAIL and outcome.clause_id == clause_id for outcome in self.outcomes)
