@@ -132,7 +132,7 @@ class LooksUpTrailingKeys(SGLangMemoryBackend):
         result = super().batch_exists_v2(keys, pool_transfers, extra_info)
         for transfer in pool_transfers or []:
             if transfer.keys is None or any(self._slot_missing(transfer, key) for key in transfer.keys):
-                return type(result)(hit_pages=0, extra_pool_hit_pages={})
+                return type(result)(kv_hit_pages=0, extra_pool_hit_pages={})
         return result
 
     def _slot_missing(self, transfer: Any, key: str) -> bool:

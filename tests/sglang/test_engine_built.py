@@ -141,3 +141,12 @@ def test_a_bad_sglang_config_is_a_usage_error_naming_the_field(release):
     done = _cli("--sglang-config", json.dumps({"module_path": "x", "class_name": "Y"}), "--sglang-version", release)
     assert done.returncode == 2
     assert "--sglang-config.backend_name" in done.stderr
+
+
+@pytest.mark.clause("BE-21", "HYB-7")
+def test_a_backend_that_looks_up_trailing_keys_in_the_hit_query_fails(release):
+    from tests.sglang.planted_driven import LooksUpTrailingKeys
+
+    options = SuiteOptions(profile="smoke", seed=0, sglang_version=release)
+    caught = _failing(run_suite(LooksUpTrailingKeys, options)) - _failing(run_suite(SGLangMemoryBackend, options))
+    assert caught & {"BE-21", "HYB-7", "BE-22", "HYB-6"}, caught
