@@ -316,6 +316,9 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("NS-6", single.LookupFlattensRanksOtherwise, only("exists_get_and_set_share_one_key_scheme")),
     _entry("BE-11", single.OneKeyLookupsCached, only("clear_removes_every_page")),
     _entry(
+        "BE-13", single.BatchGetServesShortObjects, CAUGHT, EVICTING, alone("short_objects_are_misses"), **LEGACY_MODE
+    ),
+    _entry(
         "NS-8", single.LeasedPagesSurviveAGlobalClear, CAUGHT, EXCUSED, alone("clear_removes_only_its_own_namespace")
     ),
     _entry(

@@ -431,3 +431,23 @@ class ClearsEveryModelItsNamePrefixes(CorrectBackend):
                 owner, _, tail = name.partition("|")
                 if owner.startswith(model) and ("|" + tail).startswith(rest + "|"):
                     del self.objects[name]
+
+
+class BatchGetServesShortObjects(CorrectBackend):
+    """batch_get (SGLang's generic read path) returns what is stored without checking its length, padding a short
+    object into its target (BE-13); get, exists and batch_exists check the length, right."""
+
+    def batch_get(self, keys, target_locations=None, target_sizes=None):
+        results = []
+        for index, key in enumerate(keys):
+            data = self.fetch(self.name(key))
+            target = target_locations[index] if target_locations else None
+            if data is None or target is None:
+                results.append(self.get(key, target))
+                continue
+            page = torch.zeros(target.numel(), dtype=target.dtype)
+            short = self.page_tensor(data) if data else torch.zeros(0, dtype=target.dtype)
+            page[: short.numel()] = short
+            target.view(-1).copy_(page)
+            results.append(target)
+        return results
