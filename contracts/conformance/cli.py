@@ -158,7 +158,7 @@ def install(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "release's StorageBackendFactory builds it, its host-pool classes hold the pages, and the "
         "interface SGLang would drive is the one checked",
     )
-    from hicache_contracts.conformance.reporting.certify import add_arguments as add_certify_arguments
+    from hicache_contracts.conformance.reporting.submit import add_arguments as add_certify_arguments
 
     add_certify_arguments(parser)  # --certify, --known-failures and the product manifest
     parser.add_argument("--quiet", action="store_true", help="no progress lines while running")
@@ -307,7 +307,7 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
         job = None if uses_vendor or sglang_config else load_main_job()
         known_failures = _read_known_failures(getattr(args, "known_failures", None))
         if getattr(args, "certify", None):
-            from hicache_contracts.conformance.reporting.certify import read_product
+            from hicache_contracts.conformance.reporting.submit import read_product
 
             read_product(args)  # a bad PRODUCT.yaml is a usage error before anything runs
     except ValueError as error:
@@ -342,14 +342,14 @@ def _verdict(
     report: SuiteReport, args: argparse.Namespace, options: SuiteOptions, known: tuple[Any, ...], stream: TextIO
 ) -> int:
     """Return the exit status, after the expected failures and the certification bundle, if asked for."""
-    from hicache_contracts.conformance.reporting.certify import finish_run
+    from hicache_contracts.conformance.reporting.submit import finish_run
 
     return finish_run(report, args, options, known, stream)
 
 
 def _read_known_failures(path: Optional[str]) -> tuple[Any, ...]:
     """Return the expected failures of the file at ``path`` (none without one); raise ValueError naming what is wrong."""
-    from hicache_contracts.conformance.reporting.certify import read_expected
+    from hicache_contracts.conformance.reporting.submit import read_expected
 
     return read_expected(path)
 

@@ -29,6 +29,8 @@ def test_in_tree_failures_are_the_expected_ones_and_none_now_passes(name, releas
     with tempfile.TemporaryDirectory(prefix="hicache-in-tree-") as directory:
         factory = in_tree_factory(name, directory=directory)
         report = run_suite(factory, SuiteOptions(profile="smoke", seed=0, sglang_version=release, timeout_s=30))
-    baseline = compare_with_baseline(report, in_tree_expected(name, release), release=release)
+    entry = IN_TREE_BACKENDS[name]
+    expected = in_tree_expected(entry.module, entry.class_name, release)
+    baseline = compare_with_baseline(report, expected, release=release)
     assert baseline.now_passing == (), "\n".join(baseline.lines())
     assert baseline.unexpected == (), "\n".join(baseline.lines()) + "\n" + report.render_text(color=False)

@@ -39,6 +39,7 @@ __all__ = [
     "compare_with_baseline",
     "divergence_entries",
     "entries_from_data",
+    "in_tree_expected",
     "parse_expected_failures",
 ]
 
@@ -285,26 +286,23 @@ def divergence_entries(module: str, class_name: str, release: str) -> tuple[Expe
 
 
 BY_DESIGN: dict[str, tuple[tuple[str, str], ...]] = {
-    "sim": (
+    "SimHiCacheStorage": (
         ("BE-9", "SimHiCacheStorage simulates timing and keeps keys only: a read gives no stored bytes"),
         ("BE-13", "SimHiCacheStorage keeps keys only: an empty value counts as a hit"),
     ),
-    "shm": (("BE-9", "HiCacheShm is a placeholder for the shared-memory host allocator: set stores nothing"),),
+    "HiCacheShm": (("BE-9", "HiCacheShm is a placeholder for the shared-memory host allocator: set stores nothing"),),
 }
-"""SGLang's in-tree backends that are no storage backend by design: name → (clause, why) that does not bind them."""
+"""SGLang's in-tree backend classes that are no storage backend by design: class → (clause, why) that does not bind it."""
 
 
-def in_tree_expected(name: str, release: str) -> tuple[ExpectedFailure, ...]:
-    """Return the expected failures of SGLang's in-tree backend ``name`` (``file``, ``sim``, ``shm``) on ``release``.
+def in_tree_expected(module: str, class_name: str, release: str) -> tuple[ExpectedFailure, ...]:
+    """Return the expected failures of SGLang's in-tree backend ``class_name`` (in ``module``) on ``release``.
 
-    The divergences of the project's registry in the backend class's code
-    (backend defects), then the clauses it is by design no backend for (not
+    The divergences of the project's registry in the class's code (backend
+    defects), then the clauses it is by design no backend for (not
     applicable, linked to ``docs/in-tree-verdicts.md``).
     """
-    from hicache_contracts.conformance.running.sglang_in_tree import IN_TREE_BACKENDS
-
-    entry = IN_TREE_BACKENDS[name]
-    found = {item.target: item for item in divergence_entries(entry.module, entry.class_name, release)}
-    for clause_id, why in BY_DESIGN.get(name, ()):
+    found = {item.target: item for item in divergence_entries(module, class_name, release)}
+    for clause_id, why in BY_DESIGN.get(class_name, ()):
         found.setdefault(clause_id, ExpectedFailure(clause_id, "not applicable", "docs/in-tree-verdicts.md", None, why))
     return tuple(found.values())

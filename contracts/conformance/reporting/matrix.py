@@ -30,7 +30,7 @@ from hicache_contracts.conformance.reporting.bundle import MANIFEST, sections_fr
 from hicache_contracts.conformance.reporting.certify import not_applicable
 from hicache_contracts.conformance.reporting.report import ERROR, FAIL, PASS, SKIP
 
-__all__ = ["Cell", "Row", "find_bundles", "load_rows", "render_html", "render_markdown"]
+__all__ = ["Cell", "Row", "find_bundles", "load_rows", "render_html", "render_markdown", "render_pages"]
 
 STATES: dict[str, tuple[str, str, str]] = {
     "pass": ("#2e7d32", "✅", "every clause ran and passed"),
@@ -346,3 +346,16 @@ def _svg(rows: list[Row], levels: list[str]) -> str:
             out.append(f'<a href="#{row.anchor}-{level}">{rect}</a>' if cell.findings else rect)
     out.append("</svg>")
     return "\n".join(out)
+
+
+IN_TREE_TITLE = "SGLang's in-tree backends through the vendor suite"
+
+
+def render_pages(bundles: Path, docs: Path, title: str = IN_TREE_TITLE) -> dict[Path, str]:
+    """Return ``docs/matrix.md`` and ``docs/matrix.html`` rendered from the bundles under ``bundles``."""
+    rows = load_rows(find_bundles([str(bundles)]))
+    base = docs.resolve()
+    return {
+        docs / "matrix.md": render_markdown(rows, title, base),
+        docs / "matrix.html": render_html(rows, title, base),
+    }
