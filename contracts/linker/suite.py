@@ -246,9 +246,10 @@ def _run_check(check, workdir, extra_config, build, driver_cls, target, number) 
     built: list[Any] = []
     context = Context(setup, build, lambda linker: driver_cls(linker, target), target, built)
     started = time.monotonic()
-    error = _bounded(lambda: check.run(context), CHECK_TIMEOUT)
+    notes: list[str] = []
+    error = _bounded(lambda: notes.append(check.run(context) or ""), CHECK_TIMEOUT)
     if error is None:
-        status, detail = PASS, ""
+        status, detail = PASS, notes[0] if notes else ""
     elif isinstance(error, CheckFailed):
         status, detail = FAIL, str(error)
     elif isinstance(error, CheckSkipped):
