@@ -1,0 +1,319 @@
+"""The engine-driven tier: a pinned SGLang release's own controller drives the vendor's backend, on CPU.
+
+With a release importable, ``run_engine_tier`` builds the release's ``HiCacheController`` over its own
+CPU host pool (``MHATokenToKVPoolHost``, via ``release_pools``), attaches the backend the way the
+engine does (``attach_storage_backend``: the release's ``StorageBackendFactory`` builds it from the
+dynamic-backend config, or builds an in-tree backend by name, on the calling thread, registers the
+host pool, picks the interface, starts the real storage threads), puts the project's
+``RecordingBackend`` between the controller and the backend, and plays the scheduler's part of each
+scenario (allocate the hit's host rows, hand the operation over, collect the acks):
+
+- ``write-through, full hit``: back up a chain of several storage batches, prefetch it again;
+- ``partial hit``: prefetch a chain longer than the one stored: the hit is the stored part;
+- ``prefix metadata off / [] / list``: both operations with ``prefix_keys`` None, ``[]``, a list;
+- ``fresh instance``: a second controller with a new backend instance reads what the first wrote;
+- ``clear``: after ``clear()`` the chain is a miss.
+
+Verdicts are byte-exact: every page the acks report loaded holds, slot by slot, the bytes backed
+up from it, and every other page of the host pool is untouched. A failure names the SGLang
+function that made the failing call (read from the release's source: ``call_shapes``).
+
+What is the project's, each the smallest stand-in (as in ``tests/sglang/real_engine.py``): the
+token-to-KV allocator (an object whose ``get_kvcache()`` returns the device pool), the process
+groups (single rank, ``tp_group=None``), the scheduler thread (this module), and on 0.5.20-0.5.22
+the controller's ``device_module`` set to ``torch.cpu`` without a CUDA device. Not driven yet: the
+hybrid controller's sidecar pools and MLA across two TP ranks (the probe tier covers them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from queue import Empty
+from typing import Any, Callable, Iterator, Mapping, Optional
+
+import torch
+
+__all__ = ["SCENARIOS", "ScenarioVerdict", "run_engine_tier"]
+
+WAIT_S = 60.0
+"""How long one controller step may take (the storage threads poll their queues each second)."""
+PAGE_SIZE = 4
+"""Tokens per page of the tier's pools."""
+STORED_PAGES = 150
+"""Pages backed up per scenario: more than one storage batch (128 pages), so reads come in several slices."""
+EXTRA_PAGES = 50
+"""Pages a partial-hit prefetch asks for beyond the stored ones."""
+HOST_PAGES = 1024
+"""Pages of the host pool."""
+FILE_DIR_ENV = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
+"""Where SGLang's in-tree file backend keeps its files (read when it is built)."""
+
+SCENARIOS: tuple[str, ...] = (
+    "write-through, full hit",
+    "partial hit",
+    "prefix metadata off",
+    "prefix metadata []",
+    "prefix metadata list",
+    "fresh instance reads",
+    "clear",
+)
+"""The scenarios, in the order they run."""
+
+
+@dataclass(frozen=True)
+class ScenarioVerdict:
+    """One scenario's outcome: ``failed`` says what went wrong and which SGLang function made the call."""
+
+    scenario: str
+    failed: str = ""
+    duration_s: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed
+
+
+class _Allocator:
+    def __init__(self, device_pool: Any) -> None:
+        self.device_pool = device_pool
+
+    def get_kvcache(self) -> Any:
+        return self.device_pool
+
+
+@contextlib.contextmanager
+def _engine_process(controller_module: Any) -> Iterator[None]:
+    """One rank of one, DP attention off, for building and attaching (the release's own override)."""
+    runtime = importlib.import_module("sglang.srt.runtime_context")
+    fields = getattr(runtime, "_PARALLEL_FIELDS", None) or runtime._parallel_fields()
+    single = {"tp_rank": 0, "tp_size": 1, "pp_rank": 0, "pp_size": 1, "attn_dcp_rank": 0, "attn_dcp_size": 1}
+    dp_attention = controller_module.is_dp_attention_enabled
+    controller_module.is_dp_attention_enabled = lambda: False
+    try:
+        with runtime.get_parallel().override(**{name: value for name, value in single.items() if name in fields}):
+            yield
+    finally:
+        controller_module.is_dp_attention_enabled = dp_attention
+
+
+class _Engine:
+    """The release's HiCacheController over its CPU host pool, with the backend attached as the engine attaches it."""
+
+    def __init__(self, attach: tuple[str, Optional[dict[str, Any]]], folder: Optional[str], model: str) -> None:
+        from hicache_contracts.conformance.session.release_pools import release_host_pool
+        from hicache_contracts.engine import RecordingBackend
+
+        self.cc = importlib.import_module("sglang.srt.managers.cache_controller")
+        if not torch.cuda.is_available():
+            for name in ("sglang.srt.managers.cache_controller", "sglang.srt.mem_cache.l2_transfer"):
+                with contextlib.suppress(ImportError):
+                    importlib.import_module(name).device_module = torch.cpu
+        self.utils = importlib.import_module("sglang.srt.mem_cache.utils")
+        self.pool = release_host_pool(
+            kind="mha", layout="layer_first", pages=HOST_PAGES, page_size=PAGE_SIZE, layer_num=2, head_num=2, head_dim=8
+        )
+        self.controller = self.cc.HiCacheController(
+            _Allocator(self.pool.device_pool), self.pool, PAGE_SIZE, None, threading.Event()
+        )
+        name, extra = attach
+        saved = os.environ.get(FILE_DIR_ENV)
+        if folder is not None:
+            os.environ[FILE_DIR_ENV] = folder
+        try:
+            with _engine_process(self.cc):
+                self.controller.attach_storage_backend(
+                    name,
+                    prefetch_threshold=PAGE_SIZE,
+                    model_name=model,
+                    storage_backend_extra_config=None if extra is None else dict(extra),
+                )
+        finally:
+            if saved is None:
+                os.environ.pop(FILE_DIR_ENV, None)
+            else:
+                os.environ[FILE_DIR_ENV] = saved
+        self.backend = self.controller.storage_backend
+        self.rec = RecordingBackend(self.backend)
+        self.controller.storage_backend = self.rec  # the storage threads read the attribute at each call
+        self.written: dict[str, torch.Tensor] = {}
+
+    def close(self) -> None:
+        self.controller.storage_backend = self.backend
+        with contextlib.suppress(Exception):
+            self.controller.detach_storage_backend()
+
+    def keys(self, tokens: list[int]) -> list[str]:
+        return list(self.utils.get_storage_hash_str(tokens, None, page_size=PAGE_SIZE))
+
+    def backup(self, tokens: list[int], prefix_keys: Optional[list[str]], seed: int) -> Any:
+        keys = self.keys(tokens)
+        rows = self.pool.alloc(len(keys) * PAGE_SIZE)
+        generator = torch.Generator().manual_seed(seed)
+        template = self.pool.get_dummy_flat_data_page()
+        for number, key in enumerate(keys):
+            page = torch.randn(template.shape, generator=generator).to(template.dtype)
+            self.pool.set_from_flat_data_page(rows[number * PAGE_SIZE], page)
+            self.written[key] = page
+        self.controller.write_storage(rows, tokens, hash_value=keys, prefix_keys=prefix_keys)
+        done = self.controller.ack_backup_queue.get(timeout=WAIT_S)
+        self.pool.free(rows)
+        return done
+
+    def snapshot(self) -> list[torch.Tensor]:
+        return [self.pool.get_data_page(page * PAGE_SIZE).reshape(-1).clone() for page in range(self.pool.page_count)]
+
+    def prefetch(self, tokens: list[int], prefix_keys: Optional[list[str]]) -> tuple[Any, int, list[torch.Tensor]]:
+        """Run one prefetch as the scheduler would; return (operation, tokens the acks report loaded, snapshot before)."""
+        operation = self.controller.prefetch("r-1", tokens, None, prefix_keys)
+        queried = self.controller.prefetch_hit_queue.get(timeout=WAIT_S)
+        if queried is not operation:
+            raise AssertionError("the controller's hit query answered another operation")
+        hits = operation.storage_hit_count
+        before = self.snapshot()
+        operation.host_indices = self.pool.alloc(max(hits, PAGE_SIZE))
+        self.controller.prefetch_buffer.put(operation)
+        loaded = 0
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                ack = self.controller.ack_prefetch_queue.get(timeout=1)
+            except Empty:
+                continue
+            if getattr(ack, "completed_tokens", None) is not None:
+                loaded = ack.completed_tokens
+            if getattr(ack, "completed_req", False):
+                return operation, loaded, before
+        raise AssertionError(f"no final prefetch ack within {WAIT_S:g} s")
+
+
+def _callers(method: str) -> str:
+    """The SGLang functions that call ``method`` on the backend, read from the loaded release's source."""
+    from hicache_contracts.conformance.session.call_shapes import scan_release
+
+    root = Path(importlib.import_module("sglang").__file__ or ".").resolve().parent.parent
+    record = scan_release(root, "loaded")
+    found = sorted({call["function"] for call in record["calls"] if call["method"] == method})
+    return " / ".join(found) or "?"
+
+
+def _read_method(engine: _Engine) -> str:
+    return "batch_get_v1" if engine.controller.page_get_func.__name__ == "_page_get_zero_copy" else "batch_get"
+
+
+def _check_loaded(engine: _Engine, operation: Any, loaded: int, before: list[torch.Tensor], expect_pages: int) -> str:
+    """What is wrong with a prefetch's outcome ('' when nothing): hit count, bytes slot by slot, guard pages."""
+    hits = operation.storage_hit_count // PAGE_SIZE
+    if hits != expect_pages:
+        return (
+            f"the hit query found {hits} of the {expect_pages} pages written "
+            f"(batch_exists, called by {_callers('batch_exists')})"
+        )
+    if loaded // PAGE_SIZE != expect_pages:
+        method = _read_method(engine)
+        return f"{loaded // PAGE_SIZE} of {expect_pages} pages loaded ({method}, called by {_callers(method)})"
+    rows = {int(operation.host_indices[number * PAGE_SIZE]) // PAGE_SIZE for number in range(expect_pages)}
+    for number, key in enumerate(operation.hash_value[:expect_pages]):
+        got = engine.pool.get_data_page(operation.host_indices[number * PAGE_SIZE]).reshape(-1)
+        wanted = engine.written[key]
+        if not torch.equal(got.view(torch.uint8), wanted.reshape(-1).view(torch.uint8)):
+            method = _read_method(engine)
+            return f"page {number} of the chain loaded other bytes than were backed up ({method}, called by {_callers(method)})"
+    for page, old in enumerate(before):
+        if page in rows:
+            continue
+        now = engine.pool.get_data_page(page * PAGE_SIZE).reshape(-1)
+        if not torch.equal(now.view(torch.uint8), old.view(torch.uint8)):
+            method = _read_method(engine)
+            return f"host page {page}, outside the rows read, changed ({method}, called by {_callers(method)})"
+    return ""
+
+
+def run_engine_tier(
+    *,
+    sglang_config: Optional[Mapping[str, Any]] = None,
+    in_tree: Optional[str] = None,
+    folder: Optional[str] = None,
+    model: str = "engine-tier",
+) -> list[ScenarioVerdict]:
+    """Run every scenario with the loaded release's controller over the backend; return a verdict per scenario.
+
+    ``sglang_config`` is the dynamic-backend JSON (attached as ``dynamic``); ``in_tree`` names an in-tree
+    backend instead (``file``: its files under ``folder``).
+    """
+    if (sglang_config is None) == (in_tree is None):
+        raise ValueError("run_engine_tier: give exactly one of sglang_config and in_tree")
+    attach = ("dynamic", dict(sglang_config)) if sglang_config is not None else (str(in_tree), None)
+    verdicts: list[ScenarioVerdict] = []
+    engine = _Engine(attach, folder, model)
+    base = [0]
+
+    def chain(pages: int) -> list[int]:
+        start = base[0]
+        base[0] += 100_000
+        return list(range(start, start + pages * PAGE_SIZE))
+
+    def scenario(name: str, body: Callable[[], str]) -> None:
+        started = time.monotonic()
+        try:
+            failed = body()
+        except Exception as error:  # a verdict, never a crash
+            failed = f"{type(error).__name__}: {error}"
+        engine.rec.clear_calls()
+        verdicts.append(ScenarioVerdict(name, failed, time.monotonic() - started))
+
+    def round_trip(prefix: Optional[list[str]], ask_extra: int = 0) -> str:
+        tokens = chain(STORED_PAGES + ask_extra)
+        stored = tokens[: STORED_PAGES * PAGE_SIZE]
+        done = engine.backup(stored, list(prefix) if prefix is not None else None, seed=base[0])
+        if done.completed_tokens != len(stored):
+            return (
+                f"the backup completed {done.completed_tokens} of {len(stored)} tokens "
+                f"({engine.controller.page_set_func.__name__.lstrip('_')}, called by HiCacheController.backup_thread_func)"
+            )
+        operation, loaded, before = engine.prefetch(tokens, list(prefix) if prefix is not None else None)
+        try:
+            return _check_loaded(engine, operation, loaded, before, STORED_PAGES)
+        finally:
+            engine.pool.free(operation.host_indices)
+
+    try:
+        scenario("write-through, full hit", lambda: round_trip(["p0"]))
+        scenario("partial hit", lambda: round_trip(["p0"], ask_extra=EXTRA_PAGES))
+        scenario("prefix metadata off", lambda: round_trip(None))
+        scenario("prefix metadata []", lambda: round_trip([]))
+        scenario("prefix metadata list", lambda: round_trip(["p0", "p1"]))
+        shared = chain(STORED_PAGES)
+        engine.backup(shared, None, seed=7)
+
+        def fresh() -> str:
+            other = _Engine(attach, folder, model)
+            other.written = engine.written
+            try:
+                operation, loaded, before = other.prefetch(shared, None)
+                return _check_loaded(other, operation, loaded, before, STORED_PAGES)
+            finally:
+                other.close()
+
+        scenario("fresh instance reads", fresh)
+
+        def cleared() -> str:
+            engine.backend.clear()
+            operation, _, _ = engine.prefetch(shared, None)
+            engine.pool.free(operation.host_indices)
+            if operation.storage_hit_count:
+                return (
+                    f"after clear() the hit query still found {operation.storage_hit_count // PAGE_SIZE} pages "
+                    f"(batch_exists, called by {_callers('batch_exists')})"
+                )
+            return ""
+
+        scenario("clear", cleared)
+    finally:
+        engine.close()
+    return verdicts
