@@ -137,3 +137,11 @@ class LooksUpTrailingKeys(SGLangMemoryBackend):
 
     def _slot_missing(self, transfer: Any, key: str) -> bool:
         return not self.exists(key)
+
+
+class ShiftsReads(SGLangMemoryBackend):
+    """Its ``batch_get_v1`` loads each page one page further along the host slots than asked."""
+
+    def batch_get_v1(self, keys: list, host_indices: Any, extra_info: Any = None) -> list:
+        page = self.mem_pool_host.page_size
+        return super().batch_get_v1(keys, host_indices + page, extra_info)
