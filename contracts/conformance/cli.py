@@ -618,18 +618,19 @@ def _supervise(
             wait_status = _wait(pid, None)
     finally:
         _restore_interrupts(previous)
-    if final is not None:
-        return final
+    if reason is None and final is not None:
+        report, stopped = final
+        return (report.marked_interrupted() if interrupted else report), stopped  # a Ctrl-C the backend swallowed
     if interrupted and reason is None:
         return fallback[1].marked_interrupted(), None
-    if reason is None:
+    if reason is None:  # the child ended before its end (past the deadline, reason says so)
         code = os.waitstatus_to_exitcode(wait_status) if wait_status is not None else -signal.SIGKILL
         reason = (
             f"the process running the backend exited with status {code} before the run's end"
             if code >= 0
             else f"the process running the backend was killed by {signal.Signals(-code).name} before the run's end"
         )
-    return _with_reason(fallback[0], reason).marked_interrupted(), reason
+    return _with_reason(fallback[0], reason).marked_interrupted(), reason  # the check under way failed, naming why
 
 
 def _ask_to_stop(pid: int, grace_s: float) -> float:

@@ -30,6 +30,7 @@ import inspect
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -153,7 +154,7 @@ ISOLATED = {
 """Per hostile behaviour: the exit status, the check's status and message, the last line on stderr."""
 
 
-def command(tmp_path: Any, how: str) -> tuple[subprocess.CompletedProcess, dict]:
+def command(tmp_path: Any, how: str, *extra_arguments: str) -> tuple[subprocess.CompletedProcess, dict]:
     """Run ``hicache-conform run`` in a subprocess from ``tmp_path/work`` against the hostile backend."""
     work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
     work.mkdir()
@@ -161,7 +162,7 @@ def command(tmp_path: Any, how: str) -> tuple[subprocess.CompletedProcess, dict]
     extra = {"hostile": how, "store": "s", "to": str(elsewhere), "pidfile": str(tmp_path / "pid")}
     arguments = ["--backend", HOSTILE, "--extra-config", json.dumps(extra), "--levels", "core,v1"]
     arguments += ["--profile", "smoke", "--seed", "0", "--quiet", "--no-color", "--check", CHECK, "--timeout", "1"]
-    arguments += ["--json", "r.json", "--markdown", "out/r.md", "--deadline", "3"]
+    arguments += ["--json", "r.json", "--markdown", "out/r.md", "--deadline", "3", *extra_arguments]
     environment = dict(os.environ, PYTHONPATH=str(PROJECT), TMPDIR=str(tmp_path))
     process = subprocess.run(
         [sys.executable, "-m", "hicache_contracts.cli", "run", *arguments],
@@ -172,7 +173,7 @@ def command(tmp_path: Any, how: str) -> tuple[subprocess.CompletedProcess, dict]
         timeout=180,
     )
     assert sorted(os.listdir(elsewhere)) == [], process.stderr  # a backend changing directory moved no report
-    assert sorted(os.listdir(work)) == ["out", "r.json"], process.stdout + process.stderr
+    assert sorted(os.listdir(work)) == sorted(["out", "r.json", *extra_arguments[1:2]]), process.stdout + process.stderr
     assert os.listdir(work / "out") == ["r.md"]
     leftovers = [name for name in os.listdir(tmp_path) if name.startswith("hicache-conform-")]
     assert leftovers == []
@@ -198,3 +199,40 @@ def test_the_command_ends_with_a_report_whatever_the_backend_does(how: str, tmp_
             for _ in range(50):  # it is killed before the command returns; init may take a moment to reap it
                 os.kill(copy, 0)
                 time.sleep(0.1)
+
+
+def test_a_certification_run_whose_backend_ends_its_process_is_refused(tmp_path: Any) -> None:
+    process, report = command(tmp_path, "os._exit", "--certify", "bundle")
+    assert process.returncode == 1 and report["interrupted"] is True
+    assert "\nnot certified (" in process.stdout and "\ncertified:" not in process.stdout
+    submission = json.loads((tmp_path / "work" / "bundle" / "submission.json").read_text())
+    assert submission["certified"] is False
+
+
+def test_ctrl_c_ends_the_command_with_130_even_when_the_backend_swallows_it(tmp_path: Any) -> None:
+    """SIGINT to the command while the backend blocks in a ``__del__`` (where a KeyboardInterrupt is swallowed):
+    the child is asked to stop, then killed after the grace; the report of what ran is marked interrupted."""
+    extra = json.dumps({"hostile": "del", "store": "s"})
+    arguments = ["--backend", HOSTILE, "--extra-config", extra, "--levels", "core,v1", "--profile", "smoke"]
+    arguments += ["--seed", "0", "--no-color", "--check", CHECK, "--timeout", "1", "--json", "r.json"]
+    environment = dict(os.environ, PYTHONPATH=str(PROJECT), TMPDIR=str(tmp_path), PYTHONUNBUFFERED="1")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hicache_contracts.cli", "run", *arguments],
+        cwd=tmp_path,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background job starts with it ignored
+    )
+    assert process.stdout is not None
+    lines = [process.stdout.readline()]
+    while lines[-1] and not lines[-1].startswith("checking backend"):
+        lines.append(process.stdout.readline())
+    time.sleep(2)  # the check is under way, blocked in the __del__
+    process.send_signal(signal.SIGINT)
+    rest, _ = process.communicate(timeout=120)
+    assert process.returncode == 130, "".join(lines) + rest
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["interrupted"] is True and report["passed"] is False
+    assert [name for name in os.listdir(tmp_path) if name.startswith("hicache-conform-")] == []
