@@ -523,7 +523,10 @@ class _Channel:
             runner.section_if_stopped(check if runner is runners[-1] else None, _STOP_REASON) for runner in runners
         )
         reached = tuple(runner.section() for runner in runners if _started(runner))
-        self.send("fallback", (SuiteReport(stopping), SuiteReport(reached)))
+        try:
+            self.send("fallback", (SuiteReport(stopping), SuiteReport(reached)))
+        except (pickle.PicklingError, TypeError, AttributeError):  # a report that cannot travel: keep the last one
+            pass
 
     def starting(self, printer: "_ProgressPrinter", runners: list[SuiteRunner]) -> Any:
         """The runner's ``starting`` callback: the live line, then the reports a stop during this check gives."""

@@ -236,3 +236,21 @@ def test_ctrl_c_ends_the_command_with_130_even_when_the_backend_swallows_it(tmp_
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["interrupted"] is True and report["passed"] is False
     assert [name for name in os.listdir(tmp_path) if name.startswith("hicache-conform-")] == []
+
+
+def test_in_one_process_a_non_daemon_thread_ends_the_command_with_exit_1(tmp_path: Any) -> None:
+    extra = json.dumps({"hostile": "thread", "store": "s"})
+    arguments = ["--backend", HOSTILE, "--extra-config", extra, "--levels", "core,v1", "--profile", "smoke"]
+    arguments += ["--seed", "0", "--quiet", "--no-color", "--check", CHECK, "--isolation", "none"]
+    process = subprocess.run(
+        [sys.executable, "-m", "hicache_contracts.cli", "run", *arguments, "--json", "r.json"],
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(PROJECT)),
+        capture_output=True,
+        text=True,
+        timeout=180,  # the interpreter would wait for the thread for ever
+    )
+    assert process.returncode == 1, process.stdout + process.stderr
+    assert process.stderr.rstrip().splitlines()[-1] == ISOLATED["thread"][3]
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["interrupted"] is True and report["passed"] is False
