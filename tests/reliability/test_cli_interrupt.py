@@ -1,7 +1,9 @@
 """Ctrl-C ends ``hicache-conform run`` with exit 130, a partial report marked interrupted, and nothing left behind.
 
-In process: a backend raises KeyboardInterrupt in the main thread in the
-middle of a check (where a Ctrl-C lands), after it wrote pages. Then for
+In process: a backend sends its own process a SIGINT from the main thread
+in the middle of a check (a Ctrl-C landing there), after it wrote pages (a
+KeyboardInterrupt the backend merely raises is its check's failure instead:
+test_hostile_backends.py). Then for
 real: SIGINT to a ``hicache-conform run`` subprocess during the file
 backend's concurrency check, with the temporary directory pointed at a
 folder of the test's own.

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from hicache_contracts.conformance.reporting import redaction
-from hicache_contracts.conformance.session.options import load_config
+from hicache_contracts.conformance.session.options import load_config, load_text
 
 BOMB = "\n".join(
     ["a: &a [x, x, x, x, x, x, x, x, x]"]
@@ -81,3 +81,12 @@ def test_a_container_that_holds_itself_ends_the_walk() -> None:
     looped: list[Any] = ["redis://:hunter2@host"]
     looped.append(looped)
     assert redaction.secret_values({"urls": looped}) == ("hunter2",)
+
+
+def test_any_yaml_a_user_hands_over_goes_through_the_same_limits() -> None:
+    with pytest.raises(ValueError) as raised:
+        load_text(BOMB, "yaml", field_name="--known-failures", shown="known.yaml")
+    assert str(raised.value) == (
+        "--known-failures: must hold at most 100000 values once its YAML aliases are expanded (got 'more than 100000')"
+    )
+    assert load_text("- {clause: BE-1}\n", "yaml", field_name="--known-failures") == [{"clause": "BE-1"}]

@@ -35,6 +35,7 @@ __all__ = [
     "SuiteOptions",
     "check_path",
     "load_config",
+    "load_text",
 ]
 
 MAX_PAGE_SIZE = 4096
@@ -274,6 +275,17 @@ def load_config(text: Optional[str], *, field_name: str = "--extra-config") -> O
     value = _parse_config(raw, kind, field_name, shown)
     if not isinstance(value, dict):
         raise bad_value(field_name, "must be an object (a dict of options)", value)
+    _check_config_values(value, field_name)
+    return value
+
+
+def load_text(raw: str, kind: str, *, field_name: str, shown: Optional[str] = None) -> Any:
+    """Return the value ``raw`` holds as ``kind`` (``json``, ``toml`` or ``yaml``), any value, under the limits of
+    ``load_config`` (size, depth, values with YAML aliases expanded, an alias to itself, NaN); raise ValueError
+    naming ``field_name`` and showing ``shown`` (the text itself by default). For every file a user hands over."""
+    if len(raw.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES:
+        raise bad_value(field_name, f"must be at most {MAX_CONFIG_BYTES} bytes", shown or f"{len(raw)} characters")
+    value = _parse_config(raw, kind, field_name, raw if shown is None else shown)
     _check_config_values(value, field_name)
     return value
 
