@@ -559,7 +559,12 @@ class _Frames:
             size = int.from_bytes(self.buffer[:8], "big")
             if len(self.buffer) < 8 + size:
                 break
-            messages.append(pickle.loads(bytes(self.buffer[8 : 8 + size])))
+            try:
+                messages.append(pickle.loads(bytes(self.buffer[8 : 8 + size])))
+            except Exception:  # something else wrote into the pipe (a backend's stray write): read no further
+                self.buffer.clear()
+                self.ended = True
+                break
             del self.buffer[: 8 + size]
         return messages
 
