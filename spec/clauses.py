@@ -570,14 +570,15 @@ CLAUSES: tuple[Clause, ...] = (
     ),
     C(
         "NS-9",
-        "namespacing",
+        "format",
         "backend",
         "A page written from a host pool of one page format (layout, dtype, page size, elements per page) is "
         "never read as a hit into a pool of another format: the format is part of the namespace, or stored "
         "with the page and checked before a read counts.",
         "Two deployments of one model name with another layout (page_first, layer_first) or dtype (bf16, fp16) "
         "store pages of the same size under the same keys; without the format in the name each serves the "
-        "other's pages as hits holding scrambled bytes.",
+        "other's pages as hits holding scrambled bytes. SGLang requires no such guard of a backend, so the rule "
+        "binds only a backend that claims format.",
         "project decision; sglang managers/cache_controller.py storage_model_name tags the model name with the host "
         "pool's storage_format_tag (mem_cache/pool_host/base.py HostKVCache.storage_format_tag, set only by "
         "mem_cache/pool_host/unified.py UnifiedPageEnvelopeHostPool) since 0.5.22, and mem_cache/hicache_storage.py "

@@ -52,6 +52,7 @@ LEVELS: dict[str, str] = {
     "concurrency": "safety under concurrent calls from the engine's threads",
     "durability": "pages survive a restart of a persistent backend",
     "robustness": "inputs no pinned SGLang release sends, checked only when claimed",
+    "format": "pages tagged by the host pool's format; checked only when claimed",
     "controller": "the engine-side controller's calls and acks",
     "hybrid": "hybrid-model sidecar pools on the engine side",
     "ranks": "multi-rank agreement on the engine side",

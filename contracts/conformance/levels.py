@@ -5,7 +5,8 @@ A level's clauses are the live clauses of that level whose role is
 backend; the others are claimed (declared or probed, see ``runner``);
 ``legacy`` is also required of a backend without v1 (SGLang moves its KV
 through ``batch_get``/``batch_set``), and ``robustness`` (inputs no pinned
-release sends) only counts when declared. The ``linker`` level binds linkers, which
+release sends) and ``format`` (pages tagged by the host pool's format, a
+guard SGLang does not require) only count when declared. The ``linker`` level binds linkers, which
 ``hicache-conform linker`` judges: it is no level of this suite.
 """
 

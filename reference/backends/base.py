@@ -86,6 +86,7 @@ class PageStoreBackend(LegacyCalls):
         "namespacing",
         "concurrency",
         "robustness",
+        "format",
     )
     """The capability levels the backend claims."""
     format_guard: bool = True

@@ -222,7 +222,18 @@ class FileBackend(PageStoreBackend):
     """Pages as files under ``extra_config["path"]``. Extra config: ``path`` (required), ``fsync`` (default False),
     ``temporary_grace`` (default 60 s)."""
 
-    hicache_levels = ("core", "legacy", "v1", "v2", "prefix", "namespacing", "concurrency", "durability", "robustness")
+    hicache_levels = (
+        "core",
+        "legacy",
+        "v1",
+        "v2",
+        "prefix",
+        "namespacing",
+        "concurrency",
+        "durability",
+        "robustness",
+        "format",
+    )
     reads_into_ranges = True
     writes_from_ranges = True
     _longest_plain_key = NAME_MAX_BYTES  # a longer key's file name is its hash (``_file_component``)

@@ -73,7 +73,7 @@ def buffer_pages(pool: Any) -> Optional[torch.Tensor]:
 class MemoryBackend(PageStoreBackend):
     """Pages in process memory. Extra config: ``store`` (shared store name or object), ``capacity_pages``."""
 
-    hicache_levels = ("core", "legacy", "v1", "v2", "prefix", "namespacing", "concurrency", "robustness")
+    hicache_levels = ("core", "legacy", "v1", "v2", "prefix", "namespacing", "concurrency", "robustness", "format")
 
     def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
         super().__init__(storage_config, extra_config)

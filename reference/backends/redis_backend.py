@@ -42,7 +42,18 @@ class RedisBackend(PageStoreBackend):
     the first calls miss.
     """
 
-    hicache_levels = ("core", "legacy", "v1", "v2", "prefix", "namespacing", "concurrency", "durability", "robustness")
+    hicache_levels = (
+        "core",
+        "legacy",
+        "v1",
+        "v2",
+        "prefix",
+        "namespacing",
+        "concurrency",
+        "durability",
+        "robustness",
+        "format",
+    )
     """The capability levels the backend claims."""
     reads_into_ranges = True
     writes_from_ranges = True

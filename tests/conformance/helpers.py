@@ -24,8 +24,9 @@ PROJECT = Path(__file__).resolve().parents[2]
 CORRECT = "tests.conformance.correct_backend:CorrectBackend"
 """The correct in-test backend, as the command line names it."""
 
-ALL_LEVELS = BACKEND_LEVELS
-"""Every backend level, durability included: the in-test backends keep pages in a process-wide store."""
+ALL_LEVELS = tuple(level for level in BACKEND_LEVELS if level != "format")
+"""Every backend level but ``format``, durability included: the in-test backends keep pages in a process-wide store,
+under names that leave the host pool's format out (NS-9 is a guard the reference backends make, ``format`` claimed)."""
 
 SEED = 0
 """A fixed seed: the tests' runs are reproducible."""

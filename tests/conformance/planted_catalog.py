@@ -22,14 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from hicache_contracts.conformance import BACKEND_LEVELS
 from tests.conformance import planted_backdoor as backdoor
 from tests.conformance import planted_backends as field_bugs
 from tests.conformance import planted_evicting as evicting
 from tests.conformance import planted_mutants as mutants
 from tests.conformance import planted_single as single
+from tests.conformance.helpers import ALL_LEVELS
 
-LEGACY_MODE = dict(levels=tuple(level for level in BACKEND_LEVELS if level != "v1"))
+LEGACY_MODE = dict(levels=tuple(level for level in ALL_LEVELS if level != "v1"))
 """A backend SGLang drives through the legacy methods (v1 not claimed): the only mode where they are called."""
 
 
@@ -91,6 +91,8 @@ def _entry(clause: Union[str, tuple[str, ...]], backend: type, *oracles: Oracle,
 _SCATTERED = "v1_hits_after_a_miss_land_in_their_own_scattered_slots"
 _ROUND_TRIP = "v1_pages_round_trip_bit_for_bit"
 _STATEFUL = "stateful_model_of_a_lossy_write_once_store"
+_FORMAT = "a_reader_of_another_host_pool_format_misses"
+_MEMORY_LEVELS = single.UnguardedMemoryBackend.hicache_levels  # the reference memory backend's: format claimed
 
 CATALOG: tuple[PlantedBackend, ...] = (
     # ================ planted_backends: the bug classes seen in the field, and a bug for every clause. EXCUSED:
@@ -315,6 +317,17 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("HYB-8", single.ChunkedSidecarReadReusesFirstSlots, only("v2_pool_hits_count_only_pages_that_landed")),
     _entry("NS-6", single.LookupFlattensRanksOtherwise, only("exists_get_and_set_share_one_key_scheme")),
     _entry("BE-11", single.OneKeyLookupsCached, only("clear_removes_every_page")),
+    _entry(
+        "NS-5", single.OneReplicaForEveryDcpRank, CAUGHT, EVICTING, alone("replicated_kv_is_shared_across_tp_ranks")
+    ),
+    _entry(
+        "NS-9",
+        single.UnguardedMemoryBackend,
+        CAUGHT,
+        EVICTING,
+        only(_FORMAT),
+        levels=_MEMORY_LEVELS,
+    ),
     _entry(
         "BE-13", single.BatchGetServesShortObjects, CAUGHT, EVICTING, alone("short_objects_are_misses"), **LEGACY_MODE
     ),
@@ -595,6 +608,9 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("PFX-6", mutants.SmallV2QueryKeepsThePrefix, alone("prefix_keys_are_copied_if_kept")),
     _entry("PFX-6", mutants.BatchedV2QueryKeepsThePrefix, alone("prefix_keys_are_copied_if_kept")),
     _entry("PFX-6", mutants.KeepsThePrefixInEveryIndex, alone("prefix_keys_are_copied_if_kept")),
+    _entry("NS-9", mutants.FormatTagWithoutTheDtype, alone(_FORMAT), levels=_MEMORY_LEVELS),
+    _entry("NS-9", mutants.FormatTagWithoutTheGeometry, alone(_FORMAT), levels=_MEMORY_LEVELS),
+    _entry("NS-9", mutants.FormatTagPerHostPool, alone(_FORMAT), levels=_MEMORY_LEVELS),
     _entry("BE-17", mutants.V1ReadLeavesTheLastOfSeveralKeys, alone(_STATEFUL, recorded=False), profile="standard"),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

@@ -17,11 +17,11 @@ from typing import Any, Iterator, Optional
 
 import torch
 
-from hicache_contracts.conformance import BACKEND_LEVELS
 from hicache_contracts.models import PoolTransferResult
 from hicache_spec import count_leading_run
+from hicache_reference.backends.memory import MemoryBackend
 from tests.conformance.correct_backend import CorrectBackend, pool_name, tensor_bytes
-from tests.conformance.helpers import UnimplementedV2
+from tests.conformance.helpers import ALL_LEVELS, UnimplementedV2
 from tests.conformance.planted_backends import VisibleBeforeWritten
 from tests.oracles import plain_fold, plain_pool_boundary
 
@@ -1039,7 +1039,7 @@ class HoldsOnePage(CorrectBackend):
             return super().batch_set(keys, values, target_locations, target_sizes)
 
 
-WITHOUT_V2 = tuple(level for level in BACKEND_LEVELS if level != "v2")
+WITHOUT_V2 = tuple(level for level in ALL_LEVELS if level != "v2")
 """The levels of a backend that does not claim v2."""
 
 
@@ -2141,18 +2141,56 @@ CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     (
         "legacy-serving-every-controller",
         ServesEveryControllerThroughTheLegacyMethods,
-        dict(levels=tuple(level for level in BACKEND_LEVELS if level != "v1")),
+        dict(levels=tuple(level for level in ALL_LEVELS if level != "v1")),
     ),
     ("splits-heads-only-in-a-page-head-layout", SplitsHeadsOnlyInAPageHeadLayout, {}),
     ("kv-read-brings-its-derived-pages-along", KvReadBringsItsDerivedPagesAlong, {}),
     ("files-sidecar-pages-by-hit-policy", FilesSidecarPagesByHitPolicy, {}),
     ("mla-one-host-pool-size-per-model", OneHostPoolSizePerModel, dict(kind="mla")),
     ("mla-page-first", CorrectBackend, dict(kind="mla", layout="page_first")),
-    ("legacy-mla", CorrectBackend, dict(kind="mla", levels=tuple(level for level in BACKEND_LEVELS if level != "v1"))),
+    ("legacy-mla", CorrectBackend, dict(kind="mla", levels=tuple(level for level in ALL_LEVELS if level != "v1"))),
     (
         "v1-without-legacy",
         LegacyLeftUnimplemented,
-        dict(levels=tuple(level for level in BACKEND_LEVELS if level != "legacy")),
+        dict(levels=tuple(level for level in ALL_LEVELS if level != "legacy")),
     ),
 ]
 """(name, correct backend, suite options): every check the run makes must pass (an evicting backend declares it)."""
+
+
+class _FormatTagLeavesOut(MemoryBackend):
+    """The reference memory backend whose format part of the namespace leaves out some of the pool's format."""
+
+    def left_out(self, tag: str) -> str:
+        raise NotImplementedError
+
+    def _register(self, pool: Any, name: str) -> None:
+        super()._register(pool, name)
+        if name == "kv" and self.namespace != self.base_namespace:
+            namespace, _, tag = self.namespace.rpartition("/")
+            self.namespace = self._formatted_namespace = f"{namespace}/{self.left_out(tag)}"
+
+
+class FormatTagWithoutTheDtype(_FormatTagLeavesOut):
+    """The format part names the layout and the page geometry, not the dtype (NS-9): a bfloat16 reader loads float16
+    pages as hits holding other values."""
+
+    def left_out(self, tag: str) -> str:
+        layout, _, rest = tag.partition(".")
+        return f"{layout}.{rest.partition('.')[2]}"
+
+
+class FormatTagWithoutTheGeometry(_FormatTagLeavesOut):
+    """The format part names the layout and the dtype, not the page geometry (NS-9): a reader of twice the tokens of
+    half the heads per page loads the writer's pages as hits, every token in the wrong place."""
+
+    def left_out(self, tag: str) -> str:
+        return ".".join(tag.split(".")[:2])
+
+
+class FormatTagPerHostPool(_FormatTagLeavesOut):
+    """The format part names the host pool object, not its format (NS-9): a reader of the writer's own format
+    never finds the writer's pages, so misses of the other formats show nothing."""
+
+    def left_out(self, tag: str) -> str:
+        return f"{tag}.pool{id(self.mem_pool_host):x}"

@@ -15,6 +15,7 @@ import torch
 
 from hicache_spec import STORAGE_BATCH_SIZE
 from hicache_contracts.models import PoolTransferResult
+from hicache_reference.backends.memory import MemoryBackend
 from tests.conformance.correct_backend import CorrectBackend, pool_name, tensor_bytes
 
 
@@ -451,3 +452,24 @@ class BatchGetServesShortObjects(CorrectBackend):
             target.view(-1).copy_(page)
             results.append(target)
         return results
+
+
+class UnguardedMemoryBackend(MemoryBackend):
+    """The reference memory backend with its format guard off (NS-9): the namespace holds the model and the ranks
+    only, so a reader whose host pool has another layout, dtype or page geometry, its pages of the same size, loads
+    the writer's pages as hits holding scrambled values. Only the format check reads through a pool of another
+    format; every other check passes as on the reference."""
+
+    format_guard = False
+
+
+class OneReplicaForEveryDcpRank(CorrectBackend):
+    """With replicated KV (MLA) the namespace leaves out the DCP rank: the writers of two DCP ranks store their
+    parts of a page under one name, and a rank reads the other DCP rank's part (NS-5)."""
+
+    def namespace_of(self, config):
+        if not config.is_mla_model:
+            return super().namespace_of(config)
+        return (
+            f"{config.model_name}|pp{config.pp_rank}/{config.pp_size}|cp{config.attn_cp_rank}/{config.attn_cp_size}|tp*"
+        )

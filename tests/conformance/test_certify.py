@@ -26,7 +26,6 @@ import json
 
 import pytest
 
-from hicache_contracts.conformance import BACKEND_LEVELS
 from hicache_contracts.conformance.reporting.bundle import verify_bundle
 from hicache_contracts.conformance.reporting.certify import certification_problems
 from hicache_contracts.conformance.reporting.expected import (
@@ -66,7 +65,7 @@ run_cli = functools.partial(helpers.run_cli, profile=None)  # the standard profi
 def test_a_clean_declared_run_is_certified_and_writes_a_bundle_that_verifies(tmp_path, capsys) -> None:
     bundle = tmp_path / "bundle"
     status = run_cli(
-        *backend_arguments(WITH_BACKDOOR), "--levels", ",".join(BACKEND_LEVELS), *PRODUCT, "--certify", str(bundle)
+        *backend_arguments(WITH_BACKDOOR), "--levels", ",".join(helpers.ALL_LEVELS), *PRODUCT, "--certify", str(bundle)
     )
     output = capsys.readouterr().out
     assert status == 0, output
@@ -77,7 +76,7 @@ def test_a_clean_declared_run_is_certified_and_writes_a_bundle_that_verifies(tmp
     assert document["certified"] is True and document["problems"] == []
     assert document["product"]["vendor"] == "Example Storage Inc."
     assert document["seed"] == 0 and document["profile"] == "standard"
-    assert document["sections"][0]["declared_levels"] == list(BACKEND_LEVELS)
+    assert document["sections"][0]["declared_levels"] == list(helpers.ALL_LEVELS)
     assert len(document["suite"]["registry_sha256"]) == 64
     assert set(document["files"]) == {"report.json", "junit.xml", "report.md"}
     assert verify_bundle(str(bundle)) == []
@@ -85,7 +84,9 @@ def test_a_clean_declared_run_is_certified_and_writes_a_bundle_that_verifies(tmp
 
 @pytest.mark.clause("BE-4", "BE-13", "BE-22")
 def test_checks_that_did_not_run_refuse_certification_each_named(tmp_path, capsys) -> None:
-    status = run_cli(*backend_arguments(), "--levels", ",".join(BACKEND_LEVELS), *PRODUCT, "--certify", str(tmp_path))
+    status = run_cli(
+        *backend_arguments(), "--levels", ",".join(helpers.ALL_LEVELS), *PRODUCT, "--certify", str(tmp_path)
+    )
     output = capsys.readouterr().out
     assert status == 1
     assert "certified:" not in output

@@ -85,7 +85,8 @@ def test_module_path_and_class_name_inside_the_extra_config_name_the_backend(tmp
         (
             ["--levels", "core,hybrid"],
             "hicache-conform run: --levels: must name backend levels from ['core', 'legacy', 'v1', 'v2', 'prefix', "
-            "'namespacing', 'concurrency', 'durability', 'robustness'] (got 'hybrid', an engine level)",
+            "'namespacing', 'concurrency', 'durability', 'robustness', 'format'] (got 'hybrid', an engine "
+            "level)",
         ),
         (
             ["--check", "no_such_check"],

@@ -94,7 +94,7 @@ def test_factory_builds_the_sglang_way() -> None:
             dict(levels=("core", "controller")),
             "SuiteOptions.levels: must be a tuple of levels from ['core', 'legacy', "
             "'v1', 'v2', 'prefix', 'namespacing', 'concurrency', 'durability', "
-            "'robustness'] (got ('core', 'controller'))",
+            "'robustness', 'format'] (got ('core', 'controller'))",
         ),
         (dict(seed="1"), "SuiteOptions.seed: must be an int or None (got '1')"),
     ],
@@ -113,6 +113,6 @@ def test_levels_parse_from_a_comma_list() -> None:
         parse_levels("core,controller", field="--levels")
     assert str(error.value) == (
         "--levels: must name backend levels from ['core', 'legacy', 'v1', 'v2', 'prefix', "
-        "'namespacing', 'concurrency', 'durability', 'robustness'] (got 'controller', an "
+        "'namespacing', 'concurrency', 'durability', 'robustness', 'format'] (got 'controller', an "
         "engine level)"
     )

@@ -43,10 +43,13 @@ def not_passing(report) -> dict:
     return {verdict.clause_id: verdict.reason for verdict in report.sections[0].clauses if verdict.status != "pass"}
 
 
-@pytest.mark.clause(*[item.id for item in backend_clauses()])
+@pytest.mark.clause(*[item.id for item in backend_clauses() if item.level != "format"])
 def test_correct_backend_passes_every_clause() -> None:
-    report = run(CorrectBackend)  # every level declared, legacy and robustness included
-    assert not_passing(report) == {}, report.render_text(color=False)
+    report = run(CorrectBackend)  # every level declared but format, legacy and robustness included
+    # format (NS-9) is a guard the in-test backend does not make: not declared, so skipped; the reference
+    # backends claim it and pass it (test_reference_backends.py)
+    skipped = {clause_id: "level format not claimed: not declared" for clause_id in level_clause_ids("format")}
+    assert not_passing(report) == skipped, report.render_text(color=False)
     assert report.exit_code == 0
 
 
@@ -55,7 +58,9 @@ def test_correct_backend_driven_through_the_legacy_methods_passes_every_clause_i
     report = run(CorrectBackend, **LEGACY_MODE)
     skipped = not_passing(report)
     # BE-7 holds a v1 write half done; without v1 there is no write to hold
-    assert set(skipped) == {"BE-7"} | set(level_clause_ids("v1")), report.render_text(color=False)
+    # format is not declared (the in-test backend makes no format guard)
+    expected = {"BE-7"} | set(level_clause_ids("v1")) | set(level_clause_ids("format"))
+    assert set(skipped) == expected, report.render_text(color=False)
     assert report.exit_code == 0
 
 
@@ -120,6 +125,7 @@ NOT_PLANTED = {
     "FilesSidecarPagesByHitPolicy",
     "SharedStagingBuffer",
     "WriteKeysParkedOnTheInstance",
+    "_FormatTagLeavesOut",
 }
 """The classes of the family modules that are no planted bug: correct backends, hooks and shared bases."""
 

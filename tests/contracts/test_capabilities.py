@@ -542,8 +542,8 @@ def test_declared_levels_read_from_the_class():
         (
             ("core", "v3"),
             "Bad.hicache_levels: must name levels from "
-            "['concurrency', 'controller', 'core', 'durability', 'hybrid', 'legacy', 'namespacing', 'prefix', 'ranks', "
-            "'robustness', 'v1', 'v2'] "
+            "['concurrency', 'controller', 'core', 'durability', 'format', 'hybrid', 'legacy', 'linker', "
+            "'namespacing', 'prefix', 'ranks', 'robustness', 'v1', 'v2'] "
             "(got 'v3')",
         ),
         ((1,), "Bad.hicache_levels: must be a tuple of level names (got (1,))"),

@@ -155,8 +155,8 @@ OPTION_MESSAGES: dict[str, str] = {
     "SuiteOptions(layout='row_first')": "SuiteOptions.layout: must be one of ['layer_first', 'page_first'] (got 'row_first')",
     "SuiteOptions(kind='gqa')": "SuiteOptions.kind: must be one of ['mha', 'mla'] (got 'gqa')",
     "SuiteOptions(profile='quick')": "SuiteOptions.profile: must be one of ['smoke', 'standard', 'exhaustive'] (got 'quick')",
-    "SuiteOptions(levels=['core'])": "SuiteOptions.levels: must be a tuple of levels from ['core', 'legacy', 'v1', 'v2', 'prefix', 'namespacing', 'concurrency', 'durability', 'robustness'] (got ['core'])",
-    "SuiteOptions(levels=('hybrid',))": "SuiteOptions.levels: must be a tuple of levels from ['core', 'legacy', 'v1', 'v2', 'prefix', 'namespacing', 'concurrency', 'durability', 'robustness'] (got ('hybrid',))",
+    "SuiteOptions(levels=['core'])": "SuiteOptions.levels: must be a tuple of levels from ['core', 'legacy', 'v1', 'v2', 'prefix', 'namespacing', 'concurrency', 'durability', 'robustness', 'format'] (got ['core'])",
+    "SuiteOptions(levels=('hybrid',))": "SuiteOptions.levels: must be a tuple of levels from ['core', 'legacy', 'v1', 'v2', 'prefix', 'namespacing', 'concurrency', 'durability', 'robustness', 'format'] (got ('hybrid',))",
     "SuiteOptions(seed='1')": "SuiteOptions.seed: must be an int or None (got '1')",
     "SuiteOptions(seed=True)": "SuiteOptions.seed: must be an int or None (got True)",
     "SuiteOptions(seed=1.5)": "SuiteOptions.seed: must be an int or None (got 1.5)",
@@ -286,7 +286,7 @@ CLI_ROWS: list[tuple[str, list[str], str]] = [
         "unknown level",
         ["--levels", "core,fast"],
         "--levels: must name backend levels from ['core', 'legacy', 'v1', 'v2', 'prefix', 'namespacing', "
-        "'concurrency', 'durability', 'robustness'] (got 'fast', not a level)",
+        "'concurrency', 'durability', 'robustness', 'format'] (got 'fast', not a level)",
     ),
     ("unknown check", ["--check", "rm_rf"], "--check: must name a check from --list-checks (got 'rm_rf')"),
     (

@@ -19,6 +19,7 @@ MODULES: tuple[str, ...] = (
     "core_upkeep",
     "engine_calls",
     "namespacing",
+    "format_guard",
     "prefix",
     "stateful",
     "v1",

@@ -13,9 +13,11 @@
 - without a declaration, what probing finds (``detect_capabilities``): v1, v2
   and prefix when their methods are implemented, namespacing and concurrency
   always (every multi-rank, multi-threaded engine needs them), durability
-  and robustness never (they cannot be probed; declare them). Robustness
-  holds inputs no pinned release sends (a v2 transfer for a pool never
-  registered, BE-20): a backend is held to them only when it says so.
+  robustness and format never (they cannot be probed; declare them).
+  Robustness holds inputs no pinned release sends (a v2 transfer for a pool
+  never registered, BE-20), format a guard SGLang does not require (pages
+  tagged by the host pool's format, NS-9): a backend is held to them only
+  when it says so.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ ALWAYS_PROBED: tuple[str, ...] = ("namespacing", "concurrency")
 CORE_METHODS: tuple[str, ...] = ("batch_exists",)
 """The methods of level core: the hit query SGLang asks of every backend."""
 
-OPT_IN_LEVELS: tuple[str, ...] = ("durability", "robustness")
+OPT_IN_LEVELS: tuple[str, ...] = ("durability", "robustness", "format")
 """Levels never probed: a backend claims them only by declaring them."""
 
 LEGACY_NOT_ASKED = (

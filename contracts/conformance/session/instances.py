@@ -176,31 +176,38 @@ class Instances:
         layer_num: int = LAYER_NUM,
         head_num: Optional[int] = None,
         label: str = KV,
+        layout: Optional[str] = None,
+        dtype: torch.dtype = torch.float16,
+        page_size: Optional[int] = None,
     ) -> ConformancePool:
-        """Return a pool with the run's page size and layout: the release's own host-pool class when one is loaded."""
+        """Return a pool with the run's page size and layout (unless ``page_size`` or ``layout`` say otherwise): the
+        release's own host-pool class when one is loaded."""
         kind = kind or self.options.kind
         heads = head_num if head_num is not None else (1 if kind == "mla" else HEAD_NUM)
-        if self.wire.sglang is not None and self.options.layout in RELEASE_LAYOUTS:
+        layout = layout or self.options.layout
+        page_size = page_size or self.options.page_size
+        if self.wire.sglang is not None and layout in RELEASE_LAYOUTS:
             pool: ConformancePool = release_host_pool(
                 kind=kind,
-                layout=self.options.layout,
+                layout=layout,
                 pages=page_count,
-                page_size=self.options.page_size,
+                page_size=page_size,
                 layer_num=layer_num,
                 head_num=heads,
                 head_dim=HEAD_DIM,
+                dtype=dtype,
                 label=label,
             )
             return pool
         return ConformancePool(
             page_count=page_count,
-            page_size=self.options.page_size,
+            page_size=page_size,
             layer_num=layer_num,
             head_num=heads,
             head_dim=HEAD_DIM,
-            dtype=torch.float16,
+            dtype=dtype,
             kind=kind,
-            layout=self.options.layout,
+            layout=layout,
             pin_memory=False,
         )
 
@@ -212,11 +219,12 @@ class Instances:
         v2: Optional[bool] = None,
         tag: str = "",
         construct_clause: str = "BE-1",
+        pool: Optional[ConformancePool] = None,
     ) -> Instance:
         """Build, register and remember an instance for ``config`` (default: the run's main configuration).
 
-        The pool is registered with ``register_mem_pool_host`` right after
-        construction; with ``v2`` (default: ``register_v2``) KV and the sidecar
+        The pool (``pool``, else a new one of ``pages`` pages as SGLang pairs it with the configuration) is
+        registered with ``register_mem_pool_host`` right after construction; with ``v2`` (default: ``register_v2``) KV and the sidecar
         pools are also registered with ``register_mem_host_pool_v2``.
         """
         config = config or self.config()
@@ -241,7 +249,7 @@ class Instances:
                 f"extra_config={dict(config.extra_config) if config.extra_config else None!r}), {{}})",
             )
         kind = "mla" if config.is_mla_model else "mha"
-        pool = self.new_pool(pages, kind=kind)  # as SGLang pairs them
+        pool = pool if pool is not None else self.new_pool(pages, kind=kind)  # as SGLang pairs them
         instance = Instance(backend, config, pool, {}, tag or describe_config(config))
         self.built.add(instance)
         calls.call("BE-24", backend.register_mem_pool_host, pool)
