@@ -110,8 +110,8 @@ def load_rows(bundles: Iterable[Path]) -> list[Row]:
             raise ValueError(f"{folder}: not a readable results bundle ({type(error).__name__}: {error})") from None
         sglang = document.get("sglang") or {}
         release = sglang.get("release") or "contract models"
-        entries = {
-            entry.get("clause") or entry.get("check"): entry
+        entries: dict[str, dict[str, Any]] = {
+            str(entry.get("clause") or entry.get("check")): entry
             for entry in document.get("expected_failures", [])
             if isinstance(entry, dict)
         }
