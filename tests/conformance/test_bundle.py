@@ -213,3 +213,20 @@ def test_a_clause_or_check_dropped_from_every_file_is_named(tmp_path) -> None:
     problems = verify_bundle(str(folder))
     assert "report.json: backend shop:Store: BE-3 of claimed level core has no verdict" in problems
     assert f"report.json: backend shop:Store: check {section.checks[0].check} has no outcome" in problems
+
+
+def test_a_baseline_that_the_report_does_not_give_is_refused(tmp_path) -> None:
+    from hicache_contracts.conformance.reporting.expected import ExpectedFailure, compare_with_baseline
+
+    entry = ExpectedFailure("BE-3", "backend defect", "https://tracker.example.com/3")
+    report = _report()
+    folder = _bundle(tmp_path, report, expected=(entry,), baseline=compare_with_baseline(report, (entry,)))
+    passes = "not certifiable: the expected failure BE-3 now passes: the defect is fixed, remove its entry"
+    assert verify_bundle(str(folder)) == [
+        "submission.json: certified is true, but the report shows 1 problem(s):",
+        passes,
+    ]
+    _edit_manifest(folder, lambda document: document["baseline"].update(now_passing=[]))
+    assert verify_bundle(str(folder))[-1] == (
+        "submission.json: baseline.now_passing: [], but report.json read against the expected failures gives ['BE-3']"
+    )

@@ -33,7 +33,12 @@ from typing import Any, Optional
 from xml.etree import ElementTree
 
 from hicache_contracts.conformance.reporting.certify import section_problems
-from hicache_contracts.conformance.reporting.expected import Baseline, ExpectedFailure, entries_from_data
+from hicache_contracts.conformance.reporting.expected import (
+    Baseline,
+    ExpectedFailure,
+    compare_with_baseline,
+    entries_from_data,
+)
 from hicache_contracts.conformance.reporting.report import (
     CheckOutcome,
     ClauseVerdict,
@@ -50,6 +55,7 @@ __all__ = [
     "MANIFEST",
     "Product",
     "SCHEMA",
+    "expected_failure_passes",
     "manifest",
     "registry_digest",
     "sections_from_json",
@@ -323,6 +329,11 @@ def write_bundle(
 
 
 # ------------------------------------------------------------------ verification
+def expected_failure_passes(target: str) -> str:
+    """The certification problem of an expected failure whose clause or check now passes."""
+    return f"the expected failure {target} now passes: the defect is fixed, remove its entry"
+
+
 def sections_from_json(document: dict[str, Any]) -> tuple[ReportSection, ...]:
     """Return the report sections of a parsed ``report.json``; raise KeyError/TypeError/ValueError when malformed."""
     sections = []
@@ -439,8 +450,27 @@ def verify_bundle(directory: str) -> list[str]:
         problems.append(f"junit.xml: cannot be read as JUnit XML ({error})")
     else:
         problems += _compare_junit(sections, junit)
-    problems += _verify_verdicts(document, report, sections, entries)
+    release = (document.get("sglang") or {}).get("release") if isinstance(document.get("sglang"), dict) else None
+    fresh = compare_with_baseline(SuiteReport(sections), entries, release=release)
+    problems += _verify_verdicts(document, report, sections, entries, now_passing=fresh.now_passing)
+    problems += _verify_baseline(document, fresh)
     return problems
+
+
+def _verify_baseline(document: dict[str, Any], baseline: Baseline) -> list[str]:
+    """Name each list of the manifest's baseline that a fresh reading of report.json against its entries differs from."""
+    recorded = document.get("baseline")
+    if recorded is None:
+        return []
+    if not isinstance(recorded, dict):
+        return [f"{MANIFEST}: baseline: must be an object or null"]
+    fresh = baseline.to_dict()
+    return [
+        f"{MANIFEST}: baseline.{key}: {recorded.get(key)!r}, but report.json read against the expected failures "
+        f"gives {fresh[key]!r}"
+        for key in ("still_failing", "now_passing", "unexpected")
+        if list(recorded.get(key) or []) != fresh[key]
+    ]
 
 
 def _verify_provenance(document: dict[str, Any]) -> list[str]:
@@ -510,10 +540,15 @@ def _compare_junit(sections: tuple[ReportSection, ...], junit: dict[str, dict[st
 
 
 def _verify_verdicts(
-    document: dict[str, Any], report: dict[str, Any], sections: tuple[ReportSection, ...], entries: Any
+    document: dict[str, Any],
+    report: dict[str, Any],
+    sections: tuple[ReportSection, ...],
+    entries: Any,
+    *,
+    now_passing: tuple[str, ...] = (),
 ) -> list[str]:
     problems = []
-    recomputed: list[str] = []
+    recomputed: list[str] = [expected_failure_passes(target) for target in now_passing]
     if document["profile"] == "smoke":
         recomputed.append("the smoke profile is for CI; certify with --profile standard or exhaustive")
     if document.get("checks"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from hicache_contracts.conformance.reporting.bundle import Product, write_bundle
+from hicache_contracts.conformance.reporting.bundle import Product, expected_failure_passes, write_bundle
 from hicache_contracts.conformance.reporting.certify import certification_problems
 from hicache_contracts.conformance.reporting.expected import (
     ExpectedFailure,
@@ -92,6 +92,7 @@ def finish_run(report: SuiteReport, args: Any, options: Any, expected: tuple[Exp
     if getattr(args, "certify", None):
         product = read_product(args)
         problems = certification_problems(report, profile=options.profile, checks=options.checks, expected=expected)
+        problems += [expected_failure_passes(target) for target in (baseline.now_passing if baseline else ())]
         problems += [
             f"the product manifest has no {name} (--product PRODUCT.yaml or {flag})"
             for name, flag, _ in PRODUCT_FLAGS
