@@ -34,7 +34,7 @@ def sglang_stand_in() -> Iterator[types.ModuleType]:
         yield module
 
 
-class RecordingBackend(CorrectBackend):
+class TypeRecordingBackend(CorrectBackend):
     """Records the module of every config, extra info and transfer it receives."""
 
     def __init__(self, storage_config: Any, kwargs: Optional[dict] = None) -> None:
@@ -56,7 +56,7 @@ class RecordingBackend(CorrectBackend):
 @pytest.mark.clause(*[item.id for item in backend_clauses()])
 def test_backend_receives_sglang_objects_and_passes(sglang_stand_in: types.ModuleType) -> None:
     SEEN.clear()
-    report = run(RecordingBackend)
+    report = run(TypeRecordingBackend)
     not_passing = {clause_id for clause_id, status in statuses(report).items() if status != "pass"}
     assert not_passing == set(), report.render_text(color=False)
     assert report.sections[0].options["sglang_objects"] is True

@@ -1,6 +1,6 @@
 """The controller checks: each reads what a controller did and raises AssertionError naming the clause broken.
 
-A check reads the calls its backend saw (``RecordingBackend.calls``), the
+A check reads the calls its backend saw (``FaultingRecorder.calls``), the
 acks its operations emitted and the host pool's frees. Each is tripped by a
 planted-bug controller in ``tests/planted_controllers.py`` (see
 ``test_controller_planted.py``).
@@ -15,7 +15,7 @@ import torch
 from hicache_contracts import FinalAck, PoolHitsAck, ProgressAck
 from hicache_contracts.host_pool import HostPagePool
 from hicache_spec import compute_prefetch_acks, plan_batches
-from tests.reference.controller_helpers import Call, CountingHostPool, RecordingBackend
+from tests.reference.controller_helpers import Call, CountingHostPool, FaultingRecorder
 
 
 def expected_prefix(operation_prefix: Optional[tuple], chain: tuple, offset: int) -> Optional[tuple]:
@@ -273,7 +273,7 @@ def check_backup_order(calls: list[Call]) -> None:
         raise AssertionError(f"[HYB-5] KV written before the sidecars: {methods}")
 
 
-def check_replicated_writes(backends: list[RecordingBackend], backups: list[Any]) -> None:
+def check_replicated_writes(backends: list[FaultingRecorder], backups: list[Any]) -> None:
     """CTL-8: with replicated KV only TP rank 0 writes, and every rank acks the same outcome."""
     for rank, backend in enumerate(backends[1:], start=1):
         if backend.calls_of("batch_set_v1", "batch_set_v2"):

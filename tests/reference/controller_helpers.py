@@ -123,7 +123,7 @@ def _described(transfers: Any) -> tuple:
     return tuple((str(transfer.name), tuple(transfer.keys or ()), transfer.host_indices) for transfer in transfers)
 
 
-class RecordingBackend:
+class FaultingRecorder:
     """Wraps a backend: records every IO call and lets a test replace results per method (``faults``)."""
 
     def __init__(self, inner: Any, faults: Optional[dict[str, Fault]] = None) -> None:

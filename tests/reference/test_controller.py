@@ -26,7 +26,7 @@ from tests.reference.controller_checks import (
 )
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
-    RecordingBackend,
+    FaultingRecorder,
     config,
     fill_random,
     keys_for,
@@ -50,8 +50,8 @@ def round_trip(pages: int, prefix_mode: str, *, threshold: int = 0):
     chain = compute_key_chain(tuple(tokens), PAGE_SIZE, prior_key)
     source_pool, target_pool = make_pool(), make_pool()
     fill_random(source_pool)
-    writer = RecordingBackend(memory_backend())
-    reader = RecordingBackend(memory_backend(store=writer.inner.store))
+    writer = FaultingRecorder(memory_backend())
+    reader = FaultingRecorder(memory_backend(store=writer.inner.store))
     flag = operation_prefix is not None
     slots = source_pool.alloc(pages)
     with CacheController(
@@ -97,7 +97,7 @@ def test_round_trip_bytes_prefixes_and_acks(pages, prefix_mode, threads_before):
 def test_feature_off_sends_an_info_without_prefix_even_when_the_caller_has_one():
     chain, prefix, *_, writer, reader, backup, operation = round_trip(5, "anchor")
     pool = make_pool()
-    backend = RecordingBackend(memory_backend(store=writer.inner.store))
+    backend = FaultingRecorder(memory_backend(store=writer.inner.store))
     with CacheController(
         backend, pool, storage_config=config(), settings=ControllerSettings(prefetch_threshold=0)
     ) as controller:
@@ -113,7 +113,7 @@ def test_feature_off_sends_an_info_without_prefix_even_when_the_caller_has_one()
 @pytest.mark.clause("KEY-3", "PFX-10")
 def test_key_chain_starts_from_the_anchor_and_prefix_ends_with_it():
     pool = make_pool()
-    backend = RecordingBackend(memory_backend())
+    backend = FaultingRecorder(memory_backend())
     tokens = tokens_for(2)
     with CacheController(
         backend, pool, settings=ControllerSettings(prefetch_threshold=0, pass_prefix_keys=True)
@@ -145,7 +145,7 @@ def test_hit_query_is_one_unsliced_call_over_the_whole_chain(stored):
     pool = make_pool()
     backend = memory_backend()
     pool.free(store_pages(backend, pool, keys[:stored]))
-    recorder = RecordingBackend(backend)
+    recorder = FaultingRecorder(backend)
     with CacheController(
         recorder, pool, settings=ControllerSettings(prefetch_threshold=0, register_host_pools=False)
     ) as controller:
@@ -166,7 +166,7 @@ def test_hit_query_is_one_unsliced_call_over_the_whole_chain(stored):
 def test_a_span_below_the_threshold_is_declined_before_any_query(pages, threshold, queried):
     """The effective threshold is max(prefetch_threshold, page_size); a shorter span gets no hit query."""
     pool = make_pool()
-    recorder = RecordingBackend(memory_backend())
+    recorder = FaultingRecorder(memory_backend())
     with CacheController(recorder, pool, settings=ControllerSettings(prefetch_threshold=threshold)) as controller:
         operation = controller.prefetch(keys=keys_for(pages))
         wait_all(operation)
@@ -185,7 +185,7 @@ def test_threshold_revokes_before_any_io(pages, threshold, revoked):
     pool = make_pool()
     backend = memory_backend()
     pool.free(store_pages(backend, pool, keys[:pages]))
-    recorder = RecordingBackend(backend)
+    recorder = FaultingRecorder(backend)
     with CacheController(
         recorder, pool, settings=ControllerSettings(prefetch_threshold=threshold, register_host_pools=False)
     ) as controller:
@@ -205,7 +205,7 @@ def test_short_host_memory_revokes():
     backend = memory_backend()
     pool.free(store_pages(backend, pool, keys))
     pool.alloc_short = True
-    recorder = RecordingBackend(backend)
+    recorder = FaultingRecorder(backend)
     with CacheController(
         recorder, pool, settings=ControllerSettings(prefetch_threshold=0, register_host_pools=False)
     ) as controller:
@@ -220,7 +220,7 @@ def test_short_host_memory_revokes():
 @pytest.mark.clause("BE-24")
 def test_host_pools_are_registered_once_before_io():
     pool = make_pool()
-    recorder = RecordingBackend(memory_backend())
+    recorder = FaultingRecorder(memory_backend())
     with CacheController(recorder, pool, settings=ControllerSettings(prefetch_threshold=0)) as controller:
         wait_all(controller.prefetch(keys=keys_for(3)))
     assert recorder.registered == [("register_mem_pool_host", pool), ("on_host_pools_registered", None)]
@@ -229,7 +229,7 @@ def test_host_pools_are_registered_once_before_io():
 @pytest.mark.clause("BE-27", "BE-24")
 def test_on_host_pools_registered_fires_once_after_the_burst_and_a_raise_fails_construction():
     pool = make_pool()
-    recorder = RecordingBackend(memory_backend())
+    recorder = FaultingRecorder(memory_backend())
     sidecar = SidecarPool("indexer", make_pool(), kv_derived=True)
     with CacheController(
         recorder, pool, sidecar_pools=(sidecar,), settings=ControllerSettings(prefetch_threshold=0)
@@ -239,7 +239,7 @@ def test_on_host_pools_registered_fires_once_after_the_burst_and_a_raise_fails_c
     assert names == ["register_mem_pool_host", "kv", "indexer", "on_host_pools_registered"]
     assert not recorder.calls or recorder.calls[0].method.startswith("batch")
 
-    class Refusing(RecordingBackend):
+    class Refusing(FaultingRecorder):
         def on_host_pools_registered(self) -> None:
             raise RuntimeError("remote manager refused the pool set")
 
@@ -301,7 +301,7 @@ def test_unknown_policy_is_rejected():
 
 @pytest.mark.clause("KEY-2")
 def test_bad_keys_and_slots_are_rejected_and_nothing_is_written():
-    recorder = RecordingBackend(memory_backend())
+    recorder = FaultingRecorder(memory_backend())
     pool = make_pool()
     with CacheController(recorder, pool) as controller:
         with pytest.raises(ContractViolation) as error:

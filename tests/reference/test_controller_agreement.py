@@ -18,7 +18,7 @@ from hicache_reference import CacheController, SidecarPool, ThreadRankGroup
 from hicache_reference.settings import ControllerSettings
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
-    RecordingBackend,
+    FaultingRecorder,
     config,
     keys_for,
     make_pool,
@@ -30,7 +30,7 @@ PAGES = 8
 KEYS = keys_for(PAGES)
 
 
-class AnsweringBackend(RecordingBackend):
+class AnsweringBackend(FaultingRecorder):
     """Records calls; answers batch_exists_v2 with a fixed result (the rest goes to a memory backend)."""
 
     def __init__(self, inner: Any, answer: Optional[PoolTransferResult]) -> None:
@@ -154,7 +154,7 @@ def replicated_backup(transfers_for, failing=None):
     recorders, controllers, pools = [], [], []
     for rank in range(2):
         faults = {"batch_set_v2": failing} if failing is not None and rank == 1 else None
-        recorder = RecordingBackend(memory_backend(store=store, tp_rank=rank, tp_size=2, is_mla_model=True), faults)
+        recorder = FaultingRecorder(memory_backend(store=store, tp_rank=rank, tp_size=2, is_mla_model=True), faults)
         mamba, swa = make_pool(), make_pool()
         controller = CacheController(
             recorder,

@@ -26,7 +26,7 @@ from tests.reference.controller_checks import (
 )
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
-    RecordingBackend,
+    FaultingRecorder,
     fill_random,
     keys_for,
     make_pool,
@@ -57,7 +57,7 @@ def stored_backend():
 
 def prefetch_with(faults, *, call_deadline=None):
     backend, source, source_slots = stored_backend()
-    recorder = RecordingBackend(memory_backend(store=backend.store), faults)
+    recorder = FaultingRecorder(memory_backend(store=backend.store), faults)
     pool = make_pool()
     controller = CacheController(
         recorder, pool, settings=ControllerSettings(prefetch_threshold=0, call_deadline=call_deadline)
@@ -186,7 +186,7 @@ def test_backup_fault_stops_at_the_failed_slice(name, threads_before):
     fault, completed_pages = WRITE_FAULTS[name]
     pool = make_pool()
     fill_random(pool)
-    recorder = RecordingBackend(memory_backend(), {"batch_set_v1": fault})
+    recorder = FaultingRecorder(memory_backend(), {"batch_set_v1": fault})
     slots = pool.alloc(PAGES)
     with CacheController(recorder, pool) as controller:
         backup = controller.backup(KEYS, slots)
@@ -203,7 +203,7 @@ def test_backup_fault_stops_at_the_failed_slice(name, threads_before):
 def test_hung_backup_write_counts_as_failed(threads_before):
     release = threading.Event()
     pool = make_pool()
-    recorder = RecordingBackend(
+    recorder = FaultingRecorder(
         memory_backend(), {"batch_set_v1": on_call(1, lambda c, run: release.wait(30) and run())}
     )
     with CacheController(recorder, pool, settings=ControllerSettings(call_deadline=0.2)) as controller:

@@ -37,7 +37,7 @@ from tests.reference.controller_checks import (
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
     CountingHostPool,
-    RecordingBackend,
+    FaultingRecorder,
     fill_random,
     keys_for,
     make_pool,
@@ -73,7 +73,7 @@ class Pools:
             fill_random(pool, seed)
 
 
-def backup_node(pools: Pools, recorder: RecordingBackend, prefix=None):
+def backup_node(pools: Pools, recorder: FaultingRecorder, prefix=None):
     """Back up STORED pages with indexer and the SWA window of the last WINDOW pages."""
     kv_slots = pools.kv.alloc(STORED)
     swa_slots = pools.swa.alloc(WINDOW)
@@ -96,7 +96,7 @@ def backup_node(pools: Pools, recorder: RecordingBackend, prefix=None):
 
 def prefetch_node(store, faults=None, prefix=None):
     pools = Pools()
-    recorder = RecordingBackend(memory_backend(store=store), faults)
+    recorder = FaultingRecorder(memory_backend(store=store), faults)
     with CacheController(
         recorder,
         pools.kv,
@@ -112,7 +112,7 @@ def prefetch_node(store, faults=None, prefix=None):
 def stored():
     pools = Pools()
     pools.fill()
-    recorder = RecordingBackend(memory_backend())
+    recorder = FaultingRecorder(memory_backend())
     backup, kv_slots, swa_slots = backup_node(pools, recorder, prefix=ANCHOR)
     return pools, recorder, backup, kv_slots, swa_slots
 
@@ -163,7 +163,7 @@ def source_store(stored):
 @pytest.mark.clause("HYB-2", "HYB-1", "CTL-4")
 def test_short_derived_read_skips_the_sidecar_read():
     pools = Pools()
-    recorder = RecordingBackend(memory_backend())
+    recorder = FaultingRecorder(memory_backend())
     backup_node(pools, recorder)
     faults = {"batch_get_v2": on_call(1, lambda call, run: {"indexer": run()["indexer"][:-1] + [False]})}
     target, reader, operation = prefetch_node(recorder.inner.store, faults)
@@ -187,7 +187,7 @@ def test_short_derived_read_skips_the_sidecar_read():
 )
 def test_sidecar_read_is_all_or_nothing(result):
     pools = Pools()
-    recorder = RecordingBackend(memory_backend())
+    recorder = FaultingRecorder(memory_backend())
     backup_node(pools, recorder)
     faults = {"batch_get_v2": on_call(2, returning(result))}  # calls 0, 1: derived; 2: the sidecar read
     target, reader, operation = prefetch_node(recorder.inner.store, faults)
@@ -201,7 +201,7 @@ def test_sidecar_read_is_all_or_nothing(result):
 @pytest.mark.clause("HYB-5", "CTL-7")
 def test_failed_sidecar_write_writes_no_kv():
     pools = Pools()
-    recorder = RecordingBackend(
+    recorder = FaultingRecorder(
         memory_backend(),
         {"batch_set_v2": on_call(0, lambda call, run: {**run(), "swa": [True] * (WINDOW - 1) + [False]})},
     )
@@ -217,7 +217,7 @@ def test_bad_v2_hit_query_result_is_a_miss(result):
         kv_hit_pages = result
 
     pools = Pools()
-    recorder = RecordingBackend(memory_backend())
+    recorder = FaultingRecorder(memory_backend())
     backup_node(pools, recorder)
     target, reader, operation = prefetch_node(recorder.inner.store, {"batch_exists_v2": returning(Fake())})
     assert operation.hit_pages == 0 and operation.revoked
@@ -303,7 +303,7 @@ def store_long_prefix(stored: int = LONG_STORED, trailing: bool = True):
 def prefetch_long_prefix(store, controller_class=CacheController, trailing: bool = True, faults=None):
     """Prefetch the whole long chain through the engine suite's recorder (prefix: ANCHOR)."""
     pools = LongPools(trailing)
-    recorder = EngineRecorder(RecordingBackend(memory_backend(store=store), faults))
+    recorder = EngineRecorder(FaultingRecorder(memory_backend(store=store), faults))
     with controller_class(
         recorder,
         pools.kv,

@@ -30,7 +30,7 @@ from tests.reference.controller_checks import check_frees, pool_hits
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
     CountingHostPool,
-    RecordingBackend,
+    FaultingRecorder,
     config,
     fill_random,
     keys_for,
@@ -79,7 +79,7 @@ def test_a_raising_v2_hit_query_is_a_miss():
     store = memory_backend()
     store_with_swa(store)
     kv, swa = make_pool(), swa_pool()
-    recorder = RecordingBackend(memory_backend(store=store.store), {"batch_exists_v2": raising()})
+    recorder = FaultingRecorder(memory_backend(store=store.store), {"batch_exists_v2": raising()})
     with CacheController(
         recorder, kv, sidecar_pools=[swa_sidecar(swa)], settings=ControllerSettings(prefetch_threshold=0)
     ) as controller:
@@ -98,7 +98,7 @@ class HybridRank:
     def __init__(self, rank: int, group, store, faults=None) -> None:
         store_with_swa(memory_backend(store=store, tp_rank=rank, tp_size=2))
         self.kv, self.swa = make_pool(), swa_pool()
-        self.backend = RecordingBackend(memory_backend(store=store, tp_rank=rank, tp_size=2), faults)
+        self.backend = FaultingRecorder(memory_backend(store=store, tp_rank=rank, tp_size=2), faults)
         self.controller = CacheController(
             self.backend,
             self.kv,
@@ -274,7 +274,7 @@ def test_the_controllers_sidecar_pools_are_checked():
 
 @pytest.mark.clause("KEY-1", "KEY-3", "CTL-6")
 def test_prefetch_input_is_checked_and_nothing_is_sent():
-    recorder = RecordingBackend(memory_backend())
+    recorder = FaultingRecorder(memory_backend())
     with CacheController(recorder, make_pool(), settings=ControllerSettings(prefetch_threshold=0)) as controller:
         for args, kwargs, field in [
             ((), {}, "prefetch.token_ids"),
@@ -302,7 +302,7 @@ def test_prefetch_input_is_checked_and_nothing_is_sent():
 @pytest.mark.clause("HYB-5")
 def test_backup_sidecar_transfers_are_checked_and_nothing_is_written():
     kv, swa = make_pool(), swa_pool()
-    recorder = RecordingBackend(memory_backend())
+    recorder = FaultingRecorder(memory_backend())
     indexer = SidecarPool("indexer", make_pool(), kv_derived=True)
     with CacheController(recorder, kv, sidecar_pools=[swa_sidecar(swa), indexer]) as controller:
         slots = kv.alloc(2)
@@ -329,7 +329,7 @@ class Answer:
         self.restorable_prefix_pages = restorable
 
 
-class AnsweringBackend(RecordingBackend):
+class AnsweringBackend(FaultingRecorder):
     """Answers ``batch_exists_v2`` with a fixed result and keeps the pool transfers it was asked about."""
 
     def __init__(self, answer: Answer) -> None:
@@ -405,7 +405,7 @@ def test_the_v2_hit_query_names_each_pools_keys():
 # ================================================================== who writes replicated KV (CTL-8)
 def backup_as(storage_config) -> tuple:
     """Back up 2 pages under ``storage_config``; return (whether KV was written, the completed tokens)."""
-    recorder = RecordingBackend(memory_backend())
+    recorder = FaultingRecorder(memory_backend())
     pool = make_pool()
     with CacheController(recorder, pool, storage_config=storage_config) as controller:
         backup = controller.backup(KEYS[:2], pool.alloc(2))
@@ -555,7 +555,7 @@ class FailingFreePool(CountingHostPool):
 def test_a_raising_host_free_is_recorded_and_the_final_ack_still_comes():
     pool = FailingFreePool(600, PAGE_SIZE, 2, 1, 4, kind="mha", pin_memory=False)
     backend, _ = stored_backend(3)
-    recorder = RecordingBackend(memory_backend(store=backend.store), {"batch_get_v1": short_by(1)})
+    recorder = FaultingRecorder(memory_backend(store=backend.store), {"batch_get_v1": short_by(1)})
     with CacheController(recorder, pool, settings=ControllerSettings(prefetch_threshold=0)) as controller:
         operation = controller.prefetch(keys=KEYS[:3])  # loads 2 of the 3 pages hit: the last slot is freed
         wait_all(operation)
@@ -570,7 +570,7 @@ def swa_prefetch(faults=None, short_pool=False):
     store_with_swa(store)
     kv, swa = make_pool(), swa_pool()
     swa.alloc_short = short_pool
-    recorder = RecordingBackend(memory_backend(store=store.store), faults)
+    recorder = FaultingRecorder(memory_backend(store=store.store), faults)
     with CacheController(
         recorder, kv, sidecar_pools=[swa_sidecar(swa)], settings=ControllerSettings(prefetch_threshold=0)
     ) as controller:
@@ -608,7 +608,7 @@ def test_a_raising_derived_read_loads_nothing():
         store, make_pool(), sidecar_pools=[SidecarPool(PoolName.INDEXER, make_pool(), kv_derived=True)]
     ) as writer:
         wait_all(writer.backup(KEYS, writer.host_pool.alloc(PAGES)))
-    recorder = RecordingBackend(memory_backend(store=store.store), {"batch_get_v2": raising()})
+    recorder = FaultingRecorder(memory_backend(store=store.store), {"batch_get_v2": raising()})
     with CacheController(
         recorder, kv, sidecar_pools=[indexer], settings=ControllerSettings(prefetch_threshold=0)
     ) as controller:
@@ -622,7 +622,7 @@ def test_a_raising_derived_read_loads_nothing():
 def mamba_backup(storage_config, faults):
     """Back up 2 pages with the MAMBA state of the last one; return (the backup, the recorder)."""
     kv, mamba = make_pool(), swa_pool()
-    recorder = RecordingBackend(memory_backend(), faults)
+    recorder = FaultingRecorder(memory_backend(), faults)
     transfer = PoolTransfer(
         name=PoolName.MAMBA, keys=KEYS[1:2], host_indices=mamba.alloc(1), hit_policy=PoolHitPolicy.TRAILING_PAGES
     )
@@ -800,7 +800,7 @@ def test_the_worker_threads_never_hold_the_process(threads_before):
 def test_close_lets_every_operation_submitted_before_it_finish_normally(threads_before):
     """close() first waits for the queued work (most of its timeout); only what is still running then is abandoned."""
     backend, pool = stored_backend(PAGES)
-    recorder = RecordingBackend(backend)
+    recorder = FaultingRecorder(backend)
     controller = CacheController(
         recorder, pool, settings=ControllerSettings(prefetch_threshold=0, register_host_pools=False)
     )
@@ -825,7 +825,7 @@ def test_close_without_a_timeout_budget_never_waits_for_a_hung_backend_call():
         return run()
 
     backend, pool = stored_backend(3)
-    recorder = RecordingBackend(backend, {"batch_get_v1": hang})
+    recorder = FaultingRecorder(backend, {"batch_get_v1": hang})
     controller = CacheController(
         recorder, pool, settings=ControllerSettings(prefetch_threshold=0, register_host_pools=False, call_deadline=None)
     )
@@ -847,7 +847,7 @@ ANCHOR = keys_for(2, offset=70_000)
 def test_a_trailing_sidecar_write_first_in_its_backup_gets_the_prefix_that_joins_its_keys():
     """The backup's first call starts mid-span (the SWA window): its prefix is the anchor and the span before it."""
     kv, swa = make_pool(), swa_pool()
-    recorder = RecordingBackend(memory_backend())
+    recorder = FaultingRecorder(memory_backend())
     transfer = PoolTransfer(
         name=PoolName.SWA,
         keys=KEYS[PAGES - WINDOW :],
@@ -880,7 +880,7 @@ def kv_ranks(stored: tuple, threshold: int = 0, on_first_read=None):
         assert all(writer.batch_set_v1(list(KEYS[: stored[rank]]), slots))
         pool.free(slots)
         faults = {"batch_get_v1": lambda call, run, pool=pool, rank=rank: on_first_read(rank, pool, run)}
-        recorder = RecordingBackend(
+        recorder = FaultingRecorder(
             memory_backend(store=store, tp_rank=rank, tp_size=2), faults if on_first_read else None
         )
         controller = CacheController(

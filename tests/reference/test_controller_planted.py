@@ -43,7 +43,7 @@ from tests.reference.controller_helpers import (
     PAGE_SIZE,
     CountingHostPool,
     FakeClock,
-    RecordingBackend,
+    FaultingRecorder,
     config,
     fill_random,
     keys_for,
@@ -96,7 +96,7 @@ def round_trip(cls, prefix=ANCHOR, stored=PAGES):
     fill_random(source)
     backend = memory_backend()
     source_slots = store_pages(backend, source, KEYS[:stored])
-    recorder = RecordingBackend(memory_backend(store=backend.store))
+    recorder = FaultingRecorder(memory_backend(store=backend.store))
     pool = make_pool()
     with cls(
         recorder, pool, settings=ControllerSettings(prefetch_threshold=0, pass_prefix_keys=prefix is not None)
@@ -116,7 +116,7 @@ def round_trip(cls, prefix=ANCHOR, stored=PAGES):
 def faulty_read(cls, fault, loaded_pages):
     backend = memory_backend()
     store_pages(backend, make_pool(), KEYS)
-    recorder = RecordingBackend(memory_backend(store=backend.store), {"batch_get_v1": fault})
+    recorder = FaultingRecorder(memory_backend(store=backend.store), {"batch_get_v1": fault})
     pool = make_pool()
     with cls(recorder, pool, settings=ControllerSettings(prefetch_threshold=0)) as controller:
         operation = controller.prefetch(keys=KEYS)
@@ -141,7 +141,7 @@ def revoke(cls):
 
 def short_span(cls):
     """A span of 3 pages (6 tokens) under a threshold of 8 tokens: declined before any query (CTL-3)."""
-    recorder = RecordingBackend(memory_backend())
+    recorder = FaultingRecorder(memory_backend())
     with cls(recorder, make_pool(), settings=ControllerSettings(prefetch_threshold=4 * PAGE_SIZE)) as controller:
         operation = controller.prefetch(keys=keys_for(3))
         wait_all(operation)
@@ -154,7 +154,7 @@ def timeout_policy(cls):
     clock = FakeClock()
     backend = memory_backend()
     store_pages(backend, make_pool(), KEYS)
-    recorder = RecordingBackend(
+    recorder = FaultingRecorder(
         memory_backend(store=backend.store), {"batch_get_v1": lambda call, run: (clock.advance(2.1), run())[1]}
     )
     with cls(recorder, make_pool(), clock=clock, settings=ControllerSettings(prefetch_threshold=0)) as controller:
@@ -166,7 +166,7 @@ def timeout_policy(cls):
 
 def faulty_backup(cls):
     pool = make_pool()
-    recorder = RecordingBackend(memory_backend(), {"batch_set_v1": on_call(1, short_by(1))})
+    recorder = FaultingRecorder(memory_backend(), {"batch_set_v1": on_call(1, short_by(1))})
     with cls(recorder, pool) as controller:
         backup = controller.backup(KEYS, pool.alloc(PAGES))
         finish(backup)
@@ -186,7 +186,7 @@ class HybridPools:
 
 def hybrid_backup(cls, stored=200):
     pools = HybridPools()
-    recorder = RecordingBackend(memory_backend())
+    recorder = FaultingRecorder(memory_backend())
     swa = PoolTransfer(
         name=PoolName.SWA,
         keys=KEYS[stored - WINDOW : stored],
@@ -203,7 +203,7 @@ def hybrid_backup(cls, stored=200):
 def hybrid_prefetch(cls, faults=None):
     store = hybrid_backup(CacheController)
     pools = HybridPools()
-    recorder = RecordingBackend(memory_backend(store=store), faults)
+    recorder = FaultingRecorder(memory_backend(store=store), faults)
     with cls(
         recorder, pools.kv, sidecar_pools=pools.sidecars, settings=ControllerSettings(prefetch_threshold=0)
     ) as controller:
@@ -242,7 +242,7 @@ def two_ranks(
         backend = memory_backend(store=store, tp_rank=rank, tp_size=2, is_mla_model=mla)
         if stored[rank]:
             store_pages(backend, make_pool(), KEYS[: stored[rank]])
-        recorder = RecordingBackend(backend, faults[rank])
+        recorder = FaultingRecorder(backend, faults[rank])
         group = CountingGroup(groups[rank])
         controller = cls(
             recorder,

@@ -18,7 +18,7 @@ from tests.reference.controller_checks import check_frees, check_prefetch_acks
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
     FakeClock,
-    RecordingBackend,
+    FaultingRecorder,
     keys_for,
     make_pool,
     memory_backend,
@@ -50,7 +50,7 @@ def run_policy(policy, on_read, clock=None, **settings):
         on_read(holder["operation"], clock)
         return run()
 
-    recorder = RecordingBackend(memory_backend(store=stored_store()), {"batch_get_v1": read})
+    recorder = FaultingRecorder(memory_backend(store=stored_store()), {"batch_get_v1": read})
     pool = make_pool()
     gate = threading.Event()
     recorder.faults["batch_exists"] = lambda call, run: gate.wait(10) and run()
@@ -125,7 +125,7 @@ def test_timeout_setting_gives_the_deadline(base, per_ki, maximum):
 @pytest.mark.clause("CTL-14")
 def test_timeout_follows_the_requested_span_not_the_hit():
     """Half the span stored: the deadline is still that of the whole requested span."""
-    recorder = RecordingBackend(memory_backend(store=stored_store()))
+    recorder = FaultingRecorder(memory_backend(store=stored_store()))
     with CacheController(
         recorder, make_pool(), clock=FakeClock(), settings=ControllerSettings(prefetch_threshold=0)
     ) as controller:
@@ -140,7 +140,7 @@ def test_timeout_follows_the_requested_span_not_the_hit():
 @pytest.mark.clause("CTL-9", "RANK-1")
 def test_best_effort_termination_before_the_hit_query_revokes():
     release = threading.Event()
-    recorder = RecordingBackend(memory_backend(store=stored_store()))
+    recorder = FaultingRecorder(memory_backend(store=stored_store()))
     recorder.faults["batch_exists"] = lambda call, run: release.wait(10) and run()
     pool = make_pool()
     with CacheController(recorder, pool, settings=ControllerSettings(prefetch_threshold=0)) as controller:

@@ -22,7 +22,7 @@ from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain
 from tests.reference.controller_checks import check_prefixes
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
-    RecordingBackend,
+    FaultingRecorder,
     config,
     fill_random,
     make_pool,
@@ -52,8 +52,8 @@ def test_each_slice_prefix_extends_the_previous_slice_prefix(threads_before):
     chain = compute_key_chain(tuple(tokens), PAGE_SIZE, ANCHOR_KEYS[-1])
     source, target = make_pool(), make_pool()
     fill_random(source)
-    writer = RecordingBackend(memory_backend())
-    reader = RecordingBackend(memory_backend(store=writer.inner.store))
+    writer = FaultingRecorder(memory_backend())
+    reader = FaultingRecorder(memory_backend(store=writer.inner.store))
     with CacheController(
         writer, source, storage_config=config(), settings=ControllerSettings(pass_prefix_keys=True)
     ) as controller:

@@ -17,7 +17,7 @@ from hicache_spec import STORAGE_BATCH_SIZE
 from tests.reference.controller_checks import check_frees, check_prefetch_acks
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
-    RecordingBackend,
+    FaultingRecorder,
     config,
     fill_random,
     keys_for,
@@ -69,7 +69,7 @@ class Rank:
                 end = min(start + STORAGE_BATCH_SIZE, stored_pages)
                 backend.batch_set_v1(list(KEYS[start:end]), slots[start * PAGE_SIZE : end * PAGE_SIZE])
             self.pool.free(slots)
-        self.backend = RecordingBackend(backend, faults)
+        self.backend = FaultingRecorder(backend, faults)
         self.group = CountingGroup(group)
         self.controller = CacheController(
             self.backend,

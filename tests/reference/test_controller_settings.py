@@ -20,7 +20,7 @@ from hicache_reference.attachment import Attachment
 from hicache_reference.hit_query import HitQuery
 from hicache_reference.settings import SETTING_NAMES
 from hicache_spec import STORAGE_BATCH_SIZE
-from tests.reference.controller_helpers import PAGE_SIZE, RecordingBackend, keys_for, make_pool, memory_backend
+from tests.reference.controller_helpers import PAGE_SIZE, FaultingRecorder, keys_for, make_pool, memory_backend
 
 BAD = [
     ("batch_size", 0, "must be an int >= 1", "CTL-2"),
@@ -110,7 +110,7 @@ def test_settings_are_frozen_and_compare_by_value():
 
 def run(controller_class, **options):
     """A backup then a prefetch of 10 pages; return what the backend saw, the acks and the settings."""
-    recorder = RecordingBackend(memory_backend())
+    recorder = FaultingRecorder(memory_backend())
     pool = make_pool()
     recorder.register_mem_pool_host(pool)
     with controller_class(recorder, pool, **options) as controller:
@@ -182,7 +182,7 @@ class NoBurstEnd(Attachment):
 
 def registration_of(controller_class):
     """The registration calls a controller of ``controller_class`` makes at construction."""
-    recorder = RecordingBackend(memory_backend())
+    recorder = FaultingRecorder(memory_backend())
     controller_class(recorder, make_pool(), start=False)
     return [name for name, _ in recorder.registered]
 

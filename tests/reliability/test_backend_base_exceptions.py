@@ -31,7 +31,7 @@ from hicache_reference.calls import BackendCaller, CallOutcome
 from hicache_reference.settings import ControllerSettings
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
-    RecordingBackend,
+    FaultingRecorder,
     keys_for,
     make_pool,
     memory_backend,
@@ -102,7 +102,7 @@ def test_a_base_exception_fails_the_call_at_once_and_stops_only_after_the_acks(
 ) -> None:
     writer = memory_backend()
     store_pages(writer, make_pool(), KEYS)
-    recorder = RecordingBackend(memory_backend(store=writer.store), {method: on_call(call_number, raising(error))})
+    recorder = FaultingRecorder(memory_backend(store=writer.store), {method: on_call(call_number, raising(error))})
     pool = make_pool()
     controller = CacheController(
         recorder, pool, settings=ControllerSettings(prefetch_threshold=0, call_deadline=call_deadline)

@@ -22,7 +22,7 @@ from hicache_reference import CacheController
 from hicache_reference.calls import DEFAULT_CALL_DEADLINE, BackendCaller
 from hicache_reference.workers import Workers
 from hicache_reference.settings import ControllerSettings
-from tests.reference.controller_helpers import PAGE_SIZE, RecordingBackend, keys_for, make_pool, memory_backend, on_call
+from tests.reference.controller_helpers import PAGE_SIZE, FaultingRecorder, keys_for, make_pool, memory_backend, on_call
 
 KEYS = keys_for(300)
 
@@ -65,7 +65,7 @@ def test_a_hung_call_holds_neither_the_final_ack_nor_close(
     store = f"hang-{tmp_path.name}-{method}-{call_deadline}"
     stored(store)
     release, entered = threading.Event(), threading.Event()
-    recorder = RecordingBackend(
+    recorder = FaultingRecorder(
         memory_backend(store=store), {method: on_call(call_number, hang_until(release, entered))}
     )
     pool = make_pool()
