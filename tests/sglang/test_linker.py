@@ -6,8 +6,8 @@ wrapper's rank agreement against the spec's oracle; SGLang's Mooncake direct lin
 store through its ``storage=`` seam.
 Expected: the reference linkers pass every check whose clause holds for the release and subclass
 the release's UnifiedCacheLinker; each planted linker fails its own check; the wrapper agrees on
-the largest length every rank reported (LNK-22); the Mooncake linker gets a verdict per clause or
-a skip naming why it cannot be built on CPU.
+the largest length every rank reported (LNK-22); the Mooncake linker, over a DSA KV cache on CPU and a
+fake store, passes every check it can be built for and sends its store no prefix (LNK-23).
 Why it matters: the checks must hold through the code that drives a linker in production.
 """
 
@@ -20,10 +20,13 @@ import random
 import pytest
 
 from hicache_contracts.linker.checks import CHECKS
-from hicache_contracts.linker.harness import LINKER_MODULE, WrapperDriver, fresh_setup, linker_arguments
+import torch
+
+from hicache_contracts.linker.harness import LINKER_MODULE, WrapperDriver, fresh_setup, linker_arguments, make_transfer
 from hicache_contracts.linker.suite import FAIL, PASS, SKIP, run_linker_suite
 from hicache_spec.linker import intersect_rank_lookups
 from hicache_spec.registry import clause, holds_for
+from tests.linker.mooncake_fake import mooncake_factory
 
 CLAUSE_OF = {check.name: check.clause for check in CHECKS}
 BEHAVIOUR = sorted(set(CLAUSE_OF.values()), key=lambda c: int(c.split("-")[1]))
@@ -96,43 +99,47 @@ def test_wrapper_rank_agreement_is_the_spec_oracle(release, linker_module, refer
         linker.close()
 
 
-class _FakeMooncake:
-    """The MooncakeStore stand-in passed through the ``storage=`` seam (its buffers registered, nothing stored)."""
-
-    def __init__(self):
-        self.store = self
-        self.mla_suffix = self.mha_suffix = ""
-
-    def register_buffer(self, ptr, size):
-        return 0
-
-    def close(self):
-        pass
-
-
-def _mooncake_factory(release):
-    module = importlib.import_module("sglang.srt.mem_cache.storage.mooncake_store.mooncake_direct_linker")
-
-    def build(setup):
-        server_args, params, extra = linker_arguments(setup)
-        component_type = importlib.import_module("sglang.srt.mem_cache.unified_cache.component_type")
-        keywords = {"components": {component_type.ComponentType.FULL}, "storage": _FakeMooncake()}
-        if release == "0.5.23":
-            keywords.update(extra_config=extra, forward_stream=None)
-        return module.MooncakeDirectLinker(server_args, params, **keywords)
-
-    return build
+MOONCAKE_SKIPS = {
+    "non_owner_rank_writes_nothing": "reads its TP rank from torch.distributed",
+}
+"""Checks the Mooncake factory cannot build for (one process is TP rank 0), with the reason's words."""
 
 
 def test_mooncake_direct_linker_through_the_suite(release, linker_module, tmp_path) -> None:
-    build = _mooncake_factory(release)
-    try:
-        linker = build(fresh_setup(tmp_path))
-    except Exception as error:
-        pytest.skip(
-            f"SGLang {release}'s MooncakeDirectLinker cannot be built over the suite's CPU pools: "
-            f"{type(error).__name__}: {error}"
-        )
-    linker.close()
-    report = run_linker_suite(factory=build)
+    """SGLang's own direct linker, over a fake MooncakeStore: a verdict per clause (docs/linkers.md)."""
+    report = run_linker_suite(factory=mooncake_factory(release))
     print(report.render())
+    assert report.mode == "wrapper" and report.ok, report.render()
+    for check in CHECKS:
+        row = report.result(check.name)
+        if not holds_for(clause(check.clause), release):
+            assert row.status == SKIP
+        elif check.name in MOONCAKE_SKIPS:
+            assert row.status == SKIP and MOONCAKE_SKIPS[check.name] in row.detail, report.render()
+        else:
+            assert row.status == PASS, report.render()
+    cancel = report.result("cancel_only_queued").detail
+    assert ("declined" in cancel) == (release in ("0.5.20", "0.5.21"))  # those releases never cancel
+
+
+@pytest.mark.clause("LNK-23")
+def test_mooncake_direct_linker_sends_no_prefix_and_only_a_session_id(release, linker_module, tmp_path) -> None:
+    build = mooncake_factory(release)
+    linker = build(fresh_setup(tmp_path))
+    try:
+        driver = WrapperDriver(linker, release)
+        driver.cache.insert_session_id = "session-7"
+        keys = [f"{n:064x}" for n in range(1, 3)]
+        assert driver.offload([make_transfer("kv", keys, torch.arange(0, 8))])
+        assert driver.offload_results(1) == [True]
+        assert driver.lookup("rid", [make_transfer("kv", keys)]) == [1, 2]
+    finally:
+        linker.close()
+    calls = linker.storage.calls
+    assert [name for name, _ in calls] == ["batch_set_v2", "batch_exists_v2"]
+    assert calls[1][1] is None
+    sent = calls[0][1]
+    if release == "0.5.23":
+        assert sent.extra_info == {"session_id": "session-7"} and not getattr(sent, "prefix_keys", None)
+    else:
+        assert sent is None
