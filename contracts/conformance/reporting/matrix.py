@@ -180,7 +180,10 @@ def _one_line(text: str, limit: int = 240) -> str:
 
 
 def _levels(rows: list[Row]) -> list[str]:
-    return list(dict.fromkeys(level for row in rows for level in row.levels))
+    """The columns: the levels of the row with the most, in its order, then any other in the order first seen."""
+    widest = max(rows, key=lambda row: len(row.levels), default=None)
+    first = list(widest.levels) if widest is not None else []
+    return list(dict.fromkeys(first + [level for row in rows for level in row.levels]))
 
 
 def _link(bundle: str, base: Path, name: str = "report.md") -> str:
