@@ -293,3 +293,16 @@ def test_a_malformed_known_failures_file_is_a_usage_error(tmp_path, capsys) -> N
         "hicache-conform run: --known-failures: entry 1: reason: must be one of backend defect, not applicable, "
         "suite bug (got 'flaky')"
     )
+
+
+def test_an_expected_failure_a_check_did_not_reach_has_not_flipped() -> None:
+    entry = ExpectedFailure("BE-21", "backend defect", "DIV-5")
+    checks = (
+        CheckOutcome("a_whole_chain", ("BE-21",), "pass"),
+        CheckOutcome("folds", ("BE-26", "BE-21"), "fail", clause_id="BE-26", message="no restorable lengths"),
+    )
+    report = _report(_clause("BE-21", "pass", level="v2"), checks=checks, levels=("core", "v2"))
+    baseline = compare_with_baseline(report, (entry,))
+    assert (baseline.now_passing, baseline.not_checked) == ((), ("BE-21",))
+    reached = compare_with_baseline(_report(_clause("BE-21", "pass", level="v2"), checks=checks[:1]), (entry,))
+    assert reached.now_passing == ("BE-21",)

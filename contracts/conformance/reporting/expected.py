@@ -170,9 +170,11 @@ class Baseline:
     still_failing: tuple[str, ...]
     """Entries whose clause or check failed again (reported, not fatal)."""
     now_passing: tuple[str, ...]
-    """Entries whose clause or check passed: fatal, the entry must go (a strict expected failure)."""
+    """Entries whose clause or check passed, every check of the clause reaching it: fatal, the entry must go (a strict
+    expected failure)."""
     not_checked: tuple[str, ...]
-    """Entries whose clause or check did not run (skipped, or not in this run)."""
+    """Entries whose clause or check did not run (skipped, not in this run, or a check of the clause stopped at another
+    clause before reaching it)."""
     expired: tuple[str, ...]
     """Entries that hold only until an older release than the run's: they excuse nothing."""
     unexpected: tuple[str, ...]
@@ -233,11 +235,16 @@ def compare_with_baseline(
     for entry in live:
         if entry.is_check:
             statuses = {outcome.status for outcome in outcomes if outcome.check == entry.target}
+            stopped = False
         else:
             statuses = {verdict.status for verdict in verdicts if verdict.clause_id == entry.target}
+            stopped = any(  # a check of the clause stopped at another one before it reached this one
+                entry.target in outcome.clauses and outcome.status == FAIL and outcome.clause_id != entry.target
+                for outcome in outcomes
+            )
         if FAIL in statuses:
             still.append(entry.target)
-        elif PASS in statuses:
+        elif PASS in statuses and not stopped:
             passing.append(entry.target)
         else:
             unchecked.append(entry.target)
