@@ -230,3 +230,19 @@ def test_a_baseline_that_the_report_does_not_give_is_refused(tmp_path) -> None:
     assert verify_bundle(str(folder))[-1] == (
         "submission.json: baseline.now_passing: [], but report.json read against the expected failures gives ['BE-3']"
     )
+
+
+def test_the_manifest_shows_no_secret(tmp_path) -> None:
+    report = _report(be3="skip", check="skip")
+    (section,) = report.sections
+    verdicts = tuple(
+        dataclasses.replace(verdict, reason="no hooks for redis://user:hunter2@db:6379")
+        if verdict.clause_id == "BE-3"
+        else verdict
+        for verdict in section.clauses
+    )
+    secret = SuiteReport((dataclasses.replace(section, clauses=verdicts),)).with_secrets(["hunter2"])
+    folder = tmp_path / "bundle"
+    write_bundle(secret, str(folder), ["BE-3 was skipped: no hooks for redis://user:hunter2@db:6379"], product=PRODUCT)
+    for path in folder.iterdir():
+        assert "hunter2" not in path.read_text(), path.name

@@ -48,6 +48,7 @@ from hicache_contracts.conformance.reporting.report import (
     ReportSection,
     SuiteReport,
 )
+from hicache_contracts.conformance.reporting.redaction import redact
 from hicache_contracts.conformance.reporting.version import tool_version
 
 __all__ = [
@@ -256,8 +257,10 @@ def manifest(
     expected: tuple[ExpectedFailure, ...] = (),
     baseline: Optional[Baseline] = None,
 ) -> dict[str, Any]:
-    """Return the ``submission.json`` document of ``report`` (without the file digests)."""
+    """Return the ``submission.json`` document of ``report`` (without the file digests; every text redacted)."""
     from hicache_spec.releases import SGLANG_RELEASES
+
+    problems = [redact(problem, report.secrets) for problem in problems]
 
     options = report.sections[0].options if report.sections else {}
     release = next((s.options.get("sglang_release") for s in report.sections if s.options.get("sglang_release")), None)

@@ -17,6 +17,7 @@ from hicache_contracts.conformance.reporting.expected import (
     compare_with_baseline,
     parse_expected_failures,
 )
+from hicache_contracts.conformance.reporting.redaction import redact
 from hicache_contracts.conformance.reporting.report import SuiteReport
 
 __all__ = ["PRODUCT_FLAGS", "add_arguments", "finish_run", "read_expected", "read_product"]
@@ -93,6 +94,7 @@ def finish_run(report: SuiteReport, args: Any, options: Any, expected: tuple[Exp
         product = read_product(args)
         problems = certification_problems(report, profile=options.profile, checks=options.checks, expected=expected)
         problems += [expected_failure_passes(target) for target in (baseline.now_passing if baseline else ())]
+        problems = [redact(problem, report.secrets) for problem in problems]
         problems += [
             f"the product manifest has no {name} (--product PRODUCT.yaml or {flag})"
             for name, flag, _ in PRODUCT_FLAGS
