@@ -446,6 +446,13 @@ def _run_isolated(
     its whole process group is killed (anything the backend forked or left
     running goes with it), and the temporary directory is removed.
     """
+    if _cuda_initialised():  # a forked child cannot use CUDA the parent initialised
+        print(
+            "hicache-conform run: CUDA is initialised in this process (by the backend's module?), so the backend "
+            "runs in it: nothing bounds a backend that never returns (--deadline does not apply)",
+            file=sys.stderr,
+        )
+        return _run(factory, job, options, printer, include_engine=include_engine)
     if job is not None and options.seed is None:  # one seed for every section, so that one --seed replays the run
         options = dataclasses.replace(options, seed=random.SystemRandom().randrange(2**31))
     directory = tempfile.mkdtemp(prefix="hicache-conform-") if job is not None else None
@@ -466,6 +473,15 @@ def _run_isolated(
         os.close(read_end)
         if directory is not None:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def _cuda_initialised() -> bool:
+    """Whether this process initialised CUDA (torch imported and its CUDA state made)."""
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_initialized())
+    except Exception:
+        return False
 
 
 def _child(

@@ -254,3 +254,23 @@ def test_in_one_process_a_non_daemon_thread_ends_the_command_with_exit_1(tmp_pat
     assert process.stderr.rstrip().splitlines()[-1] == ISOLATED["thread"][3]
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["interrupted"] is True and report["passed"] is False
+
+
+def test_with_cuda_initialised_the_backend_runs_in_process_and_says_so(
+    tmp_path: Any, monkeypatch: Any, capsys: Any
+) -> None:
+    """A forked child cannot use CUDA its parent initialised: the run stays in process, with a line saying so."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    store = f"cuda-{tmp_path.name}"
+    extra = json.dumps({"hostile": "none", "after": 10**9, "store": store})
+    arguments = ["run", "--backend", HOSTILE, "--extra-config", extra, "--levels", "core,v1", "--quiet"]
+    arguments += ["--profile", "smoke", "--seed", "0", "--no-color", "--check", CHECK, "--isolation", "process"]
+    backends.Hostile.gets = 0
+    assert main(arguments) == 0
+    assert capsys.readouterr().err == (
+        "hicache-conform run: CUDA is initialised in this process (by the backend's module?), so the backend runs in "
+        "it: nothing bounds a backend that never returns (--deadline does not apply)\n"
+    )
+    assert backends.Hostile.gets > 0  # the calls were made in this process
