@@ -63,7 +63,9 @@ class PageObjects:
 
     # ------------------------------------------------------------ names
     def namespace_of(self, config: Any) -> str:
-        tp = "*" if config.is_mla_model else f"{config.tp_rank}/{config.tp_size}"
+        # replicated KV is one per DCP rank (each holds its own part of a page)
+        dcp = f"dcp{getattr(config, 'dcp_rank', 0)}/{getattr(config, 'dcp_size', 1)}"
+        tp = f"*{dcp}" if config.is_mla_model else f"{config.tp_rank}/{config.tp_size}"
         return f"{config.model_name}|pp{config.pp_rank}/{config.pp_size}|cp{config.attn_cp_rank}/{config.attn_cp_size}|tp{tp}"
 
     def name(self, key: str, pool: str = "kv") -> str:

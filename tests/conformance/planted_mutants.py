@@ -1241,7 +1241,9 @@ class FoldsByTheSmallestPoolHit(CorrectBackend):
             for _, policy, window, present in (self.pool_query(item, keys) for item in pool_transfers or ())
         ]
         return PoolTransferResult(
-            kv_hit_pages=min([kv_hit, *boundaries]), extra_pool_hit_pages=result.extra_pool_hit_pages
+            kv_hit_pages=min([kv_hit, *boundaries]),
+            extra_pool_hit_pages=result.extra_pool_hit_pages,
+            restorable_prefix_pages=result.restorable_prefix_pages,
         )
 
 

@@ -113,6 +113,9 @@ def concurrent_calls_keep_every_key_consistent(suite: SuiteContext) -> None:
     stats_problems: list[str] = []
     barrier = threading.Barrier(workers + 1)
     finished = threading.Event()
+    paced = threading.Condition()
+    writes_begun = [0]  # how many calls the writing thread has begun
+    writer_done = threading.Event()
     origin = time.monotonic_ns()
 
     def worker(index: int) -> None:
@@ -123,15 +126,28 @@ def concurrent_calls_keep_every_key_consistent(suite: SuiteContext) -> None:
         except threading.BrokenBarrierError:
             return
         operation = role_of(index)
-        for _ in range(profile.concurrency_operations):
-            chosen = rng.sample(keys, rng.randint(1, min(PAGES_PER_THREAD, len(keys))))
-            start = time.monotonic_ns()
-            try:
-                outcome: Any = _guarded_call(suite, instance, operation, chosen, own_pages[: len(chosen)])
-            except ClauseFailure as failure:
-                problems.append(Problem(index, operation, tuple(chosen), start, failure))
-                continue
-            events.append(Event(index, operation, tuple(chosen), start, time.monotonic_ns(), outcome))
+        try:
+            for turn in range(profile.concurrency_operations):
+                chosen = rng.sample(keys, rng.randint(1, min(PAGES_PER_THREAD, len(keys))))
+                if operation == "set":
+                    with paced:
+                        writes_begun[0] = turn + 1
+                        paced.notify_all()
+                else:  # keep pace with the backup thread, so that lookups and reads meet its writes
+                    with paced:
+                        paced.wait_for(lambda: writes_begun[0] > turn or writer_done.is_set(), timeout=bound)
+                start = time.monotonic_ns()
+                try:
+                    outcome: Any = _guarded_call(suite, instance, operation, chosen, own_pages[: len(chosen)])
+                except ClauseFailure as failure:
+                    problems.append(Problem(index, operation, tuple(chosen), start, failure))
+                    continue
+                events.append(Event(index, operation, tuple(chosen), start, time.monotonic_ns(), outcome))
+        finally:
+            if operation == "set":  # the others stop keeping pace, however the writer ended
+                with paced:
+                    writer_done.set()
+                    paced.notify_all()
 
     def stats() -> None:
         calls = 0

@@ -81,74 +81,83 @@ def watched_info(suite: SuiteContext, prefix: list[str]) -> tuple[Any, WatchedLi
     return ExtraInfoStandIn(prefix_keys=watched, extra_info=None), watched
 
 
-def prefix_calls(suite: SuiteContext) -> list[tuple[str, Callable[[Any], Any]]]:
-    """Every call of a claimed level that takes extra_info, as ``(name, call(info))``; each writes fresh keys."""
+PrefixCall = tuple[str, Callable[..., Any], Callable[[], tuple[Any, ...]]]
+"""A call taking extra_info: its name, the backend method, and what makes its arguments before the extra info."""
+
+
+def prefix_calls(suite: SuiteContext) -> list[PrefixCall]:
+    """Every call of a claimed level that takes extra_info, as ``(name, method, arguments())``; each writes or asks
+    for fresh keys, and its arguments are shown whole in the transcript and the counterexample."""
     backend, pool = suite.instances.main.backend, suite.instances.main.pool
-    calls: list[tuple[str, Callable[[Any], Any]]] = [
-        ("batch_exists", lambda info: backend.batch_exists(suite.names.new_keys(2), info))
-    ]
+    calls: list[PrefixCall] = [("batch_exists", backend.batch_exists, lambda: (suite.names.new_keys(2),))]
     if suite.claims("v1"):
 
-        def set_v1(info: Any) -> Any:
+        def set_v1() -> tuple[Any, ...]:
             keys = suite.names.new_keys(2)
             for key, page in zip(keys, (0, 1)):
                 pool.poke(page, suite.pages.page_for(key, pool))
-            return backend.batch_set_v1(keys, pool.slots([0, 1]), info)
+            return keys, pool.slots([0, 1])
 
         calls += [
-            ("batch_set_v1", set_v1),
-            ("batch_get_v1", lambda info: backend.batch_get_v1(suite.names.new_keys(2), pool.slots([2, 3]), info)),
+            ("batch_set_v1", backend.batch_set_v1, set_v1),
+            ("batch_get_v1", backend.batch_get_v1, lambda: (suite.names.new_keys(2), pool.slots([2, 3]))),
         ]
     if suite.claims("v2"):  # v2 carries the sidecar pools
         swa = suite.instances.main.sidecars.get(PoolName.SWA.value, pool)
         calls += [
-            ("batch_exists_v2", lambda info: backend.batch_exists_v2(suite.names.new_keys(2), [], info)),
+            ("batch_exists_v2", backend.batch_exists_v2, lambda: (suite.names.new_keys(2), [])),
             (
                 "batch_set_v2",
-                lambda info: backend.batch_set_v2(
-                    [suite.wire.transfer(PoolName.SWA, suite.names.new_keys(1), swa.slots([4]))], info
-                ),
+                backend.batch_set_v2,
+                lambda: ([suite.wire.transfer(PoolName.SWA, suite.names.new_keys(1), swa.slots([4]))],),
             ),
             (
                 "batch_get_v2",
-                lambda info: backend.batch_get_v2(
-                    [suite.wire.transfer(PoolName.SWA, suite.names.new_keys(1), swa.slots([5]))], info
-                ),
+                backend.batch_get_v2,
+                lambda: ([suite.wire.transfer(PoolName.SWA, suite.names.new_keys(1), swa.slots([5]))],),
             ),
         ]
     return calls
 
 
+def shown_call(suite: SuiteContext, name: str, arguments: tuple[Any, ...], prefix: list[str]) -> str:
+    """``name(arguments..., extra_info(prefix_keys=[...]))``, every argument shown as the transcript shows it."""
+    shown = ", ".join(suite.names.show(argument) for argument in arguments)
+    return f"{name}({shown}, extra_info(prefix_keys={suite.names.show(prefix)}))"
+
+
 @conformance_check("PFX-6")
 def prefix_keys_are_never_mutated(suite: SuiteContext) -> None:
     """No call changes the prefix_keys list it receives."""
-    for name, call in prefix_calls(suite):
+    for name, method, arguments in prefix_calls(suite):
         prefix = suite.names.new_keys(3)
         info, watched = watched_info(suite, prefix)
-        suite.calls.call_as("PFX-6", name, call, info)
+        given = arguments()
+        suite.calls.call_as("PFX-6", name, method, *given, info)
         changed = list(watched) != prefix
         expect(
             not watched.mutations and not changed,
             "PFX-6",
             f"{name} mutated prefix_keys ({', '.join(watched.mutations) or 'its content changed'})",
-            f"{name}(..., extra_info(prefix_keys={suite.names.show(prefix)})) left prefix_keys as {suite.names.show(list(watched))}",
+            f"{shown_call(suite, name, given, prefix)} left prefix_keys as {suite.names.show(list(watched))}",
         )
 
 
 @conformance_check("PFX-6")
 def prefix_keys_are_copied_if_kept(suite: SuiteContext) -> None:
     """No call keeps the prefix_keys list after it returns (a backend that needs it later keeps a copy)."""
-    watchers: list[tuple[str, list[str], weakref.ref[WatchedList]]] = []
-    for name, call in prefix_calls(suite):
+    watchers: list[tuple[str, str, weakref.ref[WatchedList]]] = []
+    for name, method, arguments in prefix_calls(suite):
         prefix = suite.names.new_keys(3)
         info, watched = watched_info(suite, prefix)
-        suite.calls.call_as("PFX-6", name, call, info)
+        given = arguments()
+        suite.calls.call_as("PFX-6", name, method, *given, info)
         watched.append("changed-after-the-call")  # a backend reading its kept reference later would see this
-        watchers.append((name, prefix, weakref.ref(watched)))
-        del info, watched
+        watchers.append((name, shown_call(suite, name, given, prefix), weakref.ref(watched)))
+        del info, watched, given
     if any(watcher() is not None for _, _, watcher in watchers):
         gc.collect()  # only when needed: a reference cycle may hold the list until a collection
-    for name, prefix, watcher in watchers:
+    for name, shown, watcher in watchers:
         kept = watcher()
         if kept is not None:
             holders = [type(holder).__name__ for holder in gc.get_referrers(kept) if holder is not watchers][:3]
@@ -156,5 +165,5 @@ def prefix_keys_are_copied_if_kept(suite: SuiteContext) -> None:
                 "PFX-6",
                 f"{name} kept a reference to the prefix_keys list after returning (held by "
                 f"{', '.join(holders) or 'an object'}); a backend must copy what it keeps",
-                f"{name}(..., extra_info(prefix_keys={suite.names.show(prefix)})), then the caller drops the list",
+                f"{shown}, then the caller drops the list",
             )

@@ -127,7 +127,7 @@ def markdown(sections: tuple[ReportSection, ...], *, interrupted: bool) -> str:
                 for item in verdict.failures:
                     error = " (error of the suite, no verdict on the backend)" if verdict.status == ERROR else ""
                     lines += [f"- **{verdict.clause_id}**{error} (`{item.check}`): {_md(item.message)}"]
-                    if item.counterexample:
+                    if _shown(item.counterexample):
                         lines += ["", "  ```", *("  " + row for row in item.counterexample.splitlines()), "  ```"]
         lines.append("")
     return "\n".join(lines)
@@ -217,6 +217,11 @@ def _level_mark(verdicts: tuple[ClauseVerdict, ...], paint: "_Painter") -> str:
     return paint.green("✓")
 
 
+def _shown(counterexample: Optional[str]) -> bool:
+    """Whether a counterexample has anything to show (a blank one gets no block)."""
+    return bool(counterexample and counterexample.strip())
+
+
 def _md(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
@@ -249,7 +254,7 @@ def _failure_text(verdict: ClauseVerdict) -> str:
     parts = [verdict.statement, ""]
     for item in verdict.failures:
         parts.append(f"{item.check}: {item.message}")
-        if item.counterexample:
+        if _shown(item.counterexample):
             parts.append(f"counterexample:\n{item.counterexample}")
         parts.append("")
     return "\n".join(parts).rstrip() + "\n"
@@ -281,7 +286,7 @@ def _clause_lines(verdict: ClauseVerdict, paint: "_Painter", width: int) -> Iter
             + textwrap.fill(verdict.reason or NOT_JUDGED, room, subsequent_indent=" " * 17).lstrip()
         )
         for item in verdict.failures:
-            if item.counterexample:
+            if _shown(item.counterexample):
                 for row in item.counterexample.splitlines():
                     yield "                     " + row
         return
@@ -295,7 +300,7 @@ def _clause_lines(verdict: ClauseVerdict, paint: "_Painter", width: int) -> Iter
             + paint.red("✗ ")
             + textwrap.fill(f"{item.message}  [{item.check}]", room - 2, subsequent_indent=" " * 19).lstrip()
         )
-        if item.counterexample:
+        if _shown(item.counterexample):
             yield "                   " + paint.bold("counterexample:")
             for row in item.counterexample.splitlines():
                 yield "                     " + row

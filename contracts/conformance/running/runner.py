@@ -76,7 +76,9 @@ from hicache_contracts.conformance.running.verdicts import (
     not_applicable_verdicts,
     setup_reason,
     startup_verdicts,
+    raised_at,
     suite_frames,
+    with_raised_at,
 )
 from hicache_contracts.conformance.reporting.version import tool_version
 
@@ -197,6 +199,13 @@ class SuiteRunner:
     def _outcome_of(self, check: Check) -> CheckOutcome:
         if self.startup_failure is not None:
             failure = self.startup_failure
+            if any(outcome.status == FAIL for outcome in self.outcomes):  # one cause, one failure: told once
+                return CheckOutcome(
+                    check.name,
+                    check.clauses,
+                    SKIP,
+                    message=f"not run: the backend could not be built (see {failure.clause_id})",
+                )
             return CheckOutcome(
                 check.name,
                 check.clauses,
@@ -253,7 +262,7 @@ class SuiteRunner:
                 FAIL,
                 failure.clause_id,
                 failure.message,
-                self._actionable(check, failure.clause_id, failure.counterexample),
+                self._actionable(check, failure.clause_id, failure.counterexample, raised_at(failure)),
                 time.monotonic() - started,
             )
         except CheckSkipped as skipped:
@@ -343,12 +352,17 @@ class SuiteRunner:
         parts += [f"--check {check.name}", f"--seed {self.session.seed}"]
         return " ".join(parts)
 
-    def _actionable(self, check: Check, clause_id: str, counterexample: Optional[str]) -> str:
-        """Return ``counterexample`` followed by the clause's rationale, the check's last calls and the replay."""
+    def _actionable(
+        self, check: Check, clause_id: str, counterexample: Optional[str], raised: Optional[str] = None
+    ) -> str:
+        """Return ``counterexample`` followed by the clause's rationale, where the backend's code raised (``raised``),
+        the check's last calls and the replay."""
         lines = [counterexample] if counterexample else []
         rationale = lookup_clause(clause_id).rationale
         if rationale:
             lines.append(f"why it matters: {' '.join(rationale.split())}")
+        if raised:
+            lines.append(raised)
         calls = list(self.session.calls.transcript)
         if calls:
             lines.append(f"last backend calls ({len(calls)}, oldest first):")
@@ -366,7 +380,13 @@ class SuiteRunner:
         root = finding.clause_id
         if root in check.clauses:
             return CheckOutcome(
-                check.name, check.clauses, FAIL, root, finding.message, finding.counterexample, duration_s
+                check.name,
+                check.clauses,
+                FAIL,
+                root,
+                finding.message,
+                with_raised_at(finding.counterexample, finding),
+                duration_s,
             )
         decision = self._decided()
         if level_of(root) not in decision.claimed and level_of(root) not in decision.dishonoured:

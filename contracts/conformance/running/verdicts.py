@@ -38,9 +38,11 @@ __all__ = [
     "configuration_refused",
     "error_reason",
     "not_applicable_verdicts",
+    "raised_at",
     "setup_reason",
     "startup_verdicts",
     "suite_frames",
+    "with_raised_at",
 ]
 
 _NOT_THE_BACKEND = ("hicache_contracts", "hicache_spec", "hypothesis", "torch", "numpy", "_pytest", "pluggy")
@@ -75,6 +77,27 @@ def suite_frames(trace: Any, limit: int = 4) -> str:
     """The last ``limit`` frames of ``trace``, one line each (``file:line in function``), for an error's details."""
     frames = traceback.extract_tb(trace)[-limit:]
     return "\n".join(f"  {Path(item.filename).name}:{item.lineno} in {item.name}" for item in frames)
+
+
+def raised_at(failure: BaseException) -> Optional[str]:
+    """Where in the backend's code the exception behind ``failure`` was raised (a backend call that raised), as
+    ``raised in the backend at FILE:LINE in FUNCTION: SOURCE``; None when no frame of the backend's raised it."""
+    frame, cause = None, failure.__cause__ or failure.__context__
+    while cause is not None and frame is None:  # the chain down to what the backend raised
+        frame = backend_frame(cause.__traceback__)
+        cause = cause.__cause__ or cause.__context__
+    if frame is None:
+        return None
+    where = f"raised in the backend at {Path(frame.filename).name}:{frame.lineno} in {frame.name}"
+    return f"{where}: {frame.line}" if frame.line else where
+
+
+def with_raised_at(counterexample: Optional[str], failure: BaseException) -> Optional[str]:
+    """``counterexample`` followed by ``raised_at(failure)``, when there is one."""
+    line = raised_at(failure)
+    if line is None:
+        return counterexample
+    return f"{counterexample}\n{line}" if counterexample else line
 
 
 def error_reason(check: str) -> str:
