@@ -20,7 +20,11 @@ from hicache_contracts.conformance.session.loading import BackendFactory
 from hicache_contracts.conformance.session.names import Names
 from hicache_contracts.conformance.session.options import SuiteOptions
 from hicache_contracts.conformance.session.pools import ConformancePool
-from hicache_contracts.conformance.session.release_pools import LAYOUTS as RELEASE_LAYOUTS, release_host_pool
+from hicache_contracts.conformance.session.release_pools import (
+    LAYOUTS as RELEASE_LAYOUTS,
+    release_host_pool,
+    release_pools_available,
+)
 from hicache_contracts.conformance.session.wire import Wire
 from hicache_contracts.models import HiCacheStorageConfig, PoolName, pool_value
 
@@ -186,7 +190,7 @@ class Instances:
         heads = head_num if head_num is not None else (1 if kind == "mla" else HEAD_NUM)
         layout = layout or self.options.layout
         page_size = page_size or self.options.page_size
-        if self.wire.sglang is not None and layout in RELEASE_LAYOUTS:
+        if self.wire.sglang is not None and layout in RELEASE_LAYOUTS and release_pools_available():
             pool: ConformancePool = release_host_pool(
                 kind=kind,
                 layout=layout,
@@ -316,6 +320,6 @@ def sidecar_kind(name: PoolName, model_kind: str, wire: Wire) -> str:
     (``pool_host/mha.py``), an MLA model's an MLA one; the indexer's rows are one latent-like row per
     token (MLA-shaped). The stand-in builds every sidecar MLA-shaped.
     """
-    if wire.sglang is not None and name == PoolName.SWA:
+    if wire.sglang is not None and name == PoolName.SWA and release_pools_available():
         return model_kind
     return "mla"

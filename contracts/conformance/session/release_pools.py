@@ -24,7 +24,7 @@ import torch
 
 from hicache_contracts.conformance.session.pools import PoolHooks
 
-__all__ = ["LAYOUTS", "release_host_pool"]
+__all__ = ["LAYOUTS", "release_host_pool", "release_pools_available"]
 
 LAYOUTS: tuple[str, ...] = ("layer_first", "page_first", "page_first_direct")
 """The host-pool layouts every pinned release's MHA and MLA host pools build on CPU."""
@@ -58,6 +58,23 @@ class _SuiteAccess:
 
 
 _CLASSES: dict[type, type] = {}
+_AVAILABLE: dict[str, bool] = {}
+
+
+def release_pools_available() -> bool:
+    """Whether the loaded SGLang has its host-pool modules (a stand-in holding only the storage module has not)."""
+    module = importlib.import_module("sys").modules.get("sglang")
+    key = str(getattr(module, "__file__", None))
+    if key not in _AVAILABLE:
+        try:
+            importlib.import_module("sglang.srt.mem_cache.memory_pool")
+            importlib.import_module("sglang.srt.mem_cache.pool_host.mha")
+            importlib.import_module("sglang.srt.mem_cache.pool_host.mla")
+        except ImportError:
+            _AVAILABLE[key] = False
+        else:
+            _AVAILABLE[key] = True
+    return _AVAILABLE[key]
 
 
 def _hooked(cls: type, kind: str) -> type:
