@@ -90,7 +90,7 @@ def snapshot(setup: LinkerSetup) -> list[torch.Tensor]:
 def check_counter(ctx: Context) -> None:
     """LNK-5: layer_done_counter has set_consumer and wait_until; an index with no batch returns at once."""
     linker, _ = ctx.linker()
-    counter = getattr(linker, "layer_done_counter", None)
+    counter: Any = getattr(linker, "layer_done_counter", None)
     for name in ("set_consumer", "wait_until"):
         if not callable(getattr(counter, name, None)):
             raise CheckFailed(f"layer_done_counter has no {name}()")
@@ -425,7 +425,7 @@ def check_namespacing(ctx: Context) -> Optional[str]:
     _, writer = ctx.linker()
     keys = new_keys(2)
     store(writer, kv(keys, 0))
-    others = {
+    others: dict[str, dict[str, Any]] = {
         "another model": {"model_name": ctx.setup.model_name + "-other"},
         "TP rank 1": {"tp_rank": 1, "tp_size": 2},
         "CP rank 1": {"cp_rank": 1},

@@ -132,7 +132,8 @@ def make_transfer(
         return storage.PoolTransfer(hit_policy=storage.PoolHitPolicy(policy), **fields)
     from hicache_contracts.models import PoolTransfer
 
-    return PoolTransfer(name=name, keys=keys, device_indices=device_indices, hit_policy=policy)
+    values: dict[str, Any] = {"name": name, "keys": keys, "device_indices": device_indices, "hit_policy": policy}
+    return PoolTransfer(**values)  # the model coerces the strings to its enums
 
 
 def new_keys(count: int) -> list[str]:

@@ -108,7 +108,9 @@ def read_release_interface(root: Path, release: str) -> LinkerInterface:
     """Return the interface release ``release``'s unpacked wheel under ``root`` defines (read, not imported)."""
     tree = ast.parse((root / LINKER_SOURCE).read_text())
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "UnifiedCacheLinker")
-    abstract, concrete, attributes = [], [], []
+    abstract: list[ast.FunctionDef] = []
+    concrete: list[ast.FunctionDef] = []
+    attributes: list[str] = []
     for node in cls.body:
         if isinstance(node, ast.FunctionDef):
             marked = any(getattr(d, "id", getattr(d, "attr", "")) == "abstractmethod" for d in node.decorator_list)
@@ -118,9 +120,9 @@ def read_release_interface(root: Path, release: str) -> LinkerInterface:
     keywords: Optional[tuple[str, ...]] = None
     factory = root / FACTORY_SOURCE
     if factory.is_file():
-        for node in ast.walk(ast.parse(factory.read_text())):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "linker_cls":
-                keywords = tuple(k.arg for k in node.keywords if k.arg)
+        for found in ast.walk(ast.parse(factory.read_text())):
+            if isinstance(found, ast.Call) and getattr(found.func, "id", "") == "linker_cls":
+                keywords = tuple(k.arg for k in found.keywords if k.arg)
                 break
     return LinkerInterface(
         release,
@@ -180,7 +182,7 @@ def check_loadability(cls: type, release: str) -> LoadabilityVerdict:
         problems.insert(0, (methods_clause, f"missing methods for {release}: {', '.join(missing)}"))
     if interface.loader_keywords is not None:
         keywords = {k: None for k in interface.loader_keywords}
-        refused = _accepts(cls.__init__, (object(), object(), object()), keywords)
+        refused = _accepts(cls.__init__, (object(), object(), object()), keywords)  # type: ignore[misc]
         if refused:
             wanted = ", ".join(interface.loader_keywords)
             problems.append(("LNK-4", f"constructor refuses (server_args, params, *, {wanted}): {refused}"))

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from hicache_contracts.linker.checks import CHECKS, CheckFailed, CheckSkipped, Context
+from hicache_contracts.linker.checks import CHECKS, Check, CheckFailed, CheckSkipped, Context
 from hicache_contracts.linker.harness import (
     LINKER_MODULE,
     Driver,
@@ -241,7 +241,15 @@ def _bounded(function: Callable[[], None], timeout: float) -> Optional[BaseExcep
     return outcome[0] if outcome else None
 
 
-def _run_check(check, workdir, extra_config, build, driver_cls, target, number) -> CheckResult:
+def _run_check(
+    check: Check,
+    workdir: Path,
+    extra_config: Optional[dict[str, Any]],
+    build: Callable[[LinkerSetup], Any],
+    driver_cls: type[Driver],
+    target: str,
+    number: int,
+) -> CheckResult:
     setup = fresh_setup(workdir, extra_config, seed=number)
     built: list[Any] = []
     context = Context(setup, build, lambda linker: driver_cls(linker, target), target, built)

@@ -126,6 +126,13 @@ class LinkerCore:
     def _pool(self, transfer: Any) -> Optional[DevicePool]:
         return self.device_pools.get(pool_name(transfer.name))
 
+    def _held(self, transfer: Any) -> DevicePool:
+        """The pool of a transfer already accepted (load and offload keep only those of pools held)."""
+        pool = self._pool(transfer)
+        if pool is None:
+            raise KeyError(f"pool {pool_name(transfer.name)!r} is not held by this linker")
+        return pool
+
     # ---- lookup ----
 
     def lookup(self, rid: str, transfers: list[Any]) -> list[int]:
@@ -150,7 +157,7 @@ class LinkerCore:
         if not usable or rid in self._pending:  # LNK-10
             return False
         for transfer in usable:
-            if len(transfer.device_indices) != len(transfer.keys) * self._pool(transfer).slots_per_page:
+            if len(transfer.device_indices) != len(transfer.keys) * self._held(transfer).slots_per_page:
                 return False
         self._pending[rid] = usable  # LNK-9: queued only
         return True
@@ -193,7 +200,7 @@ class LinkerCore:
             pages = []  # (pool, slots, blob) of every page, fetched before any slot is written
             for transfers in batch.values():
                 for transfer in transfers:
-                    pool = self._pool(transfer)
+                    pool = self._held(transfer)
                     per_page = pool.slots_per_page
                     for j, key in enumerate(transfer.keys):
                         blob = self.store.get(self._key(pool.name, key))
@@ -258,7 +265,7 @@ class LinkerCore:
     def _offload_one(self, transfers: Sequence[Any]) -> bool:
         try:
             for transfer in transfers:
-                pool = self._pool(transfer)
+                pool = self._held(transfer)
                 per_page = pool.slots_per_page
                 if len(transfer.device_indices) != len(transfer.keys) * per_page:
                     return False

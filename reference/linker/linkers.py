@@ -57,7 +57,7 @@ def device_pools_from_params(params: Any) -> dict[str, DevicePool]:
     kvcache = allocator.get_kvcache() if allocator is not None else None
     page_size = int(getattr(params, "page_size", 1) or 1)
     if kvcache is not None and hasattr(kvcache, "k_buffer"):
-        layers = [(k, v) for k, v in zip(kvcache.k_buffer, kvcache.v_buffer)]
+        layers: list[tuple[torch.Tensor, ...]] = [(k, v) for k, v in zip(kvcache.k_buffer, kvcache.v_buffer)]
         return {"kv": DevicePool("kv", layers, page_size)}
     if kvcache is not None and hasattr(kvcache, "kv_buffer"):
         return {"kv": DevicePool("kv", [(b,) for b in kvcache.kv_buffer], page_size, rank_replicated=True)}
