@@ -317,6 +317,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("HYB-8", single.ChunkedSidecarReadReusesFirstSlots, only("v2_pool_hits_count_only_pages_that_landed")),
     _entry("NS-6", single.LookupFlattensRanksOtherwise, only("exists_get_and_set_share_one_key_scheme")),
     _entry("BE-11", single.OneKeyLookupsCached, only("clear_removes_every_page")),
+    _entry("NS-4", single.OneStoreForEveryModelAtARank, CAUGHT, EVICTING, alone("ranks_and_models_never_share_pages")),
     _entry(
         "NS-5", single.OneReplicaForEveryDcpRank, CAUGHT, EVICTING, alone("replicated_kv_is_shared_across_tp_ranks")
     ),

@@ -473,3 +473,31 @@ class OneReplicaForEveryDcpRank(CorrectBackend):
         return (
             f"{config.model_name}|pp{config.pp_rank}/{config.pp_size}|cp{config.attn_cp_rank}/{config.attn_cp_size}|tp*"
         )
+
+
+class OneStoreForEveryModelAtARank(CorrectBackend):
+    """Instances at one rank store their pages under one name whatever their model_name (NS-4); each model keeps
+    its own index of the pages it wrote, and each instance reads the pages it wrote from its own memory. Another
+    model's instance at that rank neither finds them nor stops the first reading its own, but overwrites them in
+    the store: a new instance of the first model finds them in its index and reads the other model's bytes."""
+
+    INDEXES: dict[str, set] = {}
+
+    def __init__(self, storage_config, kwargs=None) -> None:
+        super().__init__(storage_config, kwargs)
+        self.own: dict[str, bytes] = {}
+        self.index = self.INDEXES.setdefault(f"{self.store_name}|{storage_config.model_name}|{self.namespace}", set())
+
+    def namespace_of(self, config):
+        return super().namespace_of(config).split("|", 1)[1]  # the model name left out
+
+    def put(self, name: str, data: bytes) -> bool:
+        self.own[name] = data
+        self.index.add(name)
+        return super().put(name, data)
+
+    def fetch(self, name: str):
+        return self.own[name] if name in self.own else super().fetch(name)
+
+    def present(self, name: str, pool: str = "kv") -> bool:
+        return name in self.index and super().present(name, pool)

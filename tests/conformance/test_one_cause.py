@@ -18,7 +18,7 @@ from tests.conformance.correct_backend import CorrectBackend
 from tests.conformance.helpers import checks_for, failed, run
 from tests.conformance.planted_backends import CountsEveryStoredKey, SharedStagingBuffer
 from tests.conformance.planted_catalog import LEGACY_MODE
-from tests.conformance.planted_single import WriteKeysParkedOnTheInstance
+from tests.conformance.planted_single import OneStoreForEveryModelAtARank, WriteKeysParkedOnTheInstance
 from tests.conformance.planted_verdicts import AnswersAllOrNothing, RaisesOnAnEmptyV1Write, RaisesOnAPartialHit
 
 BE23 = "concurrent_calls_keep_every_key_consistent"
@@ -65,3 +65,15 @@ def test_be23_runs_only_the_concurrency_sglang_makes(backend: type) -> None:
     """One reading thread, one writing thread, hit queries from the others: two reads or two writes never overlap."""
     report = run(backend, checks=(BE23,))
     assert verdict_of(report, "BE-23").status == "pass", report.render_text(color=False)
+
+
+@pytest.mark.clause("NS-4", "NS-1", "NS-2", "NS-3")
+def test_siblings_a_failure_left_unchecked_are_listed_with_it() -> None:
+    """The namespacing check stops at NS-4, its last clause: NS-1..NS-3 are listed with it as the clauses left
+    unchecked because of it, so a vendor sees every clause one fix and rerun will judge."""
+    report = run(OneStoreForEveryModelAtARank, checks=("ranks_and_models_never_share_pages",))
+    assert failed(report) == ["NS-4"], report.render_text(color=False)
+    assert report.sections[0].root_causes() == [("NS-4", ("NS-1", "NS-2", "NS-3"))]
+    assert report.sections[0].root_cause_line() == (
+        "root causes, fix first: NS-4 (3 clauses not checked because of it: NS-1, NS-2, NS-3)"
+    )

@@ -77,6 +77,18 @@ def ranks_and_models_never_share_pages(suite: SuiteContext) -> None:
                 f"{describe_page_difference(suite.pages.page_for(key, base.pool), page)} for the first",
                 shown + "; then B writes other bytes under the same keys",
             )
+        # a new instance of A, with nothing of its own in memory, reads what the store holds for A (a miss there is
+        # NS-7's to judge; other bytes are B's)
+        again = build_with(suite, model, "a new instance of A (tp 0, pp 0, cp 0)")
+        fresh = suite.io.read(again, keys, pages=[4, 5], clause_id=clause_id)
+        for key, page in zip(keys, fresh):
+            expect(
+                page is None or suite.io.holds(key, again.pool, page),
+                clause_id,
+                f"after an instance with {difference} wrote the same key, a new instance of the first reads "
+                f"{suite.names.label(key)} as {describe_page_difference(suite.pages.page_for(key, again.pool), page)}",
+                shown + "; then B writes other bytes under the same keys; then a new instance of A reads them",
+            )
     suite.io.require_seen(shown_pages, "whether instances that differ in one coordinate share pages")
 
 

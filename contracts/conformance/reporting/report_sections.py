@@ -177,15 +177,19 @@ class ReportSection:
         return any(verdict.status == ERROR for verdict in self.clauses)
 
     def root_causes(self) -> list[tuple[str, tuple[str, ...]]]:
-        """Return the failing clauses other clauses' checks needed in their setup, each with the clauses left
-        unchecked because of it; the one most depended on first."""
+        """Return the failing clauses other clauses' checks needed in their setup, or stopped at before reaching
+        their other clauses, each with the clauses left unchecked because of it; the one most depended on first."""
         status = {verdict.clause_id: verdict.status for verdict in self.clauses}
         order = [verdict.clause_id for verdict in self.clauses]
         dependents: dict[str, list[str]] = {}
         for outcome in self.checks:
-            if outcome.needs is None or status.get(outcome.needs) != FAIL:
+            # a check whose setup needed a failing clause, or that stopped at one of its own clauses before the others
+            root = (
+                outcome.needs if outcome.needs is not None else (outcome.clause_id if outcome.status == FAIL else None)
+            )
+            if root is None or status.get(root) != FAIL:
                 continue
-            waiting = dependents.setdefault(outcome.needs, [])
+            waiting = dependents.setdefault(root, [])
             waiting += [
                 clause_id for clause_id in outcome.clauses if status.get(clause_id) == SKIP and clause_id not in waiting
             ]
