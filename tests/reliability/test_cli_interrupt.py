@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 import signal
 import subprocess
 import sys
@@ -23,6 +24,9 @@ import pytest
 
 from tests.conformance.helpers import run_cli
 from tests.reliability.backends import InterruptedFileBackend
+
+PROJECT = Path(__file__).resolve().parents[2]
+"""The repository root: the subprocesses import the project's tests from it, whatever pytest's folder."""
 
 
 def files_under(path: Any) -> list[str]:
@@ -91,7 +95,7 @@ def test_sigint_during_the_concurrency_check_leaves_no_temporary_files(tmp_path:
         stderr=subprocess.STDOUT,
         text=True,
         env=environment,
-        cwd=os.getcwd(),
+        cwd=PROJECT,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # a background job starts with it ignored
     lines = []

@@ -15,6 +15,7 @@ failed, every read missed) and killed writers leaked tens of MiB.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import shutil
 import signal
 import subprocess
@@ -27,6 +28,9 @@ import pytest
 
 from hicache_reference.backends import FileBackend
 from tests.reference.backend_checks import config, make_pool, page_bytes, page_keys, write_pages
+
+PROJECT = Path(__file__).resolve().parents[2]
+"""The repository root: the subprocesses import the project's tests from it, whatever pytest's folder."""
 
 KEYS = page_keys(8)
 
@@ -87,7 +91,7 @@ KILLED_WRITER = textwrap.dedent(
 def killed_writer(root: str) -> None:
     """Run a writer that is SIGKILLed between its first temporary file and its rename."""
     child = subprocess.run(
-        [sys.executable, "-c", KILLED_WRITER, root], cwd=os.getcwd(), capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", KILLED_WRITER, root], cwd=PROJECT, capture_output=True, text=True, timeout=120
     )
     assert child.returncode == -signal.SIGKILL, child.stderr
 
