@@ -59,6 +59,7 @@ AS_SCRIPTS = {
     "bench_prefix_keys": True,
     "bench_validation": True,
     "bench_host_pool": False,
+    "bench_config_limits": True,
 }
 """Benchmarks run as scripts, and whether each takes ``--quick``."""
 PROFILES = ("smoke", "standard")
