@@ -113,3 +113,16 @@ class VanishedSidecarPageReadsAsAHit(ReadsTrustAnIndex):
 
     def trusted(self, pool: str) -> bool:
         return pool != "kv"
+
+
+class ShortSidecarObjectIsAHit(CorrectWithBackdoor):
+    """Any object stored in a sidecar pool counts as a hit, an empty or short one included (BE-13): only KV pages
+    have their length checked."""
+
+    def present(self, name: str, pool: str = "kv") -> bool:
+        if pool == "kv":
+            return super().present(name, pool)
+        try:
+            return self.fetch(name) is not None and pool in self.pools
+        except OSError:
+            return False

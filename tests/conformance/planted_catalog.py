@@ -367,6 +367,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry(
         "BE-22", backdoor.VanishedSidecarPageReadsAsAHit, only("a_removed_kv_derived_sidecar_is_never_read_as_a_hit")
     ),
+    _entry("BE-13", backdoor.ShortSidecarObjectIsAHit, alone("planted_short_objects_are_misses")),
     _entry("BE-4", backdoor.VanishedKvPageReadsAsAHit, only("a_removed_object_is_never_read_as_a_hit")),
     _entry("BE-16", backdoor.LongObjectStreamedIntoTheNextPage, only("planted_short_objects_are_misses")),
     # ================ planted_mutants: bugs reaching the branches of a check no other bug reaches

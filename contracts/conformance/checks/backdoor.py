@@ -16,7 +16,8 @@ from __future__ import annotations
 import torch
 
 from hicache_contracts.conformance.session.backdoor import Backdoor, backdoor_of, no_backdoor_reason
-from hicache_contracts.conformance.checks.v2 import expected_page, write_with_derived_sidecar
+from hicache_contracts.conformance.checks.v2 import expected_page, read_result, write_with_derived_sidecar
+from hicache_contracts.conformance.checks.core_hits import setup_clause
 from hicache_contracts.conformance.session.context import Instance, SuiteContext
 from hicache_contracts.conformance.framework import CheckSkipped, conformance_check, expect
 from hicache_contracts.conformance.session.pools import describe_page_difference, pages_equal
@@ -107,6 +108,57 @@ def planted_short_objects_are_misses(suite: SuiteContext) -> None:
                 f"({describe_page_difference(expected, got)})",
                 read,
             )
+    if suite.claims("v2"):
+        short_sidecar_objects_are_misses(suite, backdoor, instance)
+
+
+def short_sidecar_objects_are_misses(suite: SuiteContext, backdoor: Backdoor, instance: Instance) -> None:
+    """A short object in a sidecar pool (the indexer's, behind a whole KV page) is a miss: batch_exists_v2 counts no
+    hit for that pool (nor, the pool gating it, for KV), and batch_get_v2 does not report it loaded."""
+    backend, pool = instance.backend, instance.pool
+    name = PoolName.INDEXER
+    sidecar = instance.pool_for(name)
+    whole = suite.names.new_keys(1)[0]
+    for target, kind in ((pool, KV), (sidecar, name.value)):
+        suite.calls.call("BE-13", backdoor.plant, backend, whole, kind, page_bytes(suite.pages.page_for(whole, target)))
+    query = [suite.wire.transfer(name, [whole], policy=PoolHitPolicy.ALL_PAGES)]
+    shown = f"batch_exists_v2([{suite.names.label(whole)}], [indexer])"
+    _, found = read_result(suite, suite.calls.call("BE-13", backend.batch_exists_v2, [whole], query, None), shown)
+    if found.get(name.value, 0) != 1:
+        raise CheckSkipped(
+            f"a whole indexer page planted through the backdoor under {suite.names.label(whole)} is not a hit: the "
+            "hooks do not plant where the backend reads sidecar pages, so no short one can be checked there"
+        )
+    size = sidecar.page_bytes
+    for label, length in (("an empty object", 0), ("a truncated object (half a page)", size // 2)):
+        key = suite.names.new_keys(1)[0]
+        suite.calls.call("BE-13", backdoor.plant, backend, key, KV, page_bytes(suite.pages.page_for(key, pool)))
+        data = page_bytes(suite.pages.page_for(key, sidecar))[:length]
+        suite.calls.call("BE-13", backdoor.plant, backend, key, name.value, data)
+        planted = (
+            f"plant a whole KV page and {length} bytes of indexer page under {suite.names.label(key)} (an indexer "
+            f"page is {size})"
+        )
+        query = [suite.wire.transfer(name, [key], policy=PoolHitPolicy.ALL_PAGES)]
+        raw = suite.calls.call("BE-13", backend.batch_exists_v2, [key], query, None)
+        kv_hit, hits = read_result(suite, raw, planted)
+        expect(
+            hits.get(name.value, 0) == 0 and kv_hit == 0,
+            "BE-13",
+            f"{label} in the indexer pool counts as a hit (kv_hit_pages {kv_hit}, extra_pool_hit_pages {hits})",
+            f"{planted}, then batch_exists_v2([{suite.names.label(key)}], [indexer])",
+        )
+        sidecar.fill([2])
+        reads = [suite.wire.transfer(name, [key], sidecar.slots([2]), read=True)]
+        loaded = suite.io.v2_flags(suite.calls.call("BE-13", backend.batch_get_v2, reads, None), reads, "batch_get_v2")[
+            name.value
+        ]
+        expect(
+            not any(loaded),
+            "BE-13",
+            f"batch_get_v2 of {label} in the indexer pool reported it loaded ({loaded})",
+            f"{planted}, then batch_get_v2([indexer {suite.names.label(key)}]) into indexer host page 2",
+        )
 
 
 @conformance_check("BE-4", "BE-15", requires=("core",))
@@ -121,7 +173,7 @@ def a_removed_object_is_never_read_as_a_hit(suite: SuiteContext) -> None:
     backdoor, instance = hooks(suite), suite.instances.main
     backend, pool = instance.backend, instance.pool
     keys = suite.names.new_keys(3)
-    suite.io.store(instance, keys, clause_id="BE-4")
+    suite.io.store(instance, keys, clause_id=setup_clause(suite))
     gone = keys[1]
     if any(suite.calls.call("BE-4", backdoor.peek, backend, key, KV) is None for key in keys):
         raise CheckSkipped("the backdoor's peek does not see the pages the backend wrote: the hooks disagree with it")
