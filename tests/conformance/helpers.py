@@ -17,6 +17,7 @@ from hicache_contracts.conformance import (
     BackendFactory,
     SuiteOptions,
     SuiteReport,
+    backend_clauses,
     run_suite,
 )
 
@@ -27,6 +28,10 @@ CORRECT = "tests.conformance.correct_backend:CorrectBackend"
 ALL_LEVELS = tuple(level for level in BACKEND_LEVELS if level != "format")
 """Every backend level but ``format``, durability included: the in-test backends keep pages in a process-wide store,
 under names that leave the host pool's format out (NS-9 is a guard the reference backends make, ``format`` claimed)."""
+UNCLAIMED_CHECKS = frozenset(check.name for check in CHECKS if set(check.requires) - set(ALL_LEVELS))
+"""The checks of a level ``ALL_LEVELS`` leaves out: skipped as not claimed in every run that declares it."""
+UNCLAIMED_CLAUSES = frozenset(item.id for item in backend_clauses() if item.level not in ALL_LEVELS)
+"""The clauses of a level ``ALL_LEVELS`` leaves out: skipped as not claimed in every run that declares it."""
 
 SEED = 0
 """A fixed seed: the tests' runs are reproducible."""
