@@ -39,6 +39,15 @@ with open(sys.argv[2], "w") as handle:
 """
 
 
+def _environment() -> dict[str, str]:
+    """The collecting process's environment: the caller's, without a pinned SGLang release held for the whole run
+    (``HICACHE_SGLANG_RELEASE``), so that the map is the main run's whatever the caller holds (the release tier's
+    own files are collected only in the tier's processes, and counted there)."""
+    environment = {name: value for name, value in os.environ.items() if name != "HICACHE_SGLANG_RELEASE"}
+    environment["PYTHONDONTWRITEBYTECODE"] = "1"
+    return environment
+
+
 class TestMapError(RuntimeError):
     """The tests could not be collected, so no map of them can be drawn."""
 
@@ -57,7 +66,7 @@ def clause_test_files(tests: Union[str, Path], timeout: float = 300.0) -> dict[s
             capture_output=True,
             text=True,
             timeout=timeout,
-            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+            env=_environment(),
         )
         result = json.loads(out.read_text()) if out.exists() else None
     if result is None or result["status"] not in (0, 5):  # 5: no tests collected
