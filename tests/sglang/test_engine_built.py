@@ -122,7 +122,7 @@ def test_the_release_factory_builds_a_signal_installing_backend_on_the_main_thre
         pytest.skip("checked through the command on the oldest and the newest pinned release")
     done = _cli(
         "--sglang-config",
-        _dynamic("InstallsSignalHandler", interface_v1=1),
+        _dynamic("InstallsSignalHandler", interface_v1=1, store=f"signal-{release}"),
         "--sglang-version",
         release,
         "--profile",
@@ -134,6 +134,7 @@ def test_the_release_factory_builds_a_signal_installing_backend_on_the_main_thre
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "drives it through batch_get_v1/batch_set_v1 (interface_v1)" in done.stdout
+    assert f"SGLang {release}'s HiCacheController drives the backend (engine-driven tier)" in done.stdout
 
 
 @pytest.mark.clause("BE-1")
