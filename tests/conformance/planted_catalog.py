@@ -613,6 +613,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("NS-9", mutants.FormatTagWithoutTheDtype, alone(_FORMAT), levels=_MEMORY_LEVELS),
     _entry("NS-9", mutants.FormatTagWithoutTheGeometry, alone(_FORMAT), levels=_MEMORY_LEVELS),
     _entry("NS-9", mutants.FormatTagPerHostPool, alone(_FORMAT), levels=_MEMORY_LEVELS),
+    _entry("NS-9", mutants.ChecksTheFormatAfterTheCopy, alone(_FORMAT), levels=_MEMORY_LEVELS),
     _entry("BE-17", mutants.V1ReadLeavesTheLastOfSeveralKeys, alone(_STATEFUL, recorded=False), profile="standard"),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

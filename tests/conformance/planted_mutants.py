@@ -2196,3 +2196,37 @@ class FormatTagPerHostPool(_FormatTagLeavesOut):
 
     def left_out(self, tag: str) -> str:
         return f"{tag}.pool{id(self.mem_pool_host):x}"
+
+
+class ChecksTheFormatAfterTheCopy(MemoryBackend):
+    """Each page's host-pool format is kept in an index beside it, not in its name (NS-9): lookups check it, but a
+    read copies a page of another format into the host slots before it checks the format and answers False,
+    leaving the reader's host pages overwritten with bytes it cannot use."""
+
+    format_guard = False
+    FORMATS: dict = {}
+
+    def page_format(self) -> tuple:
+        pool = self.mem_pool_host
+        return (pool.layout, str(pool.dtype), pool.page_size)
+
+    def same_format(self, key: str) -> bool:
+        return self.FORMATS.get((self.namespace, key)) == self.page_format()
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        results = super().batch_set_v1(keys, host_indices, extra_info)
+        for key, stored in zip(keys, results):
+            if stored:
+                self.FORMATS[(self.namespace, key)] = self.page_format()
+        return results
+
+    def batch_exists(self, keys, extra_info=None):
+        count = super().batch_exists(keys, extra_info)
+        for index, key in enumerate(keys[:count]):
+            if not self.same_format(key):
+                return index
+        return count
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        results = super().batch_get_v1(keys, host_indices, extra_info)
+        return [bool(loaded) and self.same_format(key) for key, loaded in zip(keys, results)]
