@@ -115,7 +115,11 @@ class KvEntryCountsStoredPages(CorrectBackend):
         result = super().batch_exists_v2(keys, pool_transfers, extra_info)
         stored = sum(self.pool_present("kv", list(keys)))
         entries = {**result.extra_pool_hit_pages, **({"kv": stored} if stored else {})}
-        return PoolTransferResult(kv_hit_pages=result.kv_hit_pages, extra_pool_hit_pages=entries)
+        return PoolTransferResult(
+            kv_hit_pages=result.kv_hit_pages,
+            extra_pool_hit_pages=entries,
+            restorable_prefix_pages=result.restorable_prefix_pages,
+        )
 
 
 class TrailingPoolCountedWithoutKv(CorrectBackend):
@@ -130,7 +134,11 @@ class TrailingPoolCountedWithoutKv(CorrectBackend):
             boundary = plain_pool_boundary(policy, window, present, len(keys))
             if policy == "trailing_pages" and boundary:
                 entries[name] = boundary
-        return PoolTransferResult(kv_hit_pages=result.kv_hit_pages, extra_pool_hit_pages=entries)
+        return PoolTransferResult(
+            kv_hit_pages=result.kv_hit_pages,
+            extra_pool_hit_pages=entries,
+            restorable_prefix_pages=result.restorable_prefix_pages,
+        )
 
 
 @pytest.mark.clause("BE-21", "HYB-7")

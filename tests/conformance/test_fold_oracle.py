@@ -32,7 +32,10 @@ class MinOfMaximaFold(CorrectBackend):
         keys = list(keys)
         queries = tuple(self.pool_query(transfer, keys) for transfer in pool_transfers or ())
         hit, entries, _ = planted_spec.fold_pool_query_min_of_maxima(self.pool_present("kv", keys), queries)
-        return PoolTransferResult(kv_hit_pages=hit, extra_pool_hit_pages=dict(entries))
+        _, _, restorable = plain_fold(self.pool_present("kv", keys), queries)  # the lengths it lists are right
+        return PoolTransferResult(
+            kv_hit_pages=hit, extra_pool_hit_pages=dict(entries), restorable_prefix_pages=list(restorable)
+        )
 
 
 class WithRestorableSet(ListsRestorableLengths):
@@ -83,14 +86,16 @@ class ReportsEveryPool(CorrectBackend):
         keys = list(keys)
         queries = tuple(self.pool_query(transfer, keys) for transfer in pool_transfers or ())
         kv_present = self.pool_present("kv", keys)
-        hit, entries, _ = plain_fold(kv_present, queries)
+        hit, entries, restorable = plain_fold(kv_present, queries)
         kv_hit = dict(entries).get("kv", 0)
         everything = dict(entries)
         for name, policy, window, present in queries:
             own = plain_pool_boundary(policy, window, present, kv_hit)
             if own and kv_hit:
                 everything.setdefault(name, own)
-        return PoolTransferResult(kv_hit_pages=hit, extra_pool_hit_pages=everything)
+        return PoolTransferResult(
+            kv_hit_pages=hit, extra_pool_hit_pages=everything, restorable_prefix_pages=list(restorable)
+        )
 
 
 @pytest.mark.clause("BE-21", "HYB-7")
