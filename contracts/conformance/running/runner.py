@@ -496,7 +496,7 @@ class SuiteRunner:
             covered = {clause_id for check in ordered_checks() for clause_id in check.clauses}
             levels = decision.verdicts
             verdicts = tuple(
-                clause_verdict(item, decision, self.outcomes, covered)
+                clause_verdict(item, decision, self.outcomes, covered, release)
                 for level in BACKEND_LEVELS
                 for item in level_clauses(level)
             )

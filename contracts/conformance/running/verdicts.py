@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from hicache_spec import LEVELS
+from hicache_spec.registry import describe_releases, holds_for
+from hicache_spec.releases import SGLANG_RELEASES
 from hicache_contracts.conformance.running.claims import LevelDecision
 from hicache_contracts.conformance.framework import ClauseFailure
 from hicache_contracts.conformance.levels import BACKEND_LEVELS, level_clauses
@@ -159,12 +161,26 @@ def not_applicable_verdicts(reason: str) -> tuple[tuple[LevelVerdict, ...], tupl
 
 
 def clause_verdict(
-    item: Any, decision: LevelDecision, outcomes: Sequence[CheckOutcome], covered: set[str]
+    item: Any,
+    decision: LevelDecision,
+    outcomes: Sequence[CheckOutcome],
+    covered: set[str],
+    release: Optional[str] = None,
 ) -> ClauseVerdict:
     """Return the verdict on clause ``item`` of a run that decided ``decision`` and saw ``outcomes``.
 
-    ``covered``: the clause IDs some registered check names.
+    ``covered``: the clause IDs some registered check names. ``release``: the pinned SGLang release the run
+    holds, if any; a clause that does not hold for it is not applicable (the suite asks of a backend only what
+    that release asks).
     """
+    if release in SGLANG_RELEASES and not holds_for(item, release):
+        return ClauseVerdict(
+            item.id,
+            item.level,
+            item.statement,
+            SKIP,
+            reason=f"not applicable: not part of SGLang {release}'s contract ({item.id}: {describe_releases(item)})",
+        )
     level_verdict = next(verdict for verdict in decision.verdicts if verdict.level == item.level)
     if not level_verdict.claimed:
         return ClauseVerdict(
