@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -125,6 +126,9 @@ def fetch_release(version: str, *, quiet: bool = True) -> Path:
         with zipfile.ZipFile(wheels[0]) as wheel:
             members = [name for name in wheel.namelist() if name.startswith("sglang/")]
             wheel.extractall(staging, members)
+        # The wheel's digest, for the provenance of results bundles (reporting/bundle.py WHEEL_DIGEST_FILE).
+        digest = hashlib.sha256(wheels[0].read_bytes()).hexdigest()
+        (staging / "wheel.sha256").write_text(f"{digest}  {wheels[0].name}\n", encoding="utf-8")
         if target.exists():
             shutil.rmtree(target)
         staging.rename(target)
