@@ -58,3 +58,31 @@ def test_an_exception_from_a_backend_call_names_the_backends_frame() -> None:
     assert f'raised in the backend at test_messages_pinned.py:{line} in lookup: raise KeyError("index missing")' in (
         outcome.counterexample.splitlines()
     ), outcome.counterexample
+
+
+class OneOpenInstancePerModel(CorrectBackend):
+    """An embedded store: one open instance per model and ranks in a process (a file lock), released on close."""
+
+    OPEN: set = set()
+
+    def __init__(self, storage_config, kwargs=None) -> None:
+        super().__init__(storage_config, kwargs)
+        if self.namespace in self.OPEN:
+            raise RuntimeError("store locked by another instance")
+        self.OPEN.add(self.namespace)
+
+    def close(self) -> None:
+        self.OPEN.discard(self.namespace)
+
+
+@pytest.mark.clause("BE-1", "NS-8")
+def test_a_backend_refusing_a_second_open_instance_is_told_the_suite_keeps_instances_open() -> None:
+    report = run(OneOpenInstancePerModel, checks=("clear_removes_only_its_own_namespace",))
+    (failure,) = next(item for item in report.sections[0].clauses if item.clause_id == "BE-1").failures
+    assert failure.message == (
+        "found while setting up clear_removes_only_its_own_namespace: building the backend raised RuntimeError: "
+        "store locked by another instance (SGLang builds a dynamic backend as cls(storage_config, {}): the extra "
+        "config arrives in storage_config.extra_config, the second argument is an empty dict); 5 other instances of "
+        "the backend were open then (the suite keeps every instance it builds open until the run ends: a backend "
+        "allowing one open instance per configuration or store fails here)"
+    )

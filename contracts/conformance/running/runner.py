@@ -404,7 +404,7 @@ class SuiteRunner:
             check.name,
             check.clauses,
             SKIP,
-            message=configuration_refused(finding.message, finding.counterexample),
+            message=configuration_refused(finding.message, finding.counterexample, len(self.session.built.instances)),
             counterexample=finding.counterexample,
             duration_s=duration_s,
             needs=root,

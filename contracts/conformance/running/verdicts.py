@@ -136,11 +136,20 @@ def startup_verdicts(failure: ClauseFailure) -> tuple[tuple[LevelVerdict, ...], 
     return levels, tuple(verdicts)
 
 
-def configuration_refused(message: str, counterexample: Optional[str]) -> str:
+def configuration_refused(message: str, counterexample: Optional[str], open_instances: int = 0) -> str:
     """``message``, naming the configuration when it says the backend could not be built for one it may not serve
-    (an MLA model): one refusal of a whole configuration reads as one finding about that configuration."""
-    if not message.startswith("building the backend raised ") or "is_mla_model=True" not in (counterexample or ""):
+    (an MLA model): one refusal of a whole configuration reads as one finding about that configuration. Any other
+    construction failure says how many instances were open then (``open_instances``): the suite keeps them all."""
+    if not message.startswith("building the backend raised "):
         return message
+    if "is_mla_model=True" not in (counterexample or ""):
+        if open_instances <= 0:
+            return message
+        return (
+            f"{message}; {open_instances} other instance{'s' if open_instances != 1 else ''} of the backend were "
+            "open then (the suite keeps every instance it builds open until the run ends: a backend allowing one "
+            "open instance per configuration or store fails here)"
+        )
     cause = message[len("building the backend raised ") :]
     return (
         f"the backend cannot be built for an MLA model (is_mla_model=True): it raised {cause}; a backend that does "
