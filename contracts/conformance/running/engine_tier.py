@@ -113,7 +113,8 @@ class _Engine:
         if not torch.cuda.is_available():
             for name in ("sglang.srt.managers.cache_controller", "sglang.srt.mem_cache.l2_transfer"):
                 with contextlib.suppress(ImportError):
-                    importlib.import_module(name).device_module = torch.cpu
+                    module: Any = importlib.import_module(name)
+                    module.device_module = torch.cpu
         self.utils = importlib.import_module("sglang.srt.mem_cache.utils")
         self.pool = release_host_pool(
             kind="mha", layout="layer_first", pages=HOST_PAGES, page_size=PAGE_SIZE, layer_num=2, head_num=2, head_dim=8

@@ -133,7 +133,7 @@ class _ControllerView:
     """What ``HiCacheController._generate_storage_config`` reads of a controller, for one instance's coordinates."""
 
     def __init__(self, config: Any, device_class: type, host_pool: Any) -> None:
-        self.mem_pool_device = object.__new__(device_class)  # only its class is read
+        self.mem_pool_device: Any = object.__new__(device_class)  # only its class is read
         self.mem_pool_host = host_pool
         self.storage_host_pool = host_pool
         self.enable_storage_metrics = False
@@ -157,7 +157,7 @@ class _HostView:
 def _coordinates(config: Any) -> Iterator[None]:
     """The release's parallel context at the instance's TP and PP ranks, DP attention off."""
     runtime = importlib.import_module("sglang.srt.runtime_context")
-    controller = importlib.import_module("sglang.srt.managers.cache_controller")
+    controller: Any = importlib.import_module("sglang.srt.managers.cache_controller")
     parallel = runtime.get_parallel()
     fields = getattr(runtime, "_PARALLEL_FIELDS", None) or runtime._parallel_fields()
     wanted = {

@@ -41,7 +41,8 @@ class Calls:
     def call_as(self, clause_id: str, name: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``call``, showing the call as ``name(...)`` (for a function whose own name says nothing)."""
         if name in _EXTRA_INFO_BY_KEYWORD and len(args) == 2 and "extra_info" not in kwargs:
-            args, kwargs = args[:1], {**kwargs, "extra_info": args[1]}  # as SGLang 0.5.21-0.5.23 pass it
+            kwargs = {**kwargs, "extra_info": args[-1]}  # as SGLang 0.5.21-0.5.23 pass it
+            args = args[:-1]
         shown = self.names.describe_named(name, args, kwargs)
         if self.timed_out is not None:
             raise CallTimedOut(clause_id, shown, self.timeout_s)

@@ -83,7 +83,7 @@ def _hooked(cls: type, kind: str) -> type:
     if made is None:
 
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            cls.__init__(self, *args, **kwargs)
+            cls.__init__(self, *args, **kwargs)  # type: ignore[misc]
             self._init_hooks()
 
         made = type(cls.__name__, (PoolHooks, _SuiteAccess, cls), {"__init__": __init__, "__module__": __name__})
