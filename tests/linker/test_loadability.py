@@ -73,3 +73,31 @@ def test_cli_refuses_a_bad_linker_argument(capsys: pytest.CaptureFixture[str]) -
     assert main([]) == 2
     assert main(["--linker", "tests.linker.other_interfaces:Linker0523", "--extra-config", "[1]"]) == 2
     assert "--extra-config: must be a JSON object" in capsys.readouterr().err
+
+
+def test_json_report(tmp_path) -> None:
+    import json
+
+    path = tmp_path / "report.json"
+    assert main(["--linker", "hicache_reference.linker:MemoryLinker", "--json", str(path)]) == 0
+    report = json.loads(path.read_text())
+    assert report["ok"] and report["release"] == SGLANG_RELEASES[-1] and report["mode"] == "direct"
+    assert {row["clause"] for row in report["results"]} >= {"LNK-2", "LNK-7", "LNK-21"}
+
+
+def test_bad_input_names_the_field_and_the_rule(tmp_path) -> None:
+    from hicache_contracts.linker.harness import fresh_setup, linker_arguments
+    from hicache_contracts.linker.suite import run_linker_suite
+
+    with pytest.raises(ValueError, match=r"release: not a pinned release \(got '0.6.0'"):
+        run_linker_suite(MemoryLinker, release="0.6.0")
+    with pytest.raises(ValueError, match="mode: must be auto, wrapper or direct"):
+        run_linker_suite(MemoryLinker, mode="fast")
+    with pytest.raises(ValueError, match="linker_cls: give a linker class or a factory"):
+        run_linker_suite()
+    server_args, params, _ = linker_arguments(fresh_setup(tmp_path))
+    with pytest.raises(ValueError, match=r"linker_extra_config.tp_rank: must be a non-negative int \(got -1\)"):
+        MemoryLinker(server_args, params, components=set(), extra_config={"tp_rank": -1})
+    with pytest.raises(ValueError, match="linker_extra_config.path: FileLinker needs a folder"):
+        FileLinker(server_args, params, components=set(), extra_config={})
+    assert not list(tmp_path.iterdir())  # nothing written
