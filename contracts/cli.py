@@ -74,6 +74,8 @@ def _cmd_methods(args: argparse.Namespace) -> int:
 def _cmd_init(args: argparse.Namespace) -> int:
     from hicache_contracts.scaffold import class_name_for, write_skeleton
 
+    if args.linker:
+        return _init_linker(args)
     try:
         path = write_skeleton(args.name, args.directory, args.class_name)
     except (ValueError, OSError) as error:
@@ -84,6 +86,24 @@ def _cmd_init(args: argparse.Namespace) -> int:
     print(
         f"next: fill in the storage calls at the end of {path.name} (store, fetch, contains, delete_namespace), "
         f"then run\n  hicache-conform run --backend {args.name}:{class_name} --extra-config '{{}}'"
+    )
+    return 0
+
+
+def _init_linker(args: argparse.Namespace) -> int:
+    from hicache_contracts.linker.scaffold import write_linker_skeleton
+    from hicache_contracts.scaffold import class_name_for
+
+    try:
+        path = write_linker_skeleton(args.name, args.directory, args.class_name)
+    except (ValueError, OSError) as error:
+        print(f"hicache-conform init: {error}", file=sys.stderr)
+        return 2
+    class_name = args.class_name or class_name_for(args.name)
+    print(f"wrote {path}")
+    print(
+        f"next: fill in the storage calls at the end of {path.name} (connect, put_page, get_page, has_page, "
+        f"disconnect), then run\n  hicache-conform linker --linker {args.name}:{class_name}"
     )
     return 0
 
@@ -158,6 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--class", dest="class_name", metavar="CLASS", help="the class name (default: NAME in CamelCase)"
     )
     init_parser.add_argument("--directory", default=".", metavar="DIR", help="where to write (default: .)")
+    init_parser.add_argument(
+        "--linker",
+        action="store_true",
+        help="write a UnifiedCacheLinker skeleton instead, over five storage calls (connect, put_page, get_page, "
+        "has_page, disconnect); check it with `hicache-conform linker`",
+    )
     init_parser.set_defaults(func=_cmd_init)
     install_run(sub)
     install_trace(sub)
