@@ -277,10 +277,12 @@ def _load(spec: str, what: str) -> Any:
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise SystemExit(f"--{what}: expected module:Name (got {spec!r})")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise SystemExit(f"--{what}: cannot import {module_name!r}: {error}") from None
+    from hicache_contracts.conformance.session.loading import import_backend_module
+
+    try:  # the import path first, then the working directory (as `hicache-conform run` does)
+        module = import_backend_module(module_name, spec, field_name=f"--{what}")
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
     try:
         return getattr(module, attribute)
     except AttributeError:
