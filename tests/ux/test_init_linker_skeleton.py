@@ -127,9 +127,12 @@ SLOW_STORE = (
                 (
                     "        self.pending[rid] = usable  # LNK-9: queued only; nothing is read or written before the "
                     "batch starts\n",
-                    "        for pool, slots, layers in self.fetch_pages(usable):  # written at once\n"
-                    "            for layer in range(pool.num_layers):\n"
-                    "                pool.write_slots(layer, slots, layers[layer])\n"
+                    "        try:  # the stored pages written at once\n"
+                    "            for pool, slots, layers in self.fetch_pages(usable):\n"
+                    "                for layer in range(pool.num_layers):\n"
+                    "                    pool.write_slots(layer, slots, layers[layer])\n"
+                    "        except KeyError:\n"
+                    "            pass\n"
                     "        self.pending[rid] = usable\n",
                 )
             ],
@@ -161,7 +164,7 @@ def test_the_suite_catches_a_linker_skeleton_filled_in_naively(
     path.write_text(text)
     report = run_linker_suite(load_module(path).PlantedLinker, release="0.5.23", mode="direct")
     failed = {row.check for row in report.results if row.status == FAIL and row.counted}
-    assert check in failed, report.render()
+    assert failed == {check}, report.render()
 
 
 @pytest.mark.parametrize(
