@@ -2,7 +2,7 @@
 
 Scenarios (``hicache_contracts.conformance.running.engine_tier``): write-through then a full hit
 over several slices, a partial hit, prefix metadata off / ``[]`` / a list, a fresh instance reading
-what another wrote, ``clear()``. Backends: the reference file backend and the memory backend on a
+what another wrote, ``clear()``, an MLA model's TP rank 1 reading what rank 0 wrote. Backends: the reference file backend and the memory backend on a
 shared store, attached as dynamic backends from their JSON; SGLang's in-tree file backend attached
 by name; a planted backend whose v1 reads land one page off. Expected: the first three pass every
 scenario byte for byte; the planted one fails, each failure naming the SGLang function that called
@@ -26,7 +26,7 @@ def _report(verdicts) -> str:
     return "\n".join(f"{verdict.scenario}: {verdict.failed or 'pass'}" for verdict in verdicts)
 
 
-@pytest.mark.clause("BE-2", "BE-15", "BE-16", "PFX-1", "NS-6", "BE-11")
+@pytest.mark.clause("BE-2", "BE-15", "BE-16", "PFX-1", "NS-5", "NS-7", "BE-11")
 @pytest.mark.parametrize("backend", ["reference file", "reference memory", "in-tree file"])
 def test_correct_backends_pass_every_scenario(release, backend):
     with tempfile.TemporaryDirectory(prefix="hicache-engine-tier-") as folder:

@@ -12,7 +12,9 @@ scenario (allocate the hit's host rows, hand the operation over, collect the ack
 - ``partial hit``: prefetch a chain longer than the one stored: the hit is the stored part;
 - ``prefix metadata off / [] / list``: both operations with ``prefix_keys`` None, ``[]``, a list;
 - ``fresh instance``: a second controller with a new backend instance reads what the first wrote;
-- ``clear``: after ``clear()`` the chain is a miss.
+- ``clear``: after ``clear()`` the chain is a miss;
+- ``MLA, two TP ranks``: with an MLA model (replicated KV) TP rank 0, the storage writer, backs up,
+  and TP rank 1 (its own controller and backend instance) reads every page.
 
 Verdicts are byte-exact: every page the acks report loaded holds, slot by slot, the bytes backed
 up from it, and every other page of the host pool is untouched. A failure names the SGLang
@@ -22,7 +24,7 @@ What is the project's, each the smallest stand-in (as in ``tests/sglang/real_eng
 token-to-KV allocator (an object whose ``get_kvcache()`` returns the device pool), the process
 groups (single rank, ``tp_group=None``), the scheduler thread (this module), and on 0.5.20-0.5.22
 the controller's ``device_module`` set to ``torch.cpu`` without a CUDA device. Not driven yet: the
-hybrid controller's sidecar pools and MLA across two TP ranks (the probe tier covers them).
+hybrid controller's sidecar pools (the probe tier covers them).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ SCENARIOS: tuple[str, ...] = (
     "prefix metadata list",
     "fresh instance reads",
     "clear",
+    "MLA, two TP ranks",
 )
 """The scenarios, in the order they run."""
 
@@ -88,11 +91,18 @@ class _Allocator:
 
 
 @contextlib.contextmanager
-def _engine_process(controller_module: Any) -> Iterator[None]:
-    """One rank of one, DP attention off, for building and attaching (the release's own override)."""
+def _engine_process(controller_module: Any, tp_rank: int = 0, tp_size: int = 1) -> Iterator[None]:
+    """TP rank ``tp_rank`` of ``tp_size``, DP attention off, for building and attaching (the release's own override)."""
     runtime = importlib.import_module("sglang.srt.runtime_context")
     fields = getattr(runtime, "_PARALLEL_FIELDS", None) or runtime._parallel_fields()
-    single = {"tp_rank": 0, "tp_size": 1, "pp_rank": 0, "pp_size": 1, "attn_dcp_rank": 0, "attn_dcp_size": 1}
+    single = {
+        "tp_rank": tp_rank,
+        "tp_size": tp_size,
+        "pp_rank": 0,
+        "pp_size": 1,
+        "attn_dcp_rank": 0,
+        "attn_dcp_size": 1,
+    }
     dp_attention = controller_module.is_dp_attention_enabled
     controller_module.is_dp_attention_enabled = lambda: False
     try:
@@ -105,7 +115,16 @@ def _engine_process(controller_module: Any) -> Iterator[None]:
 class _Engine:
     """The release's HiCacheController over its CPU host pool, with the backend attached as the engine attaches it."""
 
-    def __init__(self, attach: tuple[str, Optional[dict[str, Any]]], folder: Optional[str], model: str) -> None:
+    def __init__(
+        self,
+        attach: tuple[str, Optional[dict[str, Any]]],
+        folder: Optional[str],
+        model: str,
+        *,
+        kind: str = "mha",
+        tp_rank: int = 0,
+        tp_size: int = 1,
+    ) -> None:
         from hicache_contracts.conformance.session.release_pools import release_host_pool
         from hicache_contracts.engine import RecordingBackend
 
@@ -117,7 +136,7 @@ class _Engine:
                     module.device_module = torch.cpu
         self.utils = importlib.import_module("sglang.srt.mem_cache.utils")
         self.pool = release_host_pool(
-            kind="mha", layout="layer_first", pages=HOST_PAGES, page_size=PAGE_SIZE, layer_num=2, head_num=2, head_dim=8
+            kind=kind, layout="layer_first", pages=HOST_PAGES, page_size=PAGE_SIZE, layer_num=2, head_num=2, head_dim=8
         )
         self.controller = self.cc.HiCacheController(
             _Allocator(self.pool.device_pool), self.pool, PAGE_SIZE, None, threading.Event()
@@ -127,7 +146,7 @@ class _Engine:
         if folder is not None:
             os.environ[FILE_DIR_ENV] = folder
         try:
-            with _engine_process(self.cc):
+            with _engine_process(self.cc, tp_rank, tp_size):
                 self.controller.attach_storage_backend(
                     name,
                     prefetch_threshold=PAGE_SIZE,
@@ -315,6 +334,26 @@ def run_engine_tier(
             return ""
 
         scenario("clear", cleared)
+
+        def mla_ranks() -> str:
+            writer = _Engine(attach, folder, model + "-mla", kind="mla", tp_rank=0, tp_size=2)
+            try:
+                tokens = chain(STORED_PAGES)
+                done = writer.backup(tokens, None, seed=11)
+                if done.completed_tokens != len(tokens):
+                    return f"TP rank 0 (the storage writer) backed up {done.completed_tokens} of {len(tokens)} tokens"
+                reader = _Engine(attach, folder, model + "-mla", kind="mla", tp_rank=1, tp_size=2)
+                reader.written = writer.written
+                try:
+                    operation, loaded, before = reader.prefetch(tokens, None)
+                    found = _check_loaded(reader, operation, loaded, before, STORED_PAGES)
+                    return f"TP rank 1 of an MLA model: {found}" if found else ""
+                finally:
+                    reader.close()
+            finally:
+                writer.close()
+
+        scenario("MLA, two TP ranks", mla_ranks)
     finally:
         engine.close()
     return verdicts
@@ -329,6 +368,7 @@ SCENARIO_CLAUSES: dict[str, tuple[str, ...]] = {
     "prefix metadata list": ("PFX-1",),
     "fresh instance reads": ("NS-7",),
     "clear": ("BE-11",),
+    "MLA, two TP ranks": ("NS-5",),
 }
 """The clauses each scenario's byte-exact verdict bears on."""
 
