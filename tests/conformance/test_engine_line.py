@@ -33,3 +33,25 @@ def test_with_a_release_the_line_names_the_release_and_the_tier():
         "engine: SGLang 0.5.23, built by its StorageBackendFactory"
     )
     assert describe_engine(None, "anything") == STAND_IN_ENGINE
+
+
+@pytest.mark.clause("BE-1")
+def test_sglang_config_without_a_release_is_a_usage_error_naming_the_option():
+    import json
+    import subprocess
+    import sys
+
+    config = {
+        "backend_name": "x",
+        "module_path": "hicache_reference.sglang_adapter",
+        "class_name": "SGLangMemoryBackend",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "hicache_contracts.cli", "run", "--quiet", "--sglang-version", "none"]
+        + ["--sglang-config", json.dumps(config)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "--sglang-config" in done.stderr and "needs a pinned SGLang release" in done.stderr
