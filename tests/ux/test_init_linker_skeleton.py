@@ -17,6 +17,7 @@ LNK clause.
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -99,6 +100,23 @@ def test_the_filled_linker_skeleton_passes_the_linker_suite(tmp_path: Path, rele
         if row.counted:
             assert row.status == PASS or (row.status == SKIP and accepted_skip(row, release)), report.render()
     assert all(report.result(check.name).status in (PASS, SKIP) for check in CHECKS)
+
+
+@pytest.mark.clause("LNK-4")
+def test_the_filled_linker_skeleton_loads_through_0_5_23s_own_loader(tmp_path: Path) -> None:
+    """In its own process: SGLang 0.5.23 imported, its wrapper driving, its dynamic factory building it."""
+    from hicache_contracts.sglang_release import _unpacked, release_dir
+
+    if not _unpacked(release_dir("0.5.23")):
+        pytest.skip("needs SGLang 0.5.23's wheel cached (scripts/setup.sh --sglang)")
+    (tmp_path / "wired_linker.py").write_text(filled_source("wired_linker"))
+    command = [sys.executable, "-m", "hicache_contracts.cli", "linker", "--linker", "wired_linker:WiredLinker"]
+    done = subprocess.run(
+        [*command, "--sglang-version", "0.5.23"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "driven wrapper" in done.stdout and done.stdout.rstrip().endswith(": conforms"), done.stdout
+    assert "PASS LNK-4   release_factory_loads" in done.stdout, done.stdout
 
 
 @pytest.mark.clause("LNK-16")
