@@ -50,7 +50,7 @@ def _bad_argument(field: str, rule: str, value: Any) -> ValueError:
 def _positive_int(field: str, value: Any) -> int:
     if not is_count(value, 1):
         raise _bad_argument(field, "must be a positive int", value)
-    return value
+    return int(value)
 
 
 class HostPagePool:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Final, Optional
 
 __all__ = ["BEST_EFFORT", "PREFETCH_POLICIES", "TIMEOUT", "WAIT_COMPLETE", "is_count"]
 
-BEST_EFFORT = "best_effort"
+BEST_EFFORT: Final = "best_effort"
 """Prefetch policy: load what arrives until the scheduler asks to stop (CTL-9; the default)."""
-WAIT_COMPLETE = "wait_complete"
+WAIT_COMPLETE: Final = "wait_complete"
 """Prefetch policy: never stopped before every page is loaded, whatever the scheduler asks (CTL-9)."""
-TIMEOUT = "timeout"
+TIMEOUT: Final = "timeout"
 """Prefetch policy: stopped once its deadline has passed (CTL-9, CTL-14)."""
 PREFETCH_POLICIES = (BEST_EFFORT, WAIT_COMPLETE, TIMEOUT)
 """The prefetch policies of CTL-9, in the order the clause names them."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from hicache_spec import compute_trailing_window, plan_batches
+from hicache_spec import TRAILING_PAGES, compute_trailing_window, plan_batches
 from hicache_contracts.engine._check_base import (
     DERIVED_READ,
     HIT_QUERY,
@@ -18,7 +18,6 @@ from hicache_contracts.engine._check_base import (
     SIDECAR_READ,
     SIDECAR_WRITE,
     SLICED_KINDS,
-    TRAILING_PAGES,
     _Checker,
     describe,
     leading_flags,
