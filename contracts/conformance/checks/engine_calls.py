@@ -124,7 +124,7 @@ def defined_extra_info_keys_change_no_page(suite: SuiteContext) -> None:
 def layout_problems(layouts: Sequence[Any]) -> list[str]:
     """Return what breaks BE-32 in the replies of every scheduler of one engine (empty when none)."""
     problems: list[str] = []
-    by_stage: dict[Any, dict] = {}
+    by_stage: dict[Any, dict[Any, Any]] = {}
     for number, layout in enumerate(layouts):
         where = f"reply {number}"
         if not isinstance(layout, dict) or not isinstance(layout.get("enabled"), bool):
@@ -264,34 +264,36 @@ class FailureInjector:
     def set(self, key: str, value: Any = None, target_location: Any = None, target_sizes: Any = None) -> bool:
         return False if self._refused() else self._pass("set", key, value, target_location, target_sizes)
 
-    def batch_get(self, keys: list, target_locations: Any = None, target_sizes: Any = None) -> Any:
+    def batch_get(self, keys: list[Any], target_locations: Any = None, target_sizes: Any = None) -> Any:
         if self._refused():
             return [None] * len(keys)
         return self._pass("batch_get", keys, target_locations, target_sizes)
 
-    def batch_set(self, keys: list, values: Any = None, target_locations: Any = None, target_sizes: Any = None) -> bool:
+    def batch_set(
+        self, keys: list[Any], values: Any = None, target_locations: Any = None, target_sizes: Any = None
+    ) -> bool:
         return False if self._refused() else self._pass("batch_set", keys, values, target_locations, target_sizes)
 
-    def batch_exists(self, keys: list, extra_info: Any = None) -> int:
+    def batch_exists(self, keys: list[Any], extra_info: Any = None) -> int:
         return 0 if self._refused() else self._pass("batch_exists", keys, extra_info)
 
-    def batch_get_v1(self, keys: list, host_indices: Any, extra_info: Any = None) -> list:
+    def batch_get_v1(self, keys: list[Any], host_indices: Any, extra_info: Any = None) -> list[Any]:
         return [False] * len(keys) if self._refused() else self._pass("batch_get_v1", keys, host_indices, extra_info)
 
-    def batch_set_v1(self, keys: list, host_indices: Any, extra_info: Any = None) -> list:
+    def batch_set_v1(self, keys: list[Any], host_indices: Any, extra_info: Any = None) -> list[Any]:
         return [False] * len(keys) if self._refused() else self._pass("batch_set_v1", keys, host_indices, extra_info)
 
-    def batch_exists_v2(self, keys: list, pool_transfers: Any = None, extra_info: Any = None) -> Any:
+    def batch_exists_v2(self, keys: list[Any], pool_transfers: Any = None, extra_info: Any = None) -> Any:
         if self._refused():
             return PoolTransferResult.empty()
         return self._pass("batch_exists_v2", keys, pool_transfers, extra_info)
 
-    def batch_get_v2(self, transfers: list, extra_info: Any = None) -> Any:
+    def batch_get_v2(self, transfers: list[Any], extra_info: Any = None) -> Any:
         if self._refused():
             return {item.name: [False] * len(item.keys or []) for item in transfers}
         return self._pass("batch_get_v2", transfers, extra_info)
 
-    def batch_set_v2(self, transfers: list, extra_info: Any = None) -> Any:
+    def batch_set_v2(self, transfers: list[Any], extra_info: Any = None) -> Any:
         if self._refused():
             return {item.name: [False] * len(item.keys or []) for item in transfers}
         return self._pass("batch_set_v2", transfers, extra_info)

@@ -125,14 +125,20 @@ def hit_queries_agree_from_every_thread(suite: SuiteContext) -> None:
     stuck = [thread.name for thread in threads if thread.is_alive()]
     expect(not stuck, "BE-30", f"{stuck} did not finish within {bound} s (deadlock?)", shown)
     if "the writer" in raised:
-        failure = raised["the writer"]
-        raise PreconditionFailed(failure.clause_id, f"the writer thread: {failure.message}", failure.counterexample)
-    for who, failure in raised.items():
+        writer_failure = raised["the writer"]
+        raise PreconditionFailed(
+            writer_failure.clause_id, f"the writer thread: {writer_failure.message}", writer_failure.counterexample
+        )
+    for who, thread_failure in raised.items():
         try:  # the same queries on the thread that wrote: failing there too, it is no matter of threads
             _answers(suite, instance, keys, v2)
         except ClauseFailure as again:
             raise PreconditionFailed(again.clause_id, f"{again.message} (on the writing thread too)", shown) from None
-        fail("BE-30", f"a hit query from {who} raised: {failure.message}; on the writing thread it does not", shown)
+        fail(
+            "BE-30",
+            f"a hit query from {who} raised: {thread_failure.message}; on the writing thread it does not",
+            shown,
+        )
     for index in sorted(answers):
         for what, count in answers[index].items():
             agrees = count == baseline[what] if not suite.may_evict else suite.io.counted(count, STORED_PAGES)
