@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from hicache_spec import KV, TRAILING_PAGES
 from hicache_contracts.linker.harness import Driver, LinkerSetup, make_transfer, new_keys, pools_of
 from hicache_spec.linker import judge_lookup, linker_restorable_lengths
 
@@ -54,12 +55,12 @@ def slots(first_page: int, pages: int) -> torch.Tensor:
 
 
 def kv(keys: list[str], first_page: int | None = None) -> Any:
-    return make_transfer("kv", keys, None if first_page is None else slots(first_page, len(keys)))
+    return make_transfer(KV, keys, None if first_page is None else slots(first_page, len(keys)))
 
 
 def swa(keys: list[str], first_page: int | None = None) -> Any:
     indices = None if first_page is None else slots(first_page, len(keys))
-    return make_transfer("swa", keys, indices, "trailing_pages")
+    return make_transfer("swa", keys, indices, TRAILING_PAGES)
 
 
 def store(driver: Driver, *transfers: Any) -> None:
@@ -112,7 +113,7 @@ def check_pools(ctx: Context) -> None:
     pools = getattr(linker, "pools", None)
     if not isinstance(pools, dict):
         raise CheckFailed(f"pools is {type(pools).__name__}, not a dict")
-    if "kv" not in pools_of(linker):
+    if KV not in pools_of(linker):
         raise CheckFailed(f"pools holds {sorted(pools_of(linker))}, without the KV pool")
 
 
@@ -130,8 +131,8 @@ def check_lookup(ctx: Context) -> None:
     swa_present = tuple(i in (1, 3, 4, 5) for i in range(8))
     cases = [
         ("KV alone", [kv(tail)], ()),
-        ("KV + SWA window 2", [kv(tail), swa(tail[-2:])], (("swa", "trailing_pages", 2, swa_present),)),
-        ("KV + SWA window 1", [kv(tail), swa(tail[-1:])], (("swa", "trailing_pages", 1, swa_present),)),
+        ("KV + SWA window 2", [kv(tail), swa(tail[-2:])], (("swa", TRAILING_PAGES, 2, swa_present),)),
+        ("KV + SWA window 1", [kv(tail), swa(tail[-1:])], (("swa", TRAILING_PAGES, 1, swa_present),)),
         ("KV prefix of 4", [kv(tail[:4])], ()),
     ]
     if not has_swa:
@@ -158,7 +159,7 @@ def check_torn_offload(ctx: Context) -> None:
     _, driver = ctx.linker()
     tail = new_keys(3)
     short = slots(20, 3)[: 2 * PAGE + PAGE // 2]  # the third page has half its slots
-    queued = driver.offload([make_transfer("kv", tail, short)])
+    queued = driver.offload([make_transfer(KV, tail, short)])
     if queued:
         driver.offload_results(1)
     reported = driver.lookup("rid-torn", [kv(tail)])
@@ -171,15 +172,15 @@ def check_lazy_load(ctx: Context) -> None:
     _, driver = ctx.linker()
     keys = new_keys(2)
     store(driver, kv(keys, 0))
-    before = page_bytes(ctx.setup, "kv", 8, 2)
+    before = page_bytes(ctx.setup, KV, 8, 2)
     if not driver.load("rid-lazy", [kv(keys, 8)]):
         raise CheckFailed("load of stored pages returned False")
     time.sleep(0.05)
-    if not same(before, page_bytes(ctx.setup, "kv", 8, 2)):
+    if not same(before, page_bytes(ctx.setup, KV, 8, 2)):
         raise CheckFailed("load wrote the target slots before start_layer_wise_loading")
     index = driver.start()
     driver.finish(index)
-    if not same(page_bytes(ctx.setup, "kv", 0, 2), page_bytes(ctx.setup, "kv", 8, 2)):
+    if not same(page_bytes(ctx.setup, KV, 0, 2), page_bytes(ctx.setup, KV, 8, 2)):
         raise CheckFailed("the started load did not land")
 
 
@@ -189,7 +190,7 @@ def check_load_refusals(ctx: Context) -> None:
     keys = new_keys(2)
     has_swa = "swa" in ctx.setup.pools
     store(driver, kv(keys, 0), *([swa(keys[-1:], 3)] if has_swa else []))
-    if driver.load("rid-empty", [make_transfer("kv", [], slots(8, 0))]):
+    if driver.load("rid-empty", [make_transfer(KV, [], slots(8, 0))]):
         raise CheckFailed("load of a transfer with no keys returned True")
     if not driver.load("rid-dup", [kv(keys, 8)]):
         raise CheckFailed("load of stored pages returned False")
@@ -206,10 +207,10 @@ def check_load_refusals(ctx: Context) -> None:
         raise CheckFailed("the batch of valid loads did not land")
     if has_swa and not same(page_bytes(ctx.setup, "swa", 3, 1), page_bytes(ctx.setup, "swa", 20, 1)):
         raise CheckFailed("the SWA-only load did not land")
-    if not same(page_bytes(ctx.setup, "kv", 0, 2), page_bytes(ctx.setup, "kv", 8, 2)):
+    if not same(page_bytes(ctx.setup, KV, 0, 2), page_bytes(ctx.setup, KV, 8, 2)):
         raise CheckFailed("the first load of the rid did not land")
-    guard = page_bytes(ctx.setup, "kv", 12, 2)
-    if same(guard, page_bytes(ctx.setup, "kv", 0, 2)):
+    guard = page_bytes(ctx.setup, KV, 12, 2)
+    if same(guard, page_bytes(ctx.setup, KV, 0, 2)):
         raise CheckFailed("the refused second load of the rid wrote its slots")
 
 
@@ -246,12 +247,12 @@ def check_round_trip(ctx: Context) -> None:
     driver.wait_layers(index)
     if not driver.finish(index):
         raise CheckFailed("the load of stored pages did not land")
-    if not same(page_bytes(ctx.setup, "kv", 0, 3), page_bytes(ctx.setup, "kv", 16, 3)):
+    if not same(page_bytes(ctx.setup, KV, 0, 3), page_bytes(ctx.setup, KV, 16, 3)):
         raise CheckFailed("the KV slots do not hold the stored bytes")
     if has_swa and not same(page_bytes(ctx.setup, "swa", 5, 1), page_bytes(ctx.setup, "swa", 24, 1)):
         raise CheckFailed("the SWA slots do not hold the stored bytes")
     after = snapshot(ctx.setup)
-    targets = {"kv": set(range(16 * PAGE, 19 * PAGE)), "swa": set(range(24 * PAGE, 25 * PAGE))}
+    targets = {KV: set(range(16 * PAGE, 19 * PAGE)), "swa": set(range(24 * PAGE, 25 * PAGE))}
     position = 0
     for name, pool in ctx.setup.pools.items():
         for _ in range(sum(len(layer) for layer in pool.layers)):
@@ -300,7 +301,7 @@ def check_completed_loads(ctx: Context) -> None:
     popped = [list(linker.pop_completed_load()) for _ in range(2)]
     if popped != [rids for _, rids in order]:
         raise CheckFailed(f"pop_completed_load gave {popped}; batches started as {order}")
-    if not same(page_bytes(ctx.setup, "kv", 0, 2), page_bytes(ctx.setup, "kv", 10, 2)):
+    if not same(page_bytes(ctx.setup, KV, 0, 2), page_bytes(ctx.setup, KV, 10, 2)):
         raise CheckFailed("a batch was reported before its slots were written")
     time.sleep(0.02)
     if linker.num_completed_loads() != 0:
@@ -320,7 +321,7 @@ def check_cancel(ctx: Context) -> Optional[str]:
     if not driver.load("rid-cancel", [kv(keys, 8)]):
         raise CheckFailed("load of stored pages returned False")
     cancelled = driver.cancel("rid-cancel")
-    after_cancel = page_bytes(ctx.setup, "kv", 8, 2)
+    after_cancel = page_bytes(ctx.setup, KV, 8, 2)
     if cancelled and driver.cancel("rid-cancel"):
         raise CheckFailed("a second cancel_queued_load of the same rid returned True")
     if not driver.load("rid-started", [kv(keys, 12)]):
@@ -329,7 +330,7 @@ def check_cancel(ctx: Context) -> Optional[str]:
     if driver.cancel("rid-started"):
         raise CheckFailed("cancel_queued_load of a started load returned True")
     driver.finish(index)
-    if cancelled and not same(after_cancel, page_bytes(ctx.setup, "kv", 8, 2)):
+    if cancelled and not same(after_cancel, page_bytes(ctx.setup, KV, 8, 2)):
         raise CheckFailed("the cancelled load wrote its slots")
     return None if cancelled else "cancel_queued_load declined a queued load (allowed: the load then ran)"
 
@@ -341,10 +342,10 @@ def check_offload_results(ctx: Context) -> None:
     plan = [True, False, False, True, True, True]
     for ok in plan:
         keys = new_keys(2)
-        transfers = [kv(keys, 0) if ok else make_transfer("kv", keys, bad)]
+        transfers = [kv(keys, 0) if ok else make_transfer(KV, keys, bad)]
         if not driver.offload(transfers):
             raise CheckFailed("offload returned False for transfers it could try")
-    if driver.offload([make_transfer("kv", [], slots(0, 0))]):
+    if driver.offload([make_transfer(KV, [], slots(0, 0))]):
         raise CheckFailed("offload of a transfer with no keys returned True")
     results = driver.offload_results(len(plan))
     if results != plan:

@@ -29,6 +29,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from hicache_spec import ALL_PAGES, KV
 from hicache_contracts.linker.device import DevicePool, make_device_pools, pool_name
 from hicache_spec.linker import intersect_rank_lookups
 from hicache_spec.releases import release_key
@@ -68,7 +69,7 @@ class LinkerSetup:
 
 def fresh_setup(workdir: Path, extra_config: Optional[dict[str, Any]] = None, *, seed: int = 0) -> LinkerSetup:
     """Return a setup with fresh KV and SWA pools and a store of its own."""
-    pools = make_device_pools(("kv", "swa"), num_layers=2, num_slots=256, slots_per_page=4, seed=seed)
+    pools = make_device_pools((KV, "swa"), num_layers=2, num_slots=256, slots_per_page=4, seed=seed)
     return LinkerSetup(pools, f"linker-suite-{uuid.uuid4().hex[:12]}", workdir, extra_config=dict(extra_config or {}))
 
 
@@ -84,7 +85,7 @@ class _KVCache:
 
 def linker_arguments(setup: LinkerSetup) -> tuple[Any, Any, dict[str, Any]]:
     """Return (server_args, params, extra_config) for ``setup`` as the suite's harness builds them."""
-    kvcache = _KVCache(setup.pools["kv"]) if "kv" in setup.pools else None
+    kvcache = _KVCache(setup.pools[KV]) if KV in setup.pools else None
     params = SimpleNamespace(
         page_size=setup.page_size,
         linker_device_pools=setup.pools,
@@ -123,7 +124,7 @@ def default_factory(linker_cls: type) -> Callable[[LinkerSetup], Any]:
 
 
 def make_transfer(
-    name: str, keys: Optional[list[str]], device_indices: Optional[torch.Tensor] = None, policy: str = "all_pages"
+    name: str, keys: Optional[list[str]], device_indices: Optional[torch.Tensor] = None, policy: str = ALL_PAGES
 ) -> Any:
     """Return a PoolTransfer: the imported release's class when SGLang is loaded, else the contract model."""
     storage = sys.modules.get(STORAGE_MODULE)

@@ -20,6 +20,7 @@ from collections import deque
 from typing import Any, Mapping, Optional, Sequence
 
 
+from hicache_spec import KV
 from hicache_contracts.linker.device import DevicePool, pool_name
 from hicache_reference.linker.stores import PageStore
 from hicache_spec.linker import linker_restorable_lengths
@@ -28,7 +29,7 @@ __all__ = ["LayerCounter", "LinkerCore", "MissingPageError"]
 
 logger = logging.getLogger(__name__)
 
-KV = "kv"
+KV = KV
 
 
 class MissingPageError(RuntimeError):

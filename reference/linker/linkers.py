@@ -31,6 +31,7 @@ from typing import Any, Mapping, Optional
 
 import torch
 
+from hicache_spec import KV
 from hicache_contracts.linker.device import DevicePool, pool_name
 from hicache_reference.linker.core import LinkerCore
 from hicache_reference.linker.stores import FileStore, PageStore, shared_memory_store
@@ -58,9 +59,9 @@ def device_pools_from_params(params: Any) -> dict[str, DevicePool]:
     page_size = int(getattr(params, "page_size", 1) or 1)
     if kvcache is not None and hasattr(kvcache, "k_buffer"):
         layers: list[tuple[torch.Tensor, ...]] = [(k, v) for k, v in zip(kvcache.k_buffer, kvcache.v_buffer)]
-        return {"kv": DevicePool("kv", layers, page_size)}
+        return {KV: DevicePool(KV, layers, page_size)}
     if kvcache is not None and hasattr(kvcache, "kv_buffer"):
-        return {"kv": DevicePool("kv", [(b,) for b in kvcache.kv_buffer], page_size, rank_replicated=True)}
+        return {KV: DevicePool(KV, [(b,) for b in kvcache.kv_buffer], page_size, rank_replicated=True)}
     raise ValueError("params: no device pools (need linker_device_pools or token_to_kv_pool_allocator)")
 
 
