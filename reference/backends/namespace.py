@@ -107,13 +107,16 @@ def namespace_for(config: Any) -> str:
     """Return the namespace of a backend instance built from ``config`` (any object with SGLang's config fields).
 
     NS-1..NS-4: model, PP, CP and TP coordinates are all part of it.
-    NS-5: with replicated KV the TP coordinate is ``tp-shared``.
+    NS-5: with replicated KV the TP coordinate is ``tp-shared``, one per decode-context-parallel shard when
+    there are several (``tp-shared-dcp1of2``: each DCP rank holds its own part of a page, as SGLang 0.5.23's
+    HiCacheFile keeps a ``dcp`` suffix).
     """
     model = _safe(str(getattr(config, "model_name", None) or "default-model"))
     pp = f"pp{getattr(config, 'pp_rank', 0)}of{getattr(config, 'pp_size', 1)}"
     cp = f"cp{getattr(config, 'attn_cp_rank', 0)}of{getattr(config, 'attn_cp_size', 1)}"
+    dcp_size = getattr(config, "dcp_size", 1)
     if getattr(config, "is_mla_model", False):
-        tp = "tp-shared"
+        tp = "tp-shared" if dcp_size == 1 else f"tp-shared-dcp{getattr(config, 'dcp_rank', 0)}of{dcp_size}"
     else:
         tp = f"tp{getattr(config, 'tp_rank', 0)}of{getattr(config, 'tp_size', 1)}"
     return f"{model}/{pp}/{cp}/{tp}"
