@@ -7,9 +7,11 @@ a backend has one, and never ``clear()`` on anything else.
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 
@@ -277,8 +279,15 @@ class Instances:
         if threading.current_thread() is not threading.main_thread():
             return calls.call_as(clause_id, f"{self.factory.name}", self.factory.build, wire_config)
         shown = calls.names.describe_named(self.factory.name, (wire_config,), {})
+        if calls.timed_out is not None:
+            raise CallTimedOut(clause_id, shown, calls.timeout_s)
         try:
-            backend = self.factory.build(wire_config)
+            with _alarm(calls.timeout_s):
+                backend = self.factory.build(wire_config)
+        except _ConstructionTimedOut:
+            calls.timed_out = CallTimedOut(clause_id, shown, calls.timeout_s)
+            calls.transcript.append(f"{shown} -> did not return within {calls.timeout_s:g} s")
+            raise calls.timed_out from None
         except Exception as error:
             calls.transcript.append(f"{shown} raised {type(error).__name__}: {error}")
             raise ClauseFailure(clause_id, f"{shown} raised {type(error).__name__}: {error}") from error
@@ -323,3 +332,29 @@ def sidecar_kind(name: PoolName, model_kind: str, wire: Wire) -> str:
     if wire.sglang is not None and name == PoolName.SWA and release_pools_available():
         return model_kind
     return "mla"
+
+
+class _ConstructionTimedOut(BaseException):
+    """Raised in the main thread when a constructor outlives the run's per-call deadline (``_alarm``)."""
+
+
+@contextlib.contextmanager
+def _alarm(timeout_s: float) -> Iterator[None]:
+    """Raise ``_ConstructionTimedOut`` in the main thread after ``timeout_s`` seconds (a real-time timer), so a
+    constructor built where SGLang builds it, on the main thread, still cannot hold the run: a wait in Python
+    (a lock, a sleep, a socket) is interrupted. A constructor stuck in native code is bounded by the command's
+    process isolation instead. The previous SIGALRM handler and timer are restored."""
+    if not hasattr(signal, "setitimer") or timeout_s <= 0:
+        yield
+        return
+
+    def expired(signum: int, frame: Any) -> None:
+        raise _ConstructionTimedOut()
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
