@@ -122,3 +122,18 @@ def test_the_records_are_what_the_wheels_give():
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_the_vendor_guide_shows_the_stored_call_shapes() -> None:
+    """docs/vendor-calls.md's generated block is the render of docs/call-shapes (regenerate with
+    ``python -m hicache_contracts.conformance.session.call_shapes --markdown docs/vendor-calls.md``)."""
+    from hicache_contracts.conformance.session.call_shapes import render_markdown, stored_records, with_rendered_block
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    guide = (docs / "vendor-calls.md").read_text(encoding="utf-8")
+    fresh = render_markdown(stored_records(docs / "call-shapes"))
+    assert guide == with_rendered_block(guide, fresh), "docs/vendor-calls.md's call shapes are stale"
+    stale = guide.replace("| `batch_get_v1` | `HiCacheController._page_get_zero_copy` |", "| `batch_get_v1` | `x` |")
+    assert stale != with_rendered_block(stale, fresh)
+    with pytest.raises(ValueError, match="markers"):
+        with_rendered_block("no markers here", fresh)
