@@ -81,7 +81,7 @@ def test_decide_levels_claims_namespacing_and_concurrency_without_a_declaration(
     assert decision.claimed == {"core", "v1", "v2", "prefix", "namespacing", "concurrency"}
     declared = decide_levels(detect_capabilities(backend), ("core", "durability"))
     assert declared.claimed == {"core", "legacy", "durability"}  # without v1, SGLang moves KV through batch_get/set
-    assert [verdict.source for verdict in declared.verdicts] == ["required", "required"] + ["declared"] * 7
+    assert [verdict.source for verdict in declared.verdicts] == ["required", "required"] + ["declared"] * 8
 
 
 @pytest.mark.clause("BE-9", "BE-14")
