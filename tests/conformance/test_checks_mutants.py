@@ -132,14 +132,17 @@ KEPT_PAGES_NEEDED = {
     "clear_removes_every_pool",
     "clear_removes_only_its_own_namespace",
     "concurrent_calls_keep_every_key_consistent",
+    "defined_extra_info_keys_change_no_page",
     "every_rank_inside_its_group_is_accepted",
     "exists_get_and_set_share_one_key_scheme",
     "extra_config_with_unknown_keys_is_accepted",
     "full_batches_of_128_pages_work",
+    "hit_queries_agree_from_every_thread",
     "host_pools_register_before_any_io",
     "host_pools_registered_hook_accepts_the_pools",
     "a_non_writer_rank_writes_what_it_reports",
     "pages_are_invisible_until_fully_written",
+    "pages_stay_consistent_under_the_failure_injector",
     "pages_survive_a_rebuild",
     "prefix_states_none_empty_and_list_all_work",
     "ranks_and_models_never_share_pages",
@@ -190,13 +193,15 @@ LAST_PAGE_READERS = {
     "full_batches_of_128_pages_work",
     "host_pools_register_before_any_io",
     "host_pools_registered_hook_accepts_the_pools",
+    "pages_stay_consistent_under_the_failure_injector",
     "ranks_and_models_never_share_pages",
     "replicated_kv_is_shared_across_tp_ranks",
     "second_host_pool_is_served_or_refused",
 }
 """The checks that read into the last page of their instance's host pool: the 4-page instances' round trips (into
-pages 2 and 3), the namespacing checks' 6-page instances (pages 2 to 5) and BE-10's full batch (the main pool's top
-pages). NS-7 reads pages 4 to 6 of an 8-page pool, NS-8 reads nothing."""
+pages 2 and 3), the namespacing checks' 6-page instances (pages 2 to 5), BE-10's full batch (the main pool's top
+pages) and BE-33's reads through the failure injector (the upper half of its pool). NS-7 reads pages 4 to 6 of an
+8-page pool, NS-8 reads nothing."""
 
 
 def test_a_backend_refusing_the_pools_last_page_fails_exactly_the_checks_that_read_into_it() -> None:
