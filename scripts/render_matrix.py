@@ -62,7 +62,7 @@ def run_release(release: str) -> list[str]:
         )
         folder = BUNDLES / f"{name}-{release}"
         write_bundle(report, str(folder), problems, product=product, expected=expected, baseline=baseline)
-        off += [f"{name} on {release}: {line}" for line in baseline.lines() if "fatal" in line.lower()]
+        off += [f"{name} on {release}: {line}" for line in baseline.lines() if "(fatal" in line.lower()]
         print(f"{name} on {release}: {report.counts()}", flush=True)
     return off
 

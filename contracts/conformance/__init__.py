@@ -51,6 +51,7 @@ from hicache_contracts.conformance.running.runner import (
     run_suite,
     tool_version,
 )
+
 __all__ = [
     "BACKEND_LEVELS",
     "BackendFactory",

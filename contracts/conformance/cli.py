@@ -762,7 +762,7 @@ def _run(
                 if include_engine and job is not None and job.engine_section is not None:
                     printer.announce("reference controller (engine conformance)")
                     engine = SuiteReport((job.engine_section(),))
-                elif include_engine and job is None and getattr(factory, "engine", ""):  # built by a release
+                elif include_engine and job is None and getattr(factory, "engine", None):  # built by a release
                     from hicache_contracts.conformance.running.engine_tier import engine_tier_report
 
                     printer.announce("the release's HiCacheController (engine-driven tier)")

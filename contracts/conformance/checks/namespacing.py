@@ -125,7 +125,7 @@ def dcp_pairs_share_only_their_own_pages(suite: SuiteContext) -> bool:
     """With decode context parallelism (dcp_size 2, tp_size 4, MLA) the writer of DCP rank 1 (tp_rank 1) is read by
     tp_rank 3, of the same DCP rank, never by tp_rank 0 of DCP rank 0 (each DCP rank holds its own part of a page);
     return whether a page was seen. Passed over where the release has no DCP fields."""
-    group = dict(tp_size=4, dcp_size=2, logical_page_size=2 * suite.options.page_size)
+    group: dict[str, Any] = dict(tp_size=4, dcp_size=2, logical_page_size=2 * suite.options.page_size)
     if not suite.wire.release_has_fields(dict(group, dcp_rank=1)):
         return False
     model = suite.names.namespace("dcp")

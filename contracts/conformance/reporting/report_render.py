@@ -128,7 +128,12 @@ def markdown(sections: tuple[ReportSection, ...], *, interrupted: bool) -> str:
                     error = " (error of the suite, no verdict on the backend)" if verdict.status == ERROR else ""
                     lines += [f"- **{verdict.clause_id}**{error} (`{item.check}`): {_md(item.message)}"]
                     if _shown(item.counterexample):
-                        lines += ["", "  ```", *("  " + row for row in item.counterexample.splitlines()), "  ```"]
+                        lines += [
+                            "",
+                            "  ```",
+                            *("  " + row for row in (item.counterexample or "").splitlines()),
+                            "  ```",
+                        ]
         lines.append("")
     return "\n".join(lines)
 
@@ -287,7 +292,7 @@ def _clause_lines(verdict: ClauseVerdict, paint: "_Painter", width: int) -> Iter
         )
         for item in verdict.failures:
             if _shown(item.counterexample):
-                for row in item.counterexample.splitlines():
+                for row in (item.counterexample or "").splitlines():
                     yield "                     " + row
         return
     yield (
@@ -302,7 +307,7 @@ def _clause_lines(verdict: ClauseVerdict, paint: "_Painter", width: int) -> Iter
         )
         if _shown(item.counterexample):
             yield "                   " + paint.bold("counterexample:")
-            for row in item.counterexample.splitlines():
+            for row in (item.counterexample or "").splitlines():
                 yield "                     " + row
 
 

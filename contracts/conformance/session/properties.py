@@ -51,7 +51,7 @@ def shrinking_capped(cap_s: float) -> Iterator[None]:
     if saved is None:  # a hypothesis without the cap: nothing to lower
         yield
         return
-    engine.MAX_SHRINKING_SECONDS = cap_s
+    engine.MAX_SHRINKING_SECONDS = cap_s  # type: ignore[assignment]  # hypothesis types it an int of seconds
     try:
         yield
     finally:
@@ -146,9 +146,9 @@ def run_capturing(runnable: Callable[[], None], clause_id: str, *, shrink_cap_s:
             raise
         except HypothesisException as error:  # hypothesis itself stopped: a health check, a flaky strategy
             lines.extend(getattr(error, "__notes__", ()))
-            first = (str(error).strip().splitlines() or [""])[0]
+            headline = (str(error).strip().splitlines() or [""])[0]
             raise SuiteError(
-                f"hypothesis stopped the check ({type(error).__name__}: {first})", with_report(None, lines)
+                f"hypothesis stopped the check ({type(error).__name__}: {headline})", with_report(None, lines)
             ) from None
         except Exception as error:  # whose fault it is (the backend's code or the suite's) is the runner's call
             for line in lines:
