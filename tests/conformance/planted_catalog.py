@@ -466,8 +466,13 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-13", mutants.EmptyValueRefusedShortOneKept, alone("short_objects_are_misses"), **LEGACY_MODE),
     _entry("BE-25", mutants.RefusesAnLcmAboveItsTpSize, alone("every_rank_inside_its_group_is_accepted")),
     _entry("BE-22", mutants.DerivedWriteIndexedBeforeItsCopy, alone("v2_kv_derived_sidecars_travel_with_kv")),
+    # BE-23's own bug, within the concurrency SGLang's threads make: the IO thread's read meets the backup
+    # thread's write on the shared index (hit queries count right, so BE-30 and every single-call check pass)
     _entry(
-        "BE-23", mutants.ReadsMissWhileAWriteRuns, alone("concurrent_calls_keep_every_key_consistent", recorded=False)
+        "BE-23",
+        mutants.ReadsMissWhileAWriteRuns,
+        CAUGHT,
+        only("concurrent_calls_keep_every_key_consistent", recorded=False),
     ),
     _entry("BE-3", mutants.ExistsStagesPagesTheRunReadMisses, alone("batch_exists_has_no_side_effects")),
     _entry("BE-8", mutants.PrefixLookupRefusesUnknownOptions, alone("extra_info_accepted_in_every_shape")),
