@@ -167,11 +167,11 @@ class PrefixKeys:
 
     # ------------------------------------------------------------ building
     @classmethod
-    def _from_checked_tuple(cls, flat: tuple[str, ...]) -> "PrefixKeys":
+    def _from_checked_tuple(cls, flat: tuple[str, ...]) -> PrefixKeys:
         """Return a root node over ``flat``, whose keys have already been checked."""
         return _root_node(cls, flat)
 
-    def extended(self, batch: KeysInput) -> "PrefixKeys":
+    def extended(self, batch: KeysInput) -> PrefixKeys:
         """Return a new sequence: these keys followed by ``batch``. Clauses: PFX-2, PFX-4, PFX-5.
 
         O(len(batch)), whatever the length of ``self``; ``self`` is unchanged
@@ -294,10 +294,10 @@ class PrefixKeys:
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
 
-    def __copy__(self) -> "PrefixKeys":
+    def __copy__(self) -> PrefixKeys:
         return self
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> "PrefixKeys":
+    def __deepcopy__(self, memo: dict[int, Any]) -> PrefixKeys:
         return self
 
     def __reduce__(self) -> tuple[Callable[[tuple[str, ...]], PrefixKeys], tuple[tuple[str, ...]]]:

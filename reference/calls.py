@@ -150,7 +150,7 @@ class _CallThread:
 
     def __init__(self, name: str, on_stop_request: Callable[[BaseException], None]) -> None:
         self._on_stop_request = on_stop_request
-        self._queue: "queue.SimpleQueue[Optional[_PendingCall]]" = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Optional[_PendingCall]] = queue.SimpleQueue()
         self.stuck = False
         """Whether a call on it was abandoned (it ends once that call returns)."""
         self.thread = threading.Thread(target=self._serve, name=name, daemon=True)

@@ -270,7 +270,7 @@ class CacheController:
     def _threads(self) -> list:
         return self.workers.threads
 
-    def __enter__(self) -> "CacheController":
+    def __enter__(self) -> CacheController:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:

@@ -24,7 +24,7 @@ def violation(field: str, rule: str, value: Any, clause_id: str) -> ContractViol
     return ContractViolation(f"{_CLASS}.{field}", rule, value, clause_id)
 
 
-def check_policy(policy: Any) -> "PrefetchPolicy":
+def check_policy(policy: Any) -> PrefetchPolicy:
     if not is_prefetch_policy(policy):
         raise violation("prefetch.policy", f"must be one of {', '.join(PREFETCH_POLICIES)}", policy, "CTL-9")
     return policy

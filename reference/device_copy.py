@@ -109,7 +109,7 @@ class PageCopier:
     @classmethod
     def allocate(
         cls, host_pool: HostPagePool, device_page_count: int, device: Union[str, torch.device, None] = None
-    ) -> "PageCopier":
+    ) -> PageCopier:
         """Return a copier with a new zeroed device buffer of ``device_page_count`` pages (CUDA when present)."""
         if not is_count(device_page_count, 1):
             raise ValueError(f"{_CLASS}.device_page_count: must be an int >= 1 (got {device_page_count!r})")

@@ -78,12 +78,12 @@ class RankGroup(Protocol):
         """Return the minimum of ``value`` over every rank; every rank must call it. Clauses: RANK-1, RANK-3."""
         ...
 
-    def channel(self, name: str) -> "RankGroup":
+    def channel(self, name: str) -> RankGroup:
         """Return an independent group over the same ranks; every rank must open channels in the same order."""
         ...
 
 
-def all_reduce_min_vector(group: Any, values: "tuple[int, ...]") -> "tuple[int, ...]":
+def all_reduce_min_vector(group: Any, values: tuple[int, ...]) -> tuple[int, ...]:
     """Return the element-wise minimum of ``values`` over the group's ranks: one collective where the group has one. Clause: RANK-5."""
     reduce = getattr(group, "all_reduce_min_vector", None)
     if callable(reduce):
@@ -101,11 +101,11 @@ class LocalRankGroup:
         """Return ``value``: the minimum over one rank."""
         return int(value)
 
-    def all_reduce_min_vector(self, values: "tuple[int, ...]") -> "tuple[int, ...]":
+    def all_reduce_min_vector(self, values: tuple[int, ...]) -> tuple[int, ...]:
         """Return ``values``: the element-wise minimum over one rank."""
         return tuple(int(value) for value in values)
 
-    def channel(self, name: str) -> "LocalRankGroup":
+    def channel(self, name: str) -> LocalRankGroup:
         """Return a new group of one."""
         return LocalRankGroup()
 
@@ -175,7 +175,7 @@ class ThreadRankGroup:
         self._channel_name = channel_name
 
     @classmethod
-    def create(cls, world_size: int, timeout: float = 30.0) -> list["ThreadRankGroup"]:
+    def create(cls, world_size: int, timeout: float = 30.0) -> list[ThreadRankGroup]:
         """Return one group per rank, ranks 0 .. world_size - 1, sharing their channels."""
         if not is_count(world_size, 1):
             raise ValueError(f"ThreadRankGroup.world_size: must be an int >= 1 (got {world_size!r})")
@@ -194,11 +194,11 @@ class ThreadRankGroup:
         """Return the minimum of ``value`` over every rank of this channel."""
         return self._hub.exchange(self._channel_name).reduce_min(self._rank, int(value))
 
-    def all_reduce_min_vector(self, values: "tuple[int, ...]") -> "tuple[int, ...]":
+    def all_reduce_min_vector(self, values: tuple[int, ...]) -> tuple[int, ...]:
         """Return the element-wise minimum of ``values`` over every rank of this channel (one exchange)."""
         return self._hub.exchange(self._channel_name).reduce_min(self._rank, tuple(int(v) for v in values))
 
-    def channel(self, name: str) -> "ThreadRankGroup":
+    def channel(self, name: str) -> ThreadRankGroup:
         """Return the channel ``name`` of this family, for this rank."""
         return ThreadRankGroup(self._hub, self._rank, f"{self._channel_name}/{name}")
 
@@ -260,7 +260,7 @@ class TorchDistributedRankGroup:
             raise RankAgreementError(f"TorchDistributedRankGroup.all_reduce_min: {error}") from error
         return int(tensor.item())
 
-    def all_reduce_min_vector(self, values: "tuple[int, ...]") -> "tuple[int, ...]":
+    def all_reduce_min_vector(self, values: tuple[int, ...]) -> tuple[int, ...]:
         """Return the element-wise minimum of ``values`` over the group's ranks, in one all-reduce."""
         tensor = torch.tensor([int(value) for value in values], dtype=torch.int64, device=self._device)
         try:
@@ -269,7 +269,7 @@ class TorchDistributedRankGroup:
             raise RankAgreementError(f"TorchDistributedRankGroup.all_reduce_min_vector: {error}") from error
         return tuple(int(value) for value in tensor.tolist())
 
-    def channel(self, name: str) -> "TorchDistributedRankGroup":
+    def channel(self, name: str) -> TorchDistributedRankGroup:
         """Return a new group over the same ranks with the same backend."""
         distributed = self._distributed
         if self._group is None:

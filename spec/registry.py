@@ -86,14 +86,14 @@ def _release_bounds(releases: str) -> tuple[str, str]:
     return first, last
 
 
-def holds_for(item: "Clause", version: str) -> bool:
+def holds_for(item: Clause, version: str) -> bool:
     """Return whether clause ``item`` holds for pinned SGLang release ``version`` (a decision holds for all)."""
     check_release(version)
     first, last = _release_bounds(item.releases)
     return release_key(first) <= release_key(version) <= release_key(last)
 
 
-def describe_releases(item: "Clause") -> str:
+def describe_releases(item: Clause) -> str:
     """Return the releases of a clause in words: ``since 0.5.21``, ``0.5.20–0.5.22``, ``0.5.23 only``, ``project decision``."""
     if item.releases == DECISION:
         return "project decision (every release)"

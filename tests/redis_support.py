@@ -291,7 +291,7 @@ class RedisServer:
     def client(self) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2, socket_connect_timeout=2)
 
-    def start(self) -> "RedisServer":
+    def start(self) -> RedisServer:
         """Start the server (again, on the same port) and wait until it answers PING."""
         if self.process is not None and self.process.poll() is None:
             return self
@@ -342,7 +342,7 @@ class RedisServer:
         self.kill()
         shutil.rmtree(self.directory, ignore_errors=True)
 
-    def __enter__(self) -> "RedisServer":
+    def __enter__(self) -> RedisServer:
         return self.start()
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -376,7 +376,7 @@ class RedisClusterServers:
     def nodes(self) -> list[str]:
         return [server.address for server in self.servers]
 
-    def start(self) -> "RedisClusterServers":
+    def start(self) -> RedisClusterServers:
         for server in self.servers:
             server.start()
         created = subprocess.run(
@@ -402,7 +402,7 @@ class RedisClusterServers:
                 client.close()
         return True
 
-    def owner_of(self, key: str) -> "RedisServer":
+    def owner_of(self, key: str) -> RedisServer:
         """Return the server whose slots hold ``key``."""
         slot = key_slot(key.encode())
         client = self.servers[0].client()
@@ -427,7 +427,7 @@ class RedisClusterServers:
         finally:
             client.close()
 
-    def _owner_port_seen_by(self, server: "RedisServer", slot: int) -> Optional[int]:
+    def _owner_port_seen_by(self, server: RedisServer, slot: int) -> Optional[int]:
         client = server.client()
         try:
             for start, end, master, *_ in client.execute_command("CLUSTER", "SLOTS"):
@@ -437,7 +437,7 @@ class RedisClusterServers:
         finally:
             client.close()
 
-    def move_empty_slot(self, slot: int, target: "RedisServer", timeout: float = 20.0) -> None:
+    def move_empty_slot(self, slot: int, target: RedisServer, timeout: float = 20.0) -> None:
         """Give the empty ``slot`` to ``target`` and return once every server agrees it owns it.
 
         The target takes the slot first and bumps its config epoch, so that its
@@ -466,7 +466,7 @@ class RedisClusterServers:
         for server in self.servers:
             server.close()
 
-    def __enter__(self) -> "RedisClusterServers":
+    def __enter__(self) -> RedisClusterServers:
         try:
             return self.start()
         except BaseException:

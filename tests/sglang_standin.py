@@ -26,7 +26,7 @@ import dataclasses
 import enum
 import sys
 import types
-from typing import Any, Iterator, List, Optional
+from typing import Any, Iterator, Optional
 
 __all__ = [
     "STAND_IN_RELEASE",
@@ -104,7 +104,7 @@ def make_storage_module() -> types.ModuleType:
 
     @dataclasses.dataclass
     class HiCacheStorageExtraInfo:
-        prefix_keys: Optional[List[str]] = None
+        prefix_keys: Optional[list[str]] = None
         extra_info: Optional[dict] = None
 
     PoolName = enum.Enum("PoolName", [(value.upper(), value) for value in POOL_NAMES], type=str)
@@ -120,7 +120,7 @@ def make_storage_module() -> types.ModuleType:
         name: Any
         host_indices: Any = None
         device_indices: Any = None
-        keys: Optional[List[str]] = None
+        keys: Optional[list[str]] = None
         hit_policy: Any = PoolHitPolicy.ALL_PAGES
         nodes_to_load: Any = None
         indices_from_pool: Any = None
@@ -131,7 +131,7 @@ def make_storage_module() -> types.ModuleType:
     class PoolTransferResult:
         kv_hit_pages: int
         extra_pool_hit_pages: dict
-        restorable_prefix_pages: Optional[List[int]] = None
+        restorable_prefix_pages: Optional[list[int]] = None
 
     class HiCacheStorage(abc.ABC):
         def register_mem_pool_host(self, mem_pool_host: Any) -> None:
@@ -195,7 +195,7 @@ def installed(module: types.ModuleType) -> Iterator[types.ModuleType]:
                 sys.modules[name] = previous
 
 
-def real_sglang() -> "types.ModuleType | None":
+def real_sglang() -> types.ModuleType | None:
     """Return the real storage module when this run holds a pinned release, else None."""
     from hicache_contracts.sglang_release import active_release
 

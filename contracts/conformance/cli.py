@@ -432,7 +432,7 @@ def _run_isolated(
     factory: Any,
     job: Optional[MainJob],
     options: SuiteOptions,
-    printer: "_ProgressPrinter",
+    printer: _ProgressPrinter,
     *,
     include_engine: bool,
     deadline_s: float,
@@ -489,7 +489,7 @@ def _child(
     factory: Any,
     job: Optional[MainJob],
     options: SuiteOptions,
-    printer: "_ProgressPrinter",
+    printer: _ProgressPrinter,
     include_engine: bool,
     directory: Optional[str],
 ) -> NoReturn:
@@ -544,7 +544,7 @@ class _Channel:
         except (pickle.PicklingError, TypeError, AttributeError):  # a report that cannot travel: keep the last one
             pass
 
-    def starting(self, printer: "_ProgressPrinter", runners: list[SuiteRunner]) -> Any:
+    def starting(self, printer: _ProgressPrinter, runners: list[SuiteRunner]) -> Any:
         """The runner's ``starting`` callback: the live line, then the reports a stop during this check gives."""
 
         def starting(position: int, total: int, check: Any) -> None:
@@ -715,7 +715,7 @@ def _run(
     factory: Any,
     job: Optional[MainJob],
     options: SuiteOptions,
-    printer: "_ProgressPrinter",
+    printer: _ProgressPrinter,
     *,
     include_engine: bool,
     directory: Optional[str] = None,

@@ -135,7 +135,7 @@ class RecordedTransfer:
         """``"all_pages"`` or ``"trailing_pages"``, or None when the object has no such attribute."""
 
     @classmethod
-    def from_object(cls, transfer: Any) -> "RecordedTransfer":
+    def from_object(cls, transfer: Any) -> RecordedTransfer:
         """Read a PoolTransfer (ours, SGLang's or any object with those attributes)."""
         return cls(
             _name_of(getattr(transfer, "name", None)),

@@ -159,9 +159,7 @@ def _check_prefix_immutability(checker: _Checker) -> None:
             if after is not None and initial is not None and len(after) > len(initial):
                 if tuple(after[: len(initial)]) == tuple(initial):
                     grown = len(after) - len(initial)
-                    taken = (
-                        " (chain[:{}])".format(grown) if tuple(after[len(initial) :]) == checker.chain[:grown] else ""
-                    )
+                    taken = f" (chain[:{grown}])" if tuple(after[len(initial) :]) == checker.chain[:grown] else ""
                     how = f"was extended in place by {grown} key(s){taken}, as by prefix_keys += batch,"
             checker.fail(
                 "PFX-5",

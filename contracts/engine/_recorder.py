@@ -83,7 +83,7 @@ _SAMPLES = 48
 """Elements compared by identity before an earlier snapshot of the same list is reused."""
 
 
-def _reused_snapshot(prefix: Any, earlier: Sequence["RecordedCall"]) -> Optional[tuple[Any, ...]]:
+def _reused_snapshot(prefix: Any, earlier: Sequence[RecordedCall]) -> Optional[tuple[Any, ...]]:
     """Return an earlier call's snapshot of this very list if the list still looks the same, else None.
 
     Engines hand one list to several calls (SGLang: one per batch, to its
@@ -152,11 +152,6 @@ _SUMMARIES: dict[str, Callable[[Any], Any]] = {
     "get": lambda result: result is not None,
 }
 """How each method's result is summarized; any other method keeps a plain value (bool, int, float, str, None)."""
-
-
-def _summarize_result(method: str, result: Any) -> Any:
-    """Return what the checker needs from a result, copied so later changes cannot reach it."""
-    return _SUMMARIES.get(method, _summarize_plain)(result)
 
 
 _KEYS_LIST, _KEY_ONE = 1, 2
@@ -262,7 +257,7 @@ class RecordingBackend:
     _recording_proxies: dict[type, type] = {}
     _recording_proxies_lock = threading.Lock()
 
-    def __new__(cls, inner: Any) -> "RecordingBackend":
+    def __new__(cls, inner: Any) -> RecordingBackend:
         if inner is None:
             raise ValueError("RecordingBackend.inner: must be a storage backend object (got None) [BE-24]")
         if isinstance(inner, RecordingBackend):

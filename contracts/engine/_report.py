@@ -80,7 +80,7 @@ class TraceReport(ContractModel):
         """Return the violations of one clause."""
         return tuple(violation for violation in self.violations if violation.clause == clause_id)
 
-    def merged(self, other: "TraceReport") -> "TraceReport":
+    def merged(self, other: TraceReport) -> TraceReport:
         """Return one report holding this report's findings followed by ``other``'s."""
         return TraceReport(
             violations=self.violations + other.violations,

@@ -191,7 +191,7 @@ class TraceCall(_TraceModel, CallView):
         return self.prefix_keys_after != self.prefix_keys, self.prefix_keys_after, None
 
     @classmethod
-    def from_recorded(cls, call: RecordedCall) -> "TraceCall":
+    def from_recorded(cls, call: RecordedCall) -> TraceCall:
         """Return the JSON form of a recorded call, with ``prefix_keys_after`` read from the live objects now."""
         fields: dict[str, Any] = {
             "index": call.index,
@@ -289,7 +289,7 @@ class TraceOperation(_TraceModel):
         return _without_unrecorded(self, handler(self))
 
     @model_validator(mode="after")
-    def _check_settings(self) -> "TraceOperation":
+    def _check_settings(self) -> TraceOperation:
         """The settings the checker needs, checked here so a bad file is named field by field."""
         minimums = (
             ("batch_size", 1, "CTL-2"),
@@ -330,7 +330,7 @@ class TraceDocument(_TraceModel):
     _children: ClassVar[dict[str, Any]] = {"operations": TraceOperation}
 
     @model_validator(mode="after")
-    def _check_not_empty(self) -> "TraceDocument":
+    def _check_not_empty(self) -> TraceDocument:
         if not self.operations:
             raise ContractViolation(
                 "operations",

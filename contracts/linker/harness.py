@@ -63,7 +63,7 @@ class LinkerSetup:
     page_size: int = 4
     extra_config: dict[str, Any] = field(default_factory=dict)
 
-    def but(self, **changes: Any) -> "LinkerSetup":
+    def but(self, **changes: Any) -> LinkerSetup:
         return replace(self, **changes)
 
 
@@ -336,7 +336,3 @@ class WrapperDriver(Driver):
 def pools_of(linker: Any) -> set[str]:
     """Return the pool names a linker's ``pools`` attribute holds."""
     return {pool_name(name) for name in getattr(linker, "pools", {}) or {}}
-
-
-def make_pools_for(setup: LinkerSetup, **kwargs: Any) -> dict[str, DevicePool]:
-    return make_device_pools(tuple(setup.pools), **kwargs)

@@ -30,7 +30,7 @@ class HiCacheStorageExtraInfo(ContractModel):
 
     _field_clauses: ClassVar[dict[str, str]] = {"prefix_keys": "PFX-1", "extra_info": "BE-8"}
 
-    def extend(self, batch: KeysInput) -> "HiCacheStorageExtraInfo":
+    def extend(self, batch: KeysInput) -> HiCacheStorageExtraInfo:
         """Return a new info whose prefix is followed by ``batch``; None stays None. Clauses: PFX-2, PFX-3, PFX-4, PFX-5.
 
         O(len(batch)); ``self`` is unchanged.
@@ -130,7 +130,7 @@ class HiCacheStorageConfig(ContractModel):
     _default_clause: ClassVar[str] = "BE-1"
 
     @model_validator(mode="after")
-    def _check_ranks(self) -> "HiCacheStorageConfig":
+    def _check_ranks(self) -> HiCacheStorageConfig:
         for rank_field, size_field, clause_id in _RANK_GROUPS:
             size = getattr(self, size_field)
             if size < 1:
@@ -176,7 +176,7 @@ class HiCacheStorageConfig(ContractModel):
         return is_storage_writer(self.is_mla_model, self.tp_rank, self.dcp_rank)
 
     @classmethod
-    def single_rank(cls, model_name: Optional[str] = "test-model", **overrides: Any) -> "HiCacheStorageConfig":
+    def single_rank(cls, model_name: Optional[str] = "test-model", **overrides: Any) -> HiCacheStorageConfig:
         """Return the configuration of a lone rank (every size 1, every flag off), with ``overrides`` applied."""
         fields: dict[str, Any] = {
             **dict.fromkeys(("tp_rank", "pp_rank", "attn_cp_rank"), 0),

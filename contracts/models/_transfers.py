@@ -125,6 +125,6 @@ class PoolTransferResult(ContractModel):
     _default_clause: ClassVar[str] = "BE-21"
 
     @classmethod
-    def empty(cls) -> "PoolTransferResult":
+    def empty(cls) -> PoolTransferResult:
         """Return the result of a complete miss: no page in any pool."""
         return cls(kv_hit_pages=0, extra_pool_hit_pages=ReadOnlyMapping())

@@ -56,7 +56,7 @@ class PageFormat:
     may land in them directly (see ``flat_order_range_count``); None when that order is not known."""
 
     @classmethod
-    def of_pool(cls, pool: Any) -> "PageFormat":
+    def of_pool(cls, pool: Any) -> PageFormat:
         """Read the format from a host pool (ours or SGLang's) through its page helpers."""
         dummy = pool.get_dummy_flat_data_page() if hasattr(pool, "get_dummy_flat_data_page") else None
         if dummy is None:

@@ -123,12 +123,12 @@ class MemoryBackend(PageStoreBackend):
 
     # ============================================================ the batch primitives of the fast path
     def _store_pages(
-        self, names: Sequence[str], groups: Sequence[Optional[str]], host: "_HostPages", numbers: Sequence[int]
+        self, names: Sequence[str], groups: Sequence[Optional[str]], host: _HostPages, numbers: Sequence[int]
     ) -> list[bool]:
         """Store host pages ``numbers`` as ``names`` in slab rows; True for each still held after eviction (BE-7, BE-17)."""
         return self.store.write_pages(names, groups, host.pages, numbers, host.views)
 
-    def _load_pages(self, names: Sequence[str], host: "_HostPages", numbers: Sequence[int]) -> list[bool]:
+    def _load_pages(self, names: Sequence[str], host: _HostPages, numbers: Sequence[int]) -> list[bool]:
         """Copy the stored page of each name into host page ``numbers[i]``; True where it landed whole (BE-13, BE-15)."""
         return self.store.read_pages(names, host.pages, numbers, host.views)
 

@@ -90,7 +90,7 @@ class _CopyHelper:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._jobs: "queue.SimpleQueue[_CopyJob]" = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_CopyJob] = queue.SimpleQueue()
         self._pid: Optional[int] = None
         """The process whose helper thread serves ``_jobs`` (None: not started)."""
 
@@ -105,7 +105,7 @@ class _CopyHelper:
         return job
 
     @staticmethod
-    def _serve(jobs: "queue.SimpleQueue[_CopyJob]") -> None:
+    def _serve(jobs: queue.SimpleQueue[_CopyJob]) -> None:
         while True:
             jobs.get().run()
 
@@ -187,11 +187,6 @@ class MemoryStore:
         with self._lock:
             own = sum(_byte_count(entry) for entry in self._objects.values() if not isinstance(entry, int))
             return own + sum(slab.nbytes() for slab in self._slabs.values())
-
-    def slab_rows(self) -> list[tuple[int, int]]:
-        """Return (rows, live rows) of every slab."""
-        with self._lock:
-            return [(slab.rows, slab.live) for slab in self._slabs.values()]
 
     def size(self, name: str) -> Optional[int]:
         """Return the size of ``name`` in bytes, or None; does not count as a use (BE-3)."""

@@ -94,7 +94,7 @@ class ObjectName:
         return f"{self.namespace}/{pool}/{key}"
 
     @classmethod
-    def parse(cls, text: str) -> "ObjectName":
+    def parse(cls, text: str) -> ObjectName:
         """Return the name whose ``to_str()`` is ``text``; raise ValueError for text no name gives."""
         head, separator, key = text.rpartition("/")
         namespace, middle, pool = head.rpartition("/")

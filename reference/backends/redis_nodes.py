@@ -120,7 +120,7 @@ def _send(connection: Any, parts: list[Any]) -> None:
     try:
         while index < len(views):
             index = _advance(views, index, sock.sendmsg(views[index : index + _MOST_BUFFERS_PER_SEND]))
-    except socket.timeout as error:
+    except TimeoutError as error:
         connection.disconnect()
         raise redis.TimeoutError("Timeout writing to socket") from error
     except OSError as error:

@@ -89,7 +89,7 @@ def _received(receive: Callable[[Any], Any], buffers: Any) -> int:
     item): at least one, else redis's own error (a timeout, a socket error, a closed peer)."""
     try:
         answer = receive(buffers)
-    except socket.timeout as error:
+    except TimeoutError as error:
         raise redis.TimeoutError("Timeout reading a page reply") from error
     except OSError as error:
         raise redis.ConnectionError(f"Error while reading a page reply: {error}") from error

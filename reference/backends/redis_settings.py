@@ -131,7 +131,7 @@ class RedisSettings:
         return bool(self.cluster_nodes)
 
     @classmethod
-    def from_extra_config(cls, extra: Mapping) -> "RedisSettings":
+    def from_extra_config(cls, extra: Mapping) -> RedisSettings:
         """Read and check the Redis keys of ``extra``; unknown keys are ignored (BE-1).
 
         Raises ValueError naming the key and the rule for a bad value.

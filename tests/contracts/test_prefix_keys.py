@@ -265,7 +265,7 @@ class InPlaceAddPrefixKeys(PrefixKeys):
 
     __slots__ = ()
 
-    def __iadd__(self, batch: list) -> "InPlaceAddPrefixKeys":
+    def __iadd__(self, batch: list) -> InPlaceAddPrefixKeys:
         flat = self.as_tuple() + tuple(batch)
         for name, value in (("_flat", flat), ("_chunk", flat), ("_length", len(flat)), ("_parent", None)):
             object.__setattr__(self, name, value)
@@ -279,7 +279,7 @@ class SharedStorageKeys:
         self._storage = list(keys) if _storage is None else _storage
         self._length = len(self._storage) if _length is None else _length
 
-    def extended(self, batch: list) -> "SharedStorageKeys":
+    def extended(self, batch: list) -> SharedStorageKeys:
         del self._storage[self._length :]  # reuse the tail: overwrites a sibling branch
         self._storage.extend(batch)
         return SharedStorageKeys(_storage=self._storage, _length=len(self._storage))

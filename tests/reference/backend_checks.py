@@ -173,7 +173,7 @@ def with_fault_hook(backend_cls: type) -> type:
     return WithFaultHook
 
 
-def vendor_factory(harness: "Harness", **extra: Any) -> BackendFactory:
+def vendor_factory(harness: Harness, **extra: Any) -> BackendFactory:
     """The factory the vendor suite builds ``harness``'s backends with: its store, its backdoor, the fault hook."""
     return BackendFactory(
         with_fault_hook(harness.backend_cls),
@@ -183,7 +183,7 @@ def vendor_factory(harness: "Harness", **extra: Any) -> BackendFactory:
     )
 
 
-def run_vendor_suite(harness: "Harness", checks: Optional[tuple[str, ...]] = None, **options: Any) -> SuiteReport:
+def run_vendor_suite(harness: Harness, checks: Optional[tuple[str, ...]] = None, **options: Any) -> SuiteReport:
     """Run the vendor suite (smoke profile, seed 0) against ``harness``'s backend class; ``checks``: only those."""
     settings: dict[str, Any] = dict(profile="smoke", seed=0)
     settings.update(options)
@@ -192,7 +192,7 @@ def run_vendor_suite(harness: "Harness", checks: Optional[tuple[str, ...]] = Non
     return run_suite(vendor_factory(harness), SuiteOptions(**settings))
 
 
-def assert_passes_vendor_suite(harness: "Harness", not_claimed: tuple[str, ...] = ()) -> None:
+def assert_passes_vendor_suite(harness: Harness, not_claimed: tuple[str, ...] = ()) -> None:
     """The vendor suite passes every clause but those of the levels in ``not_claimed`` (skipped, not failed) and
     those of optional methods the backend does not offer (skipped as not applicable: BE-32's layout report)."""
     report = run_vendor_suite(harness)
@@ -206,7 +206,7 @@ def assert_passes_vendor_suite(harness: "Harness", not_claimed: tuple[str, ...] 
     assert skipped == expected, report.render_text(color=False)
 
 
-def assert_vendor_check_fails(harness: "Harness", check: str, **options: Any) -> None:
+def assert_vendor_check_fails(harness: Harness, check: str, **options: Any) -> None:
     """Run the vendor check ``check`` alone against ``harness``'s backend class; it must fail."""
     report = run_vendor_suite(harness, (check,), **options)
     outcome = {item.check: item for item in report.sections[0].checks}[check]
@@ -237,14 +237,14 @@ class Harness:
         self.backdoor: Any = None
         """The backdoor hooks the vendor suite is given for this backend (``hicache_reference.backdoors``)."""
 
-    def using(self, backend_cls: type) -> "Harness":
+    def using(self, backend_cls: type) -> Harness:
         """Return a harness for ``backend_cls`` over the same store (for planted bugs)."""
         clone = type(self).__new__(type(self))
         clone.__dict__.update(self.__dict__)
         clone.backend_cls = backend_cls
         return clone
 
-    def with_foreign_pools(self) -> "Harness":
+    def with_foreign_pools(self) -> Harness:
         """Return a harness whose backends get host pools that are not ``HostPagePool`` instances."""
         clone = self.using(self.backend_cls)
         clone.pool_wrapper = ForeignPool

@@ -69,7 +69,7 @@ class VectorCountingGroup:
         self.vectors.append((self.name, tuple(values)))
         return self.inner.all_reduce_min_vector(values)
 
-    def channel(self, name: str) -> "VectorCountingGroup":
+    def channel(self, name: str) -> VectorCountingGroup:
         return VectorCountingGroup(self.inner.channel(name), name, self.counts, self.vectors)
 
 

@@ -140,7 +140,7 @@ def test_the_parsers_path_answers_the_same() -> None:
 
 
 @pytest.mark.clause("BE-15", "BE-16")
-@pytest.mark.parametrize("fail", [None, socket.timeout("timed out"), ConnectionResetError("reset")])
+@pytest.mark.parametrize("fail", [None, TimeoutError("timed out"), ConnectionResetError("reset")])
 def test_a_break_mid_page_raises_having_written_only_that_page(fail: Optional[BaseException]) -> None:
     wire = bulk(page(0)) + bulk(page(1))[:600]
     memory, views = sinks(3)

@@ -122,7 +122,7 @@ def _hicache_file_answer(module, root, kv, pools):
     )
     backend = module.HiCacheFile(config, root)  # 0.5.20 and 0.5.21 ignore file_storage_path
     assert backend.file_path == root, f"HiCacheFile stores under {backend.file_path!r}, not the test's {root!r}"
-    keys = ["%064x" % index for index in range(len(kv))]
+    keys = [f"{index:064x}" for index in range(len(kv))]
     transfers = []
     for index, present in enumerate(kv):
         if present:

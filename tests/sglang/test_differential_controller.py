@@ -58,7 +58,7 @@ def _needs(release: str, first: str, what: str) -> None:
 
 
 # ------------------------------------------------------------------ sidecar groups (PFX-9)
-KEYS = st.integers(0, 2**16).map(lambda n: "%064x" % n)
+KEYS = st.integers(0, 2**16).map(lambda n: f"{n:064x}")
 
 
 @st.composite
@@ -281,7 +281,7 @@ def _base_controller_hits(case) -> list[tuple[int, list]]:
     """Every rank's agreed hit and cut key list, from HiCacheController.prefetch_thread_func."""
     controller_module = _module("sglang.srt.managers.cache_controller")
     page_size, span, ranks = case
-    keys = ["%064x" % i for i in range(span)]
+    keys = [f"{i:064x}" for i in range(span)]
 
     def run_rank(rank, collective):
         hit, terminated = ranks[rank]
@@ -305,7 +305,7 @@ def _base_controller_hits(case) -> list[tuple[int, list]]:
 def _spec_scalar_agreement(case, agree=agree_hit_pages) -> tuple[int, list]:
     page_size, span, ranks = case
     agreed = agree(tuple(0 if terminated else hit for hit, terminated in ranks))  # RANK-1: a terminated rank offers 0
-    return agreed * page_size, ["%064x" % i for i in range(agreed)]  # RANK-2: keys cut to the agreed count
+    return agreed * page_size, [f"{i:064x}" for i in range(agreed)]  # RANK-2: keys cut to the agreed count
 
 
 @pytest.mark.clause("RANK-1", "RANK-2")

@@ -44,7 +44,7 @@ def _sim_answer(storage, store):
         HiCacheStorageConfig.single_rank(model_name="diff", extra_config=dict(NO_DELAY)), storage_module=storage
     )
     backend = in_tree_factory("sim", extra_config=NO_DELAY).build(config)
-    keys = ["%064x" % index for index in range(len(kv))]
+    keys = [f"{index:064x}" for index in range(len(kv))]
     writes = [storage.PoolTransfer(name=storage.PoolName.KV, keys=[k for k, flag in zip(keys, kv) if flag])]
     query = []
     for name, policy, window, present in pools:

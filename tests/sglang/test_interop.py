@@ -26,7 +26,7 @@ from hicache_contracts.models import (
     PoolTransferResult,
 )
 
-KEYS = ["%064x" % index for index in range(3)]
+KEYS = [f"{index:064x}" for index in range(3)]
 
 
 def samples() -> list:

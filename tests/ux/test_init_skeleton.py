@@ -72,7 +72,7 @@ def fill_in(path: Path) -> Path:
     return filled
 
 
-def suite(backend: type, levels: "tuple[str, ...] | None" = None):
+def suite(backend: type, levels: tuple[str, ...] | None = None):
     """The smoke suite on ``backend``, with the levels it declares unless ``levels`` are given."""
     return run_suite(
         BackendFactory(backend, {"store": f"init-{id(backend)}"}), SuiteOptions(profile="smoke", seed=0, levels=levels)

@@ -84,7 +84,7 @@ class Product:
     contact: str = ""
 
     @classmethod
-    def load(cls, path: Optional[str] = None, **flags: Optional[str]) -> "Product":
+    def load(cls, path: Optional[str] = None, **flags: Optional[str]) -> Product:
         """Return the product of a ``PRODUCT.yaml`` (if given) with the non-empty ``flags`` over it.
 
         Raises ValueError naming the file and the field when the file is unreadable, not a mapping, or

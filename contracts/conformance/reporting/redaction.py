@@ -52,7 +52,7 @@ def is_secret_key(name: Any) -> bool:
     return isinstance(name, str) and _SECRET_KEY.fullmatch(name) is not None
 
 
-def _mask_keyed(match: "re.Match[str]") -> str:
+def _mask_keyed(match: re.Match[str]) -> str:
     secret = match.group("secret")
     if not secret or secret == MASK:
         return match.group(0)

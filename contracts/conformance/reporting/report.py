@@ -69,22 +69,22 @@ class SuiteReport:
     secrets: tuple[str, ...] = field(default=(), compare=False, repr=False)
     """Values no rendering may show (the extra config's passwords and tokens); see ``with_secrets``."""
 
-    def merged(self, other: Union["SuiteReport", ReportSection]) -> "SuiteReport":
+    def merged(self, other: Union[SuiteReport, ReportSection]) -> SuiteReport:
         """Return a report with ``other``'s sections (or ``other`` itself) added after these."""
         extra = other.sections if isinstance(other, SuiteReport) else (other,)
         interrupted = self.interrupted or (isinstance(other, SuiteReport) and other.interrupted)
         secrets = self.secrets + (other.secrets if isinstance(other, SuiteReport) else ())
         return SuiteReport(self.sections + tuple(extra), interrupted, tuple(dict.fromkeys(secrets)))
 
-    def with_secrets(self, values: Iterable[str]) -> "SuiteReport":
+    def with_secrets(self, values: Iterable[str]) -> SuiteReport:
         """Return this report told that ``values`` are secrets: no rendering will show them."""
         return dataclasses.replace(self, secrets=tuple(dict.fromkeys(self.secrets + tuple(values))))
 
-    def marked_interrupted(self) -> "SuiteReport":
+    def marked_interrupted(self) -> SuiteReport:
         """Return this report marked as the partial report of an interrupted run."""
         return dataclasses.replace(self, interrupted=True)
 
-    def redacted(self) -> "SuiteReport":
+    def redacted(self) -> SuiteReport:
         """Return a copy whose every text has its secrets replaced by ``***`` (what every rendering shows)."""
         return dataclasses.replace(self, sections=tuple(_redacted(section, self.secrets) for section in self.sections))
 

@@ -210,7 +210,7 @@ def _outcome_word(section: ReportSection) -> str:
 _INTERRUPTED = "interrupted: the run was stopped before its end; this report holds only what ran until then"
 
 
-def _level_mark(verdicts: tuple[ClauseVerdict, ...], paint: "_Painter") -> str:
+def _level_mark(verdicts: tuple[ClauseVerdict, ...], paint: _Painter) -> str:
     """Return a claimed level's mark: ✗ when a clause failed, ! when the suite broke judging one, – when none was
     checked, ✓ otherwise."""
     if any(verdict.status == FAIL for verdict in verdicts):
@@ -273,7 +273,7 @@ def _clause_durations(section: ReportSection) -> dict[str, float]:
     return totals
 
 
-def _clause_lines(verdict: ClauseVerdict, paint: "_Painter", width: int) -> Iterable[str]:
+def _clause_lines(verdict: ClauseVerdict, paint: _Painter, width: int) -> Iterable[str]:
     label = {PASS: paint.green("pass"), FAIL: paint.red("FAIL"), SKIP: paint.yellow("skip"), ERROR: paint.red("ERR ")}[
         verdict.status
     ]

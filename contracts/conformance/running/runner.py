@@ -175,7 +175,7 @@ class SuiteRunner:
                 raise
             self.close_problems.append(f"clearing and closing the instances stopped on {type(error).__name__}: {error}")
 
-    def __enter__(self) -> "SuiteRunner":
+    def __enter__(self) -> SuiteRunner:
         self.start()
         return self
 

@@ -26,6 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
+from hicache_spec import ALL_PAGES, KV, TRAILING_PAGES
 
 __all__ = [
     "CallShape",
@@ -173,12 +174,12 @@ def _source_kind(value: Optional[ast.expr]) -> str:
     if value is None or (isinstance(value, ast.Constant) and value.value is None):
         return "none"
     text = ast.unparse(value)
-    return "kv" if text.endswith(".KV") else "other"
+    return KV if text.endswith(".KV") else "other"
 
 
 def _policy_kind(value: Optional[ast.expr]) -> str:
     if value is None:
-        return "all_pages"
+        return ALL_PAGES
     text = ast.unparse(value)
     for policy in ("TRAILING_PAGES", "ALL_PAGES", "BLOCK_GROUPS"):
         if text.endswith(policy):
@@ -240,9 +241,9 @@ def transfer_shape(transfer: Any) -> tuple[str, str, bool, str]:
     source = getattr(transfer, "indices_from_pool", None)
     return (
         kind,
-        _value(getattr(transfer, "hit_policy", "all_pages")),
+        _value(getattr(transfer, "hit_policy", ALL_PAGES)),
         getattr(transfer, "host_indices", None) is not None,
-        "none" if source is None else ("kv" if _value(source) == "kv" else "other"),
+        "none" if source is None else (KV if _value(source) == KV else "other"),
     )
 
 
@@ -289,9 +290,9 @@ def violations(shapes: Iterable[CallShape], record: Mapping[str, Any]) -> list[s
     query_keys: dict[tuple[str, str], set[str]] = {}
     for transfer in record["hit_query_transfers"]:
         if transfer["keys"] == "source":  # a pool reusing another's slots; the KV transfer's keys are none
-            for policy in ("all_pages", "trailing_pages"):
-                query_keys.setdefault((policy, "kv"), set()).add(KV_PREFETCH_KEYS)
-        elif transfer["hit_policy"] != "all_pages" or transfer["keys"] != "none":
+            for policy in (ALL_PAGES, TRAILING_PAGES):
+                query_keys.setdefault((policy, KV), set()).add(KV_PREFETCH_KEYS)
+        elif transfer["hit_policy"] != ALL_PAGES or transfer["keys"] != "none":
             query_keys.setdefault((transfer["hit_policy"], transfer["indices_from_pool"]), set()).add(transfer["keys"])
     found: list[str] = []
     release = record["release"]
@@ -303,7 +304,7 @@ def violations(shapes: Iterable[CallShape], record: Mapping[str, Any]) -> list[s
                 f"{' or '.join(sorted(allowed))}"
             )
         for keys, policy, slots, source in shape.transfers:
-            if policy == "all_pages" and source == "none":
+            if policy == ALL_PAGES and source == "none":
                 continue  # a pool with keys of its own: none in a pinned release's hit query
             if slots:
                 found.append(f"batch_exists_v2: a {policy} transfer with host slots; SGLang {release} sends none")

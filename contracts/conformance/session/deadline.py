@@ -75,7 +75,7 @@ class _Job:
         self.error: Optional[BaseException] = None
 
 
-def _serve(jobs: "queue.SimpleQueue[Optional[_Job]]") -> None:
+def _serve(jobs: queue.SimpleQueue[Optional[_Job]]) -> None:
     while True:
         job = jobs.get()
         if job is None:
@@ -101,7 +101,7 @@ class DeadlineRunner:
         self._count = 0
         self._lock = threading.Lock()
 
-    def _helper(self) -> "queue.SimpleQueue[Optional[_Job]]":
+    def _helper(self) -> queue.SimpleQueue[Optional[_Job]]:
         jobs = getattr(self._local, "jobs", None)
         if jobs is None:
             jobs = queue.SimpleQueue()

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from hicache_spec import KV
 from hicache_contracts.conformance.session.pools import PoolHooks
 
 __all__ = ["LAYOUTS", "release_host_pool", "release_pools_available"]
@@ -101,7 +102,7 @@ def release_host_pool(
     head_num: int,
     head_dim: int,
     dtype: torch.dtype = torch.float16,
-    label: str = "kv",
+    label: str = KV,
 ) -> Any:
     """Return the loaded release's host pool for ``kind`` (``mha`` / ``mla``) with at least ``pages`` pages, on CPU.
 
