@@ -30,10 +30,26 @@ class FullBatchOfUnknownKeysHitsOnce(CorrectBackend):
 
 
 class CloseDropsThePages(CorrectBackend):
-    """close() deletes what the instance wrote (NS-7): the pages do not survive a restart."""
+    """The last instance of a namespace to close deletes its pages (NS-7): the pages do not survive a restart.
+    While another instance of the namespace is open, close() leaves the pages to it, so BE-29 (whose reader stays
+    open across the writer's close) passes."""
+
+    open_instances: dict = {}
+    """How many instances of each (store, namespace) are open."""
+
+    def __init__(self, storage_config: Any, kwargs: Any = None) -> None:
+        super().__init__(storage_config, kwargs)
+        with self.lock:
+            self.open_instances[self.store_name, self.namespace] = self.open_count() + 1
+
+    def open_count(self) -> int:
+        return self.open_instances.get((self.store_name, self.namespace), 0)
 
     def close(self):
-        self.clear()
+        with self.lock:
+            self.open_instances[self.store_name, self.namespace] = max(0, self.open_count() - 1)
+            if self.open_count() == 0:  # the last one out cleans up
+                self.clear()
 
 
 class RootPrefixCapsTheCount(CorrectBackend):
