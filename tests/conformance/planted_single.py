@@ -242,7 +242,10 @@ class LookupFlattensRanksOtherwise(CorrectBackend):
     def flat_rank(self, config, *, lookup=False):
         tp = 0 if config.is_mla_model else config.tp_rank
         cp_stride = config.pp_size if lookup else config.tp_size * config.pp_size
-        return tp + config.tp_size * config.pp_rank + cp_stride * config.attn_cp_rank
+        flat = tp + config.tp_size * config.pp_rank + cp_stride * config.attn_cp_rank
+        # replicated KV is one per DCP rank, as the correct backend keeps it
+        dcp = f"dcp{getattr(config, 'dcp_rank', 0)}/{getattr(config, 'dcp_size', 1)}" if config.is_mla_model else ""
+        return f"{flat}{dcp}"
 
     def namespace_of(self, config):
         return f"{config.model_name}|rank{self.flat_rank(config)}"
