@@ -32,7 +32,7 @@ from hicache_contracts.conformance.framework import ClauseFailure
 from hicache_contracts.conformance.session.names import Names
 from hicache_contracts.conformance.session.pools import slots_of_pages
 from hicache_contracts.models import PoolTransferResult
-from tests.conformance.check_messages import RECORDED, run_alone, verdict_of
+from tests.conformance.check_messages import RACING, RECORDED, run_alone, verdict_of
 from tests.conformance.helpers import ALL_LEVELS, UNCLAIMED_CHECKS, failed, run, statuses
 from tests.conformance.planted_catalog import BY_NAME, CATALOG, LEGACY_MODE
 from tests.conformance.planted_evicting import EvictsEverything
@@ -85,9 +85,19 @@ def fails_on_its_clause(entry, check: str, report) -> None:
     assert outcome.status == "fail", f"{entry.name}: {check} alone gave {outcome.status}"
 
 
+RACE_TRIES = 3
+"""Runs of a concurrency check on a racing bug: it shows only when the threads interleave so, which a busy machine
+can keep from happening in one run."""
+
+
 @pytest.mark.parametrize("entry, check", alone_cases(recorded=False))
 def test_planted_bug_fails_its_check(entry, check: str) -> None:
-    fails_on_its_clause(entry, check, run_alone(entry, check))
+    report = run_alone(entry, check)
+    for _ in range(RACE_TRIES - 1 if check in RACING else 0):
+        if any(item.check == check and item.status == "fail" for item in report.sections[0].checks):
+            break
+        report = run_alone(entry, check)
+    fails_on_its_clause(entry, check, report)
 
 
 @pytest.mark.parametrize(
