@@ -24,7 +24,7 @@ RACING = frozenset(check.name for check in CHECKS if check.tier == "concurrency"
 """Checks that catch a race only when the threads interleave so: whether they fail a planted bug varies by run."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def failing_checks(entry: PlantedBackend, checks: tuple[str, ...] | None = None) -> frozenset[str]:
     """The checks that fail ``entry`` (a racing one only when no deterministic one fails); one run per session."""
     options = dict(entry.options)
