@@ -29,7 +29,9 @@ RACING = frozenset(check.name for check in CHECKS if check.tier == "concurrency"
 
 
 RUN_SPECIFIC = (
-    (re.compile(r"\d+ of (\d+) bytes differ \(first at byte \d+\)"), r"<n> of \1 bytes differ"),
+    (re.compile(r"\d+ of \d+ bytes differ \(first at byte \d+\)"), "<n> of <page> bytes differ"),
+    (re.compile(r"<host pool of \d+ pages>"), "<host pool of <n> pages>"),
+    (re.compile(r"(an? [a-z_]+ page is )\d+\)"), r"\1<page>)"),
     (re.compile(r"test-[0-9a-f]{32}"), "<store>"),
     (re.compile(r"[0-9a-fA-F]{64}"), "<hashed key>"),
     (re.compile(r"(run-|conform-)[0-9a-f]{10}"), r"\1<run>"),
@@ -37,7 +39,7 @@ RUN_SPECIFIC = (
     (re.compile(r"ReadOnlyMapping\((\{[^()]*\})\)"), r"\1"),
 )
 """What differs between runs of the same check on the same bug: how many bytes of a page built from
-fresh keys differ, the store's and the run's names, hashed keys and object addresses; and how an
+fresh keys differ (and of how many: a sidecar page of SGLang's own host pool is larger than the stand-in's), the store's and the run's names, hashed keys and object addresses; and how an
 extra_info mapping shows (read-only in the contract models, a plain dict in SGLang's own class)."""
 
 

@@ -14,7 +14,7 @@ from hypothesis.errors import NoSuchExample
 from hicache_contracts.conformance.session import properties
 from hicache_contracts.conformance.checks.core_hits import PRESENCE_PATTERNS
 from hicache_contracts.conformance.checks.v2 import pool_patterns
-from hicache_contracts.conformance.session.pools import ConformancePool
+from hicache_contracts.conformance.session.pools import PoolHooks
 from hicache_contracts.conformance.session.wire import PLACEHOLDER
 from hicache_contracts.models import PoolTransferResult
 from tests.conformance.correct_backend import pool_name
@@ -171,13 +171,13 @@ def test_be_7_holds_the_write_twice_as_long_as_it_waits_for_a_step(monkeypatch, 
     that serialises its calls go on, so its lookups return only after the release and show nothing. (The
     arguments are recorded; nothing here is timed.)"""
     holds = []
-    plain = ConformancePool.holding
+    plain = PoolHooks.holding  # the suite's hooks, on its own pools and mixed into a release's
 
     def recorded(pool, pages, timeout_s):
         holds.append(timeout_s)
         return plain(pool, pages, timeout_s)
 
-    monkeypatch.setattr(ConformancePool, "holding", recorded)
+    monkeypatch.setattr(PoolHooks, "holding", recorded)
     report = run(CorrectBackend, checks=("pages_are_invisible_until_fully_written",), timeout_s=timeout_s)
     assert statuses(report)["BE-7"] == "pass", report.render_text(color=False)
     assert holds == [held]

@@ -23,6 +23,8 @@ import time
 from types import SimpleNamespace
 
 import pytest
+
+from tests.conftest import SGLANG_RELEASE
 import torch
 
 from hicache_contracts.conformance import CHECKS
@@ -214,6 +216,14 @@ pages) and BE-33's reads through the failure injector (the upper half of its poo
 8-page pool, NS-8 reads nothing."""
 
 
+BOUNDED_BY_THE_STAND_IN_POOL = pytest.mark.skipif(
+    SGLANG_RELEASE is not None,
+    reason="LastHostPageRefused tests its bound against the suite's own pool size; a release's host pool is "
+    "sized by SGLang (one page more than asked), so its last handed-out page is not the one the bug refuses",
+)
+
+
+@BOUNDED_BY_THE_STAND_IN_POOL
 def test_a_backend_refusing_the_pools_last_page_fails_exactly_the_checks_that_read_into_it() -> None:
     """The off-by-one bounds test of LastHostPageRefused: every check reading into a pool's last page fails it, and
     no other check does. A check that moved its reads onto a pool's last page, or shrank its pool under them, is a
@@ -229,6 +239,8 @@ RECORDED_VERDICTS: dict[str, dict[str, list]] = json.loads(RECORDED.read_text())
 @pytest.mark.parametrize("entry, check", alone_cases(recorded=True))
 def test_check_alone_reports_the_planted_bug_as_recorded(entry, check: str) -> None:
     """Run alone, the check fails the planted bug on the same clause, with the same message and counterexample."""
+    if entry.name == "LastHostPageRefused" and SGLANG_RELEASE is not None:
+        pytest.skip(BOUNDED_BY_THE_STAND_IN_POOL.kwargs["reason"])
     report = run_alone(entry, check)
     fails_on_its_clause(entry, check, report)
     assert verdict_of(report, check) == RECORDED_VERDICTS.get(entry.name, {}).get(check)

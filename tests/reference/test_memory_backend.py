@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
+from tests.conftest import SGLANG_RELEASE
 import torch
 
 from hicache_contracts.host_pool import HostPagePool
@@ -73,6 +75,9 @@ def test_fast_path_passes_the_vendor_suite(memory_harness: MemoryHarness) -> Non
     report = run_vendor_suite(memory_harness.using(fast_path(MemoryBackend)))
     assert not report.failed, report.render_text(color=False)
     skipped = {verdict.clause_id: verdict.reason for verdict in report.sections[0].clauses if verdict.status != "pass"}
+    if SGLANG_RELEASE is not None:  # the release's own host pools are no HostPagePool: the fast path is not taken
+        assert set(skipped) == {"NS-7", "BE-32"}, skipped
+        return
     assert set(skipped) == {"BE-7", "NS-7", "BE-32"}, skipped  # BE-32: it offers no describe_l3_object_layout
     assert skipped["BE-7"].startswith("the backend did not read the host page through the pool's page helpers")
 
