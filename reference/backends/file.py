@@ -222,18 +222,7 @@ class FileBackend(PageStoreBackend):
     """Pages as files under ``extra_config["path"]``. Extra config: ``path`` (required), ``fsync`` (default False),
     ``temporary_grace`` (default 60 s)."""
 
-    hicache_levels = (
-        "core",
-        "legacy",
-        "v1",
-        "v2",
-        "prefix",
-        "namespacing",
-        "concurrency",
-        "durability",
-        "robustness",
-        "format",
-    )
+    hicache_levels = (*PageStoreBackend.hicache_levels, "durability")
     reads_into_ranges = True
     writes_from_ranges = True
     _longest_plain_key = NAME_MAX_BYTES  # a longer key's file name is its hash (``_file_component``)

@@ -42,18 +42,7 @@ class RedisBackend(PageStoreBackend):
     the first calls miss.
     """
 
-    hicache_levels = (
-        "core",
-        "legacy",
-        "v1",
-        "v2",
-        "prefix",
-        "namespacing",
-        "concurrency",
-        "durability",
-        "robustness",
-        "format",
-    )
+    hicache_levels = (*PageStoreBackend.hicache_levels, "durability")
     """The capability levels the backend claims."""
     reads_into_ranges = True
     writes_from_ranges = True
