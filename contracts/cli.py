@@ -72,38 +72,25 @@ def _cmd_methods(args: argparse.Namespace) -> int:
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
-    from hicache_contracts.scaffold import class_name_for, write_skeleton
+    from hicache_contracts.linker.scaffold import LINKER_STORAGE_CALLS, write_linker_skeleton
+    from hicache_contracts.scaffold import STORAGE_CALLS, class_name_for, write_skeleton
 
-    if args.linker:
-        return _init_linker(args)
+    write, calls = (write_linker_skeleton, LINKER_STORAGE_CALLS) if args.linker else (write_skeleton, STORAGE_CALLS)
     try:
-        path = write_skeleton(args.name, args.directory, args.class_name)
+        path = write(args.name, args.directory, args.class_name)
     except (ValueError, OSError) as error:
         print(f"hicache-conform init: {error}", file=sys.stderr)
         return 2
     class_name = args.class_name or class_name_for(args.name)
-    print(f"wrote {path}")
-    print(
-        f"next: fill in the storage calls at the end of {path.name} (store, fetch, contains, delete_namespace), "
-        f"then run\n  hicache-conform run --backend {args.name}:{class_name} --extra-config '{{}}'"
+    command = (
+        f"linker --linker {args.name}:{class_name}"
+        if args.linker
+        else (f"run --backend {args.name}:{class_name} --extra-config '{{}}'")
     )
-    return 0
-
-
-def _init_linker(args: argparse.Namespace) -> int:
-    from hicache_contracts.linker.scaffold import write_linker_skeleton
-    from hicache_contracts.scaffold import class_name_for
-
-    try:
-        path = write_linker_skeleton(args.name, args.directory, args.class_name)
-    except (ValueError, OSError) as error:
-        print(f"hicache-conform init: {error}", file=sys.stderr)
-        return 2
-    class_name = args.class_name or class_name_for(args.name)
     print(f"wrote {path}")
     print(
-        f"next: fill in the storage calls at the end of {path.name} (connect, put_page, get_page, has_page, "
-        f"disconnect), then run\n  hicache-conform linker --linker {args.name}:{class_name}"
+        f"next: fill in the {len(calls)} storage calls at the end of {path.name} ({', '.join(calls)}), "
+        f"then run\n  hicache-conform {command}"
     )
     return 0
 
