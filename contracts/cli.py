@@ -52,7 +52,7 @@ def _cmd_divergences(args: argparse.Namespace) -> int:
 
 def _cmd_spec(args: argparse.Namespace) -> int:
     from hicache_spec.render import render_markdown
-    from hicache_spec.test_map import TestMapError, clause_test_files
+    from hicache_contracts.clause_tests import TestMapError, clause_test_files
 
     if args.tests is not None and not Path(args.tests).is_dir():
         print(f"hicache-conform spec: --tests must name a folder of tests (got {args.tests!r})", file=sys.stderr)

@@ -16,7 +16,7 @@ def _live(version: Optional[str]) -> tuple[Clause, ...]:
 
 def render_markdown(version: Optional[str] = None, tests: Optional[Mapping[str, Sequence[str]]] = None) -> str:
     """Return the normative document: every live clause (or those of one release), grouped by family then level;
-    with ``tests`` (clause ID -> test files, ``hicache_spec.test_map.clause_test_files``), each clause lists the
+    with ``tests`` (clause ID -> test files, ``hicache_contracts.clause_tests.clause_test_files``), each clause lists the
     test files that name it."""
     live = _live(version)
     scope = (

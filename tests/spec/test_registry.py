@@ -12,7 +12,7 @@ import pytest
 from hicache_spec import FAMILIES, LEVELS, ROLES, UnknownClauseError, clause, clauses, clauses_for_level
 from hicache_spec.registry import Clause, _validate
 from hicache_spec.render import render_markdown
-from hicache_spec.test_map import TestMapError, clause_test_files
+from hicache_contracts.clause_tests import TestMapError, clause_test_files
 
 ROOT = Path(__file__).resolve().parents[2]
 
