@@ -41,8 +41,10 @@ def test_a_read_that_raises_on_a_partial_hit_is_be4s() -> None:
     assert failed(report) == ["BE-4"], report.render_text(color=False)
     message = verdict_of(report, "BE-4").failures[0].message
     assert message.endswith(", never stored (a missing key is a miss)"), message
-    be23 = verdict_of(report, "BE-23")  # the threads met it too; alone, it shows: no race, BE-23 not reached
-    assert be23.status == "skip" and be23.reason.startswith(setup_reason("BE-4")), be23
+    # The threads may meet a partial hit too (it depends on how their calls interleave); where they do, the
+    # replay alone shows it: no race, BE-23 not reached. Either way BE-23 never fails for it.
+    be23 = verdict_of(report, "BE-23")
+    assert be23.status == "pass" or (be23.status == "skip" and be23.reason.startswith(setup_reason("BE-4"))), be23
 
 
 @pytest.mark.clause("BE-17", "BE-9", "BE-23")
