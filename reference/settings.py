@@ -82,7 +82,7 @@ class ControllerSettings(ContractModel):
     prefetch_timeout_per_ki_token: Annotated[float, PlainValidator(_seconds)] = DEFAULT_PREFETCH_TIMEOUT_PER_KI_TOKEN
     """Seconds added per 1024 requested tokens (CTL-14)."""
     prefetch_timeout_max: Annotated[Optional[float], PlainValidator(_optional_seconds)] = DEFAULT_PREFETCH_TIMEOUT_MAX
-    """A cap on the budget (SGLang 0.5.20, CTL-10); None: no cap."""
+    """A cap on the budget (CTL-10, a project option; no release caps it); None: no cap."""
     pass_prefix_keys: Annotated[bool, PlainValidator(_flag)] = False
     """Whether backends receive prefix metadata (PFX-1, PFX-3)."""
     call_deadline: Annotated[Optional[float], PlainValidator(_call_deadline)] = DEFAULT_CALL_DEADLINE

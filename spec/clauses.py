@@ -695,13 +695,16 @@ CLAUSES: tuple[Clause, ...] = (
         "CTL-10",
         "controller",
         "engine",
-        "The prefetch timeout is min(max, base + per_ki_token * tokens / 1024), with defaults "
-        "base 2.0 s, per_ki_token 0.1 s, max 30 s.",
-        "Longer prefixes deserve longer waits, up to a bound.",
-        "sglang 0.5.20 mem_cache/hicache_storage.py PrefetchTimeoutConfig; hiradix_cache.py "
-        "HiRadixCache._prefetch_timeout_check_linear_func (tokens: the operation's key list times "
-        "page_size). 0.5.20's cache registry builds UnifiedRadixCache, which follows CTL-16.",
-        releases="0.5.20",
+        "A controller may cap the prefetch timeout: with a maximum set, the budget is min(max, the "
+        "release's budget: CTL-14 or CTL-16); without one (the default) it is not capped.",
+        "No pinned release's engine caps the budget; the cap is an operator's bound on a slow store. "
+        "0.5.20 still ships HiRadixCache's capped budget (defaults base 2.0 s, 0.1 s per 1024 tokens, "
+        "max 30 s), but its cache registry builds UnifiedRadixCache, which follows CTL-16, so the cap "
+        "is a project decision, not a fact of any release.",
+        "project decision; the capped form as sglang 0.5.20 mem_cache/hicache_storage.py "
+        "PrefetchTimeoutConfig and hiradix_cache.py HiRadixCache._prefetch_timeout_check_linear_func "
+        "(never built by 0.5.20's cache registry)",
+        releases="decision",
     ),
     C(
         "CTL-11",
