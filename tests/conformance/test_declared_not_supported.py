@@ -40,9 +40,7 @@ def test_an_undeclared_refusal_of_mla_fails_once_naming_the_configuration() -> N
     assert failure.check == ", ".join(MLA_CHECKS)
     assert failure.message == (
         f"found while setting up {', '.join(MLA_CHECKS)}: the backend cannot be built for an MLA model "
-        "(is_mla_model=True): it raised ValueError: this store serves MHA models only (SGLang builds a dynamic "
-        "backend as cls(storage_config, {}): the extra config arrives in storage_config.extra_config, the second "
-        "argument is an empty dict); a backend that does not serve MLA by design declares "
+        "(is_mla_model=True): it raised ValueError: this store serves MHA models only; a backend that does not serve MLA by design declares "
         "hicache_not_supported = ('mla',)"
     )
     assert verdict_of(report, "NS-5").reason == setup_reason("BE-1")

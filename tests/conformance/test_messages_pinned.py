@@ -81,8 +81,44 @@ def test_a_backend_refusing_a_second_open_instance_is_told_the_suite_keeps_insta
     (failure,) = next(item for item in report.sections[0].clauses if item.clause_id == "BE-1").failures
     assert failure.message == (
         "found while setting up clear_removes_only_its_own_namespace: building the backend raised RuntimeError: "
-        "store locked by another instance (SGLang builds a dynamic backend as cls(storage_config, {}): the extra "
-        "config arrives in storage_config.extra_config, the second argument is an empty dict); 5 other instances of "
+        "store locked by another instance; 5 other instances of "
         "the backend were open then (the suite keeps every instance it builds open until the run ends: a backend "
         "allowing one open instance per configuration or store fails here)"
+    )
+
+
+class TakesTheConfigOnly(CorrectBackend):
+    """A constructor of one argument: SGLang's call ``cls(storage_config, {})`` cannot bind."""
+
+    def __init__(self, storage_config) -> None:
+        super().__init__(storage_config, {})
+
+
+class RaisesATypeErrorOfItsOwn(CorrectBackend):
+    """A constructor taking SGLang's two arguments that raises a TypeError of its own."""
+
+    def __init__(self, storage_config, kwargs=None) -> None:
+        raise TypeError("page_size must be an int")
+
+
+def construction_failure(backend) -> str:
+    report = run(backend, checks=("clear_removes_only_its_own_namespace",))
+    (failure,) = next(item for item in report.sections[0].clauses if item.clause_id == "BE-1").failures
+    return failure.message
+
+
+@pytest.mark.clause("BE-1")
+def test_a_constructor_that_cannot_take_sglangs_two_arguments_is_told_how_sglang_calls_it() -> None:
+    assert construction_failure(TakesTheConfigOnly) == (
+        "building the backend raised TypeError: TakesTheConfigOnly.__init__() takes 2 positional arguments but 3 "
+        "were given (SGLang builds a dynamic backend as cls(storage_config, {}), two positional arguments, and the "
+        "constructor's signature (storage_config) does not take them: the extra config arrives in "
+        "storage_config.extra_config, the second argument is an empty dict)"
+    )
+
+
+@pytest.mark.clause("BE-1")
+def test_a_constructor_taking_sglangs_arguments_gets_no_hint_on_its_own_error() -> None:
+    assert construction_failure(RaisesATypeErrorOfItsOwn) == (
+        "building the backend raised TypeError: page_size must be an int"
     )

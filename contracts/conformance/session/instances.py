@@ -8,6 +8,7 @@ a backend has one, and never ``clear()`` on anything else.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import signal
 import threading
 from dataclasses import dataclass, field
@@ -242,12 +243,7 @@ class Instances:
             raise
         except ClauseFailure as failure:
             error = failure.__cause__ or failure
-            hint = ""
-            if config.extra_config:
-                hint = (
-                    " (SGLang builds a dynamic backend as cls(storage_config, {}): the extra config arrives "
-                    "in storage_config.extra_config, the second argument is an empty dict)"
-                )
+            hint = self._signature_hint(error, wire_config)
             fail(
                 construct_clause,
                 f"building the backend raised {type(error).__name__}: {error}{hint}",
@@ -269,6 +265,35 @@ class Instances:
         if callable(hook):  # 0.5.23: once, after the initial registration burst, before any IO
             calls.call("BE-27", hook)
         return instance
+
+    def _signature_hint(self, error: BaseException, wire_config: Any) -> str:
+        """Return the hint on how SGLang calls a dynamic backend's constructor, where it explains ``error``.
+
+        It applies only when the constructor does not take SGLang's two positional arguments: its signature
+        cannot bind ``(storage_config, {})``, or (a callable without a readable signature) the call itself raised
+        a TypeError before any of the backend's code ran. Any other construction error is the backend's own.
+        """
+        target = self.factory.target
+        try:
+            signature: Optional[inspect.Signature] = inspect.signature(target)
+        except (TypeError, ValueError):
+            signature = None
+        if signature is not None:
+            try:
+                signature.bind(wire_config, dict(self.factory.kwargs))
+            except TypeError:
+                shown = f"the constructor's signature {signature.replace(return_annotation=inspect.Signature.empty)}"
+            else:
+                return ""
+        elif isinstance(error, TypeError) and _raised_by_the_call(error):
+            shown = "the constructor"
+        else:
+            return ""
+        return (
+            f" (SGLang builds a dynamic backend as cls(storage_config, {{}}), two positional arguments, and {shown} "
+            "does not take them: the extra config arrives in storage_config.extra_config, the second argument is "
+            "an empty dict)"
+        )
 
     def _construct(self, clause_id: str, wire_config: Any) -> Any:
         """Build a backend as SGLang does: on the main thread (a constructor may install signal handlers).
@@ -332,6 +357,17 @@ def sidecar_kind(name: PoolName, model_kind: str, wire: Wire) -> str:
     if wire.sglang is not None and name == PoolName.SWA and release_pools_available():
         return model_kind
     return "mla"
+
+
+def _raised_by_the_call(error: BaseException) -> bool:
+    """Whether ``error`` was raised by calling the backend's constructor, not inside it: its traceback ends in
+    the factory's own frame (binding the arguments fails before any frame of the backend runs)."""
+    frame = error.__traceback__
+    if frame is None:
+        return False
+    while frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame.tb_frame.f_code is BackendFactory.build.__code__
 
 
 class _ConstructionTimedOut(BaseException):
