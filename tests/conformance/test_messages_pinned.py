@@ -16,7 +16,9 @@ import pytest
 from hicache_contracts.conformance import ReportSection, SuiteReport
 from hicache_contracts.conformance.reporting.report import ClauseVerdict, Failure
 from tests.conformance.correct_backend import CorrectBackend
+from tests.conformance.check_messages import stable
 from tests.conformance.helpers import run
+from tests.conformance.planted_backends import GlobalClear
 
 
 class CannotBeBuilt(CorrectBackend):
@@ -122,3 +124,39 @@ def test_a_constructor_taking_sglangs_arguments_gets_no_hint_on_its_own_error() 
     assert construction_failure(RaisesATypeErrorOfItsOwn) == (
         "building the backend raised TypeError: page_size must be an int"
     )
+
+
+@pytest.mark.clause("NS-8")
+def test_ns8_names_the_instance_that_made_each_call() -> None:
+    report = run(GlobalClear, checks=("clear_removes_only_its_own_namespace",))
+    outcome = report.sections[0].checks[0]
+    assert outcome.message == (
+        "clear() on one instance removed the pages of another model (written and read back): a new instance of it "
+        "finds 0 of 2"
+    )
+    backend = "tests.conformance.planted_backends:GlobalClear"
+    assert [stable(line) for line in outcome.counterexample.splitlines()] == [
+        "instance A is cleared; B is another model; C is a model whose name extends the cleared one's; D is another "
+        "tp_rank; A-D each write [k0, k1] (read back), all but A also [k2, k3] (not read); clear() on A; E, a new "
+        "instance of another model, looks up and reads [k0, k1] (models: m1 = 'hicache-conform-run-<run>-scoped1', "
+        "m2 = 'hicache-conform-run-<run>-neighbour2', m1-nested = 'hicache-conform-run-<run>-scoped1-nested')",
+        "why it matters: A shared store serves many engines; one operator's clear must not flush the others.",
+        "last backend calls (12, oldest first):",
+        "  instance D (model m1, tp_rank 1): batch_exists([k16, k17, k18, k19], None) -> 4",
+        "  instance D (model m1, tp_rank 1): batch_set_v1([k0, k1], <128 host slots>, None) -> [True, True]",
+        "  instance D (model m1, tp_rank 1): batch_get_v1([k0, k1], <128 host slots>, None) -> [True, True]",
+        "  instance B (model m2, tp_rank 0): batch_set_v1([k2, k3], <128 host slots>, None) -> [True, True]",
+        "  instance C (model m1-nested, tp_rank 0): batch_set_v1([k2, k3], <128 host slots>, None) -> [True, True]",
+        "  instance D (model m1, tp_rank 1): batch_set_v1([k2, k3], <128 host slots>, None) -> [True, True]",
+        "  instance A (model m1, tp_rank 0): clear() -> None",
+        f"  instance E (model m2, tp_rank 0): {backend}(HiCacheStorageConfig(tp_rank=0, tp_size=2, pp_rank=0, "
+        "pp_size=2, attn_cp_rank=0, attn_cp_size=2, is_mla_model=False, ...) -> <tests.conformance.planted_backends."
+        "GlobalClear object>",
+        "  instance E (model m2, tp_rank 0): register_mem_pool_host(<host pool of <n> pages>) -> None",
+        "  instance E (model m2, tp_rank 0): on_host_pools_registered() -> None",
+        "  instance E (model m2, tp_rank 0): batch_exists([k0, k1], None) -> 0",
+        "  instance E (model m2, tp_rank 0): batch_get_v1([k0, k1], <128 host slots>, None) -> [False, False]",
+        f'replay: hicache-conform run --backend {backend} --extra-config \'{{"store": "<store>"}}\' --levels '
+        "core,legacy,v1,v2,prefix,namespacing,concurrency,durability,robustness --profile smoke --check "
+        "clear_removes_only_its_own_namespace --seed 0",
+    ]

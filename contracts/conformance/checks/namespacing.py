@@ -34,12 +34,15 @@ def sibling_configs(suite: SuiteContext, model_name: str) -> list[tuple[str, str
     ]
 
 
-def build_with(suite: SuiteContext, model_name: str, tag: str, *, v2: bool = False, **overrides: Any) -> Instance:
+def build_with(
+    suite: SuiteContext, model_name: str, tag: str, *, v2: bool = False, label: str = "", **overrides: Any
+) -> Instance:
     """Build an instance with every group of size 2 (rank 0 unless ``overrides`` say otherwise), its host pool of
-    six pages: the checks below read into pages 2 to 5, the last the pool's last, where a bound off by one shows."""
+    six pages: the checks below read into pages 2 to 5, the last the pool's last, where a bound off by one shows.
+    ``label`` names it on each of its calls in the transcript."""
     fields: dict[str, Any] = dict(SPREAD_RANKS, is_mla_model=False, model_name=model_name)
     fields.update(overrides)
-    return suite.instances.build(suite.instances.config(**fields), pages=6, v2=v2, tag=tag)
+    return suite.instances.build(suite.instances.config(**fields), pages=6, v2=v2, tag=tag, label=label)
 
 
 @conformance_check("NS-1", "NS-2", "NS-3", "NS-4")
@@ -253,34 +256,47 @@ def clear_removes_only_its_own_namespace(suite: SuiteContext) -> None:
     """clear() on one instance leaves the pages of other models (a name extending its own included) and other ranks
     in place, as a new instance of each finds them, byte for byte."""
     model = suite.names.namespace("scoped")
-    cleared = build_with(suite, model, "the cleared instance")
+    neighbour = suite.names.namespace("neighbour")
+    models = {model: "m1", neighbour: "m2", model + "-nested": "m1-nested"}
     neighbours: list[tuple[str, dict[str, Any]]] = [
-        ("another model", dict(model_name=suite.names.namespace("neighbour"))),
+        ("another model", dict(model_name=neighbour)),
         ("a model whose name extends the cleared one's", dict(model_name=model + "-nested")),
         ("another tp_rank", dict(tp_rank=1)),
     ]
+    letters = iter("ABCDEFGH")
 
-    def build(tag: str, overrides: dict[str, Any]) -> Instance:
+    def build(tag: str, overrides: dict[str, Any]) -> tuple[str, Instance]:
         fields = dict(overrides)
-        return build_with(suite, fields.pop("model_name", model), tag, **fields)
+        name = fields.pop("model_name", model)
+        letter = next(letters)
+        label = f"instance {letter} (model {models[name]}, tp_rank {fields.get('tp_rank', 0)})"
+        return letter, build_with(suite, name, tag, label=label, **fields)
 
-    others = [build(tag, overrides) for tag, overrides in neighbours]
+    cleared_letter, cleared = build("the cleared instance", {})
+    built = [build(tag, overrides) for tag, overrides in neighbours]
+    others = [instance for _, instance in built]
     keys, late = suite.names.new_keys(2), suite.names.new_keys(2)
     for instance in [cleared] + others:
         suite.io.store(instance, keys, clause_id=setup_clause(suite))
     # pages written and never read since: a store whose reads renew a lease must not keep only those it read
     unread = [[key for key, ok in zip(late, suite.io.write(other, late, pages=[0, 1])) if ok] for other in others]
     suite.calls.call("BE-11", cleared.backend.clear)
+    writers = f"{cleared_letter}-{built[-1][0]}"
+    cast = "; ".join(
+        [f"instance {cleared_letter} is cleared"]
+        + [f"{letter} is {tag}" for (letter, _), (tag, _) in zip(built, neighbours)]
+    )
+    legend = ", ".join(f"{alias} = {name!r}" for name, alias in models.items())
     seen = False
     for (tag, overrides), written_late in zip(neighbours, unread):
-        judge = build(f"a new instance of {tag}", overrides)  # not the instance that wrote: no cache of its own
+        letter, judge = build(f"a new instance of {tag}", overrides)  # not the instance that wrote: no own cache
         for group, how in ((keys, "written and read back"), (written_late, "written, never read")):
             if not group:
                 continue
             shown = (
-                f"the cleared instance and those of {', '.join(tag for tag, _ in neighbours)} each write "
-                f"{suite.names.show(keys)} (read back), the others also {suite.names.show(late)} (not read); clear() "
-                f"on the first; a new instance of {tag} looks up and reads {suite.names.show(group)}"
+                f"{cast}; {writers} each write {suite.names.show(keys)} (read back), all but "
+                f"{cleared_letter} also {suite.names.show(late)} (not read); clear() on {cleared_letter}; "
+                f"{letter}, a new instance of {tag}, looks up and reads {suite.names.show(group)} (models: {legend})"
             )
             count = suite.io.count(judge, group, clause_id="NS-8")
             read = suite.io.read(judge, group, pages=[2, 3], clause_id="NS-8")

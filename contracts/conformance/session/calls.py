@@ -33,6 +33,18 @@ class Calls:
         self.timed_out: Optional[CallTimedOut] = None
         """The first call that missed its deadline; once set, every later call fails at once."""
         self._deadline = DeadlineRunner()
+        self._labels: dict[int, tuple[Any, str]] = {}
+
+    def label(self, backend: Any, text: str) -> None:
+        """Name ``backend`` in the running check's transcript: each of its calls shows as ``text: call -> result``
+        (a check with several instances says which made each call); forgotten when the next check begins."""
+        self._labels[id(backend)] = (backend, text)
+
+    def _made_by(self, function: Callable[..., Any]) -> str:
+        """The ``label`` of the instance ``function`` is a method of, with its separator; empty when unlabelled."""
+        owner = getattr(function, "__self__", None)
+        entry = self._labels.get(id(owner)) if owner is not None else None
+        return f"{entry[1]}: " if entry is not None and entry[0] is owner else ""
 
     def call(self, clause_id: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call a backend method under the deadline; an exception out of it is a failure of ``clause_id``."""
@@ -44,6 +56,7 @@ class Calls:
             kwargs = {**kwargs, "extra_info": args[-1]}  # as SGLang 0.5.21-0.5.23 pass it
             args = args[:-1]
         shown = self.names.describe_named(name, args, kwargs)
+        made_by = self._made_by(function)
         if self.timed_out is not None:
             raise CallTimedOut(clause_id, shown, self.timeout_s)
         try:
@@ -51,7 +64,7 @@ class Calls:
         except ClauseFailure:
             raise
         except Exception as error:
-            self.transcript.append(f"{shown} raised {type(error).__name__}: {error}")
+            self.transcript.append(f"{made_by}{shown} raised {type(error).__name__}: {error}")
             if isinstance(error, TypeError) and not _accepts(function, args, kwargs) and _takes_extra_info(name):
                 raise ClauseFailure(
                     "BE-8",
@@ -61,9 +74,9 @@ class Calls:
             raise ClauseFailure(clause_id, f"{shown} raised {type(error).__name__}: {error}") from error
         if not finished:
             self.timed_out = CallTimedOut(clause_id, shown, self.timeout_s)
-            self.transcript.append(f"{shown} -> did not return within {self.timeout_s:g} s")
+            self.transcript.append(f"{made_by}{shown} -> did not return within {self.timeout_s:g} s")
             raise self.timed_out
-        self.transcript.append(f"{shown} -> {self.names.show(value)}")
+        self.transcript.append(f"{made_by}{shown} -> {self.names.show(value)}")
         return value
 
     def untraced(self, clause_id: str, shown: str, function: Callable[..., Any], *args: Any) -> Any:
@@ -77,6 +90,7 @@ class Calls:
     def begin_check(self) -> None:
         """Start a fresh transcript and record of asserted clauses (the runner calls this before each check)."""
         self.transcript.clear()
+        self._labels.clear()
         self.asserted = record_assertions()
 
     @property

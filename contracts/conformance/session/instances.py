@@ -227,12 +227,14 @@ class Instances:
         tag: str = "",
         construct_clause: str = "BE-1",
         pool: Optional[ConformancePool] = None,
+        label: str = "",
     ) -> Instance:
         """Build, register and remember an instance for ``config`` (default: the run's main configuration).
 
         The pool (``pool``, else a new one of ``pages`` pages as SGLang pairs it with the configuration) is
         registered with ``register_mem_pool_host`` right after construction; with ``v2`` (default: ``register_v2``) KV and the sidecar
-        pools are also registered with ``register_mem_host_pool_v2``.
+        pools are also registered with ``register_mem_host_pool_v2``. With ``label``, the check's transcript names
+        the instance so on its construction and each of its calls.
         """
         config = config or self.config()
         calls = self.calls
@@ -250,6 +252,10 @@ class Instances:
                 f"{self.factory.name}(storage_config=HiCacheStorageConfig({describe_config(config)}, "
                 f"extra_config={dict(config.extra_config) if config.extra_config else None!r}), {{}})",
             )
+        if label:
+            calls.label(backend, label)
+            if calls.transcript:  # the construction's own line, just written
+                calls.transcript[-1] = f"{label}: {calls.transcript[-1]}"
         kind = "mla" if config.is_mla_model else "mha"
         pool = pool if pool is not None else self.new_pool(pages, kind=kind)  # as SGLang pairs them
         instance = Instance(backend, config, pool, {}, tag or describe_config(config))
