@@ -23,7 +23,7 @@ from types import SimpleNamespace
 from typing import Any, Optional
 
 from hicache_contracts import HiCacheStorageExtraInfo, PoolName, PoolTransfer
-from hicache_contracts.engine._reference import Scenario
+from hicache_contracts.engine import EngineScenario as Scenario
 from hicache_reference import CacheController
 from hicache_reference.backup_writer import BackupWriter, StorageWriter
 from hicache_reference.calls import confirmed_exists, confirmed_pages, confirmed_pool_pages

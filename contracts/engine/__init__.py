@@ -30,7 +30,6 @@ from hicache_contracts.engine._trace import (
     TraceTransfer,
     load_trace,
 )
-from hicache_contracts.engine._reference import ClauseResult
 from hicache_contracts.engine.scenarios import (
     HYBRID_POOLS,
     STANDARD_SCENARIOS,
@@ -42,6 +41,7 @@ from hicache_contracts.engine.scenarios import (
     ScenarioBackend,
     ScenarioEngine,
     ScenarioRun,
+    ClauseResult,
     check_engine,
     run_engine_scenario,
 )

@@ -1,24 +1,32 @@
-"""The scenarios the reference controller is checked over, and their per-clause results.
+"""The engine scenarios as data, and how their checked traces fold into one result per clause.
 
-``REFERENCE_SCENARIOS`` — prefetch and backup, prefix None / [] / non-empty,
-1 to 3 slices, base and hybrid pools, and the faults that stop IO early (a
-short slice, a raising read, termination, a partial hit) — are plain data;
-``hicache_reference.engine_check`` runs them (``check_reference_controller``)
-and ``clause_results`` folds the checked traces into one ``ClauseResult`` per
-clause. The run functions that lived here moved there (old names warn).
+``STANDARD_SCENARIOS`` — prefetch and backup, prefix None / [] / non-empty,
+1 to 5 slices, base and hybrid pools, and the faults that stop IO early (a
+partial hit, a short slice, a raising read, termination, a read that hangs
+while the operation is terminated) — are plain ``EngineScenario`` values;
+``hicache_contracts.engine.scenarios.check_engine`` runs them against any
+controller and ``clause_results`` folds the checked traces into one
+``ClauseResult`` per clause. The reference controller runs them through the
+same runner (``hicache_reference.engine_check``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, NamedTuple, Optional
 
-from hicache_contracts.engine._checker import check_trace
-from hicache_contracts.engine._recorder import RecordingBackend
 from hicache_contracts.engine._report import TraceReport
 from hicache_spec import clauses, compute_key_chain
 
-__all__ = ["ClauseResult", "REFERENCE_SCENARIOS", "RunOutcome", "Scenario", "clause_results"]
+__all__ = [
+    "ANCHOR",
+    "PAGE_SIZE",
+    "STANDARD_SCENARIOS",
+    "SWA_WINDOW",
+    "ClauseResult",
+    "EngineScenario",
+    "clause_results",
+]
 
 PAGE_SIZE = 2
 """Tokens per page in the scenarios: small, so that 3 slices of 128 pages stay cheap."""
@@ -38,9 +46,12 @@ class ClauseResult(NamedTuple):
     detail: str
 
 
+_FAULTS = ("stored", "unreadable_from", "raise_on_read", "terminate_after_read", "hang_on_read")
+
+
 @dataclass(frozen=True)
-class Scenario:
-    """One operation to run and check."""
+class EngineScenario:
+    """One operation to run and check, and the faults scripted around it."""
 
     kind: str
     """``"prefetch"`` or ``"backup"``."""
@@ -57,6 +68,8 @@ class Scenario:
     """The batch_get_v1 call (from 0) that raises instead of reading."""
     terminate_after_read: Optional[int] = None
     """The batch_get_v1 call during which the prefetch is terminated: no later slice may be read."""
+    hang_on_read: Optional[int] = None
+    """The batch_get_v1 call (from 0) that blocks until the scenario has terminated the operation."""
 
     @property
     def chain(self) -> tuple[str, ...]:
@@ -68,62 +81,33 @@ class Scenario:
         return PREFIXES[self.prefix]
 
     def __str__(self) -> str:
-        faults = [
-            f"{name}={getattr(self, name)}"
-            for name in ("stored", "unreadable_from", "raise_on_read", "terminate_after_read")
-            if getattr(self, name) is not None
-        ]
+        faults = [f"{name}={getattr(self, name)}" for name in _FAULTS if getattr(self, name) is not None]
         return " ".join(
             [self.kind, f"{self.pages} pages", f"prefix {self.prefix}", "hybrid" if self.hybrid else "base", *faults]
         )
 
 
-def _scenarios() -> tuple[Scenario, ...]:
+def _standard_scenarios() -> tuple[EngineScenario, ...]:
     found = []
     for hybrid in (False, True):
         for prefix in PREFIXES:
-            for pages in (1, 128, 129, 300):  # 1, 1 full, 2 and 3 slices
-                found.append(Scenario("prefetch", pages, prefix, hybrid))
+            for pages in (1, 128, 129, 300):  # 1 page, 1 full slice, 2 and 3 slices
+                found.append(EngineScenario("prefetch", pages, prefix, hybrid))
             for pages in (1, 129, 300):
-                found.append(Scenario("backup", pages, prefix, hybrid))
+                found.append(EngineScenario("backup", pages, prefix, hybrid))
         found += [
-            Scenario("prefetch", 300, "anchor", hybrid, stored=200),
-            Scenario("prefetch", 300, "empty", hybrid, unreadable_from=150),
-            Scenario("prefetch", 300, "anchor", hybrid, raise_on_read=1),
-            Scenario("prefetch", 300, "empty", hybrid, terminate_after_read=0),
+            EngineScenario("prefetch", 300, "anchor", hybrid, stored=200),  # a partial hit
+            EngineScenario("prefetch", 300, "empty", hybrid, unreadable_from=150),  # a short slice
+            EngineScenario("prefetch", 300, "anchor", hybrid, raise_on_read=1),  # a raising read
+            EngineScenario("prefetch", 300, "empty", hybrid, terminate_after_read=0),  # termination
+            EngineScenario("prefetch", 300, "anchor", hybrid, hang_on_read=1),  # terminated while hanging
         ]
+    found += [EngineScenario("prefetch", 600, "anchor"), EngineScenario("backup", 600, "empty")]  # 5 slices
     return tuple(found)
 
 
-REFERENCE_SCENARIOS: tuple[Scenario, ...] = _scenarios()
-"""Every scenario ``check_reference_controller`` runs (50 operations)."""
-
-
-@dataclass
-class RunOutcome:
-    """What one run left: the recorder and the operation, and how to check them."""
-
-    recorder: RecordingBackend
-    operation: Any
-    scenario: Scenario
-    terminated_before_slice: Optional[int] = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def check(self, **options: Any) -> TraceReport:
-        """Check the recorded trace (and, for a prefetch, its acks) of this run."""
-        operation = self.operation
-        arguments: dict[str, Any] = dict(
-            chain=self.scenario.chain,
-            prefix_keys=operation.base_info.prefix_keys,
-            page_size=PAGE_SIZE,
-            operation_id=operation.operation_id,
-        )
-        if self.scenario.kind == "prefetch":
-            arguments.update(acks=operation.acks, terminated_before_slice=self.terminated_before_slice)
-        else:
-            arguments.update(backup_completed_tokens=operation.completed_tokens)
-        arguments.update(options)
-        return check_trace(self.recorder.calls, **arguments)
+STANDARD_SCENARIOS: tuple[EngineScenario, ...] = _standard_scenarios()
+"""Every scenario ``check_engine`` runs: 28 base, 26 hybrid (54 operations)."""
 
 
 def clause_results(checked_runs: Iterable[tuple[Any, TraceReport]]) -> list[ClauseResult]:

@@ -33,7 +33,14 @@ from hicache_spec import ALL_PAGES, KV, TRAILING_PAGES, fold_pool_hits
 from hicache_contracts.engine._checker import check_trace
 from hicache_contracts.engine._handed_lists import HandedList
 from hicache_contracts.engine._recorder import RecordingBackend
-from hicache_contracts.engine._reference import PAGE_SIZE, SWA_WINDOW, ClauseResult, Scenario, clause_results
+from hicache_contracts.engine._scenario import (
+    PAGE_SIZE,
+    STANDARD_SCENARIOS,
+    SWA_WINDOW,
+    ClauseResult,
+    EngineScenario,
+    clause_results,
+)
 from hicache_contracts.engine._report import TraceReport, TraceViolation
 from hicache_contracts.models import ReadOnlyMapping
 from hicache_contracts.models import pool_value as _pool_name
@@ -41,6 +48,7 @@ from hicache_contracts.models import pool_value as _pool_name
 __all__ = [
     "HYBRID_POOLS",
     "STANDARD_SCENARIOS",
+    "ClauseResult",
     "EngineRaised",
     "EngineScenario",
     "EngineSetup",
@@ -95,7 +103,8 @@ class ScenarioEngine(Protocol):
     """What a scenario needs from an engine; ``check_engine`` builds one per scenario from a factory.
 
     Set a class attribute ``supports_hybrid = True`` to run the hybrid
-    scenarios too. Operations must run on a thread of their own (``prefetch``
+    scenarios too, and define ``operation_id(operation)`` (optional) to have
+    every ack checked against the operation's own ID. Operations must run on a thread of their own (``prefetch``
     returns before its storage calls finish), so that a scenario can
     terminate one while it reads.
     """
@@ -133,41 +142,6 @@ class ScenarioEngine(Protocol):
 
     def stop(self) -> None:
         """Shut the controller down."""
-
-
-@dataclass(frozen=True)
-class EngineScenario(Scenario):
-    """A standard scenario: a ``Scenario`` and, optionally, a read that hangs until the operation is terminated."""
-
-    hang_on_read: Optional[int] = None
-    """The batch_get_v1 call (from 0) that blocks until the scenario has terminated the operation."""
-
-    def __str__(self) -> str:
-        text = super().__str__()
-        return text if self.hang_on_read is None else f"{text} hang_on_read={self.hang_on_read}"
-
-
-def _standard_scenarios() -> tuple[EngineScenario, ...]:
-    found = []
-    for hybrid in (False, True):
-        for prefix in ("none", "empty", "anchor"):
-            for pages in (1, 128, 129, 300):  # 1 page, 1 full slice, 2 and 3 slices
-                found.append(EngineScenario("prefetch", pages, prefix, hybrid))
-            for pages in (1, 129, 300):
-                found.append(EngineScenario("backup", pages, prefix, hybrid))
-        found += [
-            EngineScenario("prefetch", 300, "anchor", hybrid, stored=200),  # a partial hit
-            EngineScenario("prefetch", 300, "empty", hybrid, unreadable_from=150),  # a short slice
-            EngineScenario("prefetch", 300, "anchor", hybrid, raise_on_read=1),  # a raising read
-            EngineScenario("prefetch", 300, "empty", hybrid, terminate_after_read=0),  # termination
-            EngineScenario("prefetch", 300, "anchor", hybrid, hang_on_read=1),  # terminated while hanging
-        ]
-    found += [EngineScenario("prefetch", 600, "anchor"), EngineScenario("backup", 600, "empty")]  # 5 slices
-    return tuple(found)
-
-
-STANDARD_SCENARIOS: tuple[EngineScenario, ...] = _standard_scenarios()
-"""Every scenario ``check_engine`` runs: 28 base, 26 hybrid (54 operations)."""
 
 
 # ==================================================================== the scripted store
@@ -324,6 +298,10 @@ class ScenarioRun:
     operation: Any
     report: TraceReport
 
+    def check(self) -> TraceReport:
+        """The verdict on the scenario's trace and acks (checked once, when it ran)."""
+        return self.report
+
 
 class EngineRaised(RuntimeError):
     """An exception raised inside the engine during a scenario (its ``__cause__``), reported as itself.
@@ -387,7 +365,7 @@ def _call_engine(scenario: EngineScenario, method: Callable[..., Any], *args: An
         raise EngineRaised(error, scenario, _engine_frame(error), None) from error
 
 
-def _setup(scenario: Scenario) -> EngineSetup:
+def _setup(scenario: EngineScenario) -> EngineSetup:
     return EngineSetup(
         page_size=PAGE_SIZE,
         pools=HYBRID_POOLS if scenario.hybrid else (),
@@ -425,15 +403,22 @@ def _handed_lists(scenario: EngineScenario) -> tuple[HandedList, Optional[Handed
     return keys, handed_prefix, sidecars
 
 
-def _list_changes(handed: Iterable[Optional[HandedList]]) -> TraceReport:
-    """PFX-5 for each list handed to the engine that it changed in place."""
+def _with_list_changes(report: TraceReport, handed: Iterable[Optional[HandedList]]) -> TraceReport:
+    """``report`` with PFX-5 for each list handed to the engine that it changed in place.
+
+    A list changed in place comes first: it names the line, where the findings
+    on calls show its effects. PFX-5 is checked after the trace's clauses.
+    """
     lists = [item for item in handed if item is not None]
     violations = tuple(
         TraceViolation(clause="PFX-5", message=message)
         for message in (item.change_message() for item in lists)
         if message is not None
     )
-    return TraceReport(violations=violations, checked=("PFX-5",) if lists else ())
+    checked = report.checked + (("PFX-5",) if lists else ())
+    return report.model_copy(
+        update={"violations": violations + report.violations, "checked": tuple(dict.fromkeys(checked))}
+    )
 
 
 def run_engine_scenario(engine: ScenarioEngine, scenario: EngineScenario) -> ScenarioRun:
@@ -495,14 +480,16 @@ def run_engine_scenario(engine: ScenarioEngine, scenario: EngineScenario) -> Sce
         # reported below, with where it was made).
         live_prefix = live_prefix.original
     arguments: dict[str, Any] = dict(chain=scenario.chain, prefix_keys=live_prefix, page_size=PAGE_SIZE)
+    operation_id = getattr(engine, "operation_id", None)
+    if operation_id is not None:  # optional: the acks must then all name this operation (CTL-5)
+        arguments.update(operation_id=_call_engine(scenario, operation_id, operation))
     if scenario.kind == "prefetch":
         acks = _call_engine(scenario, engine.acks, operation)
         arguments.update(acks=list(acks), terminated_before_slice=terminated_before)
     else:
         completed = _call_engine(scenario, engine.completed_tokens, operation)
         arguments.update(backup_completed_tokens=completed)
-    # A list changed in place comes first: it names the line, where the findings on calls show its effects.
-    report = _list_changes([prefix, keys, *sidecars.values()]).merged(check_trace(recorder.calls, **arguments))
+    report = _with_list_changes(check_trace(recorder.calls, **arguments), [prefix, keys, *sidecars.values()])
     return ScenarioRun(scenario, recorder, operation, report)
 
 

@@ -21,8 +21,10 @@ from hicache_contracts.engine import RecordingBackend, check_operation, check_tr
 from hicache_contracts.models import HiCacheStorageConfig
 from hicache_reference import CacheController
 from hicache_reference.calls import confirmed_exists, confirmed_pages
-from hicache_contracts.engine._reference import Scenario
-from hicache_reference.engine_check import _filled_store, _host_pool, scripted_backend_class
+from hicache_contracts.engine import EngineScenario as Scenario
+from hicache_reference.backends import MemoryBackend
+from tests.engine.reference_store import filled_store as _filled_store
+from tests.engine.reference_store import host_pool as _host_pool
 from hicache_reference.prefetch_io import PrefetchIO
 from hicache_reference.settings import ControllerSettings
 from hicache_spec.confirmation import confirmed_hit
@@ -80,7 +82,7 @@ def test_a_read_of_ones_confirms_nothing_the_acks_may_count():
 
 
 def _ones_backend(config: HiCacheStorageConfig, store: Any) -> Any:
-    class OnesBackend(scripted_backend_class()):
+    class OnesBackend(MemoryBackend):
         """Reads as the memory backend does, but answers 1 for a page read (BE-14 asks for True)."""
 
         def batch_get_v1(self, keys, host_indices, extra_info=None):

@@ -1,10 +1,10 @@
 """The reference controller passes the trace checker, and planted-bug subclasses of it are reported.
 
-Scenario: the reference CacheController runs prefetches and backups through a
-RecordingBackend over an in-memory reference backend — prefix None, [] and
-non-empty, 1 to 3 slices (1, 128, 129, 300 pages), base and hybrid pools,
-and faults that end IO early. Then a subclass overriding one method with a
-bug SGLang shipped runs the same scenario. Expected: every reference trace
+Scenario: the reference CacheController runs the standard scenarios through a
+RecordingBackend over the scripted store — prefix None, [] and non-empty, 1
+to 5 slices (1, 128, 129, 300, 600 pages), base and hybrid pools, and faults
+that end IO early. Then a subclass overriding one method with a bug SGLang
+shipped runs the same scenario. Expected: every reference trace
 conforms; every planted trace is named by the clause its bug breaks.
 """
 
@@ -16,7 +16,8 @@ import pytest
 
 from hicache_spec import clause
 from hicache_contracts.engine import assert_trace_conforms
-from hicache_contracts.engine._reference import REFERENCE_SCENARIOS, Scenario
+from hicache_contracts.engine import EngineScenario as Scenario
+from hicache_contracts.engine.scenarios import STANDARD_SCENARIOS
 from hicache_reference.engine_check import check_reference_controller, run_scenario
 from tests import planted_controllers as planted
 
@@ -41,7 +42,7 @@ BACKUP_CLAUSES = ("PFX-2", "PFX-5", "PFX-9", "CTL-2", "CTL-7", "CTL-13", "HYB-5"
 
 
 @pytest.mark.clause(*PREFETCH_CLAUSES, *HYBRID_CLAUSES, *BACKUP_CLAUSES)
-@pytest.mark.parametrize("scenario", REFERENCE_SCENARIOS, ids=str)
+@pytest.mark.parametrize("scenario", STANDARD_SCENARIOS, ids=str)
 def test_reference_controller_conforms(scenario):
     outcome = run_scenario(scenario)
     report = outcome.check()
@@ -101,7 +102,7 @@ def test_assert_trace_conforms_lists_clause_statement_and_call():
 
 @pytest.mark.clause("PFX-2", "CTL-4", "CTL-6")
 def test_check_reference_controller_reports_every_exercised_clause_as_passed():
-    scenarios = [scenario for scenario in REFERENCE_SCENARIOS if scenario.pages in (1, 300)]
+    scenarios = [scenario for scenario in STANDARD_SCENARIOS if scenario.pages in (1, 300)]
     results = check_reference_controller(scenarios=scenarios)
     assert results and all(passed for _, passed, _ in results), results
     clause_ids = [clause_id for clause_id, _, _ in results]

@@ -12,15 +12,12 @@ building on the reference.
 
 from __future__ import annotations
 
-from hicache_reference.settings import ControllerSettings
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from hicache_contracts import PoolTransfer
 from hicache_contracts.engine.scenarios import (
     STANDARD_SCENARIOS,
     EngineScenario,
@@ -30,79 +27,13 @@ from hicache_contracts.engine.scenarios import (
     run_engine_scenario,
 )
 from hicache_contracts.host_pool import HostPagePool
+from hicache_reference.engine_check import ReferenceEngine
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def host_pool(page_size: int, pages: int = 800) -> HostPagePool:
     return HostPagePool(pages, page_size, 2, 1, 4, kind="mha", pin_memory=False)
-
-
-class ReferenceEngine:
-    """The reference CacheController behind the scenario adapter."""
-
-    supports_hybrid = True
-
-    def start(self, backend: Any, setup: Any) -> None:
-        from hicache_contracts import HiCacheStorageConfig
-        from hicache_reference import CacheController, SidecarPool
-
-        self.pool = host_pool(setup.page_size)
-        self.sidecars = tuple(
-            SidecarPool(
-                spec.name,
-                host_pool(setup.page_size),
-                kv_derived=spec.kv_derived,
-                hit_policy=spec.hit_policy,
-                window_pages=spec.window_pages,
-            )
-            for spec in setup.pools
-        )
-        self.controller = CacheController(
-            backend,
-            self.pool,
-            storage_config=HiCacheStorageConfig.single_rank(),
-            sidecar_pools=self.sidecars,
-            settings=ControllerSettings(pass_prefix_keys=setup.pass_prefix_keys, prefetch_threshold=0),
-        )
-
-    def prefetch(self, keys, prefix_keys):
-        return self.controller.prefetch(keys=keys, prefix_keys=prefix_keys)
-
-    def backup(self, keys, prefix_keys, sidecar_keys):
-        pools = {
-            sidecar.name.value if hasattr(sidecar.name, "value") else sidecar.name: sidecar for sidecar in self.sidecars
-        }
-        transfers = [
-            PoolTransfer(
-                name=name,
-                keys=tuple(pool_keys),
-                host_indices=pools[name].host_pool.alloc(len(pool_keys)),
-                hit_policy=pools[name].hit_policy,
-            )
-            for name, pool_keys in sidecar_keys.items()
-        ]
-        return self.controller.backup(
-            keys, self.pool.alloc(len(keys)), prefix_keys=prefix_keys, sidecar_transfers=transfers
-        )
-
-    def wait(self, operation, timeout_s):
-        operation.wait(timeout_s)
-
-    def acks(self, operation):
-        return operation.acks
-
-    def completed_tokens(self, operation):
-        return operation.completed_tokens
-
-    def prefix_of(self, operation):
-        return operation.base_info.prefix_keys
-
-    def terminate(self, operation):
-        operation.terminate()
-
-    def stop(self):
-        self.controller.close()
 
 
 def guide_controller() -> dict:

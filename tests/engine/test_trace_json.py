@@ -15,7 +15,8 @@ import pytest
 from hicache_contracts import ContractViolation
 from hicache_contracts.cli import main
 from hicache_contracts.engine import TRACE_FORMAT, TraceDocument, check_operation, load_trace
-from hicache_contracts.engine._reference import PAGE_SIZE, Scenario
+from hicache_contracts.engine import EngineScenario as Scenario
+from hicache_contracts.engine._scenario import PAGE_SIZE
 from hicache_reference.engine_check import run_scenario
 from tests import planted_controllers as planted
 from tests.engine.traces import CHAIN, PREFIX

@@ -21,7 +21,7 @@ from hicache_contracts.conformance.reporting.report import (
     LevelVerdict,
     ReportSection,
 )
-from hicache_contracts.engine._reference import ClauseResult
+from hicache_contracts.engine._scenario import ClauseResult
 from hicache_spec import LEVELS, clauses
 
 __all__ = ["ENGINE_LEVELS", "engine_section"]
