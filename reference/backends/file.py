@@ -21,10 +21,11 @@ else in the base's staging buffer. A read that comes up short after that (the
 file shrank) or fails is False for its page; only that page's own ranges may
 hold part of it (BE-15, BE-16).
 
-The batch forms (``_read_objects_into_ranges``, ``_write_objects``) run the
-per-page steps in one loop: names are checked, directories made and link
-checks looked up once per call, not once per page. A subclass or instance
-that replaces the single-page primitive gets the base's per-page loop instead.
+The batch forms (``_read_objects_into_ranges``, ``_write_objects``: the
+``BATCHED`` strategy, strategies.py) run the per-page steps in one loop:
+names are checked, directories made and link checks looked up once per call,
+not once per page. The ``PER_PAGE`` strategy goes through the single-page
+forms instead; a subclass that replaces a single-page primitive names it.
 
 The root is the backend's, not the cleaner's: when it was deleted (a tmp
 cleaner, an operator), the next write makes it again (logged once per
@@ -380,7 +381,26 @@ class FileBackend(PageStoreBackend):
         return self._read_object_into_ranges(name, [buffer])
 
     def _read_object_into_ranges(self, name: str, views: Sequence[memoryview]) -> bool:
-        return self._read_objects_into_ranges([name], [views])[0]
+        """Read one page file into ``views``: the plain form of ``_read_objects_into_ranges``."""
+        path = self._path(name)
+        try:
+            self._check_no_links(path[: path.rindex("/")])  # a link on the way raises: a storage error (BE-5)
+        except (FileNotFoundError, NotADirectoryError):
+            return False  # no directory, so no page
+        try:
+            descriptor = os.open(path, _OPEN_FOR_READ)  # never through a link
+        except OSError as error:
+            return self._not_a_page(error)
+        try:
+            byte_count = sum(map(len, views))
+            if os.lseek(descriptor, 0, os.SEEK_END) != byte_count:
+                return False  # BE-13: empty, short or long is a miss, and nothing is touched
+            os.lseek(descriptor, 0, os.SEEK_SET)
+            return read_exactly(descriptor, views, byte_count)  # BE-15: True only once every view is full
+        except OSError as error:
+            return self._not_a_page(error)
+        finally:
+            os.close(descriptor)
 
     def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[Sequence[memoryview]]) -> list[bool]:
         """Read each page file into its views, in one loop; names and links are checked once per call.
@@ -390,8 +410,6 @@ class FileBackend(PageStoreBackend):
         start (``readv`` after seeking back where there is no ``preadv``),
         continued by ``read_exactly`` if it comes up short.
         """
-        if getattr(self._read_object_into_ranges, "__func__", None) is not FileBackend._read_object_into_ranges:
-            return super()._read_objects_into_ranges(names, page_views)  # the single form was replaced
         results: list[bool] = []
         readv, lseek, end, start = os.readv, os.lseek, os.SEEK_END, os.SEEK_SET  # looked up per call: tests patch os
         preadv, opening, closing, flags, most = getattr(os, "preadv", None), os.open, os.close, _OPEN_FOR_READ, IOV_MAX
@@ -481,8 +499,6 @@ class FileBackend(PageStoreBackend):
         self, names: Sequence[str], datas: Sequence[Optional[memoryview]], groups: Sequence[Optional[str]]
     ) -> list[bool]:
         """Write each page as its file: the single-page write in one loop, with one temporary-name stem per call."""
-        if getattr(self._write_object, "__func__", None) is not FileBackend._write_object:
-            return super()._write_objects(names, datas, groups)  # the single form was replaced
         suffix, write, results = self._temporary_suffix(), self._write_file, []
         for number, (name, data) in enumerate(zip(names, datas)):
             try:

@@ -14,8 +14,9 @@ page number first) and the store's slab rows (``write_pages`` /
 ``read_pages``), page by page in one ``torch._foreach_copy_`` rather than one
 strided copy or ``index_select`` over the pool's page view (those measured
 3-30x slower: ``index_select`` and advanced indexing copy the whole pool
-first). Any other pool (SGLang's, a wrapper, a subclass that hooks its
-helpers) is served page by page through its helpers by ``PageStoreBackend``.
+first). That is the ``SLAB_ROWS`` strategy (strategies.py). Any other pool
+(SGLang's, a wrapper, a subclass that hooks its helpers) is served through
+its helpers, ``BATCHED``.
 See docs/backends.md.
 """
 
@@ -33,6 +34,7 @@ from hicache_reference.backends.memory_store import (
     forget_shared_memory_store,
     shared_memory_store,
 )
+from hicache_reference.backends.strategies import SLAB_ROWS
 from hicache_reference.backends.slabs import _ROW_BITS, _ROW_MASK, _byte_count, _is_capacity  # noqa: F401
 
 __all__ = ["MemoryBackend", "MemoryStore", "buffer_pages", "forget_shared_memory_store", "shared_memory_store"]
@@ -74,6 +76,8 @@ class MemoryBackend(PageStoreBackend):
     """Pages in process memory. Extra config: ``store`` (shared store name or object), ``capacity_pages``."""
 
     hicache_levels = ("core", "legacy", "v1", "v2", "prefix", "namespacing", "concurrency", "robustness", "format")
+    strategy = SLAB_ROWS
+    """Known-layout pools move as batches between host pages and slab rows; ``PER_PAGE`` is the plain path."""
 
     def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
         super().__init__(storage_config, extra_config)
@@ -143,44 +147,6 @@ class MemoryBackend(PageStoreBackend):
                 self._page_views.pop(name, None)
             else:
                 self._page_views[name] = _HostPages(pages)
-
-    # ============================================================ page IO, a batch at a time
-    def _read_pages(self, pool_name: str, keys: Sequence[str], slots: Sequence[int]) -> list[bool]:
-        """Copy every found, whole page into its own host page, in one pass under the store's lock.
-
-        Clauses: BE-13, BE-15, BE-16. A page addressed twice in the call, or a
-        pool whose layout is not known, is read page by page by the base.
-        """
-        host = self._page_views.get(pool_name)
-        if host is None or len(set(slots)) != len(slots):
-            return super()._read_pages(pool_name, keys, slots)
-        count = len(keys)
-        if count == 0:
-            return []
-        page_format = self._formats[pool_name]
-        page_size = page_format.page_size
-        numbers = [slot // page_size for slot in slots]  # BE-15: the page's own slots, nothing else (BE-16)
-        results = self._flags(self._guarded(self._load_pages, None, self._names(keys, pool_name), host, numbers), count)
-        return self._count_reads(results, page_format.byte_count)
-
-    def _write_pages(
-        self, pool_name: str, keys: Sequence[str], slots: Sequence[int], groups: Sequence[Optional[str]]
-    ) -> list[bool]:
-        """Gather every host page into its own slab row, then publish them all. Clauses: BE-7, BE-17.
-
-        A pool whose layout is not known is written page by page by the base.
-        """
-        host = self._page_views.get(pool_name)
-        if host is None:
-            return super()._write_pages(pool_name, keys, slots, groups)
-        count = len(keys)
-        if count == 0:
-            return []
-        page_format = self._formats[pool_name]
-        page_size = page_format.page_size
-        numbers = [slot // page_size for slot in slots]
-        written = self._guarded(self._store_pages, None, self._names(keys, pool_name), list(groups), host, numbers)
-        return self._count_writes(self._flags(written, count), page_format.byte_count)
 
 
 class _HostPages:

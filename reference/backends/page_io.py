@@ -31,6 +31,7 @@ import torch
 from hicache_reference.backends.host_bytes import PageFormat, copy_ranges, page_ranges, tensor_bytes
 from hicache_reference.backends.objects import ObjectStore
 from hicache_reference.backends.page_ranges import PageRanges
+from hicache_reference.backends.strategies import BATCHED, PageStrategy
 
 __all__ = ["HostPageIO"]
 
@@ -49,59 +50,23 @@ class HostPageIO(ObjectStore):
         self.host_ranges = self.host_ranges_class()
         """Where the registered pools' pages lie in host memory (``host_ranges_class``, built with the backend)."""
 
-    # ============================================================ whole pages
-    def _read_pages(self, pool_name: str, keys: Sequence[str], slots: Sequence[int]) -> list[bool]:
-        """Read each page into its own host slots; True only for a page that arrived whole (BE-15, BE-16).
+    # ============================================================ whole pages, by the backend's strategy
+    strategy: PageStrategy = BATCHED
+    """How whole pages move (strategies.py): ``PER_PAGE``, ``BATCHED`` or a backend's own; set by class or instance."""
 
-        Straight into the page's byte ranges where the backend and the pool
-        allow it (``_direct_views``); otherwise into a staging buffer, copied
-        into the host slots only once the page arrived whole.
-        """
-        count = len(keys)
-        if count == 0:
-            return []
-        pool, page_format = self._pools[pool_name], self._formats[pool_name]
-        size = page_format.byte_count
-        names = self._names(keys, pool_name)
-        page_views = self._direct_views(pool, page_format, slots)
-        if page_views is not None:
-            results = self._flags(self._guarded(self._read_objects_into_ranges, None, names, page_views), count)
-        else:
-            staging = self._staging_buffer(size * count)
-            view = memoryview(staging)
-            buffers = [view[index * size : (index + 1) * size] for index in range(count)]
-            results = self._flags(self._guarded(self._read_objects_into, None, names, buffers), count)
-            if any(results):
-                results = self._copy_pages_into_pool(pool, page_format, staging, results, slots)
-        return self._count_reads(results, size)
+    def _read_pages(self, pool_name: str, keys: Sequence[str], slots: Sequence[int]) -> list[bool]:
+        """Read each page into its own host slots; True only for a page that arrived whole (BE-15, BE-16)."""
+        return self.strategy.read(self, pool_name, keys, slots) if keys else []
 
     def _write_pages(
         self, pool_name: str, keys: Sequence[str], slots: Sequence[int], groups: Sequence[Any]
     ) -> list[bool]:
-        """Write each host page as the object of its key; True only if it can be read back."""
-        count = len(keys)
-        if count == 0:
-            return []
-        pool, page_format = self._pools[pool_name], self._formats[pool_name]
-        datas = self.host_ranges.views(pool, page_format, slots) if self.writes_from_ranges else None
-        if datas is None:
-            datas = [self._guarded(self._page_bytes, None, pool, page_format, slot) for slot in slots]
-        names = self._names(keys, pool_name)
-        written = self._guarded(self._write_objects, None, names, datas, groups)
-        return self._count_writes(self._flags(written, count), page_format.byte_count)
+        """Write each host page as the object of its key; True only if it can be read back (BE-7, BE-17)."""
+        return self.strategy.write(self, pool_name, keys, slots, groups) if keys else []
 
     def _present(self, pool_name: str, keys: Sequence[str]) -> list[bool]:
         """Return, per key, whether the pool holds a whole page for it (BE-13: short or empty is absent)."""
-        if not keys:
-            return []
-        page_format = self._formats.get(pool_name)
-        names = self._names(keys, pool_name)
-        sizes = self._guarded(self._object_sizes, None, names)
-        if not isinstance(sizes, list) or len(sizes) != len(keys):
-            return [False] * len(keys)
-        if page_format is None:
-            return [isinstance(size, int) and size > 0 for size in sizes]
-        return [size == page_format.byte_count for size in sizes]
+        return self.strategy.present(self, pool_name, keys) if keys else []
 
     @staticmethod
     def _flags(arrived: Any, count: int) -> list[bool]:

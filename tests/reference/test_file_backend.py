@@ -20,6 +20,7 @@ import hicache_reference.backends.file as file_module
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends import FileBackend, PageFormat
 from hicache_reference.backends.base import flat_order_range_count, host_bytes
+from hicache_reference.backends.strategies import PER_PAGE
 from tests.reference.backend_checks import (
     assert_vendor_check_fails,
     FileHarness,
@@ -465,6 +466,8 @@ class ZeroLengthIsHit(FileBackend):
 class ReadsWhateverIsThere(FileBackend):
     """Reads without checking the size: a short file is a 'hit' with a partial page."""
 
+    strategy = PER_PAGE  # every page through the replaced single-page primitive
+
     def _read_object_into(self, name: str, buffer: memoryview) -> bool:
         try:
             with open(self._path(name), "rb") as handle:
@@ -496,6 +499,8 @@ class ProcessInNamespace(FileBackend):
 class WritesInPlace(FileBackend):
     """Preallocates the final file and fills it in place: visible at full size before its bytes are there."""
 
+    strategy = PER_PAGE  # every page through the replaced single-page primitive
+
     def _write_object(self, name: str, data: memoryview, group: Any) -> bool:
         final = self._path(name)
         self._ensure_directory(os.path.dirname(final))
@@ -511,6 +516,8 @@ class WritesInPlace(FileBackend):
 
 class ShortReadIsHit(FileBackend):
     """Checks the size, then trusts one readv: a file that shrinks under the read is a 'hit' with half a page."""
+
+    strategy = PER_PAGE  # every page through the replaced single-page primitive
 
     def _read_object_into_ranges(self, name: str, views: Sequence[memoryview]) -> bool:
         descriptor = os.open(self._path(name), os.O_RDONLY)

@@ -20,6 +20,7 @@ from hicache_contracts import HiCacheStorageConfig
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends import FileBackend
 from hicache_reference.backends.namespace import _safe
+from hicache_reference.backends.strategies import PER_PAGE
 from tests.reliability.badinput_rows import make_pool
 
 PAGE_SIZE = 4
@@ -246,6 +247,8 @@ class DotsPassThrough(FileBackend):
 
 class FollowsLinks(FileBackend):
     """Sizes and opens pages following links."""
+
+    strategy = PER_PAGE  # every page through the replaced single-page primitives
 
     def _object_size(self, name: str) -> Any:
         try:
