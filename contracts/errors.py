@@ -19,7 +19,15 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-__all__ = ["ContractViolation", "MissingExtra", "bad_value", "format_problem", "format_violation", "missing_extra"]
+__all__ = [
+    "ContractViolation",
+    "FieldErrors",
+    "MissingExtra",
+    "bad_value",
+    "format_problem",
+    "format_violation",
+    "missing_extra",
+]
 
 _MAX_VALUE_REPR = 120
 """Characters of ``repr(value)`` kept in a message; longer reprs are cut with an ellipsis."""
@@ -53,6 +61,26 @@ def format_violation(field: str, rule: str, value: Any, clause_id: str) -> str:
 def bad_value(field: str, rule: str, value: Any) -> ValueError:
     """Return the ValueError for a bad input no clause governs (an option, a setting): ``field: rule (got value)``."""
     return ValueError(format_problem(field, rule, value))
+
+
+class FieldErrors:
+    """The errors for the inputs of one owner (a class, a set of options), each field named ``owner.field``.
+
+    ``FieldErrors("HostPagePool").violation("indices", rule, value, "BE-15")``
+    is the ContractViolation ``HostPagePool.indices: rule (got value) [BE-15]``;
+    ``.bad(field, rule, value)`` the ValueError for an input no clause governs.
+    """
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+
+    def violation(self, field: str, rule: str, value: Any, clause_id: str) -> ContractViolation:
+        """Return the ContractViolation ``owner.field: rule (got value) [clause_id]``."""
+        return ContractViolation(f"{self.owner}.{field}", rule, value, clause_id)
+
+    def bad(self, field: str, rule: str, value: Any) -> ValueError:
+        """Return the ValueError ``owner.field: rule (got value)``."""
+        return bad_value(f"{self.owner}.{field}", rule, value)
 
 
 class ContractViolation(ValueError):

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import torch
 
-from hicache_contracts.errors import ContractViolation, bad_value
+from hicache_contracts.errors import FieldErrors
 from hicache_spec.values import is_count
 
 __all__ = ["KINDS", "LAYOUTS", "HostPagePool"]
@@ -37,19 +37,13 @@ LAYOUTS: tuple[str, ...] = ("layer_first", "page_first")
 _CLASS = "HostPagePool"
 
 
-def _violation(clause_id: str, field: str, rule: str, value: Any) -> ContractViolation:
-    """Build the error for a broken rule: ``HostPagePool.field: rule (got value) [CLAUSE]``."""
-    return ContractViolation(f"{_CLASS}.{field}", rule, value, clause_id)
-
-
-def _bad_argument(field: str, rule: str, value: Any) -> ValueError:
-    """Build the error for a bad constructor argument (no clause: the pool's own geometry)."""
-    return bad_value(f"{_CLASS}.{field}", rule, value)
+_ERRORS = FieldErrors(_CLASS)
+"""The pool's errors: a broken rule names its clause; a bad constructor argument (the pool's own geometry) none."""
 
 
 def _positive_int(field: str, value: Any) -> int:
     if not is_count(value, 1):
-        raise _bad_argument(field, "must be a positive int", value)
+        raise _ERRORS.bad(field, "must be a positive int", value)
     return int(value)
 
 
@@ -87,19 +81,19 @@ class HostPagePool:
         self.head_dim = _positive_int("head_dim", head_dim)
         """Elements per head (the latent width for MLA)."""
         if not isinstance(dtype, torch.dtype):
-            raise _bad_argument("dtype", "must be a torch.dtype", dtype)
+            raise _ERRORS.bad("dtype", "must be a torch.dtype", dtype)
         self.dtype = dtype
         """Element type of the buffer and of every flat page."""
         if kind not in KINDS:
-            raise _bad_argument("kind", f"must be one of {sorted(KINDS)}", kind)
+            raise _ERRORS.bad("kind", f"must be one of {sorted(KINDS)}", kind)
         self.kind = kind
         """``"mha"`` (K and V) or ``"mla"`` (one latent)."""
         if layout not in LAYOUTS:
-            raise _bad_argument("layout", f"must be one of {list(LAYOUTS)}", layout)
+            raise _ERRORS.bad("layout", f"must be one of {list(LAYOUTS)}", layout)
         self.layout = layout
         """``"layer_first"`` or ``"page_first"``; SGLang backends read this name."""
         if pin_memory is not None and not isinstance(pin_memory, bool):
-            raise _bad_argument("pin_memory", "must be None, True or False", pin_memory)
+            raise _ERRORS.bad("pin_memory", "must be None, True or False", pin_memory)
 
         self.component_count = KINDS[kind]
         """2 for MHA (K then V), 1 for MLA."""
@@ -174,7 +168,7 @@ class HostPagePool:
         of ``page_size``. Pages need not be adjacent to each other.
         """
         if not is_count(page_count):
-            raise _bad_argument("page_count", "must be an int >= 0", page_count)
+            raise _ERRORS.bad("page_count", "must be an int >= 0", page_count)
         with self._lock:
             if page_count > len(self._free_pages):
                 return None
@@ -194,15 +188,15 @@ class HostPagePool:
         pages = [start // self.page_size for start in starts]
         if len(set(pages)) != len(pages):
             repeated = next(start for start, page in zip(starts, pages) if pages.count(page) > 1)
-            raise _violation("BE-16", "indices", "must name each page once (this page start repeats)", repeated)
+            raise _ERRORS.violation("indices", "must name each page once (this page start repeats)", repeated, "BE-16")
         with self._lock:
             for start, page in zip(starts, pages):
                 if not self._page_in_use[page]:
-                    raise _violation(
-                        "BE-16",
+                    raise _ERRORS.violation(
                         "indices",
                         "must name allocated pages only (double free of the page at this slot)",
                         start,
+                        "BE-16",
                     )
             for page in pages:
                 self._page_in_use[page] = False
@@ -220,59 +214,67 @@ class HostPagePool:
     def _page_start(self, field: str, index: Any) -> int:
         """Return ``index`` as the first slot of a page, or raise naming ``field`` (BE-15)."""
         if isinstance(index, bool) or (isinstance(index, torch.Tensor) and index.is_floating_point()):
-            raise _violation("BE-15", field, "must be an int slot index", index)
+            raise _ERRORS.violation(field, "must be an int slot index", index, "BE-15")
         try:
             start = operator.index(index)
         except TypeError:
-            raise _violation("BE-15", field, "must be an int slot index", index) from None
+            raise _ERRORS.violation(field, "must be an int slot index", index, "BE-15") from None
         if not 0 <= start < self.size:
-            raise _violation("BE-15", field, f"must be a slot in [0, {self.size})", start)
+            raise _ERRORS.violation(field, f"must be a slot in [0, {self.size})", start, "BE-15")
         if start % self.page_size != 0:
-            raise _violation("BE-15", field, f"must be page-aligned, a multiple of page_size {self.page_size}", start)
+            raise _ERRORS.violation(
+                field, f"must be page-aligned, a multiple of page_size {self.page_size}", start, "BE-15"
+            )
         return start
 
     def _page_starts(self, field: str, indices: Any) -> list[int]:
         """Return the first slot of each page in ``indices`` (all slots of whole pages), or raise."""
         if isinstance(indices, torch.Tensor):
             if indices.is_floating_point() or indices.is_complex() or indices.dtype == torch.bool:
-                raise _violation("BE-15", field, "must hold integer slot indices", indices.dtype)
+                raise _ERRORS.violation(field, "must hold integer slot indices", indices.dtype, "BE-15")
             if indices.dim() != 1:
-                raise _violation("BE-15", field, "must be 1-D", tuple(indices.shape))
+                raise _ERRORS.violation(field, "must be 1-D", tuple(indices.shape), "BE-15")
             slots = indices.to(device="cpu", dtype=torch.int64)
         else:
             try:
                 slots = torch.tensor([operator.index(value) for value in indices], dtype=torch.int64)
             except TypeError:
-                raise _violation(
-                    "BE-15", field, "must be a 1-D tensor or sequence of int slot indices", indices
+                raise _ERRORS.violation(
+                    field,
+                    "must be a 1-D tensor or sequence of int slot indices",
+                    indices,
+                    "BE-15",
                 ) from None
         if slots.numel() % self.page_size != 0:
-            raise _violation(
-                "BE-15", field, f"must hold whole pages, a multiple of page_size {self.page_size} slots", slots.numel()
+            raise _ERRORS.violation(
+                field,
+                f"must hold whole pages, a multiple of page_size {self.page_size} slots",
+                slots.numel(),
+                "BE-15",
             )
         if slots.numel() == 0:
             return []
         if int(slots.min()) < 0 or int(slots.max()) >= self.size:
             bad = next(v for v in slots.tolist() if not 0 <= v < self.size)
-            raise _violation("BE-15", field, f"must hold slots in [0, {self.size})", bad)
+            raise _ERRORS.violation(field, f"must hold slots in [0, {self.size})", bad, "BE-15")
         pages = slots.reshape(-1, self.page_size)
         starts = pages[:, 0]
         misaligned = (starts % self.page_size) != 0
         if bool(misaligned.any()):
-            raise _violation(
-                "BE-15",
+            raise _ERRORS.violation(
                 field,
                 f"must start each page at a multiple of page_size {self.page_size}",
                 int(starts[misaligned][0]),
+                "BE-15",
             )
         expected = starts[:, None] + torch.arange(self.page_size, dtype=torch.int64)[None, :]
         broken = (pages != expected).any(dim=1)
         if bool(broken.any()):
-            raise _violation(
-                "BE-15",
+            raise _ERRORS.violation(
                 field,
                 "must hold each page's slots consecutively (the page at this slot does not)",
                 int(starts[broken][0]),
+                "BE-15",
             )
         return starts.tolist()
 
@@ -322,12 +324,15 @@ class HostPagePool:
         """
         start = self._page_start("index", index)
         if not isinstance(data, torch.Tensor):
-            raise _violation("BE-15", "data", "must be a torch.Tensor", type(data).__name__)
+            raise _ERRORS.violation("data", "must be a torch.Tensor", type(data).__name__, "BE-15")
         if data.dtype != self.dtype:
-            raise _violation("BE-15", "data", f"must have the pool dtype {self.dtype}", data.dtype)
+            raise _ERRORS.violation("data", f"must have the pool dtype {self.dtype}", data.dtype, "BE-15")
         if data.numel() != self.page_element_count:
-            raise _violation(
-                "BE-15", "data", f"must hold exactly one page, {self.page_element_count} elements", data.numel()
+            raise _ERRORS.violation(
+                "data",
+                f"must hold exactly one page, {self.page_element_count} elements",
+                data.numel(),
+                "BE-15",
             )
         self._page_view(start).copy_(data.reshape(self.page_shape))
 

@@ -45,7 +45,7 @@ from hicache_reference.controller_input import (
     check_sidecar_transfers,
     key_chain,
     prior_key_of,
-    violation,
+    CONTROLLER_ERRORS,
 )
 from hicache_reference.controller_parts import Acks, PrefixInfo, Termination, Upkeep
 from hicache_reference.controller_variants import subclass_with_parts
@@ -69,7 +69,7 @@ def _settings_of(settings: Optional[ControllerSettings]) -> ControllerSettings:
     if settings is None:
         return ControllerSettings()
     if not isinstance(settings, ControllerSettings):
-        raise violation("settings", "must be a ControllerSettings", settings, "CTL-2")
+        raise CONTROLLER_ERRORS.violation("settings", "must be a ControllerSettings", settings, "CTL-2")
     return settings
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
-from hicache_contracts import ContractViolation, PoolTransfer, PrefixKeys, validate_page_keys
+from hicache_contracts import PoolTransfer, PrefixKeys, validate_page_keys
+from hicache_contracts.errors import FieldErrors
 from hicache_reference.policies import PREFETCH_POLICIES, is_prefetch_policy
 from hicache_reference.sidecar_pools import SidecarPool
 from hicache_spec import compute_key_chain
@@ -19,14 +20,15 @@ __all__ = ["OperationIds", "check_policy", "check_prefix", "check_sidecar_transf
 _CLASS = "CacheController"
 
 
-def violation(field: str, rule: str, value: Any, clause_id: str) -> ContractViolation:
-    """A ContractViolation at ``CacheController.<field>``."""
-    return ContractViolation(f"{_CLASS}.{field}", rule, value, clause_id)
+CONTROLLER_ERRORS = FieldErrors(_CLASS)
+"""The controller's input errors: ``CacheController.<field>: rule (got value) [CLAUSE]``."""
 
 
 def check_policy(policy: Any) -> PrefetchPolicy:
     if not is_prefetch_policy(policy):
-        raise violation("prefetch.policy", f"must be one of {', '.join(PREFETCH_POLICIES)}", policy, "CTL-9")
+        raise CONTROLLER_ERRORS.violation(
+            "prefetch.policy", f"must be one of {', '.join(PREFETCH_POLICIES)}", policy, "CTL-9"
+        )
     return policy
 
 
@@ -44,7 +46,7 @@ def prior_key_of(prefix: Optional[PrefixKeys], prior_key: Optional[str]) -> Opti
         return prior_key
     anchor_key = prefix[-1] if len(prefix) else None  # PFX-10: the prefix ends with the anchor's last page
     if prior_key is not None and prior_key != anchor_key:
-        raise violation(
+        raise CONTROLLER_ERRORS.violation(
             "prefetch.prior_key",
             "must be the last key of prefix_keys, the anchor's last page (None when prefix_keys is empty)",
             prior_key,
@@ -58,7 +60,9 @@ def key_chain(
 ) -> tuple[str, ...]:
     """The operation's key chain: ``keys``, or computed from the tokens and the anchor's last page key (KEY-1, KEY-3)."""
     if (token_ids is None) == (keys is None):
-        raise violation("prefetch.token_ids", "give exactly one of token_ids and keys", token_ids, "KEY-3")
+        raise CONTROLLER_ERRORS.violation(
+            "prefetch.token_ids", "give exactly one of token_ids and keys", token_ids, "KEY-3"
+        )
     if keys is not None:
         validate_page_keys(keys, field=f"{_CLASS}.prefetch.keys")
         return tuple(keys)
@@ -66,7 +70,9 @@ def key_chain(
     tokens = tuple(token_ids)
     for index, token in enumerate(tokens):
         if not is_count(token, 0, 2**32 - 1):
-            raise violation(f"prefetch.token_ids[{index}]", "must be an int in [0, 2**32)", token, "KEY-1")
+            raise CONTROLLER_ERRORS.violation(
+                f"prefetch.token_ids[{index}]", "must be an int in [0, 2**32)", token, "KEY-1"
+            )
     if prior_key is not None:
         validate_page_keys([prior_key], strict=True, field=f"{_CLASS}.prefetch.prior_key")
     return compute_key_chain(tokens, page_size, prior_key)
@@ -81,12 +87,12 @@ def check_sidecar_transfers(
     for index, transfer in enumerate(transfers):
         field = f"backup.sidecar_transfers[{index}]"
         if not isinstance(transfer, PoolTransfer):
-            raise violation(field, "must be a PoolTransfer", transfer, "HYB-5")
+            raise CONTROLLER_ERRORS.violation(field, "must be a PoolTransfer", transfer, "HYB-5")
         if transfer.name not in known:
             rule = "must name a non-KV-derived sidecar pool of the controller"
-            raise violation(f"{field}.name", rule, transfer.name.value, "HYB-5")
+            raise CONTROLLER_ERRORS.violation(f"{field}.name", rule, transfer.name.value, "HYB-5")
         if transfer.keys is None or transfer.host_indices is None:
-            raise violation(field, "must have keys and host_indices", transfer, "HYB-5")
+            raise CONTROLLER_ERRORS.violation(field, "must have keys and host_indices", transfer, "HYB-5")
     return transfers
 
 
@@ -100,5 +106,5 @@ class OperationIds:
         if operation_id is None:
             return next(self._counter)
         if isinstance(operation_id, bool) or not isinstance(operation_id, (int, str)):
-            raise violation("operation_id", "must be an int or str", operation_id, "CTL-6")
+            raise CONTROLLER_ERRORS.violation("operation_id", "must be an int or str", operation_id, "CTL-6")
         return operation_id

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from hicache_contracts.errors import bad_value
+from hicache_contracts.errors import FieldErrors, bad_value
 from hicache_contracts.host_pool import KINDS, LAYOUTS
 from hicache_contracts.conformance.levels import BACKEND_LEVELS
 from hicache_spec import STORAGE_BATCH_SIZE
@@ -105,8 +105,7 @@ PROFILES: dict[str, Profile] = {
 """The built-in profiles, by name."""
 
 
-def _bad(field_name: str, rule: str, value: object) -> ValueError:
-    return bad_value(f"SuiteOptions.{field_name}", rule, value)
+_ERRORS = FieldErrors("SuiteOptions")
 
 
 @dataclass(frozen=True)
@@ -145,52 +144,54 @@ class SuiteOptions:
             and self.sglang_version != "none"
             and self.sglang_version not in SGLANG_RELEASES
         ):
-            raise _bad(
+            raise _ERRORS.bad(
                 "sglang_version",
                 f"must be none or a pinned release ({', '.join(SGLANG_RELEASES)})",
                 self.sglang_version,
             )
         if not isinstance(self.model_name, str) or not self.model_name:
-            raise _bad("model_name", "must be a non-empty str", self.model_name)
+            raise _ERRORS.bad("model_name", "must be a non-empty str", self.model_name)
         if len(self.model_name) > MAX_MODEL_NAME_LENGTH or not self.model_name.isprintable():
             shown = self.model_name if len(self.model_name) <= 60 else self.model_name[:57] + "..."
-            raise _bad(
+            raise _ERRORS.bad(
                 "model_name",
                 f"must be at most {MAX_MODEL_NAME_LENGTH} printable characters, {len(self.model_name)} given",
                 shown,
             )
         if isinstance(self.page_size, bool) or not isinstance(self.page_size, int) or self.page_size < 1:
-            raise _bad("page_size", "must be an int >= 1", self.page_size)
+            raise _ERRORS.bad("page_size", "must be an int >= 1", self.page_size)
         if self.page_size > MAX_PAGE_SIZE:
-            raise _bad(
+            raise _ERRORS.bad(
                 "page_size",
                 f"must be at most {MAX_PAGE_SIZE} (the suite's pools would not fit in memory)",
                 self.page_size,
             )
         if self.layout not in LAYOUTS:
-            raise _bad("layout", f"must be one of {list(LAYOUTS)}", self.layout)
+            raise _ERRORS.bad("layout", f"must be one of {list(LAYOUTS)}", self.layout)
         if self.kind not in KINDS:
-            raise _bad("kind", f"must be one of {sorted(KINDS)}", self.kind)
+            raise _ERRORS.bad("kind", f"must be one of {sorted(KINDS)}", self.kind)
         if self.profile not in PROFILES:
-            raise _bad("profile", f"must be one of {list(PROFILES)}", self.profile)
+            raise _ERRORS.bad("profile", f"must be one of {list(PROFILES)}", self.profile)
         if self.levels is not None:
             if not isinstance(self.levels, tuple) or not all(level in BACKEND_LEVELS for level in self.levels):
-                raise _bad("levels", f"must be a tuple of levels from {list(BACKEND_LEVELS)}", self.levels)
+                raise _ERRORS.bad("levels", f"must be a tuple of levels from {list(BACKEND_LEVELS)}", self.levels)
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
-            raise _bad("seed", "must be an int or None", self.seed)
+            raise _ERRORS.bad("seed", "must be an int or None", self.seed)
         if self.may_evict is not None and not isinstance(self.may_evict, bool):
-            raise _bad("may_evict", "must be a bool or None", self.may_evict)
+            raise _ERRORS.bad("may_evict", "must be a bool or None", self.may_evict)
         if self.checks is not None and (
             not isinstance(self.checks, tuple) or not all(isinstance(name, str) for name in self.checks)
         ):
-            raise _bad("checks", "must be a tuple of check names", self.checks)
+            raise _ERRORS.bad("checks", "must be a tuple of check names", self.checks)
         if (
             isinstance(self.timeout_s, bool)
             or not isinstance(self.timeout_s, (int, float))
             or not math.isfinite(self.timeout_s)
             or not 0 < self.timeout_s <= MAX_TIMEOUT_S
         ):
-            raise _bad("timeout_s", f"must be a finite number of seconds > 0 and <= {MAX_TIMEOUT_S:g}", self.timeout_s)
+            raise _ERRORS.bad(
+                "timeout_s", f"must be a finite number of seconds > 0 and <= {MAX_TIMEOUT_S:g}", self.timeout_s
+            )
 
     @property
     def profile_settings(self) -> Profile:
