@@ -22,6 +22,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable, Optional, Sequence
 
 from hicache_contracts.linker.checks import CHECKS, Check, CheckFailed, CheckSkipped, Context
@@ -35,6 +36,9 @@ from hicache_contracts.linker.harness import (
     linker_arguments,
 )
 from hicache_contracts.linker.interface import check_loadability
+from hicache_contracts.conformance.reporting.submit import add_arguments as add_certify_arguments
+from hicache_contracts.conformance.reporting.submit import finish_run, read_expected, read_product
+from hicache_contracts.linker.reporting import PROFILE, certify_refusal
 from hicache_spec.registry import clause, holds_for
 from hicache_spec.releases import SGLANG_RELEASES
 
@@ -64,6 +68,8 @@ class LinkerReport:
     mode: str
     results: list[CheckResult] = field(default_factory=list)
     seconds: float = 0.0
+    invocation: dict[str, Any] = field(default_factory=dict)
+    """How the run was asked for: ``linker`` / ``factory`` (module:name), ``extra_config``, ``checks`` (None: all)."""
 
     @property
     def failures(self) -> list[CheckResult]:
@@ -86,6 +92,18 @@ class LinkerReport:
             "results": [asdict(r) for r in self.results],
         }
 
+    def replay_command(self, check: str) -> str:
+        """The command that reruns ``check`` alone with this run's linker, release and settings."""
+        from hicache_contracts.linker.reporting import replay_command
+
+        return replay_command(self, check)
+
+    def suite_report(self) -> Any:
+        """This report as the backend suite's ``SuiteReport`` (JSON, JUnit XML, Markdown, bundle)."""
+        from hicache_contracts.linker.reporting import suite_report
+
+        return suite_report(self)
+
     def render(self) -> str:
         lines = [
             f"Linker suite: {self.linker}",
@@ -96,6 +114,8 @@ class LinkerReport:
             note = "" if r.counted else " (not counted: another release)"
             detail = f": {r.detail}" if r.detail else ""
             lines.append(f"{r.status.upper():4} {r.clause:7} {r.check}{note}{detail}")
+            if r.status == FAIL and r.counted:
+                lines.append(f"     replay: {self.replay_command(r.check)}")
         counts = {s: sum(1 for r in self.results if r.status == s and r.counted) for s in (PASS, FAIL, SKIP)}
         lines.append(
             f"{counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped in {self.seconds:.2f} s: "
@@ -188,9 +208,20 @@ def run_linker_suite(
         raise ValueError(f"mode: 'wrapper' needs SGLang {target}'s unified_cache_linker imported first")
     elif mode not in ("wrapper", "direct"):
         raise ValueError(f"mode: must be auto, wrapper or direct (got {mode!r})")
+    if checks is not None:
+        known = {check.name for check in CHECKS} | {f"interface_{r}" for r in SGLANG_RELEASES}
+        unknown = [name for name in checks if name not in known | {"release_factory_loads"}]
+        if unknown:
+            raise ValueError(f"checks: no check named {', '.join(unknown)} (hicache-conform linker --list-checks)")
     build = factory or default_factory(linker_cls)  # type: ignore[arg-type]
     name = f"{linker_cls.__module__}:{linker_cls.__qualname__}" if linker_cls else repr(factory)
     report = LinkerReport(name, target, mode)
+    report.invocation = {
+        "linker": f"{linker_cls.__module__}:{linker_cls.__qualname__}" if linker_cls else None,
+        "factory": _spec_of(factory),
+        "extra_config": dict(extra_config or {}),
+        "checks": list(checks) if checks is not None else None,
+    }
     started = time.monotonic()
     scratch = None
     if workdir is None:
@@ -215,6 +246,16 @@ def run_linker_suite(
             scratch.cleanup()
     report.seconds = time.monotonic() - started
     return report
+
+
+def _spec_of(function: Optional[Callable[..., Any]]) -> Optional[str]:
+    """``module:name`` of an importable function (what ``--factory`` takes), else a placeholder."""
+    if function is None:
+        return None
+    module, name = getattr(function, "__module__", None), getattr(function, "__qualname__", "")
+    if module and name and "<" not in name:
+        return f"{module}:{name}"
+    return "<the same factory>"
 
 
 CHECK_TIMEOUT = 60.0
@@ -301,8 +342,13 @@ def build_parser(parser: Optional[argparse.ArgumentParser] = None) -> argparse.A
     parser.add_argument("--mode", default="auto", choices=("auto", "wrapper", "direct"))
     parser.add_argument("--extra-config", default="{}", help="JSON object added to the linker's extra_config")
     parser.add_argument("--checks", help="comma-separated check names (default: all)")
-    parser.add_argument("--json", dest="json_path", help="write the report as JSON to this file")
+    parser.add_argument(
+        "--json", dest="json_path", metavar="PATH", help="write the report as JSON (the backend suite's report form)"
+    )
+    parser.add_argument("--junit-xml", metavar="PATH", help="write the report as JUnit XML (a test case per clause)")
+    parser.add_argument("--markdown", metavar="PATH", help="write the report as a Markdown table")
     parser.add_argument("--list-checks", action="store_true", help="list the checks and their clauses, then exit")
+    add_certify_arguments(parser)  # --certify DIR, --known-failures, the product manifest: as `hicache-conform run`
     return parser
 
 
@@ -343,24 +389,39 @@ def run_from_args(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
+    try:
+        expected = read_expected(getattr(args, "known_failures", None))
+        if getattr(args, "certify", None):
+            read_product(args)  # a bad manifest is refused before the run
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 2
+    if getattr(args, "certify", None):
+        refusal = certify_refusal(args.mode, args.release, _imported_release())
+        if refusal:
+            print(refusal, file=sys.stderr)
+            return 2
     linker_cls = _load(args.linker, "linker") if args.linker else None
     factory = _load(args.factory, "factory") if args.factory else None
+    checks = [name for name in args.checks.split(",") if name] if args.checks else None
     try:
         report = run_linker_suite(
-            linker_cls,
-            factory=factory,
-            release=args.release,
-            mode=args.mode,
-            extra_config=extra,
-            checks=args.checks.split(",") if args.checks else None,
+            linker_cls, factory=factory, release=args.release, mode=args.mode, extra_config=extra, checks=checks
         )
     except ValueError as error:
         print(f"hicache-conform linker: {error}", file=sys.stderr)
         return 2
+    if args.factory:
+        report.invocation["factory"] = args.factory  # replayed as given
     print(report.render())
-    if args.json_path:
-        Path(args.json_path).write_text(json.dumps(report.to_dict(), indent=2) + "\n")
-    return 0 if report.ok else 1
+    suite = report.suite_report()
+    for path, render in ((args.json_path, suite.to_json), (args.junit_xml, suite.to_junit_xml)):
+        if path:
+            Path(path).write_text(render() + "\n", encoding="utf-8")
+    if args.markdown:
+        Path(args.markdown).write_text(suite.to_markdown(), encoding="utf-8")
+    options = SimpleNamespace(profile=PROFILE, checks=tuple(checks) if checks else None)
+    return finish_run(suite, args, options, expected, sys.stdout)
 
 
 def install(sub: Any) -> None:

@@ -80,9 +80,11 @@ def test_json_report(tmp_path) -> None:
 
     path = tmp_path / "report.json"
     assert main(["--linker", "hicache_reference.linker:MemoryLinker", "--json", str(path)]) == 0
-    report = json.loads(path.read_text())
-    assert report["ok"] and report["release"] == SGLANG_RELEASES[-1] and report["mode"] == "direct"
-    assert {row["clause"] for row in report["results"]} >= {"LNK-2", "LNK-7", "LNK-21"}
+    report = json.loads(path.read_text())  # the backend suite's report form, one linker section
+    (section,) = report["sections"]
+    assert report["passed"] and section["options"]["release"] == SGLANG_RELEASES[-1]
+    assert section["options"]["mode"] == "direct"
+    assert {verdict["id"] for verdict in section["clauses"]} >= {"LNK-2", "LNK-7", "LNK-21"}
 
 
 def test_bad_input_names_the_field_and_the_rule(tmp_path) -> None:

@@ -143,3 +143,17 @@ def test_mooncake_direct_linker_sends_no_prefix_and_only_a_session_id(release, l
         assert sent.extra_info == {"session_id": "session-7"} and not getattr(sent, "prefix_keys", None)
     else:
         assert sent is None
+
+
+@pytest.mark.clause("LNK-4")
+def test_certify_through_the_release_and_verify(release, linker_module, tmp_path, capsys) -> None:
+    """`hicache-conform linker --certify` through the release's wrapper writes a bundle verify-submission accepts."""
+    from hicache_contracts.cli import main
+
+    bundle = tmp_path / "bundle"
+    argv = ["linker", "--linker", "hicache_reference.linker:MemoryLinker", "--sglang-version", release]
+    argv += ["--certify", str(bundle), "--vendor", "v", "--product-name", "p", "--product-version", "1"]
+    argv += ["--repository", "https://example.com/r", "--contact", "c@example.com"]
+    assert main(argv) == 0, capsys.readouterr().out
+    assert "certified: every check of every claimed level ran and passed" in capsys.readouterr().out
+    assert main(["verify-submission", str(bundle)]) == 0, capsys.readouterr().out

@@ -595,17 +595,32 @@ def _missing_from(section: ReportSection, *, selection: bool) -> list[str]:
 
     problems = []
     present = {verdict.clause_id for verdict in section.clauses}
+    linker = section.options.get("suite") == "linker"  # a linker section: the linker suite's clauses and checks
     for level in section.levels:
-        if not level.claimed or level.level not in BACKEND_LEVELS:
+        if not level.claimed or (level.level not in BACKEND_LEVELS and not linker):
             continue
-        for clause_id in level_clause_ids(level.level):
+        for clause_id in _linker_clause_ids() if linker else level_clause_ids(level.level):
             if clause_id not in present:
                 problems.append(
                     f"report.json: {section.title}: {clause_id} of claimed level {level.level} has no verdict"
                 )
     if not selection:
         ran = {outcome.check for outcome in section.checks}
-        for check in ordered_checks():
-            if check.name not in ran:
-                problems.append(f"report.json: {section.title}: check {check.name} has no outcome")
+        for name in _linker_check_names() if linker else [check.name for check in ordered_checks()]:
+            if name not in ran:
+                problems.append(f"report.json: {section.title}: check {name} has no outcome")
     return problems
+
+
+def _linker_clause_ids() -> tuple[str, ...]:
+    """The clauses a linker section must hold a verdict for (the linker suite's)."""
+    from hicache_contracts.linker.reporting import linker_clause_ids as ids
+
+    return ids()
+
+
+def _linker_check_names() -> list[str]:
+    """The checks a linker section must hold an outcome for (the linker suite's)."""
+    from hicache_contracts.linker.checks import CHECKS
+
+    return [check.name for check in CHECKS]
