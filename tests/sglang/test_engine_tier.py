@@ -2,11 +2,17 @@
 
 Scenarios (``hicache_contracts.conformance.running.engine_tier``): write-through then a full hit
 over several slices, a partial hit, prefix metadata off / ``[]`` / a list, a fresh instance reading
-what another wrote, ``clear()``, an MLA model's TP rank 1 reading what rank 0 wrote. Backends: the reference file backend and the memory backend on a
-shared store, attached as dynamic backends from their JSON; SGLang's in-tree file backend attached
-by name; a planted backend whose v1 reads land one page off. Expected: the first three pass every
-scenario byte for byte; the planted one fails, each failure naming the SGLang function that called
-``batch_get_v1``.
+what another wrote, ``clear()``, an MLA model's TP rank 1 reading what rank 0 wrote, and the hybrid
+sidecar scenarios (the release's HybridCacheController with an SWA window and a KV-derived indexer
+pool, the operations and transfers built by its tree code, a full and a partial hit). Backends: the
+reference file backend and the memory backend on a shared store, attached as dynamic backends from
+their JSON; SGLang's in-tree file backend attached by name; planted backends: v1 reads that land one
+page off, a hit query that looks the window up by ``transfer.keys``, a v2 write that files the
+window's pages in reverse order. Expected: the first three pass every scenario byte for byte; the
+first planted one fails, each failure naming the SGLang function that called ``batch_get_v1``; the
+other two fail the hybrid scenarios only, naming ``HybridCacheController._storage_hit_query`` and
+``HybridCacheController._page_transfer_sidecar``. A release lacking a piece of the tree skips the
+hybrid scenarios, naming the piece.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import tempfile
 
 import pytest
 
+from hicache_contracts.conformance.running import engine_hybrid
+from hicache_contracts.conformance.running.engine_hybrid import HYBRID_SCENARIOS
 from hicache_contracts.conformance.running.engine_tier import SCENARIOS, run_engine_tier
 
 
@@ -23,10 +31,10 @@ def _dynamic(class_name: str, module: str = "hicache_reference.sglang_adapter", 
 
 
 def _report(verdicts) -> str:
-    return "\n".join(f"{verdict.scenario}: {verdict.failed or 'pass'}" for verdict in verdicts)
+    return "\n".join(f"{verdict.scenario}: {verdict.failed or verdict.skipped or 'pass'}" for verdict in verdicts)
 
 
-@pytest.mark.clause("BE-2", "BE-15", "BE-16", "PFX-1", "NS-5", "NS-7", "BE-11")
+@pytest.mark.clause("BE-2", "BE-15", "BE-16", "PFX-1", "NS-5", "NS-7", "BE-11", "HYB-6", "HYB-7", "BE-21", "BE-22")
 @pytest.mark.parametrize("backend", ["reference file", "reference memory", "in-tree file"])
 def test_correct_backends_pass_every_scenario(release, backend):
     with tempfile.TemporaryDirectory(prefix="hicache-engine-tier-") as folder:
@@ -37,7 +45,7 @@ def test_correct_backends_pass_every_scenario(release, backend):
         else:
             verdicts = run_engine_tier(sglang_config=_dynamic("SGLangMemoryBackend", store=f"tier-{release}"))
     assert [verdict.scenario for verdict in verdicts] == list(SCENARIOS)
-    assert all(verdict.passed for verdict in verdicts), _report(verdicts)
+    assert all(verdict.passed and not verdict.skipped for verdict in verdicts), _report(verdicts)
 
 
 @pytest.mark.clause("BE-15", "BE-16")
@@ -50,3 +58,38 @@ def test_reads_that_land_one_page_off_fail_naming_the_sglang_caller(release):
     assert all(
         "batch_get_v1, called by HiCacheController._page_get_zero_copy" in verdict.failed for verdict in failed
     ), _report(verdicts)
+
+
+@pytest.mark.clause("HYB-7", "BE-21")
+@pytest.mark.parametrize(
+    ("planted", "module", "caller"),
+    [
+        (
+            "LooksUpTrailingKeys",
+            "tests.sglang.planted_driven",
+            "batch_exists_v2, called by HybridCacheController._storage_hit_query",
+        ),
+        ("MixesWindowPages", "tests.sglang.planted_hybrid", "HybridCacheController._page_transfer_sidecar"),
+    ],
+)
+def test_sidecar_defects_fail_only_the_hybrid_scenarios(release, planted, module, caller):
+    verdicts = run_engine_tier(sglang_config=_dynamic(planted, module=module, store=f"{planted}-{release}"))
+    failed = {verdict.scenario for verdict in verdicts if not verdict.passed}
+    assert failed == set(HYBRID_SCENARIOS), _report(verdicts)
+    assert all(caller in verdict.failed for verdict in verdicts if not verdict.passed), _report(verdicts)
+
+
+def test_a_release_lacking_a_tree_piece_skips_the_hybrid_scenarios_naming_it(release, monkeypatch):
+    radix = pytest.importorskip("sglang.srt.mem_cache.unified_radix_cache")
+    monkeypatch.delattr(radix.UnifiedRadixCache, "_alloc_prefetch_aux_staging")
+    ran, skipped = [], []
+    engine_hybrid.run_hybrid_scenarios(
+        ("dynamic", _dynamic("SGLangMemoryBackend", store=f"skip-{release}")),
+        None,
+        "skip",
+        lambda name, body, recorder: ran.append(name),
+        lambda name, reason: skipped.append((name, reason)),
+    )
+    assert not ran
+    assert [name for name, _ in skipped] == list(HYBRID_SCENARIOS)
+    assert all("UnifiedRadixCache._alloc_prefetch_aux_staging" in reason for _, reason in skipped)

@@ -14,7 +14,10 @@ scenario (allocate the hit's host rows, hand the operation over, collect the ack
 - ``fresh instance``: a second controller with a new backend instance reads what the first wrote;
 - ``clear``: after ``clear()`` the chain is a miss;
 - ``MLA, two TP ranks``: with an MLA model (replicated KV) TP rank 0, the storage writer, backs up,
-  and TP rank 1 (its own controller and backend instance) reads every page.
+  and TP rank 1 (its own controller and backend instance) reads every page;
+- ``hybrid sidecars, full hit / partial hit``: the release's ``HybridCacheController`` with an SWA
+  window and a KV-derived pool, each operation and its pool transfers built by the release's tree
+  code (``engine_hybrid``); a release lacking a piece skips them, naming it.
 
 Verdicts are byte-exact: every page the acks report loaded holds, slot by slot, the bytes backed
 up from it, and every other page of the host pool is untouched. A failure names the SGLang
@@ -23,8 +26,7 @@ function that made the failing call (read from the release's source: ``call_shap
 What is the project's, each the smallest stand-in (as in ``tests/sglang/real_engine.py``): the
 token-to-KV allocator (an object whose ``get_kvcache()`` returns the device pool), the process
 groups (single rank, ``tp_group=None``), the scheduler thread (this module), and on 0.5.20-0.5.22
-the controller's ``device_module`` set to ``torch.cpu`` without a CUDA device. Not driven yet: the
-hybrid controller's sidecar pools (the probe tier covers them).
+the controller's ``device_module`` set to ``torch.cpu`` without a CUDA device.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from queue import Empty
 from typing import Any, Callable, Iterator, Mapping, Optional
 
 import torch
+
+from hicache_contracts.conformance.running.engine_hybrid import HYBRID_SCENARIOS
 
 __all__ = ["SCENARIOS", "ScenarioVerdict", "run_engine_tier"]
 
@@ -65,6 +69,7 @@ SCENARIOS: tuple[str, ...] = (
     "fresh instance reads",
     "clear",
     "MLA, two TP ranks",
+    *HYBRID_SCENARIOS,
 )
 """The scenarios, in the order they run."""
 
@@ -76,6 +81,8 @@ class ScenarioVerdict:
     scenario: str
     failed: str = ""
     duration_s: float = 0.0
+    skipped: str = ""
+    """Why the scenario did not run with this release ('' when it ran): the piece the release lacks."""
 
     @property
     def passed(self) -> bool:
@@ -112,6 +119,31 @@ def _engine_process(controller_module: Any, tp_rank: int = 0, tp_size: int = 1) 
         controller_module.is_dp_attention_enabled = dp_attention
 
 
+def _cpu_device_module() -> None:
+    """Without a CUDA device, point 0.5.20-0.5.22's controller and L2 modules at ``torch.cpu``."""
+    if torch.cuda.is_available():
+        return
+    for name in ("sglang.srt.managers.cache_controller", "sglang.srt.mem_cache.l2_transfer"):
+        with contextlib.suppress(ImportError):
+            module: Any = importlib.import_module(name)
+            module.device_module = torch.cpu
+
+
+@contextlib.contextmanager
+def _file_dir(folder: Optional[str]) -> Iterator[None]:
+    """SGLang's in-tree file backend keeps its files under ``folder`` while the backend is built."""
+    saved = os.environ.get(FILE_DIR_ENV)
+    if folder is not None:
+        os.environ[FILE_DIR_ENV] = folder
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(FILE_DIR_ENV, None)
+        else:
+            os.environ[FILE_DIR_ENV] = saved
+
+
 class _Engine:
     """The release's HiCacheController over its CPU host pool, with the backend attached as the engine attaches it."""
 
@@ -129,11 +161,7 @@ class _Engine:
         from hicache_contracts.engine import RecordingBackend
 
         self.cc = importlib.import_module("sglang.srt.managers.cache_controller")
-        if not torch.cuda.is_available():
-            for name in ("sglang.srt.managers.cache_controller", "sglang.srt.mem_cache.l2_transfer"):
-                with contextlib.suppress(ImportError):
-                    module: Any = importlib.import_module(name)
-                    module.device_module = torch.cpu
+        _cpu_device_module()
         self.utils = importlib.import_module("sglang.srt.mem_cache.utils")
         self.pool = release_host_pool(
             kind=kind, layout="layer_first", pages=HOST_PAGES, page_size=PAGE_SIZE, layer_num=2, head_num=2, head_dim=8
@@ -142,22 +170,13 @@ class _Engine:
             _Allocator(self.pool.device_pool), self.pool, PAGE_SIZE, None, threading.Event()
         )
         name, extra = attach
-        saved = os.environ.get(FILE_DIR_ENV)
-        if folder is not None:
-            os.environ[FILE_DIR_ENV] = folder
-        try:
-            with _engine_process(self.cc, tp_rank, tp_size):
-                self.controller.attach_storage_backend(
-                    name,
-                    prefetch_threshold=PAGE_SIZE,
-                    model_name=model,
-                    storage_backend_extra_config=None if extra is None else dict(extra),
-                )
-        finally:
-            if saved is None:
-                os.environ.pop(FILE_DIR_ENV, None)
-            else:
-                os.environ[FILE_DIR_ENV] = saved
+        with _engine_process(self.cc, tp_rank, tp_size), _file_dir(folder):
+            self.controller.attach_storage_backend(
+                name,
+                prefetch_threshold=PAGE_SIZE,
+                model_name=model,
+                storage_backend_extra_config=None if extra is None else dict(extra),
+            )
         self.backend = self.controller.storage_backend
         self.rec = RecordingBackend(self.backend)
         self.controller.storage_backend = self.rec  # the storage threads read the attribute at each call
@@ -356,6 +375,22 @@ def run_engine_tier(
         scenario("MLA, two TP ranks", mla_ranks)
     finally:
         engine.close()
+
+    def hybrid(name: str, body: Callable[[], str], recorder: Any) -> None:
+        started = time.monotonic()
+        try:
+            failed = body()
+        except Exception as error:  # a verdict, never a crash
+            failed = f"{type(error).__name__}: {error}"
+        recorder.clear_calls()
+        verdicts.append(ScenarioVerdict(name, failed, time.monotonic() - started))
+
+    def skip(name: str, reason: str) -> None:
+        verdicts.append(ScenarioVerdict(name, skipped=reason))
+
+    from hicache_contracts.conformance.running.engine_hybrid import run_hybrid_scenarios
+
+    run_hybrid_scenarios(attach, folder, model, hybrid, skip)
     return verdicts
 
 
@@ -369,6 +404,8 @@ SCENARIO_CLAUSES: dict[str, tuple[str, ...]] = {
     "fresh instance reads": ("NS-7",),
     "clear": ("BE-11",),
     "MLA, two TP ranks": ("NS-5",),
+    "hybrid sidecars, full hit": ("HYB-6", "HYB-7", "BE-21", "BE-22"),
+    "hybrid sidecars, partial hit": ("HYB-7", "BE-21", "BE-22"),
 }
 """The clauses each scenario's byte-exact verdict bears on."""
 
@@ -393,6 +430,8 @@ def engine_tier_section(
 
     by_clause: dict[str, list[ScenarioVerdict]] = {}
     for verdict in verdicts:
+        if verdict.skipped:
+            continue
         for named in SCENARIO_CLAUSES.get(verdict.scenario, ()):
             for clause_id in (named,) if v1 else LEGACY_CLAUSES.get(named, (named,)):
                 if verdict not in by_clause.setdefault(clause_id, []):
@@ -425,10 +464,15 @@ def engine_tier_section(
         notes=(
             "the release's own controller attached the backend as the engine does and made every call; "
             "bytes compared slot by slot, other host pages checked untouched",
-            "scenarios: " + ", ".join(f"{item.scenario} ({'pass' if item.passed else 'FAIL'})" for item in verdicts),
+            "scenarios: " + ", ".join(f"{item.scenario} ({_mark(item)})" for item in verdicts),
+            *(f"{item.scenario}: not run: {item.skipped}" for item in verdicts if item.skipped),
         ),
         duration_s=duration_s,
     )
+
+
+def _mark(verdict: ScenarioVerdict) -> str:
+    return "skipped" if verdict.skipped else "pass" if verdict.passed else "FAIL"
 
 
 def engine_tier_report(factory: Any) -> Any:
@@ -491,7 +535,10 @@ for name, how in BACKENDS.items():
             how["sglang_config"] = dict(how["sglang_config"], path=folder)
         started = time.monotonic()
         verdicts = run_engine_tier(folder=folder, **how)
-        out[name] = {"seconds": time.monotonic() - started, "verdicts": [[v.scenario, v.failed] for v in verdicts]}
+        out[name] = {
+            "seconds": time.monotonic() - started,
+            "verdicts": [[v.scenario, v.failed, v.skipped, round(v.duration_s, 1)] for v in verdicts],
+        }
 print("ENGINE-TIER " + json.dumps(out))
 """
 
@@ -523,10 +570,13 @@ def render_block(results: Mapping[str, Mapping[str, Any]]) -> str:
     for version, backends in results.items():
         for backend, outcome in backends.items():
             marks = []
-            for scenario, failed in outcome["verdicts"]:
-                marks.append("fail" if failed else "pass")
+            for scenario, failed, *rest in outcome["verdicts"]:
+                skipped = rest[0] if rest else ""
+                marks.append("skip" if skipped else "fail" if failed else "pass")
                 if failed:
                     failures.append(f"- {version}, {backend}, {scenario}: {failed}")
+                if skipped:
+                    failures.append(f"- {version}, {backend}, {scenario}: not run: {skipped}")
             lines.append(f"| {version} | {backend} | " + " | ".join(marks) + " |")
     lines += [""] + (failures or ["No scenario fails on any pinned release."]) + ["", END]
     return "\n".join(lines)

@@ -1,0 +1,407 @@
+"""Hybrid sidecar scenarios of the engine-driven tier: the release's HybridCacheController, its tree's transfers.
+
+With a release importable, ``run_hybrid_scenarios`` builds the release's ``HybridCacheController`` over
+a ``HostPoolGroup`` (the release's ``pool_host`` group and ``PoolEntry``) of three of the release's own
+CPU host pools (``release_pools``): the KV anchor, an SWA pool (an MHA model's SWA host pool is an MHA
+host pool) and an indexer pool whose rows follow the KV rows. It attaches the backend as the engine
+attaches a hybrid model's backend (``attach_storage_backend`` with the group's entries: every pool
+registered through ``register_mem_host_pool_v2``), puts the project's ``RecordingBackend`` between, and
+has the release's own tree code build each operation and its pool transfers:
+
+- write-through: ``UnifiedRadixCache.write_backup_storage`` over a tree node, whose spec comes from
+  ``UnifiedTreeCore.build_storage_backup_spec``: the SWA transfer from ``SWAComponent.
+  build_hicache_transfers`` (the window's trailing pages, TRAILING_PAGES), the KV-derived indexer
+  transfer from ``UnifiedRadixCache._build_sidecar_transfers`` (``SidecarPoolSpec(INDEXER, KV)``);
+- prefetch: ``UnifiedRadixCache.prefetch_from_storage`` from the root (``SWAComponent.prepare_prefetch``
+  sizes the window, its ``build_hicache_transfers`` sends placeholders, the indexer transfer
+  ``keys=None``); at the hit, ``HybridCacheController.allocate_storage_hit`` where the release has it
+  (the KV rows) and ``UnifiedRadixCache._alloc_prefetch_aux_staging`` (the window's rows, through
+  ``SWAComponent.alloc_prefetch_staging``).
+
+Scenarios: the full hit (a chain of 150 pages, more than one storage batch, written then read) and
+the partial hit (a chain 50 pages longer than the one written: the window is the hit's tail, moved
+there by the controller's ``_sync_trailing_keys``). Verdict, slot by slot: every KV page loaded holds
+the bytes written, as does every indexer page in the rows of the KV page it follows and every window
+page in the SWA rows the transfer names; every other page of the three pools is untouched. A failure
+names the SGLang function that made the failing call.
+
+What is the project's: the tree's state (a ``UnifiedTreeCore`` and its nodes, an ``SWAComponent`` and a
+``UnifiedRadixCache``, each the release's class made without its constructor, holding only what the
+functions above read: the node's host rows and hashes, the window, the pools), the host lock (a
+no-op), the scheduler's part (wait for the hit query, hand the operation to the IO thread, collect
+the acks) and, as in the MHA scenarios, the allocator, the process groups and ``device_module``.
+Not driven: a Mamba pool, and the indexer pool classes of DSA / QSA models (they need those models'
+device pools); the indexer here is an MHA host pool in the indexer's place.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib
+import threading
+import time
+from queue import Empty
+from types import SimpleNamespace
+from typing import Any, Callable, Optional
+
+import torch
+
+__all__ = ["HYBRID_SCENARIOS", "run_hybrid_scenarios"]
+
+HYBRID_SCENARIOS: tuple[str, ...] = ("hybrid sidecars, full hit", "hybrid sidecars, partial hit")
+"""The hybrid scenarios, in the order they run."""
+WINDOW_PAGES = 4
+"""Pages of the SWA window (the trailing pages written and read)."""
+
+
+def _module(name: str) -> Any:
+    return importlib.import_module(name)
+
+
+class _HybridEngine:
+    """The release's HybridCacheController over its host-pool group, and the tree pieces that build its operations."""
+
+    def __init__(self, attach: tuple[str, Optional[dict[str, Any]]], folder: Optional[str], model: str) -> None:
+        from hicache_contracts.conformance.running import engine_tier as tier
+        from hicache_contracts.conformance.session.release_pools import release_host_pool
+        from hicache_contracts.engine import RecordingBackend
+
+        self.tier = tier
+        storage = _module("sglang.srt.mem_cache.hicache_storage")
+        self.storage = storage
+        group_module = _module("sglang.srt.mem_cache.pool_host")
+        controller_module = _module("sglang.srt.mem_cache.hybrid_cache.hybrid_cache_controller")
+        tier._cpu_device_module()
+        self.utils = _module("sglang.srt.mem_cache.utils")
+        self.pools = {
+            name: release_host_pool(
+                kind="mha",
+                layout="layer_first",
+                pages=tier.HOST_PAGES,
+                page_size=tier.PAGE_SIZE,
+                layer_num=2,
+                head_num=2,
+                head_dim=8,
+                label=name,
+            )
+            for name in ("kv", "swa", "indexer")
+        }
+        entries = [
+            group_module.PoolEntry(
+                name=storage.PoolName(name),
+                host_pool=pool,
+                device_pool=pool.device_pool,
+                layer_mapper=lambda layer: layer,
+                is_primary_index_anchor=name == "kv",
+            )
+            for name, pool in self.pools.items()
+        ]
+        self.group = group_module.HostPoolGroup(entries)
+        self.controller = controller_module.HybridCacheController(
+            tier._Allocator(self.pools["kv"].device_pool), self.group, tier.PAGE_SIZE, None, threading.Event()
+        )
+        with tier._engine_process(_module("sglang.srt.managers.cache_controller")), tier._file_dir(folder):
+            self.controller.attach_storage_backend(
+                attach[0],
+                prefetch_threshold=tier.PAGE_SIZE,
+                model_name=model,
+                storage_backend_extra_config=None if attach[1] is None else dict(attach[1]),
+                host_pools=self.group.entries,
+            )
+        self.backend = self.controller.storage_backend
+        self.rec = RecordingBackend(self.backend)
+        self.controller.storage_backend = self.rec
+        self.written: dict[str, dict[str, torch.Tensor]] = {"kv": {}, "swa": {}, "indexer": {}}
+        self._build_tree()
+
+    # ------------------------------------------------------------ the release's tree pieces
+    def _build_tree(self) -> None:
+        core = _module("sglang.srt.mem_cache.unified_cache.unified_tree_core")
+        radix = _module("sglang.srt.mem_cache.unified_radix_cache")
+        swa = _module("sglang.srt.mem_cache.unified_cache.components.swa")
+        kinds = _module("sglang.srt.mem_cache.unified_cache.component_type").ComponentType
+        self.kinds = kinds
+        self.node_class = core.UnifiedTreeNode
+        self.types = (kinds.FULL, kinds.SWA)
+        tree = core.UnifiedTreeCore.__new__(core.UnifiedTreeCore)
+        self.root = core.UnifiedTreeNode(self.types)
+        page = self.tier.PAGE_SIZE
+        component = swa.SWAComponent.__new__(swa.SWAComponent)
+        cache = radix.UnifiedRadixCache.__new__(radix.UnifiedRadixCache)
+        tree.__dict__.update(
+            root_node=self.root,
+            _node_arena={self.root.id: self.root},
+            components=(component,),
+            components_by_type={kinds.SWA: component},
+            component_types=self.types,
+            page_size=page,
+            is_eagle=False,
+            enable_storage=True,
+            enable_hicache=True,
+            has_swa_host_pool=True,
+        )
+        component.__dict__.update(
+            cache=cache,
+            tree_core=tree,
+            sliding_window_size=WINDOW_PAGES * page,
+            full_window_pages=WINDOW_PAGES,
+            _swa_kv_pool_host=self.pools["swa"],
+        )
+        lock = SimpleNamespace(to_dec_params=lambda: None)
+        cache.__dict__.update(
+            cache_controller=self.controller,
+            hicache_storage_pass_prefix_keys=True,
+            tree_core=tree,
+            tree_components=self.types,
+            components={kinds.SWA: component},
+            sidecar_pool_specs=[
+                self.storage.SidecarPoolSpec(
+                    pool_name=self.storage.PoolName.INDEXER, indices_from_pool=self.storage.PoolName.KV
+                )
+            ],
+            prefetch_threshold=page,
+            host_memory_mode="cache",
+            buffer_pipeline=None,
+            ongoing_backup={},
+            ongoing_prefetch={},
+            _prefetch_outcome_stats=collections.Counter(),
+            _storage_prefetch_wait={},
+            storage_prefetch_retries=SimpleNamespace(cancel=lambda *a, **k: None, poll_miss=lambda *a, **k: None),
+            enable_storage_metrics=False,
+            storage_metrics_collector=None,
+            inc_host_lock_ref=lambda node_id: lock,
+        )
+        self.tree, self.cache, self.radix = tree, cache, radix
+
+    def close(self) -> None:
+        self.controller.storage_backend = self.backend
+        try:
+            self.controller.detach_storage_backend()
+        except Exception:  # noqa: S110 - closing must not hide the verdict
+            pass
+
+    # ------------------------------------------------------------ operations
+    def keys(self, tokens: list[int]) -> list[str]:
+        return list(self.utils.get_storage_hash_str(tokens, None, page_size=self.tier.PAGE_SIZE))
+
+    def _fill(self, pool_name: str, row: int, key: str, generator: torch.Generator) -> None:
+        pool = self.pools[pool_name]
+        template = pool.get_dummy_flat_data_page()
+        page = torch.randn(template.shape, generator=generator).to(template.dtype)
+        pool.set_from_flat_data_page(row, page)
+        self.written[pool_name][key] = page
+
+    def backup(self, tokens: list[int], seed: int) -> tuple[Any, int]:
+        """Write ``tokens`` as one tree node through the release's write_backup_storage; return (operation, node id)."""
+        page = self.tier.PAGE_SIZE
+        keys = self.keys(tokens)
+        generator = torch.Generator().manual_seed(seed)
+        kv_rows = self.pools["kv"].alloc(len(keys) * page)
+        swa_rows = self.pools["swa"].alloc(WINDOW_PAGES * page)
+        for number, key in enumerate(keys):
+            self._fill("kv", int(kv_rows[number * page]), key, generator)
+            self._fill("indexer", int(kv_rows[number * page]), key, generator)
+        for number, key in enumerate(keys[-WINDOW_PAGES:]):
+            self._fill("swa", int(swa_rows[number * page]), key, generator)
+        node = self.node_class(self.types)
+        node.parent = self.root
+        node.key = _module("sglang.srt.mem_cache.radix_cache").RadixKey(list(tokens))
+        node.hash_value = keys
+        node.component_data[self.kinds.FULL].host_value = kv_rows
+        node.component_data[self.kinds.SWA].host_value = swa_rows
+        self.tree._node_arena[node.id] = node
+        self.radix.UnifiedRadixCache.write_backup_storage(self.cache, node.id)
+        done = self.controller.ack_backup_queue.get(timeout=self.tier.WAIT_S)
+        self.pools["kv"].free(kv_rows)
+        self.pools["swa"].free(swa_rows)
+        return done, node.id
+
+    def snapshot(self) -> dict[str, list[torch.Tensor]]:
+        page = self.tier.PAGE_SIZE
+        return {
+            name: [pool.get_data_page(number * page).reshape(-1).clone() for number in range(pool.page_count)]
+            for name, pool in self.pools.items()
+        }
+
+    def prefetch(self, tokens: list[int]) -> tuple[Any, Any, int, dict[str, list[torch.Tensor]]]:
+        """One prefetch through the release's prefetch_from_storage; return (operation, its ongoing entry, loaded, before)."""
+        base = _module("sglang.srt.mem_cache.base_prefix_cache")
+        handle = base.CacheRequestHandle("r-hybrid", 0) if hasattr(base, "CacheRequestHandle") else "r-hybrid"
+        before = self.snapshot()
+        self.radix.UnifiedRadixCache.prefetch_from_storage(self.cache, handle, self.root.id, list(tokens), None, [])
+        info = self.cache.ongoing_prefetch[handle]
+        operation = self.controller.prefetch_hit_queue.get(timeout=self.tier.WAIT_S)
+        if operation is not info.operation:
+            raise AssertionError("the controller's hit query answered another operation")
+        hits = operation.storage_hit_count
+        if hits == 0:
+            return operation, info, 0, before
+        allocate = getattr(self.controller, "allocate_storage_hit", None)
+        if allocate is not None:
+            rows, hits = allocate(operation, hits, allow_partial=False, min_tokens=hits, evict_host=lambda n: 0)
+        else:
+            rows = self.controller.mem_pool_host.alloc(hits)
+        if rows is None or not self.radix.UnifiedRadixCache._alloc_prefetch_aux_staging(self.cache, info, hits):
+            raise AssertionError("the host pools could not take the hit")
+        operation.storage_hit_count = hits
+        operation.hash_value = operation.hash_value[: hits // self.tier.PAGE_SIZE]
+        operation.host_indices = rows
+        self.controller.prefetch_buffer.put(operation)
+        loaded = 0
+        deadline = time.monotonic() + self.tier.WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                ack = self.controller.ack_prefetch_queue.get(timeout=1)
+            except Empty:
+                continue
+            if getattr(ack, "completed_tokens", None) is not None:
+                loaded = ack.completed_tokens
+            if getattr(ack, "completed_req", False):
+                return operation, info, loaded, before
+        raise AssertionError(f"no final prefetch ack within {self.tier.WAIT_S:g} s")
+
+    def release(self, operation: Any, info: Any) -> None:
+        if operation.host_indices is not None:
+            self.pools["kv"].free(operation.host_indices)
+        for transfers in info.comp_xfers.values():
+            for transfer in transfers:
+                if transfer.host_indices is not None and transfer.indices_from_pool is None:
+                    self.pools["swa"].free(transfer.host_indices)
+        self.cache.ongoing_prefetch.clear()
+
+
+def _differs(got: torch.Tensor, wanted: torch.Tensor) -> bool:
+    return not torch.equal(got.reshape(-1).view(torch.uint8), wanted.reshape(-1).view(torch.uint8))
+
+
+def _caller(tier: Any, method: str, sidecar: Optional[bool]) -> str:
+    """The SGLang functions calling ``method``; ``sidecar`` keeps those reading the window (True) or the others (False)."""
+    found = tier._callers(method).split(" / ")
+    if sidecar is not None:
+        found = [name for name in found if ("sidecar" in name) == sidecar] or found
+    return " / ".join(found)
+
+
+def _check(engine: _HybridEngine, operation: Any, info: Any, loaded: int, before: Any, expect: int) -> str:
+    """What is wrong with a hybrid prefetch's outcome ('' when nothing), naming the SGLang caller."""
+    tier, page = engine.tier, engine.tier.PAGE_SIZE
+
+    def by(method: str, sidecar: Optional[bool] = None) -> str:
+        return f"{method}, called by {_caller(tier, method, sidecar)}"
+
+    hits = operation.storage_hit_count // page
+    if hits != expect:
+        return f"the hit query found {hits} of the {expect} pages written with their window ({by('batch_exists_v2')})"
+    kv_method = tier._read_method(engine)
+    if loaded // page != expect:
+        return f"{loaded // page} of {expect} pages loaded ({by(kv_method)})"
+    keys = list(operation.hash_value[:expect])
+    touched: dict[str, set[int]] = {"kv": set(), "indexer": set(), "swa": set()}
+    for number, key in enumerate(keys):
+        row = int(operation.host_indices[number * page])
+        touched["kv"].add(row // page)
+        touched["indexer"].add(row // page)
+        if _differs(engine.pools["kv"].get_data_page(row), engine.written["kv"][key]):
+            return f"KV page {number} of the chain loaded other bytes than were written ({by(kv_method)})"
+        if _differs(engine.pools["indexer"].get_data_page(row), engine.written["indexer"][key]):
+            return (
+                f"indexer page {number} (KV-derived) loaded other bytes than were written, or none "
+                f"({by('batch_get_v2', False)}; written by {by('batch_set_v2')})"
+            )
+    window = [transfer for transfers in info.comp_xfers.values() for transfer in transfers]
+    if not window or window[0].host_indices is None:
+        return "the tree built no window transfer with host rows for the read"
+    transfer = window[0]
+    if list(transfer.keys or []) != keys[-WINDOW_PAGES:]:
+        return f"the window read named keys {list(transfer.keys or [])[:2]}..., not the hit's last {WINDOW_PAGES} pages"
+    for number, key in enumerate(transfer.keys):
+        row = int(transfer.host_indices[number * page])
+        touched["swa"].add(row // page)
+        if _differs(engine.pools["swa"].get_data_page(row), engine.written["swa"][key]):
+            return (
+                f"SWA window page {number} loaded other bytes than were written, or none "
+                f"({by('batch_get_v2', True)}; written by {by('batch_set_v2')})"
+            )
+    for name, pages in before.items():
+        for number, old in enumerate(pages):
+            if number in touched[name]:
+                continue
+            if _differs(engine.pools[name].get_data_page(number * page), old):
+                method = kv_method if name == "kv" else "batch_get_v2"
+                return (
+                    f"{name} host page {number}, outside the rows read, changed ({by(method, name == 'swa' or None)})"
+                )
+    return ""
+
+
+def run_hybrid_scenarios(
+    attach: tuple[str, Optional[dict[str, Any]]],
+    folder: Optional[str],
+    model: str,
+    record: Callable[[str, Callable[[], str], Any], None],
+    skip: Callable[[str, str], None],
+) -> None:
+    """Run the hybrid scenarios with the loaded release; ``record(name, body, recorder)`` keeps each verdict.
+
+    A release without a piece the scenarios need gets ``skip(name, reason)`` for each, the reason naming the piece.
+    """
+    missing = _missing_pieces()
+    if missing:
+        for name in HYBRID_SCENARIOS:
+            skip(name, f"SGLang lacks {missing}")
+        return
+    engine = _HybridEngine(attach, folder, model + "-hybrid")
+    page = engine.tier.PAGE_SIZE
+    stored = engine.tier.STORED_PAGES
+    counter = [0]
+
+    def round_trip(extra_pages: int) -> str:
+        counter[0] += 1
+        start = 1_000_000 * counter[0] + 500_000
+        tokens = list(range(start, start + (stored + extra_pages) * page))
+        done, _ = engine.backup(tokens[: stored * page], seed=counter[0])
+        if done.completed_tokens != stored * page:
+            return (
+                f"the write-through completed {done.completed_tokens} of {stored * page} tokens "
+                f"(batch_set_v2 / batch_set_v1, called by {engine.tier._callers('batch_set_v2')})"
+            )
+        operation, info, loaded, before = engine.prefetch(tokens)
+        try:
+            return _check(engine, operation, info, loaded, before, stored)
+        finally:
+            engine.release(operation, info)
+
+    try:
+        record(HYBRID_SCENARIOS[0], lambda: round_trip(0), engine.rec)
+        record(HYBRID_SCENARIOS[1], lambda: round_trip(engine.tier.EXTRA_PAGES), engine.rec)
+    finally:
+        engine.close()
+
+
+_PIECES = (
+    ("sglang.srt.mem_cache.hybrid_cache.hybrid_cache_controller", "HybridCacheController"),
+    ("sglang.srt.mem_cache.unified_radix_cache", "UnifiedRadixCache"),
+    ("sglang.srt.mem_cache.unified_cache.unified_tree_core", "UnifiedTreeCore"),
+    ("sglang.srt.mem_cache.unified_cache.components.swa", "SWAComponent"),
+    ("sglang.srt.mem_cache.hicache_storage", "SidecarPoolSpec"),
+)
+
+
+def _missing_pieces() -> str:
+    """The first piece the hybrid scenarios need that the loaded release lacks ('' when none)."""
+    for module, name in _PIECES:
+        try:
+            if not hasattr(_module(module), name):
+                return f"{module}.{name}"
+        except ImportError as error:
+            return f"{module} (import fails: {error})"
+    radix = _module("sglang.srt.mem_cache.unified_radix_cache").UnifiedRadixCache
+    for method in (
+        "write_backup_storage",
+        "prefetch_from_storage",
+        "_build_sidecar_transfers",
+        "_alloc_prefetch_aux_staging",
+    ):
+        if not hasattr(radix, method):
+            return f"UnifiedRadixCache.{method}"
+    return ""
