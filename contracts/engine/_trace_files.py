@@ -1,5 +1,8 @@
 """The trace checker's verdicts as files: JUnit XML and Markdown, one section per operation.
 
+Written with the project's one set of file writers (``hicache_contracts.report_writers``),
+as the backend suite's report is.
+
 JUnit: a ``testsuite`` per operation, a ``testcase`` per clause the checker
 had material for (``classname`` ``hicache.trace.<level>``), a ``failure``
 per violated clause listing each violation with where it happened.
@@ -14,11 +17,18 @@ release, and the summary line counts them.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ElementTree
 from typing import Sequence
 
 from hicache_spec import UnknownClauseError, clause
 from hicache_contracts.engine._report import TraceReport, TraceViolation
+from hicache_contracts.report_writers import (
+    JUnitCase,
+    JUnitOutcome,
+    JUnitSuite,
+    junit_document,
+    markdown_cell,
+    markdown_row,
+)
 
 __all__ = ["operation_name", "reports_to_junit_xml", "reports_to_markdown"]
 
@@ -51,52 +61,49 @@ def reports_to_junit_xml(reports: Sequence[TraceReport], *, source: str = "trace
     """Return the reports as JUnit XML: a test suite per operation, a test case per clause checked."""
     failures = sum(len(report.violated) for report in reports)
     tests = sum(len(_clauses_of(report)) for report in reports)
-    root = ElementTree.Element(
-        "testsuites",
-        name=f"hicache-conform trace {source}",
-        tests=str(tests),
-        failures=str(failures),
-        errors="0",
-        skipped="0",
-    )
+    suites = []
     for number, report in enumerate(reports):
         clause_ids = _clauses_of(report)
-        suite = ElementTree.SubElement(
-            root,
-            "testsuite",
-            name=operation_name(report, number),
-            tests=str(len(clause_ids)),
-            failures=str(len(report.violated)),
-            errors="0",
-            skipped="0",
+        attributes = (
+            ("name", operation_name(report, number)),
+            ("tests", str(len(clause_ids))),
+            ("failures", str(len(report.violated))),
+            ("errors", "0"),
+            ("skipped", "0"),
         )
-        for clause_id in clause_ids:
-            case = ElementTree.SubElement(
-                suite, "testcase", classname=f"hicache.trace.{_level(clause_id)}", name=clause_id
-            )
-            found = report.for_clause(clause_id)
-            if found:
-                failure = ElementTree.SubElement(
-                    case, "failure", message=f"{found[0].where}: {found[0].message}", type=clause_id
-                )
-                statement = found[0].statement
-                failure.text = "\n".join(
-                    ([f"rule: {statement}"] if statement else []) + [f"{item.where}: {item.message}" for item in found]
-                )
-            diverging = _diverging(report, clause_id)
-            if diverging:
-                properties = ElementTree.SubElement(case, "properties")
-                for item in diverging:
-                    ElementTree.SubElement(properties, "property", name="divergence", value=_recorded(item))
-                ElementTree.SubElement(case, "system-out").text = "\n".join(
-                    f"{_recorded(item)} (not failing the verdict): {item.where}: {item.message}" for item in diverging
-                )
-    ElementTree.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"
+        suites.append(JUnitSuite(attributes, tuple(_junit_case(report, clause_id) for clause_id in clause_ids)))
+    attributes = (
+        ("name", f"hicache-conform trace {source}"),
+        ("tests", str(tests)),
+        ("failures", str(failures)),
+        ("errors", "0"),
+        ("skipped", "0"),
+    )
+    return junit_document(attributes, suites)
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _junit_case(report: TraceReport, clause_id: str) -> JUnitCase:
+    """A clause's test case: its violations as one failure, its recorded divergences as properties and output."""
+    found = report.for_clause(clause_id)
+    outcome = None
+    if found:
+        statement = found[0].statement
+        text = "\n".join(
+            ([f"rule: {statement}"] if statement else []) + [f"{item.where}: {item.message}" for item in found]
+        )
+        outcome = JUnitOutcome("failure", f"{found[0].where}: {found[0].message}", clause_id, text)
+    diverging = _diverging(report, clause_id)
+    return JUnitCase(
+        f"hicache.trace.{_level(clause_id)}",
+        clause_id,
+        outcome=outcome,
+        properties=tuple(("divergence", _recorded(item)) for item in diverging),
+        system_out="\n".join(
+            f"{_recorded(item)} (not failing the verdict): {item.where}: {item.message}" for item in diverging
+        )
+        if diverging
+        else None,
+    )
 
 
 def reports_to_markdown(reports: Sequence[TraceReport], *, source: str = "trace") -> str:
@@ -109,7 +116,7 @@ def reports_to_markdown(reports: Sequence[TraceReport], *, source: str = "trace"
         f" {len(diverging)} recorded divergence(s) of SGLang {releases}, not failing the verdict." if diverging else ""
     )
     lines = [
-        f"# Engine trace `{_cell(source)}`",
+        f"# Engine trace `{markdown_cell(source)}`",
         "",
         f"**{verdict}**: {conforming} of {len(reports)} operation(s) conform.{recorded}",
         "",
@@ -118,19 +125,24 @@ def reports_to_markdown(reports: Sequence[TraceReport], *, source: str = "trace"
         lines += [
             f"## {operation_name(report, number)}",
             "",
-            "| clause | verdict | where | message |",
+            markdown_row("clause", "verdict", "where", "message"),
             "|---|---|---|---|",
         ]
         for clause_id in _clauses_of(report):
             found = report.for_clause(clause_id)
             diverging_here = _diverging(report, clause_id)
             if not found and not diverging_here:
-                lines.append(f"| {clause_id} | pass | | |")
+                lines.append(markdown_row(clause_id, "pass", "", ""))
             for item in found:
-                lines.append(f"| {clause_id} | **fail** | {item.where} | {_cell(item.message)} |")
+                lines.append(markdown_row(clause_id, "**fail**", item.where, markdown_cell(item.message)))
             for item in diverging_here:
                 lines.append(
-                    f"| {clause_id} | divergence: {_cell(_recorded(item))} | {item.where} | {_cell(item.message)} |"
+                    markdown_row(
+                        clause_id,
+                        f"divergence: {markdown_cell(_recorded(item))}",
+                        item.where,
+                        markdown_cell(item.message),
+                    )
                 )
         lines.append("")
     return "\n".join(lines)

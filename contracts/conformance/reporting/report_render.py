@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
-import xml.etree.ElementTree as ElementTree
 from typing import Iterable, Optional
 
 from hicache_contracts.conformance.reporting.report_sections import (
@@ -22,6 +21,14 @@ from hicache_contracts.conformance.reporting.report_sections import (
     ReportSection,
 )
 from hicache_contracts.conformance.reporting.version import tool_version
+from hicache_contracts.report_writers import (
+    JUnitCase,
+    JUnitOutcome,
+    JUnitSuite,
+    junit_document,
+    markdown_cell,
+    markdown_row,
+)
 
 
 def status_counts(sections: Iterable[ReportSection]) -> dict[str, int]:
@@ -36,57 +43,68 @@ def status_counts(sections: Iterable[ReportSection]) -> dict[str, int]:
 def junit_xml(sections: tuple[ReportSection, ...], *, interrupted: bool) -> str:
     """Return redacted ``sections`` as JUnit XML: a test suite per section, a test case per clause."""
     counts = status_counts(sections)
-    root = ElementTree.Element(
-        "testsuites",
-        name="hicache-conform",
-        tests=str(sum(counts.values())),
-        failures=str(counts[FAIL]),
-        skipped=str(counts[SKIP]),
-        errors=str(counts[ERROR]),
-        time=f"{sum(section.duration_s for section in sections):.3f}",
-    )
+    attributes = [
+        ("name", "hicache-conform"),
+        ("tests", str(sum(counts.values()))),
+        ("failures", str(counts[FAIL])),
+        ("skipped", str(counts[SKIP])),
+        ("errors", str(counts[ERROR])),
+        ("time", f"{sum(section.duration_s for section in sections):.3f}"),
+    ]
+    suites = []
     if interrupted:
-        root.set("interrupted", "true")
-        stopped = ElementTree.SubElement(
-            root, "testsuite", name="interrupted", tests="1", failures="0", skipped="0", errors="1", time="0.000"
+        attributes.append(("interrupted", "true"))
+        stopped = JUnitCase(
+            "hicache.run", "interrupted", "0.000", JUnitOutcome("error", _INTERRUPTED, "KeyboardInterrupt")
         )
-        case = ElementTree.SubElement(stopped, "testcase", classname="hicache.run", name="interrupted", time="0.000")
-        ElementTree.SubElement(case, "error", message=_INTERRUPTED, type="KeyboardInterrupt")
+        suites.append(JUnitSuite(_suite_attributes("interrupted", 1, 0, 0, 1, 0.0), (stopped,)))
     for section in sections:
         section_counts = section.counts()
-        suite = ElementTree.SubElement(
-            root,
-            "testsuite",
-            name=section.title,
-            tests=str(len(section.clauses)),
-            failures=str(section_counts[FAIL]),
-            skipped=str(section_counts[SKIP]),
-            errors=str(section_counts[ERROR]),
-            time=f"{section.duration_s:.3f}",
-        )
-        properties = ElementTree.SubElement(suite, "properties")
-        for name, value in section.options.items():
-            ElementTree.SubElement(properties, "property", name=str(name), value=str(value))
         durations = _clause_durations(section)
-        for verdict in section.clauses:
-            case = ElementTree.SubElement(
-                suite,
-                "testcase",
-                classname=f"hicache.{verdict.level}",
-                name=f"{verdict.clause_id}",
-                time=f"{durations.get(verdict.clause_id, 0.0):.3f}",
+        cases = tuple(
+            JUnitCase(
+                f"hicache.{verdict.level}",
+                verdict.clause_id,
+                f"{durations.get(verdict.clause_id, 0.0):.3f}",
+                _junit_outcome(verdict),
             )
-            if verdict.status == FAIL:
-                message = verdict.failures[0].message if verdict.failures else "failed"
-                failure = ElementTree.SubElement(case, "failure", message=message, type=verdict.clause_id)
-                failure.text = _failure_text(verdict)
-            elif verdict.status == SKIP:
-                ElementTree.SubElement(case, "skipped", message=verdict.reason or "not checked")
-            elif verdict.status == ERROR:
-                error = ElementTree.SubElement(case, "error", message=verdict.reason or NOT_JUDGED, type="suite")
-                error.text = _failure_text(verdict)
-    ElementTree.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"
+            for verdict in section.clauses
+        )
+        counted = _suite_attributes(
+            section.title,
+            len(section.clauses),
+            section_counts[FAIL],
+            section_counts[SKIP],
+            section_counts[ERROR],
+            section.duration_s,
+        )
+        options = tuple((str(name), str(value)) for name, value in section.options.items())
+        suites.append(JUnitSuite(counted, cases, options))
+    return junit_document(attributes, suites)
+
+
+def _suite_attributes(
+    name: str, tests: int, failures: int, skipped: int, errors: int, duration_s: float
+) -> tuple[tuple[str, str], ...]:
+    return (
+        ("name", name),
+        ("tests", str(tests)),
+        ("failures", str(failures)),
+        ("skipped", str(skipped)),
+        ("errors", str(errors)),
+        ("time", f"{duration_s:.3f}"),
+    )
+
+
+def _junit_outcome(verdict: ClauseVerdict) -> Optional[JUnitOutcome]:
+    if verdict.status == FAIL:
+        message = verdict.failures[0].message if verdict.failures else "failed"
+        return JUnitOutcome("failure", message, verdict.clause_id, _failure_text(verdict))
+    if verdict.status == SKIP:
+        return JUnitOutcome("skipped", verdict.reason or "not checked")
+    if verdict.status == ERROR:
+        return JUnitOutcome("error", verdict.reason or NOT_JUDGED, "suite", _failure_text(verdict))
+    return None
 
 
 def markdown(sections: tuple[ReportSection, ...], *, interrupted: bool) -> str:
@@ -108,25 +126,29 @@ def markdown(sections: tuple[ReportSection, ...], *, interrupted: bool) -> str:
         ]
         roots = section.root_cause_line()
         if roots is not None:
-            lines += [f"**{_md(roots[0].upper() + roots[1:])}**", ""]
-        lines += ["| level | claimed | result |", "|---|---|---|"]
+            lines += [f"**{markdown_cell(roots[0].upper() + roots[1:])}**", ""]
+        lines += [markdown_row("level", "claimed", "result"), "|---|---|---|"]
         for level in section.levels:
-            lines.append(f"| `{level.level}` | {_md(_claim_text(level))} | {_md(_level_result(section, level))} |")
-        lines += ["", "| clause | level | result | statement |", "|---|---|---|---|"]
+            lines.append(
+                markdown_row(
+                    f"`{level.level}`", markdown_cell(_claim_text(level)), markdown_cell(_level_result(section, level))
+                )
+            )
+        lines += ["", markdown_row("clause", "level", "result", "statement"), "|---|---|---|---|"]
         for verdict in section.clauses:
             detail = verdict.statement
             if verdict.status == FAIL and verdict.failures:
                 detail += f" **Found:** {verdict.failures[0].message}"
             elif verdict.status in (SKIP, ERROR) and verdict.reason:
                 detail += f" *({verdict.reason})*"
-            lines.append(f"| {verdict.clause_id} | {verdict.level} | {_MARK[verdict.status]} | {_md(detail)} |")
+            lines.append(markdown_row(verdict.clause_id, verdict.level, _MARK[verdict.status], markdown_cell(detail)))
         failing = [verdict for verdict in section.clauses if verdict.status in (FAIL, ERROR)]
         if failing:
             lines += ["", "### Counterexamples", ""]
             for verdict in failing:
                 for item in verdict.failures:
                     error = " (error of the suite, no verdict on the backend)" if verdict.status == ERROR else ""
-                    lines += [f"- **{verdict.clause_id}**{error} (`{item.check}`): {_md(item.message)}"]
+                    lines += [f"- **{verdict.clause_id}**{error} (`{item.check}`): {markdown_cell(item.message)}"]
                     if _shown(item.counterexample):
                         lines += [
                             "",
@@ -225,10 +247,6 @@ def _level_mark(verdicts: tuple[ClauseVerdict, ...], paint: _Painter) -> str:
 def _shown(counterexample: Optional[str]) -> bool:
     """Whether a counterexample has anything to show (a blank one gets no block)."""
     return bool(counterexample and counterexample.strip())
-
-
-def _md(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 def _claim_text(level: LevelVerdict) -> str:
