@@ -90,12 +90,14 @@ def fails_on_its_clause(entry, check: str, report) -> None:
 RACE_TRIES = 3
 """Runs of a concurrency check on a racing bug: it shows only when the threads interleave so, which a busy machine
 can keep from happening in one run."""
+MEETS_EVERY_ROUND = frozenset({"ReadsMissWhileAWriteRuns"})
+"""Racing bugs whose threads meet on purpose (each waits a moment for the other): one run shows them."""
 
 
 @pytest.mark.parametrize("entry, check", alone_cases(recorded=False))
 def test_planted_bug_fails_its_check(entry, check: str) -> None:
     report = run_alone(entry, check)
-    for _ in range(RACE_TRIES - 1 if check in RACING else 0):
+    for _ in range(RACE_TRIES - 1 if check in RACING and entry.name not in MEETS_EVERY_ROUND else 0):
         if any(item.check == check and item.status == "fail" for item in report.sections[0].checks):
             break
         report = run_alone(entry, check)
@@ -271,7 +273,10 @@ def test_a_get_that_misses_a_stored_page_shows_the_calls_on_that_key() -> None:
     outcome = next(item for item in report.sections[0].checks if item.check == check)
     assert outcome.status == "fail", outcome
     missed = re.fullmatch(
-        r"get by thread \d+ missed (k\d+), stored \(set returned True\) before the get began", outcome.message
+        r"get by thread \d+ missed (k\d+), stored \(set returned True\) before the get began; a second round of the "
+        r"same calls on fresh keys failed too: get by thread \d+ missed k\d+, stored \(set returned True\) before "
+        r"the get began; reproducible",
+        outcome.message,
     )
     assert missed, outcome.message
     shape, *rest = outcome.counterexample.splitlines()
@@ -746,8 +751,9 @@ def test_get_stats_is_called_tens_of_thousands_of_times_while_io_runs() -> None:
     StatsRecordOverflows.let_go.clear()
     outcome = concurrency_outcome(StatsRecordOverflows, timeout_s=10.0)
     assert outcome.status == "fail", outcome
-    assert re.fullmatch(
-        r"get_stats raised error: .*format requires 0 <= number <= 65535 while IO ran \(1 problem\(s\) in all\)",
+    overflow = r"get_stats raised error: .*format requires 0 <= number <= 65535 while IO ran \(1 problem\(s\) in all\)"
+    assert re.fullmatch(  # the count goes on: the second round's first call overflows too
+        f"{overflow}; a second round of the same calls on fresh keys failed too: {overflow}; reproducible",
         outcome.message,
     ), outcome.message
 
