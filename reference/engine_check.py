@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from hicache_contracts import HiCacheStorageConfig, PoolTransfer
+from hicache_contracts import HiCacheStorageConfig, PageKeys, PoolHitPolicy, PoolName, PoolTransfer
 from hicache_contracts.engine.scenarios import (
     STANDARD_SCENARIOS,
     ClauseResult,
@@ -49,10 +49,10 @@ class ReferenceEngine:
         self.pool = _host_pool(setup.page_size)
         self.sidecars = {
             spec.name: SidecarPool(
-                spec.name,
+                PoolName(spec.name),
                 _host_pool(setup.page_size),
                 kv_derived=spec.kv_derived,
-                hit_policy=spec.hit_policy,
+                hit_policy=PoolHitPolicy(spec.hit_policy),
                 window_pages=spec.window_pages,
             )
             for spec in setup.pools
@@ -75,7 +75,7 @@ class ReferenceEngine:
             transfers.append(
                 PoolTransfer(
                     name=name,
-                    keys=tuple(pool_keys),
+                    keys=PageKeys(tuple(pool_keys)),
                     host_indices=sidecar.host_pool.alloc(len(pool_keys)),
                     hit_policy=sidecar.hit_policy,
                 )
