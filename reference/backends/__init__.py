@@ -1,7 +1,9 @@
-"""The reference storage backends: in memory, on files and in Redis, with the page IO they share.
+"""The reference storage backends: in memory, on files and in Redis, over one interface.
 
-    PageStoreBackend   every generation of the interface (base.py, legacy.py)
-     │                 over the page IO (page_io.py, host_bytes.py) and the object primitives (objects.py)
+    PageStoreBackend   every generation of the interface (base.py), built from
+     │                 the object primitives a backend supplies (objects.py), the host-page IO
+     │                 helper it holds (page_io.py, host_bytes.py) and the strategy that moves
+     │                 whole pages between them (strategies.py: PER_PAGE, BATCHED, SLAB_ROWS)
      ├── MemoryBackend pages as bytes in a process-wide or private store (memory.py, memory_store.py, slabs.py)
      ├── FileBackend   one file per page under a directory, written atomically (file.py)
      └── RedisBackend  one hash per page in Redis or Redis Cluster (redis_backend.py, redis_nodes.py,

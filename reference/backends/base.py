@@ -1,11 +1,23 @@
-"""The reference backends' interface: every generation over the page IO (page_io.py) and object primitives.
+"""The reference backends' interface: every generation of it, over object primitives, page IO and a strategy.
 
 ``PageStoreBackend`` implements the three generations of the interface
-(legacy in legacy.py, zero-copy v1, pool-aware v2) on top of the object
-primitives a concrete backend supplies (objects.py); pages move between host
-slots and objects in page_io.py, their bytes in host_bytes.py, their names in
-namespace.py (``ObjectName``). What this module keeps, once for every backend:
+(legacy, zero-copy v1, pool-aware v2) once for every reference backend. It
+holds what it is built from rather than inheriting it:
 
+- the object primitives a concrete backend supplies (declared in objects.py:
+  an object's size, a read into memory, an atomic write, the namespace's
+  removal), with the names of objects (namespace.py, ``ObjectName``);
+- ``host_pages``, the host-page IO helper (page_io.py): where a registered
+  pool's pages lie and how their bytes get in and out;
+- ``strategy``, how whole pages move between the two (strategies.py):
+  ``PER_PAGE``, the plain path that reads like the clauses, or a batched fast
+  path, ``BATCHED`` or the memory store's ``SLAB_ROWS``; the vendor suite
+  gives the same verdicts with each.
+
+What this module keeps, once for every backend:
+
+- the key check every generation shares (KEY-2) and the legacy calls' page
+  rules (BE-9, BE-10, BE-13);
 - a KV-derived sidecar (``indices_from_pool == KV``) is written before its KV
   page, and the KV page is written only if every derived sidecar page of the
   call was; in v2 reads and v2 hit queries a KV page counts only if its derived
@@ -24,8 +36,17 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any, Iterable, Optional, Sequence
 
+import torch
+
 from hicache_contracts.errors import ContractViolation
-from hicache_contracts.models import PoolName, PoolTransferResult, ReadOnlyMapping, host_page_starts, pool_value
+from hicache_contracts.models import (
+    PoolName,
+    PoolTransferResult,
+    ReadOnlyMapping,
+    host_page_starts,
+    pool_value,
+    validate_page_keys,
+)
 from hicache_reference.backends.host_bytes import (
     MAX_COPY_RANGES,
     PageFormat,
@@ -33,8 +54,11 @@ from hicache_reference.backends.host_bytes import (
     host_bytes,
     tensor_bytes,
 )
-from hicache_reference.backends.legacy import LegacyCalls
 from hicache_reference.backends.namespace import format_tag, namespace_for, with_format
+from hicache_reference.backends.objects import ObjectStore
+from hicache_reference.backends.page_io import HostPages
+from hicache_reference.backends.page_ranges import PageRanges
+from hicache_reference.backends.strategies import BATCHED, PageStrategy
 from hicache_reference.backends.values import BackendStats, PoolResults
 from hicache_spec import ALL_PAGES, KV, fold_pool_query
 
@@ -65,8 +89,8 @@ def _is_kv_derived(transfer: Any) -> bool:
 
 
 # ---------------------------------------------------------------- the base
-class PageStoreBackend(LegacyCalls):
-    """Every generation of the backend interface over the object primitives (objects.py; module docstring).
+class PageStoreBackend(ObjectStore):
+    """Every generation of the backend interface over the object primitives, ``host_pages`` and ``strategy``.
 
     Built the SGLang dynamic-backend way: ``Backend(storage_config, extra_config)``,
     then ``register_mem_pool_host(pool)`` once before IO and
@@ -92,6 +116,11 @@ class PageStoreBackend(LegacyCalls):
     format_guard: bool = True
     """Whether the KV pool's page format (layout, dtype, geometry) is part of the namespace once it is registered
     (NS-9), so that an instance whose pool stores pages otherwise never reads them as its own."""
+    strategy: PageStrategy = BATCHED
+    """How whole pages move between host slots and objects (strategies.py): ``BATCHED``, ``PER_PAGE`` or a
+    backend's own, named by the class or set on an instance."""
+    host_ranges_class: type[PageRanges] = PageRanges
+    """What finds each page's host byte ranges for ``host_pages``; a variant of ``PageRanges`` may be named here."""
 
     def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
         merged = dict(getattr(storage_config, "extra_config", None) or {})
@@ -114,6 +143,10 @@ class PageStoreBackend(LegacyCalls):
         self._derived_pools: set[str] = set()
         self.mem_pool_host: Any = None
         """The registered KV host pool, or None (a plain attribute, as SGLang's base class has it)."""
+        self._pools: dict[str, Any] = {}
+        self._formats: dict[str, PageFormat] = {}
+        self.host_pages = HostPages(self.host_ranges_class(), self._guarded)
+        """Where the registered pools' pages lie in host memory and how their bytes get in and out (page_io.py)."""
 
     # ============================================================ registration (BE-24)
     def register_mem_pool_host(self, mem_pool_host: Any) -> None:
@@ -181,6 +214,11 @@ class PageStoreBackend(LegacyCalls):
                     self.namespace = self._formatted_namespace = with_format(self.namespace, tag)
 
     # ============================================================ boundary checks
+    def _checked_keys(self, keys: Any) -> list[str]:
+        """Return ``keys`` as a new list, or raise ContractViolation naming the bad key (KEY-2)."""
+        validate_page_keys(keys, field=f"{type(self).__name__}.keys")
+        return list(keys)
+
     def _page_slots(self, page_format: PageFormat, host_indices: Any, key_count: int) -> list[int]:
         """Return the first slot of each page, or raise ContractViolation before any IO (BE-15, BE-16)."""
         field = f"{type(self).__name__}.host_indices"
@@ -226,6 +264,140 @@ class PageStoreBackend(LegacyCalls):
         """Return the KV-derived pools to check: those named in the call and those seen before."""
         with self._registration_lock:
             return set(self._derived_pools) | set(extra)
+
+    # ============================================================ whole pages, by the strategy
+    def _read_pages(self, pool_name: str, keys: Sequence[str], slots: Sequence[int]) -> list[bool]:
+        """Read each page into its own host slots; True only for a page that arrived whole (BE-15, BE-16)."""
+        return self.strategy.read(self, pool_name, keys, slots) if keys else []
+
+    def _write_pages(
+        self, pool_name: str, keys: Sequence[str], slots: Sequence[int], groups: Sequence[Any]
+    ) -> list[bool]:
+        """Write each host page as the object of its key; True only if it can be read back (BE-7, BE-17)."""
+        return self.strategy.write(self, pool_name, keys, slots, groups) if keys else []
+
+    def _present(self, pool_name: str, keys: Sequence[str]) -> list[bool]:
+        """Return, per key, whether the pool holds a whole page for it (BE-13: short or empty is absent)."""
+        return self.strategy.present(self, pool_name, keys) if keys else []
+
+    # ============================================================ legacy generation
+    def exists(self, key: str) -> bool:
+        """Return whether the KV page of ``key`` is stored whole. Clauses: BE-4, BE-5, BE-13, NS-6."""
+        (key,) = self._checked_keys([key])
+        if self._closed:
+            return False
+        return self._present(KV, [key])[0]
+
+    def batch_exists(self, keys: list[str], extra_info: Optional[Any] = None) -> int:
+        """Return the leading run of keys whose KV page is stored whole. Clauses: BE-2, BE-3, BE-8, BE-13."""
+        keys = self._checked_keys(keys)
+        if self._closed or not keys:
+            return 0
+        present = self._present(KV, keys)
+        run = 0
+        for flag in present:
+            if not flag:
+                break
+            run += 1
+        return run
+
+    def get(self, key: str, target_location: Any = None, target_sizes: Any = None) -> Optional[torch.Tensor]:
+        """Return the KV page of ``key`` as a flat tensor, or None. Clauses: BE-4, BE-5, BE-9, BE-13.
+
+        A tensor ``target_location`` receives the bytes (only once they all
+        arrived) and is returned. Without one, the page comes back in the
+        registered pool's dtype, or as raw uint8 when no pool is registered.
+        """
+        (key,) = self._checked_keys([key])
+        if self._closed:
+            return None
+        return self._get_one(key, target_location)
+
+    def _get_one(self, key: str, target: Any) -> Optional[torch.Tensor]:
+        page_format = self._formats.get(KV)
+        name = self._name(key)
+        if isinstance(target, torch.Tensor):
+            size = target.numel() * target.element_size()
+        elif page_format is not None:
+            size = page_format.byte_count
+        else:
+            size = self._guarded(self._object_size, None, name)
+        if not isinstance(size, int) or size <= 0:
+            self._counters.add(read_misses=1)
+            return None
+        staging = bytearray(size)
+        if self._guarded(self._read_object_into, False, name, memoryview(staging)) is not True:
+            self._counters.add(read_misses=1)
+            return None
+        if isinstance(target, torch.Tensor):
+            # Counted as read only once the page is in the target (BE-15): a target that refuses it is a miss.
+            if not self._guarded(self._copy_into_target, False, target, staging):
+                self._counters.add(read_misses=1)
+                return None
+            self._counters.add(pages_read=1, bytes_read=size)
+            return target
+        self._counters.add(pages_read=1, bytes_read=size)
+        dtype = page_format.dtype if page_format is not None else torch.uint8
+        return torch.frombuffer(staging, dtype=dtype)
+
+    @staticmethod
+    def _copy_into_target(target: torch.Tensor, staging: bytearray) -> bool:
+        """Copy a whole page from ``staging`` into a legacy get's target tensor (of exactly the page's size)."""
+        target.copy_(torch.frombuffer(staging, dtype=target.dtype).view(target.shape))
+        return True
+
+    def set(self, key: str, value: Any = None, target_location: Any = None, target_sizes: Any = None) -> bool:
+        """Store ``value`` (a tensor) as the KV page of ``key``. Clauses: BE-5, BE-6, BE-7, BE-9.
+
+        With a registered pool the value must be exactly one page; otherwise
+        the write is refused (False), since a short object is a miss (BE-13).
+        """
+        (key,) = self._checked_keys([key])
+        if self._closed:
+            return False
+        return self._set_one(key, value)
+
+    def _set_one(self, key: str, value: Any) -> bool:
+        if not isinstance(value, torch.Tensor):
+            self._counters.add(write_failures=1)
+            return False
+        raw = self._guarded(lambda: tensor_bytes(value.detach().cpu().contiguous()), None)
+        page_format = self._formats.get(KV)
+        if raw is None or len(raw) == 0 or (page_format is not None and len(raw) != page_format.byte_count):
+            self._counters.add(write_failures=1)
+            return False
+        name = self._name(key)
+        written = self._guarded(self._write_object, False, name, raw, name) is True
+        if written:
+            self._counters.add(pages_written=1, bytes_written=len(raw))
+        else:
+            self._counters.add(write_failures=1)
+        return written
+
+    def batch_get(self, keys: list[str], target_locations: Any = None, target_sizes: Any = None) -> list:
+        """Return one tensor-or-None per key, in key order. Clauses: BE-4, BE-9, BE-10."""
+        keys = self._checked_keys(keys)
+        targets = list(target_locations) if target_locations is not None else [None] * len(keys)
+        if len(targets) != len(keys):
+            raise ContractViolation(
+                f"{type(self).__name__}.target_locations", "must hold one entry per key", len(targets), "BE-9"
+            )
+        if self._closed:
+            return [None] * len(keys)
+        return [self._get_one(key, target) for key, target in zip(keys, targets)]
+
+    def batch_set(
+        self, keys: list[str], values: Any = None, target_locations: Any = None, target_sizes: Any = None
+    ) -> bool:
+        """Store one value per key; True only if every page was stored. Clauses: BE-6, BE-9, BE-10."""
+        keys = self._checked_keys(keys)
+        values = list(values) if values is not None else [None] * len(keys)
+        if len(values) != len(keys):
+            raise ContractViolation(f"{type(self).__name__}.values", "must hold one value per key", len(values), "BE-9")
+        if self._closed:
+            return False
+        results = [self._set_one(key, value) for key, value in zip(keys, values)]
+        return all(results)
 
     # ============================================================ zero-copy v1
     def batch_get_v1(self, keys: list[str], host_indices: Any, extra_info: Optional[Any] = None) -> list[bool]:

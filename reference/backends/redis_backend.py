@@ -16,10 +16,8 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 from urllib.parse import unquote, urlparse
 
-from hicache_contracts.host_pool import HostPagePool
 from hicache_contracts.models import pool_value
 from hicache_reference.backends.base import PageStoreBackend
-from hicache_reference.backends.host_bytes import contiguous_parts
 from hicache_reference.backends.namespace import ObjectName, plain_keys
 from hicache_reference.backends.redis_errors import RedisErrors
 from hicache_reference.backends.redis_nodes import RedisNodes, Unit, _byte_length
@@ -45,8 +43,9 @@ class RedisBackend(PageStoreBackend):
     hicache_levels = (*PageStoreBackend.hicache_levels, "durability")
     """The capability levels the backend claims."""
     reads_into_ranges = True
-    writes_from_ranges = True
     """Replies are copied straight into the host page ranges where the pool lists them (one copy per page)."""
+    writes_from_ranges = True
+    """Pages are sent from the host pool's own memory, as the list of their byte ranges (no copy)."""
 
     def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
         super().__init__(storage_config, extra_config)
@@ -149,21 +148,6 @@ class RedisBackend(PageStoreBackend):
         for position, outcome in zip(positions, self._execute(units)):
             written[position] = not _is_exception(outcome) and not any(_failed(reply) for reply in outcome)
         return written
-
-    def _page_bytes(self, pool: Any, page_format: Any, slot: int) -> Any:
-        """Return the host page at ``slot`` as the list of its contiguous parts, in flat-page order, uncopied.
-
-        The parts are views of the host pool, sent straight from it (the host
-        slots stay allocated until the backup's write returns); other pools
-        get the shared copying path.
-        """
-        if not isinstance(pool, HostPagePool):
-            return super()._page_bytes(pool, page_format, slot)
-        parts: list[memoryview] = []
-        contiguous_parts(pool.get_data_page(slot, flat=False), parts)
-        if sum(part.nbytes for part in parts) != page_format.byte_count:
-            return None
-        return parts
 
     def _object_size(self, name: ObjectName) -> Optional[int]:
         return self._object_sizes([name])[0]

@@ -62,6 +62,37 @@ class PageStrategy:
         return f"<page strategy {self.name}>"
 
 
+def _direct_views(backend: Any, pool: Any, page_format: Any, slots: Sequence[int]) -> Any:
+    """Each page's own host byte ranges to read into, where the backend reads into ranges; else None (staged)."""
+    return backend.host_pages.direct_views(pool, page_format, slots) if backend.reads_into_ranges else None
+
+
+def _page_bytes(backend: Any, pool: Any, page_format: Any, slot: int) -> Any:
+    """The bytes a write of the host page at ``slot`` sends (None: not exactly one page, it is not stored)."""
+    return backend._guarded(backend.host_pages.page_bytes, None, pool, page_format, slot, backend.writes_from_ranges)
+
+
+def _flags(arrived: Any, count: int) -> list[bool]:
+    """A batch primitive's answer as ``count`` bools; anything malformed is all False."""
+    if not isinstance(arrived, list) or len(arrived) != count:
+        return [False] * count
+    return [flag is True for flag in arrived]
+
+
+def _count_reads(backend: Any, results: list[bool], byte_count: int) -> list[bool]:
+    """Count a read's pages (True: landed whole, False: a miss) in the backend's stats (BE-12); return them."""
+    read = sum(results)
+    backend._counters.add(pages_read=read, bytes_read=read * byte_count, read_misses=len(results) - read)
+    return results
+
+
+def _count_writes(backend: Any, results: list[bool], byte_count: int) -> list[bool]:
+    """Count a write's pages (True: stored, False: failed) in the backend's stats (BE-12); return them."""
+    done = sum(results)
+    backend._counters.add(pages_written=done, bytes_written=done * byte_count, write_failures=len(results) - done)
+    return results
+
+
 def _whole_page(size: Any, pool_format: Any) -> bool:
     """BE-13: an object is a page only when it has exactly the page's size (any size > 0 with no pool registered)."""
     if pool_format is None:
@@ -86,12 +117,12 @@ class PerPage(PageStrategy):
         pool, page_format = backend._pools[pool_name], backend._formats[pool_name]
         # Each page's own host byte ranges, where the backend reads into ranges and the pool lists them in
         # flat-page order (None otherwise, or when the call addresses a page twice: see ``_direct_views``).
-        page_views = backend._direct_views(pool, page_format, slots) or [None] * len(keys)
+        page_views = _direct_views(backend, pool, page_format, slots) or [None] * len(keys)
         results = [
             self._read_page(backend, pool, page_format, backend._name(key, pool_name), slot, views)
             for key, slot, views in zip(keys, slots, page_views)
         ]
-        return backend._count_reads(results, page_format.byte_count)
+        return _count_reads(backend, results, page_format.byte_count)
 
     @staticmethod
     def _read_page(backend: Any, pool: Any, page_format: Any, name: Any, slot: int, views: Any) -> bool:
@@ -107,7 +138,7 @@ class PerPage(PageStrategy):
             return False
         # BE-15: the whole page goes into the slots of this page, and only those, through the pool's own helper.
         page = torch.frombuffer(staging, dtype=page_format.dtype, count=page_format.element_count)
-        return backend._guarded(backend._copy_into_pool, False, pool, slot, page) is True
+        return backend._guarded(backend.host_pages.copy_into_pool, False, pool, slot, page) is True
 
     def write(
         self, backend: Any, pool_name: str, keys: Sequence[str], slots: Sequence[int], groups: Sequence[Any]
@@ -116,14 +147,14 @@ class PerPage(PageStrategy):
         results = []
         for key, slot, group in zip(keys, slots, groups):
             # The host page's bytes, or None when the pool does not give exactly one page (then it is not stored).
-            data = backend._guarded(backend._page_bytes, None, pool, page_format, slot)
+            data = _page_bytes(backend, pool, page_format, slot)
             # BE-7: the primitive stores the page whole or not at all; BE-17: True only if it can be read back;
             # BE-22: ``group`` names the objects that go together (a KV page and its derived sidecars).
             stored = data is not None and backend._guarded(
                 backend._write_object, False, backend._name(key, pool_name), data, group
             )
             results.append(stored is True)
-        return backend._count_writes(results, page_format.byte_count)
+        return _count_writes(backend, results, page_format.byte_count)
 
 
 class Batched(PageStrategy):
@@ -145,18 +176,18 @@ class Batched(PageStrategy):
         pool, page_format = backend._pools[pool_name], backend._formats[pool_name]
         size = page_format.byte_count
         names = backend._names(keys, pool_name)
-        page_views = backend._direct_views(pool, page_format, slots)
+        page_views = _direct_views(backend, pool, page_format, slots)
         if page_views is not None:
             arrived = backend._guarded(backend._read_objects_into_ranges, None, names, page_views)
-            results = backend._flags(arrived, count)
+            results = _flags(arrived, count)
         else:
-            staging = backend._staging_buffer(size * count)
+            staging = backend.host_pages.staging_buffer(size * count)
             view = memoryview(staging)
             buffers = [view[index * size : (index + 1) * size] for index in range(count)]
-            results = backend._flags(backend._guarded(backend._read_objects_into, None, names, buffers), count)
+            results = _flags(backend._guarded(backend._read_objects_into, None, names, buffers), count)
             if any(results):
-                results = backend._copy_pages_into_pool(pool, page_format, staging, results, slots)
-        return backend._count_reads(results, size)
+                results = backend.host_pages.copy_pages_into_pool(pool, page_format, staging, results, slots)
+        return _count_reads(backend, results, size)
 
     def write(
         self, backend: Any, pool_name: str, keys: Sequence[str], slots: Sequence[int], groups: Sequence[Any]
@@ -164,11 +195,11 @@ class Batched(PageStrategy):
         """The host pages as their byte ranges (``writes_from_ranges``) or as copies, in one batch write."""
         count = len(keys)
         pool, page_format = backend._pools[pool_name], backend._formats[pool_name]
-        datas = backend.host_ranges.views(pool, page_format, slots) if backend.writes_from_ranges else None
+        datas = backend.host_pages.write_views(pool, page_format, slots) if backend.writes_from_ranges else None
         if datas is None:
-            datas = [backend._guarded(backend._page_bytes, None, pool, page_format, slot) for slot in slots]
+            datas = [_page_bytes(backend, pool, page_format, slot) for slot in slots]
         written = backend._guarded(backend._write_objects, None, backend._names(keys, pool_name), datas, groups)
-        return backend._count_writes(backend._flags(written, count), page_format.byte_count)
+        return _count_writes(backend, _flags(written, count), page_format.byte_count)
 
 
 class SlabRows(Batched):
@@ -189,7 +220,7 @@ class SlabRows(Batched):
         page_format = backend._formats[pool_name]
         numbers = [slot // page_format.page_size for slot in slots]  # BE-15: the page's own slots (BE-16)
         loaded = backend._guarded(backend._load_pages, None, backend._names(keys, pool_name), host, numbers)
-        return backend._count_reads(backend._flags(loaded, len(keys)), page_format.byte_count)
+        return _count_reads(backend, _flags(loaded, len(keys)), page_format.byte_count)
 
     def write(
         self, backend: Any, pool_name: str, keys: Sequence[str], slots: Sequence[int], groups: Sequence[Any]
@@ -201,7 +232,7 @@ class SlabRows(Batched):
         numbers = [slot // page_format.page_size for slot in slots]
         names = backend._names(keys, pool_name)
         stored = backend._guarded(backend._store_pages, None, names, list(groups), host, numbers)  # BE-7, BE-17
-        return backend._count_writes(backend._flags(stored, len(keys)), page_format.byte_count)
+        return _count_writes(backend, _flags(stored, len(keys)), page_format.byte_count)
 
 
 PER_PAGE = PerPage()

@@ -30,7 +30,7 @@ class FileBackendKeepsStaleViews(FileBackend):
 
 
 def kept_views(backend: Any, pool: Any) -> dict:
-    return backend.host_ranges._learnt(pool, backend._formats["kv"])[3]
+    return backend.host_pages.ranges._learnt(pool, backend._formats["kv"])[3]
 
 
 @pytest.mark.clause("BE-15", "BE-16")
@@ -39,8 +39,8 @@ def test_views_are_kept_and_match_the_pool(tmp_path: Any) -> None:
     backend = backend_for(tmp_path, pool)
     page_format = backend._formats["kv"]
     slots = [page * pool.page_size for page in (5, 2, 9)]
-    first = backend.host_ranges.views(pool, page_format, slots)
-    again = backend.host_ranges.views(pool, page_format, slots)
+    first = backend.host_pages.ranges.views(pool, page_format, slots)
+    again = backend.host_pages.ranges.views(pool, page_format, slots)
     assert all(type(page) is tuple for page in first)  # kept pages cannot be changed by a caller
     assert [list(map(id, page)) for page in again] == [list(map(id, page)) for page in first]
     assert sorted(kept_views(backend, pool)) == sorted(slots)
@@ -54,7 +54,7 @@ def test_kept_views_stay_under_the_bound(tmp_path: Any, monkeypatch: pytest.Monk
     backend = backend_for(tmp_path, pool)
     per_page = backend._formats["kv"].flat_range_count
     for start in range(0, pool.page_count - 3, 3):
-        backend.host_ranges.views(
+        backend.host_pages.ranges.views(
             pool, backend._formats["kv"], [page * pool.page_size for page in range(start, start + 3)]
         )
         assert len(kept_views(backend, pool)) * per_page <= 40

@@ -36,7 +36,7 @@ def check_views_match_the_pool(backend: Any, pool: HostPagePool) -> None:
     for _ in range(20):
         pages = chooser.sample(range(pool.page_count), chooser.randint(1, 12))
         slots = [page * pool.page_size for page in pages]
-        views = backend.host_ranges.views(pool, page_format, slots)
+        views = backend.host_pages.ranges.views(pool, page_format, slots)
         assert views is not None, f"pages {pages}: no views"
         indices = torch.tensor([slot + offset for slot in slots for offset in range(pool.page_size)])
         pointers, sizes = pool.get_page_buffer_meta(indices)
@@ -56,7 +56,7 @@ def test_page_ranges_by_arithmetic_match_the_pool(tmp_path: Any, kind: str, layo
     pool = pool_of(kind, layout)
     backend = backend_for(tmp_path, pool)
     check_views_match_the_pool(backend, pool)
-    assert backend.host_ranges.layout(pool, backend._formats["kv"]) is not None, "the arithmetic path was taken"
+    assert backend.host_pages.ranges.layout(pool, backend._formats["kv"]) is not None, "the arithmetic path was taken"
 
 
 class StrideOneTokenOff(PageRanges):
@@ -88,9 +88,9 @@ def test_no_view_reaches_past_the_pool(tmp_path: Any, kind: str, layout: str) ->
     backend = backend_for(tmp_path, pool)
     page_format = backend._formats["kv"]
     last = (pool.page_count - 1) * pool.page_size
-    assert backend.host_ranges.views(pool, page_format, [last]) is not None
+    assert backend.host_pages.ranges.views(pool, page_format, [last]) is not None
     # One page past the end: no view cut short by the buffer's end, none at all.
-    assert backend.host_ranges.views(pool, page_format, [last + pool.page_size]) is None
+    assert backend.host_pages.ranges.views(pool, page_format, [last + pool.page_size]) is None
 
 
 @pytest.mark.clause("BE-15", "BE-16")
