@@ -4,7 +4,7 @@
 
 - Scripts with a ``run(quick)`` function (bench_controller,
   bench_controller_prefix, bench_memory_scaling, bench_redis,
-  bench_file_backend) are called in this process and their figures go into
+  bench_file_backend, bench_recorder, bench_strategies) are called in this process and their figures go into
   the JSON as they return them.
 - The others are run as scripts (``--quick`` passed; one without a quick
   mode, bench_host_pool, is left out of a ``--quick`` run);
@@ -53,6 +53,7 @@ IN_PROCESS = (
     "bench_redis",
     "bench_file_backend",
     "bench_recorder",
+    "bench_strategies",
 )
 """Benchmarks with a ``run(quick)`` function."""
 AS_SCRIPTS = {
