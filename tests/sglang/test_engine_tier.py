@@ -87,7 +87,7 @@ def test_a_release_lacking_a_tree_piece_skips_the_hybrid_scenarios_naming_it(rel
         ("dynamic", _dynamic("SGLangMemoryBackend", store=f"skip-{release}")),
         None,
         "skip",
-        lambda name, body, recorder: ran.append(name),
+        lambda name, body, recorder, setup_s: ran.append(name),
         lambda name, reason: skipped.append((name, reason)),
     )
     assert not ran

@@ -18,9 +18,10 @@ has the release's own tree code build each operation and its pool transfers:
   (the KV rows) and ``UnifiedRadixCache._alloc_prefetch_aux_staging`` (the window's rows, through
   ``SWAComponent.alloc_prefetch_staging``).
 
-Scenarios: the full hit (a chain of 150 pages, more than one storage batch, written then read) and
-the partial hit (a chain 50 pages longer than the one written: the window is the hit's tail, moved
-there by the controller's ``_sync_trailing_keys``). Verdict, slot by slot: every KV page loaded holds
+Scenarios: the full hit (a chain of 150 pages, more than one storage batch, written then read; prefix
+metadata on: the root's prefix, ``[]``, so each sidecar has a call of its own) and the partial hit (a
+chain 50 pages longer than the one written: the window is the hit's tail, moved there by the
+controller's ``_sync_trailing_keys``; prefix metadata off, so one v2 call carries both sidecars). Verdict, slot by slot: every KV page loaded holds
 the bytes written, as does every indexer page in the rows of the KV page it follows and every window
 page in the SWA rows the transfer names; every other page of the three pools is untouched. A failure
 names the SGLang function that made the failing call.
@@ -224,11 +225,19 @@ class _HybridEngine:
         }
 
     def prefetch(self, tokens: list[int]) -> tuple[Any, Any, int, dict[str, list[torch.Tensor]]]:
+        # The scheduler hands the anchor's prefix (the root's: none) when the feature is on, else None.
         """One prefetch through the release's prefetch_from_storage; return (operation, its ongoing entry, loaded, before)."""
         base = _module("sglang.srt.mem_cache.base_prefix_cache")
         handle = base.CacheRequestHandle("r-hybrid", 0) if hasattr(base, "CacheRequestHandle") else "r-hybrid"
         before = self.snapshot()
-        self.radix.UnifiedRadixCache.prefetch_from_storage(self.cache, handle, self.root.id, list(tokens), None, [])
+        self.radix.UnifiedRadixCache.prefetch_from_storage(
+            self.cache,
+            handle,
+            self.root.id,
+            list(tokens),
+            None,
+            [] if self.cache.hicache_storage_pass_prefix_keys else None,
+        )
         info = self.cache.ongoing_prefetch[handle]
         operation = self.controller.prefetch_hit_queue.get(timeout=self.tier.WAIT_S)
         if operation is not info.operation:
@@ -338,10 +347,10 @@ def run_hybrid_scenarios(
     attach: tuple[str, Optional[dict[str, Any]]],
     folder: Optional[str],
     model: str,
-    record: Callable[[str, Callable[[], str], Any], None],
+    record: Callable[[str, Callable[[], str], Any, float], None],
     skip: Callable[[str, str], None],
 ) -> None:
-    """Run the hybrid scenarios with the loaded release; ``record(name, body, recorder)`` keeps each verdict.
+    """Run the hybrid scenarios with the loaded release; ``record(name, body, recorder, setup_s)`` keeps each verdict.
 
     A release without a piece the scenarios need gets ``skip(name, reason)`` for each, the reason naming the piece.
     """
@@ -350,12 +359,24 @@ def run_hybrid_scenarios(
         for name in HYBRID_SCENARIOS:
             skip(name, f"SGLang lacks {missing}")
         return
-    engine = _HybridEngine(attach, folder, model + "-hybrid")
+    started = time.monotonic()
+    try:
+        engine = _HybridEngine(attach, folder, model + "-hybrid")
+    except Exception as error:  # a verdict, never a crash
+        found = (
+            f"attaching the backend to the hybrid controller failed: {type(error).__name__}: {error} "
+            "(HybridCacheController.attach_storage_backend: register_mem_host_pool_v2 for each pool of the group)"
+        )
+        for name in HYBRID_SCENARIOS:
+            record(name, lambda: found, None, 0.0)
+        return
+    built_s = time.monotonic() - started
     page = engine.tier.PAGE_SIZE
     stored = engine.tier.STORED_PAGES
     counter = [0]
 
-    def round_trip(extra_pages: int) -> str:
+    def round_trip(extra_pages: int, prefix: bool) -> str:
+        engine.cache.hicache_storage_pass_prefix_keys = prefix
         counter[0] += 1
         start = 1_000_000 * counter[0] + 500_000
         tokens = list(range(start, start + (stored + extra_pages) * page))
@@ -372,8 +393,8 @@ def run_hybrid_scenarios(
             engine.release(operation, info)
 
     try:
-        record(HYBRID_SCENARIOS[0], lambda: round_trip(0), engine.rec)
-        record(HYBRID_SCENARIOS[1], lambda: round_trip(engine.tier.EXTRA_PAGES), engine.rec)
+        record(HYBRID_SCENARIOS[0], lambda: round_trip(0, True), engine.rec, built_s)
+        record(HYBRID_SCENARIOS[1], lambda: round_trip(engine.tier.EXTRA_PAGES, False), engine.rec, 0.0)
     finally:
         engine.close()
 
