@@ -95,8 +95,8 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "backend",
         "lookup(rid, transfers) returns, among 1..len(the KV transfer's keys), exactly the prefix lengths "
         "every pool can restore by its hit policy (ALL_PAGES: every page before the length; TRAILING_PAGES: "
-        "the window of len(its keys) pages ending at the length; BLOCK_GROUPS: never gates), counting only "
-        "pages of offloads reported successful; order and repeats carry no meaning and other values are "
+        "the window of len(its keys) pages ending at the length; BLOCK_GROUPS: never gates), counting a "
+        "page once it is stored whole (LNK-8); order and repeats carry no meaning and other values are "
         "ignored.",
         "The wrapper marks each listed length in a mask and intersects the masks across ranks; a listed "
         "length a pool cannot restore loads a prefix without its trailing state, and an omitted one is a "
@@ -108,9 +108,9 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "LNK-8",
         "linker",
         "backend",
-        "An offload reported failed, or not yet reported, never makes lookup report a length it alone "
-        "would complete: a length is reported only once every page of it was written by offloads reported "
-        "successful.",
+        "lookup counts a page only once every layer of it is stored: a page an offload wrote in part (an "
+        "offload reported failed) or is still writing is never counted, so no reported length needs a torn "
+        "page.",
         "A torn offload (some pools or pages written) that lookup counts loads garbage into the slots of a "
         "request that then decodes from them.",
         _ABC.format("0.5.20+") + ".offload ('atomic persistence'), .lookup",
@@ -285,6 +285,22 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "A backend behind a direct linker must not require the prefix metadata or the host pool the "
         "HiCache controller passes.",
         "sglang 0.5.20+ storage/mooncake_store/mooncake_direct_linker.py MooncakeDirectLinker.lookup, "
+        "offload_thread_func",
+    ),
+    C(
+        "LNK-24",
+        "linker",
+        "backend",
+        "lookup may be called on the scheduler thread while loads and offloads the linker accepted still run "
+        "on its own threads: such a call neither raises nor disturbs them, reports every length restorable "
+        "from offloads reported successful before it began, and reports only lengths whose pages a load "
+        "started at once restores byte for byte.",
+        "The wrapper calls lookup from match for each new request and takes no lock against the linker's "
+        "transfers; SGLang's direct linkers write the store from an offload thread and read it from a load "
+        "thread. A lookup that raises mid-update kills the scheduler, a stored prefix it misses is a lost "
+        "hit, and a length counted before its pages are whole loads garbage into the request's slots.",
+        _WRAPPER.format("0.5.20+") + ".match (lookup on the scheduler thread); sglang 0.5.20+ "
+        "storage/mooncake_store/mooncake_direct_linker.py MooncakeDirectLinker.lookup, load_thread_func, "
         "offload_thread_func",
     ),
 )

@@ -460,6 +460,90 @@ def check_namespacing(ctx: Context) -> Optional[str]:
     return f"not built, so not checked: {'; '.join(left_out)}" if left_out else None
 
 
+CONCURRENT_CHAINS = 32
+"""Offloads (of 8 pages each) queued at once while lookups run (LNK-24)."""
+
+
+def _scribble(setup: LinkerSetup, first_page: int, pages: int) -> None:
+    """Flip every byte of those KV slots, so that a load that does not land there shows."""
+    index = slots(first_page, pages)
+    for layer in setup.pools[KV].layers:
+        for buffer in layer:
+            buffer[index] = buffer[index] ^ 0xFF
+
+
+def _lookup_during(driver: Driver, keys: list[str], what: str) -> list[int]:
+    try:
+        reported = driver.lookup("rid-during", [kv(keys)])
+    except Exception as error:
+        raise CheckFailed(f"lookup raised {error!r} while {what}") from None
+    if not all(isinstance(n, int) for n in reported):
+        raise CheckFailed(f"lookup returned {reported!r} while {what}, not a list of ints")
+    return reported
+
+
+def check_lookup_during_transfers(ctx: Context) -> str:
+    """LNK-24: lookups on the caller's thread while a load and many offloads run on the linker's threads.
+
+    A chain stored before must be reported whole at every moment; a chain still being offloaded may be
+    reported in part (1..k, pages stored whole), and each length reported is loaded at once and must
+    land byte for byte; nothing raises and every offload still reports success.
+    """
+    linker, driver = ctx.linker()
+    stored = new_keys(8)
+    store(driver, kv(stored, 0))
+    source = page_bytes(ctx.setup, KV, 0, 8)
+    whole = list(range(1, 9))
+    if not driver.load("rid-background", [kv(stored, 24)]):
+        raise CheckFailed("load of stored pages returned False")
+    background = driver.start()
+    chains = [new_keys(8) for _ in range(CONCURRENT_CHAINS)]
+    for chain in chains:
+        if not driver.offload([kv(chain, 0)]):
+            raise CheckFailed("offload of valid pages returned False")
+    what = f"a load and {len(chains)} offloads ran"
+    reported = _lookup_during(driver, stored, what)
+    if sorted(set(reported)) != whole:
+        raise CheckFailed(f"lookup of 8 pages stored before reported {sorted(set(reported))} while {what}")
+    if not driver.finish(background):
+        raise CheckFailed(f"a load of stored pages did not land while {what}")
+    deadline = time.monotonic() + driver.timeout
+    probe = overlapped = partial = 0
+    while time.monotonic() < deadline:
+        settled = linker.num_completed_offloads() >= len(chains)
+        overlapped += not settled
+        reported = _lookup_during(driver, stored, what)
+        if sorted(set(reported)) != whole:
+            raise CheckFailed(f"lookup of 8 pages stored before reported {sorted(set(reported))} while {what}")
+        chain = chains[probe % len(chains)]
+        found = sorted({n for n in _lookup_during(driver, chain, what) if 1 <= n <= len(chain)})
+        if found and found != list(range(1, found[-1] + 1)):
+            raise CheckFailed(f"lookup of a chain being offloaded reported {found}: not every length up to its largest")
+        if found:
+            length = found[-1]
+            partial += not settled and length < len(chain)
+            pages = f"{length} page{'s' if length != 1 else ''}"
+            _scribble(ctx.setup, 40, length)
+            if not driver.load(f"rid-probe-{probe}", [kv(chain[:length], 40)]):
+                raise CheckFailed(f"lookup reported {pages} of an offload in flight; a load of them was refused")
+            if not driver.finish(driver.start()):
+                raise CheckFailed(
+                    f"lookup reported {pages} of an offload in flight; a load of them started at once failed"
+                )
+            if not same(page_bytes(ctx.setup, KV, 40, length), [t[: length * PAGE] for t in source]):
+                raise CheckFailed(
+                    f"lookup reported {pages} of an offload in flight; a load of them started at once "
+                    "wrote other bytes than were offloaded"
+                )
+        probe += 1
+        if settled and probe >= len(chains):
+            break
+    results = driver.offload_results(len(chains))
+    if not all(results):
+        raise CheckFailed(f"{results.count(False)} of {len(chains)} offloads of valid pages failed while lookups ran")
+    return f"{overlapped} lookup rounds ran while offloads were in flight; {partial} found a chain in part"
+
+
 @dataclass(frozen=True)
 class Check:
     name: str
@@ -486,5 +570,6 @@ CHECKS: tuple[Check, ...] = (
     Check("reset_close_idempotent", "LNK-19", check_idempotent),
     Check("non_owner_rank_writes_nothing", "LNK-20", check_non_owner),
     Check("namespacing", "LNK-21", check_namespacing),
+    Check("lookup_during_transfers", "LNK-24", check_lookup_during_transfers),
 )
 """Every behaviour check, in clause order."""

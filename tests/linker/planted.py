@@ -200,6 +200,34 @@ class ListPoolsLinker(MemoryLinker):
         self.pools: Optional[Any] = list(self.pools)
 
 
+class PageShownBeforeWrittenLinker(MemoryLinker):
+    """A slow store that shows a page as soon as its first layer is written: offload() puts each page's
+    entry with the layers read so far, one layer at a time (a millisecond each). Once an offload has
+    finished every page is whole, so lookup is right whenever it runs alone; a lookup during the offload
+    counts a page whose other layers are not there yet."""
+
+    def _offload_one(self, transfers: Any) -> bool:
+        for transfer in transfers:
+            if len(transfer.device_indices) != len(transfer.keys) * self._held(transfer).slots_per_page:
+                return False
+        for transfer in transfers:
+            pool = self._held(transfer)
+            per_page = pool.slots_per_page
+            for j, key in enumerate(transfer.keys):
+                page = transfer.device_indices[j * per_page : (j + 1) * per_page]
+                name, layers = self._key(pool.name, key), []
+                try:
+                    for layer in range(pool.num_layers):
+                        layers.append(pool.read_slots(layer, page))
+                        self.store.put(name, tuple(layers))
+                        time.sleep(0.001)
+                except Exception:
+                    with self.store._lock:
+                        self.store._pages.pop(name, None)  # a page torn alone is taken back
+                    return False
+        return True
+
+
 PLANTED: dict[type, str] = {
     BlockingCounterLinker: "layer_done_counter",
     ListPoolsLinker: "pools_attribute",
@@ -217,6 +245,7 @@ PLANTED: dict[type, str] = {
     FragileCloseLinker: "reset_close_idempotent",
     WritingPeerLinker: "non_owner_rank_writes_nothing",
     ModelBlindLinker: "namespacing",
+    PageShownBeforeWrittenLinker: "lookup_during_transfers",
 }
 """Each planted linker and the one check that must catch it (0.5.23's interface)."""
 

@@ -63,6 +63,7 @@ PLANTED_THROUGH_WRAPPER = {
     "CancelStartedLinker": "cancel_only_queued",
     "RaisingFinishLinker": "failed_load_reported_not_raised",
     "HastyResetLinker": "reset_quiesces",
+    "PageShownBeforeWrittenLinker": "lookup_during_transfers",
 }
 
 
