@@ -3,7 +3,8 @@
 A page key names a token prefix only (KEY-3); the backend adds who the page
 belongs to. The namespace holds the model and the pipeline, context and tensor
 parallel coordinates — except that replicated KV (``is_mla_model``) drops the
-tensor rank so that every TP rank reads what rank 0 wrote (NS-5). The same
+tensor rank so that every TP rank reads what rank 0 wrote (NS-5); Mamba state,
+sharded by rank even then, keeps it. The same
 configuration always yields the same namespace, across restarts (NS-7).
 
 ``ObjectName`` is the one home of the naming rule: every backend names a
@@ -18,7 +19,16 @@ from typing import Any, Callable, Optional
 
 from hicache_spec import KV
 
-__all__ = ["ObjectName", "format_tag", "namespace_for", "plain_keys", "storage_name", "with_format"]
+__all__ = [
+    "RANK_SHARDED_POOLS",
+    "ObjectName",
+    "SharedNamespace",
+    "format_tag",
+    "namespace_for",
+    "plain_keys",
+    "storage_name",
+    "with_format",
+]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _ESCAPED_RUN = re.compile(r"(?:%[0-9a-f]{2})+")
@@ -76,6 +86,11 @@ class ObjectName:
     key: str
     """The page key as the engine gave it."""
 
+    def __post_init__(self) -> None:
+        # A rank-sharded pool of a replicated-KV instance lies in its TP rank's own namespace (CTL-8, NS-1).
+        if isinstance(self.namespace, SharedNamespace) and str(self.pool) in RANK_SHARDED_POOLS:
+            object.__setattr__(self, "namespace", self.namespace.per_rank)
+
     @property
     def escaped_pool(self) -> str:
         """The pool as it appears in a name."""
@@ -103,23 +118,44 @@ class ObjectName:
         return cls(namespace, _unsafe(pool), _unsafe(key))
 
 
+RANK_SHARDED_POOLS = frozenset({"mamba"})
+"""Pools whose pages are sharded by TP rank even where KV is replicated: Mamba state, which every rank writes
+(SGLang 0.5.23 ``HybridCacheController.should_backup``, HiCacheFile ``tp_config_suffix``)."""
+
+
+class SharedNamespace(str):
+    """The namespace of a replicated-KV instance (``tp-shared``), knowing the namespace of its own TP rank
+    (``per_rank``), where its rank-sharded pools lie (``RANK_SHARDED_POOLS``)."""
+
+    per_rank: str
+
+    def __new__(cls, shared: str, per_rank: str) -> SharedNamespace:
+        made = super().__new__(cls, shared)
+        made.per_rank = per_rank
+        return made
+
+    def __getnewargs__(self) -> tuple[str, str]:  # type: ignore[override]
+        return (str(self), self.per_rank)  # copies and pickles keep the rank's namespace
+
+
 def namespace_for(config: Any) -> str:
     """Return the namespace of a backend instance built from ``config`` (any object with SGLang's config fields).
 
     NS-1..NS-4: model, PP, CP and TP coordinates are all part of it.
     NS-5: with replicated KV the TP coordinate is ``tp-shared``, one per decode-context-parallel shard when
     there are several (``tp-shared-dcp1of2``: each DCP rank holds its own part of a page, as SGLang 0.5.23's
-    HiCacheFile keeps a ``dcp`` suffix).
+    HiCacheFile keeps a ``dcp`` suffix); that namespace is a ``SharedNamespace`` whose rank-sharded pools (Mamba
+    state) lie in the rank's own namespace all the same (``ObjectName``).
     """
     model = _safe(str(getattr(config, "model_name", None) or "default-model"))
     pp = f"pp{getattr(config, 'pp_rank', 0)}of{getattr(config, 'pp_size', 1)}"
     cp = f"cp{getattr(config, 'attn_cp_rank', 0)}of{getattr(config, 'attn_cp_size', 1)}"
     dcp_size = getattr(config, "dcp_size", 1)
+    own = f"{model}/{pp}/{cp}/tp{getattr(config, 'tp_rank', 0)}of{getattr(config, 'tp_size', 1)}"
     if getattr(config, "is_mla_model", False):
         tp = "tp-shared" if dcp_size == 1 else f"tp-shared-dcp{getattr(config, 'dcp_rank', 0)}of{dcp_size}"
-    else:
-        tp = f"tp{getattr(config, 'tp_rank', 0)}of{getattr(config, 'tp_size', 1)}"
-    return f"{model}/{pp}/{cp}/{tp}"
+        return SharedNamespace(f"{model}/{pp}/{cp}/{tp}", own)
+    return own
 
 
 def format_tag(pool: Any, dtype: Any, page_size: int, element_count: int) -> str:
@@ -143,6 +179,8 @@ def format_tag(pool: Any, dtype: Any, page_size: int, element_count: int) -> str
 
 def with_format(namespace: str, tag: str) -> str:
     """Return ``namespace`` with the format part ``tag`` as its last part (NS-9)."""
+    if isinstance(namespace, SharedNamespace):
+        return SharedNamespace(f"{namespace}/{tag}", f"{namespace.per_rank}/{tag}")
     return f"{namespace}/{tag}"
 
 

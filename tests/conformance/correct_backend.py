@@ -3,7 +3,8 @@
 Pages are bytes in a process-wide dict named by ``extra_config["store"]``
 (so that instances, like ranks, can share one store), under the name
 ``namespace|pool|key``; the namespace holds the model and the PP, CP and TP
-coordinates, TP being ``*`` for replicated KV. Every generation of the
+coordinates, TP being ``*`` for replicated KV (the Mamba state pool then names
+the TP rank itself: that state is sharded by rank). Every generation of the
 interface is implemented, each page through the host pool's page helpers.
 It is written to be read, not to be fast.
 """
@@ -69,6 +70,8 @@ class PageObjects:
         return f"{config.model_name}|pp{config.pp_rank}/{config.pp_size}|cp{config.attn_cp_rank}/{config.attn_cp_size}|tp{tp}"
 
     def name(self, key: str, pool: str = "kv") -> str:
+        if pool.partition("@")[0] == "mamba" and self.config.is_mla_model:  # sharded by TP rank even so (CTL-8)
+            pool = f"{pool}@tp{self.config.tp_rank}/{self.config.tp_size}"
         return f"{self.namespace}|{pool}|{key}"
 
     def page_bytes(self, pool: str = "kv") -> int:

@@ -621,6 +621,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("NS-9", mutants.FormatTagPerHostPool, alone(_FORMAT), levels=_MEMORY_LEVELS),
     _entry("NS-9", mutants.ChecksTheFormatAfterTheCopy, alone(_FORMAT), levels=_MEMORY_LEVELS),
     _entry("BE-17", mutants.V1ReadLeavesTheLastOfSeveralKeys, alone(_STATEFUL, recorded=False), profile="standard"),
+    _entry("NS-1", mutants.MambaStateSharedUnderMla, only("ranks_and_models_never_share_pages")),
     # ================ planted_evicting: bugs a backend that may evict must still not have
     _entry("BE-15", evicting.EvictingServesTheKeyBefore, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),
     _entry("BE-15", evicting.EvictingHitLeavesTheSlot, CAUGHT, alone(_SCATTERED), alone(_ROUND_TRIP)),

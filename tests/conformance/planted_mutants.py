@@ -1221,6 +1221,15 @@ class ReadsMissWhileAWriteRuns(RebuildsItsIndexOnWrite):
         return None if self.misses_now() else super().get(key, target_location, target_sizes)
 
 
+class MambaStateSharedUnderMla(CorrectBackend):
+    """Files every pool of a replicated-KV (MLA) instance under the namespace its TP ranks share, Mamba state
+    included: the state each rank writes under one key collides, the last rank's replacing the others' (NS-1:
+    Mamba state is sharded by TP rank, CTL-8). MLA KV is shared as it must be (NS-5)."""
+
+    def name(self, key: str, pool: str = "kv") -> str:
+        return f"{self.namespace}|{pool}|{key}"
+
+
 class ExistsStagesPagesTheRunReadMisses(RunBackend):
     """batch_exists stages each page it counts in a memory tier for the read it expects next, moving the object out
     of the store; a read page by page looks in that tier first, but a read whose host pages form one run fetches

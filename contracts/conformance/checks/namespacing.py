@@ -17,7 +17,7 @@ from typing import Any
 from hicache_contracts.conformance.checks.core_hits import setup_clause
 from hicache_contracts.conformance.session.context import Instance, SuiteContext
 from hicache_contracts.conformance.framework import conformance_check, expect, fail
-from hicache_contracts.models import PoolName
+from hicache_contracts.models import PoolHitPolicy, PoolName
 from hicache_contracts.conformance.session.pools import describe_page_difference
 
 SPREAD_RANKS = dict(tp_size=2, pp_size=2, attn_cp_size=2)
@@ -35,14 +35,22 @@ def sibling_configs(suite: SuiteContext, model_name: str) -> list[tuple[str, str
 
 
 def build_with(
-    suite: SuiteContext, model_name: str, tag: str, *, v2: bool = False, label: str = "", **overrides: Any
+    suite: SuiteContext,
+    model_name: str,
+    tag: str,
+    *,
+    v2: bool = False,
+    hybrid: bool = False,
+    label: str = "",
+    **overrides: Any,
 ) -> Instance:
     """Build an instance with every group of size 2 (rank 0 unless ``overrides`` say otherwise), its host pool of
     six pages: the checks below read into pages 2 to 5, the last the pool's last, where a bound off by one shows.
-    ``label`` names it on each of its calls in the transcript."""
+    ``label`` names it on each of its calls in the transcript; ``hybrid`` registers a hybrid model's pools (Mamba
+    state) with the v2 ones."""
     fields: dict[str, Any] = dict(SPREAD_RANKS, is_mla_model=False, model_name=model_name)
     fields.update(overrides)
-    return suite.instances.build(suite.instances.config(**fields), pages=6, v2=v2, tag=tag, label=label)
+    return suite.instances.build(suite.instances.config(**fields), pages=6, v2=v2, tag=tag, label=label, hybrid=hybrid)
 
 
 @conformance_check("NS-1", "NS-2", "NS-3", "NS-4")
@@ -92,7 +100,69 @@ def ranks_and_models_never_share_pages(suite: SuiteContext) -> None:
                 f"{suite.names.label(key)} as {describe_page_difference(suite.pages.page_for(key, again.pool), page)}",
                 shown + "; then B writes other bytes under the same keys; then a new instance of A reads them",
             )
+    if suite.claims("v2"):  # a hybrid model's pools travel through v2 only
+        shown_pages = mla_mamba_state_stays_per_rank(suite) or shown_pages
     suite.io.require_seen(shown_pages, "whether instances that differ in one coordinate share pages")
+
+
+def mla_mamba_state_stays_per_rank(suite: SuiteContext) -> bool:
+    """With is_mla_model=True and a Mamba state pool (a hybrid MLA model), KV is one copy for every TP rank (NS-5)
+    but Mamba state is sharded by TP rank: every rank writes its own under the same key (CTL-8), and a new instance
+    of each rank reads back its own state, never the other's (NS-1). Return whether a state was seen."""
+    model = suite.names.namespace("mla-mamba")
+    ranks = [
+        build_with(
+            suite, model, f"tp {rank} of 2, MLA with Mamba state", v2=True, hybrid=True, is_mla_model=True, tp_rank=rank
+        )
+        for rank in (0, 1)
+    ]
+    keys = suite.names.new_keys(2)
+    last = keys[-1:]  # SGLang stores one state per node, under its last page's key
+    suite.io.store(ranks[0], keys, clause_id=setup_clause(suite))  # the storage writer's KV
+    stored = []
+    for rank, instance in enumerate(ranks):
+        state = instance.pool_for(PoolName.MAMBA)
+        state.poke(0, suite.pages.page_for(last[0], state, rank + 1))  # each rank's own shard of the state
+        writes = [suite.wire.transfer(PoolName.MAMBA, last, state.slots([0]), policy=PoolHitPolicy.TRAILING_PAGES)]
+        raw = suite.calls.call(setup_clause(suite), instance.backend.batch_set_v2, writes, None)
+        stored.append(suite.io.v2_flags(raw, writes, "batch_set_v2")[PoolName.MAMBA.value][0])
+    shown = (
+        f"is_mla_model=True, tp_size 2: tp_rank 0 (the storage writer) writes the KV of {suite.names.show(keys)}; "
+        f"tp_rank 0 and tp_rank 1 each write their own Mamba state of {suite.names.show(last)} (batch_set_v2, pool "
+        "mamba, TRAILING_PAGES); a new instance of each rank reads its state back"
+    )
+    seen = False
+    for rank, written in enumerate(stored):
+        if not written:
+            continue
+        tag = f"a new instance of tp {rank} of 2, MLA with Mamba state"
+        judge = build_with(suite, model, tag, v2=True, hybrid=True, is_mla_model=True, tp_rank=rank)
+        state = judge.pool_for(PoolName.MAMBA)
+        state.fill([3])
+        reads = [
+            suite.wire.transfer(PoolName.MAMBA, last, state.slots([3]), policy=PoolHitPolicy.TRAILING_PAGES, read=True)
+        ]
+        raw = suite.calls.call("NS-1", judge.backend.batch_get_v2, reads, None)
+        if not suite.io.v2_flags(raw, reads, "batch_get_v2")[PoolName.MAMBA.value][0]:
+            continue  # a miss is not a shared state (a write that does not read back is BE-17's)
+        seen = True
+        page = state.peek(3)
+        if suite.pages.same_page(last[0], state, page, rank + 1):
+            continue
+        other = 2 - rank
+        what = (
+            f"tp_rank {1 - rank}'s state"
+            if stored[1 - rank] and suite.pages.same_page(last[0], state, page, other)
+            else describe_page_difference(suite.pages.page_for(last[0], state, rank + 1), page)
+        )
+        fail(
+            "NS-1",
+            f"with is_mla_model=True, a new instance of tp_rank {rank} reads its Mamba state of "
+            f"{suite.names.label(last[0])} as {what}: Mamba state is sharded by TP rank (every rank writes its own, "
+            "CTL-8), so it stays per rank where MLA KV is shared (NS-5)",
+            shown,
+        )
+    return seen
 
 
 @conformance_check("NS-5")

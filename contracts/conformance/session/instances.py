@@ -22,7 +22,7 @@ from hicache_contracts.conformance.framework import CallTimedOut, ClauseFailure,
 from hicache_contracts.conformance.session.loading import BackendFactory
 from hicache_contracts.conformance.session.names import Names
 from hicache_contracts.conformance.session.options import SuiteOptions
-from hicache_contracts.conformance.session.pools import ConformancePool
+from hicache_contracts.conformance.session.pools import ConformancePool, mamba_state_pool
 from hicache_contracts.conformance.session.release_pools import (
     LAYOUTS as RELEASE_LAYOUTS,
     release_host_pool,
@@ -35,6 +35,7 @@ __all__ = [
     "BuiltInstances",
     "HEAD_DIM",
     "HEAD_NUM",
+    "HYBRID_POOLS",
     "Instance",
     "Instances",
     "LAYER_NUM",
@@ -53,6 +54,9 @@ MAIN_POOL_PAGES = 4 * STORAGE_BATCH_SIZE + 8
 """Pages of the main instance's pool: room for two full batches, each with a guard page around every page."""
 SIDECAR_POOLS: tuple[PoolName, ...] = (PoolName.INDEXER, PoolName.SWA)
 """The sidecar pools registered for v2 checks besides KV."""
+HYBRID_POOLS: tuple[PoolName, ...] = (PoolName.MAMBA,)
+"""The sidecar pools a hybrid model adds, registered where a check asks for them (``build(hybrid=True)``): a Mamba
+state pool (``pools.mamba_state_pool``)."""
 UNREGISTERED_POOL = PoolName.DRAFT
 """A pool the suite never registers (BE-20)."""
 
@@ -228,13 +232,15 @@ class Instances:
         construct_clause: str = "BE-1",
         pool: Optional[ConformancePool] = None,
         label: str = "",
+        hybrid: bool = False,
     ) -> Instance:
         """Build, register and remember an instance for ``config`` (default: the run's main configuration).
 
         The pool (``pool``, else a new one of ``pages`` pages as SGLang pairs it with the configuration) is
         registered with ``register_mem_pool_host`` right after construction; with ``v2`` (default: ``register_v2``) KV and the sidecar
-        pools are also registered with ``register_mem_host_pool_v2``. With ``label``, the check's transcript names
-        the instance so on its construction and each of its calls.
+        pools are also registered with ``register_mem_host_pool_v2``, with ``hybrid`` the hybrid model's pools
+        (``HYBRID_POOLS``) too. With ``label``, the check's transcript names the instance so on its construction
+        and each of its calls.
         """
         config = config or self.config()
         calls = self.calls
@@ -267,6 +273,10 @@ class Instances:
                 sidecar = self.new_pool(pages, kind=sidecar_kind(name, kind, self.wire), layer_num=1, label=name.value)
                 instance.sidecars[name.value] = sidecar
                 calls.call("BE-24", backend.register_mem_host_pool_v2, sidecar, self.wire.pool_name(name))
+            for name in HYBRID_POOLS if hybrid else ():
+                state = mamba_state_pool(pages, layer_num=LAYER_NUM, layout=self.options.layout)
+                instance.sidecars[name.value] = state
+                calls.call("BE-24", backend.register_mem_host_pool_v2, state, self.wire.pool_name(name))
         hook = getattr(backend, "on_host_pools_registered", None)
         if callable(hook):  # 0.5.23: once, after the initial registration burst, before any IO
             calls.call("BE-27", hook)

@@ -28,7 +28,9 @@ __all__ = [
     "ConformancePool",
     "Hold",
     "PoolHooks",
+    "MAMBA_STATE_ELEMENTS",
     "describe_page_difference",
+    "mamba_state_pool",
     "pages_equal",
     "slots_of_pages",
 ]
@@ -212,3 +214,30 @@ class ConformancePool(PoolHooks, HostPagePool):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         HostPagePool.__init__(self, *args, **kwargs)
         self._init_hooks()
+
+
+MAMBA_STATE_ELEMENTS = 24
+"""Elements of one Mamba layer's state in a state slot (its recurrent and convolution state, flattened): small,
+the bytes matter, not their number."""
+
+
+def mamba_state_pool(slots: int, *, layer_num: int, layout: str) -> ConformancePool:
+    """Return a host pool shaped as SGLang's Mamba host pool (``MambaPoolHost``, 0.5.23
+    ``mem_cache/pool_host/mamba.py``): one state slot per page, ``page_size`` 1 whatever the KV page size, each
+    slot holding one request's state at a chunk boundary for every Mamba layer, in float32; ``layer_first`` or
+    ``page_first`` (``page_first_direct`` addresses its slots as ``page_first`` does).
+
+    SGLang stores one state per node, under the node's last page key (a TRAILING_PAGES pool of window 1), and the
+    state is sharded by TP rank even where KV is replicated: every rank writes its own (CTL-8).
+    """
+    return ConformancePool(
+        page_count=slots,
+        page_size=1,
+        layer_num=layer_num,
+        head_num=1,
+        head_dim=MAMBA_STATE_ELEMENTS,
+        dtype=torch.float32,
+        kind="mla",  # one component: the state itself
+        layout="layer_first" if layout == "layer_first" else "page_first",
+        pin_memory=False,
+    )
