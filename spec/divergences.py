@@ -321,6 +321,17 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "carries prefix_keys None with the feature on.",
         r"write_storage\(\s*host_indices,\s*incremental_tokens,\s*hash_value=page_hashes,(?!\s*prefix_keys)",
     ),
+    D(
+        "DIV-29",
+        "0.5.20-0.5.22",
+        "NS-1",
+        "mem_cache/hicache_storage.py",
+        "HiCacheFile._get_suffixed_key",
+        "With is_mla_model every key gets the suffix without the TP rank, Mamba state's included, so the Mamba "
+        "state every TP rank writes under one key (HybridCacheController.should_backup) lands in one file, the "
+        "last rank's replacing the others'.",
+        r"(?s)\A(?!.*MAMBA).*return key \+ self\.config_suffix",
+    ),
 )
 """Every recorded divergence, oldest release first within a clause."""
 
