@@ -143,13 +143,9 @@ class LinkerRun:
         extra_config: Optional[dict[str, Any]] = None,
         factory: Optional[Callable[..., Any]] = None,
     ) -> None:
-        if isinstance(subject, str):
-            subject = _load(subject, "hicache_linker")
-        if isinstance(subject, type):
-            self.linker_cls: Optional[type] = subject
-            self.factory = factory
-        else:
-            self.linker_cls, self.factory = None, factory or subject
+        built: Any = _load(subject, "hicache_linker") if isinstance(subject, str) else subject
+        self.linker_cls: Optional[type] = built if isinstance(built, type) else None
+        self.factory: Optional[Callable[..., Any]] = factory if self.linker_cls is not None else factory or built
         self.release, self.mode, self.extra_config = release, mode, dict(extra_config or {})
         self.rows: dict[str, list[CheckResult]] = {}
         self.last: Optional[LinkerReport] = None
@@ -241,7 +237,7 @@ def _from_config(config: pytest.Config) -> Optional[LinkerRun]:
             f"--hicache-linker-release: not a pinned release (got {release!r}; pinned: {', '.join(SGLANG_RELEASES)})"
         )
     factory = _load(factory_spec, "--hicache-linker-factory") if factory_spec else None
-    subject = _load(linker, "--hicache-linker") if linker else factory
+    subject: Any = _load(linker, "--hicache-linker") if linker else factory
     run = LinkerRun(
         subject, release=release, mode=config.getoption("--hicache-linker-mode"), extra_config=extra, factory=factory
     )
@@ -266,7 +262,7 @@ class LinkerItem(pytest.Item):
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, LinkerConformanceFailure):
             return str(excinfo.value)
-        return super().repr_failure(excinfo)
+        return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[str, Optional[int], str]:
         return __file__, None, f"{self.name} {','.join(self.row.clauses)}"
@@ -297,10 +293,14 @@ def _named(config: pytest.Config) -> bool:
 def pytest_collection(session: pytest.Session) -> None:
     """Take the arguments that name linker items (``hicache-linker::linker[...]``) out of pytest's path list."""
     config = session.config
-    selected, kept = [], []
+    selected: list[str] = []
+    kept: list[str] = []
     for argument in config.args:
         match = _ITEM_ARGUMENT.match(argument)
-        (kept if match is None else selected).append(argument if match is None else match.group("name"))
+        if match is None:
+            kept.append(argument)
+        else:
+            selected.append(match.group("name"))
     if not selected:
         return
     if not _named(config):
