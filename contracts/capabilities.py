@@ -12,15 +12,16 @@ generations (``hicache_contracts.protocols``) and reports, per method:
   ``NotImplementedError`` or raised something else. A probe never raises out
   of detection. Returning None is a BE-18 violation: an unimplemented method
   must raise ``NotImplementedError``;
-- whether it accepts ``extra_info`` positionally and by keyword (BE-8), read
-  from ``inspect.signature``; ``*args``/``**kwargs`` count as accepting.
+- whether it accepts ``extra_info`` positionally and by keyword, read from
+  ``inspect.signature``; ``*args``/``**kwargs`` count as accepting. BE-8 asks
+  only for the forms a pinned release uses (``hicache_spec.call_forms``).
 
 Levels and what they need (``LEVEL_METHODS``):
 
     core    get, set, exists, batch_get, batch_set, batch_exists
     v1      batch_get_v1, batch_set_v1
     v2      batch_exists_v2, batch_get_v2, batch_set_v2, register_mem_host_pool_v2
-    prefix  batch_exists, and every implemented v1/v2 IO method, accept extra_info both ways
+    prefix  batch_exists, and every implemented v1/v2 IO method, accept extra_info as releases pass it
 
 A backend class may declare what it claims with a class attribute
 ``hicache_levels = ("core", "v1")``; ``declared_levels`` reads it.
@@ -41,6 +42,7 @@ import torch
 from hicache_contracts.errors import bad_value
 from hicache_contracts.protocols import LegacyBackend, PoolAwareV2Backend, ZeroCopyV1Backend, protocol_methods
 from hicache_spec import LEVELS
+from hicache_spec.call_forms import ABSENT, EXTRA_INFO_FORMS, POSITIONAL, extra_info_forms
 
 __all__ = [
     "ALL_METHODS",
@@ -95,17 +97,18 @@ EXTRA_INFO_METHODS: dict[str, int] = {
 """Methods that take ``extra_info``, with how many arguments come before it (BE-8)."""
 
 PROBED_METHODS: dict[str, Callable[[], tuple[Any, ...]]] = {
-    "batch_exists": lambda: ([],),
-    "batch_get_v1": lambda: ([], torch.empty(0, dtype=torch.int64)),
-    "batch_set_v1": lambda: ([], torch.empty(0, dtype=torch.int64)),
-    "batch_exists_v2": lambda: ([],),
+    "batch_exists": lambda: ([], None),
+    "batch_get_v1": lambda: ([], torch.empty(0, dtype=torch.int64), None),
+    "batch_set_v1": lambda: ([], torch.empty(0, dtype=torch.int64), None),
+    "batch_exists_v2": lambda: ([], [], None),
     "batch_get_v2": lambda: ([],),
     "batch_set_v2": lambda: ([],),
 }
 """Methods probed with empty inputs, and the arguments of each probe (built fresh per call).
 
 Empty inputs are defined by the contract (``batch_exists([])`` is 0, a v1 call
-on no keys returns ``[]``), touch no page and need no registered pool."""
+on no keys returns ``[]``), touch no page and need no registered pool; ``extra_info``
+goes where SGLang puts it (``hicache_spec.call_forms``)."""
 
 _RETURN_OPCODES = frozenset({"RETURN_VALUE", "RETURN_CONST", "YIELD_VALUE", "RETURN_GENERATOR"})
 
@@ -162,10 +165,18 @@ class MethodCapability:
 
     @property
     def accepts_extra_info(self) -> bool | None:
-        """Accepts extra_info both positionally and by keyword; None when unknown or not applicable."""
-        if self.extra_info_positional is None or self.extra_info_keyword is None:
+        """Accepts extra_info in every form a pinned release hands it to this method (BE-8: positionally, by
+        keyword, see ``extra_info_forms``); None when unknown or not applicable."""
+        if self.name not in EXTRA_INFO_FORMS:
             return None
-        return self.extra_info_positional and self.extra_info_keyword
+        needed = [
+            self.extra_info_positional if form == POSITIONAL else self.extra_info_keyword
+            for form in extra_info_forms(self.name)
+            if form != ABSENT
+        ]
+        if any(accepted is None for accepted in needed):
+            return None
+        return all(needed)
 
     @property
     def problem(self) -> str | None:
@@ -200,7 +211,7 @@ class Capabilities:
 
     def missing_for(self, level: str) -> tuple[str, ...]:
         """Return the names of the methods ``level`` needs that are absent, unimplemented or,
-        for ``prefix``, do not accept extra_info both ways (BE-8)."""
+        for ``prefix``, do not accept extra_info in a form a release hands it (BE-8)."""
         if level not in CAPABILITY_LEVELS:
             raise bad_value("Capabilities.level", f"must be one of {list(CAPABILITY_LEVELS)}", level)
         if level != "prefix":
@@ -238,7 +249,7 @@ class Capabilities:
 
     @property
     def prefix(self) -> bool:
-        """batch_exists and every implemented v1/v2 IO method accept extra_info both ways."""
+        """batch_exists and every implemented v1/v2 IO method accept extra_info in the forms releases hand it."""
         return self.supports("prefix")
 
     @property

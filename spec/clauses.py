@@ -271,12 +271,17 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-8",
         "core",
         "backend",
-        "Every method that takes extra_info accepts it positionally and by keyword, and accepts "
-        "None, an empty info, prefix_keys None, [] or a list, and extra_info None or a dict with "
-        "unknown keys or the defined key 'session_id'.",
-        "The controller passes it positionally; a backend without the parameter raises TypeError "
-        "on the first hit query. Mooncake reads extra_info['session_id'] in batch_set_v2.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo; storage/mooncake_store batch_set_v2",
+        "Every method that takes extra_info accepts it in each form the release hands it to that "
+        "method (positionally to batch_exists, batch_exists_v2 and the v1 calls; by keyword to "
+        "batch_get_v2 and batch_set_v2, which 0.5.20 calls without it; hicache_spec.call_forms), "
+        "and accepts None, an empty info, prefix_keys None, [] or a list, and extra_info None or a "
+        "dict with unknown keys or the defined key 'session_id'.",
+        "A backend without the parameter, or with it under another name where the release passes it "
+        "by keyword, raises TypeError on the first such call. Mooncake reads "
+        "extra_info['session_id'] in batch_set_v2.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo; managers/cache_controller.py "
+        "_storage_hit_query, _page_get_zero_copy, _page_set_zero_copy; hybrid_cache/"
+        "hybrid_cache_controller.py (batch_get_v2/batch_set_v2 calls); storage/mooncake_store batch_set_v2",
     ),
     C(
         "BE-9",

@@ -391,8 +391,6 @@ CATALOG: tuple[PlantedBackend, ...] = (
         mutants.CountsOneShortWhileAWriteRuns,
         alone("concurrent_calls_keep_every_key_consistent", recorded=False),
     ),
-    _entry("BE-8", mutants.V1SetNamesItsInfoParameterInfo, alone("extra_info_accepted_in_every_shape")),
-    _entry("BE-8", mutants.V1GetNamesItsInfoParameterInfo, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-8", mutants.V2GetNamesItsInfoParameterInfo, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-5", mutants.SidecarRunReadRaisesOnStoreError, alone("storage_errors_are_failures_not_exceptions")),
     _entry("BE-5", mutants.RunWriteQueuedOnStoreError, alone("storage_errors_are_failures_not_exceptions")),

@@ -4,8 +4,8 @@ Scenarios: the stored records (``docs/call-shapes/<release>.json``) against what
 the whole probe suite over the reference memory backend, every call's shape noted; planted probe
 calls that send a hit query as no release does. Expected: the records are fresh; no probe's hit query
 has a shape outside a release's record (a trailing pool's transfer carries placeholders, a KV-derived
-one no keys, neither host slots); each planted probe is named with what differs. (``extra_info``
-forms are recorded too; the BE-8 probes send every form on purpose, so they are not held to them.)
+one no keys, neither host slots) and every call hands ``extra_info`` in a form the release uses
+(``hicache_spec.call_forms``, held to the records here); each planted probe is named with what differs.
 """
 
 from __future__ import annotations
@@ -61,13 +61,15 @@ def test_the_probes_send_only_what_a_pinned_release_sends():
     assert report.sections[0].clauses
     assert any(shape.transfers for shape in shapes), "no hit query with pool transfers was sent"
     records = _records()
-    for record in records:
+    for record in records:  # hit-query transfers: what each release sends
         found = [
             line
             for line in violations(shapes, record)
             if "extra_info" not in line and not any(known in line for known in KNOWN_OUTSIDE)
         ]
         assert not found, f"{record['release']}: {sorted(set(found))[:10]}"
+    found = violations(shapes, _union_of_forms(records))  # extra_info: the stand-in speaks for every release
+    assert not [line for line in found if "extra_info" in line], sorted(set(found))[:10]
 
 
 def _trailing(keys, **more):
@@ -122,6 +124,21 @@ def test_the_records_are_what_the_wheels_give():
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.clause("BE-8")
+def test_the_extra_info_forms_are_the_records():
+    """hicache_spec.call_forms (what BE-8 asks) says, per method and release, what the wheels' records say."""
+    from hicache_spec.call_forms import EXTRA_INFO_FORMS, extra_info_forms
+
+    for record in _records():
+        recorded: dict[str, set] = {}
+        for call in record["calls"]:
+            if call["extra_info"] is not None:
+                recorded.setdefault(call["method"], set()).add(call["extra_info"])
+        assert recorded.keys() == EXTRA_INFO_FORMS.keys(), record["release"]
+        for method, forms in recorded.items():
+            assert set(extra_info_forms(method, record["release"])) == forms, (record["release"], method)
 
 
 def test_the_vendor_guide_shows_the_stored_call_shapes() -> None:

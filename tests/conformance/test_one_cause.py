@@ -20,6 +20,7 @@ from tests.conformance.planted_backends import CountsEveryStoredKey, SharedStagi
 from tests.conformance.planted_catalog import LEGACY_MODE
 from tests.conformance.planted_single import OneStoreForEveryModelAtARank, WriteKeysParkedOnTheInstance
 from tests.conformance.planted_verdicts import AnswersAllOrNothing, RaisesOnAnEmptyV1Write, RaisesOnAPartialHit
+from tests.conformance.planted_mutants import V1GetNamesItsInfoParameterInfo, V1SetNamesItsInfoParameterInfo
 
 BE23 = "concurrent_calls_keep_every_key_consistent"
 
@@ -67,6 +68,14 @@ def test_be23_runs_only_the_concurrency_sglang_makes(backend: type) -> None:
     """One reading thread, one writing thread, hit queries from the others: two reads or two writes never overlap."""
     report = run(backend, checks=(BE23,))
     assert verdict_of(report, "BE-23").status == "pass", report.render_text(color=False)
+
+
+@pytest.mark.clause("BE-8")
+@pytest.mark.parametrize("backend", [V1SetNamesItsInfoParameterInfo, V1GetNamesItsInfoParameterInfo])
+def test_be8_asks_extra_info_only_in_the_forms_sglang_hands_it(backend: type) -> None:
+    """Every release hands extra_info to the v1 calls positionally: the parameter's name is the backend's choice."""
+    report = run(backend, checks=("extra_info_accepted_in_every_shape",))
+    assert verdict_of(report, "BE-8").status == "pass", report.render_text(color=False)
 
 
 @pytest.mark.clause("NS-4", "NS-1", "NS-2", "NS-3")

@@ -442,7 +442,7 @@ def test_batch_exists_without_extra_info_is_detected():
 def test_extra_info_positional_and_keyword(backend_class, positional, keyword):
     entry = detect_capabilities(backend_class()).method("batch_exists")
     assert (entry.extra_info_positional, entry.extra_info_keyword) == (positional, keyword)
-    assert detect_capabilities(backend_class()).prefix == (positional and keyword)
+    assert detect_capabilities(backend_class()).prefix == positional  # every release passes it positionally here
 
 
 @pytest.mark.clause("BE-8")

@@ -16,7 +16,7 @@ import torch
 
 from hicache_reference.backends import MemoryBackend, tensor_bytes
 from hicache_reference.backends.memory import _HostPages
-from tests.reference.backend_checks import MemoryHarness, assert_vendor_check_fails
+from tests.reference.backend_checks import MemoryHarness, assert_vendor_check_fails, run_vendor_suite
 from tests.reference.reference_checks import (
     check_bad_keys,
     check_concurrent_threads,
@@ -164,9 +164,23 @@ class CountsEveryHit(MemoryBackend):
         return sum(self._present("kv", self._checked_keys(keys)))
 
 
-class NoKeywordExtraInfo(MemoryBackend):
+class ExistsWithoutExtraInfo(MemoryBackend):
+    def batch_exists(self, keys: Any) -> int:  # type: ignore[override]
+        return super().batch_exists(keys)
+
+
+class ExtraInfoUnderOtherNames(MemoryBackend):
+    """Correct (BE-8): every release hands extra_info to batch_exists and the v1 calls positionally, so the
+    parameter's name is the backend's to choose there."""
+
     def batch_exists(self, keys: Any, info: Any = None) -> int:  # type: ignore[override]
         return super().batch_exists(keys, info)
+
+    def batch_get_v1(self, keys: Any, host_indices: Any, info: Any = None) -> list:  # type: ignore[override]
+        return super().batch_get_v1(keys, host_indices, info)
+
+    def batch_set_v1(self, keys: Any, host_indices: Any, info: Any = None) -> list:  # type: ignore[override]
+        return super().batch_set_v1(keys, host_indices, info)
 
 
 class ShortObjectIsHit(MemoryBackend):
@@ -303,7 +317,7 @@ VENDOR_PLANTED = [
     *planted("prefix_keys_are_copied_if_kept", RetainsExtraInfo, "PFX-6"),
     *planted("rewriting_a_key_returns_true_and_keeps_correct_bytes", ExistingKeyFails, "BE-6", io=True),
     *planted("batch_exists_counts_the_leading_run", CountsEveryHit, "BE-2"),
-    *planted("extra_info_accepted_in_every_shape", NoKeywordExtraInfo, "BE-8"),
+    *planted("extra_info_accepted_in_every_shape", ExistsWithoutExtraInfo, "BE-8"),
     *planted("planted_short_objects_are_misses", ShortObjectIsHit, "BE-13"),
     *planted("v1_pages_round_trip_bit_for_bit", LiesAboutWrites, "BE-17", io=True),
     *planted("full_batches_of_128_pages_work", SmallBatchesOnly, "BE-10", io=True),
@@ -333,6 +347,15 @@ read may write its own addressed slots, BE-16)."""
 @pytest.mark.parametrize("check, buggy_class", VENDOR_PLANTED)
 def test_vendor_check_catches_planted_bug(memory_harness: MemoryHarness, check: str, buggy_class: type) -> None:
     assert_vendor_check_fails(memory_harness.using(buggy_class), check)
+
+
+@pytest.mark.clause("BE-8")
+def test_extra_info_under_another_name_where_releases_pass_it_positionally_passes(
+    memory_harness: MemoryHarness,
+) -> None:
+    report = run_vendor_suite(memory_harness.using(ExtraInfoUnderOtherNames), ("extra_info_accepted_in_every_shape",))
+    outcome = {item.check: item for item in report.sections[0].checks}["extra_info_accepted_in_every_shape"]
+    assert outcome.status == "pass", outcome.message
 
 
 @pytest.mark.parametrize("check, buggy_class", PLANTED)

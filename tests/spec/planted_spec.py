@@ -20,6 +20,8 @@ from typing import Any, Optional
 
 from hicache_spec import compute_page_words, count_leading_run
 from hicache_spec import compute_restorable_lengths, is_page_key, plan_batches  # noqa: F401 (the contracts name them)
+from hicache_spec.call_forms import EXTRA_INFO_FORMS, extra_info_forms  # noqa: F401 (the contracts name it)
+from hicache_spec.releases import UnknownReleaseError  # noqa: F401 (the contracts name it)
 
 
 def extend_prefix_in_place(prefix: Optional[list[str]], batch: list[str]) -> Optional[list[str]]:
@@ -639,3 +641,16 @@ def intersect_rank_lookups_max_of_minima(per_rank: tuple[tuple[int, ...], ...], 
     """
     tops = [max([n for n in lengths if 1 <= n <= tail_pages], default=0) for lengths in per_rank]
     return min(tops)
+
+
+def extra_info_forms_every_release_always(method: str, release: Optional[str] = None) -> tuple[str, ...]:
+    """Answer for every pinned release even when one is named (BE-8 would ask forms that release never uses).
+
+    plants: extra_info_forms
+    pre: method in EXTRA_INFO_FORMS
+    raises: UnknownReleaseError
+    post: len(__return__) >= 1
+    post: release is None or len(__return__) == 1
+    post: len(set(__return__)) == len(__return__)
+    """
+    return extra_info_forms(method)

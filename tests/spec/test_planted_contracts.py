@@ -70,6 +70,7 @@ def planted_function(variant) -> str:
 # One input per variant on which it breaks a post line of the function it plants (found by CrossHair first).
 WITNESSES: dict[str, tuple] = {
     "extend_prefix_in_place": ([], ["c"]),
+    "extra_info_forms_every_release_always": ("batch_get_v2", "0.5.21"),
     "extend_prefix_only_when_non_empty": ((), ("a",)),
     "extend_prefix_collapsing_empty": ((), ()),
     "count_leading_run_off_by_one": ((False, False),),

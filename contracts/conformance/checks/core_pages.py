@@ -7,11 +7,13 @@ Written as in ``checks_core_hits`` (fresh keys, a verified round trip first).
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
 from hicache_spec import STORAGE_BATCH_SIZE
+from hicache_spec.call_forms import ABSENT, EXTRA_INFO_FORMS, KEYWORD, POSITIONAL, extra_info_forms
+from hicache_spec.releases import SGLANG_RELEASES
 from hicache_contracts.conformance.checks.core_hits import (
     LONG_CHAIN_KEYS,
     LONG_CHAIN_STORED,
@@ -23,6 +25,7 @@ from hicache_contracts.conformance.session.context import SuiteContext
 from hicache_contracts.conformance.framework import CheckSkipped, conformance_check, expect, fail
 from hicache_contracts.conformance.session.pools import describe_page_difference
 from hicache_contracts.models import PoolHitPolicy, PoolName
+from hicache_contracts.sglang_release import release_of
 
 
 # ---------------------------------------------------------------- BE-6, BE-7
@@ -144,23 +147,41 @@ def extra_info_shapes(suite: SuiteContext) -> list[tuple[str, Any]]:
     ]
 
 
+def held_release(suite: SuiteContext) -> Optional[str]:
+    """The pinned release whose objects the run hands over, or None (the stand-in speaks for every release)."""
+    release = release_of(suite.wire.sglang) if suite.wire.sglang is not None else None
+    return release if release in SGLANG_RELEASES else None
+
+
+PASSED = {POSITIONAL: "positionally", KEYWORD: "by keyword", ABSENT: "left out"}
+"""How a message says the form extra_info was handed in."""
+
+
 @conformance_check("BE-8")
 def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
-    """Every method taking extra_info accepts it positionally and by keyword, as None, empty, [] or a list of keys, with unknown extra_info keys."""
+    """Every method taking extra_info accepts it in each form SGLang hands it to that method (positionally or by
+    keyword, per release), as None, empty, [] or a list of keys, with unknown extra_info keys."""
     instance, backend, pool = suite.instances.main, suite.instances.main.backend, suite.instances.main.pool
     suite.io.require_round_trip(instance)
+    release = held_release(suite)
+    rounds = max(len(extra_info_forms(method, release)) for method in EXTRA_INFO_FORMS)
     for label, info in extra_info_shapes(suite):
-        for style in ("positional", "keyword"):
+        for turn in range(rounds):  # each method gets each of its forms in some round
+
+            def form(name: str) -> str:
+                forms = extra_info_forms(name, release)
+                return forms[turn % len(forms)]
 
             def call(method: Any, *args: Any) -> Any:
-                arguments = (*args, info) if style == "positional" else args
-                keywords = {} if style == "positional" else {"extra_info": info}
+                handed = form(method.__name__)
+                arguments = (*args, info) if handed == POSITIONAL else args
+                keywords = {"extra_info": info} if handed == KEYWORD else {}
                 try:
                     return method(*arguments, **keywords)
                 except Exception as error:
                     fail(
                         "BE-8",
-                        f"{method.__name__} with extra_info {label} passed {style}ly raised "
+                        f"{method.__name__} with extra_info {label} passed {PASSED[handed]} raised "
                         f"{type(error).__name__}: {error}",
                         f"{suite.names.describe_call(method, arguments, keywords)}",
                     )
@@ -170,14 +191,18 @@ def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
                 for page, key in enumerate(keys):
                     pool.poke(page, suite.pages.page_for(key, pool))
                 flags = suite.io.v1_flags(call(backend.batch_set_v1, keys, pool.slots([0, 1])), keys, "batch_set_v1")
-                expect(all(flags), "BE-8", f"batch_set_v1 with extra_info {label} ({style}) returned {flags}")
+                expect(
+                    all(flags),
+                    "BE-8",
+                    f"batch_set_v1 with extra_info {label} ({PASSED[form('batch_set_v1')]}) returned {flags}",
+                )
             else:
                 suite.io.store(instance, keys, clause_id="BE-8")
             count = call(backend.batch_exists, keys)
             expect(
                 count == 2 or (isinstance(count, int) and not isinstance(count, bool) and suite.io.counted(count, 2)),
                 "BE-8",
-                f"batch_exists with extra_info {label} ({style}) returned {count!r}, expected 2",
+                f"batch_exists with extra_info {label} ({PASSED[form('batch_exists')]}) returned {count!r}, expected 2",
                 f"batch_exists({suite.names.show(keys)}, {label})",
             )
             if suite.claims("v1"):
@@ -186,7 +211,7 @@ def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
                 expect(
                     all(flags) or suite.may_evict,
                     "BE-8",
-                    f"batch_get_v1 with extra_info {label} ({style}) returned {flags}",
+                    f"batch_get_v1 with extra_info {label} ({PASSED[form('batch_get_v1')]}) returned {flags}",
                 )
                 wrong = [
                     suite.names.label(key)
@@ -196,7 +221,7 @@ def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
                 expect(
                     not wrong,
                     "BE-8",
-                    f"batch_get_v1 with extra_info {label} ({style}) reported {', '.join(wrong)} loaded, but the host "
+                    f"batch_get_v1 with extra_info {label} ({PASSED[form('batch_get_v1')]}) reported {', '.join(wrong)} loaded, but the host "
                     "page does not hold what was written",
                 )
             if suite.claims("v2"):  # v2 carries sidecars; KV moved above through v1
@@ -217,7 +242,7 @@ def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
                     not (all(stored[PoolName.SWA.value]) and all(loaded[PoolName.SWA.value]))
                     or suite.pages.same_page(more[0], sidecar, sidecar.peek(5)),
                     "BE-8",
-                    f"batch_get_v2 with extra_info {label} ({style}) reported the swa page it had stored as loaded, "
+                    f"batch_get_v2 with extra_info {label} ({PASSED[form('batch_get_v2')]}) reported the swa page it had stored as loaded, "
                     "but its host page does not hold it",
                 )
 

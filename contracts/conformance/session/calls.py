@@ -6,6 +6,8 @@ import collections
 import inspect
 from typing import Any, Callable, Optional
 
+from hicache_spec.call_forms import EXTRA_INFO_FORMS, POSITIONAL, extra_info_forms
+from hicache_contracts.capabilities import EXTRA_INFO_METHODS
 from hicache_contracts.conformance.session.deadline import DeadlineRunner
 from hicache_contracts.conformance.framework import CallTimedOut, ClauseFailure, record_assertions
 from hicache_contracts.conformance.session.names import Names
@@ -52,9 +54,7 @@ class Calls:
 
     def call_as(self, clause_id: str, name: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``call``, showing the call as ``name(...)`` (for a function whose own name says nothing)."""
-        if name in _EXTRA_INFO_BY_KEYWORD and len(args) == 2 and "extra_info" not in kwargs:
-            kwargs = {**kwargs, "extra_info": args[-1]}  # as SGLang 0.5.21-0.5.23 pass it
-            args = args[:-1]
+        args, kwargs = _as_sglang_hands_extra_info(name, args, kwargs)
         shown = self.names.describe_named(name, args, kwargs)
         made_by = self._made_by(function)
         if self.timed_out is not None:
@@ -65,7 +65,7 @@ class Calls:
             raise
         except Exception as error:
             self.transcript.append(f"{made_by}{shown} raised {type(error).__name__}: {error}")
-            if isinstance(error, TypeError) and not _accepts(function, args, kwargs) and _takes_extra_info(name):
+            if isinstance(error, TypeError) and not _accepts(function, args, kwargs) and name in EXTRA_INFO_METHODS:
                 raise ClauseFailure(
                     "BE-8",
                     f"{shown} raised {type(error).__name__}: {error}; its signature does "
@@ -108,8 +108,21 @@ class Calls:
         self._deadline.close()
 
 
-_EXTRA_INFO_BY_KEYWORD = ("batch_get_v2", "batch_set_v2")
-"""Methods SGLang hands ``extra_info`` by keyword (docs/call-shapes): the suite does the same."""
+def _as_sglang_hands_extra_info(
+    name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments of a call to ``name`` with ``extra_info`` in a form SGLang hands it (BE-8, call_forms):
+    moved to a keyword, or to its place, and given (None) where a release always passes one."""
+    if name not in EXTRA_INFO_FORMS or "extra_info" in kwargs:
+        return args, kwargs
+    leading = EXTRA_INFO_METHODS[name]
+    forms = extra_info_forms(name)
+    given = args[leading : leading + 1]
+    if POSITIONAL in forms:
+        return (*args[:leading], *(given or (None,))), kwargs
+    if len(args) > leading:  # a keyword form: as SGLang 0.5.21-0.5.23 pass it
+        return args[:leading], {**kwargs, "extra_info": args[leading]}
+    return args, kwargs
 
 
 def _accepts(function: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
@@ -121,7 +134,3 @@ def _accepts(function: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bo
     except ValueError:
         return True
     return True
-
-
-def _takes_extra_info(name: str) -> bool:
-    return name in ("batch_exists", "batch_get_v1", "batch_set_v1", "batch_exists_v2", "batch_get_v2", "batch_set_v2")
