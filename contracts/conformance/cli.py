@@ -269,8 +269,10 @@ class _ProgressPrinter:
             print(line, file=self.stream, flush=True)
 
 
-def _vendor_factory(backend: Optional[str], extra_config: Any, sglang_config: Any) -> Any:
-    """Return the vendor backend's factory: SGLang's own dynamic loading for --sglang-config, else --backend / --extra-config."""
+def _vendor_factory(backend: Optional[str], extra_config: Any, sglang_config: Any, release: Optional[str]) -> Any:
+    """Return the vendor backend's factory: SGLang's own dynamic loading for --sglang-config, else --backend / --extra-config.
+
+    ``release``: the SGLang release the run loaded (None: none, as with ``--sglang-version none``)."""
     if not sglang_config:
         return resolve_factory(backend, extra_config)
     from hicache_contracts.conformance.running.sglang_dynamic import dynamic_factory
@@ -278,6 +280,13 @@ def _vendor_factory(backend: Optional[str], extra_config: Any, sglang_config: An
     if backend or extra_config:
         raise bad_value(
             "--sglang-config", "must be given alone: it names the backend and holds its extra config", backend
+        )
+    if release is None:
+        raise bad_value(
+            "--sglang-config",
+            "needs a pinned SGLang release to build the backend with its own StorageBackendFactory; this run loads "
+            "none (--sglang-version none, or no SGLang installed): name one with --sglang-version",
+            sglang_config.get("backend_name") if isinstance(sglang_config, dict) else sglang_config,
         )
     return dynamic_factory(sglang_config)
 
@@ -303,7 +312,11 @@ def run_command(args: argparse.Namespace, *, stream: Optional[TextIO] = None) ->
             extra_config and (extra_config.get("module_path") or extra_config.get("class_name"))
         )
         release = resolve_release(options.sglang_version)  # first: a backend module may import sglang
-        factory = _vendor_factory(args.backend, extra_config, sglang_config) if uses_vendor or sglang_config else None
+        factory = (
+            _vendor_factory(args.backend, extra_config, sglang_config, release)
+            if uses_vendor or sglang_config
+            else None
+        )
         job = None if uses_vendor or sglang_config else load_main_job()
         known_failures = _read_known_failures(getattr(args, "known_failures", None))
         if getattr(args, "certify", None):

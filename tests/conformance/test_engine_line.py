@@ -55,3 +55,33 @@ def test_sglang_config_without_a_release_is_a_usage_error_naming_the_option():
     )
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     assert "--sglang-config" in done.stderr and "needs a pinned SGLang release" in done.stderr
+
+
+@pytest.mark.clause("BE-1")
+def test_sglang_config_with_sglang_version_none_refuses_an_installed_release():
+    """An importable SGLang does not override ``--sglang-version none``: the dynamic config needs a release."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from hicache_contracts.sglang_release import ReleaseError, fetch_release
+
+    try:
+        folder = fetch_release("0.5.23")
+    except ReleaseError as error:
+        pytest.skip(f"cannot fetch SGLang 0.5.23's wheel: {error}")
+    config = {"backend_name": "x", "module_path": "hicache_reference.sglang_adapter", "class_name": "Anything"}
+    environment = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "hicache_contracts.cli", "run", "--quiet", "--sglang-version", "none"]
+        + ["--sglang-config", json.dumps(config)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment,
+    )
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "--sglang-config" in done.stderr and "--sglang-version none" in done.stderr, done.stderr

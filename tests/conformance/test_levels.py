@@ -52,6 +52,10 @@ def test_probed_backend_skips_the_generations_it_lacks_with_the_reason() -> None
         "NotImplementedError (defined in tests.conformance.helpers.UnimplementedV1V2)",
     )
     assert levels["durability"] == (False, "probed", "cannot be probed; declare it with --levels or hicache_levels")
+    assert levels["v2"][0] is False and levels["v2"][2].endswith(
+        "(SGLang asks batch_exists_v2 of any backend serving a model with sidecar pools (SWA, Mamba, indexer), "
+        "whatever the backend claims: without v2 it serves models without them only)"
+    )
     result = statuses(report)
     assert {result[clause_id] for clause_id in level_clause_ids("v1")} == {"skip"}
     assert {result[clause_id] for clause_id in level_clause_ids("core")} <= {"pass", "skip"}

@@ -57,6 +57,12 @@ LEGACY_NOT_ASKED = (
 )
 """Why ``legacy`` is not claimed by a v1 backend that does not declare it."""
 
+V2_FOR_SIDECAR_MODELS = (
+    "SGLang asks batch_exists_v2 of any backend serving a model with sidecar pools (SWA, Mamba, indexer), "
+    "whatever the backend claims: without v2 it serves models without them only"
+)
+"""Said with every reason ``v2`` is not claimed."""
+
 
 @dataclass(frozen=True)
 class LevelDecision:
@@ -92,7 +98,8 @@ def decide_levels(
         else:
             missing = capabilities.missing_for(level) if level in CAPABILITY_LEVELS else ()
         problems = [
-            capabilities.method(name).problem or f"{name} does not accept extra_info both ways" for name in missing
+            capabilities.method(name).problem or f"{name} does not accept extra_info the way SGLang hands it (BE-8)"
+            for name in missing
         ]
         if level in unasked:
             verdicts.append(LevelVerdict(level, False, "probed", unasked[level], LEVELS[level]))
@@ -115,6 +122,8 @@ def decide_levels(
                 reason = "cannot be probed; declare it with --levels or hicache_levels"
             else:
                 reason = "; ".join(problems) or "not found"
+            if level == "v2":
+                reason = f"{reason} ({V2_FOR_SIDECAR_MODELS})"
             verdicts.append(LevelVerdict(level, False, source, reason, LEVELS[level]))
             continue
         if problems:
