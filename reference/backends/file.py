@@ -1,5 +1,10 @@
 """The file reference backend: one file per page and pool under one directory, written atomically.
 
+``FileBackend`` holds a ``FileStore``, the page files under the root (its
+object store: a file's size, a read into memory, an atomic write, a
+namespace's removal, the reclaiming of stale temporary files), and supplies
+the object primitives of ``PageStoreBackend`` over it in one line each.
+
 Layout: ``<path>/<namespace>/<pool>/<key>``, the relative part being the
 page's ``ObjectName`` with each escaped part made one safe path component
 (``_file_component``), so the model and the PP, CP and TP coordinates each
@@ -21,11 +26,12 @@ else in the base's staging buffer. A read that comes up short after that (the
 file shrank) or fails is False for its page; only that page's own ranges may
 hold part of it (BE-15, BE-16).
 
-The batch forms (``_read_objects_into_ranges``, ``_write_objects``: the
+The batch forms (``FileStore.read_many_into``, ``write_many``: the
 ``BATCHED`` strategy, strategies.py) run the per-page steps in one loop:
 names are checked, directories made and link checks looked up once per call,
 not once per page. The ``PER_PAGE`` strategy goes through the single-page
-forms instead; a subclass that replaces a single-page primitive names it.
+forms (``read_into``, ``write``) instead; a subclass that replaces a
+single-page primitive names it.
 
 The root is the backend's, not the cleaner's: when it was deleted (a tmp
 cleaner, an operator), the next write makes it again (logged once per
@@ -61,8 +67,9 @@ from typing import Any, Iterable, Optional, Sequence
 
 from hicache_reference.backends.base import PageStoreBackend
 from hicache_reference.backends.namespace import ObjectName
+from hicache_reference.backends.values import Counters
 
-__all__ = ["DEFAULT_TEMPORARY_GRACE_S", "DIRECTORY_MODE", "FILE_MODE", "FileBackend", "NAME_MAX_BYTES"]
+__all__ = ["DEFAULT_TEMPORARY_GRACE_S", "DIRECTORY_MODE", "FILE_MODE", "FileBackend", "FileStore", "NAME_MAX_BYTES"]
 
 _log = logging.getLogger(__name__)
 
@@ -219,39 +226,25 @@ class PlainNames(list):
         """The name of the empty key of the batch's pool: the directory its pages lie in, and a '/'."""
 
 
-class FileBackend(PageStoreBackend):
-    """Pages as files under ``extra_config["path"]``. Extra config: ``path`` (required), ``fsync`` (default False),
-    ``temporary_grace`` (default 60 s)."""
+class FileStore:
+    """Page files under one root directory: the file backend's object store (module docstring).
 
-    hicache_levels = (*PageStoreBackend.hicache_levels, "durability")
-    reads_into_ranges = True
-    writes_from_ranges = True
-    _longest_plain_key = NAME_MAX_BYTES  # a longer key's file name is its hash (``_file_component``)
+    Objects are named by relative paths (``<namespace>/<pool>/<key>``);
+    every operation stays under the root and never follows a link. Storage
+    errors it meets without raising are counted in ``counters`` (BE-5).
+    """
 
-    def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
-        super().__init__(storage_config, extra_config)
-        path = self.extra_config.get("path")
-        if not isinstance(path, (str, os.PathLike)) or not str(path):
-            raise ValueError(
-                f"FileBackend.extra_config.path: required, the directory that holds the pages (got {path!r})"
-            )
-        fsync = self.extra_config.get("fsync", False)
-        if not isinstance(fsync, bool):
-            raise ValueError(f"FileBackend.extra_config.fsync: must be true or false (got {fsync!r})")
-        grace = self.extra_config.get("temporary_grace", DEFAULT_TEMPORARY_GRACE_S)
-        if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace < float("inf"):
-            raise ValueError(
-                f"FileBackend.extra_config.temporary_grace: must be a finite number of seconds >= 0 (got {grace!r})"
-            )
-        self.temporary_grace = float(grace)
-        """Age in seconds after which a temporary file is reclaimed whoever wrote it."""
-        self.root = os.path.abspath(os.fspath(path))
+    def __init__(self, root: str, fsync: bool, temporary_grace: float, counters: Counters) -> None:
+        self.root = root
         """The directory every namespace lives under."""
         self.fsync = fsync
         """Whether each page (and its directory entry) is flushed to the device before it becomes visible."""
-        _check_namespace(self.namespace, storage_config)
-        _check_writable_directory(self.root, path)
-        self._root_prefix = self.root.rstrip(os.sep) + os.sep
+        self.temporary_grace = temporary_grace
+        """Age in seconds after which a temporary file is reclaimed whoever wrote it."""
+        self.closed = False
+        """Set when the backend closes: a write still under way then leaves nothing behind."""
+        self._counters = counters
+        self._root_prefix = root.rstrip(os.sep) + os.sep
         self._made_directories: set[str] = set()
         self._checked_directories: set[str] = set()
         self._directories_lock = threading.Lock()
@@ -261,20 +254,56 @@ class FileBackend(PageStoreBackend):
         """How many times the root was found deleted and made again."""
         self.temporaries_reclaimed = 0
         """How many stale temporary files (of killed writers) were removed, on open and by ``clear()``."""
-        self.reclaim_temporaries()
 
     # ------------------------------------------------------------ paths
-    def _render(self, name: ObjectName) -> str:
-        # NS-6: one scheme for every call; each part made a safe path component (module docstring).
-        return name.to_str(_file_component)
-
-    def _path(self, name: str) -> str:
+    def path(self, name: str) -> str:
         """Return the absolute path of ``name``; raise ValueError unless it lies under the root."""
         if name[:1] in ("", ".", "/") or "/." in name or "//" in name or "\0" in name:  # rare: look closer
             parts = name.split("/")
             if any(part in ("", ".", "..") or "\0" in part for part in parts):
                 raise ValueError(f"FileBackend: object name {name[:80]!r} does not lie under the root {self.root!r}")
         return f"{self._root_prefix}{name}"  # os.path.join, without its cost: names are relative
+
+    def _path_or_nothing(self, name: str) -> str:
+        """Return ``path(name)``, or "" (counted as a storage error, BE-5) for a name that does not lie under the root."""
+        try:
+            return self.path(name)
+        except Exception:
+            self._counters.add(storage_errors=1)
+            return ""
+
+    def paths(self, names: Sequence[str]) -> list[str]:
+        """Return ``_path`` of every name ("" for one that does not lie under the root, counted as a storage
+        error), the link check of each directory among them looked up once."""
+        if type(names) is PlainNames and self._safe_prefix(names.prefix):  # one directory, every name safe
+            directory = self._root_prefix + names.prefix[:-1]
+            try:
+                self._check_no_links(directory)
+            except (FileNotFoundError, NotADirectoryError):
+                pass  # not there (yet): its pages are misses when opened, and it is checked again next time
+            return list(map(self._root_prefix.__add__, names))
+        joined = "/".join(names)  # an empty name, or one that starts with '.' or '/', shows as "//" or "/." here
+        if joined[:1] not in ("", ".", "/") and joined[-1:] != "/" and not ("/." in joined or "//" in joined):
+            paths = [self._root_prefix + name for name in names] if "\0" not in joined else []
+        else:
+            paths = []
+        if not paths:  # some name needs a closer look (or there are none); one that fails it fails alone
+            paths = [self._path_or_nothing(name) for name in names]
+        for directory in {path[: path.rindex("/")] for path in paths if path}:
+            try:
+                self._check_no_links(directory)
+            except (FileNotFoundError, NotADirectoryError):
+                pass  # not there (yet): its pages are misses when opened, and it is checked again next time
+        return paths
+
+    def _safe_prefix(self, prefix: str) -> bool:
+        """Whether ``prefix`` + any plain key is a path under the root, in the directory ``prefix`` names."""
+        if prefix in self._safe_prefixes:
+            return True
+        if not prefix.endswith("/") or self._path_or_nothing(prefix + "0") != self._root_prefix + prefix + "0":
+            return False
+        self._safe_prefixes.add(prefix)
+        return True
 
     def _check_no_links(self, directory: str) -> None:
         """Raise OSError if ``directory`` or any directory between it and the root is a link (checked once each)."""
@@ -303,7 +332,7 @@ class FileBackend(PageStoreBackend):
     def _ensure_directory(self, directory: str) -> None:
         if directory in self._made_directories:
             return
-        if self._closed:
+        if self.closed:
             raise OSError(errno.ESHUTDOWN, "the backend is closed", directory)
         try:
             self._make_directories(directory)
@@ -326,15 +355,15 @@ class FileBackend(PageStoreBackend):
         _log.warning("FileBackend: the root directory %s was deleted; made it again", self.root)
 
     # ------------------------------------------------------------ stale temporary files
-    def reclaim_temporaries(self, namespace: bool = True) -> int:
-        """Remove the stale temporary files under this namespace (unless ``namespace`` is False) and the stale
-        probes in the root; return how many.
+    def reclaim_temporaries(self, namespace: Optional[str]) -> int:
+        """Remove the stale temporary files under ``namespace`` (none when it is None) and the stale probes in
+        the root; return how many.
 
         Never raises: a directory that cannot be listed is skipped. Links are
         never followed, and only names holding ``%tmp`` are looked at.
         """
         now, grace, removed = time.time(), self.temporary_grace, 0
-        directories = [self._path(self.namespace)] if namespace else []
+        directories = [self.path(namespace)] if namespace is not None else []
         try:
             with os.scandir(self.root) as entries:  # probes of killed openers
                 root_names = [entry.name for entry in entries if entry.name.startswith(".probe" + _TEMPORARY_MARK)]
@@ -365,9 +394,10 @@ class FileBackend(PageStoreBackend):
             _log.info("FileBackend: removed %d stale temporary files of killed writers under %s", removed, self.root)
         return removed
 
-    # ------------------------------------------------------------ primitives
-    def _object_size(self, name: str) -> Optional[int]:
-        path = self._path(name)
+    # ------------------------------------------------------------ objects
+    def size(self, name: str) -> Optional[int]:
+        """Return the size of the page file ``name``, or None when there is none (a link or a FIFO is none)."""
+        path = self.path(name)
         try:
             status = os.lstat(path)
         except (FileNotFoundError, NotADirectoryError):
@@ -377,12 +407,10 @@ class FileBackend(PageStoreBackend):
         self._check_no_links(os.path.dirname(path))
         return status.st_size
 
-    def _read_object_into(self, name: str, buffer: memoryview) -> bool:
-        return self._read_object_into_ranges(name, [buffer])
-
-    def _read_object_into_ranges(self, name: str, views: Sequence[memoryview]) -> bool:
-        """Read one page file into ``views``: the plain form of ``_read_objects_into_ranges``."""
-        path = self._path(name)
+    def read_into(self, name: str, views: Sequence[memoryview]) -> bool:
+        """Read the page file ``name`` into ``views``, in order; True only if it is exactly their size and filled
+        them (BE-13: nothing is touched otherwise). The plain form of ``read_many_into``."""
+        path = self.path(name)
         try:
             self._check_no_links(path[: path.rindex("/")])  # a link on the way raises: a storage error (BE-5)
         except (FileNotFoundError, NotADirectoryError):
@@ -402,7 +430,7 @@ class FileBackend(PageStoreBackend):
         finally:
             os.close(descriptor)
 
-    def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[Sequence[memoryview]]) -> list[bool]:
+    def read_many_into(self, names: Sequence[str], page_views: Sequence[Sequence[memoryview]]) -> list[bool]:
         """Read each page file into its views, in one loop; names and links are checked once per call.
 
         Per page: open (not following a link), the size from ``lseek`` to the
@@ -414,7 +442,7 @@ class FileBackend(PageStoreBackend):
         readv, lseek, end, start = os.readv, os.lseek, os.SEEK_END, os.SEEK_SET  # looked up per call: tests patch os
         preadv, opening, closing, flags, most = getattr(os, "preadv", None), os.open, os.close, _OPEN_FOR_READ, IOV_MAX
         note = results.append
-        for path, views in zip(self._paths(names), page_views):
+        for path, views in zip(self.paths(names), page_views):
             if not path:
                 note(False)
                 continue
@@ -452,57 +480,16 @@ class FileBackend(PageStoreBackend):
             self._counters.add(storage_errors=1)
         return False
 
-    def _names(self, keys: Sequence[str], pool: str) -> list[Any]:
-        """Return ``_name`` of every key; plain keys as ``PlainNames``, which ``_paths`` need not look into."""
-        if self._plain(keys) and all(keys):
-            prefix = self._name_prefix(pool)
-            return PlainNames(map(prefix.__add__, keys), prefix)
-        return [self._name(key, pool) for key in keys]
+    def write(self, name: str, data: Any) -> bool:
+        """Write ``data`` (a buffer, or a page's list of host ranges) as the file ``name``, atomically (BE-7)."""
+        return self._write_file(self.path(name), data, self._temporary_suffix())
 
-    def _paths(self, names: Sequence[str]) -> list[str]:
-        """Return ``_path`` of every name ("" for one that does not lie under the root, counted as a storage
-        error), the link check of each directory among them looked up once."""
-        if type(names) is PlainNames and self._safe_prefix(names.prefix):  # one directory, every name safe
-            directory = self._root_prefix + names.prefix[:-1]
-            try:
-                self._check_no_links(directory)
-            except (FileNotFoundError, NotADirectoryError):
-                pass  # not there (yet): its pages are misses when opened, and it is checked again next time
-            return list(map(self._root_prefix.__add__, names))
-        joined = "/".join(names)  # an empty name, or one that starts with '.' or '/', shows as "//" or "/." here
-        if joined[:1] not in ("", ".", "/") and joined[-1:] != "/" and not ("/." in joined or "//" in joined):
-            paths = [self._root_prefix + name for name in names] if "\0" not in joined else []
-        else:
-            paths = []
-        if not paths:  # some name needs a closer look (or there are none); one that fails it fails alone
-            paths = [self._guarded(self._path, "", name) for name in names]
-        for directory in {path[: path.rindex("/")] for path in paths if path}:
-            try:
-                self._check_no_links(directory)
-            except (FileNotFoundError, NotADirectoryError):
-                pass  # not there (yet): its pages are misses when opened, and it is checked again next time
-        return paths
-
-    def _safe_prefix(self, prefix: str) -> bool:
-        """Whether ``prefix`` + any plain key is a path under the root, in the directory ``prefix`` names."""
-        if prefix in self._safe_prefixes:
-            return True
-        if not prefix.endswith("/") or self._guarded(self._path, "", prefix + "0") != self._root_prefix + prefix + "0":
-            return False
-        self._safe_prefixes.add(prefix)
-        return True
-
-    def _write_object(self, name: str, data: memoryview, group: Optional[str]) -> bool:
-        return self._write_file(self._path(name), data, self._temporary_suffix())
-
-    def _write_objects(
-        self, names: Sequence[str], datas: Sequence[Optional[memoryview]], groups: Sequence[Optional[str]]
-    ) -> list[bool]:
+    def write_many(self, names: Sequence[str], datas: Sequence[Any]) -> list[bool]:
         """Write each page as its file: the single-page write in one loop, with one temporary-name stem per call."""
         suffix, write, results = self._temporary_suffix(), self._write_file, []
         for number, (name, data) in enumerate(zip(names, datas)):
             try:
-                results.append(data is not None and write(self._path(name), data, f"{suffix}.{number}"))
+                results.append(data is not None and write(self.path(name), data, f"{suffix}.{number}"))
             except Exception:  # BE-5: this page failed; the others go on
                 self._counters.add(storage_errors=1)
                 results.append(False)
@@ -533,7 +520,7 @@ class FileBackend(PageStoreBackend):
                     os.fsync(descriptor)
             finally:
                 os.close(descriptor)
-            if self._closed:  # closed (and cleared) while writing: leave nothing behind
+            if self.closed:  # closed (and cleared) while writing: leave nothing behind
                 raise OSError(errno.ESHUTDOWN, "the backend was closed during the write", final)
             os.replace(temporary, final)  # BE-7: the page appears whole or not at all
         except BaseException:
@@ -554,17 +541,19 @@ class FileBackend(PageStoreBackend):
         finally:
             os.close(descriptor)
 
-    def _clear_namespace(self) -> None:
+    def clear(self, namespace: str, base_namespace: str) -> None:
+        """Remove the directory of ``namespace`` and nothing else (NS-8); a link in place of it, or of a
+        directory of ``base_namespace`` below the shared ones, is removed, never followed."""
         # NS-8: only this namespace's directory; siblings (other ranks, models) stay.
-        self.reclaim_temporaries(namespace=False)  # the root's stale probes; the namespace's go with it below
-        directory = self._path(self.namespace)
+        self.reclaim_temporaries(None)  # the root's stale probes; the namespace's go with it below
+        directory = self.path(namespace)
         removed = directory  # what goes: the namespace directory, or the link in place of one of its parents
         try:
             link = self._first_link(directory)
             if link is not None:
                 # A link in place of the namespace, or of a directory of this configuration above its format
                 # part (NS-9): removed, never followed. One shared with other configurations is left alone.
-                if len(link) < len(self._path(self.base_namespace)):
+                if len(link) < len(self.path(base_namespace)):
                     raise OSError(errno.ELOOP, "a directory shared with other namespaces is a symbolic link", link)
                 os.unlink(link)
                 removed = link
@@ -597,6 +586,105 @@ class FileBackend(PageStoreBackend):
                 return
             directory = os.path.dirname(directory)
 
+
+class FileBackend(PageStoreBackend):
+    """Pages as files under ``extra_config["path"]``. Extra config: ``path`` (required), ``fsync`` (default False),
+    ``temporary_grace`` (default 60 s)."""
+
+    hicache_levels = (*PageStoreBackend.hicache_levels, "durability")
+    reads_into_ranges = True
+    writes_from_ranges = True
+    _longest_plain_key = NAME_MAX_BYTES  # a longer key's file name is its hash (``_file_component``)
+    store_class: type[FileStore] = FileStore
+    """The object store the backend builds (``files``); a variant of ``FileStore`` may be named here."""
+
+    def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
+        super().__init__(storage_config, extra_config)
+        path = self.extra_config.get("path")
+        if not isinstance(path, (str, os.PathLike)) or not str(path):
+            raise ValueError(
+                f"FileBackend.extra_config.path: required, the directory that holds the pages (got {path!r})"
+            )
+        fsync = self.extra_config.get("fsync", False)
+        if not isinstance(fsync, bool):
+            raise ValueError(f"FileBackend.extra_config.fsync: must be true or false (got {fsync!r})")
+        grace = self.extra_config.get("temporary_grace", DEFAULT_TEMPORARY_GRACE_S)
+        if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace < float("inf"):
+            raise ValueError(
+                f"FileBackend.extra_config.temporary_grace: must be a finite number of seconds >= 0 (got {grace!r})"
+            )
+        root = os.path.abspath(os.fspath(path))
+        _check_namespace(self.namespace, storage_config)
+        _check_writable_directory(root, path)
+        self.files = self.store_class(root, fsync, float(grace), self._counters)
+        """The page files under the root (``FileStore``): the object store the primitives below use."""
+        self.reclaim_temporaries()
+
+    @property
+    def root(self) -> str:
+        """The directory every namespace lives under."""
+        return self.files.root
+
+    @property
+    def fsync(self) -> bool:
+        """Whether each page (and its directory entry) is flushed to the device before it becomes visible."""
+        return self.files.fsync
+
+    @property
+    def temporary_grace(self) -> float:
+        """Age in seconds after which a temporary file is reclaimed whoever wrote it."""
+        return self.files.temporary_grace
+
+    @property
+    def roots_recreated(self) -> int:
+        """How many times the root was found deleted and made again."""
+        return self.files.roots_recreated
+
+    @property
+    def temporaries_reclaimed(self) -> int:
+        """How many stale temporary files (of killed writers) were removed, on open and by ``clear()``."""
+        return self.files.temporaries_reclaimed
+
+    def reclaim_temporaries(self, namespace: bool = True) -> int:
+        """Remove the stale temporary files under this namespace (unless ``namespace`` is False) and the stale
+        probes in the root; return how many. Never raises."""
+        return self.files.reclaim_temporaries(self.namespace if namespace else None)
+
+    # ------------------------------------------------------------ names (NS-6)
+    def _render(self, name: ObjectName) -> str:
+        # NS-6: one scheme for every call; each part made a safe path component (module docstring).
+        return name.to_str(_file_component)
+
+    def _names(self, keys: Sequence[str], pool: str) -> list[Any]:
+        """Return ``_name`` of every key; plain keys as ``PlainNames``, which ``_paths`` need not look into."""
+        if self._plain(keys) and all(keys):
+            prefix = self._name_prefix(pool)
+            return PlainNames(map(prefix.__add__, keys), prefix)
+        return [self._name(key, pool) for key in keys]
+
+    # ------------------------------------------------------------ primitives, over the page files
+    def _object_size(self, name: str) -> Optional[int]:
+        return self.files.size(name)
+
+    def _read_object_into(self, name: str, buffer: memoryview) -> bool:
+        return self.files.read_into(name, [buffer])
+
+    def _read_object_into_ranges(self, name: str, views: Sequence[memoryview]) -> bool:
+        return self.files.read_into(name, views)
+
+    def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[Sequence[memoryview]]) -> list[bool]:
+        return self.files.read_many_into(names, page_views)
+
+    def _write_object(self, name: str, data: Any, group: Optional[str]) -> bool:
+        return self.files.write(name, data)  # ``group`` needs no work: a KV page and its sidecars go by name
+
+    def _write_objects(self, names: Sequence[str], datas: Sequence[Any], groups: Sequence[Optional[str]]) -> list[bool]:
+        return self.files.write_many(names, datas)
+
+    def _clear_namespace(self) -> None:
+        self.files.clear(self.namespace, self.base_namespace)  # NS-8
+
     def close(self) -> None:
         """Stop serving; a write still under way then leaves nothing behind (its temporary file is removed)."""
         super().close()
+        self.files.closed = True

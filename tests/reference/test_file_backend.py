@@ -460,7 +460,7 @@ class ZeroLengthIsHit(FileBackend):
     """Counts any existing file as a page, as a real backend did with the empty files of crashed writers."""
 
     def _present(self, pool_name: str, keys: Any) -> list[bool]:
-        return [os.path.exists(self._path(self._name(key, pool_name))) for key in keys]
+        return [os.path.exists(self.files.path(self._name(key, pool_name))) for key in keys]
 
 
 class ReadsWhateverIsThere(FileBackend):
@@ -470,7 +470,7 @@ class ReadsWhateverIsThere(FileBackend):
 
     def _read_object_into(self, name: str, buffer: memoryview) -> bool:
         try:
-            with open(self._path(name), "rb") as handle:
+            with open(self.files.path(name), "rb") as handle:
                 data = handle.read()
         except FileNotFoundError:
             return False
@@ -482,7 +482,7 @@ class ClearRemovesTheRoot(FileBackend):
     def _clear_namespace(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
         os.makedirs(self.root, exist_ok=True)
-        self._made_directories.clear()
+        self.files._made_directories.clear()
 
 
 class ProcessInNamespace(FileBackend):
@@ -502,8 +502,8 @@ class WritesInPlace(FileBackend):
     strategy = PER_PAGE  # every page through the replaced single-page primitive
 
     def _write_object(self, name: str, data: memoryview, group: Any) -> bool:
-        final = self._path(name)
-        self._ensure_directory(os.path.dirname(final))
+        final = self.files.path(name)
+        self.files._ensure_directory(os.path.dirname(final))
         descriptor = os.open(final, os.O_WRONLY | os.O_CREAT, 0o644)
         parts = [data] if isinstance(data, memoryview) else data
         try:
@@ -520,7 +520,7 @@ class ShortReadIsHit(FileBackend):
     strategy = PER_PAGE  # every page through the replaced single-page primitive
 
     def _read_object_into_ranges(self, name: str, views: Sequence[memoryview]) -> bool:
-        descriptor = os.open(self._path(name), os.O_RDONLY)
+        descriptor = os.open(self.files.path(name), os.O_RDONLY)
         try:
             if os.fstat(descriptor).st_size != sum(map(len, views)):
                 return False

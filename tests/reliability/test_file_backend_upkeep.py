@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from hicache_reference.backends import FileBackend
+from hicache_reference.backends.file import FileStore
 from tests.reference.backend_checks import config, make_pool, page_bytes, page_keys, write_pages
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -70,7 +71,7 @@ def test_a_deleted_root_is_made_again_and_serves(tmp_path: Any) -> None:
 
 
 def test_planted_backend_that_never_remakes_its_root_is_caught(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(FileBackend, "_recreate_root", lambda self: None)
+    monkeypatch.setattr(FileStore, "_recreate_root", lambda self: None)
     with pytest.raises(AssertionError):
         test_a_deleted_root_is_made_again_and_serves(tmp_path)
 

@@ -19,6 +19,7 @@ import hicache_reference.backends.file as file_module
 from hicache_contracts import HiCacheStorageConfig
 from hicache_contracts.host_pool import HostPagePool
 from hicache_reference.backends import FileBackend
+from hicache_reference.backends.file import FileStore
 from hicache_reference.backends.namespace import _safe
 from hicache_reference.backends.strategies import PER_PAGE
 from tests.reliability.badinput_rows import make_pool
@@ -145,7 +146,7 @@ def test_an_object_name_outside_the_root_is_refused_before_any_io(place: dict[st
     backend = backend_for(place)
     for name in ("../outside/foreign.bin", "m/../../outside/foreign.bin", "/etc/passwd", "m//kv", "m/./kv", "a\x00b"):
         with pytest.raises(ValueError) as raised:
-            backend._path(name)
+            backend.files.path(name)
         assert str(raised.value) == (
             f"FileBackend: object name {name[:80]!r} does not lie under the root {place['root']!r}"
         )
@@ -252,21 +253,25 @@ class FollowsLinks(FileBackend):
 
     def _object_size(self, name: str) -> Any:
         try:
-            return os.stat(self._path(name)).st_size
+            return os.stat(self.files.path(name)).st_size
         except FileNotFoundError:
             return None
 
     def _read_object_into_ranges(self, name: str, views: Any) -> bool:
-        descriptor = os.open(self._path(name), os.O_RDONLY)
+        descriptor = os.open(self.files.path(name), os.O_RDONLY)
         try:
             return file_module.read_exactly(descriptor, views, sum(map(len, views)))
         finally:
             os.close(descriptor)
 
 
-class LeavesEmptyDirectories(FileBackend):
+class KeepsEmptyDirectories(FileStore):
     def _remove_empty_parents(self, directory: str) -> None:
         pass
+
+
+class LeavesEmptyDirectories(FileBackend):
+    store_class = KeepsEmptyDirectories
 
 
 def test_planted_dots_pass_through_is_caught(place: dict[str, str]) -> None:
