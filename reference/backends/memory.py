@@ -35,7 +35,7 @@ from hicache_reference.backends.memory_store import (
     shared_memory_store,
 )
 from hicache_reference.backends.strategies import SLAB_ROWS
-from hicache_reference.backends.slabs import _ROW_BITS, _ROW_MASK, _byte_count, _is_capacity  # noqa: F401
+from hicache_reference.backends.slabs import byte_count, is_capacity
 
 __all__ = ["MemoryBackend", "MemoryStore", "buffer_pages", "forget_shared_memory_store", "shared_memory_store"]
 
@@ -82,7 +82,7 @@ class MemoryBackend(PageStoreBackend):
     def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
         super().__init__(storage_config, extra_config)
         capacity = self.extra_config.get("capacity_pages")
-        if not _is_capacity(capacity):
+        if not is_capacity(capacity):
             raise ValueError(
                 f"MemoryBackend.extra_config.capacity_pages: must be null or an int >= 1 (got {capacity!r})"
             )
@@ -114,7 +114,7 @@ class MemoryBackend(PageStoreBackend):
 
     def _read_object_into(self, name: str, buffer: memoryview) -> bool:
         page = self.store.get(name)
-        if page is None or _byte_count(page) != len(buffer):  # BE-13: a short object is a miss
+        if page is None or byte_count(page) != len(buffer):  # BE-13: a short object is a miss
             return False
         buffer[:] = tensor_bytes(page.contiguous())
         return True
@@ -140,7 +140,7 @@ class MemoryBackend(PageStoreBackend):
     def _register(self, pool: Any, name: str) -> None:
         super()._register(pool, name)
         pages = buffer_pages(pool)
-        if pages is not None and _byte_count(pages[0]) != self._formats[name].byte_count:
+        if pages is not None and byte_count(pages[0]) != self._formats[name].byte_count:
             pages = None  # the helpers disagree with the buffer: serve the pool through its helpers
         with self._registration_lock:
             if pages is None:

@@ -41,10 +41,10 @@ from typing import Any, Optional, Sequence, Union
 import torch
 
 from hicache_reference.backends.slabs import (
-    _ROW_BITS,
-    _ROW_MASK,
-    _byte_count,
-    _is_capacity,
+    ROW_BITS,
+    ROW_MASK,
+    byte_count,
+    is_capacity,
     _reinterpreted,
     _Slab,
 )
@@ -131,7 +131,7 @@ def _foreach_copy(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tenso
             target.copy_(source)
         return
     count = len(targets)
-    if count < 2 or torch.get_num_threads() < 2 or _byte_count(targets[0]) * count < SPLIT_BYTES:
+    if count < 2 or torch.get_num_threads() < 2 or byte_count(targets[0]) * count < SPLIT_BYTES:
         torch._foreach_copy_(list(targets), list(sources))
         return
     half = count // 2
@@ -145,7 +145,7 @@ def _foreach_copy(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tenso
 
 
 _Entry = Union[torch.Tensor, int]
-"""A stored object: a tensor of its own, or a slab row (an int, see ``_ROW_BITS``)."""
+"""A stored object: a tensor of its own, or a slab row (an int, see ``ROW_BITS``)."""
 
 
 # ---------------------------------------------------------------- the store
@@ -159,7 +159,7 @@ class MemoryStore:
     """
 
     def __init__(self, capacity_pages: Optional[int] = None) -> None:
-        if not _is_capacity(capacity_pages):
+        if not is_capacity(capacity_pages):
             raise ValueError(f"MemoryStore.capacity_pages: must be None or an int >= 1 (got {capacity_pages!r})")
         self.capacity_pages = capacity_pages
         """The most objects held at once; None for no bound."""
@@ -185,7 +185,7 @@ class MemoryStore:
     def held_bytes(self) -> int:
         """Return the bytes of page memory the store holds: every slab's rows, free ones too, and its own tensors."""
         with self._lock:
-            own = sum(_byte_count(entry) for entry in self._objects.values() if not isinstance(entry, int))
+            own = sum(byte_count(entry) for entry in self._objects.values() if not isinstance(entry, int))
             return own + sum(slab.nbytes() for slab in self._slabs.values())
 
     def size(self, name: str) -> Optional[int]:
@@ -216,7 +216,7 @@ class MemoryStore:
                 if entry is not None:
                     objects.move_to_end(name)
                     if isinstance(entry, int):
-                        entry = self._slab_list[entry >> _ROW_BITS].row(entry & _ROW_MASK).clone()
+                        entry = self._slab_list[entry >> ROW_BITS].row(entry & ROW_MASK).clone()
                 found.append(entry)
         return found
 
@@ -276,7 +276,7 @@ class MemoryStore:
             with self._lock:
                 slab.free.extend(rows)
             raise
-        high = slab.number << _ROW_BITS
+        high = slab.number << ROW_BITS
         with self._lock:
             return self._insert_many(names, [high | row for row in rows], groups)
 
@@ -294,7 +294,7 @@ class MemoryStore:
         copies run before the lock is released, so no row changes under them.
         """
         dtype, shape = pages.dtype, tuple(pages.shape[1:])
-        size = _byte_count(pages[0]) if pages.shape[0] else 0
+        size = byte_count(pages[0]) if pages.shape[0] else 0
         results = []
         with self._lock:
             objects = self._objects
@@ -308,19 +308,19 @@ class MemoryStore:
                     continue
                 objects.move_to_end(name)
                 if isinstance(entry, int):
-                    slab = slab_list[entry >> _ROW_BITS]
+                    slab = slab_list[entry >> ROW_BITS]
                     if slab.dtype == dtype and slab.shape == shape:
                         group = by_slab.get(slab.number)
                         if group is None:
                             group = by_slab[slab.number] = ([], [])
-                        group[0].append(entry & _ROW_MASK)
+                        group[0].append(entry & ROW_MASK)
                         group[1].append(number)
                         results.append(True)
                         continue
-                    page = slab.row(entry & _ROW_MASK)
+                    page = slab.row(entry & ROW_MASK)
                 else:
                     page = entry
-                if _byte_count(page) != size:  # BE-13: a short or long object is a miss
+                if byte_count(page) != size:  # BE-13: a short or long object is a miss
                     results.append(False)
                     continue
                 targets.append(views[number] if views is not None else pages[number])
@@ -379,10 +379,10 @@ class MemoryStore:
     def _release(self, entry: Optional[_Entry]) -> None:
         """Give a removed object's slab row back to its slab's free list."""
         if type(entry) is int:
-            self._slab_list[entry >> _ROW_BITS].free.append(entry & _ROW_MASK)
+            self._slab_list[entry >> ROW_BITS].free.append(entry & ROW_MASK)
 
     def _entry_bytes(self, entry: _Entry) -> int:
-        return self._slab_list[entry >> _ROW_BITS].row_bytes if isinstance(entry, int) else _byte_count(entry)
+        return self._slab_list[entry >> ROW_BITS].row_bytes if isinstance(entry, int) else byte_count(entry)
 
     def _unlink(self, name: str) -> None:
         group = self._group_of.pop(name, None)

@@ -3,7 +3,7 @@
 A slab holds the pages of one page format (element type and page shape) as
 rows of preallocated tensors, grown by doubling, whose free rows are kept on a
 free list and reused first; a stored entry is a plain int (slab number and
-row, ``_ROW_BITS``). See memory_store.py and docs/backends.md.
+row, ``ROW_BITS``). See memory_store.py and docs/backends.md.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from typing import Any, Sequence
 
 import torch
 
-__all__: list[str] = []  # private to the memory store
+__all__ = ["ROW_BITS", "ROW_MASK", "byte_count", "is_capacity"]  # the rest is private to the memory store
 
 
-def _byte_count(page: torch.Tensor) -> int:
+def byte_count(page: torch.Tensor) -> int:
+    """Bytes held by ``page``."""
     return page.numel() * page.element_size()
 
 
@@ -24,7 +25,7 @@ def _reinterpreted(page: torch.Tensor, dtype: torch.dtype, shape: Sequence[int])
     return page.contiguous().reshape(-1).view(torch.uint8).view(dtype).view(shape)
 
 
-def _is_capacity(value: Any) -> bool:
+def is_capacity(value: Any) -> bool:
     """Whether ``value`` is a valid ``capacity_pages``: None, or an int >= 1 (a bool is not a count)."""
     return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
 
@@ -101,6 +102,6 @@ class _Slab:
         return self.rows * self.row_bytes
 
 
-_ROW_BITS = 40
-"""A slab entry is ``slab.number << _ROW_BITS | row``: a plain int, which the garbage collector never visits."""
-_ROW_MASK = (1 << _ROW_BITS) - 1
+ROW_BITS = 40
+"""A slab entry is ``slab.number << ROW_BITS | row``: a plain int, which the garbage collector never visits."""
+ROW_MASK = (1 << ROW_BITS) - 1

@@ -294,7 +294,7 @@ class StoreCopiesAfterUnlock(MemoryStore):
     between: Any = None
 
     def read_pages(self, names: Any, pages: Any, numbers: Any, views: Any = None) -> list[bool]:
-        from hicache_reference.backends.memory import _ROW_BITS, _ROW_MASK
+        from hicache_reference.backends.slabs import ROW_BITS, ROW_MASK
 
         with self._lock:
             entries = [self._objects.get(name) for name in names]
@@ -305,7 +305,7 @@ class StoreCopiesAfterUnlock(MemoryStore):
             if not isinstance(entry, int):
                 results.append(False)
                 continue
-            views[number].copy_(self._slab_list[entry >> _ROW_BITS].row(entry & _ROW_MASK))
+            views[number].copy_(self._slab_list[entry >> ROW_BITS].row(entry & ROW_MASK))
             results.append(True)
         return results
 
