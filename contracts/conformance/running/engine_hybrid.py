@@ -1,38 +1,41 @@
 """Hybrid sidecar scenarios of the engine-driven tier: the release's HybridCacheController, its tree's transfers.
 
 With a release importable, ``run_hybrid_scenarios`` builds the release's ``HybridCacheController`` over
-a ``HostPoolGroup`` (the release's ``pool_host`` group and ``PoolEntry``) of three of the release's own
-CPU host pools (``release_pools``): the KV anchor, an SWA pool (an MHA model's SWA host pool is an MHA
-host pool) and an indexer pool whose rows follow the KV rows. It attaches the backend as the engine
+a ``HostPoolGroup`` (the release's ``pool_host`` group and ``PoolEntry``) of the release's own CPU host
+pools (``release_pools``): the KV anchor with either an SWA pool (an MHA model's SWA host pool is an
+MHA host pool) and an indexer pool whose rows follow the KV rows, or a Mamba pool (``MambaPoolHost``
+over a CPU ``MambaPool``, one state per page). It attaches the backend as the engine
 attaches a hybrid model's backend (``attach_storage_backend`` with the group's entries: every pool
 registered through ``register_mem_host_pool_v2``), puts the project's ``RecordingBackend`` between, and
 has the release's own tree code build each operation and its pool transfers:
 
 - write-through: ``UnifiedRadixCache.write_backup_storage`` over a tree node, whose spec comes from
   ``UnifiedTreeCore.build_storage_backup_spec``: the SWA transfer from ``SWAComponent.
-  build_hicache_transfers`` (the window's trailing pages, TRAILING_PAGES), the KV-derived indexer
-  transfer from ``UnifiedRadixCache._build_sidecar_transfers`` (``SidecarPoolSpec(INDEXER, KV)``);
+  build_hicache_transfers`` (the window's trailing pages, TRAILING_PAGES; ``MambaComponent``'s: the
+  chain's last page), the KV-derived indexer transfer from ``UnifiedRadixCache._build_sidecar_transfers``
+  (``SidecarPoolSpec(INDEXER, KV)``);
 - prefetch: ``UnifiedRadixCache.prefetch_from_storage`` from the root (``SWAComponent.prepare_prefetch``
   sizes the window, its ``build_hicache_transfers`` sends placeholders, the indexer transfer
   ``keys=None``); at the hit, ``HybridCacheController.allocate_storage_hit`` where the release has it
-  (the KV rows) and ``UnifiedRadixCache._alloc_prefetch_aux_staging`` (the window's rows, through
-  ``SWAComponent.alloc_prefetch_staging``).
+  (the KV rows) and ``UnifiedRadixCache._alloc_prefetch_aux_staging`` (the window's rows or the Mamba
+  state's, through the component's ``alloc_prefetch_staging``).
 
 Scenarios: the full hit (a chain of 150 pages, more than one storage batch, written then read; prefix
 metadata on: the root's prefix, ``[]``, so each sidecar has a call of its own) and the partial hit (a
 chain 50 pages longer than the one written: the window is the hit's tail, moved there by the
-controller's ``_sync_trailing_keys``; prefix metadata off, so one v2 call carries both sidecars). Verdict, slot by slot: every KV page loaded holds
-the bytes written, as does every indexer page in the rows of the KV page it follows and every window
-page in the SWA rows the transfer names; every other page of the three pools is untouched. A failure
-names the SGLang function that made the failing call.
+controller's ``_sync_trailing_keys``; prefix metadata off, so one v2 call carries both sidecars); and
+with the Mamba pool, the partial hit (the state re-aligned to the hit's last page). Verdict, slot by
+slot: every KV page loaded holds the bytes written, as does every indexer page in the rows of the KV
+page it follows and every trailing page in the rows the transfer names; every other page of every
+pool is untouched. A failure names the SGLang function that made the failing call.
 
-What is the project's: the tree's state (a ``UnifiedTreeCore`` and its nodes, an ``SWAComponent`` and a
-``UnifiedRadixCache``, each the release's class made without its constructor, holding only what the
+What is the project's: the tree's state (a ``UnifiedTreeCore`` and its nodes, an ``SWAComponent`` or
+``MambaComponent`` and a ``UnifiedRadixCache``, each the release's class made without its constructor, holding only what the
 functions above read: the node's host rows and hashes, the window, the pools), the host lock (a
 no-op), the scheduler's part (wait for the hit query, hand the operation to the IO thread, collect
 the acks) and, as in the MHA scenarios, the allocator, the process groups and ``device_module``.
-Not driven: a Mamba pool, and the indexer pool classes of DSA / QSA models (they need those models'
-device pools); the indexer here is an MHA host pool in the indexer's place.
+Not driven: the indexer pool classes of DSA / QSA models (they need those models' device pools); the
+indexer here is an MHA host pool in the indexer's place; a model with both an SWA window and Mamba state.
 """
 
 from __future__ import annotations
@@ -49,10 +52,18 @@ import torch
 
 __all__ = ["HYBRID_SCENARIOS", "run_hybrid_scenarios"]
 
-HYBRID_SCENARIOS: tuple[str, ...] = ("hybrid sidecars, full hit", "hybrid sidecars, partial hit")
+HYBRID_SCENARIOS: tuple[str, ...] = (
+    "hybrid sidecars, full hit",
+    "hybrid sidecars, partial hit",
+    "hybrid Mamba state, partial hit",
+)
 """The hybrid scenarios, in the order they run."""
 WINDOW_PAGES = 4
 """Pages of the SWA window (the trailing pages written and read)."""
+TRAILING: dict[str, int] = {"swa": WINDOW_PAGES, "mamba": 1}
+"""The trailing pools and the pages each keeps (a Mamba state is one page: the chain's last)."""
+MAMBA_SLOTS = 64
+"""States of the Mamba device pool (the host pool holds twice as many)."""
 
 
 def _module(name: str) -> Any:
@@ -62,31 +73,21 @@ def _module(name: str) -> Any:
 class _HybridEngine:
     """The release's HybridCacheController over its host-pool group, and the tree pieces that build its operations."""
 
-    def __init__(self, attach: tuple[str, Optional[dict[str, Any]]], folder: Optional[str], model: str) -> None:
+    def __init__(
+        self, attach: tuple[str, Optional[dict[str, Any]]], folder: Optional[str], model: str, sidecars: tuple[str, ...]
+    ) -> None:
         from hicache_contracts.conformance.running import engine_tier as tier
-        from hicache_contracts.conformance.session.release_pools import release_host_pool
         from hicache_contracts.engine import RecordingBackend
 
         self.tier = tier
+        self.sidecars = sidecars
         storage = _module("sglang.srt.mem_cache.hicache_storage")
         self.storage = storage
         group_module = _module("sglang.srt.mem_cache.pool_host")
         controller_module = _module("sglang.srt.mem_cache.hybrid_cache.hybrid_cache_controller")
         tier._cpu_device_module()
         self.utils = _module("sglang.srt.mem_cache.utils")
-        self.pools = {
-            name: release_host_pool(
-                kind="mha",
-                layout="layer_first",
-                pages=tier.HOST_PAGES,
-                page_size=tier.PAGE_SIZE,
-                layer_num=2,
-                head_num=2,
-                head_dim=8,
-                label=name,
-            )
-            for name in ("kv", "swa", "indexer")
-        }
+        self.pools = _pools(("kv", *sidecars))
         entries = [
             group_module.PoolEntry(
                 name=storage.PoolName(name),
@@ -112,54 +113,63 @@ class _HybridEngine:
         self.backend = self.controller.storage_backend
         self.rec = RecordingBackend(self.backend)
         self.controller.storage_backend = self.rec
-        self.written: dict[str, dict[str, torch.Tensor]] = {"kv": {}, "swa": {}, "indexer": {}}
+        self.written: dict[str, dict[str, torch.Tensor]] = {name: {} for name in self.pools}
         self._build_tree()
 
     # ------------------------------------------------------------ the release's tree pieces
     def _build_tree(self) -> None:
         core = _module("sglang.srt.mem_cache.unified_cache.unified_tree_core")
         radix = _module("sglang.srt.mem_cache.unified_radix_cache")
-        swa = _module("sglang.srt.mem_cache.unified_cache.components.swa")
         kinds = _module("sglang.srt.mem_cache.unified_cache.component_type").ComponentType
         self.kinds = kinds
         self.node_class = core.UnifiedTreeNode
-        self.types = (kinds.FULL, kinds.SWA)
         tree = core.UnifiedTreeCore.__new__(core.UnifiedTreeCore)
-        self.root = core.UnifiedTreeNode(self.types)
-        page = self.tier.PAGE_SIZE
-        component = swa.SWAComponent.__new__(swa.SWAComponent)
         cache = radix.UnifiedRadixCache.__new__(radix.UnifiedRadixCache)
+        page = self.tier.PAGE_SIZE
+        components: dict[Any, Any] = {}
+        if "swa" in self.sidecars:
+            swa = _module("sglang.srt.mem_cache.unified_cache.components.swa").SWAComponent
+            components[kinds.SWA] = swa.__new__(swa)
+            components[kinds.SWA].__dict__.update(
+                sliding_window_size=WINDOW_PAGES * page,
+                full_window_pages=WINDOW_PAGES,
+                _swa_kv_pool_host=self.pools["swa"],
+            )
+        if "mamba" in self.sidecars:
+            mamba = _module("sglang.srt.mem_cache.unified_cache.components.mamba").MambaComponent
+            components[kinds.MAMBA] = mamba.__new__(mamba)
+            components[kinds.MAMBA].__dict__.update(_mamba_pool_host=self.pools["mamba"])
+        for component in components.values():
+            component.__dict__.update(cache=cache, tree_core=tree)
+        self.types = (kinds.FULL, *components)
+        self.root = core.UnifiedTreeNode(self.types)
         tree.__dict__.update(
             root_node=self.root,
             _node_arena={self.root.id: self.root},
-            components=(component,),
-            components_by_type={kinds.SWA: component},
+            components=tuple(components.values()),
+            components_by_type=components,
             component_types=self.types,
             page_size=page,
             is_eagle=False,
             enable_storage=True,
             enable_hicache=True,
-            has_swa_host_pool=True,
+            has_swa_host_pool="swa" in self.sidecars,
         )
-        component.__dict__.update(
-            cache=cache,
-            tree_core=tree,
-            sliding_window_size=WINDOW_PAGES * page,
-            full_window_pages=WINDOW_PAGES,
-            _swa_kv_pool_host=self.pools["swa"],
-        )
+        derived = [
+            self.storage.SidecarPoolSpec(
+                pool_name=self.storage.PoolName(name), indices_from_pool=self.storage.PoolName.KV
+            )
+            for name in self.sidecars
+            if name not in TRAILING
+        ]
         lock = SimpleNamespace(to_dec_params=lambda: None)
         cache.__dict__.update(
             cache_controller=self.controller,
             hicache_storage_pass_prefix_keys=True,
             tree_core=tree,
             tree_components=self.types,
-            components={kinds.SWA: component},
-            sidecar_pool_specs=[
-                self.storage.SidecarPoolSpec(
-                    pool_name=self.storage.PoolName.INDEXER, indices_from_pool=self.storage.PoolName.KV
-                )
-            ],
+            components=components,
+            sidecar_pool_specs=derived,
             prefetch_threshold=page,
             host_memory_mode="cache",
             buffer_pipeline=None,
@@ -188,45 +198,58 @@ class _HybridEngine:
     def _fill(self, pool_name: str, row: int, key: str, generator: torch.Generator) -> None:
         pool = self.pools[pool_name]
         template = pool.get_dummy_flat_data_page()
-        page = torch.randn(template.shape, generator=generator).to(template.dtype)
+        if template.dtype == torch.uint8:
+            page = torch.randint(0, 256, template.shape, generator=generator, dtype=torch.uint8)
+        else:
+            page = torch.randn(template.shape, generator=generator).to(template.dtype)
         pool.set_from_flat_data_page(row, page)
         self.written[pool_name][key] = page
 
-    def backup(self, tokens: list[int], seed: int) -> tuple[Any, int]:
-        """Write ``tokens`` as one tree node through the release's write_backup_storage; return (operation, node id)."""
+    def backup(self, tokens: list[int], seed: int) -> Any:
+        """Write ``tokens`` as one tree node through the release's write_backup_storage; return the finished operation."""
         page = self.tier.PAGE_SIZE
         keys = self.keys(tokens)
         generator = torch.Generator().manual_seed(seed)
         kv_rows = self.pools["kv"].alloc(len(keys) * page)
-        swa_rows = self.pools["swa"].alloc(WINDOW_PAGES * page)
-        for number, key in enumerate(keys):
-            self._fill("kv", int(kv_rows[number * page]), key, generator)
-            self._fill("indexer", int(kv_rows[number * page]), key, generator)
-        for number, key in enumerate(keys[-WINDOW_PAGES:]):
-            self._fill("swa", int(swa_rows[number * page]), key, generator)
         node = self.node_class(self.types)
+        for number, key in enumerate(keys):
+            for name in ("kv", *(name for name in self.sidecars if name not in TRAILING)):
+                self._fill(name, int(kv_rows[number * page]), key, generator)
+        node.component_data[self.kinds.FULL].host_value = kv_rows
+        trailing_rows = {}
+        for name in self.sidecars:
+            if name in TRAILING:
+                pool = self.pools[name]
+                rows = pool.alloc(TRAILING[name] * pool.page_size)
+                for number, key in enumerate(keys[-TRAILING[name] :]):
+                    self._fill(name, int(rows[number * pool.page_size]), key, generator)
+                node.component_data[self.kinds[name.upper()]].host_value = rows
+                trailing_rows[name] = rows
         node.parent = self.root
         node.key = _module("sglang.srt.mem_cache.radix_cache").RadixKey(list(tokens))
         node.hash_value = keys
-        node.component_data[self.kinds.FULL].host_value = kv_rows
-        node.component_data[self.kinds.SWA].host_value = swa_rows
         self.tree._node_arena[node.id] = node
         self.radix.UnifiedRadixCache.write_backup_storage(self.cache, node.id)
         done = self.controller.ack_backup_queue.get(timeout=self.tier.WAIT_S)
         self.pools["kv"].free(kv_rows)
-        self.pools["swa"].free(swa_rows)
-        return done, node.id
+        for name, rows in trailing_rows.items():
+            self.pools[name].free(rows)
+        return done
 
     def snapshot(self) -> dict[str, list[torch.Tensor]]:
-        page = self.tier.PAGE_SIZE
         return {
-            name: [pool.get_data_page(number * page).reshape(-1).clone() for number in range(pool.page_count)]
+            name: [
+                pool.get_data_page(number * pool.page_size).reshape(-1).clone()
+                for number in range(int(pool.size) // int(pool.page_size))
+            ]
             for name, pool in self.pools.items()
         }
 
     def prefetch(self, tokens: list[int]) -> tuple[Any, Any, int, dict[str, list[torch.Tensor]]]:
-        # The scheduler hands the anchor's prefix (the root's: none) when the feature is on, else None.
-        """One prefetch through the release's prefetch_from_storage; return (operation, its ongoing entry, loaded, before)."""
+        """One prefetch through the release's prefetch_from_storage; return (operation, its ongoing entry, loaded, before).
+
+        The scheduler hands the anchor's prefix (the root's: none, ``[]``) when the feature is on, else None.
+        """
         base = _module("sglang.srt.mem_cache.base_prefix_cache")
         handle = base.CacheRequestHandle("r-hybrid", 0) if hasattr(base, "CacheRequestHandle") else "r-hybrid"
         before = self.snapshot()
@@ -272,11 +295,42 @@ class _HybridEngine:
     def release(self, operation: Any, info: Any) -> None:
         if operation.host_indices is not None:
             self.pools["kv"].free(operation.host_indices)
-        for transfers in info.comp_xfers.values():
-            for transfer in transfers:
-                if transfer.host_indices is not None and transfer.indices_from_pool is None:
-                    self.pools["swa"].free(transfer.host_indices)
+        for transfer in _trailing(info):
+            if transfer.host_indices is not None:
+                self.pools[_name(transfer)].free(transfer.host_indices)
         self.cache.ongoing_prefetch.clear()
+
+
+def _pools(names: tuple[str, ...]) -> dict[str, Any]:
+    """The release's host pools for ``names``: MHA pools for KV, SWA and the indexer, a Mamba pool for Mamba."""
+    from hicache_contracts.conformance.running import engine_tier as tier
+    from hicache_contracts.conformance.session.release_pools import release_host_pool, release_mamba_host_pool
+
+    pools = {}
+    for name in names:
+        if name == "mamba":
+            pools[name] = release_mamba_host_pool(slots=MAMBA_SLOTS)
+            continue
+        pools[name] = release_host_pool(
+            kind="mha",
+            layout="layer_first",
+            pages=tier.HOST_PAGES,
+            page_size=tier.PAGE_SIZE,
+            layer_num=2,
+            head_num=2,
+            head_dim=8,
+            label=name,
+        )
+    return pools
+
+
+def _name(transfer: Any) -> str:
+    return str(getattr(transfer.name, "value", transfer.name))
+
+
+def _trailing(info: Any) -> list[Any]:
+    """The trailing transfers the tree's components built for a prefetch (the window, the Mamba state)."""
+    return [transfer for transfers in info.comp_xfers.values() for transfer in transfers if _name(transfer) in TRAILING]
 
 
 def _differs(got: torch.Tensor, wanted: torch.Tensor) -> bool:
@@ -284,7 +338,7 @@ def _differs(got: torch.Tensor, wanted: torch.Tensor) -> bool:
 
 
 def _caller(tier: Any, method: str, sidecar: Optional[bool]) -> str:
-    """The SGLang functions calling ``method``; ``sidecar`` keeps those reading the window (True) or the others (False)."""
+    """The SGLang functions calling ``method``; ``sidecar`` keeps those reading trailing pools (True) or the others."""
     found = tier._callers(method).split(" / ")
     if sidecar is not None:
         found = [name for name in found if ("sidecar" in name) == sidecar] or found
@@ -300,47 +354,58 @@ def _check(engine: _HybridEngine, operation: Any, info: Any, loaded: int, before
 
     hits = operation.storage_hit_count // page
     if hits != expect:
-        return f"the hit query found {hits} of the {expect} pages written with their window ({by('batch_exists_v2')})"
+        return f"the hit query found {hits} of the {expect} pages written with their sidecars ({by('batch_exists_v2')})"
     kv_method = tier._read_method(engine)
     if loaded // page != expect:
         return f"{loaded // page} of {expect} pages loaded ({by(kv_method)})"
     keys = list(operation.hash_value[:expect])
-    touched: dict[str, set[int]] = {"kv": set(), "indexer": set(), "swa": set()}
+    derived = [name for name in engine.sidecars if name not in TRAILING]
+    touched: dict[str, set[int]] = {name: set() for name in engine.pools}
     for number, key in enumerate(keys):
         row = int(operation.host_indices[number * page])
-        touched["kv"].add(row // page)
-        touched["indexer"].add(row // page)
-        if _differs(engine.pools["kv"].get_data_page(row), engine.written["kv"][key]):
-            return f"KV page {number} of the chain loaded other bytes than were written ({by(kv_method)})"
-        if _differs(engine.pools["indexer"].get_data_page(row), engine.written["indexer"][key]):
+        for name in ("kv", *derived):
+            touched[name].add(row // page)
+            if not _differs(engine.pools[name].get_data_page(row), engine.written[name][key]):
+                continue
+            if name == "kv":
+                return f"KV page {number} of the chain loaded other bytes than were written ({by(kv_method)})"
             return (
-                f"indexer page {number} (KV-derived) loaded other bytes than were written, or none "
+                f"{name} page {number} (KV-derived) loaded other bytes than were written, or none "
                 f"({by('batch_get_v2', False)}; written by {by('batch_set_v2')})"
             )
-    window = [transfer for transfers in info.comp_xfers.values() for transfer in transfers]
-    if not window or window[0].host_indices is None:
-        return "the tree built no window transfer with host rows for the read"
-    transfer = window[0]
-    if list(transfer.keys or []) != keys[-WINDOW_PAGES:]:
-        return f"the window read named keys {list(transfer.keys or [])[:2]}..., not the hit's last {WINDOW_PAGES} pages"
-    for number, key in enumerate(transfer.keys):
-        row = int(transfer.host_indices[number * page])
-        touched["swa"].add(row // page)
-        if _differs(engine.pools["swa"].get_data_page(row), engine.written["swa"][key]):
+    transfers = _trailing(info)
+    if {_name(transfer) for transfer in transfers} != {name for name in engine.sidecars if name in TRAILING}:
+        return "the tree built no trailing transfer for a trailing pool of the read"
+    for transfer in transfers:
+        name, pool = _name(transfer), engine.pools[_name(transfer)]
+        wanted = keys[-TRAILING[name] :]
+        if transfer.host_indices is None or list(transfer.keys or []) != wanted:
             return (
-                f"SWA window page {number} loaded other bytes than were written, or none "
-                f"({by('batch_get_v2', True)}; written by {by('batch_set_v2')})"
+                f"the {name} read named keys {list(transfer.keys or [])[:2]}..., not the hit's last {len(wanted)} pages"
             )
-    for name, pages in before.items():
-        for number, old in enumerate(pages):
-            if number in touched[name]:
-                continue
-            if _differs(engine.pools[name].get_data_page(number * page), old):
-                method = kv_method if name == "kv" else "batch_get_v2"
+        for number, key in enumerate(wanted):
+            row = int(transfer.host_indices[number * pool.page_size])
+            touched[name].add(row // pool.page_size)
+            if _differs(pool.get_data_page(row), engine.written[name][key]):
                 return (
-                    f"{name} host page {number}, outside the rows read, changed ({by(method, name == 'swa' or None)})"
+                    f"{name} page {number} of the trailing {len(wanted)} loaded other bytes than were written, or none "
+                    f"({by('batch_get_v2', True)}; written by {by('batch_set_v2')})"
                 )
+    for name, pages in before.items():
+        size = engine.pools[name].page_size
+        for number, old in enumerate(pages):
+            if number not in touched[name] and _differs(engine.pools[name].get_data_page(number * size), old):
+                method = kv_method if name == "kv" else "batch_get_v2"
+                return f"{name} host page {number}, outside the rows read, changed ({by(method, name in TRAILING or None)})"
     return ""
+
+
+SETS: dict[str, tuple[str, ...]] = {
+    HYBRID_SCENARIOS[0]: ("swa", "indexer"),
+    HYBRID_SCENARIOS[1]: ("swa", "indexer"),
+    HYBRID_SCENARIOS[2]: ("mamba",),
+}
+"""The sidecar pools of each scenario's model."""
 
 
 def run_hybrid_scenarios(
@@ -352,51 +417,77 @@ def run_hybrid_scenarios(
 ) -> None:
     """Run the hybrid scenarios with the loaded release; ``record(name, body, recorder, setup_s)`` keeps each verdict.
 
-    A release without a piece the scenarios need gets ``skip(name, reason)`` for each, the reason naming the piece.
+    A release without a piece a scenario needs gets ``skip(name, reason)``, the reason naming the piece.
     """
     missing = _missing_pieces()
     if missing:
         for name in HYBRID_SCENARIOS:
             skip(name, f"SGLang lacks {missing}")
         return
-    started = time.monotonic()
-    try:
-        engine = _HybridEngine(attach, folder, model + "-hybrid")
-    except Exception as error:  # a verdict, never a crash
-        found = (
-            f"attaching the backend to the hybrid controller failed: {type(error).__name__}: {error} "
-            "(HybridCacheController.attach_storage_backend: register_mem_host_pool_v2 for each pool of the group)"
-        )
-        for name in HYBRID_SCENARIOS:
-            record(name, lambda: found, None, 0.0)
-        return
-    built_s = time.monotonic() - started
-    page = engine.tier.PAGE_SIZE
-    stored = engine.tier.STORED_PAGES
     counter = [0]
-
-    def round_trip(extra_pages: int, prefix: bool) -> str:
-        engine.cache.hicache_storage_pass_prefix_keys = prefix
-        counter[0] += 1
-        start = 1_000_000 * counter[0] + 500_000
-        tokens = list(range(start, start + (stored + extra_pages) * page))
-        done, _ = engine.backup(tokens[: stored * page], seed=counter[0])
-        if done.completed_tokens != stored * page:
-            return (
-                f"the write-through completed {done.completed_tokens} of {stored * page} tokens "
-                f"(batch_set_v2 / batch_set_v1, called by {engine.tier._callers('batch_set_v2')})"
-            )
-        operation, info, loaded, before = engine.prefetch(tokens)
+    for sidecars in dict.fromkeys(SETS.values()):
+        names = [name for name, kept in SETS.items() if kept == sidecars]
+        started = time.monotonic()
         try:
-            return _check(engine, operation, info, loaded, before, stored)
+            _pools(sidecars[-1:])
+        except Exception as error:  # the release cannot build this pool on CPU
+            for name in names:
+                skip(
+                    name,
+                    f"the release's {sidecars[-1]} host pool does not build on CPU: {type(error).__name__}: {error}",
+                )
+            continue
+        try:
+            engine = _HybridEngine(attach, folder, f"{model}-{'-'.join(sidecars)}", sidecars)
+        except Exception as error:  # a verdict, never a crash
+            found = (
+                f"attaching the backend to the hybrid controller failed: {type(error).__name__}: {error} "
+                "(HybridCacheController.attach_storage_backend: register_mem_host_pool_v2 for each pool of the group)"
+            )
+            for name in names:
+                record(name, lambda found=found: found, None, 0.0)
+            continue
+        built_s = time.monotonic() - started
+        try:
+            for name in names:
+                prefix, partial = PLANS[name]
+                record(
+                    name,
+                    lambda prefix=prefix, partial=partial: _round_trip(engine, counter, partial, prefix),
+                    engine.rec,
+                    built_s,
+                )
+                built_s = 0.0
         finally:
-            engine.release(operation, info)
+            engine.close()
 
+
+PLANS: dict[str, tuple[bool, bool]] = {
+    HYBRID_SCENARIOS[0]: (True, False),
+    HYBRID_SCENARIOS[1]: (False, True),
+    HYBRID_SCENARIOS[2]: (True, True),
+}
+"""Each scenario's prefix metadata (on: the root's ``[]``; off: None) and whether it asks for more than was written."""
+
+
+def _round_trip(engine: _HybridEngine, counter: list[int], partial: bool, prefix: bool) -> str:
+    page, stored = engine.tier.PAGE_SIZE, engine.tier.STORED_PAGES
+    extra_pages = engine.tier.EXTRA_PAGES if partial else 0
+    engine.cache.hicache_storage_pass_prefix_keys = prefix
+    counter[0] += 1
+    start = 1_000_000 * counter[0] + 500_000
+    tokens = list(range(start, start + (stored + extra_pages) * page))
+    done = engine.backup(tokens[: stored * page], seed=counter[0])
+    if done.completed_tokens != stored * page:
+        return (
+            f"the write-through completed {done.completed_tokens} of {stored * page} tokens "
+            f"(batch_set_v2 / batch_set_v1, called by {engine.tier._callers('batch_set_v2')})"
+        )
+    operation, info, loaded, before = engine.prefetch(tokens)
     try:
-        record(HYBRID_SCENARIOS[0], lambda: round_trip(0, True), engine.rec, built_s)
-        record(HYBRID_SCENARIOS[1], lambda: round_trip(engine.tier.EXTRA_PAGES, False), engine.rec, 0.0)
+        return _check(engine, operation, info, loaded, before, stored)
     finally:
-        engine.close()
+        engine.release(operation, info)
 
 
 _PIECES = (
@@ -404,6 +495,7 @@ _PIECES = (
     ("sglang.srt.mem_cache.unified_radix_cache", "UnifiedRadixCache"),
     ("sglang.srt.mem_cache.unified_cache.unified_tree_core", "UnifiedTreeCore"),
     ("sglang.srt.mem_cache.unified_cache.components.swa", "SWAComponent"),
+    ("sglang.srt.mem_cache.unified_cache.components.mamba", "MambaComponent"),
     ("sglang.srt.mem_cache.hicache_storage", "SidecarPoolSpec"),
 )
 

@@ -407,6 +407,7 @@ SCENARIO_CLAUSES: dict[str, tuple[str, ...]] = {
     "MLA, two TP ranks": ("NS-5",),
     "hybrid sidecars, full hit": ("HYB-6", "HYB-7", "BE-21", "BE-22"),
     "hybrid sidecars, partial hit": ("HYB-7", "BE-21", "BE-22"),
+    "hybrid Mamba state, partial hit": ("HYB-7", "BE-21"),
 }
 """The clauses each scenario's byte-exact verdict bears on."""
 

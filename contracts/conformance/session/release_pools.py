@@ -25,7 +25,7 @@ import torch
 from hicache_spec import KV
 from hicache_contracts.conformance.session.pools import PoolHooks
 
-__all__ = ["LAYOUTS", "release_host_pool", "release_pools_available"]
+__all__ = ["LAYOUTS", "release_host_pool", "release_mamba_host_pool", "release_pools_available"]
 
 LAYOUTS: tuple[str, ...] = ("layer_first", "page_first", "page_first_direct")
 """The host-pool layouts every pinned release's MHA and MLA host pools build on CPU."""
@@ -146,5 +146,37 @@ def release_host_pool(
     else:  # 0.5.20-0.5.22
         pool = cls(device, HOST_TO_DEVICE_RATIO, 0, page_size, layout, pin_memory=False, pool_label=label)
     pool.kind = kind
+    pool.device_pool = device
+    return pool
+
+
+def release_mamba_host_pool(*, slots: int, layers: int = 2, layout: str = "page_first") -> Any:
+    """Return the loaded release's Mamba host pool (``MambaPoolHost``, one state per page) over a CPU ``MambaPool``.
+
+    The device pool holds ``slots`` states of a small Mamba2 model (``Mamba2CacheParams``); 0.5.20-0.5.21
+    build the host pool from the device pool, 0.5.22+ from its buffer info with ``device_capacity``.
+    Mamba host pools have no ``layer_first`` layout. Raises ValueError naming the field for another layout.
+    """
+    if layout not in LAYOUTS[1:]:
+        raise ValueError(f"release_mamba_host_pool.layout: must be one of {', '.join(LAYOUTS[1:])} (got {layout!r})")
+    mamba_utils = importlib.import_module("sglang.srt.configs.mamba_utils")
+    memory_pool = importlib.import_module("sglang.srt.mem_cache.memory_pool")
+    host_class = importlib.import_module("sglang.srt.mem_cache.pool_host.mamba").MambaPoolHost
+    shape = mamba_utils.Mamba2StateShape.create(
+        tp_world_size=1, intermediate_size=16, n_groups=1, num_heads=2, head_dim=8, state_size=4, conv_kernel=4
+    )
+    params = mamba_utils.Mamba2CacheParams(
+        shape=shape,
+        dtype=mamba_utils.Mamba2StateDType(conv=torch.float16, temporal=torch.float32),
+        layers=list(range(layers)),
+    )
+    device = memory_pool.MambaPool(
+        size=slots, spec_state_size=0, cache_params=params, mamba_layer_ids=list(range(layers)), device="cpu"
+    )
+    if "buffer_info" in inspect.signature(host_class.__init__).parameters:  # 0.5.22+
+        info = device.get_device_pool_infos()[0].buffer_info
+        pool = host_class(info, HOST_TO_DEVICE_RATIO, 0, device_capacity=device.size, pin_memory=False, layout=layout)
+    else:  # 0.5.20-0.5.21
+        pool = host_class(device, HOST_TO_DEVICE_RATIO, 0, pin_memory=False, layout=layout)
     pool.device_pool = device
     return pool
