@@ -24,6 +24,7 @@ from hicache_contracts.conformance import BackendFactory, SuiteOptions, run_suit
 from hicache_reference.backdoors import FileBackdoor, MemoryBackdoor
 from hicache_reference.backends import FileBackend, MemoryBackend, forget_shared_memory_store
 from hicache_reference.backends.strategies import BATCHED, PER_PAGE, SLAB_ROWS, PageStrategy
+from tests.reference.backend_checks import config, make_pool, page_keys, slots_of, write_pages
 
 STRATEGIES = {
     "memory": (SLAB_ROWS, BATCHED, PER_PAGE),
@@ -115,3 +116,41 @@ def test_redis_backend_strategies_give_the_same_verdicts(mode: str) -> None:
         {strategy.name: factory(strategy) for strategy in STRATEGIES["redis"]},
         cleanup=lambda used: delete_prefix(server_extra, used.extra_config["key_prefix"]),
     )
+
+
+SINGLE_FORMS = ("_object_size", "_read_object_into", "_read_object_into_ranges", "_write_object")
+BATCH_FORMS = ("_object_sizes", "_read_objects_into", "_read_objects_into_ranges", "_write_objects")
+
+
+@pytest.mark.parametrize("strategy", [PER_PAGE, BATCHED], ids=lambda strategy: strategy.name)
+def test_each_strategy_takes_its_own_path(tmp_path: Any, strategy: PageStrategy) -> None:
+    """PER_PAGE calls only the single-object primitives, BATCHED their batch forms: the suite above compares two
+    different paths, not one path twice."""
+    called: list[str] = []
+
+    def recording(name: str) -> Any:
+        original = getattr(FileBackend, name)
+
+        def method(self: Any, *arguments: Any) -> Any:
+            called.append(name)
+            return original(self, *arguments)
+
+        return method
+
+    target = type(
+        "Recording",
+        (with_strategy(FileBackend, strategy),),
+        {name: recording(name) for name in SINGLE_FORMS + BATCH_FORMS},
+    )
+    backend = target(config(), {"path": str(tmp_path)})
+    backend.register_mem_pool_host(make_pool(8))
+    keys = page_keys(4)
+    assert write_pages(backend, keys, [0, 1, 2, 3]) == [True] * 4
+    assert backend.batch_exists(keys) == 4
+    assert backend.batch_get_v1(keys, slots_of(backend.mem_pool_host, [4, 5, 6, 7])) == [True] * 4
+    if strategy is PER_PAGE:
+        assert not set(called) & set(BATCH_FORMS), called
+        assert {"_write_object", "_object_size", "_read_object_into_ranges"} <= set(called), called
+    else:  # the batch forms, which may loop over a single form the store has no batch form of (sizes, here)
+        assert {"_write_objects", "_object_sizes", "_read_objects_into_ranges"} <= set(called), called
+        assert not {"_write_object", "_read_object_into", "_read_object_into_ranges"} & set(called), called
