@@ -41,6 +41,7 @@ indexer here is an MHA host pool in the indexer's place; a model with both an SW
 from __future__ import annotations
 
 import collections
+import functools
 import importlib
 import threading
 import time
@@ -177,10 +178,12 @@ class _HybridEngine:
             ongoing_prefetch={},
             _prefetch_outcome_stats=collections.Counter(),
             _storage_prefetch_wait={},
-            storage_prefetch_retries=SimpleNamespace(cancel=lambda *a, **k: None, poll_miss=lambda *a, **k: None),
+            storage_prefetch_retries=SimpleNamespace(
+                cancel=lambda *_args, **_kwargs: None, poll_miss=lambda *_args, **_kwargs: None
+            ),
             enable_storage_metrics=False,
             storage_metrics_collector=None,
-            inc_host_lock_ref=lambda node_id: lock,
+            inc_host_lock_ref=lambda _node_id: lock,
         )
         self.tree, self.cache, self.radix = tree, cache, radix
 
@@ -270,7 +273,7 @@ class _HybridEngine:
             return operation, info, 0, before
         allocate = getattr(self.controller, "allocate_storage_hit", None)
         if allocate is not None:
-            rows, hits = allocate(operation, hits, allow_partial=False, min_tokens=hits, evict_host=lambda n: 0)
+            rows, hits = allocate(operation, hits, allow_partial=False, min_tokens=hits, evict_host=lambda _tokens: 0)
         else:
             rows = self.controller.mem_pool_host.alloc(hits)
         if rows is None or not self.radix.UnifiedRadixCache._alloc_prefetch_aux_staging(self.cache, info, hits):
@@ -445,18 +448,13 @@ def run_hybrid_scenarios(
                 "(HybridCacheController.attach_storage_backend: register_mem_host_pool_v2 for each pool of the group)"
             )
             for name in names:
-                record(name, lambda found=found: found, None, 0.0)
+                record(name, functools.partial(str, found), None, 0.0)
             continue
         built_s = time.monotonic() - started
         try:
             for name in names:
                 prefix, partial = PLANS[name]
-                record(
-                    name,
-                    lambda prefix=prefix, partial=partial: _round_trip(engine, counter, partial, prefix),
-                    engine.rec,
-                    built_s,
-                )
+                record(name, functools.partial(_round_trip, engine, counter, partial, prefix), engine.rec, built_s)
                 built_s = 0.0
         finally:
             engine.close()
