@@ -422,7 +422,10 @@ class $class_name(_Base):
         raise NotImplementedError("$class_name.get_page: fill in the storage calls")
 
     def has_page(self, name: str) -> bool:
-        """Whether a whole page is stored under ``name``, without reading it."""
+        """Whether a whole page is stored under ``name``, without reading it.
+
+        Called on the scheduler thread while put_page and get_page run on the linker's threads (LNK-24):
+        never True for a page put_page is still writing."""
         raise NotImplementedError("$class_name.has_page: fill in the storage calls")
 
     def disconnect(self) -> None:

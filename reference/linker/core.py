@@ -1,14 +1,16 @@
 """The reference linker: device pools linked directly to a page store, with a load and an offload thread.
 
 It follows the linker clauses of every pinned SGLang release: lookup reports
-the restorable set (LNK-7) of pages whose offload finished (LNK-8); load only
+the restorable set (LNK-7) of pages stored whole (LNK-8); load only
 queues (LNK-9, LNK-10); start_layer_wise_loading starts a batch the load
 thread copies layer by layer (LNK-11, LNK-12, LNK-5); a failed batch is
 reported by finish_layer_wise_loading returning False (LNK-13) or, for
 0.5.20/0.5.21, by pop_completed_load (LNK-14); offload results come back in
 submission order (LNK-16); reset and close wait for both threads (LNK-17,
 LNK-18, LNK-19); a non-owner rank of replicated pools writes nothing (LNK-20);
-keys carry the model and rank coordinates (LNK-21).
+keys carry the model and rank coordinates (LNK-21). lookup runs on the
+caller's thread while the two threads work: it only asks the store, which
+publishes each page whole under its lock or by a rename (LNK-24).
 """
 
 from __future__ import annotations
