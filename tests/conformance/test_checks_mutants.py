@@ -258,8 +258,11 @@ def test_a_racing_failure_names_the_first_problem_and_counts_them() -> None:
         item for item in report.sections[0].checks if item.check == "concurrent_calls_keep_every_key_consistent"
     )
     assert outcome.status == "fail", outcome
-    assert outcome.message == (
+    problem = (
         "get_stats raised RuntimeError: dictionary changed size during iteration while IO ran (1 problem(s) in all)"
+    )
+    assert outcome.message == (  # the stats thread walks without pause: the second round meets the IO too
+        f"{problem}; a second round of the same calls on fresh keys failed too: {problem}; reproducible"
     )
 
 
@@ -784,12 +787,15 @@ def test_a_worker_goes_on_after_a_failed_call_and_every_failure_is_counted() -> 
     made alone, from the thread that opened the client, does not fail: a race, BE-23's."""
     outcome = concurrency_outcome(ClientBoundToItsFirstThread)
     assert outcome.status == "fail", outcome
-    named = re.fullmatch(
-        r"thread \d+: batch_(exists|[gs]et_v1)\(.*\) raised RuntimeError: store client used outside the thread "
-        r"that opened it \(refused call (\d+)\) \(120 problem\(s\) in all\); the same call made alone does not fail",
+    refused = (
+        r"thread \d+: batch_(?:exists|[gs]et_v1)\(.*\) raised RuntimeError: store client used outside the thread "
+        r"that opened it \(refused call (\d+)\) \(120 problem\(s\) in all\); the same call made alone does not fail"
+    )
+    named = re.fullmatch(  # every call of the second round's workers is refused too
+        f"{refused}; a second round of the same calls on fresh keys failed too: {refused}; reproducible",
         outcome.message,
     )
-    assert named and int(named.group(2)) <= 3, outcome.message
+    assert named and int(named.group(1)) <= 3, outcome.message
 
 
 class OnePageReadReturnsItsSlotMask(CorrectBackend):
@@ -983,11 +989,16 @@ def test_a_backend_call_that_raises_in_a_worker_is_reported_as_that_call_failed(
     report = run(OneCallAtATime, checks=(check,))
     outcome = next(item for item in report.sections[0].checks if item.check == check)
     assert outcome.status == "fail", outcome
-    assert re.fullmatch(
+    busy = (
         r"thread \d+: batch_[gs]et_v1\(.*\) raised RuntimeError: client busy: another transfer is in flight "
-        r"\(\d+ problem\(s\) in all\); the same call made alone does not fail",
-        outcome.message,
-    ), outcome.message
+        r"\(\d+ problem\(s\) in all\); the same call made alone does not fail"
+    )
+    second = (  # whether the second round's calls overlap again depends on how its threads interleave
+        f"a second round of the same calls on fresh keys failed too: {busy}; reproducible",
+        r"a second round of the same calls on fresh keys passed: not reproducible \(it depends on how the threads "
+        r"interleave\)",
+    )
+    assert re.fullmatch(f"{busy}; (?:{second[0]}|{second[1]})", outcome.message), outcome.message
 
 
 class EvictsEverythingListingItsLengths(EvictsEverything):
