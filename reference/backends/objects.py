@@ -15,7 +15,9 @@ and, with ``reads_into_ranges`` set, a fifth::
 Each has a batch form (``_object_sizes``, ``_read_objects_into``,
 ``_read_objects_into_ranges``, ``_write_objects``) whose default loops over
 the single form; a networked backend overrides the batch forms to save round
-trips. Primitives may raise: ``_guarded`` turns every storage error into
+trips. Which are called is the backend's page strategy's choice
+(strategies.py): ``PER_PAGE`` calls the single forms, ``BATCHED`` the batch
+forms. Primitives may raise: ``_guarded`` turns every storage error into
 False, 0 or None (BE-4, BE-5) and counts it.
 
 A name is what ``_name(key, pool)`` gives: by default the ``ObjectName``'s
