@@ -88,9 +88,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if os.environ.get("HICACHE_SGLANG_RELEASE"):
         return  # inside one release's run: the tier does not run here
     versions = [
-        item.callspec.params["version"]
+        str(item.callspec.params["version"])
         for item in session.items
-        if getattr(item, "originalname", None) == "test_release_tier"
+        if isinstance(item, pytest.Function) and item.originalname == "test_release_tier"
     ]
     if versions and not session.config.option.collectonly:
         from tests import release_runs

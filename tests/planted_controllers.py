@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
-from hicache_contracts import HiCacheStorageExtraInfo, PoolName, PoolTransfer
+from hicache_contracts import HiCacheStorageExtraInfo, PageKeys, PoolName, PoolTransfer
 from hicache_contracts.engine import EngineScenario as Scenario
 from hicache_reference import CacheController
 from hicache_reference.backup_writer import BackupWriter, StorageWriter
@@ -214,7 +214,7 @@ class DerivedReadWithoutExtraInfo(PrefetchIO):
 
     def read_derived_slice(self, operation: Any, keys: list, slots: Any, extra_info: Any) -> int:
         transfers = [
-            PoolTransfer(name=pool.name, host_indices=slots, keys=keys, indices_from_pool=PoolName.KV)
+            PoolTransfer(name=pool.name, host_indices=slots, keys=PageKeys(keys), indices_from_pool=PoolName.KV)
             for pool in self.derived_pools
         ]
         outcome = self.caller.call("batch_get_v2", transfers, quiescence=operation.quiescence)  # the bug
@@ -393,7 +393,7 @@ def checks(name: str, clause: Optional[str] = None) -> Oracle:
     return Oracle("checks", name, clause)
 
 
-def trace(scenario: Scenario, clause: Optional[str] = None) -> Oracle:
+def trace(scenario: Union[Scenario, str], clause: Optional[str] = None) -> Oracle:
     return Oracle("trace", scenario, clause)
 
 

@@ -148,7 +148,7 @@ class SessionServers:
                 error = caught
                 continue
             self.started[mode] = servers
-            if mode == "standalone":
+            if isinstance(servers, RedisServer):
                 return {"redis_url": servers.url}
             return {"redis_cluster_nodes": servers.nodes}
         return f"could not start a {mode} Redis server on loopback ({type(error).__name__}: {error})"

@@ -76,7 +76,7 @@ POOL_NAMES = (
 def make_storage_module() -> types.ModuleType:
     """Return a fresh stand-in for ``sglang.srt.mem_cache.hicache_storage``."""
     module = types.ModuleType(STORAGE_MODULE_NAME)
-    module.__sglang_version__ = STAND_IN_RELEASE
+    vars(module)["__sglang_version__"] = STAND_IN_RELEASE
 
     @dataclasses.dataclass
     class HiCacheStorageConfig:
@@ -107,8 +107,13 @@ def make_storage_module() -> types.ModuleType:
         prefix_keys: Optional[list[str]] = None
         extra_info: Optional[dict] = None
 
-    PoolName = enum.Enum("PoolName", [(value.upper(), value) for value in POOL_NAMES], type=str)
-    PoolName.__str__ = lambda self: self.value  # type: ignore[method-assign]
+    # The members come from POOL_NAMES, which mypy does not read.
+    PoolName = enum.Enum("PoolName", [(value.upper(), value) for value in POOL_NAMES], type=str)  # type: ignore[misc]
+
+    def pool_name_str(self: Any) -> str:
+        return str(self.value)
+
+    PoolName.__str__ = pool_name_str  # type: ignore[method-assign]
 
     class PoolHitPolicy(str, enum.Enum):
         ALL_PAGES = "all_pages"

@@ -51,7 +51,7 @@ def _broken(output: str) -> set[str]:
         for name in (SPEC_CONTRACT, FORBIDDEN_CONTRACT, LAYERS_CONTRACT, CYCLES_CONTRACT)
     }
     assert all(verdicts.values()), output
-    return {name for name, found in verdicts.items() if found.group(1) == "BROKEN"}
+    return {name for name, found in verdicts.items() if found is not None and found.group(1) == "BROKEN"}
 
 
 def _plant(root: Path, module: str, body: str) -> None:

@@ -22,6 +22,7 @@ from hicache_contracts import (
     PoolTransfer,
     PoolTransferResult,
     PrefetchOperationSnapshot,
+    PrefixKeys,
     ProgressAck,
     FinalAck,
     validate_ack,
@@ -128,81 +129,81 @@ MODEL_ROWS: list[tuple[str, Callable[[], Any], str]] = [
     # ---------------------------------------------------------------- PoolTransfer
     (
         "unknown pool name",
-        lambda: PoolTransfer(name="kv_cache"),
+        lambda: PoolTransfer(name="kv_cache"),  # type: ignore[arg-type]
         f"PoolTransfer.name: must be one of {POOL_NAMES} (got 'kv_cache') [BE-19]",
     ),
     (
         "pool name missing",
-        lambda: PoolTransfer(keys=[GOOD_KEY]),
+        lambda: PoolTransfer(keys=[GOOD_KEY]),  # type: ignore[arg-type, call-arg]
         "PoolTransfer.name: field required (got nothing) [BE-19]",
     ),
     (
         "float host_indices",
-        lambda: PoolTransfer(name="kv", host_indices=torch.zeros(4)),
+        lambda: PoolTransfer(name="kv", host_indices=torch.zeros(4)),  # type: ignore[arg-type]
         "PoolTransfer.host_indices: must be a 1-D integer torch.Tensor, not torch.float32 "
         "(got Tensor(shape=(4,), dtype=torch.float32)) [BE-15]",
     ),
     (
         "2-D host_indices",
-        lambda: PoolTransfer(name="kv", host_indices=torch.zeros(2, 2, dtype=torch.int64)),
+        lambda: PoolTransfer(name="kv", host_indices=torch.zeros(2, 2, dtype=torch.int64)),  # type: ignore[arg-type]
         "PoolTransfer.host_indices: must be a 1-D integer torch.Tensor, not 2-D "
         "(got Tensor(shape=(2, 2), dtype=torch.int64)) [BE-15]",
     ),
     (
         "host_indices as a list",
-        lambda: PoolTransfer(name="kv", host_indices=[0, 1]),
+        lambda: PoolTransfer(name="kv", host_indices=[0, 1]),  # type: ignore[arg-type]
         "PoolTransfer.host_indices: must be a 1-D integer torch.Tensor (got [0, 1]) [BE-15]",
     ),
     (
         "float device_indices",
-        lambda: PoolTransfer(name="kv", device_indices=torch.zeros(3, dtype=torch.float16)),
+        lambda: PoolTransfer(name="kv", device_indices=torch.zeros(3, dtype=torch.float16)),  # type: ignore[arg-type]
         "PoolTransfer.device_indices: must be a 1-D integer torch.Tensor, not torch.float16 "
         "(got Tensor(shape=(3,), dtype=torch.float16)) [BE-15]",
     ),
     (
         "non-str key",
-        lambda: PoolTransfer(name="kv", keys=[GOOD_KEY, 5]),
+        lambda: PoolTransfer(name="kv", keys=[GOOD_KEY, 5]),  # type: ignore[arg-type]
         "PoolTransfer.keys[1]: page key must be a non-empty str (got 5) [KEY-2]",
     ),
     (
         "empty-string key",
-        lambda: PoolTransfer(name="kv", keys=[""]),
+        lambda: PoolTransfer(name="kv", keys=[""]),  # type: ignore[arg-type]
         "PoolTransfer.keys[0]: page key must be a non-empty str (got '') [KEY-2]",
     ),
     (
         "keys as one str",
-        lambda: PoolTransfer(name="kv", keys=GOOD_KEY),
+        lambda: PoolTransfer(name="kv", keys=GOOD_KEY),  # type: ignore[arg-type]
         f"PoolTransfer.keys: must be a list, tuple or key sequence of str (got '{GOOD_KEY}') [KEY-2]",
     ),
     (
         "unknown hit policy",
-        lambda: PoolTransfer(name="swa", hit_policy="newest_pages"),
+        lambda: PoolTransfer(name="swa", hit_policy="newest_pages"),  # type: ignore[arg-type]
         "PoolTransfer.hit_policy: must be one of all_pages, trailing_pages, block_groups (got 'newest_pages') [HYB-7]",
     ),
     (
         "unknown indices_from_pool",
-        lambda: PoolTransfer(name="indexer", indices_from_pool="KV"),
+        lambda: PoolTransfer(name="indexer", indices_from_pool="KV"),  # type: ignore[arg-type]
         f"PoolTransfer.indices_from_pool: must be one of {POOL_NAMES} (got 'KV') [BE-19]",
     ),
     (
         "unknown field",
-        lambda: PoolTransfer(name="kv", page_size=4),
+        lambda: PoolTransfer(name="kv", page_size=4),  # type: ignore[arg-type, call-arg]
         "PoolTransfer.page_size: extra inputs are not permitted (got 4) [BE-19]",
     ),
     # ---------------------------------------------------------------- HiCacheStorageExtraInfo
     (
         "prefix_keys of ints",
-        lambda: HiCacheStorageExtraInfo(prefix_keys=[1, 2]),
+        lambda: HiCacheStorageExtraInfo(prefix_keys=[1, 2]),  # type: ignore[arg-type]
         "HiCacheStorageExtraInfo.prefix_keys[0]: page key must be a non-empty str (got 1) [KEY-2]",
     ),
     (
         "prefix_keys as one str",
-        lambda: HiCacheStorageExtraInfo(prefix_keys="k0"),
+        lambda: HiCacheStorageExtraInfo(prefix_keys="k0"),  # type: ignore[arg-type]
         "HiCacheStorageExtraInfo.prefix_keys: must be a list, tuple or key sequence of str (got 'k0') [PFX-1]",
     ),
     (
         "prefix_keys as a set",
-        lambda: HiCacheStorageExtraInfo(prefix_keys={"k0"}),
+        lambda: HiCacheStorageExtraInfo(prefix_keys={"k0"}),  # type: ignore[arg-type]
         "HiCacheStorageExtraInfo.prefix_keys: must be a list, tuple or key sequence of str (got {'k0'}) [PFX-1]",
     ),
     (
@@ -212,22 +213,22 @@ MODEL_ROWS: list[tuple[str, Callable[[], Any], str]] = [
     ),
     (
         "extra_info not a dict",
-        lambda: HiCacheStorageExtraInfo(extra_info=["tenant"]),
+        lambda: HiCacheStorageExtraInfo(extra_info=["tenant"]),  # type: ignore[arg-type]
         "HiCacheStorageExtraInfo.extra_info: must be a dict with str keys (got ['tenant']) [BE-8]",
     ),
     (
         "extra_info with an int key",
-        lambda: HiCacheStorageExtraInfo(extra_info={1: "x"}),
+        lambda: HiCacheStorageExtraInfo(extra_info={1: "x"}),  # type: ignore[arg-type]
         "HiCacheStorageExtraInfo.extra_info[1]: key must be a str (got 1) [BE-8]",
     ),
     (
         "extend by a bad batch",
-        lambda: HiCacheStorageExtraInfo(prefix_keys=[]).extend(["a", 3]),
+        lambda: HiCacheStorageExtraInfo(prefix_keys=[]).extend(["a", 3]),  # type: ignore[arg-type]
         "HiCacheStorageExtraInfo.extend.batch[1]: page key must be a non-empty str (got 3) [KEY-2]",
     ),
     (
         "extend by a str",
-        lambda: HiCacheStorageExtraInfo().extend("abc"),
+        lambda: HiCacheStorageExtraInfo().extend("abc"),  # type: ignore[arg-type]
         "HiCacheStorageExtraInfo.extend.batch: must be a list, tuple or key sequence of str (got 'abc') [PFX-1]",
     ),
     # ---------------------------------------------------------------- HiCacheStorageConfig
@@ -321,7 +322,7 @@ MODEL_ROWS: list[tuple[str, Callable[[], Any], str]] = [
     ),
     (
         "required fields missing: all named at once",
-        lambda: HiCacheStorageConfig(tp_rank=0, tp_size=1),
+        lambda: HiCacheStorageConfig(tp_rank=0, tp_size=1),  # type: ignore[call-arg]
         "HiCacheStorageConfig: is missing 8 required fields: pp_rank, pp_size, attn_cp_rank, attn_cp_size, "
         "is_mla_model, enable_storage_metrics, is_page_first_layout, model_name (got nothing) [BE-1]",
     ),
@@ -385,12 +386,12 @@ MODEL_ROWS: list[tuple[str, Callable[[], Any], str]] = [
     # ---------------------------------------------------------------- results, operations, acks
     (
         "pool with zero hits listed",
-        lambda: PoolTransferResult(kv_hit_pages=0, extra_pool_hit_pages={"swa": 0}),
+        lambda: PoolTransferResult(kv_hit_pages=0, extra_pool_hit_pages={"swa": 0}),  # type: ignore[arg-type]
         "PoolTransferResult.extra_pool_hit_pages['swa']: must be an int >= 1 (got 0) [BE-21]",
     ),
     (
         "unknown pool in a result",
-        lambda: PoolTransferResult(kv_hit_pages=1, extra_pool_hit_pages={"foo": 1}),
+        lambda: PoolTransferResult(kv_hit_pages=1, extra_pool_hit_pages={"foo": 1}),  # type: ignore[arg-type]
         "PoolTransferResult.extra_pool_hit_pages['foo']: must be a pool name (got 'foo') [BE-21]",
     ),
     (
@@ -400,12 +401,12 @@ MODEL_ROWS: list[tuple[str, Callable[[], Any], str]] = [
     ),
     (
         "page size zero in an operation",
-        lambda: PrefetchOperationSnapshot(operation_id=1, keys=[], prefix_keys=None, page_size=0),
+        lambda: PrefetchOperationSnapshot(operation_id=1, keys=[], prefix_keys=None, page_size=0),  # type: ignore[arg-type]
         "PrefetchOperationSnapshot.page_size: input should be greater than or equal to 1 (got 0) [CTL-2]",
     ),
     (
         "unknown prefetch policy",
-        lambda: PrefetchOperationSnapshot(operation_id=1, keys=[], prefix_keys=None, page_size=1, policy="eager"),
+        lambda: PrefetchOperationSnapshot(operation_id=1, keys=[], prefix_keys=None, page_size=1, policy="eager"),  # type: ignore[arg-type]
         "PrefetchOperationSnapshot.policy: input should be 'best_effort', 'wait_complete' or 'timeout' "
         "(got 'eager') [CTL-9]",
     ),
@@ -416,7 +417,7 @@ MODEL_ROWS: list[tuple[str, Callable[[], Any], str]] = [
     ),
     (
         "error not a str",
-        lambda: FinalAck(operation_id=1, tokens=0, error=3),
+        lambda: FinalAck(operation_id=1, tokens=0, error=3),  # type: ignore[arg-type]
         "FinalAck.error: input should be a valid string (got 3) [CTL-6]",
     ),
     (
@@ -450,7 +451,7 @@ def test_bad_model_input_is_rejected(label: str, build: Callable, message: str) 
 
 @pytest.mark.clause("PFX-5")
 def test_a_rejected_extension_writes_nothing() -> None:
-    info = HiCacheStorageExtraInfo(prefix_keys=["a"])
+    info = HiCacheStorageExtraInfo(prefix_keys=PrefixKeys(["a"]))
     check_rejected(
         lambda: info.extend([None]),
         "HiCacheStorageExtraInfo.extend.batch[0]: page key must be a non-empty str (got None) [KEY-2]",
@@ -460,7 +461,7 @@ def test_a_rejected_extension_writes_nothing() -> None:
 
 def test_long_values_are_cut_in_messages() -> None:
     with pytest.raises(ContractViolation) as caught:
-        HiCacheStorageExtraInfo(prefix_keys="k" * 500)
+        HiCacheStorageExtraInfo(prefix_keys="k" * 500)  # type: ignore[arg-type]
     assert str(caught.value) == (
         "HiCacheStorageExtraInfo.prefix_keys: must be a list, tuple or key sequence of str (got '"
         + "k" * 116

@@ -228,7 +228,7 @@ class Declares(EveryGeneration):
     hicache_levels = ("core", "v1", "prefix")
 
 
-def sourceless_class():
+def sourceless_class() -> type:
     """A class whose methods have no retrievable source: detection falls back to bytecode."""
     namespace: dict = {}
     exec(

@@ -92,8 +92,8 @@ def disagreements(check: Callable[..., Any]) -> list[str]:
 def test_the_shapes_take_the_paths_they_name(monkeypatch: pytest.MonkeyPatch) -> None:
     taken: list[str] = []
     real_tolist, real_numpy = torch.Tensor.tolist, torch.Tensor.numpy
-    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: taken.append("list") or real_tolist(self))
-    monkeypatch.setattr(torch.Tensor, "numpy", lambda self, **kw: taken.append("numpy") or real_numpy(self, **kw))
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: taken.append("list") or real_tolist(self))  # type: ignore[func-returns-value]
+    monkeypatch.setattr(torch.Tensor, "numpy", lambda self, **kw: taken.append("numpy") or real_numpy(self, **kw))  # type: ignore[func-returns-value]
     for path, (key_count, page_size, dtype) in SHAPES.items():
         taken.clear()
         validate_host_indices(torch.arange(key_count * page_size, dtype=dtype), key_count, page_size)
@@ -165,15 +165,15 @@ def test_host_page_starts_agrees_with_the_rule_and_names_the_same_errors() -> No
                 assert got == slots[::page_size], (path, label)
             else:
                 assert got == starts_or_error(validate_host_indices, tensor, key_count, page_size), (path, label)
-    slots = torch.arange(64 * 16)
+    whole = torch.arange(64 * 16)
     for arguments in (
-        (slots.tolist(), 64, 16),  # not a tensor
-        (slots.view(64, 16), 64, 16),  # 2-D
-        (slots.double(), 64, 16),  # not integers
-        (slots[:-1], 64, 16),  # one slot short
-        (slots, 64, 0),  # no page size
-        (slots, True, 16),  # a bool for a count
-        (slots, -64, -16),  # negative counts whose product is right
+        (whole.tolist(), 64, 16),  # not a tensor
+        (whole.view(64, 16), 64, 16),  # 2-D
+        (whole.double(), 64, 16),  # not integers
+        (whole[:-1], 64, 16),  # one slot short
+        (whole, 64, 0),  # no page size
+        (whole, True, 16),  # a bool for a count
+        (whole, -64, -16),  # negative counts whose product is right
         (torch.empty(64 * 16, dtype=torch.int64, device="meta"), 64, 16),  # no slots to read
     ):
         expected = starts_or_error(validate_host_indices, *arguments)

@@ -111,6 +111,7 @@ def check_rejects_misaligned(pool: HostPagePool) -> None:
 def check_double_free_detected(pool: HostPagePool) -> None:
     """Freeing a page twice raises, and the accounting is unchanged by the failed call."""
     slots = pool.alloc(2)
+    assert slots is not None
     pool.free(slots)
     free_before = pool.available_pages()
     try:

@@ -158,11 +158,11 @@ def test_round_trip_through_sglang() -> None:
         from sglang.srt.mem_cache import hicache_storage
 
         for prefix in (None, [], ["k0"]):
-            theirs = to_sglang(HiCacheStorageExtraInfo(prefix_keys=prefix))
+            theirs = to_sglang(HiCacheStorageExtraInfo(prefix_keys=prefix))  # type: ignore[arg-type]
             assert isinstance(theirs, hicache_storage.HiCacheStorageExtraInfo) and theirs.prefix_keys == prefix
             assert (from_sglang(theirs).prefix_keys is None) == (prefix is None)
         config = HiCacheStorageConfig.single_rank(extra_config={"k": 1})
         assert from_sglang(to_sglang(config)) == config
         host = torch.arange(4)
-        transfer = from_sglang(to_sglang(PoolTransfer(name="kv", host_indices=host, keys=["a"])))
+        transfer = from_sglang(to_sglang(PoolTransfer(name="kv", host_indices=host, keys=["a"])))  # type: ignore[arg-type]
     assert transfer.host_indices is host and transfer.keys == ["a"]

@@ -69,14 +69,14 @@ def test_good_keys_are_held(container: type) -> None:
     transfer = PoolTransfer(name=PoolName.KV, keys=container(KEYS))
     assert type(transfer.keys) is PageKeys and transfer.keys == KEYS and len(transfer.keys) == 128
     assert transfer.keys[-1] is KEYS[-1] and hash(transfer.keys) == hash(tuple(KEYS))
-    assert PoolTransfer(name=PoolName.KV, keys=[]).keys == []
+    assert PoolTransfer(name=PoolName.KV, keys=[]).keys == []  # type: ignore[arg-type]
 
 
 def no_emptiness_check(cls: type, value: object) -> Optional[Any]:
     """Planted: the fast path without ``all``."""
     if type(value) not in (list, tuple):
         return None
-    flat = tuple(value)  # type: ignore[arg-type]
+    flat: tuple[Any, ...] = tuple(value)  # type: ignore[arg-type]
     try:
         "".join(flat)
     except TypeError:
@@ -88,7 +88,7 @@ def no_type_check(cls: type, value: object) -> Optional[Any]:
     """Planted: the fast path without ``str.join``."""
     if type(value) not in (list, tuple):
         return None
-    flat = tuple(value)  # type: ignore[arg-type]
+    flat: tuple[Any, ...] = tuple(value)  # type: ignore[arg-type]
     return cls._from_checked_tuple(flat) if all(flat) else None  # type: ignore[attr-defined]
 
 

@@ -66,7 +66,7 @@ def check_json_round_trip(model: Any) -> None:
 @pytest.mark.clause("PFX-1", "PFX-4", "BE-8")
 @given(prefix=PREFIX, extra=EXTRA)
 def test_extra_info_round_trips_through_json(prefix: Optional[list], extra: Optional[dict]) -> None:
-    check_json_round_trip(HiCacheStorageExtraInfo(prefix_keys=prefix, extra_info=extra))
+    check_json_round_trip(HiCacheStorageExtraInfo(prefix_keys=prefix, extra_info=extra))  # type: ignore[arg-type]
 
 
 CONFIG = st.builds(
@@ -153,7 +153,7 @@ def test_operations_results_and_acks_round_trip(keys, prefix, page_size, tokens,
 def test_extend_keeps_the_three_states_and_never_changes_the_original() -> None:
     off = HiCacheStorageExtraInfo()
     assert off.extend(["k"]).prefix_keys is None  # PFX-3: off stays off
-    root = HiCacheStorageExtraInfo(prefix_keys=[], extra_info={"tenant": "t1"})
+    root = HiCacheStorageExtraInfo(prefix_keys=[], extra_info={"tenant": "t1"})  # type: ignore[arg-type]
     first = root.extend(["k0", "k1"])
     second = first.extend(["k2"])
     assert root.prefix_keys == [] and root.prefix_keys is not None  # PFX-4: [] grows, stays []
@@ -165,7 +165,7 @@ def test_extend_keeps_the_three_states_and_never_changes_the_original() -> None:
 @pytest.mark.clause("BE-8", "BE-1")
 def test_extra_mappings_are_read_only_copies_that_keep_unknown_keys() -> None:
     source = {"backend_name": "x", "vendor_knob": [1, 2]}
-    info = HiCacheStorageExtraInfo(extra_info=source)
+    info = HiCacheStorageExtraInfo(extra_info=source)  # type: ignore[arg-type]
     config = HiCacheStorageConfig.single_rank(extra_config=source)
     for mapping in (info.extra_info, config.extra_config):
         check_frozen_mapping(mapping, source)
@@ -194,7 +194,7 @@ def check_frozen_mapping(mapping: Any, source: dict) -> None:
 
 @pytest.mark.clause("PFX-5")
 def test_models_are_frozen() -> None:
-    info = HiCacheStorageExtraInfo(prefix_keys=["a"])
+    info = HiCacheStorageExtraInfo(prefix_keys=["a"])  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         info.prefix_keys = None  # type: ignore[misc]
     assert info.prefix_keys == ["a"]
@@ -208,7 +208,7 @@ def test_enums_have_sglang_values() -> None:
     assert str(PoolName.KV) == "kv" == f"{PoolName.KV}" == PoolName.KV == hicache_spec.KV
     assert str(PoolHitPolicy.ALL_PAGES) == hicache_spec.ALL_PAGES == "all_pages"
     assert str(PoolHitPolicy.TRAILING_PAGES) == hicache_spec.TRAILING_PAGES == "trailing_pages"
-    assert PoolTransfer(name="swa", hit_policy="trailing_pages").hit_policy is PoolHitPolicy.TRAILING_PAGES
+    assert PoolTransfer(name="swa", hit_policy="trailing_pages").hit_policy is PoolHitPolicy.TRAILING_PAGES  # type: ignore[arg-type]
 
 
 @pytest.mark.clause("BE-1")
@@ -251,7 +251,7 @@ def check_holds_tensors_without_copy(build: Callable[[torch.Tensor, torch.Tensor
 @pytest.mark.clause("BE-15")
 def test_validation_never_copies_tensors() -> None:
     check_holds_tensors_without_copy(
-        lambda host, device: PoolTransfer(name=PoolName.KV, host_indices=host, device_indices=device, keys=["k"] * 8)
+        lambda host, device: PoolTransfer(name=PoolName.KV, host_indices=host, device_indices=device, keys=["k"] * 8)  # type: ignore[arg-type]
     )
     host = torch.arange(8 * 4)
     assert validate_host_indices(host, 8, 4) is host
@@ -259,19 +259,19 @@ def test_validation_never_copies_tensors() -> None:
 
 @pytest.mark.clause("KEY-2", "HYB-1")
 def test_transfer_keys_read_like_a_list_and_kv_derived_flag() -> None:
-    transfer = PoolTransfer(name="indexer", keys=("a", "b"), indices_from_pool="kv")
+    transfer = PoolTransfer(name="indexer", keys=("a", "b"), indices_from_pool="kv")  # type: ignore[arg-type]
     assert type(transfer.keys) is PageKeys and transfer.keys == ["a", "b"]
     assert transfer.keys + ["c"] == ["a", "b", "c"] and type(transfer.keys + ["c"]) is list
     assert ["z"] + transfer.keys == ["z", "a", "b"] and transfer.keys[-1] == "b" and transfer.keys[:1] == ["a"]
-    assert transfer.is_kv_derived and not PoolTransfer(name="swa").is_kv_derived
-    assert PoolTransfer(name="kv", keys=[]).keys == [] and PoolTransfer(name="kv").keys is None
+    assert transfer.is_kv_derived and not PoolTransfer(name="swa").is_kv_derived  # type: ignore[arg-type]
+    assert PoolTransfer(name="kv", keys=[]).keys == [] and PoolTransfer(name="kv").keys is None  # type: ignore[arg-type]
 
 
 @pytest.mark.clause("BE-21")
 def test_transfer_result() -> None:
     empty = PoolTransferResult.empty()
     assert empty.kv_hit_pages == 0 and dict(empty.extra_pool_hit_pages) == {}
-    result = PoolTransferResult(kv_hit_pages=2, extra_pool_hit_pages={PoolName.SWA: 2, "kv": 5})
+    result = PoolTransferResult(kv_hit_pages=2, extra_pool_hit_pages={PoolName.SWA: 2, "kv": 5})  # type: ignore[arg-type]
     assert result.extra_pool_hit_pages == {"swa": 2, "kv": 5}
     assert all(type(name) is str for name in result.extra_pool_hit_pages)
     with pytest.raises(TypeError):
@@ -396,10 +396,10 @@ def equal_transfers_with_different_tensors(transfer_class: type) -> tuple:
 @pytest.mark.clause("BE-19")
 def test_transfers_compare_tensors_by_value_and_hash_consistently() -> None:
     first, second = equal_transfers_with_different_tensors(PoolTransfer)
-    assert first == second and first != PoolTransfer(name="kv", keys=["a"], host_indices=torch.arange(1, 5))
-    assert first != PoolTransfer(name="kv", keys=["a"]) and first != PoolTransfer(name="swa", keys=["a"])
+    assert first == second and first != PoolTransfer(name="kv", keys=["a"], host_indices=torch.arange(1, 5))  # type: ignore[arg-type]
+    assert first != PoolTransfer(name="kv", keys=["a"]) and first != PoolTransfer(name="swa", keys=["a"])  # type: ignore[arg-type]
     check_hash_agrees_with_equality(first, second)
-    assert len({first, second, PoolTransfer(name="swa")}) == 2
+    assert len({first, second, PoolTransfer(name="swa")}) == 2  # type: ignore[arg-type]
 
 
 class IdentityHashTransfer(PoolTransfer):
@@ -428,7 +428,7 @@ def test_planted_identity_hash_is_caught() -> None:
         FinalAck,
     ],
 )
-def test_every_model_has_a_json_schema(model: type) -> None:
+def test_every_model_has_a_json_schema(model: type[ContractModel]) -> None:
     schema = model.model_json_schema()
     assert schema["type"] == "object" and list(schema["properties"]) == list(model.model_fields)
 

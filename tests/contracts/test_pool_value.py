@@ -8,7 +8,7 @@ import pytest
 
 from hicache_contracts import PoolName, pool_value
 
-OtherPoolName = enum.Enum("PoolName", [("KV", "kv"), ("INDEXER", "indexer")])
+OtherPoolName = enum.Enum("PoolName", [("KV", "kv"), ("INDEXER", "indexer")])  # type: ignore[misc]  # SGLang's name
 """Another release's PoolName: a plain Enum, whose str() is ``PoolName.KV``, hashing apart from ``"kv"``."""
 
 

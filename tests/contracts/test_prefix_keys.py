@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import pickle
 from collections.abc import Sequence
+from typing import Any, Optional
 
 import pytest
 from hypothesis import given
@@ -194,7 +195,7 @@ def test_equality_hash_pickle_and_repr() -> None:
     assert prefix == ["a", "b"] and prefix == ("a", "b") and prefix == PrefixKeys(["a", "b"])
     assert prefix != ["a"] and prefix != ["b", "a"] and prefix != "ab" and prefix != 3
     assert hash(prefix) == hash(("a", "b")) == hash(PrefixKeys(("a", "b")))
-    assert {prefix: 1}[("a", "b")] == 1
+    assert {prefix: 1}[("a", "b")] == 1  # type: ignore[index]  # a tuple finds the equal prefix
     restored = pickle.loads(pickle.dumps(prefix))
     assert restored == prefix and type(restored) is PrefixKeys
     assert repr(prefix) == "PrefixKeys(['a', 'b'])"
@@ -240,7 +241,7 @@ class _Holder(BaseModel):
 
 @pytest.mark.clause("PFX-1", "PFX-4")
 @pytest.mark.parametrize("given_value", [None, [], (), PrefixKeys([]), ["a"], ("a", "b"), PrefixKeys(["a"])])
-def test_field_keeps_the_three_states(given_value: object) -> None:
+def test_field_keeps_the_three_states(given_value: Optional[Sequence[str]]) -> None:
     """None stays None, [] stays empty (never None), lists become PrefixKeys; JSON keeps all three."""
     holder = _Holder(prefix_keys=given_value)
     if given_value is None:
@@ -265,7 +266,7 @@ class InPlaceAddPrefixKeys(PrefixKeys):
 
     __slots__ = ()
 
-    def __iadd__(self, batch: list) -> InPlaceAddPrefixKeys:
+    def __iadd__(self, batch: Any) -> InPlaceAddPrefixKeys:  # type: ignore[misc]  # the planted in-place +=
         flat = self.as_tuple() + tuple(batch)
         for name, value in (("_flat", flat), ("_chunk", flat), ("_length", len(flat)), ("_parent", None)):
             object.__setattr__(self, name, value)
@@ -275,7 +276,7 @@ class InPlaceAddPrefixKeys(PrefixKeys):
 class SharedStorageKeys:
     """Planted bug: ``extended`` appends to a list shared with the parent (a forgotten copy)."""
 
-    def __init__(self, keys: object = (), _storage: list | None = None, _length: int | None = None) -> None:
+    def __init__(self, keys: Sequence[str] = (), _storage: list | None = None, _length: int | None = None) -> None:
         self._storage = list(keys) if _storage is None else _storage
         self._length = len(self._storage) if _length is None else _length
 

@@ -96,17 +96,17 @@ PLANTED = {
     "two pool-hits acks": (
         "HYB-2",
         SLICES,
-        lambda acks: acks[:-1] + [PoolHitsAck(operation_id="op", pool_hits={"swa": 1})] * 2 + acks[-1:],
+        lambda acks: acks[:-1] + [PoolHitsAck(operation_id="op", pool_hits={"swa": 1})] * 2 + acks[-1:],  # type: ignore[arg-type]
     ),
     "pool hits although KV did not complete": (
         "HYB-2",
         SHORT,
-        lambda acks: acks[:-1] + [PoolHitsAck(operation_id="op", pool_hits={"swa": 4})] + acks[-1:],
+        lambda acks: acks[:-1] + [PoolHitsAck(operation_id="op", pool_hits={"swa": 4})] + acks[-1:],  # type: ignore[arg-type]
     ),
     "pool hits before the progress acks": (
         "HYB-2",
         SLICES,
-        lambda acks: [PoolHitsAck(operation_id="op", pool_hits={"swa": 4}), *acks],
+        lambda acks: [PoolHitsAck(operation_id="op", pool_hits={"swa": 4}), *acks],  # type: ignore[arg-type]
     ),
 }
 

@@ -8,6 +8,8 @@ only useful if every rule it claims to check can be seen to fail.
 
 from __future__ import annotations
 
+from typing import Union
+
 import pytest
 
 from hicache_contracts import ContractViolation
@@ -396,7 +398,7 @@ def any_prefetch(pages: int, batch: int, prefix):
     chain = tuple(key(500 + index) for index in range(pages))
     slices = plan_batches(pages, batch)
     prefixes = expected_prefixes(prefix, chain, batch)
-    calls = []
+    calls: list[TraceCall] = []
     for method in ("batch_exists", "batch_get_v1"):
         for (start, end), expected in zip(slices, prefixes):
             result = end - start if method == "batch_exists" else [True] * (end - start)
@@ -413,7 +415,9 @@ def any_prefetch(pages: int, batch: int, prefix):
     tokens = compute_prefetch_acks(
         tuple(end - start for start, end in slices), tuple(end - start for start, end in slices), 1
     )
-    acks = [ProgressAck(operation_id=0, slice_index=index, tokens=value) for index, value in enumerate(tokens)]
+    acks: list[Union[ProgressAck, FinalAck]] = [
+        ProgressAck(operation_id=0, slice_index=index, tokens=value) for index, value in enumerate(tokens)
+    ]
     acks.append(FinalAck(operation_id=0, tokens=pages))
     return chain, calls, acks
 

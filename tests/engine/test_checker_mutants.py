@@ -548,7 +548,7 @@ class _MethodOnly:
     "call, message",
     [
         (
-            lambda: check_trace([], chain=CHAIN, prefix_keys=b"ab"),
+            lambda: check_trace([], chain=CHAIN, prefix_keys=b"ab"),  # type: ignore[arg-type]
             "check_trace.prefix_keys: must be None or a sequence of page keys (got b'ab') [PFX-1]",
         ),
         (

@@ -171,7 +171,7 @@ def check_results_and_exceptions_pass_through(make: Factory) -> None:
     inner = PoolAwareBackend()
     recorder = make(inner)
     assert recorder.batch_get_v1(KEYS, None) is inner.last_result
-    transfers = [PoolTransfer(name="indexer", keys=KEYS[:2], indices_from_pool="kv")]
+    transfers = [PoolTransfer(name="indexer", keys=KEYS[:2], indices_from_pool="kv")]  # type: ignore[arg-type]
     assert recorder.batch_get_v2(transfers) is inner.last_result
     assert recorder.batch_exists_v2(KEYS) is inner.last_result
     failure = RuntimeError("node down")
@@ -231,8 +231,9 @@ for _name in ALL_METHODS:
 def swallowing_recorder(inner: Any) -> Any:
     """Planted: returns a copy of the result and turns exceptions into None."""
     recorder = RecordingBackend(inner)
+    recorder_class: Any = type(recorder)
 
-    class Swallowing(type(recorder)):
+    class Swallowing(recorder_class):
         __slots__ = ()
 
         def _recording_call(self, method, plan, summarize, args, kwargs):
@@ -257,9 +258,10 @@ def reference_keeping_recorder(monkeypatch: pytest.MonkeyPatch) -> Factory:
 def write_swallowing_recorder(inner: Any) -> Any:
     """Planted: attribute writes land on the recorder's side, not the inner object."""
     recorder = RecordingBackend(inner)
+    recorder_class: Any = type(recorder)
     holder = {}
 
-    class Local(type(recorder)):
+    class Local(recorder_class):
         __slots__ = ()
 
         def __setattr__(self, name, value):
@@ -335,8 +337,8 @@ def test_snapshot_check_catches_a_recorder_that_keeps_the_reference(monkeypatch)
         ("absent", EXTRA_INFO_ABSENT, None),
         (None, EXTRA_INFO_NONE, None),
         (HiCacheStorageExtraInfo(), EXTRA_INFO_PRESENT, None),
-        (HiCacheStorageExtraInfo(prefix_keys=[]), EXTRA_INFO_PRESENT, ()),
-        (HiCacheStorageExtraInfo(prefix_keys=KEYS[:2]), EXTRA_INFO_PRESENT, tuple(KEYS[:2])),
+        (HiCacheStorageExtraInfo(prefix_keys=[]), EXTRA_INFO_PRESENT, ()),  # type: ignore[arg-type]
+        (HiCacheStorageExtraInfo(prefix_keys=KEYS[:2]), EXTRA_INFO_PRESENT, tuple(KEYS[:2])),  # type: ignore[arg-type]
         (SGLangExtraInfo(prefix_keys=[]), EXTRA_INFO_PRESENT, ()),
         (SGLangExtraInfo(prefix_keys=KEYS[:2]), EXTRA_INFO_PRESENT, tuple(KEYS[:2])),
     ],

@@ -17,7 +17,7 @@ skips one key.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -49,7 +49,7 @@ def growing(start: int = 1_024, batches: int = 8) -> list[list[str]]:
 def check_differences_are_recorded() -> None:
     """Lists that do not start with an earlier one's keys, key for key, are recorded as they are."""
     base = CHAIN[:2_048]
-    for name, build in {
+    builds: dict[str, Callable[[], list[Any]]] = {
         "middle key replaced": lambda: base[:1_000] + ["f" * 64] + base[1_001:] + CHAIN[2_048:2_176],
         "middle key replaced, same length": lambda: base[:1_000] + ["f" * 64] + base[1_001:],
         "middle key dropped": lambda: base[:1_000] + base[1_001:] + CHAIN[2_048:2_176],
@@ -57,7 +57,8 @@ def check_differences_are_recorded() -> None:
         "second-last key replaced, same length": lambda: base[:-2] + ["f" * 64] + base[-1:],
         "a key of another type": lambda: base[:1_000] + [1_000] + base[1_001:] + CHAIN[2_048:2_176],
         "an int in the new keys": lambda: base + [2_048] + CHAIN[2_049:2_176],
-    }.items():
+    }
+    for name, build in builds.items():
         recorder = RecordingBackend(Answers())
         record(recorder, list(base))
         prefix = build()
@@ -68,12 +69,13 @@ def check_earlier_starts_are_recorded() -> None:
     """New lists as long as an earlier snapshot of a longer operation are recorded as they are, and so are the next."""
     lists = growing()
     start = lists[2]
-    for name, build in {
+    builds: dict[str, Callable[[], list[Any]]] = {
         "the same keys": lambda: list(start),
         "middle key replaced": lambda: start[:700] + ["f" * 64] + start[701:],
         "a key of another type": lambda: start[:700] + [700] + start[701:],
         "second-last key replaced": lambda: start[:-2] + ["f" * 64] + start[-1:],
-    }.items():
+    }
+    for name, build in builds.items():
         recorder = RecordingBackend(Answers())
         for prefix in lists:
             record(recorder, prefix)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,7 +95,9 @@ def planted(method: str, replacement):
     names = guide_controller()
     controller_class = type("Planted", (names["SmallController"],), {method: replacement})
 
-    class PlantedEngine(names["SmallEngine"]):
+    engine_class: Any = names["SmallEngine"]
+
+    class PlantedEngine(engine_class):
         controller_class_used = controller_class
 
     return PlantedEngine

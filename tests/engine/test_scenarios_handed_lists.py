@@ -133,6 +133,12 @@ class StubEngine:
     def prefix_of(self, operation):
         return self.seen[-1][1]
 
+    def backup(self, keys, prefix_keys, sidecar_keys):
+        raise AssertionError("these scenarios are prefetches")
+
+    def completed_tokens(self, operation):
+        raise AssertionError("these scenarios are prefetches")
+
     def terminate(self, operation):
         pass
 

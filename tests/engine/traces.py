@@ -100,7 +100,7 @@ def prefetch_trace(
         acks.append(ProgressAck(operation_id="op", slice_index=number, tokens=end * PAGE_SIZE))
     if hybrid:
         calls.add_window("batch_get_v2")
-        acks.append(PoolHitsAck(operation_id="op", pool_hits={"swa": 10}))
+        acks.append(PoolHitsAck(operation_id="op", pool_hits={"swa": 10}))  # type: ignore[arg-type]
     acks.append(FinalAck(operation_id="op", tokens=10 * PAGE_SIZE))
     return calls.operation(**{"operation_id": "op", "acks": tuple(acks), **operation})
 

@@ -42,7 +42,10 @@ def transfer(**fields: Any) -> Any:
     return PoolTransfer(**{"name": "kv", "keys": [KEY], "host_indices": slots(), **fields})
 
 
-BACKEND_ACTIONS: list[tuple[str, Callable[[Scene], Any]]] = []
+Action = Callable[..., Any]
+"""A row's call: it takes the Scene (``...``: the rows bind their loop values as the lambdas' defaults)."""
+
+BACKEND_ACTIONS: list[tuple[str, Action]] = []
 """Calls on a reference backend; each runs on the memory and the file backend."""
 
 BAD_KEYS = [
@@ -150,7 +153,7 @@ def _second_pool() -> Any:
     return make_pool()
 
 
-OPTION_ACTIONS: list[tuple[str, Callable[[Scene], Any]]] = [
+OPTION_ACTIONS: list[tuple[str, Action]] = [
     (f"SuiteOptions({name}={value!r})", lambda scene, name=name, value=value: SuiteOptions(**{name: value}))
     for name, value in [
         ("page_size", 0),
@@ -248,7 +251,7 @@ TRACE_DOCUMENTS: list[tuple[str, Any]] = [
     ("empty text", ""),
 ]
 
-TRACE_ACTIONS: list[tuple[str, Callable[[Scene], Any]]] = [
+TRACE_ACTIONS: list[tuple[str, Action]] = [
     (
         label,
         lambda scene, document=document: load_trace(document if isinstance(document, str) else json.dumps(document)),

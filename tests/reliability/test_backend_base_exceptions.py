@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import pytest
 
 from hicache_reference import CacheController
 from hicache_reference import calls as calls_module
 from hicache_reference.calls import BackendCaller, CallOutcome
+from hicache_reference.operations import BackupOperation, PrefetchOperation
 from hicache_reference.settings import ControllerSettings
 from tests.reference.controller_helpers import (
     PAGE_SIZE,
@@ -107,6 +108,7 @@ def test_a_base_exception_fails_the_call_at_once_and_stops_only_after_the_acks(
     controller = CacheController(
         recorder, pool, settings=ControllerSettings(prefetch_threshold=0, call_deadline=call_deadline)
     )
+    operation: Union[BackupOperation, PrefetchOperation]
     try:
         if method == "batch_set_v1":
             operation = controller.backup(KEYS[:4], pool.alloc(4))
@@ -116,9 +118,11 @@ def test_a_base_exception_fails_the_call_at_once_and_stops_only_after_the_acks(
         assert operation.wait(LIVENESS_S), f"{error.__name__} from {method} was treated as a hang"
         assert controller.caller.abandoned_threads() == []
         if method == "batch_set_v1":
+            assert isinstance(operation, BackupOperation)
             assert operation.error == EXPECTED_ACK[method].format(name=error.__name__)
             assert operation.completed_tokens == 0
         else:
+            assert isinstance(operation, PrefetchOperation)
             assert operation.final_ack is not None
             assert operation.final_ack.error == EXPECTED_ACK[method].format(name=error.__name__)
             if method == "batch_get_v1":

@@ -11,7 +11,7 @@ matrix reads as one.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Union
 
 import torch
 
@@ -25,6 +25,7 @@ SECOND_KEY = "cd" * 32
 def scene_for(kind: str, folder: str) -> Scene:
     """A backend of ``kind`` (memory or file) holding KEY and SECOND_KEY, with metrics on."""
     config = HiCacheStorageConfig.single_rank(model_name="matrix", enable_storage_metrics=True)
+    backend: Union[MemoryBackend, FileBackend]
     if kind == "memory":
         backend = MemoryBackend(config, {"store": f"matrix-{os.path.basename(folder)}"})
     else:

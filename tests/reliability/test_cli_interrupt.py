@@ -100,6 +100,7 @@ def test_sigint_during_the_concurrency_check_leaves_no_temporary_files(tmp_path:
     )  # a background job starts with it ignored
     lines = []
     deadline = time.monotonic() + 120
+    assert process.stdout is not None
     for line in process.stdout:  # wait until the file backend's check has started
         lines.append(line)
         if line.startswith("checking reference backend: file") or time.monotonic() > deadline:

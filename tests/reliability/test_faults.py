@@ -81,6 +81,7 @@ def test_kill_9_during_writes_leaves_only_whole_pages(tmp_path: Any) -> None:
         process = subprocess.Popen(
             [sys.executable, "-m", "tests.reliability.fault_writer", root], stdout=subprocess.PIPE, cwd=PROJECT
         )
+        assert process.stdout is not None
         assert process.stdout.readline().strip() == b"writing"
         time.sleep(0.3 + 0.2 * attempt)
         process.send_signal(signal.SIGKILL)

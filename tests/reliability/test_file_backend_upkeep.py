@@ -62,7 +62,7 @@ def test_a_deleted_root_is_made_again_and_serves(tmp_path: Any) -> None:
     landed = [int(slot) // pool.page_size for slot in slots[:: pool.page_size]]
     assert [page_bytes(pool, page) for page in landed] == [page_bytes(pool, page) for page in [4, 5, 6, 7]]
     stats = backend.get_stats()
-    assert stats.storage_errors == 0 and stats.write_failures == 0
+    assert stats is not None and stats.storage_errors == 0 and stats.write_failures == 0
     # deleted again, twice: made again each time, the count says so
     for expected in (2, 3):
         shutil.rmtree(root)

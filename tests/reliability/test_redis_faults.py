@@ -85,6 +85,7 @@ def run_with_kills(
     def backup(round_number: int) -> list[str]:
         keys = [f"{round_number:08x}{page:056x}" for page in range(PAGES)]
         slots = pool.alloc(PAGES)
+        assert slots is not None
         for index, key in enumerate(keys):
             slot = int(slots[index * PAGE_SIZE])
             pool.set_from_flat_data_page(

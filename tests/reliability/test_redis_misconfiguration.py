@@ -55,7 +55,8 @@ class ProtectedServer(RedisServer):
 def protected() -> Iterator[ProtectedServer]:
     server = ProtectedServer()
     try:
-        yield server.start()
+        server.start()
+        yield server
     finally:
         server.close()
 

@@ -10,7 +10,7 @@ pages. The planted backend keeps the old behaviour and must be caught.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Union
 
 import pytest
 
@@ -27,6 +27,7 @@ KEY = "cd" * 32
 @pytest.fixture(params=["memory", "file"])
 def backend(request: Any, tmp_path: Any) -> Any:
     config = HiCacheStorageConfig.single_rank(model_name="registration")
+    made: Union[MemoryBackend, FileBackend]
     if request.param == "memory":
         made = MemoryBackend(config, {"store": f"registration-{tmp_path.name}"})
     else:

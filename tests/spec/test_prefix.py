@@ -16,6 +16,7 @@ def check_extend_prefix(impl, prefix, batch) -> None:
     result = impl(prefix, batch)
     assert (result is None) == (prefix is None), "PFX-3/PFX-4: None stays None, a list stays a list"
     if prefix is not None:
+        assert before is not None and result is not None
         assert list(result) == before + list(batch), "PFX-2: the prefix grows by exactly the batch"
         assert list(prefix) == before, "PFX-5: the input prefix never changes"
 

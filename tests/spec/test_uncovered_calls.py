@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import pytest
 
-from hicache_contracts import HiCacheStorageExtraInfo, PoolName, PoolTransfer
+from hicache_contracts import HiCacheStorageExtraInfo, PageKeys, PoolName, PoolTransfer, ReadOnlyMapping
 from hicache_contracts.conformance.checks.engine_calls import FORWARDED, layout_problems
 from hicache_contracts.conformance.checks.engine_calls import INJECTED as PROXY_INJECTED
 from hicache_reference.backends import MemoryBackend
@@ -237,7 +237,7 @@ class HitsPerThread(MemoryBackend):
         return results
 
     def batch_exists(self, keys: list[str], extra_info: Any = None) -> int:
-        seen = getattr(self._seen, "keys", set())
+        seen: set[str] = getattr(self._seen, "keys", set())
         return next((i for i, key in enumerate(keys) if key not in seen), len(keys))
 
 
@@ -258,10 +258,10 @@ def check_defined_extra_info_keys(harness: Harness) -> None:
     backend = harness.make()
     keys = page_keys(3, start=1000)
     slots = slots_of(backend.mem_pool_host, [0, 1, 2])
-    session = HiCacheStorageExtraInfo(extra_info={"session_id": "session-7"})
-    written = backend.batch_set_v2([PoolTransfer(name=PoolName.KV, keys=keys, host_indices=slots)], session)
+    session = HiCacheStorageExtraInfo(extra_info=ReadOnlyMapping({"session_id": "session-7"}))
+    written = backend.batch_set_v2([PoolTransfer(name=PoolName.KV, keys=PageKeys(keys), host_indices=slots)], session)
     assert list(written[PoolName.KV]) == [True] * 3, f"batch_set_v2 with session_id wrote {written}"
-    stage = HiCacheStorageExtraInfo(extra_info={"pp_rank": 0})
+    stage = HiCacheStorageExtraInfo(extra_info=ReadOnlyMapping({"pp_rank": 0}))
     answers = {
         "pp_rank": backend.batch_exists(keys, stage),
         "session_id": backend.batch_exists(keys, session),
@@ -339,8 +339,11 @@ def injector_methods(version: str) -> tuple[set[str], set[str]]:
     source = release_source(version, "mem_cache/hicache_storage.py", "HiCacheStorageFailureInjector")
     if not source:
         return set(), set()
-    plain, injected = set(), set()
-    for node in ast.parse(source).body[0].body:
+    plain: set[str] = set()
+    injected: set[str] = set()
+    injector = ast.parse(source).body[0]
+    assert isinstance(injector, ast.ClassDef), injector
+    for node in injector.body:
         if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
             body = ast.get_source_segment(source, node) or ""
             if f"self._backend.{node.name}(" in body:

@@ -15,6 +15,7 @@ import importlib
 import inspect
 import pkgutil
 import pydoc
+from typing import Any
 
 import pytest
 
@@ -33,11 +34,11 @@ def test_the_controller_takes_its_options_as_one_settings_object() -> None:
 
 
 def test_help_documents_every_parameter_of_the_controller_and_every_option() -> None:
-    text = pydoc.render_doc(CacheController, renderer=pydoc.plaintext)
+    text = pydoc.render_doc(CacheController, renderer=pydoc.plaintext)  # type: ignore[attr-defined]  # not in typeshed
     assert "object at 0x" not in text
     for name in inspect.signature(CacheController).parameters:
         assert f"    {name}: " in text, name
-    options = " ".join(pydoc.render_doc(ControllerSettings, renderer=pydoc.plaintext).split())
+    options = " ".join(pydoc.render_doc(ControllerSettings, renderer=pydoc.plaintext).split())  # type: ignore[attr-defined]
     assert "Pages per storage call (CTL-2)." in options
 
 
@@ -46,7 +47,7 @@ def test_settings_of_another_type_are_refused_naming_the_parameter() -> None:
     pool = HostPagePool(8, 4, 1, 1, 2, kind="mha", pin_memory=False)
     backend = MemoryBackend(HiCacheStorageConfig.single_rank(), {})
     with pytest.raises(ContractViolation, match=r"^CacheController.settings: must be a ControllerSettings"):
-        CacheController(backend, pool, settings={"batch_size": 128}, start=False)
+        CacheController(backend, pool, settings={"batch_size": 128}, start=False)  # type: ignore[arg-type]
     controller = CacheController(backend, pool, start=False)
     assert controller.settings == ControllerSettings()
 
@@ -64,7 +65,7 @@ def test_no_public_signature_shows_an_internal_marker() -> None:
                 continue
             for name in getattr(module, "__all__", ()):
                 value = getattr(module, name, None)
-                members = [value]
+                members: list[Any] = [value]
                 if inspect.isclass(value):
                     members += [item for key, item in vars(value).items() if callable(item) and not key.startswith("_")]
                 for member in members:

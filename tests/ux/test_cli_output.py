@@ -31,6 +31,7 @@ def run_with_reader_gone(*arguments: str) -> tuple[int, str]:
     process = subprocess.Popen(
         [*COMMAND, *arguments], cwd=PROJECT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    assert process.stdout is not None
     process.stdout.close()  # the reader is gone before the first line
     _, error = process.communicate(timeout=120)
     return process.returncode, error

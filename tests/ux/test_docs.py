@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any, Optional
 
 import pytest
 
@@ -36,7 +37,7 @@ def documents() -> list[Path]:
     ]
 
 
-def blocks(path: Path) -> list[tuple[int, str, str, object]]:
+def blocks(path: Path) -> list[tuple[int, str, str, Optional[re.Match[str]]]]:
     """Each code block of ``path``: its position, language, text and the marker on the line before it."""
     text = path.read_text(encoding="utf-8")
     found = []
@@ -99,7 +100,8 @@ def test_the_level_table_of_the_vendor_guide_lists_the_clauses_a_backend_is_held
 
 def test_the_option_table_of_the_vendor_guide_lists_every_option_of_run() -> None:
     parser = build_parser()
-    (run,) = [action.choices["run"] for action in parser._subparsers._group_actions]
+    subparsers: Any = parser._subparsers
+    (run,) = [action.choices["run"] for action in subparsers._group_actions]
     options = {
         option
         for action in run._actions

@@ -59,6 +59,7 @@ OBJECTS: dict = {}
 def load_module(path: Path):
     """Import the module at ``path`` under its file name."""
     spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     sys.modules[path.stem] = module
     spec.loader.exec_module(module)

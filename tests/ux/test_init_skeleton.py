@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,6 +57,7 @@ OBJECTS: dict = {}
 def load_module(path: Path):
     """Import the module at ``path`` under its file name."""
     spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     sys.modules[path.stem] = module
     spec.loader.exec_module(module)
@@ -147,7 +149,8 @@ def main_help(command: str) -> str:
 
     parser = build_parser()
     action = next(action for action in parser._actions if getattr(action, "choices", None))
-    return action.choices[command].description
+    choices: Any = action.choices  # the subcommands' parsers, by name
+    return choices[command].description
 
 
 @pytest.mark.clause("BE-10", "BE-14")

@@ -84,6 +84,7 @@ def test_a_skipped_check_points_at_its_own_source_from_the_command_line(tmp_path
     assert "pytest_plugin.py" not in line and "checks/v1.py:" in line, line
     assert line.endswith(": level v1 not claimed")
     check_line = int(line.split("checks/v1.py:")[1].split(":")[0])
+    assert CHECKS_V1 is not None
     source = Path(CHECKS_V1).read_text().splitlines()[check_line - 1 : check_line + 2]
     assert any("def v1_results_have_one_bool_per_key" in text for text in source), source
 

@@ -33,13 +33,16 @@ def test_junit_xml_has_a_case_per_clause_and_a_failure_per_broken_clause(tmp_pat
     cases = {case.get("name"): case for case in suite.findall("testcase")}
     failed = {name for name, case in cases.items() if case.find("failure") is not None}
     assert failed == {"PFX-4", "CTL-6"}
-    assert root.get("failures") == "2" and int(root.get("tests")) == len(cases) >= 5
+    tests = root.get("tests")
+    assert root.get("failures") == "2" and tests is not None and int(tests) == len(cases) >= 5
     assert cases["CTL-6"].get("classname") == "hicache.trace.controller"
-    assert cases["CTL-6"].find("failure").get("message") == (
+    ctl6, pfx4 = cases["CTL-6"].find("failure"), cases["PFX-4"].find("failure")
+    assert ctl6 is not None and pfx4 is not None and pfx4.text is not None
+    assert ctl6.get("message") == (
         "operation: no final ack; every prefetch ends with one, also when the backend raised or the "
         "operation was terminated"
     )
-    assert "rule: An empty prefix [] accumulates like any list" in cases["PFX-4"].find("failure").text
+    assert "rule: An empty prefix [] accumulates like any list" in pfx4.text
 
 
 @pytest.mark.clause("PFX-2", "CTL-5")

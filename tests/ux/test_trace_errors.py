@@ -258,7 +258,7 @@ def test_the_models_built_in_python_report_the_same_way() -> None:
         "TraceCall.method: must be a method of the backend interface (did you mean batch_set_v1?) (got 'batch_sets_v1')"
     )
     with pytest.raises(TraceFormatError) as raised:
-        TraceOperation(chain=("a",), prefix_keys=None, page=1)
+        TraceOperation(chain=("a",), prefix_keys=None, page=1)  # type: ignore[call-arg]
     assert str(raised.value).startswith("TraceOperation.page: is not a field of TraceOperation (its fields: ")
     with pytest.raises(TraceFormatError) as raised:
         TraceTransfer(name="indexer", keys=("",))
