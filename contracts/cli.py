@@ -25,6 +25,7 @@ from hicache_contracts.conformance.cli import install as install_run
 from hicache_contracts.engine.cli import install as install_trace
 from hicache_contracts.conformance.reporting.commands import install as install_bundles
 from hicache_contracts.linker.suite import install as install_linker
+from hicache_contracts.linker.reporting import SUITES as LINKER_SUITES
 
 __all__ = ["main"]
 
@@ -175,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     install_run(sub)
     install_trace(sub)
     install_linker(sub)
-    install_bundles(sub)  # verify-submission, matrix
+    install_bundles(sub, LINKER_SUITES)  # verify-submission (backend and linker bundles), matrix
     return parser
 
 

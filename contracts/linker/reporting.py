@@ -20,8 +20,10 @@ and the command that replays the check alone (``replay_command``).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Optional
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
 
+from hicache_contracts.conformance.reporting import bundle
 from hicache_contracts.conformance.reporting.certify import NOT_APPLICABLE
 from hicache_contracts.conformance.reporting.report import (
     FAIL,
@@ -39,10 +41,21 @@ from hicache_spec import clauses
 from hicache_spec.registry import clause as lookup_clause
 from hicache_spec.registry import holds_for
 
-if TYPE_CHECKING:
-    from hicache_contracts.linker.suite import CheckResult, LinkerReport
-
-__all__ = ["LINKER_LEVEL", "SUITE", "linker_clause_ids", "replay_command", "suite_report"]
+__all__ = [
+    "FAIL",
+    "PASS",
+    "SKIP",
+    "CheckResult",
+    "LinkerReport",
+    "LINKER_LEVEL",
+    "SUITE",
+    "SUITES",
+    "linker_clause_ids",
+    "linker_expectations",
+    "replay_command",
+    "suite_report",
+    "verify_bundle",
+]
 
 LINKER_LEVEL = "linker"
 """The level every linker clause belongs to; a linker section claims it, declared."""
@@ -52,9 +65,98 @@ PROFILE = "standard"
 """The linker suite has one profile; the bundle records it as the backend suite's standard."""
 
 
+@dataclass(frozen=True)
+class CheckResult:
+    """One row of the report."""
+
+    check: str
+    clause: str
+    status: str
+    detail: str = ""
+    counted: bool = True
+    seconds: float = 0.0
+
+
+@dataclass
+class LinkerReport:
+    """What a run found: the linker, the release it targeted, how it was driven, and a row per check."""
+
+    linker: str
+    release: str
+    mode: str
+    results: list[CheckResult] = field(default_factory=list)
+    seconds: float = 0.0
+    invocation: dict[str, Any] = field(default_factory=dict)
+    """How the run was asked for: ``linker`` / ``factory`` (module:name), ``extra_config``, ``checks`` (None: all)."""
+
+    @property
+    def failures(self) -> list[CheckResult]:
+        return [r for r in self.results if r.status == FAIL and r.counted]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def result(self, check: str) -> CheckResult:
+        return next(r for r in self.results if r.check == check)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "linker": self.linker,
+            "release": self.release,
+            "mode": self.mode,
+            "ok": self.ok,
+            "seconds": round(self.seconds, 3),
+            "results": [asdict(r) for r in self.results],
+        }
+
+    def replay_command(self, check: str) -> str:
+        """The command that reruns ``check`` alone with this run's linker, release and settings."""
+        return replay_command(self, check)
+
+    def suite_report(self) -> Any:
+        """This report as the backend suite's ``SuiteReport`` (JSON, JUnit XML, Markdown, bundle)."""
+        return suite_report(self)
+
+    def render(self) -> str:
+        lines = [
+            f"Linker suite: {self.linker}",
+            f"Interface: SGLang {self.release}; driven {self.mode}"
+            + (" (through the release's UnifiedCacheLinkerWrapper)" if self.mode == "wrapper" else ""),
+        ]
+        for r in self.results:
+            note = "" if r.counted else " (not counted: another release)"
+            detail = f": {r.detail}" if r.detail else ""
+            lines.append(f"{r.status.upper():4} {r.clause:7} {r.check}{note}{detail}")
+            if r.status == FAIL and r.counted:
+                lines.append(f"     replay: {self.replay_command(r.check)}")
+        counts = {s: sum(1 for r in self.results if r.status == s and r.counted) for s in (PASS, FAIL, SKIP)}
+        lines.append(
+            f"{counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped in {self.seconds:.2f} s: "
+            + ("conforms" if self.ok else "does not conform")
+        )
+        return "\n".join(lines)
+
+
 def linker_clause_ids() -> tuple[str, ...]:
     """The live clauses of the linker level that a linker honours (role backend or both), in registry order."""
     return tuple(item.id for item in clauses() if item.level == LINKER_LEVEL and item.role in ("backend", "both"))
+
+
+def linker_expectations() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What a linker section of a bundle must hold: a verdict per linker clause, an outcome per linker check."""
+    from hicache_contracts.linker.checks import CHECKS
+
+    return linker_clause_ids(), tuple(check.name for check in CHECKS)
+
+
+SUITES = {SUITE: linker_expectations}
+"""The suites beside the backend suite whose sections a bundle may hold (``bundle.verify_bundle``'s ``suites``)."""
+
+
+def verify_bundle(directory: str) -> list[str]:
+    """Return every problem of the bundle in ``directory``, backend or linker sections alike (empty: certified)."""
+    return bundle.verify_bundle(directory, SUITES)
 
 
 def replay_command(report: LinkerReport, check: str) -> str:

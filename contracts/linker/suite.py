@@ -20,7 +20,6 @@ import tempfile
 import threading
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Optional, Sequence
@@ -38,90 +37,11 @@ from hicache_contracts.linker.harness import (
 from hicache_contracts.linker.interface import check_loadability
 from hicache_contracts.conformance.reporting.submit import add_arguments as add_certify_arguments
 from hicache_contracts.conformance.reporting.submit import finish_run, read_expected, read_product
-from hicache_contracts.linker.reporting import PROFILE, certify_refusal
+from hicache_contracts.linker.reporting import FAIL, PASS, PROFILE, SKIP, CheckResult, LinkerReport, certify_refusal
 from hicache_spec.registry import clause, holds_for
 from hicache_spec.releases import SGLANG_RELEASES
 
 __all__ = ["CheckResult", "LinkerReport", "main", "run_linker_suite"]
-
-PASS, FAIL, SKIP = "pass", "fail", "skip"
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """One row of the report."""
-
-    check: str
-    clause: str
-    status: str
-    detail: str = ""
-    counted: bool = True
-    seconds: float = 0.0
-
-
-@dataclass
-class LinkerReport:
-    """What a run found: the linker, the release it targeted, how it was driven, and a row per check."""
-
-    linker: str
-    release: str
-    mode: str
-    results: list[CheckResult] = field(default_factory=list)
-    seconds: float = 0.0
-    invocation: dict[str, Any] = field(default_factory=dict)
-    """How the run was asked for: ``linker`` / ``factory`` (module:name), ``extra_config``, ``checks`` (None: all)."""
-
-    @property
-    def failures(self) -> list[CheckResult]:
-        return [r for r in self.results if r.status == FAIL and r.counted]
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures
-
-    def result(self, check: str) -> CheckResult:
-        return next(r for r in self.results if r.check == check)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "linker": self.linker,
-            "release": self.release,
-            "mode": self.mode,
-            "ok": self.ok,
-            "seconds": round(self.seconds, 3),
-            "results": [asdict(r) for r in self.results],
-        }
-
-    def replay_command(self, check: str) -> str:
-        """The command that reruns ``check`` alone with this run's linker, release and settings."""
-        from hicache_contracts.linker.reporting import replay_command
-
-        return replay_command(self, check)
-
-    def suite_report(self) -> Any:
-        """This report as the backend suite's ``SuiteReport`` (JSON, JUnit XML, Markdown, bundle)."""
-        from hicache_contracts.linker.reporting import suite_report
-
-        return suite_report(self)
-
-    def render(self) -> str:
-        lines = [
-            f"Linker suite: {self.linker}",
-            f"Interface: SGLang {self.release}; driven {self.mode}"
-            + (" (through the release's UnifiedCacheLinkerWrapper)" if self.mode == "wrapper" else ""),
-        ]
-        for r in self.results:
-            note = "" if r.counted else " (not counted: another release)"
-            detail = f": {r.detail}" if r.detail else ""
-            lines.append(f"{r.status.upper():4} {r.clause:7} {r.check}{note}{detail}")
-            if r.status == FAIL and r.counted:
-                lines.append(f"     replay: {self.replay_command(r.check)}")
-        counts = {s: sum(1 for r in self.results if r.status == s and r.counted) for s in (PASS, FAIL, SKIP)}
-        lines.append(
-            f"{counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped in {self.seconds:.2f} s: "
-            + ("conforms" if self.ok else "does not conform")
-        )
-        return "\n".join(lines)
 
 
 def _imported_release() -> Optional[str]:

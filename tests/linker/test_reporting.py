@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from hicache_contracts.cli import main
-from hicache_contracts.conformance.reporting.bundle import Product, verify_bundle, write_bundle
+from hicache_contracts.conformance.reporting.bundle import Product, write_bundle
+from hicache_contracts.conformance.reporting import bundle as backend_bundle
+from hicache_contracts.linker.reporting import verify_bundle
 from hicache_contracts.conformance.reporting.certify import certification_problems
 from hicache_contracts.linker.checks import CHECKS
 from hicache_contracts.linker.reporting import linker_clause_ids
@@ -56,6 +58,10 @@ def test_the_reference_linkers_bundle_verifies(tmp_path: Path) -> None:
     report = run_linker_suite(MemoryLinker, release="0.5.22", mode="direct")
     assert bundle_of(report, tmp_path) == []
     assert verify_bundle(str(tmp_path)) == []
+    assert backend_bundle.verify_bundle(str(tmp_path)) == [  # told nothing of the linker suite: refused, never passed
+        "report.json: linker hicache_reference.linker.linkers:MemoryLinker: a section of the linker suite, which this "
+        "verification does not know"
+    ]
     (tmp_path / "report.md").write_text("changed\n")
     assert any("report.md: its SHA-256 does not match" in p for p in verify_bundle(str(tmp_path)))
 

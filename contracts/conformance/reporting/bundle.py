@@ -29,7 +29,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Mapping, Optional
 from xml.etree import ElementTree
 
 from hicache_contracts.conformance.reporting.certify import section_problems
@@ -412,8 +412,15 @@ _REQUIRED: dict[str, type | tuple[type, ...]] = {
 }
 
 
-def verify_bundle(directory: str) -> list[str]:
-    """Return every problem of the bundle in ``directory`` (empty: it is intact and certified)."""
+SuiteExpectations = Callable[[], tuple[tuple[str, ...], tuple[str, ...]]]
+"""Another suite's (clause IDs, check names) that each section of it must hold a verdict and an outcome for."""
+
+
+def verify_bundle(directory: str, suites: Optional[Mapping[str, SuiteExpectations]] = None) -> list[str]:
+    """Return every problem of the bundle in ``directory`` (empty: it is intact and certified).
+
+    ``suites``: what a section of another suite (its ``suite`` option, e.g. ``linker``) must hold; a section of a
+    suite not given is a problem. The backend suite's own needs nothing here."""
     folder = Path(directory)
     path = folder / MANIFEST
     if not folder.is_dir():
@@ -455,7 +462,9 @@ def verify_bundle(directory: str) -> list[str]:
         problems += _compare_junit(sections, junit)
     release = (document.get("sglang") or {}).get("release") if isinstance(document.get("sglang"), dict) else None
     fresh = compare_with_baseline(SuiteReport(sections), entries, release=release)
-    problems += _verify_verdicts(document, report, sections, entries, now_passing=fresh.now_passing)
+    problems += _verify_verdicts(
+        document, report, sections, entries, now_passing=fresh.now_passing, suites=suites or {}
+    )
     problems += _verify_baseline(document, fresh)
     return problems
 
@@ -549,6 +558,7 @@ def _verify_verdicts(
     entries: Any,
     *,
     now_passing: tuple[str, ...] = (),
+    suites: Mapping[str, SuiteExpectations],
 ) -> list[str]:
     problems = []
     recomputed: list[str] = [expected_failure_passes(target) for target in now_passing]
@@ -561,7 +571,7 @@ def _verify_verdicts(
     for section in sections:
         if not section.title.startswith("reference controller"):
             recomputed += section_problems(section, {entry.target: entry for entry in entries})
-            problems += _missing_from(section, selection=bool(document.get("checks")))
+            problems += _missing_from(section, selection=bool(document.get("checks")), suites=suites)
         options = section.options
         for key in ("seed", "profile"):
             if key in options and options.get(key) != document.get(key):
@@ -588,39 +598,28 @@ def _verify_verdicts(
     return problems
 
 
-def _missing_from(section: ReportSection, *, selection: bool) -> list[str]:
+def _missing_from(section: ReportSection, *, selection: bool, suites: Mapping[str, SuiteExpectations]) -> list[str]:
     """Name each clause of a claimed level, and each check of the suite, that the report does not hold."""
     from hicache_contracts.conformance.framework import ordered_checks
     from hicache_contracts.conformance.levels import BACKEND_LEVELS, level_clause_ids
 
     problems = []
     present = {verdict.clause_id for verdict in section.clauses}
-    linker = section.options.get("suite") == "linker"  # a linker section: the linker suite's clauses and checks
+    suite = section.options.get("suite")
+    if suite is not None and suite not in suites:
+        return [f"report.json: {section.title}: a section of the {suite} suite, which this verification does not know"]
+    other = suites[suite]() if suite is not None else None  # another suite's clauses and checks
     for level in section.levels:
-        if not level.claimed or (level.level not in BACKEND_LEVELS and not linker):
+        if not level.claimed or (level.level not in BACKEND_LEVELS and other is None):
             continue
-        for clause_id in _linker_clause_ids() if linker else level_clause_ids(level.level):
+        for clause_id in other[0] if other is not None else level_clause_ids(level.level):
             if clause_id not in present:
                 problems.append(
                     f"report.json: {section.title}: {clause_id} of claimed level {level.level} has no verdict"
                 )
     if not selection:
         ran = {outcome.check for outcome in section.checks}
-        for name in _linker_check_names() if linker else [check.name for check in ordered_checks()]:
+        for name in other[1] if other is not None else [check.name for check in ordered_checks()]:
             if name not in ran:
                 problems.append(f"report.json: {section.title}: check {name} has no outcome")
     return problems
-
-
-def _linker_clause_ids() -> tuple[str, ...]:
-    """The clauses a linker section must hold a verdict for (the linker suite's)."""
-    from hicache_contracts.linker.reporting import linker_clause_ids as ids
-
-    return ids()
-
-
-def _linker_check_names() -> list[str]:
-    """The checks a linker section must hold an outcome for (the linker suite's)."""
-    from hicache_contracts.linker.checks import CHECKS
-
-    return [check.name for check in CHECKS]

@@ -9,12 +9,20 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Optional
+
+if TYPE_CHECKING:
+    from hicache_contracts.conformance.reporting.bundle import SuiteExpectations
 
 __all__ = ["install"]
 
 
-def install(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``verify-submission`` and ``matrix`` to ``hicache-conform``."""
+def install(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    suites: Optional[Mapping[str, SuiteExpectations]] = None,
+) -> None:
+    """Add ``verify-submission`` and ``matrix`` to ``hicache-conform``; ``suites``: what sections of the other suites
+    must hold (``bundle.verify_bundle``)."""
     verify = subparsers.add_parser(
         "verify-submission",
         help="re-check a results bundle: schema, digests, no skipped claimed clause, JUnit and JSON agree",
@@ -24,7 +32,7 @@ def install(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "well-formed. Exit 0 when it is intact and certified, 1 naming each problem.",
     )
     verify.add_argument("directory", metavar="DIR", help="the bundle's folder")
-    verify.set_defaults(func=_cmd_verify)
+    verify.set_defaults(func=_cmd_verify, suites=suites or {})
     matrix = subparsers.add_parser(
         "matrix",
         help="render results bundles into one Markdown and one HTML page (backend x release x level)",
@@ -44,7 +52,7 @@ def install(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from hicache_contracts.conformance.reporting.bundle import verify_bundle
 
-    problems = verify_bundle(args.directory)
+    problems = verify_bundle(args.directory, args.suites)
     if problems:
         print(f"{args.directory}: refused ({len(problems)} problem{'s' if len(problems) != 1 else ''}):")
         for problem in problems:
