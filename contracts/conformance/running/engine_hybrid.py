@@ -1,24 +1,9 @@
 """Hybrid sidecar scenarios of the engine-driven tier: the release's HybridCacheController, its tree's transfers.
 
 With a release importable, ``run_hybrid_scenarios`` builds the release's ``HybridCacheController`` over
-a ``HostPoolGroup`` (the release's ``pool_host`` group and ``PoolEntry``) of the release's own CPU host
-pools (``release_pools``): the KV anchor with either an SWA pool (an MHA model's SWA host pool is an
-MHA host pool) and an indexer pool whose rows follow the KV rows, or a Mamba pool (``MambaPoolHost``
-over a CPU ``MambaPool``, one state per page). It attaches the backend as the engine
-attaches a hybrid model's backend (``attach_storage_backend`` with the group's entries: every pool
-registered through ``register_mem_host_pool_v2``), puts the project's ``RecordingBackend`` between, and
-has the release's own tree code build each operation and its pool transfers:
-
-- write-through: ``UnifiedRadixCache.write_backup_storage`` over a tree node, whose spec comes from
-  ``UnifiedTreeCore.build_storage_backup_spec``: the SWA transfer from ``SWAComponent.
-  build_hicache_transfers`` (the window's trailing pages, TRAILING_PAGES; ``MambaComponent``'s: the
-  chain's last page), the KV-derived indexer transfer from ``UnifiedRadixCache._build_sidecar_transfers``
-  (``SidecarPoolSpec(INDEXER, KV)``);
-- prefetch: ``UnifiedRadixCache.prefetch_from_storage`` from the root (``SWAComponent.prepare_prefetch``
-  sizes the window, its ``build_hicache_transfers`` sends placeholders, the indexer transfer
-  ``keys=None``); at the hit, ``HybridCacheController.allocate_storage_hit`` where the release has it
-  (the KV rows) and ``UnifiedRadixCache._alloc_prefetch_aux_staging`` (the window's rows or the Mamba
-  state's, through the component's ``alloc_prefetch_staging``).
+its host-pool group with an SWA window and a KV-derived indexer pool, then with a Mamba state pool, and
+has the release's tree code build each write-through and prefetch and their pool transfers
+(``hybrid_engine``).
 
 Scenarios: the full hit (a chain of 150 pages, more than one storage batch, written then read; prefix
 metadata on: the root's prefix, ``[]``, so each sidecar has a call of its own) and the partial hit (a
@@ -28,28 +13,24 @@ with the Mamba pool, the partial hit (the state re-aligned to the hit's last pag
 slot: every KV page loaded holds the bytes written, as does every indexer page in the rows of the KV
 page it follows and every trailing page in the rows the transfer names; every other page of every
 pool is untouched. A failure names the SGLang function that made the failing call.
-
-What is the project's: the tree's state (a ``UnifiedTreeCore`` and its nodes, an ``SWAComponent`` or
-``MambaComponent`` and a ``UnifiedRadixCache``, each the release's class made without its constructor, holding only what the
-functions above read: the node's host rows and hashes, the window, the pools), the host lock (a
-no-op), the scheduler's part (wait for the hit query, hand the operation to the IO thread, collect
-the acks) and, as in the MHA scenarios, the allocator, the process groups and ``device_module``.
-Not driven: the indexer pool classes of DSA / QSA models (they need those models' device pools); the
-indexer here is an MHA host pool in the indexer's place; a model with both an SWA window and Mamba state.
 """
 
 from __future__ import annotations
 
-import collections
 import functools
 import importlib
-import threading
 import time
-from queue import Empty
-from types import SimpleNamespace
 from typing import Any, Callable, Optional
 
 import torch
+
+from hicache_contracts.conformance.running.hybrid_engine import (
+    TRAILING,
+    HybridEngine,
+    host_pools,
+    pool_name,
+    trailing_transfers,
+)
 
 __all__ = ["HYBRID_SCENARIOS", "run_hybrid_scenarios"]
 
@@ -59,281 +40,6 @@ HYBRID_SCENARIOS: tuple[str, ...] = (
     "hybrid Mamba state, partial hit",
 )
 """The hybrid scenarios, in the order they run."""
-WINDOW_PAGES = 4
-"""Pages of the SWA window (the trailing pages written and read)."""
-TRAILING: dict[str, int] = {"swa": WINDOW_PAGES, "mamba": 1}
-"""The trailing pools and the pages each keeps (a Mamba state is one page: the chain's last)."""
-MAMBA_SLOTS = 64
-"""States of the Mamba device pool (the host pool holds twice as many)."""
-
-
-def _module(name: str) -> Any:
-    return importlib.import_module(name)
-
-
-class _HybridEngine:
-    """The release's HybridCacheController over its host-pool group, and the tree pieces that build its operations."""
-
-    def __init__(
-        self, attach: tuple[str, Optional[dict[str, Any]]], folder: Optional[str], model: str, sidecars: tuple[str, ...]
-    ) -> None:
-        from hicache_contracts.conformance.running import engine_tier as tier
-        from hicache_contracts.engine import RecordingBackend
-
-        self.tier = tier
-        self.sidecars = sidecars
-        storage = _module("sglang.srt.mem_cache.hicache_storage")
-        self.storage = storage
-        group_module = _module("sglang.srt.mem_cache.pool_host")
-        controller_module = _module("sglang.srt.mem_cache.hybrid_cache.hybrid_cache_controller")
-        tier._cpu_device_module()
-        self.utils = _module("sglang.srt.mem_cache.utils")
-        self.pools = _pools(("kv", *sidecars))
-        entries = [
-            group_module.PoolEntry(
-                name=storage.PoolName(name),
-                host_pool=pool,
-                device_pool=pool.device_pool,
-                layer_mapper=lambda layer: layer,
-                is_primary_index_anchor=name == "kv",
-            )
-            for name, pool in self.pools.items()
-        ]
-        self.group = group_module.HostPoolGroup(entries)
-        self.controller = controller_module.HybridCacheController(
-            tier._Allocator(self.pools["kv"].device_pool), self.group, tier.PAGE_SIZE, None, threading.Event()
-        )
-        with tier._engine_process(_module("sglang.srt.managers.cache_controller")), tier._file_dir(folder):
-            self.controller.attach_storage_backend(
-                attach[0],
-                prefetch_threshold=tier.PAGE_SIZE,
-                model_name=model,
-                storage_backend_extra_config=None if attach[1] is None else dict(attach[1]),
-                host_pools=self.group.entries,
-            )
-        self.backend = self.controller.storage_backend
-        self.rec = RecordingBackend(self.backend)
-        self.controller.storage_backend = self.rec
-        self.written: dict[str, dict[str, torch.Tensor]] = {name: {} for name in self.pools}
-        self._build_tree()
-
-    # ------------------------------------------------------------ the release's tree pieces
-    def _build_tree(self) -> None:
-        core = _module("sglang.srt.mem_cache.unified_cache.unified_tree_core")
-        radix = _module("sglang.srt.mem_cache.unified_radix_cache")
-        kinds = _module("sglang.srt.mem_cache.unified_cache.component_type").ComponentType
-        self.kinds = kinds
-        self.node_class = core.UnifiedTreeNode
-        tree = core.UnifiedTreeCore.__new__(core.UnifiedTreeCore)
-        cache = radix.UnifiedRadixCache.__new__(radix.UnifiedRadixCache)
-        page = self.tier.PAGE_SIZE
-        components: dict[Any, Any] = {}
-        if "swa" in self.sidecars:
-            swa = _module("sglang.srt.mem_cache.unified_cache.components.swa").SWAComponent
-            components[kinds.SWA] = swa.__new__(swa)
-            components[kinds.SWA].__dict__.update(
-                sliding_window_size=WINDOW_PAGES * page,
-                full_window_pages=WINDOW_PAGES,
-                _swa_kv_pool_host=self.pools["swa"],
-            )
-        if "mamba" in self.sidecars:
-            mamba = _module("sglang.srt.mem_cache.unified_cache.components.mamba").MambaComponent
-            components[kinds.MAMBA] = mamba.__new__(mamba)
-            components[kinds.MAMBA].__dict__.update(_mamba_pool_host=self.pools["mamba"])
-        for component in components.values():
-            component.__dict__.update(cache=cache, tree_core=tree)
-        self.types = (kinds.FULL, *components)
-        self.root = core.UnifiedTreeNode(self.types)
-        tree.__dict__.update(
-            root_node=self.root,
-            _node_arena={self.root.id: self.root},
-            components=tuple(components.values()),
-            components_by_type=components,
-            component_types=self.types,
-            page_size=page,
-            is_eagle=False,
-            enable_storage=True,
-            enable_hicache=True,
-            has_swa_host_pool="swa" in self.sidecars,
-        )
-        derived = [
-            self.storage.SidecarPoolSpec(
-                pool_name=self.storage.PoolName(name), indices_from_pool=self.storage.PoolName.KV
-            )
-            for name in self.sidecars
-            if name not in TRAILING
-        ]
-        lock = SimpleNamespace(to_dec_params=lambda: None)
-        cache.__dict__.update(
-            cache_controller=self.controller,
-            hicache_storage_pass_prefix_keys=True,
-            tree_core=tree,
-            tree_components=self.types,
-            components=components,
-            sidecar_pool_specs=derived,
-            prefetch_threshold=page,
-            host_memory_mode="cache",
-            buffer_pipeline=None,
-            ongoing_backup={},
-            ongoing_prefetch={},
-            _prefetch_outcome_stats=collections.Counter(),
-            _storage_prefetch_wait={},
-            storage_prefetch_retries=SimpleNamespace(
-                cancel=lambda *_args, **_kwargs: None, poll_miss=lambda *_args, **_kwargs: None
-            ),
-            enable_storage_metrics=False,
-            storage_metrics_collector=None,
-            inc_host_lock_ref=lambda _node_id: lock,
-        )
-        self.tree, self.cache, self.radix = tree, cache, radix
-
-    def close(self) -> None:
-        self.controller.storage_backend = self.backend
-        try:
-            self.controller.detach_storage_backend()
-        except Exception:  # noqa: S110 - closing must not hide the verdict
-            pass
-
-    # ------------------------------------------------------------ operations
-    def keys(self, tokens: list[int]) -> list[str]:
-        return list(self.utils.get_storage_hash_str(tokens, None, page_size=self.tier.PAGE_SIZE))
-
-    def _fill(self, pool_name: str, row: int, key: str, generator: torch.Generator) -> None:
-        pool = self.pools[pool_name]
-        template = pool.get_dummy_flat_data_page()
-        if template.dtype == torch.uint8:
-            page = torch.randint(0, 256, template.shape, generator=generator, dtype=torch.uint8)
-        else:
-            page = torch.randn(template.shape, generator=generator).to(template.dtype)
-        pool.set_from_flat_data_page(row, page)
-        self.written[pool_name][key] = page
-
-    def backup(self, tokens: list[int], seed: int) -> Any:
-        """Write ``tokens`` as one tree node through the release's write_backup_storage; return the finished operation."""
-        page = self.tier.PAGE_SIZE
-        keys = self.keys(tokens)
-        generator = torch.Generator().manual_seed(seed)
-        kv_rows = self.pools["kv"].alloc(len(keys) * page)
-        node = self.node_class(self.types)
-        for number, key in enumerate(keys):
-            for name in ("kv", *(name for name in self.sidecars if name not in TRAILING)):
-                self._fill(name, int(kv_rows[number * page]), key, generator)
-        node.component_data[self.kinds.FULL].host_value = kv_rows
-        trailing_rows = {}
-        for name in self.sidecars:
-            if name in TRAILING:
-                pool = self.pools[name]
-                rows = pool.alloc(TRAILING[name] * pool.page_size)
-                for number, key in enumerate(keys[-TRAILING[name] :]):
-                    self._fill(name, int(rows[number * pool.page_size]), key, generator)
-                node.component_data[self.kinds[name.upper()]].host_value = rows
-                trailing_rows[name] = rows
-        node.parent = self.root
-        node.key = _module("sglang.srt.mem_cache.radix_cache").RadixKey(list(tokens))
-        node.hash_value = keys
-        self.tree._node_arena[node.id] = node
-        self.radix.UnifiedRadixCache.write_backup_storage(self.cache, node.id)
-        done = self.controller.ack_backup_queue.get(timeout=self.tier.WAIT_S)
-        self.pools["kv"].free(kv_rows)
-        for name, rows in trailing_rows.items():
-            self.pools[name].free(rows)
-        return done
-
-    def snapshot(self) -> dict[str, list[torch.Tensor]]:
-        return {
-            name: [
-                pool.get_data_page(number * pool.page_size).reshape(-1).clone()
-                for number in range(int(pool.size) // int(pool.page_size))
-            ]
-            for name, pool in self.pools.items()
-        }
-
-    def prefetch(self, tokens: list[int]) -> tuple[Any, Any, int, dict[str, list[torch.Tensor]]]:
-        """One prefetch through the release's prefetch_from_storage; return (operation, its ongoing entry, loaded, before).
-
-        The scheduler hands the anchor's prefix (the root's: none, ``[]``) when the feature is on, else None.
-        """
-        base = _module("sglang.srt.mem_cache.base_prefix_cache")
-        handle = base.CacheRequestHandle("r-hybrid", 0) if hasattr(base, "CacheRequestHandle") else "r-hybrid"
-        before = self.snapshot()
-        self.radix.UnifiedRadixCache.prefetch_from_storage(
-            self.cache,
-            handle,
-            self.root.id,
-            list(tokens),
-            None,
-            [] if self.cache.hicache_storage_pass_prefix_keys else None,
-        )
-        info = self.cache.ongoing_prefetch[handle]
-        operation = self.controller.prefetch_hit_queue.get(timeout=self.tier.WAIT_S)
-        if operation is not info.operation:
-            raise AssertionError("the controller's hit query answered another operation")
-        hits = operation.storage_hit_count
-        if hits == 0:
-            return operation, info, 0, before
-        allocate = getattr(self.controller, "allocate_storage_hit", None)
-        if allocate is not None:
-            rows, hits = allocate(operation, hits, allow_partial=False, min_tokens=hits, evict_host=lambda _tokens: 0)
-        else:
-            rows = self.controller.mem_pool_host.alloc(hits)
-        if rows is None or not self.radix.UnifiedRadixCache._alloc_prefetch_aux_staging(self.cache, info, hits):
-            raise AssertionError("the host pools could not take the hit")
-        operation.storage_hit_count = hits
-        operation.hash_value = operation.hash_value[: hits // self.tier.PAGE_SIZE]
-        operation.host_indices = rows
-        self.controller.prefetch_buffer.put(operation)
-        loaded = 0
-        deadline = time.monotonic() + self.tier.WAIT_S
-        while time.monotonic() < deadline:
-            try:
-                ack = self.controller.ack_prefetch_queue.get(timeout=1)
-            except Empty:
-                continue
-            if getattr(ack, "completed_tokens", None) is not None:
-                loaded = ack.completed_tokens
-            if getattr(ack, "completed_req", False):
-                return operation, info, loaded, before
-        raise AssertionError(f"no final prefetch ack within {self.tier.WAIT_S:g} s")
-
-    def release(self, operation: Any, info: Any) -> None:
-        if operation.host_indices is not None:
-            self.pools["kv"].free(operation.host_indices)
-        for transfer in _trailing(info):
-            if transfer.host_indices is not None:
-                self.pools[_name(transfer)].free(transfer.host_indices)
-        self.cache.ongoing_prefetch.clear()
-
-
-def _pools(names: tuple[str, ...]) -> dict[str, Any]:
-    """The release's host pools for ``names``: MHA pools for KV, SWA and the indexer, a Mamba pool for Mamba."""
-    from hicache_contracts.conformance.running import engine_tier as tier
-    from hicache_contracts.conformance.session.release_pools import release_host_pool, release_mamba_host_pool
-
-    pools = {}
-    for name in names:
-        if name == "mamba":
-            pools[name] = release_mamba_host_pool(slots=MAMBA_SLOTS)
-            continue
-        pools[name] = release_host_pool(
-            kind="mha",
-            layout="layer_first",
-            pages=tier.HOST_PAGES,
-            page_size=tier.PAGE_SIZE,
-            layer_num=2,
-            head_num=2,
-            head_dim=8,
-            label=name,
-        )
-    return pools
-
-
-def _name(transfer: Any) -> str:
-    return str(getattr(transfer.name, "value", transfer.name))
-
-
-def _trailing(info: Any) -> list[Any]:
-    """The trailing transfers the tree's components built for a prefetch (the window, the Mamba state)."""
-    return [transfer for transfers in info.comp_xfers.values() for transfer in transfers if _name(transfer) in TRAILING]
 
 
 def _differs(got: torch.Tensor, wanted: torch.Tensor) -> bool:
@@ -348,7 +54,7 @@ def _caller(tier: Any, method: str, sidecar: Optional[bool]) -> str:
     return " / ".join(found)
 
 
-def _check(engine: _HybridEngine, operation: Any, info: Any, loaded: int, before: Any, expect: int) -> str:
+def _check(engine: HybridEngine, operation: Any, info: Any, loaded: int, before: Any, expect: int) -> str:
     """What is wrong with a hybrid prefetch's outcome ('' when nothing), naming the SGLang caller."""
     tier, page = engine.tier, engine.tier.PAGE_SIZE
 
@@ -376,11 +82,11 @@ def _check(engine: _HybridEngine, operation: Any, info: Any, loaded: int, before
                 f"{name} page {number} (KV-derived) loaded other bytes than were written, or none "
                 f"({by('batch_get_v2', False)}; written by {by('batch_set_v2')})"
             )
-    transfers = _trailing(info)
-    if {_name(transfer) for transfer in transfers} != {name for name in engine.sidecars if name in TRAILING}:
+    transfers = trailing_transfers(info)
+    if {pool_name(transfer) for transfer in transfers} != {name for name in engine.sidecars if name in TRAILING}:
         return "the tree built no trailing transfer for a trailing pool of the read"
     for transfer in transfers:
-        name, pool = _name(transfer), engine.pools[_name(transfer)]
+        name, pool = pool_name(transfer), engine.pools[pool_name(transfer)]
         wanted = keys[-TRAILING[name] :]
         if transfer.host_indices is None or list(transfer.keys or []) != wanted:
             return (
@@ -432,7 +138,7 @@ def run_hybrid_scenarios(
         names = [name for name, kept in SETS.items() if kept == sidecars]
         started = time.monotonic()
         try:
-            _pools(sidecars[-1:])
+            host_pools(sidecars[-1:])
         except Exception as error:  # the release cannot build this pool on CPU
             for name in names:
                 skip(
@@ -441,7 +147,7 @@ def run_hybrid_scenarios(
                 )
             continue
         try:
-            engine = _HybridEngine(attach, folder, f"{model}-{'-'.join(sidecars)}", sidecars)
+            engine = HybridEngine(attach, folder, f"{model}-{'-'.join(sidecars)}", sidecars)
         except Exception as error:  # a verdict, never a crash
             found = (
                 f"attaching the backend to the hybrid controller failed: {type(error).__name__}: {error} "
@@ -468,7 +174,7 @@ PLANS: dict[str, tuple[bool, bool]] = {
 """Each scenario's prefix metadata (on: the root's ``[]``; off: None) and whether it asks for more than was written."""
 
 
-def _round_trip(engine: _HybridEngine, counter: list[int], partial: bool, prefix: bool) -> str:
+def _round_trip(engine: HybridEngine, counter: list[int], partial: bool, prefix: bool) -> str:
     page, stored = engine.tier.PAGE_SIZE, engine.tier.STORED_PAGES
     extra_pages = engine.tier.EXTRA_PAGES if partial else 0
     engine.cache.hicache_storage_pass_prefix_keys = prefix
@@ -496,6 +202,10 @@ _PIECES = (
     ("sglang.srt.mem_cache.unified_cache.components.mamba", "MambaComponent"),
     ("sglang.srt.mem_cache.hicache_storage", "SidecarPoolSpec"),
 )
+
+
+def _module(name: str) -> Any:
+    return importlib.import_module(name)
 
 
 def _missing_pieces() -> str:
