@@ -141,12 +141,12 @@ TARGETS: dict[str, Target] = {
             )
         ),
         # Not test_single_check.py: each of its cases reruns the whole suite on a planted bug (several times a
-        # mutant's other tests); the check-alone verdicts of test_checks_mutants.py hold every catalog entry.
+        # mutant's other tests); the check-alone verdicts of test_check_branches.py hold every catalog entry.
         tests=(
-            "tests/conformance/test_planted.py",
-            "tests/conformance/test_checks_mutants.py",
-            "tests/conformance/test_fold_oracle.py",  # the fold's planted bugs and correct folds
-            "tests/conformance/test_check_inputs.py",  # what the properties draw and their examples catch alone
+            "tests/conformance/checks/test_planted.py",
+            "tests/conformance/checks/test_check_branches.py",
+            "tests/conformance/checks/test_fold_oracle.py",  # the fold's planted bugs and correct folds
+            "tests/conformance/checks/test_check_inputs.py",  # what the properties draw and their examples catch alone
         ),
         floor=0.90,
     ),
@@ -178,7 +178,7 @@ TARGETS: dict[str, Target] = {
                     "_agreement",
                     "_faults",
                     "_hybrid",
-                    "_mutants",
+                    "_observables",
                     "_planted",
                     "_policies",
                     "_prefix_cost",

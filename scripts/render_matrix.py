@@ -16,7 +16,7 @@ backend for). Each run writes a results bundle into
 (``hicache-conform matrix``). An expected failure that now passes, or a
 failure none names, makes the script exit 1 after writing everything, so a
 fixed defect or a new one is seen at once; then bring the divergence
-registry up to date and run it again. ``tests/conformance/test_matrix.py``
+registry up to date and run it again. ``tests/conformance/reporting/test_matrix.py``
 fails when the pages differ from the bundles or a bundle holds such a flip.
 """
 

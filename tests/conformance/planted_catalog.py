@@ -3,7 +3,7 @@
 The bugs are small subclasses of ``CorrectBackend`` in their family modules:
 ``planted_backends`` (the bug classes seen in the field, and a bug for every
 clause), ``planted_single`` and ``planted_backdoor`` (bugs one check alone
-catches), ``planted_mutants`` (bugs reaching the branches of a check no other
+catches), ``planted_branches`` (bugs reaching the branches of a check no other
 bug reaches) and ``planted_evicting`` (bugs eviction does not excuse).
 ``CATALOG`` is the one place that names them: per entry, the clause(s) it
 breaks, the suite options of every run of it, and every oracle that must
@@ -11,7 +11,7 @@ catch it:
 
 - ``CAUGHT``: the checks of its clauses, run together, fail one of them (``test_planted.py``);
 - ``alone(check)``: that check, run alone, fails it on one of its clauses, with the verdict
-  ``check_messages.json`` records unless ``recorded=False`` (``test_checks_mutants.py``);
+  ``check_messages.json`` records unless ``recorded=False`` (``test_check_branches.py``);
 - ``only(check)``: the same, and the whole suite fails that check and no other (``test_single_check.py``);
 - ``EVICTING``: with eviction declared, the checks of its clauses still fail one of them; ``EXCUSED``: they
   pass it, the bug only losing pages or counting too few, as eviction may (``test_evicting_backends.py``).
@@ -25,7 +25,7 @@ from typing import Any, Optional, Union
 from tests.conformance import planted_backdoor as backdoor
 from tests.conformance import planted_backends as field_bugs
 from tests.conformance import planted_evicting as evicting
-from tests.conformance import planted_mutants as mutants
+from tests.conformance import planted_branches as mutants
 from tests.conformance import planted_single as single
 from tests.conformance.helpers import ALL_LEVELS
 
@@ -370,7 +370,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-13", backdoor.ShortSidecarObjectIsAHit, alone("planted_short_objects_are_misses")),
     _entry("BE-4", backdoor.VanishedKvPageReadsAsAHit, only("a_removed_object_is_never_read_as_a_hit")),
     _entry("BE-16", backdoor.LongObjectStreamedIntoTheNextPage, only("planted_short_objects_are_misses")),
-    # ================ planted_mutants: bugs reaching the branches of a check no other bug reaches
+    # ================ planted_branches: bugs reaching the branches of a check no other bug reaches
     _entry("BE-5", mutants.ClaimsWritesWhileTheStoreFails, alone("storage_errors_are_failures_not_exceptions")),
     _entry("BE-5", mutants.WritesClaimedWhileThePageHelpersFail, alone("storage_errors_are_failures_not_exceptions")),
     _entry("BE-4", mutants.LegacyReadReturnsItsTargets, alone("missing_keys_are_misses_not_errors"), **LEGACY_MODE),

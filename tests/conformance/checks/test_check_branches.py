@@ -1,7 +1,7 @@
 """Every branch of a vendor check that decides a verdict is reached by a planted bug or a correct variant.
 
 Scenario: each planted backend of planted_catalog.CATALOG is run through each check that must catch it
-alone (its ``alone`` and ``only`` oracles); each correct variant of planted_mutants.CORRECT_VARIANTS
+alone (its ``alone`` and ``only`` oracles); each correct variant of planted_branches.CORRECT_VARIANTS
 through every check.
 Expected: the planted bug fails the check on its clause, with a message (the verdict recorded in
 check_messages.json, where recorded); a correct variant fails none.
@@ -38,7 +38,7 @@ from tests.conformance.check_messages import RACING, RECORDED, run_alone, verdic
 from tests.conformance.helpers import ALL_LEVELS, UNCLAIMED_CHECKS, failed, run, statuses
 from tests.conformance.planted_catalog import BY_NAME, CATALOG, LEGACY_MODE
 from tests.conformance.planted_evicting import EvictsEverything
-from tests.conformance.planted_mutants import (
+from tests.conformance.planted_branches import (
     CORRECT_VARIANTS,
     AdmitsNothingOnceFull,
     ChecksItsHostIndices,

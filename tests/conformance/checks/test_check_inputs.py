@@ -19,7 +19,7 @@ from hicache_contracts.conformance.session.wire import PLACEHOLDER
 from hicache_contracts.models import PoolTransferResult
 from tests.conformance.correct_backend import pool_name
 from tests.conformance.helpers import run, statuses
-from tests.conformance.planted_mutants import CorrectBackend, HoldsOnePage
+from tests.conformance.planted_branches import CorrectBackend, HoldsOnePage
 from tests.oracles import plain_pool_boundary
 
 SEARCH = settings(database=None, derandomize=True, max_examples=500)

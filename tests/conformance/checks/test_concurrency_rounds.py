@@ -19,7 +19,7 @@ import time
 import pytest
 
 from tests.conformance.helpers import run
-from tests.conformance.planted_mutants import ReadsMissWhileAWriteRuns
+from tests.conformance.planted_branches import ReadsMissWhileAWriteRuns
 
 CHECK = "concurrent_calls_keep_every_key_consistent"
 MISSED = r"get by thread 1 missed (k\d+), stored \(set returned True\) before the get began"

@@ -18,7 +18,7 @@ from hicache_contracts.conformance.session.pools import MAMBA_STATE_ELEMENTS, ma
 from hicache_reference.main_job import run_reference_suite
 from tests.conformance.correct_backend import CorrectBackend
 from tests.conformance.helpers import run
-from tests.conformance.planted_mutants import MambaStateSharedUnderMla
+from tests.conformance.planted_branches import MambaStateSharedUnderMla
 
 CHECK = "ranks_and_models_never_share_pages"
 

@@ -16,7 +16,7 @@ import pytest
 
 from hicache_contracts.conformance import CHECKS, backend_clauses, level_clause_ids
 from hicache_spec.clauses import CLAUSES
-from tests.conformance import planted_backdoor, planted_backends, planted_evicting, planted_mutants, planted_single
+from tests.conformance import planted_backdoor, planted_backends, planted_evicting, planted_branches, planted_single
 from tests.conformance.check_messages import RACING, RECORDED, candidates
 from tests.conformance.correct_backend import CorrectBackend
 from tests.conformance.helpers import checks_for, failed, run, statuses
@@ -136,7 +136,7 @@ def test_the_catalog_names_every_planted_bug_once() -> None:
     names = [entry.name for entry in CATALOG]
     assert len(names) == len(set(names)), "a bug is planted twice"
     assert all(entry.oracles for entry in CATALOG), "an entry no oracle catches"
-    families = (planted_backdoor, planted_backends, planted_evicting, planted_mutants, planted_single)
+    families = (planted_backdoor, planted_backends, planted_evicting, planted_branches, planted_single)
     defined = {
         name
         for family in families

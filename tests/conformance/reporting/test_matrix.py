@@ -44,7 +44,7 @@ from hicache_contracts.conformance.reporting.report import (
 )
 
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BUNDLES = ROOT / "docs" / "matrix"
 
 

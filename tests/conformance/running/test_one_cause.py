@@ -20,7 +20,7 @@ from tests.conformance.planted_backends import CountsEveryStoredKey, SharedStagi
 from tests.conformance.planted_catalog import LEGACY_MODE
 from tests.conformance.planted_single import OneStoreForEveryModelAtARank, WriteKeysParkedOnTheInstance
 from tests.conformance.planted_verdicts import AnswersAllOrNothing, RaisesOnAnEmptyV1Write, RaisesOnAPartialHit
-from tests.conformance.planted_mutants import V1GetNamesItsInfoParameterInfo, V1SetNamesItsInfoParameterInfo
+from tests.conformance.planted_branches import V1GetNamesItsInfoParameterInfo, V1SetNamesItsInfoParameterInfo
 
 BE23 = "concurrent_calls_keep_every_key_consistent"
 

@@ -31,7 +31,7 @@ from hicache_contracts.sglang_release import ReleaseError, fetch_release
 from hicache_reference.backends import MemoryBackend
 from hicache_spec.releases import SGLANG_RELEASES
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RECORDS = ROOT / "docs" / "call-shapes"
 
 
@@ -146,7 +146,7 @@ def test_the_vendor_guide_shows_the_stored_call_shapes() -> None:
     ``python -m hicache_contracts.conformance.session.call_shapes --markdown docs/vendor-calls.md``)."""
     from hicache_contracts.conformance.session.call_shapes import render_markdown, stored_records, with_rendered_block
 
-    docs = Path(__file__).resolve().parents[2] / "docs"
+    docs = Path(__file__).resolve().parents[3] / "docs"
     guide = (docs / "vendor-calls.md").read_text(encoding="utf-8")
     fresh = render_markdown(stored_records(docs / "call-shapes"))
     assert guide == with_rendered_block(guide, fresh), "docs/vendor-calls.md's call shapes are stale"
