@@ -569,7 +569,15 @@ class PageStoreBackend(ObjectStore):
     # ============================================================ housekeeping
     def clear(self) -> None:
         """Remove every page of this namespace, and only those; never raise. Clauses: BE-11, NS-8."""
-        self._guarded(self._clear_namespace, None)
+        self._guarded(self._clear_namespaces, None)
+
+    def _clear_namespaces(self) -> None:
+        """Remove this instance's namespace, and under replicated KV its rank's own (BE-11: the rank's Mamba state
+        lies there, NS-5), and nothing else (NS-8)."""
+        self._clear_namespace(self.namespace)
+        per_rank = getattr(self.namespace, "per_rank", None)
+        if per_rank is not None:
+            self._clear_namespace(per_rank)
 
     def get_stats(self) -> Optional[BackendStats]:
         """Return a ``BackendStats`` snapshot when metrics are enabled, else None. Clause: BE-12."""

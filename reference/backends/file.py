@@ -681,8 +681,11 @@ class FileBackend(PageStoreBackend):
     def _write_objects(self, names: Sequence[str], datas: Sequence[Any], groups: Sequence[Optional[str]]) -> list[bool]:
         return self.files.write_many(names, datas)
 
-    def _clear_namespace(self) -> None:
-        self.files.clear(self.namespace, self.base_namespace)  # NS-8
+    def _clear_namespace(self, namespace: str) -> None:
+        base = (
+            self.base_namespace if namespace == self.namespace else getattr(self.base_namespace, "per_rank", namespace)
+        )
+        self.files.clear(namespace, base)  # NS-8
 
     def close(self) -> None:
         """Stop serving; a write still under way then leaves nothing behind (its temporary file is removed)."""

@@ -122,8 +122,8 @@ class MemoryBackend(PageStoreBackend):
     def _write_object(self, name: str, data: memoryview, group: Optional[str]) -> bool:
         return self.store.put(name, data, group)  # put copies first: the store never sees a partial page
 
-    def _clear_namespace(self) -> None:
-        self.store.delete_prefix(self.namespace + "/")  # NS-8: the trailing slash keeps sibling namespaces
+    def _clear_namespace(self, namespace: str) -> None:
+        self.store.delete_prefix(namespace + "/")  # NS-8: the trailing slash keeps sibling namespaces
 
     # ============================================================ the batch primitives of the fast path
     def _store_pages(

@@ -6,7 +6,7 @@ declares the primitives a concrete backend implements::
     _object_size(name)                    -> int | None     (None: no such object)
     _read_object_into(name, buffer)       -> bool           (fill exactly len(buffer) bytes)
     _write_object(name, data, group)      -> bool           (atomic: all or nothing)
-    _clear_namespace()                    -> None           (remove this namespace only)
+    _clear_namespace(namespace)           -> None           (remove that namespace only)
 
 and, with ``reads_into_ranges`` set, a fifth::
 
@@ -76,8 +76,9 @@ class ObjectStore:
         """
         raise NotImplementedError
 
-    def _clear_namespace(self) -> None:
-        """Remove every object of this instance's namespace, and nothing else (NS-8)."""
+    def _clear_namespace(self, namespace: str) -> None:
+        """Remove every object of ``namespace`` (this instance's, or under replicated KV its rank's own), and nothing
+        else (NS-8)."""
         raise NotImplementedError
 
     # Batch forms: override to save round trips. Each entry fails alone.

@@ -81,11 +81,12 @@ class RedisBackend(PageStoreBackend):
             name = ObjectName.parse(name)
         return f"{self.settings.key_prefix}{name.namespace}/{name.escaped_key}", name.escaped_pool
 
-    def namespace_pattern(self) -> str:
-        """Return the SCAN pattern that matches every key of this namespace and no other (NS-8)."""
+    def namespace_pattern(self, namespace: Optional[str] = None) -> str:
+        """Return the SCAN pattern that matches every key of ``namespace`` (this instance's when None) and no other
+        (NS-8)."""
         # The namespace is escaped to [A-Za-z0-9._%-] and '/', so it holds no glob character;
         # the prefix was checked. The trailing '/' keeps sibling namespaces out.
-        return f"{self.settings.key_prefix}{self.namespace}/*"
+        return f"{self.settings.key_prefix}{self.namespace if namespace is None else namespace}/*"
 
     # ------------------------------------------------------------ primitives (batch forms: one pipeline per node)
     def _units(self, command: str, names: Sequence[Any]) -> list[Unit]:
@@ -161,9 +162,9 @@ class RedisBackend(PageStoreBackend):
     def _write_object(self, name: ObjectName, data: memoryview, group: Any) -> bool:
         return self._write_objects([name], [data], [group])[0]
 
-    def _clear_namespace(self) -> None:
+    def _clear_namespace(self, namespace: str) -> None:
         try:
-            self.nodes.delete_matching(self.namespace_pattern())  # NS-8: SCAN + UNLINK, never FLUSHDB
+            self.nodes.delete_matching(self.namespace_pattern(namespace))  # NS-8: SCAN + UNLINK, never FLUSHDB
         except Exception as error:  # counted by the caller (BE-5); its cause is logged here
             self.errors.record(error)
             raise

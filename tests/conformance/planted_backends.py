@@ -599,12 +599,13 @@ class AssumesContiguousSlots(CorrectBackend):
 
 
 class ClearLeavesSidecars(CorrectBackend):
-    """clear() removes the KV pages but leaves every sidecar pool's pages (BE-11)."""
+    """clear() removes the KV pages and Mamba state but leaves the SWA and indexer pools' pages (BE-11)."""
 
     def clear(self):
         with self.lock:
-            for name in [name for name in self.objects if name.startswith(self.namespace + "|kv|")]:
-                del self.objects[name]
+            for name in [name for name in self.objects if name.startswith(self.namespace + "|")]:
+                if name[len(self.namespace) + 1 :].partition("|")[0].partition("@")[0] in ("kv", "mamba"):
+                    del self.objects[name]
 
 
 class NonWriterSkipsWrites(CorrectBackend):

@@ -29,6 +29,17 @@ class FullBatchOfUnknownKeysHitsOnce(CorrectBackend):
         return count
 
 
+class ClearLeavesTheRanksState(CorrectBackend):
+    """Planted (BE-11): under replicated KV, clear() removes the shared namespace's pages but not the Mamba state the
+    rank keeps apart (as the reference backends did before the rank's own namespace was cleared too)."""
+
+    def clear(self) -> None:
+        with self.lock:
+            for name in [name for name in self.objects if name.startswith(self.namespace + "|")]:
+                if "@tp" not in name[len(self.namespace) + 1 :].partition("|")[0]:  # the pool part
+                    del self.objects[name]
+
+
 class CloseDropsThePages(CorrectBackend):
     """The last instance of a namespace to close deletes its pages (NS-7): the pages do not survive a restart.
     While another instance of the namespace is open, close() leaves the pages to it, so BE-29 (whose reader stays

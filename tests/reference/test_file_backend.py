@@ -479,7 +479,7 @@ class ReadsWhateverIsThere(FileBackend):
 
 
 class ClearRemovesTheRoot(FileBackend):
-    def _clear_namespace(self) -> None:
+    def _clear_namespace(self, namespace: str) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
         os.makedirs(self.root, exist_ok=True)
         self.files._made_directories.clear()

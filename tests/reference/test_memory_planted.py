@@ -45,12 +45,12 @@ class ExistsWithAnotherScheme(MemoryBackend):
 
 
 class ClearRemovesEverything(MemoryBackend):
-    def _clear_namespace(self) -> None:
+    def _clear_namespace(self, namespace: str) -> None:
         self.store.delete_prefix("")
 
 
 class ClearDoesNothing(MemoryBackend):
-    def _clear_namespace(self) -> None:
+    def _clear_namespace(self, namespace: str) -> None:
         pass
 
 

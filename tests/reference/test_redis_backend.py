@@ -274,8 +274,8 @@ def test_clear_leaves_foreign_keys(redis_harness: RedisHarness) -> None:
 class ClearByModelPattern(RedisBackend):
     """Clears with a pattern on the model name alone: every rank and every model sharing the stem goes too."""
 
-    def namespace_pattern(self) -> str:
-        return f"{self.settings.key_prefix}{self.namespace.split('/')[0]}*"
+    def namespace_pattern(self, namespace: Optional[str] = None) -> str:
+        return f"{self.settings.key_prefix}{(namespace or self.namespace).split('/')[0]}*"
 
 
 @pytest.mark.clause("NS-8")

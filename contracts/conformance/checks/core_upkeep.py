@@ -23,7 +23,7 @@ from hicache_contracts.conformance.framework import (
     fail,
 )
 from hicache_contracts.conformance.session.pools import describe_page_difference
-from hicache_contracts.models import PoolName
+from hicache_contracts.models import PoolHitPolicy, PoolName
 
 
 # ---------------------------------------------------------------- BE-11, BE-12, BE-13
@@ -105,6 +105,46 @@ def clear_removes_every_pool(suite: SuiteContext) -> None:
             f"({loaded}): clear() must remove every pool of the namespace, sidecars included",
             f"{shown}; batch_get_v2({suite.names.show(reads)}) -> {loaded}",
         )
+
+
+@conformance_check("BE-11", requires=("v2",))
+def clear_removes_a_ranks_own_state_under_replicated_kv(suite: SuiteContext) -> None:
+    """With is_mla_model=True and a Mamba state pool, clear() at a rank removes the KV and the rank's own Mamba state:
+    the state is sharded by TP rank where the KV is one copy (NS-5, CTL-8), so a backend keeping it apart must clear
+    it too."""
+    model = suite.names.namespace("clear-mla-state")
+    config = suite.instances.config(model_name=model, is_mla_model=True, tp_rank=0, tp_size=2)
+    instance = suite.instances.build(config, pages=6, v2=True, hybrid=True, tag="clear, MLA with Mamba state")
+    keys = suite.names.new_keys(2)
+    last = keys[-1:]  # SGLang stores one state per node, under its last page's key
+    suite.io.store(instance, keys, clause_id=setup_clause(suite))
+    state = instance.pool_for(PoolName.MAMBA)
+    state.poke(0, suite.pages.page_for(last[0], state, 1))
+    writes = [suite.wire.transfer(PoolName.MAMBA, last, state.slots([0]), policy=PoolHitPolicy.TRAILING_PAGES)]
+    raw = suite.calls.call(setup_clause(suite), instance.backend.batch_set_v2, writes, None)
+    if not suite.io.v2_flags(raw, writes, "batch_set_v2")[PoolName.MAMBA.value][0]:
+        raise CheckSkipped("the backend refused the Mamba state the check needs (batch_set_v2 -> False)")
+    suite.calls.call("BE-11", instance.backend.clear)
+    shown = (
+        f"is_mla_model=True, tp_rank 0 of 2: the KV of {suite.names.show(keys)} and the rank's Mamba state of "
+        f"{suite.names.show(last)} (batch_set_v2, pool mamba), clear(), then batch_exists and batch_get_v2 of the state"
+    )
+    count = suite.io.count(instance, keys, clause_id="BE-11")
+    expect(count == 0, "BE-11", f"after clear() batch_exists still counts {count} pages", shown)
+    state.fill([3])
+    reads = [
+        suite.wire.transfer(PoolName.MAMBA, last, state.slots([3]), policy=PoolHitPolicy.TRAILING_PAGES, read=True)
+    ]
+    loaded = suite.io.v2_flags(
+        suite.calls.call("BE-11", instance.backend.batch_get_v2, reads, None), reads, "batch_get_v2"
+    )
+    expect(
+        not loaded[PoolName.MAMBA.value][0],
+        "BE-11",
+        "after clear() batch_get_v2 still loads the rank's Mamba state: clear() must remove every pool of the "
+        "instance, the state it keeps per rank under replicated KV included",
+        shown,
+    )
 
 
 @conformance_check("BE-12")

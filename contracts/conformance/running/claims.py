@@ -146,7 +146,11 @@ NOT_SUPPORTED: dict[str, str] = {
 """What a backend may declare it does not serve (``hicache_not_supported``), each with what it is."""
 
 DECLARED_CHECKS: dict[str, tuple[str, ...]] = {
-    "mla": ("replicated_kv_is_shared_across_tp_ranks", "a_non_writer_rank_writes_what_it_reports"),
+    "mla": (
+        "replicated_kv_is_shared_across_tp_ranks",
+        "a_non_writer_rank_writes_what_it_reports",
+        "clear_removes_a_ranks_own_state_under_replicated_kv",
+    ),
     "indexer": (
         "batch_exists_v2_takes_a_whole_chain",
         "clear_removes_every_pool",
