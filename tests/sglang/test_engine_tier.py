@@ -25,6 +25,7 @@ import pytest
 from hicache_contracts.conformance.running import engine_hybrid
 from hicache_contracts.conformance.running.engine_hybrid import HYBRID_SCENARIOS
 from hicache_contracts.conformance.running.engine_tier import SCENARIOS, run_engine_tier
+from hicache_contracts.conformance.session.call_shapes import load_record, violations
 
 
 def _dynamic(class_name: str, module: str = "hicache_reference.sglang_adapter", **more) -> dict:
@@ -100,3 +101,23 @@ def test_a_release_lacking_a_tree_piece_skips_the_hybrid_scenarios_naming_it(rel
     assert not ran
     assert [name for name, _ in skipped] == list(HYBRID_SCENARIOS)
     assert all("UnifiedRadixCache._alloc_prefetch_aux_staging" in reason for _, reason in skipped)
+
+
+@pytest.mark.clause("HYB-7", "BE-22", "BE-8")
+def test_every_call_the_engine_tier_makes_is_in_the_releases_recorded_shapes(release):
+    """The call-shape records are read from the wheels' source; the release's own controllers, run, agree: each call
+    they make hands ``extra_info`` in a recorded form and each hit query's transfers have a recorded shape."""
+    from pathlib import Path
+
+    from tests.sglang import recorded_shapes
+
+    recorded_shapes.SHAPES.clear()
+    verdicts = run_engine_tier(
+        sglang_config=_dynamic("NotedMemoryBackend", module="tests.sglang.recorded_shapes", store=f"noted-{release}")
+    )
+    assert all(verdict.passed and not verdict.skipped for verdict in verdicts), _report(verdicts)
+    shapes = list(recorded_shapes.SHAPES)
+    assert any(shape.transfers for shape in shapes), "no hit query with pool transfers was made"
+    record = load_record(Path(__file__).resolve().parents[2] / "docs" / "call-shapes", release)
+    assert {shape.method for shape in shapes} <= {call["method"] for call in record["calls"]}
+    assert violations(shapes, record) == []
