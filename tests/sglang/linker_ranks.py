@@ -179,6 +179,32 @@ def _mamba_stack(setup: Any, params: Any) -> Any:
     return kvcache
 
 
+def planted_class(module: Any, variant: str) -> type:
+    """The planted subclass ``variant`` of ``module``'s MooncakeDirectLinker."""
+    cls = module.MooncakeDirectLinker
+    if variant == EVERY_RANK_WRITES:
+
+        class EveryRankWritesLinker(cls):  # type: ignore[misc, valid-type]
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                self.offload_owner = True
+
+        return EveryRankWritesLinker
+    if variant == TP_BLIND_NAMES:
+
+        class TpBlindNamesLinker(cls):  # type: ignore[misc, valid-type]
+            def __init__(self, server_args: Any, params: Any, **kwargs: Any) -> None:
+                super().__init__(server_args, params, **kwargs)
+                # the names a replicated group gets: CP and PP kept, the TP rank left out
+                suffix = module._storage_suffix(
+                    rank_replicated=True, tp_rank=0, attn_cp_rank=params.attn_cp_rank, pp_rank=params.pp_rank
+                )
+                self.storage.mla_suffix = self.storage.mha_suffix = suffix
+
+        return TpBlindNamesLinker
+    raise ValueError(f"variant: {variant!r} is none of {PLANTED}")
+
+
 def build_linker(release: str, stack: str, setup: Any, tp_group: Any, store_dir: Path, variant: Optional[str]) -> Any:
     """The release's MooncakeDirectLinker for ``stack`` with ``tp_group`` as its TP cache group."""
     from hicache_contracts.linker.harness import linker_arguments
@@ -195,26 +221,7 @@ def build_linker(release: str, stack: str, setup: Any, tp_group: Any, store_dir:
         kvcache = _mamba_stack(setup, params)
         components.add(component_type.ComponentType.MAMBA)
     params.token_to_kv_pool_allocator = SimpleNamespace(get_kvcache=lambda: kvcache)
-    cls = module.MooncakeDirectLinker
-    if variant == EVERY_RANK_WRITES:
-
-        class EveryRankWritesLinker(cls):  # type: ignore[misc, valid-type]
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
-                super().__init__(*args, **kwargs)
-                self.offload_owner = True
-
-        cls = EveryRankWritesLinker
-    elif variant == TP_BLIND_NAMES:
-
-        class TpBlindNamesLinker(cls):  # type: ignore[misc, valid-type]
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
-                super().__init__(*args, **kwargs)
-                suffix = module._storage_suffix(rank_replicated=True, tp_rank=0, attn_cp_rank=0, pp_rank=0)
-                self.storage.mla_suffix = self.storage.mha_suffix = suffix
-
-        cls = TpBlindNamesLinker
-    elif variant is not None:
-        raise ValueError(f"variant: {variant!r} is none of {PLANTED}")
+    cls = planted_class(module, variant) if variant else module.MooncakeDirectLinker
     keywords: dict[str, Any] = {"components": components, "storage": file_store_class()(store_dir, MODEL)}
     if release == "0.5.23":
         keywords.update(extra_config=extra, forward_stream=None)

@@ -24,11 +24,15 @@ import importlib
 import pytest
 
 from hicache_spec.registry import clause, holds_for
+from hicache_contracts.linker.suite import FAIL, run_linker_suite
+from tests.linker.mooncake_fake import mooncake_factory
 from tests.sglang.linker_ranks import (
     EVERY_RANK_WRITES,
     MOONCAKE,
+    PLANTED,
     TP_BLIND_NAMES,
     RanksRun,
+    planted_class,
     run_ranks,
     sharded_stack_built,
 )
@@ -97,6 +101,16 @@ def test_planted_tp_blind_names_fails_lnk21(release, mooncake, sharded, tmp_path
         "rank 0 does not find rank 1's pages; rank 1 does",
         "rank 1 does not find rank 0's pages; rank 0 does",
     ], run.render()
+
+
+@pytest.mark.clause("LNK-20", "LNK-21")
+@pytest.mark.parametrize("variant", PLANTED)
+def test_planted_variants_pass_the_one_process_suite(release, mooncake, variant, monkeypatch) -> None:
+    """Only the two-rank test catches them: the linker suite in one process (TP rank 0) finds nothing."""
+    monkeypatch.setattr(mooncake, "MooncakeDirectLinker", planted_class(mooncake, variant))
+    report = run_linker_suite(factory=mooncake_factory(release))
+    failed = [row.check for row in report.results if row.status == FAIL and row.counted]
+    assert report.ok and not failed, report.render()
 
 
 def test_a_hung_rank_is_killed_and_named(release, mooncake, tmp_path, monkeypatch) -> None:
