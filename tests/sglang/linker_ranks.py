@@ -229,7 +229,7 @@ def build_linker(release: str, stack: str, setup: Any, tp_group: Any, store_dir:
 
 
 def sharded_stack_built(release: str) -> Optional[str]:
-    """None when ``release`` builds a direct-linker pool group that is not rank-replicated, else why not."""
+    """None when ``release`` builds a direct-linker pool group that is not rank-replicated (hybrid Mamba), else why not."""
     module = importlib.import_module(ASSEMBLER)
     if hasattr(module, "_build_mamba_device_pool_group"):
         return None
