@@ -33,8 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import re
-from typing import TYPE_CHECKING, Any, Iterator, Optional, Union
+from typing import Any, Iterator, Optional
 
 import pytest
 
@@ -46,9 +45,7 @@ from hicache_contracts.conformance.session.loading import BackendFactory, parse_
 from hicache_contracts.conformance.session.options import PROFILES, SuiteOptions
 from hicache_contracts.conformance.reporting.report import ERROR, FAIL, SKIP, CheckOutcome, SuiteReport
 from hicache_contracts.conformance.running.runner import SuiteRunner, setup_reason
-
-if TYPE_CHECKING:
-    from _pytest._code.code import TerminalRepr
+from hicache_contracts.pytest_items import CommandLineItems, SuiteCollector, SuiteFailure, SuiteItem, parametrize
 
 __all__ = [
     "ConformanceFailure",
@@ -61,18 +58,13 @@ __all__ = [
     "test_hicache_conformance",
 ]
 
-CLAUSE_MARKER = "clause(*ids): the spec clause IDs this test checks"
-"""The marker line; identical to the project's own, so registering it twice is harmless."""
-
 SUITE_NODE = "hicache-conform"
 """The node the command-line items hang under: their IDs read ``hicache-conform::hicache[<check name>]``."""
 
-_RUNNERS = pytest.StashKey[list[SuiteRunner]]()
-_SELECTED = pytest.StashKey[tuple[Any, ...]]()
-_ITEM_ARGUMENT = re.compile(rf"^(?:{re.escape(SUITE_NODE)}::)?hicache\[(?P<name>[^\]]+)\]$")
+_ITEMS = CommandLineItems[SuiteRunner](SUITE_NODE, "hicache")
 
 
-class ConformanceFailure(AssertionError):
+class ConformanceFailure(SuiteFailure):
     """A check found a clause broken; the message holds the clause, its statement and the counterexample."""
 
 
@@ -106,8 +98,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", CLAUSE_MARKER)
-    config.stash[_RUNNERS] = []
+    _ITEMS.configure(config)
 
 
 def options_from(config: pytest.Config) -> SuiteOptions:
@@ -189,92 +180,60 @@ def check_location(check: Check) -> tuple[str, int]:
         return __file__, 0
 
 
-class ConformanceItem(pytest.Item):
+class ConformanceItem(SuiteItem):
     """One check of the suite, run against the backend named on the command line."""
 
     def __init__(self, *, check: Check, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(clauses=check.clauses, **kwargs)
         self.check = check
-        self.add_marker(pytest.mark.clause(*check.clauses))
 
     def runtest(self) -> None:
         run_as_pytest(_command_line_runner(self.config), self.check)
-
-    def repr_failure(self, excinfo: Any, style: Any = None) -> Union[str, TerminalRepr]:
-        if isinstance(excinfo.value, ConformanceFailure):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[str, Optional[int], str]:
         path, line = check_location(self.check)
         return path, line, f"{self.name} {','.join(self.check.clauses)}"
 
 
-class ConformanceSuite(pytest.Collector):
+class ConformanceSuite(SuiteCollector[Check]):
     """The checks of the suite as one collector, so pytest counts its items and can address them by ID."""
 
-    def __init__(self, *, selected: tuple[str, ...] = (), **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.selected = selected
+    prefix = "hicache"
 
-    def collect(self) -> list[Any]:
-        checks = [check for check in ordered_checks() if self._is_selected(check)]
-        return [ConformanceItem.from_parent(self, name=f"hicache[{check.name}]", check=check) for check in checks]
+    def entries(self) -> list[Check]:
+        return ordered_checks()
 
-    def _is_selected(self, check: Check) -> bool:
-        return not self.selected or any(name == check.name or name in check.clauses for name in self.selected)
-
-    def reportinfo(self) -> tuple[str, Optional[int], str]:
-        return __file__, None, self.name
+    def item(self, name: str, entry: Check) -> pytest.Item:
+        return ConformanceItem.from_parent(self, name=name, check=entry)
 
 
 def _command_line_runner(config: pytest.Config) -> SuiteRunner:
-    runners = config.stash[_RUNNERS]
-    for runner in runners:
-        if getattr(runner, "from_command_line", False):
-            return runner
-    runner = SuiteRunner(factory_from(config), options_from(config))
-    runner.from_command_line = True  # type: ignore[attr-defined]
-    runners.append(runner)
+    runner = _ITEMS.command_line_run(config)
+    if runner is None:
+        runner = _ITEMS.keep(config, SuiteRunner(factory_from(config), options_from(config)), from_command_line=True)
     return runner
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection(session: pytest.Session) -> None:
     """Take the arguments that name suite items (``hicache-conform::hicache[...]``) out of pytest's path list."""
-    config = session.config
-    selected, kept = [], []
-    for argument in config.args:
-        match = _ITEM_ARGUMENT.match(argument)
-        if match is None:
-            kept.append(argument)
-        else:
-            selected.append(match.group("name"))
-    if not selected:
-        return
-    if factory_from(config) is None:
-        raise pytest.UsageError(f"{selected[0]!r}: a hicache item needs a backend (--hicache-backend MODULE:CLASS)")
-    known = {check.name for check in ordered_checks()} | {
-        clause for check in ordered_checks() for clause in check.clauses
-    }
-    for name in selected:
-        if name not in known:
-            raise pytest.UsageError(
-                f"hicache[{name}]: must name a check (hicache-conform run --list-checks) or a "
-                f"clause a check covers (got {name!r})"
-            )
-    config.args = kept
-    config.stash[_SELECTED] = tuple(selected)
+    _ITEMS.take_arguments(
+        session.config,
+        has_subject=lambda: factory_from(session.config) is not None,
+        missing="a hicache item needs a backend (--hicache-backend MODULE:CLASS)",
+        entries=ordered_checks,
+        unknown=lambda name: (
+            f"hicache[{name}]: must name a check (hicache-conform run --list-checks) or a "
+            f"clause a check covers (got {name!r})"
+        ),
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[Any]) -> None:
     if factory_from(config) is None:
         return
-    suite = ConformanceSuite.from_parent(
-        session, name=SUITE_NODE, nodeid=SUITE_NODE, selected=config.stash.get(_SELECTED, ())
-    )
-    items.extend(session.genitems(suite))  # reports the collection, so "collected N items" counts the checks
+    _ITEMS.add_suite(session, items, ConformanceSuite)  # reports the collection: "collected N items" counts them
 
 
 @pytest.hookimpl(wrapper=True)
@@ -316,20 +275,14 @@ def hicache_runner(
 ) -> Iterator[SuiteRunner]:
     """One suite run shared by every parametrized check of the session; cleared and closed at the end."""
     runner = SuiteRunner(hicache_backend_factory, hicache_options)
-    pytestconfig.stash[_RUNNERS].append(runner)
+    _ITEMS.keep(pytestconfig, runner)
     runner.start()
     yield runner
     runner.close()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "hicache_check" not in metafunc.fixturenames:
-        return
-    checks = ordered_checks()
-    metafunc.parametrize(
-        "hicache_check",
-        [pytest.param(check, id=check.name, marks=pytest.mark.clause(*check.clauses)) for check in checks],
-    )
+    parametrize(metafunc, "hicache_check", ordered_checks, lambda check: check)
 
 
 def test_hicache_conformance(hicache_runner: SuiteRunner, hicache_check: Check) -> None:
@@ -339,12 +292,12 @@ def test_hicache_conformance(hicache_runner: SuiteRunner, hicache_check: Check) 
 
 # ---------------------------------------------------------------- the end of the session
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    for runner in session.config.stash.get(_RUNNERS, []):
+    for runner in session.config.stash.get(_ITEMS.runs, []):
         runner.close()
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    runners = [runner for runner in config.stash.get(_RUNNERS, []) if runner.outcomes]
+    runners = [runner for runner in config.stash.get(_ITEMS.runs, []) if runner.outcomes]
     if not runners:
         return
     report = SuiteReport(tuple(runner.section() for runner in runners))

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
 
@@ -43,7 +42,9 @@ import pytest
 
 from hicache_contracts.linker.checks import CHECKS
 from hicache_contracts.linker.harness import LINKER_MODULE
-from hicache_contracts.linker.suite import FAIL, SKIP, CheckResult, LinkerReport, run_linker_suite
+from hicache_contracts.linker.reporting import FAIL, SKIP, CheckResult, LinkerReport
+from hicache_contracts.linker.suite import run_linker_suite
+from hicache_contracts.pytest_items import CommandLineItems, SuiteCollector, SuiteFailure, SuiteItem, parametrize
 from hicache_spec import clause as lookup_clause
 from hicache_spec.releases import SGLANG_RELEASES
 
@@ -58,9 +59,6 @@ __all__ = [
     "test_hicache_linker_conformance",
 ]
 
-CLAUSE_MARKER = "clause(*ids): the spec clause IDs this test checks"
-"""The marker line; identical to the project's own, so registering it twice is harmless."""
-
 SUITE_NODE = "hicache-linker"
 """The node the command-line items hang under: ``hicache-linker::linker[<check name>]``."""
 
@@ -68,12 +66,10 @@ INTERFACE = "interface"
 """The item of the loadability verdict against the target release's interface (LNK-1 to LNK-4)."""
 FACTORY = "release_factory_loads"
 
-_RUNS = pytest.StashKey[list["LinkerRun"]]()
-_SELECTED = pytest.StashKey[tuple[str, ...]]()
-_ITEM_ARGUMENT = re.compile(rf"^(?:{re.escape(SUITE_NODE)}::)?linker\[(?P<name>[^\]]+)\]$")
+_ITEMS = CommandLineItems["LinkerRun"](SUITE_NODE, "linker")
 
 
-class LinkerConformanceFailure(AssertionError):
+class LinkerConformanceFailure(SuiteFailure):
     """A check found a linker clause broken; the message says which, what was found and how to replay it."""
 
 
@@ -112,8 +108,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", CLAUSE_MARKER)
-    config.stash[_RUNS] = []
+    _ITEMS.configure(config)
 
 
 def _load(spec: str, option: str) -> Any:
@@ -213,9 +208,9 @@ def _from_config(config: pytest.Config) -> Optional[LinkerRun]:
     factory_spec = config.getoption("--hicache-linker-factory")
     if not linker and not factory_spec:
         return None
-    for run in config.stash[_RUNS]:
-        if getattr(run, "from_command_line", False):
-            return run
+    run = _ITEMS.command_line_run(config)
+    if run is not None:
+        return run
     version = config.getoption("--hicache-linker-sglang-version")
     if version and version != "none":
         from hicache_contracts.sglang_release import ReleaseError, use_release
@@ -241,48 +236,35 @@ def _from_config(config: pytest.Config) -> Optional[LinkerRun]:
     run = LinkerRun(
         subject, release=release, mode=config.getoption("--hicache-linker-mode"), extra_config=extra, factory=factory
     )
-    run.from_command_line = True  # type: ignore[attr-defined]
-    config.stash[_RUNS].append(run)
-    return run
+    return _ITEMS.keep(config, run, from_command_line=True)
 
 
-class LinkerItem(pytest.Item):
+class LinkerItem(SuiteItem):
     """One row of the linker suite, run against the linker named on the command line."""
 
     def __init__(self, *, row: Row, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(clauses=row.clauses, **kwargs)
         self.row = row
-        self.add_marker(pytest.mark.clause(*row.clauses))
 
     def runtest(self) -> None:
         run = _from_config(self.config)
         assert run is not None
         run_as_pytest(run, self.row.name)
 
-    def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
-        if isinstance(excinfo.value, LinkerConformanceFailure):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo, style=style)
-
     def reportinfo(self) -> tuple[str, Optional[int], str]:
         return __file__, None, f"{self.name} {','.join(self.row.clauses)}"
 
 
-class LinkerSuite(pytest.Collector):
+class LinkerSuite(SuiteCollector[Row]):
     """The rows of the linker suite as one collector, so pytest counts its items and addresses them by ID."""
 
-    def __init__(self, *, selected: tuple[str, ...] = (), **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.selected = selected
+    prefix = "linker"
 
-    def collect(self) -> list[Any]:
-        rows = [
-            row for row in ROWS if not self.selected or any(n == row.name or n in row.clauses for n in self.selected)
-        ]
-        return [LinkerItem.from_parent(self, name=f"linker[{row.name}]", row=row) for row in rows]
+    def entries(self) -> tuple[Row, ...]:
+        return ROWS
 
-    def reportinfo(self) -> tuple[str, Optional[int], str]:
-        return __file__, None, self.name
+    def item(self, name: str, entry: Row) -> pytest.Item:
+        return LinkerItem.from_parent(self, name=name, row=entry)
 
 
 def _named(config: pytest.Config) -> bool:
@@ -292,38 +274,23 @@ def _named(config: pytest.Config) -> bool:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection(session: pytest.Session) -> None:
     """Take the arguments that name linker items (``hicache-linker::linker[...]``) out of pytest's path list."""
-    config = session.config
-    selected: list[str] = []
-    kept: list[str] = []
-    for argument in config.args:
-        match = _ITEM_ARGUMENT.match(argument)
-        if match is None:
-            kept.append(argument)
-        else:
-            selected.append(match.group("name"))
-    if not selected:
-        return
-    if not _named(config):
-        raise pytest.UsageError(f"{selected[0]!r}: a linker item needs a linker (--hicache-linker MODULE:CLASS)")
-    known = {row.name for row in ROWS} | {c for row in ROWS for c in row.clauses}
-    for name in selected:
-        if name not in known:
-            raise pytest.UsageError(
-                f"linker[{name}]: must name a check (hicache-conform linker --list-checks), {INTERFACE!r}, "
-                f"{FACTORY!r} or a clause a check covers (got {name!r})"
-            )
-    config.args = kept
-    config.stash[_SELECTED] = tuple(selected)
+    _ITEMS.take_arguments(
+        session.config,
+        has_subject=lambda: _named(session.config),
+        missing="a linker item needs a linker (--hicache-linker MODULE:CLASS)",
+        entries=lambda: ROWS,
+        unknown=lambda name: (
+            f"linker[{name}]: must name a check (hicache-conform linker --list-checks), {INTERFACE!r}, "
+            f"{FACTORY!r} or a clause a check covers (got {name!r})"
+        ),
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[Any]) -> None:
     if not _named(config):
         return
-    suite = LinkerSuite.from_parent(
-        session, name=SUITE_NODE, nodeid=SUITE_NODE, selected=config.stash.get(_SELECTED, ())
-    )
-    items.extend(session.genitems(suite))
+    _ITEMS.add_suite(session, items, LinkerSuite)
 
 
 # ---------------------------------------------------------------- way 2: fixtures
@@ -341,18 +308,11 @@ def hicache_linker_run(pytestconfig: pytest.Config, hicache_linker: Any) -> Link
     """The session's run of the linker suite, shared by every parametrized row."""
     if isinstance(hicache_linker, LinkerRun):
         return hicache_linker
-    run = LinkerRun(hicache_linker)
-    pytestconfig.stash[_RUNS].append(run)
-    return run
+    return _ITEMS.keep(pytestconfig, LinkerRun(hicache_linker))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "hicache_linker_row" not in metafunc.fixturenames:
-        return
-    metafunc.parametrize(
-        "hicache_linker_row",
-        [pytest.param(row.name, id=row.name, marks=pytest.mark.clause(*row.clauses)) for row in ROWS],
-    )
+    parametrize(metafunc, "hicache_linker_row", lambda: ROWS, lambda row: row.name)
 
 
 def test_hicache_linker_conformance(hicache_linker_run: LinkerRun, hicache_linker_row: str) -> None:
@@ -362,7 +322,7 @@ def test_hicache_linker_conformance(hicache_linker_run: LinkerRun, hicache_linke
 
 # ---------------------------------------------------------------- the end of the session
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    reports = [report for run in config.stash.get(_RUNS, []) if (report := run.report()) is not None]
+    reports = [report for run in config.stash.get(_ITEMS.runs, []) if (report := run.report()) is not None]
     if not reports:
         return
     terminalreporter.section("hicache linker conformance")
