@@ -216,19 +216,25 @@ class _Engine:
         hits = operation.storage_hit_count
         before = self.snapshot()
         operation.host_indices = self.pool.alloc(max(hits, PAGE_SIZE))
-        self.controller.prefetch_buffer.put(operation)
-        loaded = 0
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline:
-            try:
-                ack = self.controller.ack_prefetch_queue.get(timeout=1)
-            except Empty:
-                continue
-            if getattr(ack, "completed_tokens", None) is not None:
-                loaded = ack.completed_tokens
-            if getattr(ack, "completed_req", False):
-                return operation, loaded, before
-        raise AssertionError(f"no final prefetch ack within {WAIT_S:g} s")
+        return operation, await_prefetch(self.controller, operation), before
+
+
+def await_prefetch(controller: Any, operation: Any) -> int:
+    """Hand ``operation`` to the controller's prefetch thread; return the tokens its acks report loaded by the final
+    ack (an ``AssertionError`` when none comes within ``WAIT_S``)."""
+    controller.prefetch_buffer.put(operation)
+    loaded: int = 0
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            ack = controller.ack_prefetch_queue.get(timeout=1)
+        except Empty:
+            continue
+        if getattr(ack, "completed_tokens", None) is not None:
+            loaded = ack.completed_tokens
+        if getattr(ack, "completed_req", False):
+            return loaded
+    raise AssertionError(f"no final prefetch ack within {WAIT_S:g} s")
 
 
 def _callers(method: str) -> str:

@@ -35,8 +35,6 @@ from __future__ import annotations
 import collections
 import importlib
 import threading
-import time
-from queue import Empty
 from types import SimpleNamespace
 from typing import Any, Optional
 
@@ -266,19 +264,7 @@ class HybridEngine:
         operation.storage_hit_count = hits
         operation.hash_value = operation.hash_value[: hits // self.tier.PAGE_SIZE]
         operation.host_indices = rows
-        self.controller.prefetch_buffer.put(operation)
-        loaded = 0
-        deadline = time.monotonic() + self.tier.WAIT_S
-        while time.monotonic() < deadline:
-            try:
-                ack = self.controller.ack_prefetch_queue.get(timeout=1)
-            except Empty:
-                continue
-            if getattr(ack, "completed_tokens", None) is not None:
-                loaded = ack.completed_tokens
-            if getattr(ack, "completed_req", False):
-                return operation, info, loaded, before
-        raise AssertionError(f"no final prefetch ack within {self.tier.WAIT_S:g} s")
+        return operation, info, self.tier.await_prefetch(self.controller, operation), before
 
     def release(self, operation: Any, info: Any) -> None:
         if operation.host_indices is not None:
