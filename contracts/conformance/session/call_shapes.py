@@ -26,6 +26,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from hicache_contracts.capabilities import EXTRA_INFO_METHODS
 from hicache_spec import ALL_PAGES, KV, TRAILING_PAGES
 
 __all__ = [
@@ -60,16 +62,6 @@ STORAGE_METHODS: tuple[str, ...] = (
     "register_mem_host_pool_v2",
 )
 """The backend methods whose call sites a record lists."""
-
-EXTRA_INFO_POSITION: dict[str, int] = {
-    "batch_exists": 1,
-    "batch_get_v1": 2,
-    "batch_set_v1": 2,
-    "batch_exists_v2": 2,
-    "batch_get_v2": 1,
-    "batch_set_v2": 1,
-}
-"""Where ``extra_info`` sits among each method's positional arguments."""
 
 HIT_QUERY_BUILDERS: tuple[str, ...] = ("build_hicache_transfers", "_build_sidecar_transfers")
 """The tree functions that build the sidecar transfers of a storage prefetch (its hit query among them)."""
@@ -125,7 +117,7 @@ class _Scanner(ast.NodeVisitor):
             and "storage_backend" in ast.unparse(function.value)
         ):
             keywords = sorted(keyword.arg for keyword in node.keywords if keyword.arg)
-            position = EXTRA_INFO_POSITION.get(function.attr)
+            position = EXTRA_INFO_METHODS.get(function.attr)
             if position is None:
                 form = None
             elif "extra_info" in keywords:
@@ -249,7 +241,7 @@ def transfer_shape(transfer: Any) -> tuple[str, str, bool, str]:
 
 def shape_of(method: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> CallShape:
     """Return the shape of the call ``method(*args, **kwargs)``."""
-    position = EXTRA_INFO_POSITION.get(method)
+    position = EXTRA_INFO_METHODS.get(method)
     if position is None:
         form = None
     elif "extra_info" in kwargs:
