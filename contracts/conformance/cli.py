@@ -724,6 +724,14 @@ def _finish_stopped(
     return 1 if status in (0, 130) else status
 
 
+def _release_loaded() -> bool:
+    """Whether a pinned SGLang release's controllers are importable in this process (the engine tier can run)."""
+    from hicache_contracts.conformance.session.release_pools import release_pools_available
+    from hicache_contracts.sglang_release import active_release
+
+    return active_release() is not None and release_pools_available()
+
+
 def _run(
     factory: Any,
     job: Optional[MainJob],
@@ -775,11 +783,15 @@ def _run(
                 if include_engine and job is not None and job.engine_section is not None:
                     printer.announce("reference controller (engine conformance)")
                     engine = SuiteReport((job.engine_section(),))
-                elif include_engine and job is None and getattr(factory, "engine", None):  # built by a release
-                    from hicache_contracts.conformance.running.engine_tier import engine_tier_report
+                elif include_engine and job is None and factory is not None and _release_loaded():
+                    from hicache_contracts.conformance.running.engine_tier import (
+                        as_dynamic_factory,
+                        engine_tier_report,
+                    )
 
                     printer.announce("the release's HiCacheController (engine-driven tier)")
-                    engine = engine_tier_report(factory)
+                    claimed = runners[0].decision.claimed if runners and runners[0].decision else frozenset()
+                    engine = engine_tier_report(as_dynamic_factory(factory, v1="v1" in claimed))
             except BaseException as error:
                 if isinstance(error, KeyboardInterrupt) and not raised_by_backend():
                     raise

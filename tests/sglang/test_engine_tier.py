@@ -121,3 +121,45 @@ def test_every_call_the_engine_tier_makes_is_in_the_releases_recorded_shapes(rel
     record = load_record(Path(__file__).resolve().parents[2] / "docs" / "call-shapes", release)
     assert {shape.method for shape in shapes} <= {call["method"] for call in record["calls"]}
     assert violations(shapes, record) == []
+
+
+def _run_command(capsys, release: str, backend: str, *more: str) -> tuple[int, str]:
+    from hicache_contracts.cli import main
+
+    status = main(
+        ["run", "--no-color", "--profile", "smoke", "--isolation", "none", "--sglang-version", release]
+        + ["--backend", backend, *more]
+    )
+    return status, capsys.readouterr().out
+
+
+@pytest.mark.clause("BE-15", "BE-16")
+def test_a_backend_run_with_a_release_loaded_gets_the_engine_tier_too(release, capsys):
+    """``--backend module:Class`` with a release: after the probe tier, the release's controller drives the backend
+    as the dynamic config a user would give SGLang for it (its extra config; interface_v1 as it claims v1)."""
+    import json
+
+    status, out = _run_command(
+        capsys,
+        release,
+        "hicache_reference.sglang_adapter:SGLangMemoryBackend",
+        "--extra-config",
+        json.dumps({"store": f"command-{release}"}),
+    )
+    assert status == 0 and "(engine-driven tier)" in out and "PASSED overall, 2 sections" in out, out[-3000:]
+    status, out = _run_command(
+        capsys,
+        release,
+        "tests.sglang.planted_driven:ShiftsReads",
+        "--extra-config",
+        json.dumps({"store": f"command-shifted-{release}"}),
+    )
+    engine = " ".join(out[out.index("(engine-driven tier)") :].split())  # the report wraps its lines
+    assert status == 1 and "batch_get_v1, called by HiCacheController._page_get_zero_copy" in engine, engine[-3000:]
+
+
+def test_a_backend_sglangs_loader_refuses_is_told_why_the_engine_tier_did_not_run(release, capsys):
+    status, out = _run_command(capsys, release, "tests.conformance.correct_backend:CorrectBackend")
+    engine = " ".join(out[out.index("(engine-driven tier)") :].split())
+    assert "no scenario ran: SGLang's dynamic-backend loader refuses the class (TypeError: " in engine, engine
+    assert "must inherit from HiCacheStorage" in engine and status == 0, engine

@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Empty
+from types import SimpleNamespace
 from typing import Any, Callable, Iterator, Mapping, Optional
 
 import torch
@@ -470,17 +471,66 @@ def engine_tier_section(
         levels=levels,
         clauses=tuple(results),
         notes=(
-            "the release's own controller attached the backend as the engine does and made every call; "
-            "bytes compared slot by slot, other host pages checked untouched",
-            "scenarios: " + ", ".join(f"{item.scenario} ({_mark(item)})" for item in verdicts),
-            *(f"{item.scenario}: not run: {item.skipped}" for item in verdicts if item.skipped),
+            *(
+                ()
+                if all(item.skipped for item in verdicts)
+                else (
+                    "the release's own controller attached the backend as the engine does and made every call; "
+                    "bytes compared slot by slot, other host pages checked untouched",
+                    "scenarios: " + ", ".join(f"{item.scenario} ({_mark(item)})" for item in verdicts),
+                )
+            ),
+            *_skip_notes(verdicts),
         ),
         duration_s=duration_s,
     )
 
 
+def _skip_notes(verdicts: list[ScenarioVerdict]) -> list[str]:
+    """One note per reason scenarios did not run, naming them (every scenario: said once)."""
+    by_reason: dict[str, list[str]] = {}
+    for item in verdicts:
+        if item.skipped:
+            by_reason.setdefault(item.skipped, []).append(item.scenario)
+    if len(by_reason) == 1 and len(next(iter(by_reason.values()))) == len(verdicts):
+        return [f"no scenario ran: {next(iter(by_reason))}"]
+    return [f"{', '.join(names)}: not run: {reason}" for reason, names in by_reason.items()]
+
+
 def _mark(verdict: ScenarioVerdict) -> str:
     return "skipped" if verdict.skipped else "pass" if verdict.passed else "FAIL"
+
+
+def as_dynamic_factory(factory: Any, *, v1: bool) -> Any:
+    """Return ``factory`` as the engine tier attaches it: a factory the release built (``--sglang-config``) as it
+    is; a ``--backend module:Class`` one as the dynamic-backend config a user would give SGLang for it (its extra
+    config, ``interface_v1`` when it claims v1)."""
+    if getattr(factory, "engine", None):
+        return factory
+    module_path, _, class_name = str(factory.name).partition(":")
+    config = {
+        "backend_name": "hicache-conform",
+        "module_path": module_path,
+        "class_name": class_name,
+        "interface_v1": 1 if v1 else 0,
+        **dict(factory.extra_config or {}),
+    }
+    return SimpleNamespace(name=factory.name, extra_config=config)
+
+
+def _loader_refusal(config: Mapping[str, Any]) -> str:
+    """Why the loaded release's dynamic-backend loader refuses the class ``config`` names ('' when it loads it)."""
+    storage = importlib.import_module("sglang.srt.mem_cache.storage")
+    try:
+        storage.StorageBackendFactory._load_backend_class(
+            config.get("module_path"), config.get("class_name"), config.get("backend_name")
+        )
+    except Exception as error:
+        return (
+            f"SGLang's dynamic-backend loader refuses the class ({type(error).__name__}: {error}); the engine "
+            "attaches only a backend it can load"
+        )
+    return ""
 
 
 def engine_tier_report(factory: Any) -> Any:
@@ -491,8 +541,13 @@ def engine_tier_report(factory: Any) -> Any:
     from hicache_contracts.sglang_release import active_release
 
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="hicache-engine-tier-") as folder:
-        verdicts = run_engine_tier(sglang_config=dict(factory.extra_config or {}), folder=folder)
+    config = dict(factory.extra_config or {})
+    refusal = _loader_refusal(config)
+    if refusal:  # SGLang could not load it as a dynamic backend: nothing for its controller to drive
+        verdicts = [ScenarioVerdict(name, skipped=refusal) for name in SCENARIOS]
+    else:
+        with tempfile.TemporaryDirectory(prefix="hicache-engine-tier-") as folder:
+            verdicts = run_engine_tier(sglang_config=config, folder=folder)
     section = engine_tier_section(
         verdicts,
         subject=factory.name,
