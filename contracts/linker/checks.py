@@ -366,15 +366,21 @@ def _busy(ctx: Context, driver: Driver, pages: int = 24) -> None:
         driver.offload([kv(new_keys(pages), 0)])
 
 
-def check_reset(ctx: Context) -> None:
-    """LNK-17: after reset() nothing begun before it writes; results are dropped; the linker stays usable."""
+def _stop_while_busy(ctx: Context, stop: str) -> tuple[Any, Driver]:
+    """Make the linker busy, call ``stop`` (``reset`` or ``close``) on it, then fail if device slots still change."""
     linker, driver = ctx.linker()
     _busy(ctx, driver)
-    driver.reset()
+    getattr(driver, stop)()
     first = snapshot(ctx.setup)
     time.sleep(0.3)
     if not same(first, snapshot(ctx.setup)):
-        raise CheckFailed("device slots changed after reset() returned")
+        raise CheckFailed(f"device slots changed after {stop}() returned")
+    return linker, driver
+
+
+def check_reset(ctx: Context) -> None:
+    """LNK-17: after reset() nothing begun before it writes; results are dropped; the linker stays usable."""
+    linker, driver = _stop_while_busy(ctx, "reset")
     if linker.num_completed_offloads():
         raise CheckFailed("offload results from before reset() are still reported")
     keys = new_keys(1)
@@ -387,13 +393,7 @@ def check_reset(ctx: Context) -> None:
 
 def check_close(ctx: Context) -> None:
     """LNK-18: after close() no load or offload writes device memory."""
-    linker, driver = ctx.linker()
-    _busy(ctx, driver)
-    driver.close()
-    first = snapshot(ctx.setup)
-    time.sleep(0.3)
-    if not same(first, snapshot(ctx.setup)):
-        raise CheckFailed("device slots changed after close() returned")
+    _stop_while_busy(ctx, "close")
 
 
 def check_idempotent(ctx: Context) -> None:
