@@ -21,6 +21,7 @@ from pydantic import field_validator, model_serializer, model_validator
 from hicache_spec import STORAGE_BATCH_SIZE
 from hicache_contracts.capabilities import ALL_METHODS
 from hicache_contracts.errors import ContractViolation
+from hicache_contracts.json_depth import nesting_depth
 from hicache_contracts.models import FIELD_CLAUSE, Ack, validate_page_keys
 from hicache_contracts.engine._calls import (
     EXTRA_INFO_ABSENT,
@@ -71,32 +72,6 @@ def _checked_keys(keys: Keys) -> Keys:
     """Return ``keys`` once every one is a non-empty str (KEY-2); the field's name is added by the model."""
     validate_page_keys(keys, field="")
     return keys
-
-
-def _nesting_depth(text: Union[str, bytes]) -> int:
-    """Return how deep arrays and objects nest in JSON ``text``, without parsing it (strings are skipped)."""
-    data = text.encode() if isinstance(text, str) else bytes(text)
-    depth = deepest = 0
-    inside = escaped = False
-    for byte in data:
-        if inside:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:  # quote
-                inside = False
-        elif byte == 0x22:
-            inside = True
-        elif byte in (0x5B, 0x7B):  # [ {
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > MAX_NESTING:
-                    return deepest
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
-    return deepest
 
 
 def _without_unrecorded(model: Any, data: Any) -> Any:
@@ -430,7 +405,7 @@ def load_trace(source: Union[str, Path, bytes], *, max_bytes: Optional[int] = MA
         text: Union[str, bytes] = read_trace_file(source, max_bytes)
     else:
         text = source
-    depth = _nesting_depth(text)
+    depth = nesting_depth(text, MAX_NESTING)
     if depth > MAX_NESTING:
         raise TraceFormatError(
             "TraceDocument",

@@ -26,9 +26,10 @@ import re
 from pathlib import Path
 from typing import Iterator, Optional, Union
 
-from hicache_contracts.engine._trace import MAX_NESTING, TraceDocument, TraceOperation, _nesting_depth, load_trace
+from hicache_contracts.engine._trace import MAX_NESTING, TraceDocument, TraceOperation, load_trace
 from hicache_contracts.engine._trace_errors import TraceFormatError
 from hicache_contracts.engine._trace_source import MAX_TRACE_BYTES, check_max_bytes, read_trace_file
+from hicache_contracts.json_depth import nesting_depth
 
 __all__ = ["iter_trace_operations"]
 
@@ -126,7 +127,7 @@ def iter_trace_operations(
     """
     check_max_bytes(max_bytes)
     raw = _source_text(source, max_bytes)
-    if _nesting_depth(raw) > MAX_NESTING:
+    if nesting_depth(raw, MAX_NESTING) > MAX_NESTING:
         yield from load_trace(raw).operations  # raises the nesting error
         return
     try:

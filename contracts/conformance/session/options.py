@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 from hicache_contracts.errors import FieldErrors, bad_value
 from hicache_contracts.host_pool import KINDS, LAYOUTS
+from hicache_contracts.json_depth import nesting_depth
 from hicache_contracts.conformance.levels import BACKEND_LEVELS
 from hicache_spec import STORAGE_BATCH_SIZE
 from hicache_spec.releases import SGLANG_RELEASES
@@ -296,7 +297,7 @@ def _parse_config(raw: str, kind: str, field_name: str, shown: str) -> Any:
     what = "a JSON object or @file" if shown == raw else f"a valid {kind} file"
     try:
         if kind == "json":
-            if _json_depth(raw) > MAX_CONFIG_DEPTH:
+            if nesting_depth(raw, MAX_CONFIG_DEPTH) > MAX_CONFIG_DEPTH:
                 raise _too_deep(field_name)
             return json.loads(raw, parse_constant=_refuse_constant(field_name))
         if kind == "toml":
@@ -330,31 +331,6 @@ def _refuse_constant(field_name: str) -> Any:
         raise bad_value(field_name, "must hold finite numbers only (NaN and infinity are no settings)", name)
 
     return refuse
-
-
-def _json_depth(text: str) -> int:
-    """The deepest nesting of arrays and objects in JSON ``text`` (strings skipped), found without parsing."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for character in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif character == "\\":
-                escaped = True
-            elif character == '"':
-                in_string = False
-        elif character == '"':
-            in_string = True
-        elif character in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > MAX_CONFIG_DEPTH:
-                    return deepest
-        elif character in "]}":
-            depth -= 1
-    return deepest
 
 
 def _load_yaml(raw: str, field_name: str) -> Any:
