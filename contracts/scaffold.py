@@ -16,7 +16,7 @@ import keyword
 import string
 from pathlib import Path
 
-__all__ = ["SKELETON_LEVELS", "STORAGE_CALLS", "class_name_for", "render_skeleton", "write_skeleton"]
+__all__ = ["SKELETON_LEVELS", "STORAGE_CALLS", "class_name_for", "render_skeleton", "write_module", "write_skeleton"]
 
 SKELETON_LEVELS = ("core", "legacy", "v1", "v2", "prefix", "namespacing", "concurrency", "robustness")
 """The levels the skeleton declares: every one a backend of its shape passes once its storage calls work
@@ -358,7 +358,11 @@ def render_skeleton(module_name: str, class_name: str | None = None) -> str:
 
 def write_skeleton(module_name: str, directory: Path | str = ".", class_name: str | None = None) -> Path:
     """Write ``<directory>/<module_name>.py``; refuse to overwrite; return the path written."""
-    text = render_skeleton(module_name, class_name)
+    return write_module(render_skeleton(module_name, class_name), module_name, directory)
+
+
+def write_module(text: str, module_name: str, directory: Path | str = ".") -> Path:
+    """Write ``text`` as ``<directory>/<module_name>.py``; refuse to overwrite; return the path written."""
     path = Path(directory) / f"{module_name}.py"
     if path.exists():
         raise ValueError(f"init NAME: {path} must not exist yet; nothing was written (got {module_name!r})")

@@ -18,7 +18,7 @@ import keyword
 import string
 from pathlib import Path
 
-from hicache_contracts.scaffold import class_name_for
+from hicache_contracts.scaffold import class_name_for, write_module
 
 __all__ = ["LINKER_STORAGE_CALLS", "render_linker_skeleton", "write_linker_skeleton"]
 
@@ -446,9 +446,4 @@ def render_linker_skeleton(module_name: str, class_name: str | None = None) -> s
 
 def write_linker_skeleton(module_name: str, directory: Path | str = ".", class_name: str | None = None) -> Path:
     """Write ``<directory>/<module_name>.py``; refuse to overwrite; return the path written."""
-    text = render_linker_skeleton(module_name, class_name)
-    path = Path(directory) / f"{module_name}.py"
-    if path.exists():
-        raise ValueError(f"init NAME: {path} must not exist yet; nothing was written (got {module_name!r})")
-    path.write_text(text, encoding="utf-8")
-    return path
+    return write_module(render_linker_skeleton(module_name, class_name), module_name, directory)
