@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Final, Optional, Union
 
 from hicache_contracts.engine._trace_errors import TraceFormatError
+from hicache_spec.values import is_count
 
 __all__ = ["MAX_TRACE_BYTES", "check_max_bytes", "read_trace_file"]
 
@@ -36,7 +37,7 @@ _KINDS: Final = (
 
 def check_max_bytes(max_bytes: Optional[int]) -> Optional[int]:
     """Return ``max_bytes`` when it is None or an int >= 1; raise TraceFormatError naming it otherwise."""
-    if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1):
+    if max_bytes is not None and not is_count(max_bytes, 1):
         raise TraceFormatError("load_trace.max_bytes", "must be None or an int >= 1", max_bytes, None)
     return max_bytes
 

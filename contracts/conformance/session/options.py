@@ -23,6 +23,7 @@ from hicache_contracts.json_depth import nesting_depth
 from hicache_contracts.conformance.levels import BACKEND_LEVELS
 from hicache_spec import STORAGE_BATCH_SIZE
 from hicache_spec.releases import SGLANG_RELEASES
+from hicache_spec.values import is_count
 
 __all__ = [
     "MAX_CONFIG_BYTES",
@@ -159,7 +160,7 @@ class SuiteOptions:
                 f"must be at most {MAX_MODEL_NAME_LENGTH} printable characters, {len(self.model_name)} given",
                 shown,
             )
-        if isinstance(self.page_size, bool) or not isinstance(self.page_size, int) or self.page_size < 1:
+        if not is_count(self.page_size, 1):
             raise _ERRORS.bad("page_size", "must be an int >= 1", self.page_size)
         if self.page_size > MAX_PAGE_SIZE:
             raise _ERRORS.bad(
