@@ -16,7 +16,15 @@ import keyword
 import string
 from pathlib import Path
 
-__all__ = ["SKELETON_LEVELS", "STORAGE_CALLS", "class_name_for", "render_skeleton", "write_module", "write_skeleton"]
+__all__ = [
+    "SKELETON_LEVELS",
+    "STORAGE_CALLS",
+    "checked_names",
+    "class_name_for",
+    "render_skeleton",
+    "write_module",
+    "write_skeleton",
+]
 
 SKELETON_LEVELS = ("core", "legacy", "v1", "v2", "prefix", "namespacing", "concurrency", "robustness")
 """The levels the skeleton declares: every one a backend of its shape passes once its storage calls work
@@ -346,13 +354,22 @@ def class_name_for(module_name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in module_name.split("_") if part) or "Store"
 
 
-def render_skeleton(module_name: str, class_name: str | None = None) -> str:
-    """Return the skeleton's source for ``module_name``; raise ValueError naming a bad name."""
+def checked_names(module_name: str, class_name: str | None, example: str) -> tuple[str, str]:
+    """Return ``module_name`` and the class name (``class_name``, else derived from the module's); raise
+    ValueError naming a bad one, with ``example`` (a module name) and its class name as the examples."""
     if not module_name.isidentifier() or keyword.iskeyword(module_name):
-        raise ValueError(f"init NAME: must be a Python module name, such as my_store (got {module_name!r})")
+        raise ValueError(f"init NAME: must be a Python module name, such as {example} (got {module_name!r})")
     class_name = class_name or class_name_for(module_name)
     if not class_name.isidentifier() or keyword.iskeyword(class_name):
-        raise ValueError(f"init --class: must be a Python class name, such as MyStore (got {class_name!r})")
+        raise ValueError(
+            f"init --class: must be a Python class name, such as {class_name_for(example)} (got {class_name!r})"
+        )
+    return module_name, class_name
+
+
+def render_skeleton(module_name: str, class_name: str | None = None) -> str:
+    """Return the skeleton's source for ``module_name``; raise ValueError naming a bad name."""
+    module_name, class_name = checked_names(module_name, class_name, "my_store")
     return SKELETON.substitute(module_name=module_name, class_name=class_name, levels=repr(SKELETON_LEVELS))
 
 

@@ -14,11 +14,10 @@ say whether it is stored, and disconnect.
 
 from __future__ import annotations
 
-import keyword
 import string
 from pathlib import Path
 
-from hicache_contracts.scaffold import class_name_for, write_module
+from hicache_contracts.scaffold import checked_names, write_module
 
 __all__ = ["LINKER_STORAGE_CALLS", "render_linker_skeleton", "write_linker_skeleton"]
 
@@ -436,11 +435,7 @@ class $class_name(_Base):
 
 def render_linker_skeleton(module_name: str, class_name: str | None = None) -> str:
     """Return the linker skeleton's source for ``module_name``; raise ValueError naming a bad name."""
-    if not module_name.isidentifier() or keyword.iskeyword(module_name):
-        raise ValueError(f"init NAME: must be a Python module name, such as my_linker (got {module_name!r})")
-    class_name = class_name or class_name_for(module_name)
-    if not class_name.isidentifier() or keyword.iskeyword(class_name):
-        raise ValueError(f"init --class: must be a Python class name, such as MyLinker (got {class_name!r})")
+    module_name, class_name = checked_names(module_name, class_name, "my_linker")
     return LINKER_SKELETON.substitute(module_name=module_name, class_name=class_name)
 
 
