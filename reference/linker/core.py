@@ -19,7 +19,7 @@ import logging
 import queue
 import threading
 from collections import deque
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 
 from hicache_spec import KV
@@ -188,14 +188,7 @@ class LinkerCore:
             return self._completed_loads.popleft()
 
     def _load_loop(self) -> None:
-        while True:
-            task = self._loads.get()
-            try:
-                if task is None:
-                    return
-                self._load_batch(*task)
-            finally:
-                self._loads.task_done()
+        _serve(self._loads, lambda task: self._load_batch(*task))
 
     def _load_batch(self, index: int, batch: dict[str, list[Any]]) -> None:
         state = self.layer_done_counter.batch(index)
@@ -250,20 +243,16 @@ class LinkerCore:
             return self._offload_results.popleft()  # LNK-16: submission order
 
     def _offload_loop(self) -> None:
-        while True:
-            task = self._offloads.get()
-            try:
-                if task is None:
-                    return
-                try:
-                    success = self._offload_one(task[0])
-                except Exception as error:  # LNK-16: a result for every accepted offload
-                    logger.info("reference linker: offload failed: %s", error)
-                    success = False
-                with self._results_lock:
-                    self._offload_results.append(success)
-            finally:
-                self._offloads.task_done()
+        _serve(self._offloads, self._offload_task)
+
+    def _offload_task(self, task: Any) -> None:
+        try:
+            success = self._offload_one(task[0])
+        except Exception as error:  # LNK-16: a result for every accepted offload
+            logger.info("reference linker: offload failed: %s", error)
+            success = False
+        with self._results_lock:
+            self._offload_results.append(success)
 
     def _offload_one(self, transfers: Sequence[Any]) -> bool:
         try:
@@ -307,3 +296,16 @@ class LinkerCore:
         self._load_thread.join()
         self._offload_thread.join()  # LNK-18
         self.store.close()
+
+
+def _serve(tasks: queue.Queue, handle: Callable[[Any], None]) -> None:
+    """A worker thread's loop: ``handle`` each task of ``tasks`` until the ``None`` that stops it; every task,
+    the ``None`` included, is marked done (so ``join`` on the queue returns once the work is finished)."""
+    while True:
+        task = tasks.get()
+        try:
+            if task is None:
+                return
+            handle(task)
+        finally:
+            tasks.task_done()
