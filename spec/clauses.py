@@ -172,10 +172,12 @@ CLAUSES: tuple[Clause, ...] = (
         "PFX-8",
         "prefix",
         "engine",
-        "The KV-derived v2 read of a slice carries the same prefix as the KV read of that slice.",
+        "The KV-derived v2 read of a slice carries the same prefix as the KV read of that slice where that "
+        "read takes extra_info (batch_get_v1); on the legacy path the KV read (batch_get) takes none and only "
+        "the derived read carries the prefix.",
         "A KV page and its derived sidecar are one logical page; they must be described by the same history.",
-        "sglang mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout, "
-        "_page_transfer_sidecar",
+        "sglang managers/cache_controller.py HiCacheController._page_transfer_kv_batch (page_get_func: "
+        "_page_get_zero_copy with extra_info, _generic_page_get without)",
     ),
     C(
         "PFX-9",
@@ -507,8 +509,9 @@ CLAUSES: tuple[Clause, ...] = (
         "Two instances that differ only in tp_rank (same tp_size) never see each other's pages, "
         "unless KV is replicated (NS-5).",
         "Each TP rank holds a different shard of the heads; reading another rank's shard is silent corruption.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig, HiCacheFile.__init__, _get_suffixed_key; the "
-        "in-tree backends under mem_cache/storage/",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.model_name, HiCacheFile.__init__, "
+        "_get_suffixed_key; storage/mooncake_store/mooncake_store.py MooncakeStore.__init__ (both fold '/' into "
+        "'-': DIV-30, DIV-31)",
     ),
     C(
         "NS-2",
@@ -516,8 +519,9 @@ CLAUSES: tuple[Clause, ...] = (
         "backend",
         "Two instances that differ only in pp_rank never see each other's pages.",
         "Pipeline stages hold different layers; a backend without PP in its keys let stages overwrite each other.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig, HiCacheFile.__init__, _get_suffixed_key; the "
-        "in-tree backends under mem_cache/storage/",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.model_name, HiCacheFile.__init__, "
+        "_get_suffixed_key; storage/mooncake_store/mooncake_store.py MooncakeStore.__init__ (both fold '/' into "
+        "'-': DIV-30, DIV-31)",
     ),
     C(
         "NS-3",
@@ -525,8 +529,9 @@ CLAUSES: tuple[Clause, ...] = (
         "backend",
         "Two instances that differ only in attn_cp_rank never see each other's pages.",
         "Context-parallel ranks hold different token shards.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig, HiCacheFile.__init__, _get_suffixed_key; the "
-        "in-tree backends under mem_cache/storage/",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.model_name, HiCacheFile.__init__, "
+        "_get_suffixed_key; storage/mooncake_store/mooncake_store.py MooncakeStore.__init__ (both fold '/' into "
+        "'-': DIV-30, DIV-31)",
     ),
     C(
         "NS-4",
@@ -534,8 +539,9 @@ CLAUSES: tuple[Clause, ...] = (
         "backend",
         "Two instances that differ only in model_name never see each other's pages.",
         "Keys carry no model; two models sharing a store must not read each other's KV.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig, HiCacheFile.__init__, _get_suffixed_key; the "
-        "in-tree backends under mem_cache/storage/",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.model_name, HiCacheFile.__init__, "
+        "_get_suffixed_key; storage/mooncake_store/mooncake_store.py MooncakeStore.__init__ (both fold '/' into "
+        "'-': DIV-30, DIV-31)",
     ),
     C(
         "NS-5",
@@ -624,13 +630,16 @@ CLAUSES: tuple[Clause, ...] = (
         "The effective threshold is max(prefetch_threshold, page_size) tokens (default 256; in "
         "buffer-only host mode a model with a sliding window first raises prefetch_threshold to the "
         "window rounded up to whole pages): a page-aligned span shorter than it is declined before "
-        "any query, and a prefetch whose agreed hit is below it, or for which host memory is short, "
-        "is revoked before any IO.",
+        "any query, and a prefetch whose agreed hit is below it is revoked before any IO. When host "
+        "memory is short, cache mode cuts the hit to the largest page-aligned length that fits and "
+        "revokes only if that is below the threshold; buffer-only mode parks the hit until memory frees "
+        "(0.5.23's window is the retained one: the larger of the model's and the draft's, and the "
+        "auxiliary SWA component's).",
         "A tiny hit is cheaper to recompute than to fetch, and a span that cannot reach the "
         "threshold is not worth a round trip.",
         "sglang managers/cache_controller.py attach_storage_backend; unified_radix_cache.py "
-        "prefetch_from_storage (every release: 0.5.20's HiRadixCache is never built); "
-        "unified_cache/storage_attachment.py resolve_prefetch_threshold",
+        "prefetch_from_storage, the drain's _try_alloc_storage_hit (every release: 0.5.20's HiRadixCache "
+        "is never built); unified_cache/storage_attachment.py resolve_prefetch_threshold",
     ),
     C(
         "CTL-4",
@@ -806,17 +815,20 @@ CLAUSES: tuple[Clause, ...] = (
         "HYB-3",
         "hybrid",
         "engine",
-        "A TRAILING_PAGES transfer reads the window of its N pages ending at the agreed hit.",
+        "A TRAILING_PAGES transfer reads the window of up to its N pages ending at the KV hit the "
+        "operation loads: the agreed hit cut to the rank's host allocation (with a head trimmed in "
+        "buffer-only mode, its untrimmed end); fewer than N when that hit is shorter.",
         "The window must end where the prefix ends, not where the query began.",
         "sglang mem_cache/hicache_storage.py PoolHitPolicy.TRAILING_PAGES; "
-        "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_sidecar",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_sidecar, _sync_trailing_keys",
     ),
     C(
         "HYB-4",
         "hybrid",
         "engine",
-        "A sidecar read succeeds only if every pool is present in the result with every page True; "
-        "a pool missing from the result is a failure.",
+        "A sidecar read succeeds only if every pool is present in the result with exactly len(keys) "
+        "entries, none of them False; a pool missing from the result is a failure (SGLang counts any "
+        "entry but False as loaded, None included: HYB-8, DIV-27; a backend returns bools, BE-19).",
         "A missing pool counted as a hit restored KV beside stale sidecar state.",
         "sglang mem_cache/unified_radix_cache.py UnifiedRadixCache._check_hybrid_prefetch_result (a pool "
         "absent from the acked hits counts 0); mem_cache/hybrid_cache/hybrid_cache_controller.py "
@@ -912,8 +924,8 @@ CLAUSES: tuple[Clause, ...] = (
         "engine",
         "If any rank terminates a prefetch (timeout or request), every rank terminates it.",
         "Ranks must stop at the same slice to keep their caches equal.",
-        "sglang managers/cache_controller.py terminate_prefetch, _all_reduce; mem_cache/unified_radix_cache.py "
-        "prefetch_stop_policy",
+        "sglang mem_cache/unified_radix_cache.py _can_terminate_prefetch, check_prefetch_progress, "
+        "UnifiedRadixCache._all_reduce, prefetch_stop_policy",
     ),
     C(
         "RANK-5",

@@ -121,7 +121,8 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "backend",
         "load(rid, transfers) only queues: no device slot is written before the next start_layer_wise_loading().",
         "The slots of a queued load still belong to the batch being scheduled; the tree frees or reuses "
-        "them when the request is cancelled before its batch starts.",
+        "them when the request is cancelled before its batch starts (0.5.22 on; 0.5.20-0.5.21's wrapper "
+        "publishes the slots into the tree before the load runs).",
         _ABC.format("0.5.20+") + ".load, .cancel_queued_load",
     ),
     C(
@@ -279,13 +280,14 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "LNK-23",
         "linker",
         "engine",
-        "SGLang's direct linkers call the storage backend's batch_exists_v2 with the KV keys and the "
-        "expanded transfers and no extra_info, and batch_set_v2 with extra_info None or carrying only "
-        "session_id; never prefix keys.",
+        "SGLang's Mooncake direct linker calls the storage backend's batch_exists_v2 with the KV keys and "
+        "the expanded transfers and no extra_info, and batch_set_v2 with extra_info None or carrying only "
+        "session_id; never prefix keys, and never batch_get_v2 (it loads through the store's own reads). "
+        "The UMBP (mori) direct linker calls no HiCacheStorage method.",
         "A backend behind a direct linker must not require the prefix metadata or the host pool the "
         "HiCache controller passes.",
         "sglang 0.5.20+ storage/mooncake_store/mooncake_direct_linker.py MooncakeDirectLinker.lookup, "
-        "offload_thread_func",
+        "offload_thread_func; storage/umbp/umbp_direct_linker.py",
     ),
     C(
         "LNK-24",

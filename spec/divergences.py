@@ -332,6 +332,26 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "last rank's replacing the others'.",
         r"(?s)\A(?!.*MAMBA).*return key \+ self\.config_suffix",
     ),
+    D(
+        "DIV-30",
+        "0.5.20+",
+        "NS-4",
+        "mem_cache/hicache_storage.py",
+        "HiCacheFile.__init__",
+        "The model name goes into the key suffix with every '/' replaced by '-', so a model 'org/model' and a "
+        "model 'org-model' share one namespace and read each other's pages.",
+        r'"-"\.join\(model_name\.split\("/"\)\)',
+    ),
+    D(
+        "DIV-31",
+        "0.5.20+",
+        "NS-4",
+        "mem_cache/storage/mooncake_store/mooncake_store.py",
+        "MooncakeStore.__init__",
+        "The model name goes into the key prefix with every '/' replaced by '-', so a model 'org/model' and a "
+        "model 'org-model' share one namespace.",
+        r'"-"\.join\(storage_config\.model_name\.split\("/"\)\)',
+    ),
 )
 """Every recorded divergence, oldest release first within a clause."""
 

@@ -304,6 +304,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     # ================ planted_single, planted_backdoor: bugs one check alone catches
     _entry("BE-2", single.FullBatchOfUnknownKeysHitsOnce, only("batch_exists_counts_the_leading_run")),
     _entry("NS-7", single.CloseDropsThePages, only("pages_survive_a_rebuild")),
+    _entry("NS-4", single.FoldsSlashesInModelNames, only("ranks_and_models_never_share_pages")),
     _entry("BE-11", single.ClearLeavesTheRanksState, only("clear_removes_a_ranks_own_state_under_replicated_kv")),
     _entry("PFX-1", single.RootPrefixCapsTheCount, only("prefix_states_none_empty_and_list_all_work")),
     _entry("BE-3", single.ChainLookupReservesTheRest, only("batch_exists_has_no_side_effects")),

@@ -40,6 +40,14 @@ class ClearLeavesTheRanksState(CorrectBackend):
                     del self.objects[name]
 
 
+class FoldsSlashesInModelNames(CorrectBackend):
+    """Planted (NS-4): '/' in the model name becomes '-' in the namespace, so ``org/model`` and ``org-model`` share
+    pages (as SGLang's HiCacheFile and MooncakeStore do, DIV-30, DIV-31)."""
+
+    def namespace_of(self, config: Any) -> str:
+        return super().namespace_of(config).replace("/", "-", config.model_name.count("/"))
+
+
 class CloseDropsThePages(CorrectBackend):
     """The last instance of a namespace to close deletes its pages (NS-7): the pages do not survive a restart.
     While another instance of the namespace is open, close() leaves the pages to it, so BE-29 (whose reader stays

@@ -25,12 +25,18 @@ SPREAD_RANKS = dict(tp_size=2, pp_size=2, attn_cp_size=2)
 
 
 def sibling_configs(suite: SuiteContext, model_name: str) -> list[tuple[str, str, dict[str, Any]]]:
-    """The coordinates NS-1..NS-4 vary, as ``(clause, description, config overrides)``."""
+    """The coordinates NS-1..NS-4 vary, as ``(clause, description, config overrides)``; ``first_model_name`` in the
+    overrides is the first instance's model when it is not the check's own."""
     return [
         ("NS-1", "tp_rank 1 instead of 0 (same tp_size)", dict(tp_rank=1)),
         ("NS-2", "pp_rank 1 instead of 0", dict(pp_rank=1)),
         ("NS-3", "attn_cp_rank 1 instead of 0", dict(attn_cp_rank=1)),
         ("NS-4", "another model_name", dict(model_name=suite.names.namespace("other-model"))),
+        (  # a model path and its name with '-' for '/': two models (SGLang's HiCacheFile folds them, DIV-30)
+            "NS-4",
+            "a model_name with '-' where the first has '/'",
+            dict(model_name=f"{model_name}-org-model", first_model_name=f"{model_name}-org/model"),
+        ),
     ]
 
 
@@ -60,10 +66,12 @@ def ranks_and_models_never_share_pages(suite: SuiteContext) -> None:
     base = build_with(suite, model, "tp 0, pp 0, cp 0")
     shown_pages = False
     for clause_id, difference, overrides in sibling_configs(suite, model):
+        first_model = overrides.pop("first_model_name", model)
+        first = base if first_model == model else build_with(suite, first_model, f"tp 0, pp 0, cp 0, {first_model}")
         keys = suite.names.new_keys(2)
-        suite.io.store(base, keys, clause_id=setup_clause(suite))
+        suite.io.store(first, keys, clause_id=setup_clause(suite))
         if suite.may_evict:  # only pages still there could be seen by the sibling
-            shown_pages = shown_pages or suite.io.count(base, keys, clause_id=clause_id) > 0
+            shown_pages = shown_pages or suite.io.count(first, keys, clause_id=clause_id) > 0
         sibling = build_with(suite, overrides.pop("model_name", model), difference, **overrides)
         shown = (
             f"instance A (tp 0/2, pp 0/2, cp 0/2) writes {suite.names.show(keys)}; instance B differs in {difference}"
@@ -78,19 +86,19 @@ def ranks_and_models_never_share_pages(suite: SuiteContext) -> None:
             shown,
         )
         suite.io.write(sibling, keys, variant=1, clause_id=clause_id)
-        read = suite.io.read(base, keys, pages=[4, 5], clause_id=clause_id)
+        read = suite.io.read(first, keys, pages=[4, 5], clause_id=clause_id)
         shown_pages = shown_pages or any(page is not None for page in read)
         for key, page in zip(keys, read):
             expect(
-                suite.io.holds(key, base.pool, page),
+                suite.io.holds(key, first.pool, page),
                 clause_id,
                 f"after an instance with {difference} wrote the same key, {suite.names.label(key)} reads back as "
-                f"{describe_page_difference(suite.pages.page_for(key, base.pool), page)} for the first",
+                f"{describe_page_difference(suite.pages.page_for(key, first.pool), page)} for the first",
                 shown + "; then B writes other bytes under the same keys",
             )
         # a new instance of A, with nothing of its own in memory, reads what the store holds for A (a miss there is
         # NS-7's to judge; other bytes are B's)
-        again = build_with(suite, model, "a new instance of A (tp 0, pp 0, cp 0)")
+        again = build_with(suite, first_model, "a new instance of A (tp 0, pp 0, cp 0)")
         fresh = suite.io.read(again, keys, pages=[4, 5], clause_id=clause_id)
         for key, page in zip(keys, fresh):
             expect(
