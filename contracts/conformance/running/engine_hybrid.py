@@ -24,6 +24,13 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from hicache_contracts.conformance.running.engine_parts import (
+    EXTRA_PAGES,
+    PAGE_SIZE,
+    STORED_PAGES,
+    callers,
+    read_method,
+)
 from hicache_contracts.conformance.running.hybrid_engine import (
     TRAILING,
     HybridEngine,
@@ -46,9 +53,9 @@ def _differs(got: torch.Tensor, wanted: torch.Tensor) -> bool:
     return not torch.equal(got.reshape(-1).view(torch.uint8), wanted.reshape(-1).view(torch.uint8))
 
 
-def _caller(tier: Any, method: str, sidecar: Optional[bool]) -> str:
+def _caller(method: str, sidecar: Optional[bool]) -> str:
     """The SGLang functions calling ``method``; ``sidecar`` keeps those reading trailing pools (True) or the others."""
-    found = tier._callers(method).split(" / ")
+    found = callers(method).split(" / ")
     if sidecar is not None:
         found = [name for name in found if ("sidecar" in name) == sidecar] or found
     return " / ".join(found)
@@ -56,15 +63,15 @@ def _caller(tier: Any, method: str, sidecar: Optional[bool]) -> str:
 
 def _check(engine: HybridEngine, operation: Any, info: Any, loaded: int, before: Any, expect: int) -> str:
     """What is wrong with a hybrid prefetch's outcome ('' when nothing), naming the SGLang caller."""
-    tier, page = engine.tier, engine.tier.PAGE_SIZE
+    page = PAGE_SIZE
 
     def by(method: str, sidecar: Optional[bool] = None) -> str:
-        return f"{method}, called by {_caller(tier, method, sidecar)}"
+        return f"{method}, called by {_caller(method, sidecar)}"
 
     hits = operation.storage_hit_count // page
     if hits != expect:
         return f"the hit query found {hits} of the {expect} pages written with their sidecars ({by('batch_exists_v2')})"
-    kv_method = tier._read_method(engine)
+    kv_method = read_method(engine)
     if loaded // page != expect:
         return f"{loaded // page} of {expect} pages loaded ({by(kv_method)})"
     keys = list(operation.hash_value[:expect])
@@ -175,8 +182,8 @@ PLANS: dict[str, tuple[bool, bool]] = {
 
 
 def _round_trip(engine: HybridEngine, counter: list[int], partial: bool, prefix: bool) -> str:
-    page, stored = engine.tier.PAGE_SIZE, engine.tier.STORED_PAGES
-    extra_pages = engine.tier.EXTRA_PAGES if partial else 0
+    page, stored = PAGE_SIZE, STORED_PAGES
+    extra_pages = EXTRA_PAGES if partial else 0
     engine.cache.hicache_storage_pass_prefix_keys = prefix
     counter[0] += 1
     start = 1_000_000 * counter[0] + 500_000
@@ -185,7 +192,7 @@ def _round_trip(engine: HybridEngine, counter: list[int], partial: bool, prefix:
     if done.completed_tokens != stored * page:
         return (
             f"the write-through completed {done.completed_tokens} of {stored * page} tokens "
-            f"(batch_set_v2 / batch_set_v1, called by {engine.tier._callers('batch_set_v2')})"
+            f"(batch_set_v2 / batch_set_v1, called by {callers('batch_set_v2')})"
         )
     operation, info, loaded, before = engine.prefetch(tokens)
     try:

@@ -33,33 +33,32 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import os
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from queue import Empty
 from types import SimpleNamespace
-from typing import Any, Callable, Iterator, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import torch
 
 from hicache_contracts.conformance.running.engine_hybrid import HYBRID_SCENARIOS
+from hicache_contracts.conformance.running.engine_parts import (
+    EXTRA_PAGES,
+    HOST_PAGES,
+    PAGE_SIZE,
+    STORED_PAGES,
+    WAIT_S,
+    Allocator,
+    await_prefetch,
+    callers,
+    cpu_device_module,
+    engine_process,
+    file_dir,
+    read_method,
+)
 
 __all__ = ["SCENARIOS", "ScenarioVerdict", "run_engine_tier"]
-
-WAIT_S = 60.0
-"""How long one controller step may take (the storage threads poll their queues each second)."""
-PAGE_SIZE = 4
-"""Tokens per page of the tier's pools."""
-STORED_PAGES = 150
-"""Pages backed up per scenario: more than one storage batch (128 pages), so reads come in several slices."""
-EXTRA_PAGES = 50
-"""Pages a partial-hit prefetch asks for beyond the stored ones."""
-HOST_PAGES = 1024
-"""Pages of the host pool."""
-FILE_DIR_ENV = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
-"""Where SGLang's in-tree file backend keeps its files (read when it is built)."""
 
 SCENARIOS: tuple[str, ...] = (
     "write-through, full hit",
@@ -90,61 +89,6 @@ class ScenarioVerdict:
         return not self.failed
 
 
-class _Allocator:
-    def __init__(self, device_pool: Any) -> None:
-        self.device_pool = device_pool
-
-    def get_kvcache(self) -> Any:
-        return self.device_pool
-
-
-@contextlib.contextmanager
-def _engine_process(controller_module: Any, tp_rank: int = 0, tp_size: int = 1) -> Iterator[None]:
-    """TP rank ``tp_rank`` of ``tp_size``, DP attention off, for building and attaching (the release's own override)."""
-    runtime = importlib.import_module("sglang.srt.runtime_context")
-    fields = getattr(runtime, "_PARALLEL_FIELDS", None) or runtime._parallel_fields()
-    single = {
-        "tp_rank": tp_rank,
-        "tp_size": tp_size,
-        "pp_rank": 0,
-        "pp_size": 1,
-        "attn_dcp_rank": 0,
-        "attn_dcp_size": 1,
-    }
-    dp_attention = controller_module.is_dp_attention_enabled
-    controller_module.is_dp_attention_enabled = lambda: False
-    try:
-        with runtime.get_parallel().override(**{name: value for name, value in single.items() if name in fields}):
-            yield
-    finally:
-        controller_module.is_dp_attention_enabled = dp_attention
-
-
-def _cpu_device_module() -> None:
-    """Without a CUDA device, point 0.5.20-0.5.22's controller and L2 modules at ``torch.cpu``."""
-    if torch.cuda.is_available():
-        return
-    for name in ("sglang.srt.managers.cache_controller", "sglang.srt.mem_cache.l2_transfer"):
-        with contextlib.suppress(ImportError):
-            module: Any = importlib.import_module(name)
-            module.device_module = torch.cpu
-
-
-@contextlib.contextmanager
-def _file_dir(folder: Optional[str]) -> Iterator[None]:
-    """SGLang's in-tree file backend keeps its files under ``folder`` while the backend is built."""
-    saved = os.environ.get(FILE_DIR_ENV)
-    if folder is not None:
-        os.environ[FILE_DIR_ENV] = folder
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(FILE_DIR_ENV, None)
-        else:
-            os.environ[FILE_DIR_ENV] = saved
-
-
 class _Engine:
     """The release's HiCacheController over its CPU host pool, with the backend attached as the engine attaches it."""
 
@@ -162,16 +106,16 @@ class _Engine:
         from hicache_contracts.engine import RecordingBackend
 
         self.cc = importlib.import_module("sglang.srt.managers.cache_controller")
-        _cpu_device_module()
+        cpu_device_module()
         self.utils = importlib.import_module("sglang.srt.mem_cache.utils")
         self.pool = release_host_pool(
             kind=kind, layout="layer_first", pages=HOST_PAGES, page_size=PAGE_SIZE, layer_num=2, head_num=2, head_dim=8
         )
         self.controller = self.cc.HiCacheController(
-            _Allocator(self.pool.device_pool), self.pool, PAGE_SIZE, None, threading.Event()
+            Allocator(self.pool.device_pool), self.pool, PAGE_SIZE, None, threading.Event()
         )
         name, extra = attach
-        with _engine_process(self.cc, tp_rank, tp_size), _file_dir(folder):
+        with engine_process(self.cc, tp_rank, tp_size), file_dir(folder):
             self.controller.attach_storage_backend(
                 name,
                 prefetch_threshold=PAGE_SIZE,
@@ -220,63 +164,31 @@ class _Engine:
         return operation, await_prefetch(self.controller, operation), before
 
 
-def await_prefetch(controller: Any, operation: Any) -> int:
-    """Hand ``operation`` to the controller's prefetch thread; return the tokens its acks report loaded by the final
-    ack (an ``AssertionError`` when none comes within ``WAIT_S``)."""
-    controller.prefetch_buffer.put(operation)
-    loaded: int = 0
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        try:
-            ack = controller.ack_prefetch_queue.get(timeout=1)
-        except Empty:
-            continue
-        if getattr(ack, "completed_tokens", None) is not None:
-            loaded = ack.completed_tokens
-        if getattr(ack, "completed_req", False):
-            return loaded
-    raise AssertionError(f"no final prefetch ack within {WAIT_S:g} s")
-
-
-def _callers(method: str) -> str:
-    """The SGLang functions that call ``method`` on the backend, read from the loaded release's source."""
-    from hicache_contracts.conformance.session.call_shapes import scan_release
-
-    root = Path(importlib.import_module("sglang").__file__ or ".").resolve().parent.parent
-    record = scan_release(root, "loaded")
-    found = sorted({call["function"] for call in record["calls"] if call["method"] == method})
-    return " / ".join(found) or "?"
-
-
-def _read_method(engine: _Engine) -> str:
-    return "batch_get_v1" if engine.controller.page_get_func.__name__ == "_page_get_zero_copy" else "batch_get"
-
-
 def _check_loaded(engine: _Engine, operation: Any, loaded: int, before: list[torch.Tensor], expect_pages: int) -> str:
     """What is wrong with a prefetch's outcome ('' when nothing): hit count, bytes slot by slot, guard pages."""
     hits = operation.storage_hit_count // PAGE_SIZE
     if hits != expect_pages:
         return (
             f"the hit query found {hits} of the {expect_pages} pages written "
-            f"(batch_exists, called by {_callers('batch_exists')})"
+            f"(batch_exists, called by {callers('batch_exists')})"
         )
     if loaded // PAGE_SIZE != expect_pages:
-        method = _read_method(engine)
-        return f"{loaded // PAGE_SIZE} of {expect_pages} pages loaded ({method}, called by {_callers(method)})"
+        method = read_method(engine)
+        return f"{loaded // PAGE_SIZE} of {expect_pages} pages loaded ({method}, called by {callers(method)})"
     rows = {int(operation.host_indices[number * PAGE_SIZE]) // PAGE_SIZE for number in range(expect_pages)}
     for number, key in enumerate(operation.hash_value[:expect_pages]):
         got = engine.pool.get_data_page(operation.host_indices[number * PAGE_SIZE]).reshape(-1)
         wanted = engine.written[key]
         if not torch.equal(got.view(torch.uint8), wanted.reshape(-1).view(torch.uint8)):
-            method = _read_method(engine)
-            return f"page {number} of the chain loaded other bytes than were backed up ({method}, called by {_callers(method)})"
+            method = read_method(engine)
+            return f"page {number} of the chain loaded other bytes than were backed up ({method}, called by {callers(method)})"
     for page, old in enumerate(before):
         if page in rows:
             continue
         now = engine.pool.get_data_page(page * PAGE_SIZE).reshape(-1)
         if not torch.equal(now.view(torch.uint8), old.view(torch.uint8)):
-            method = _read_method(engine)
-            return f"host page {page}, outside the rows read, changed ({method}, called by {_callers(method)})"
+            method = read_method(engine)
+            return f"host page {page}, outside the rows read, changed ({method}, called by {callers(method)})"
     return ""
 
 
@@ -355,7 +267,7 @@ def run_engine_tier(
             if operation.storage_hit_count:
                 return (
                     f"after clear() the hit query still found {operation.storage_hit_count // PAGE_SIZE} pages "
-                    f"(batch_exists, called by {_callers('batch_exists')})"
+                    f"(batch_exists, called by {callers('batch_exists')})"
                 )
             return ""
 

@@ -40,6 +40,17 @@ from typing import Any, Optional
 
 import torch
 
+from hicache_contracts.conformance.running.engine_parts import (
+    HOST_PAGES,
+    PAGE_SIZE,
+    WAIT_S,
+    Allocator,
+    await_prefetch,
+    cpu_device_module,
+    engine_process,
+    file_dir,
+)
+
 __all__ = ["MAMBA_SLOTS", "TRAILING", "WINDOW_PAGES", "HybridEngine", "host_pools", "pool_name", "trailing_transfers"]
 
 WINDOW_PAGES = 4
@@ -60,16 +71,14 @@ class HybridEngine:
     def __init__(
         self, attach: tuple[str, Optional[dict[str, Any]]], folder: Optional[str], model: str, sidecars: tuple[str, ...]
     ) -> None:
-        from hicache_contracts.conformance.running import engine_tier as tier
         from hicache_contracts.engine import RecordingBackend
 
-        self.tier = tier
         self.sidecars = sidecars
         storage = _module("sglang.srt.mem_cache.hicache_storage")
         self.storage = storage
         group_module = _module("sglang.srt.mem_cache.pool_host")
         controller_module = _module("sglang.srt.mem_cache.hybrid_cache.hybrid_cache_controller")
-        tier._cpu_device_module()
+        cpu_device_module()
         self.utils = _module("sglang.srt.mem_cache.utils")
         self.pools = host_pools(("kv", *sidecars))
         entries = [
@@ -84,12 +93,12 @@ class HybridEngine:
         ]
         self.group = group_module.HostPoolGroup(entries)
         self.controller = controller_module.HybridCacheController(
-            tier._Allocator(self.pools["kv"].device_pool), self.group, tier.PAGE_SIZE, None, threading.Event()
+            Allocator(self.pools["kv"].device_pool), self.group, PAGE_SIZE, None, threading.Event()
         )
-        with tier._engine_process(_module("sglang.srt.managers.cache_controller")), tier._file_dir(folder):
+        with engine_process(_module("sglang.srt.managers.cache_controller")), file_dir(folder):
             self.controller.attach_storage_backend(
                 attach[0],
-                prefetch_threshold=tier.PAGE_SIZE,
+                prefetch_threshold=PAGE_SIZE,
                 model_name=model,
                 storage_backend_extra_config=None if attach[1] is None else dict(attach[1]),
                 host_pools=self.group.entries,
@@ -109,7 +118,7 @@ class HybridEngine:
         self.node_class = core.UnifiedTreeNode
         tree = core.UnifiedTreeCore.__new__(core.UnifiedTreeCore)
         cache = radix.UnifiedRadixCache.__new__(radix.UnifiedRadixCache)
-        page = self.tier.PAGE_SIZE
+        page = PAGE_SIZE
         components: dict[Any, Any] = {}
         if "swa" in self.sidecars:
             swa = _module("sglang.srt.mem_cache.unified_cache.components.swa").SWAComponent
@@ -179,7 +188,7 @@ class HybridEngine:
 
     # ------------------------------------------------------------ operations
     def keys(self, tokens: list[int]) -> list[str]:
-        return list(self.utils.get_storage_hash_str(tokens, None, page_size=self.tier.PAGE_SIZE))
+        return list(self.utils.get_storage_hash_str(tokens, None, page_size=PAGE_SIZE))
 
     def _fill(self, pool_name: str, row: int, key: str, generator: torch.Generator) -> None:
         pool = self.pools[pool_name]
@@ -193,7 +202,7 @@ class HybridEngine:
 
     def backup(self, tokens: list[int], seed: int) -> Any:
         """Write ``tokens`` as one tree node through the release's write_backup_storage; return the finished operation."""
-        page = self.tier.PAGE_SIZE
+        page = PAGE_SIZE
         keys = self.keys(tokens)
         generator = torch.Generator().manual_seed(seed)
         kv_rows = self.pools["kv"].alloc(len(keys) * page)
@@ -216,7 +225,7 @@ class HybridEngine:
         node.hash_value = keys
         self.tree._node_arena[node.id] = node
         self.radix.UnifiedRadixCache.write_backup_storage(self.cache, node.id)
-        done = self.controller.ack_backup_queue.get(timeout=self.tier.WAIT_S)
+        done = self.controller.ack_backup_queue.get(timeout=WAIT_S)
         self.pools["kv"].free(kv_rows)
         for name, rows in trailing_rows.items():
             self.pools[name].free(rows)
@@ -248,7 +257,7 @@ class HybridEngine:
             [] if self.cache.hicache_storage_pass_prefix_keys else None,
         )
         info = self.cache.ongoing_prefetch[handle]
-        operation = self.controller.prefetch_hit_queue.get(timeout=self.tier.WAIT_S)
+        operation = self.controller.prefetch_hit_queue.get(timeout=WAIT_S)
         if operation is not info.operation:
             raise AssertionError("the controller's hit query answered another operation")
         hits = operation.storage_hit_count
@@ -262,9 +271,9 @@ class HybridEngine:
         if rows is None or not self.radix.UnifiedRadixCache._alloc_prefetch_aux_staging(self.cache, info, hits):
             raise AssertionError("the host pools could not take the hit")
         operation.storage_hit_count = hits
-        operation.hash_value = operation.hash_value[: hits // self.tier.PAGE_SIZE]
+        operation.hash_value = operation.hash_value[: hits // PAGE_SIZE]
         operation.host_indices = rows
-        return operation, info, self.tier.await_prefetch(self.controller, operation), before
+        return operation, info, await_prefetch(self.controller, operation), before
 
     def release(self, operation: Any, info: Any) -> None:
         if operation.host_indices is not None:
@@ -277,7 +286,6 @@ class HybridEngine:
 
 def host_pools(names: tuple[str, ...]) -> dict[str, Any]:
     """The release's host pools for ``names``: MHA pools for KV, SWA and the indexer, a Mamba pool for Mamba."""
-    from hicache_contracts.conformance.running import engine_tier as tier
     from hicache_contracts.conformance.session.release_pools import release_host_pool, release_mamba_host_pool
 
     pools = {}
@@ -288,8 +296,8 @@ def host_pools(names: tuple[str, ...]) -> dict[str, Any]:
         pools[name] = release_host_pool(
             kind="mha",
             layout="layer_first",
-            pages=tier.HOST_PAGES,
-            page_size=tier.PAGE_SIZE,
+            pages=HOST_PAGES,
+            page_size=PAGE_SIZE,
             layer_num=2,
             head_num=2,
             head_dim=8,
