@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from hicache_spec import KV
 from hicache_contracts.conformance.running.engine_parts import (
     EXTRA_PAGES,
     PAGE_SIZE,
@@ -79,11 +80,11 @@ def _check(engine: HybridEngine, operation: Any, info: Any, loaded: int, before:
     touched: dict[str, set[int]] = {name: set() for name in engine.pools}
     for number, key in enumerate(keys):
         row = int(operation.host_indices[number * page])
-        for name in ("kv", *derived):
+        for name in (KV, *derived):
             touched[name].add(row // page)
             if not _differs(engine.pools[name].get_data_page(row), engine.written[name][key]):
                 continue
-            if name == "kv":
+            if name == KV:
                 return f"KV page {number} of the chain loaded other bytes than were written ({by(kv_method)})"
             return (
                 f"{name} page {number} (KV-derived) loaded other bytes than were written, or none "
@@ -111,7 +112,7 @@ def _check(engine: HybridEngine, operation: Any, info: Any, loaded: int, before:
         size = engine.pools[name].page_size
         for number, old in enumerate(pages):
             if number not in touched[name] and _differs(engine.pools[name].get_data_page(number * size), old):
-                method = kv_method if name == "kv" else "batch_get_v2"
+                method = kv_method if name == KV else "batch_get_v2"
                 return f"{name} host page {number}, outside the rows read, changed ({by(method, name in TRAILING or None)})"
     return ""
 

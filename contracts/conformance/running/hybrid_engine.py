@@ -40,6 +40,7 @@ from typing import Any, Optional
 
 import torch
 
+from hicache_spec import KV
 from hicache_contracts.conformance.running.engine_parts import (
     HOST_PAGES,
     PAGE_SIZE,
@@ -80,20 +81,20 @@ class HybridEngine:
         controller_module = _module("sglang.srt.mem_cache.hybrid_cache.hybrid_cache_controller")
         cpu_device_module()
         self.utils = _module("sglang.srt.mem_cache.utils")
-        self.pools = host_pools(("kv", *sidecars))
+        self.pools = host_pools((KV, *sidecars))
         entries = [
             group_module.PoolEntry(
                 name=storage.PoolName(name),
                 host_pool=pool,
                 device_pool=pool.device_pool,
                 layer_mapper=lambda layer: layer,
-                is_primary_index_anchor=name == "kv",
+                is_primary_index_anchor=name == KV,
             )
             for name, pool in self.pools.items()
         ]
         self.group = group_module.HostPoolGroup(entries)
         self.controller = controller_module.HybridCacheController(
-            Allocator(self.pools["kv"].device_pool), self.group, PAGE_SIZE, None, threading.Event()
+            Allocator(self.pools[KV].device_pool), self.group, PAGE_SIZE, None, threading.Event()
         )
         with engine_process(_module("sglang.srt.managers.cache_controller")), file_dir(folder):
             self.controller.attach_storage_backend(
@@ -205,10 +206,10 @@ class HybridEngine:
         page = PAGE_SIZE
         keys = self.keys(tokens)
         generator = torch.Generator().manual_seed(seed)
-        kv_rows = self.pools["kv"].alloc(len(keys) * page)
+        kv_rows = self.pools[KV].alloc(len(keys) * page)
         node = self.node_class(self.types)
         for number, key in enumerate(keys):
-            for name in ("kv", *(name for name in self.sidecars if name not in TRAILING)):
+            for name in (KV, *(name for name in self.sidecars if name not in TRAILING)):
                 self._fill(name, int(kv_rows[number * page]), key, generator)
         node.component_data[self.kinds.FULL].host_value = kv_rows
         trailing_rows = {}
@@ -226,7 +227,7 @@ class HybridEngine:
         self.tree._node_arena[node.id] = node
         self.radix.UnifiedRadixCache.write_backup_storage(self.cache, node.id)
         done = self.controller.ack_backup_queue.get(timeout=WAIT_S)
-        self.pools["kv"].free(kv_rows)
+        self.pools[KV].free(kv_rows)
         for name, rows in trailing_rows.items():
             self.pools[name].free(rows)
         return done
@@ -277,7 +278,7 @@ class HybridEngine:
 
     def release(self, operation: Any, info: Any) -> None:
         if operation.host_indices is not None:
-            self.pools["kv"].free(operation.host_indices)
+            self.pools[KV].free(operation.host_indices)
         for transfer in trailing_transfers(info):
             if transfer.host_indices is not None:
                 self.pools[pool_name(transfer)].free(transfer.host_indices)
