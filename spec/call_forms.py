@@ -30,7 +30,8 @@ EXTRA_INFO_FORMS: dict[str, tuple[tuple[str, str], ...]] = {
 
 
 def extra_info_forms(method: str, release: Optional[str] = None) -> tuple[str, ...]:
-    """Return the forms in which ``release`` hands ``extra_info`` to ``method``; every pinned release's when None.
+    """Return the forms in which ``release`` hands ``extra_info`` to ``method``; every pinned release's when None,
+    the newest release's first.
 
     pre: method in EXTRA_INFO_FORMS
     raises: UnknownReleaseError
@@ -40,7 +41,7 @@ def extra_info_forms(method: str, release: Optional[str] = None) -> tuple[str, .
     post: all(form in (POSITIONAL, KEYWORD, ABSENT) for form in __return__)
     """
     steps = EXTRA_INFO_FORMS[method]
-    releases = SGLANG_RELEASES if release is None else (check_release(release),)
+    releases = tuple(reversed(SGLANG_RELEASES)) if release is None else (check_release(release),)
     forms: list[str] = []
     for version in releases:
         form = [item for first, item in steps if release_key(first) <= release_key(version)][-1]

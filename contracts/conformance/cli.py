@@ -256,6 +256,10 @@ class _ProgressPrinter:
         if not self.quiet:
             print(f"checking {title} ...", file=self.stream, flush=True)
 
+    def note(self, text: str) -> None:
+        if not self.quiet:
+            print(text, file=self.stream, flush=True)
+
     def __call__(self, position: int, total: int, check: Any, outcome: Any) -> None:
         self.live_line.clear()
         if self.quiet:
@@ -787,11 +791,17 @@ def _run(
                     from hicache_contracts.conformance.running.engine_tier import (
                         as_dynamic_factory,
                         engine_tier_report,
+                        loader_refusal,
                     )
 
-                    printer.announce("the release's HiCacheController (engine-driven tier)")
                     claimed = runners[0].decision.claimed if runners and runners[0].decision else frozenset()
-                    engine = engine_tier_report(as_dynamic_factory(factory, v1="v1" in claimed))
+                    driven = as_dynamic_factory(factory, v1="v1" in claimed)
+                    refusal = loader_refusal(driven.extra_config)
+                    if refusal:  # nothing SGLang's controller could drive: said, and no section of no verdicts
+                        printer.note(f"the engine-driven tier did not run: {refusal}")
+                    else:
+                        printer.announce("the release's HiCacheController (engine-driven tier)")
+                        engine = engine_tier_report(driven)
             except BaseException as error:
                 if isinstance(error, KeyboardInterrupt) and not raised_by_backend():
                     raise

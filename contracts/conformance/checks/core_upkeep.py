@@ -124,6 +124,17 @@ def clear_removes_a_ranks_own_state_under_replicated_kv(suite: SuiteContext) -> 
     raw = suite.calls.call(setup_clause(suite), instance.backend.batch_set_v2, writes, None)
     if not suite.io.v2_flags(raw, writes, "batch_set_v2")[PoolName.MAMBA.value][0]:
         raise CheckSkipped("the backend refused the Mamba state the check needs (batch_set_v2 -> False)")
+
+    def state_loads() -> bool:
+        state.fill([3])
+        reads = [
+            suite.wire.transfer(PoolName.MAMBA, last, state.slots([3]), policy=PoolHitPolicy.TRAILING_PAGES, read=True)
+        ]
+        raw = suite.calls.call("BE-11", instance.backend.batch_get_v2, reads, None)
+        return bool(suite.io.v2_flags(raw, reads, "batch_get_v2")[PoolName.MAMBA.value][0])
+
+    if suite.may_evict:  # a state already gone shows nothing about clear()
+        suite.io.require_seen(state_loads(), "what clear() removes")
     suite.calls.call("BE-11", instance.backend.clear)
     shown = (
         f"is_mla_model=True, tp_rank 0 of 2: the KV of {suite.names.show(keys)} and the rank's Mamba state of "
@@ -131,15 +142,8 @@ def clear_removes_a_ranks_own_state_under_replicated_kv(suite: SuiteContext) -> 
     )
     count = suite.io.count(instance, keys, clause_id="BE-11")
     expect(count == 0, "BE-11", f"after clear() batch_exists still counts {count} pages", shown)
-    state.fill([3])
-    reads = [
-        suite.wire.transfer(PoolName.MAMBA, last, state.slots([3]), policy=PoolHitPolicy.TRAILING_PAGES, read=True)
-    ]
-    loaded = suite.io.v2_flags(
-        suite.calls.call("BE-11", instance.backend.batch_get_v2, reads, None), reads, "batch_get_v2"
-    )
     expect(
-        not loaded[PoolName.MAMBA.value][0],
+        not state_loads(),
         "BE-11",
         "after clear() batch_get_v2 still loads the rank's Mamba state: clear() must remove every pool of the "
         "instance, the state it keeps per rank under replicated KV included",

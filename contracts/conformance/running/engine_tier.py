@@ -430,7 +430,7 @@ def as_dynamic_factory(factory: Any, *, v1: bool) -> Any:
     return SimpleNamespace(name=factory.name, extra_config=config)
 
 
-def _loader_refusal(config: Mapping[str, Any]) -> str:
+def loader_refusal(config: Mapping[str, Any]) -> str:
     """Why the loaded release's dynamic-backend loader refuses the class ``config`` names ('' when it loads it)."""
     storage = importlib.import_module("sglang.srt.mem_cache.storage")
     try:
@@ -454,7 +454,7 @@ def engine_tier_report(factory: Any) -> Any:
 
     started = time.monotonic()
     config = dict(factory.extra_config or {})
-    refusal = _loader_refusal(config)
+    refusal = loader_refusal(config)
     if refusal:  # SGLang could not load it as a dynamic backend: nothing for its controller to drive
         verdicts = [ScenarioVerdict(name, skipped=refusal) for name in SCENARIOS]
     else:
