@@ -138,6 +138,7 @@ def expected_skips(options: dict) -> set[str]:
 
 
 KEPT_PAGES_NEEDED = {
+    "clear_removes_a_ranks_own_state_under_replicated_kv",
     "any_non_empty_string_is_a_key",
     "batch_exists_counts_the_leading_run",
     "batch_exists_takes_a_whole_chain",
