@@ -509,9 +509,8 @@ CLAUSES: tuple[Clause, ...] = (
         "Two instances that differ only in tp_rank (same tp_size) never see each other's pages, "
         "unless KV is replicated (NS-5).",
         "Each TP rank holds a different shard of the heads; reading another rank's shard is silent corruption.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.model_name, HiCacheFile.__init__, "
-        "_get_suffixed_key; storage/mooncake_store/mooncake_store.py MooncakeStore.__init__ (both fold '/' into "
-        "'-': DIV-30, DIV-31)",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.tp_rank, HiCacheFile.__init__ (the TP rank in "
+        "the key suffix), _get_suffixed_key (Mamba state under MLA without it: DIV-29)",
     ),
     C(
         "NS-2",

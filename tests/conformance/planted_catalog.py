@@ -249,7 +249,14 @@ CATALOG: tuple[PlantedBackend, ...] = (
     ),
     _entry("NS-1", field_bugs.NoTensorRankInKeys, CAUGHT, EVICTING, alone("ranks_and_models_never_share_pages")),
     _entry("NS-3", field_bugs.NoContextRankInKeys, CAUGHT, EVICTING, alone("ranks_and_models_never_share_pages")),
-    _entry("NS-4", field_bugs.NoModelInKeys, CAUGHT, EVICTING, alone("ranks_and_models_never_share_pages")),
+    _entry(
+        "NS-4",
+        field_bugs.NoModelInKeys,
+        CAUGHT,
+        EVICTING,
+        alone("ranks_and_models_never_share_pages"),
+        alone("a_slash_in_a_model_name_is_part_of_it"),
+    ),
     _entry("NS-8", field_bugs.GlobalClear, CAUGHT, EXCUSED, only("clear_removes_only_its_own_namespace")),
     _entry("NS-7", field_bugs.PerInstanceSalt, CAUGHT, EXCUSED, alone("pages_survive_a_rebuild")),
     # the sequence set, clear, set needs a few runs
@@ -304,7 +311,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     # ================ planted_single, planted_backdoor: bugs one check alone catches
     _entry("BE-2", single.FullBatchOfUnknownKeysHitsOnce, only("batch_exists_counts_the_leading_run")),
     _entry("NS-7", single.CloseDropsThePages, only("pages_survive_a_rebuild")),
-    _entry("NS-4", single.FoldsSlashesInModelNames, only("ranks_and_models_never_share_pages")),
+    _entry("NS-4", single.FoldsSlashesInModelNames, only("a_slash_in_a_model_name_is_part_of_it")),
     _entry("BE-11", single.ClearLeavesTheRanksState, only("clear_removes_a_ranks_own_state_under_replicated_kv")),
     _entry("PFX-1", single.RootPrefixCapsTheCount, only("prefix_states_none_empty_and_list_all_work")),
     _entry("BE-3", single.ChainLookupReservesTheRest, only("batch_exists_has_no_side_effects")),
@@ -319,7 +326,14 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("HYB-8", single.ChunkedSidecarReadReusesFirstSlots, only("v2_pool_hits_count_only_pages_that_landed")),
     _entry("NS-6", single.LookupFlattensRanksOtherwise, only("exists_get_and_set_share_one_key_scheme")),
     _entry("BE-11", single.OneKeyLookupsCached, only("clear_removes_every_page")),
-    _entry("NS-4", single.OneStoreForEveryModelAtARank, CAUGHT, EVICTING, alone("ranks_and_models_never_share_pages")),
+    _entry(
+        "NS-4",
+        single.OneStoreForEveryModelAtARank,
+        CAUGHT,
+        EVICTING,
+        alone("ranks_and_models_never_share_pages"),
+        alone("a_slash_in_a_model_name_is_part_of_it"),
+    ),
     _entry(
         "NS-5", single.OneReplicaForEveryDcpRank, CAUGHT, EVICTING, alone("replicated_kv_is_shared_across_tp_ranks")
     ),

@@ -12,7 +12,7 @@ ranks read it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from hicache_contracts.conformance.checks.core_hits import setup_clause
 from hicache_contracts.conformance.session.context import Instance, SuiteContext
@@ -25,18 +25,12 @@ SPREAD_RANKS = dict(tp_size=2, pp_size=2, attn_cp_size=2)
 
 
 def sibling_configs(suite: SuiteContext, model_name: str) -> list[tuple[str, str, dict[str, Any]]]:
-    """The coordinates NS-1..NS-4 vary, as ``(clause, description, config overrides)``; ``first_model_name`` in the
-    overrides is the first instance's model when it is not the check's own."""
+    """The coordinates NS-1..NS-4 vary, as ``(clause, description, config overrides)``."""
     return [
         ("NS-1", "tp_rank 1 instead of 0 (same tp_size)", dict(tp_rank=1)),
         ("NS-2", "pp_rank 1 instead of 0", dict(pp_rank=1)),
         ("NS-3", "attn_cp_rank 1 instead of 0", dict(attn_cp_rank=1)),
         ("NS-4", "another model_name", dict(model_name=suite.names.namespace("other-model"))),
-        (  # a model path and its name with '-' for '/': two models (SGLang's HiCacheFile folds them, DIV-30)
-            "NS-4",
-            "a model_name with '-' where the first has '/'",
-            dict(model_name=f"{model_name}-org-model", first_model_name=f"{model_name}-org/model"),
-        ),
     ]
 
 
@@ -66,51 +60,79 @@ def ranks_and_models_never_share_pages(suite: SuiteContext) -> None:
     base = build_with(suite, model, "tp 0, pp 0, cp 0")
     shown_pages = False
     for clause_id, difference, overrides in sibling_configs(suite, model):
-        first_model = overrides.pop("first_model_name", model)
-        first = base if first_model == model else build_with(suite, first_model, f"tp 0, pp 0, cp 0, {first_model}")
-        keys = suite.names.new_keys(2)
-        suite.io.store(first, keys, clause_id=setup_clause(suite))
-        if suite.may_evict:  # only pages still there could be seen by the sibling
-            shown_pages = shown_pages or suite.io.count(first, keys, clause_id=clause_id) > 0
-        sibling = build_with(suite, overrides.pop("model_name", model), difference, **overrides)
-        shown = (
-            f"instance A (tp 0/2, pp 0/2, cp 0/2) writes {suite.names.show(keys)}; instance B differs in {difference}"
-        )
-        count = suite.io.count(sibling, keys, clause_id=clause_id)
-        seen = suite.io.read(sibling, keys, pages=[2, 3], clause_id=clause_id)
-        expect(
-            count == 0 and not any(page is not None for page in seen),
-            clause_id,
-            f"an instance with {difference} sees the other's pages (batch_exists {count}, reads "
-            f"{[page is not None for page in seen]})",
-            shown,
-        )
-        suite.io.write(sibling, keys, variant=1, clause_id=clause_id)
-        read = suite.io.read(first, keys, pages=[4, 5], clause_id=clause_id)
-        shown_pages = shown_pages or any(page is not None for page in read)
-        for key, page in zip(keys, read):
-            expect(
-                suite.io.holds(key, first.pool, page),
-                clause_id,
-                f"after an instance with {difference} wrote the same key, {suite.names.label(key)} reads back as "
-                f"{describe_page_difference(suite.pages.page_for(key, first.pool), page)} for the first",
-                shown + "; then B writes other bytes under the same keys",
-            )
-        # a new instance of A, with nothing of its own in memory, reads what the store holds for A (a miss there is
-        # NS-7's to judge; other bytes are B's)
-        again = build_with(suite, first_model, "a new instance of A (tp 0, pp 0, cp 0)")
-        fresh = suite.io.read(again, keys, pages=[4, 5], clause_id=clause_id)
-        for key, page in zip(keys, fresh):
-            expect(
-                page is None or suite.io.holds(key, again.pool, page),
-                clause_id,
-                f"after an instance with {difference} wrote the same key, a new instance of the first reads "
-                f"{suite.names.label(key)} as {describe_page_difference(suite.pages.page_for(key, again.pool), page)}",
-                shown + "; then B writes other bytes under the same keys; then a new instance of A reads them",
-            )
+        sibling = model_for(suite, overrides.pop("model_name", model), difference, overrides)
+        shown_pages = kept_apart(suite, base, model, sibling, clause_id, difference) or shown_pages
     if suite.claims("v2"):  # a hybrid model's pools travel through v2 only
         shown_pages = mla_mamba_state_stays_per_rank(suite) or shown_pages
     suite.io.require_seen(shown_pages, "whether instances that differ in one coordinate share pages")
+
+
+@conformance_check("NS-4")
+def a_slash_in_a_model_name_is_part_of_it(suite: SuiteContext) -> None:
+    """A model 'org/model' and a model 'org-model' are two models: neither sees or overwrites the other's pages
+    (SGLang's HiCacheFile and MooncakeStore fold one into the other, DIV-30, DIV-31)."""
+    model = suite.names.namespace("ns-path")
+    first = build_with(suite, f"{model}-org/model", "model org/model")
+    difference = "a model_name with '-' where the first has '/'"
+    sibling = model_for(suite, f"{model}-org-model", difference, {})
+    shown = kept_apart(suite, first, f"{model}-org/model", sibling, "NS-4", difference)
+    suite.io.require_seen(shown, "whether the two models share pages")
+
+
+def model_for(suite: SuiteContext, model_name: str, tag: str, overrides: dict[str, Any]) -> Callable[[], Instance]:
+    """Return what builds the sibling instance, when ``kept_apart`` asks (after A has written)."""
+    return lambda: build_with(suite, model_name, tag, **overrides)
+
+
+def kept_apart(
+    suite: SuiteContext,
+    first: Instance,
+    first_model: str,
+    build_sibling: Callable[[], Instance],
+    clause_id: str,
+    difference: str,
+) -> bool:
+    """Instance A (``first``) writes two pages; then B (``build_sibling()``, differing in ``difference``) must neither
+    see them nor, writing other bytes under the same keys, change what A or a new instance of A reads. Return whether
+    a page of A's was seen (an evicting backend may have dropped them all)."""
+    keys = suite.names.new_keys(2)
+    suite.io.store(first, keys, clause_id=setup_clause(suite))
+    shown_pages = suite.may_evict and suite.io.count(first, keys, clause_id=clause_id) > 0
+    sibling = build_sibling()
+    shown = f"instance A (tp 0/2, pp 0/2, cp 0/2) writes {suite.names.show(keys)}; instance B differs in {difference}"
+    count = suite.io.count(sibling, keys, clause_id=clause_id)
+    seen = suite.io.read(sibling, keys, pages=[2, 3], clause_id=clause_id)
+    expect(
+        count == 0 and not any(page is not None for page in seen),
+        clause_id,
+        f"an instance with {difference} sees the other's pages (batch_exists {count}, reads "
+        f"{[page is not None for page in seen]})",
+        shown,
+    )
+    suite.io.write(sibling, keys, variant=1, clause_id=clause_id)
+    read = suite.io.read(first, keys, pages=[4, 5], clause_id=clause_id)
+    shown_pages = shown_pages or any(page is not None for page in read)
+    for key, page in zip(keys, read):
+        expect(
+            suite.io.holds(key, first.pool, page),
+            clause_id,
+            f"after an instance with {difference} wrote the same key, {suite.names.label(key)} reads back as "
+            f"{describe_page_difference(suite.pages.page_for(key, first.pool), page)} for the first",
+            shown + "; then B writes other bytes under the same keys",
+        )
+    # a new instance of A, with nothing of its own in memory, reads what the store holds for A (a miss there is
+    # NS-7's to judge; other bytes are B's)
+    again = build_with(suite, first_model, "a new instance of A (tp 0, pp 0, cp 0)")
+    fresh = suite.io.read(again, keys, pages=[4, 5], clause_id=clause_id)
+    for key, page in zip(keys, fresh):
+        expect(
+            page is None or suite.io.holds(key, again.pool, page),
+            clause_id,
+            f"after an instance with {difference} wrote the same key, a new instance of the first reads "
+            f"{suite.names.label(key)} as {describe_page_difference(suite.pages.page_for(key, again.pool), page)}",
+            shown + "; then B writes other bytes under the same keys; then a new instance of A reads them",
+        )
+    return shown_pages
 
 
 def mla_mamba_state_stays_per_rank(suite: SuiteContext) -> bool:

@@ -139,6 +139,7 @@ def expected_skips(options: dict) -> set[str]:
 
 KEPT_PAGES_NEEDED = {
     "clear_removes_a_ranks_own_state_under_replicated_kv",
+    "a_slash_in_a_model_name_is_part_of_it",
     "any_non_empty_string_is_a_key",
     "batch_exists_counts_the_leading_run",
     "batch_exists_takes_a_whole_chain",
@@ -202,6 +203,7 @@ def test_a_backend_holding_one_page_skips_only_the_checks_that_need_two() -> Non
 
 
 LAST_PAGE_READERS = {
+    "a_slash_in_a_model_name_is_part_of_it",
     "every_rank_inside_its_group_is_accepted",
     "exists_get_and_set_share_one_key_scheme",
     "extra_config_with_unknown_keys_is_accepted",

@@ -33,13 +33,13 @@ def test_mamba_state_shared_under_mla_fails_ns1() -> None:
     outcome = outcome_of(MambaStateSharedUnderMla)
     assert (outcome.status, outcome.clause_id) == ("fail", "NS-1"), outcome
     assert outcome.message == (
-        "with is_mla_model=True, a new instance of tp_rank 0 reads its Mamba state of k19 as tp_rank 1's state: "
+        "with is_mla_model=True, a new instance of tp_rank 0 reads its Mamba state of k13 as tp_rank 1's state: "
         "Mamba state is sharded by TP rank (every rank writes its own, CTL-8), so it stays per rank where MLA KV is "
         "shared (NS-5)"
     )
     assert outcome.counterexample.splitlines()[0] == (
-        "is_mla_model=True, tp_size 2: tp_rank 0 (the storage writer) writes the KV of [k18, k19]; tp_rank 0 and "
-        "tp_rank 1 each write their own Mamba state of [k19] (batch_set_v2, pool mamba, TRAILING_PAGES); a new "
+        "is_mla_model=True, tp_size 2: tp_rank 0 (the storage writer) writes the KV of [k12, k13]; tp_rank 0 and "
+        "tp_rank 1 each write their own Mamba state of [k13] (batch_set_v2, pool mamba, TRAILING_PAGES); a new "
         "instance of each rank reads its state back"
     )
 
