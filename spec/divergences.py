@@ -352,6 +352,38 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "model 'org-model' share one namespace.",
         r'"-"\.join\(storage_config\.model_name\.split\("/"\)\)',
     ),
+    D(
+        "DIV-32",
+        "0.5.22",
+        "PFX-2",
+        "mem_cache/buffer_mode/pipeline.py",
+        "BufferModePipeline.finish_backup_ack",
+        "In buffer-only mode a write-through of a trailing pool alone (SWA) stores only the node's window "
+        "pages, with the node's ancestor prefix and no KV span, so its prefix leaves out the node's pages "
+        "before the window (0.5.23 extends it with them).",
+        r"(?s)\A(?!.*extend_storage_prefix).*if intent\.pool == PoolName\.KV else \[\].*snapshot\.prefix_keys",
+    ),
+    D(
+        "DIV-33",
+        "0.5.21-0.5.22",
+        "RANK-1",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+        "HybridCacheController.submit_prefetch",
+        "In the pipeline ticket mode (buffer-only host memory, Mooncake, more than one PP stage) the first stage "
+        "queries the hit for every stage and reduces it with MIN across its TP and CP groups only, then hands "
+        "the agreed hit to the other stages in the ticket: the PP group never joins the reduction.",
+        r"self\._all_reduce\(hit_tensor, torch\.distributed\.ReduceOp\.MIN, local_groups\)",
+    ),
+    D(
+        "DIV-34",
+        "0.5.22",
+        "RANK-5",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+        "HybridCacheController.submit_prefetch",
+        "In the pipeline ticket mode the hit agreement is a MIN of the hit alone: the pools' own boundaries the "
+        "query returned are never reduced, so ranks may keep different per-pool beliefs.",
+        r"self\._all_reduce\(hit_tensor, torch\.distributed\.ReduceOp\.MIN, local_groups\)",
+    ),
 )
 """Every recorded divergence, oldest release first within a clause."""
 
