@@ -115,6 +115,7 @@ class $class_name(_Base):
         # SGLang builds a dynamic backend as cls(storage_config, {}): read options from extra_config (BE-1)
         self.extra_config = dict(getattr(storage_config, "extra_config", None) or {})
         self.namespace = self.namespace_of(storage_config)
+        self.rank = f"tp{storage_config.tp_rank}of{storage_config.tp_size}"
         self.pools: dict[str, Any] = {}
         self.connect(self.extra_config)
 
@@ -132,7 +133,10 @@ class $class_name(_Base):
         ])
 
     def name_of(self, key: str, pool: str = "kv") -> str:
-        """The storage name of one page: the same scheme for every method (NS-6)."""
+        """The storage name of one page: the same scheme for every method (NS-6). Mamba state is sharded by TP rank
+        even where MLA KV is shared (CTL-8), so its pool part names the rank (NS-1)."""
+        if pool == "mamba":
+            pool = f"mamba@{self.rank}"
         return f"{self.namespace}/{pool}/{key}"
 
     # ---------------------------------------------------------------- host pools (BE-24, BE-28)
