@@ -39,6 +39,8 @@ def test_a_backend_that_imports_sglang_loads_with_sglang_version(release):
     done = _cli(
         "--backend",
         "tests.sglang.planted_driven:ImportsSGLang",
+        "--extra-config",
+        json.dumps({"store": f"imports-sglang-{release}"}),  # one store for every instance, as the engine tier needs
         "--sglang-version",
         release,
         "--profile",

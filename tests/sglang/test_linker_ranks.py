@@ -88,7 +88,9 @@ def test_sharded_pools_ranks_never_see_each_other(release, mooncake, sharded, tm
 def test_planted_every_rank_writes_fails_lnk20(release, mooncake, tmp_path) -> None:
     run = _ran(run_ranks(release, "replicated", tmp_path, EVERY_RANK_WRITES))
     assert {s.clause for s in run.failed()} == {"LNK-20"}, run.render()
-    assert [s.step for s in run.failed()][0] == "rank 1 offloads replicated pages", run.render()
+    assert "rank 1 offloads replicated pages" in [s.step for s in run.failed()], (
+        run.render()
+    )  # in whatever order the ranks report
     assert "0 object(s) written" not in run.failed()[0].detail, run.render()
 
 
