@@ -384,6 +384,18 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "query returned are never reduced, so ranks may keep different per-pool beliefs.",
         r"self\._all_reduce\(hit_tensor, torch\.distributed\.ReduceOp\.MIN, local_groups\)",
     ),
+    D(
+        "DIV-35",
+        "0.5.20+",
+        "HYB-10",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+        "HybridCacheController.should_backup",
+        "With replicated KV (an MLA model) a rank that is not the storage writer backs up the TP-sharded pages "
+        "of an MHA draft or draft-SWA pool only when the backend is Mooncake; with any other backend its shard "
+        "is never written, so the rank restores the writer's (HiCacheFile keys those pools without the TP rank) "
+        "or nothing.",
+        r'if self\.storage_backend_type == "mooncake" and transfer\.name in \(',
+    ),
 )
 """Every recorded divergence, oldest release first within a clause."""
 
