@@ -33,6 +33,9 @@ _SHARED_LOCK = threading.Lock()
 class FakeMooncakeStore:
     """The calls MooncakeDirectLinker makes on its storage and on the Mooncake client, over a dict."""
 
+    mem_pool_host: Any
+    """The host pool, which the linker sets on its storage."""
+
     def __init__(self, store_id: str, model_name: str) -> None:
         with _SHARED_LOCK:
             self.objects = _SHARED.setdefault(store_id, {})
@@ -109,8 +112,8 @@ class FakeMooncakeStore:
 
 def mooncake_factory(release: str):
     """Return a LinkerSetup -> MooncakeDirectLinker factory for the imported ``release``."""
-    module = importlib.import_module(MOONCAKE)
-    memory_pool = importlib.import_module("sglang.srt.mem_cache.memory_pool")
+    module: Any = importlib.import_module(MOONCAKE)
+    memory_pool: Any = importlib.import_module("sglang.srt.mem_cache.memory_pool")
     component_type = importlib.import_module("sglang.srt.mem_cache.unified_cache.component_type")
     # The linker reads the model path and the TP size from the runtime context a server publishes.
     module.get_model = lambda: SimpleNamespace(model_path="hicache-linker-suite/model")
@@ -122,8 +125,8 @@ def mooncake_factory(release: str):
     class CpuDSAKVCache(memory_pool.DSATokenToKVPool):
         """A DSA KV cache whose buffers are given, not allocated (no device needed)."""
 
-        kv_buffer = None
-        index_k_with_scale_buffer = None
+        kv_buffer: Any = None
+        index_k_with_scale_buffer: Any = None
 
     def build(setup: LinkerSetup) -> Any:
         if setup.tp_rank != 0:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Optional
+from typing import Any
 
 from hicache_reference.linker import LayerCounter, MemoryLinker
+from hicache_reference.linker.stores import MemoryStore
 
 
 class EagerLoadLinker(MemoryLinker):
@@ -20,6 +21,7 @@ class EagerLoadLinker(MemoryLinker):
         if queued:
             for transfer in self._pending[rid]:
                 pool = self._pool(transfer)
+                assert pool is not None
                 per_page = pool.slots_per_page
                 for j, key in enumerate(transfer.keys):
                     blob = self.store.get(self._key(pool.name, key))
@@ -112,6 +114,7 @@ class TornPageLinker(MemoryLinker):
         whole = True
         for transfer in transfers:
             pool = self._pool(transfer)
+            assert pool is not None
             per_page = pool.slots_per_page
             for j, key in enumerate(transfer.keys):
                 page = transfer.device_indices[j * per_page : (j + 1) * per_page]
@@ -152,6 +155,7 @@ class StrayWriteLinker(MemoryLinker):
         for transfers in batch.values():
             for transfer in transfers:
                 pool = self._pool(transfer)
+                assert pool is not None
                 neighbour = int(transfer.device_indices[-1]) + 1
                 if neighbour < pool.num_slots:
                     for buffer in pool.layers[0]:
@@ -197,7 +201,7 @@ class ListPoolsLinker(MemoryLinker):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.pools: Optional[Any] = list(self.pools)
+        self.pools = list(self.pools)  # type: ignore[assignment]  # the planted list
 
 
 class PageShownBeforeWrittenLinker(MemoryLinker):
@@ -222,8 +226,10 @@ class PageShownBeforeWrittenLinker(MemoryLinker):
                         self.store.put(name, tuple(layers))
                         time.sleep(0.001)
                 except Exception:
-                    with self.store._lock:
-                        self.store._pages.pop(name, None)  # a page torn alone is taken back
+                    store = self.store
+                    assert isinstance(store, MemoryStore)
+                    with store._lock:
+                        store._pages.pop(name, None)  # a page torn alone is taken back
                     return False
         return True
 

@@ -12,6 +12,7 @@ that requires them fails only in production.
 from __future__ import annotations
 
 import ast
+from typing import cast
 
 import pytest
 
@@ -40,7 +41,11 @@ def storage_call_problems(source: str) -> list[str]:
         if getattr(call.func, "id", "") != "HiCacheStorageExtraInfo":
             continue
         for keyword in call.keywords:
-            keys = [k.value for k in keyword.value.keys] if isinstance(keyword.value, ast.Dict) else None
+            keys = (
+                [cast(ast.Constant, k).value for k in keyword.value.keys]
+                if isinstance(keyword.value, ast.Dict)
+                else None
+            )
             if keyword.arg != "extra_info" or keys != ["session_id"]:
                 problems.append(f"line {call.lineno}: extra_info is {ast.unparse(call)}")
         if call.args:
