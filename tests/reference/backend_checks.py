@@ -20,7 +20,7 @@ import contextlib
 import functools
 import hashlib
 import os
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, TypeVar
 
 import torch
 
@@ -45,7 +45,7 @@ def page_keys(count: int, start: int = 0) -> list[str]:
 
 
 def make_pool(page_count: int = 16, kind: str = "mha", layout: str = "page_first", **overrides: Any) -> HostPagePool:
-    arguments = dict(
+    arguments: dict[str, Any] = dict(
         page_count=page_count,
         page_size=PAGE_SIZE,
         layer_num=2,
@@ -227,6 +227,9 @@ class ForeignPool:
         return getattr(self._inner, name)
 
 
+HarnessT = TypeVar("HarnessT", bound="Harness")
+
+
 class Harness:
     """Builds instances of one backend class over one shared store; backdoors bypass the API."""
 
@@ -237,14 +240,14 @@ class Harness:
         self.backdoor: Any = None
         """The backdoor hooks the vendor suite is given for this backend (``hicache_reference.backdoors``)."""
 
-    def using(self, backend_cls: type) -> Harness:
+    def using(self: HarnessT, backend_cls: type) -> HarnessT:
         """Return a harness for ``backend_cls`` over the same store (for planted bugs)."""
         clone = type(self).__new__(type(self))
         clone.__dict__.update(self.__dict__)
         clone.backend_cls = backend_cls
         return clone
 
-    def with_foreign_pools(self) -> Harness:
+    def with_foreign_pools(self: HarnessT) -> HarnessT:
         """Return a harness whose backends get host pools that are not ``HostPagePool`` instances."""
         clone = self.using(self.backend_cls)
         clone.pool_wrapper = ForeignPool
@@ -288,7 +291,8 @@ class MemoryHarness(Harness):
     def plant(self, backend: Any, key: str, data: bytes, pool: str = "kv") -> None:
         self._store(backend).put(storage_name(backend.namespace, key, pool), bytes(data))
 
-    def peek(self, backend: Any, key: str, pool: str = "kv") -> Optional[bytes]:
+    def peek(self, backend: Any, key: str, pool: str = "kv") -> Any:
+        """The stored page as the store holds it (a tensor), or None."""
         return self._store(backend).get(storage_name(backend.namespace, key, pool))
 
     def remove(self, backend: Any, key: str, pool: str = "kv") -> None:

@@ -84,6 +84,7 @@ def store_pages(backend: Any, pool: HostPagePool, keys: tuple) -> torch.Tensor:
     """Register ``pool`` with ``backend`` and write ``keys`` from new slots, a batch per call; return the slots."""
     backend.register_mem_pool_host(pool)
     slots = pool.alloc(len(keys))
+    assert slots is not None, f"the pool has no room for {len(keys)} pages"
     for start in range(0, len(keys), STORAGE_BATCH_SIZE):
         end = min(start + STORAGE_BATCH_SIZE, len(keys))
         written = backend.batch_set_v1(list(keys[start:end]), slots[start * PAGE_SIZE : end * PAGE_SIZE])

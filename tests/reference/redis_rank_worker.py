@@ -72,6 +72,7 @@ def run_scenario(rank: int, group: TorchDistributedRankGroup, spec: dict, scenar
     seed = 11 if replicated else 11 + rank  # replicated KV: the same bytes on every rank
     pool.kv_buffer.copy_(torch.randn(pool.kv_buffer.shape, generator=torch.Generator().manual_seed(seed)))
     slots = pool.alloc(PAGES)
+    assert slots is not None
     expected = [pool.get_data_page(int(start)) for start in slots[::PAGE_SIZE]]
     keys = page_keys(PAGES, start=5000)
     stored = scenario["stored"][rank]
@@ -91,6 +92,7 @@ def run_scenario(rank: int, group: TorchDistributedRankGroup, spec: dict, scenar
     group.all_reduce_min(0)  # every rank has read before anyone clears
     backend.clear()
     stats = backend.get_stats()
+    assert stats is not None
     backend.close()
     return {
         "scenario": scenario["name"],

@@ -56,7 +56,7 @@ def check_storage_error_is_a_failure(harness: Harness, break_storage: Callable[[
     assert backend.get(keys[0]) is None
     assert backend.set(keys[0], pool.get_data_page(0)) is False
     assert backend.batch_exists_v2(keys).kv_hit_pages == 0
-    assert backend.batch_get_v2([PoolTransfer(name="kv", keys=keys, host_indices=slots)])["kv"] == [False, False]
+    assert backend.batch_get_v2([PoolTransfer(name="kv", keys=keys, host_indices=slots)])["kv"] == [False, False]  # type: ignore[arg-type]
     backend.clear()
 
 
@@ -114,7 +114,7 @@ def check_round_trip_between_pools(harness: Harness, kind: str, layout: str) -> 
     expected = [page_bytes(writer.mem_pool_host, page) for page in (2, 7, 11)]
     assert reader.batch_get_v1(keys, slots_of(reader.mem_pool_host, [9, 0, 4])) == [True] * 3
     assert [page_bytes(reader.mem_pool_host, page) for page in (9, 0, 4)] == expected
-    transfer = PoolTransfer(name="kv", keys=keys, host_indices=slots_of(reader.mem_pool_host, [1, 3, 5]))
+    transfer = PoolTransfer(name="kv", keys=keys, host_indices=slots_of(reader.mem_pool_host, [1, 3, 5]))  # type: ignore[arg-type]
     assert reader.batch_get_v2([transfer])["kv"] == [True] * 3
     assert [page_bytes(reader.mem_pool_host, page) for page in (1, 3, 5)] == expected
 
@@ -157,16 +157,16 @@ def check_fold_measures_pools_against_kv(harness: Harness) -> None:
     keys = page_keys(3, start=140)
     fill_pages(pool, [0, 1, 2], seed=17)
     first = [
-        PoolTransfer(name="kv", keys=keys[:1], host_indices=slots_of(pool, [0])),
-        PoolTransfer(name="indexer", keys=keys[:1], indices_from_pool="kv"),
+        PoolTransfer(name="kv", keys=keys[:1], host_indices=slots_of(pool, [0])),  # type: ignore[arg-type]
+        PoolTransfer(name="indexer", keys=keys[:1], indices_from_pool="kv"),  # type: ignore[arg-type]
     ]
     assert backend.batch_set_v2(first) == {"kv": [True], "indexer": [True]}
     rest = [
-        PoolTransfer(name="kv", keys=keys[1:], host_indices=slots_of(pool, [1, 2])),
-        PoolTransfer(name="swa", keys=keys, host_indices=slots_of(swa, [0, 1, 2])),
+        PoolTransfer(name="kv", keys=keys[1:], host_indices=slots_of(pool, [1, 2])),  # type: ignore[arg-type]
+        PoolTransfer(name="swa", keys=keys, host_indices=slots_of(swa, [0, 1, 2])),  # type: ignore[arg-type]
     ]
     assert backend.batch_set_v2(rest) == {"kv": [True, True], "swa": [True, True, True]}
-    query = [PoolTransfer(name="swa", keys=keys[-1:], hit_policy="trailing_pages")]
+    query = [PoolTransfer(name="swa", keys=keys[-1:], hit_policy="trailing_pages")]  # type: ignore[arg-type]
     result = backend.batch_exists_v2(keys, query)
     assert result.extra_pool_hit_pages == {"kv": 3, "swa": 3}, f"swa must be measured against the KV run of 3: {result}"
     assert result.kv_hit_pages == 1, f"the indexer, derived from KV, holds page 0 only: {result}"
@@ -182,8 +182,8 @@ def check_derived_sidecars_travel_with_kv(harness: Harness) -> None:
     slots = slots_of(pool, [0, 1, 2])
     fill_pages(pool, [0, 1, 2], seed=11)
     fill_pages(indexer, [0, 1, 2], seed=12)
-    kv = PoolTransfer(name="kv", keys=keys, host_indices=slots)
-    derived = PoolTransfer(name="indexer", keys=keys, indices_from_pool="kv")
+    kv = PoolTransfer(name="kv", keys=keys, host_indices=slots)  # type: ignore[arg-type]
+    derived = PoolTransfer(name="indexer", keys=keys, indices_from_pool="kv")  # type: ignore[arg-type]
     # The sidecar pool is not registered yet: its pages fail, so KV must not be written either.
     result = backend.batch_set_v2([kv, derived])
     assert result["indexer"] == [False] * 3
@@ -197,8 +197,8 @@ def check_derived_sidecars_travel_with_kv(harness: Harness) -> None:
     read_slots = slots_of(reader.mem_pool_host, [4, 5, 6])
     got = reader.batch_get_v2(
         [
-            PoolTransfer(name="kv", keys=keys, host_indices=read_slots),
-            PoolTransfer(name="indexer", keys=keys, indices_from_pool="kv"),
+            PoolTransfer(name="kv", keys=keys, host_indices=read_slots),  # type: ignore[arg-type]
+            PoolTransfer(name="indexer", keys=keys, indices_from_pool="kv"),  # type: ignore[arg-type]
         ]
     )
     assert got == {"kv": [True] * 3, "indexer": [True] * 3}
@@ -209,15 +209,15 @@ def check_derived_sidecars_travel_with_kv(harness: Harness) -> None:
     harness.remove(backend, keys[1], pool="indexer")
     got = reader.batch_get_v2(
         [
-            PoolTransfer(name="kv", keys=keys, host_indices=read_slots),
-            PoolTransfer(name="indexer", keys=keys, indices_from_pool="kv"),
+            PoolTransfer(name="kv", keys=keys, host_indices=read_slots),  # type: ignore[arg-type]
+            PoolTransfer(name="indexer", keys=keys, indices_from_pool="kv"),  # type: ignore[arg-type]
         ]
     )
     assert got["kv"][1] is False and got["indexer"][1] is False
-    exists = reader.batch_exists_v2(keys, [PoolTransfer(name="indexer", keys=keys, indices_from_pool="kv")])
+    exists = reader.batch_exists_v2(keys, [PoolTransfer(name="indexer", keys=keys, indices_from_pool="kv")])  # type: ignore[arg-type]
     assert exists.kv_hit_pages == 1
     # The writer learned that indexer derives from KV: a KV-only v2 read also reports page 1 missing.
-    kv_only = backend.batch_get_v2([PoolTransfer(name="kv", keys=keys, host_indices=slots)])
+    kv_only = backend.batch_get_v2([PoolTransfer(name="kv", keys=keys, host_indices=slots)])  # type: ignore[arg-type]
     assert kv_only["kv"] == [True, False, True]
     assert backend.batch_exists_v2(keys).kv_hit_pages == 1
 

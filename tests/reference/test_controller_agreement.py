@@ -103,8 +103,8 @@ def answer(hit: int, restorable: Optional[tuple], **pools: int) -> PoolTransferR
     entries = {"kv": hit, **pools} if hit else {}  # zero-hit pools are left out (BE-21)
     return PoolTransferResult(
         kv_hit_pages=hit,
-        extra_pool_hit_pages=entries,
-        restorable_prefix_pages=None if restorable is None else list(restorable),
+        extra_pool_hit_pages=entries,  # type: ignore[arg-type]
+        restorable_prefix_pages=None if restorable is None else list(restorable),  # type: ignore[arg-type]
     )
 
 

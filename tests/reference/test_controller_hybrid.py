@@ -79,7 +79,7 @@ def backup_node(pools: Pools, recorder: FaultingRecorder, prefix=None):
     swa_slots = pools.swa.alloc(WINDOW)
     swa = PoolTransfer(
         name=PoolName.SWA,
-        keys=KEYS[STORED - WINDOW : STORED],
+        keys=KEYS[STORED - WINDOW : STORED],  # type: ignore[arg-type]
         host_indices=swa_slots,
         hit_policy=PoolHitPolicy.TRAILING_PAGES,
     )
@@ -280,7 +280,7 @@ def store_long_prefix(stored: int = LONG_STORED, trailing: bool = True):
         fill_random(pool, 10 + seed)
     backend = memory_backend()
     kv_slots, mamba_slots = pools.kv.alloc(stored), pools.mamba.alloc(stored)
-    transfers = [PoolTransfer(name=PoolName.MAMBA, keys=LONG_KEYS[:stored], host_indices=mamba_slots)]
+    transfers = [PoolTransfer(name=PoolName.MAMBA, keys=LONG_KEYS[:stored], host_indices=mamba_slots)]  # type: ignore[arg-type]
     swa_slots = None
     if trailing:
         start = max(0, stored - LONG_WINDOW)
@@ -288,7 +288,7 @@ def store_long_prefix(stored: int = LONG_STORED, trailing: bool = True):
         transfers.append(
             PoolTransfer(
                 name=PoolName.SWA,
-                keys=LONG_KEYS[start:stored],
+                keys=LONG_KEYS[start:stored],  # type: ignore[arg-type]
                 host_indices=swa_slots,
                 hit_policy=PoolHitPolicy.TRAILING_PAGES,
             )

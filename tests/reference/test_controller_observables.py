@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from types import SimpleNamespace
+from typing import Any, Callable
 
 import pytest
 
@@ -62,7 +63,7 @@ def store_with_swa(backend, pages: int = PAGES) -> None:
     fill_random(swa, 2)
     transfer = PoolTransfer(
         name=PoolName.SWA,
-        keys=KEYS[pages - WINDOW : pages],
+        keys=KEYS[pages - WINDOW : pages],  # type: ignore[arg-type]
         host_indices=swa.alloc(WINDOW),
         hit_policy=PoolHitPolicy.TRAILING_PAGES,
     )
@@ -879,7 +880,9 @@ def kv_ranks(stored: tuple, threshold: int = 0, on_first_read=None):
         slots = pool.alloc(stored[rank])
         assert all(writer.batch_set_v1(list(KEYS[: stored[rank]]), slots))
         pool.free(slots)
-        faults = {"batch_get_v1": lambda call, run, pool=pool, rank=rank: on_first_read(rank, pool, run)}
+        faults: dict[str, Callable[..., Any]] = {
+            "batch_get_v1": lambda call, run, pool=pool, rank=rank: on_first_read(rank, pool, run)
+        }
         recorder = FaultingRecorder(
             memory_backend(store=store, tp_rank=rank, tp_size=2), faults if on_first_read else None
         )

@@ -310,7 +310,7 @@ def failing_read(path: str, fault: str) -> Iterator[None]:
             raise OSError(errno.EIO, "input/output error")
         return 0
 
-    os.readv, os.preadv = readv, preadv
+    os.readv, os.preadv = readv, preadv  # type: ignore[assignment]  # stand-ins with the arguments the backend passes
     try:
         yield
     finally:
@@ -329,7 +329,7 @@ def first_bytes(buffers: Sequence[Any], count: int) -> list[memoryview]:
     return kept
 
 
-def read_with_failing_page(harness: Harness, fault: str) -> tuple[list[bool], set[int], dict[int, bytes], Any]:
+def read_with_failing_page(harness: FileHarness, fault: str) -> tuple[list[bool], set[int], dict[int, bytes], Any]:
     """Read four pages into pool pages 5..8 while the second one's file fails half way.
 
     Returns the result, the pages whose bytes changed, the bytes each page
@@ -352,7 +352,7 @@ def read_with_failing_page(harness: Harness, fault: str) -> tuple[list[bool], se
 
 
 @clause_check
-def check_failed_read_stays_in_its_page(harness: Harness, fault: str) -> None:
+def check_failed_read_stays_in_its_page(harness: FileHarness, fault: str) -> None:
     """BE-15, BE-16: a page whose file fails part way is False; no byte outside it changes, in the call or out of it."""
     result, changed, expected, pool = read_with_failing_page(harness, fault)
     assert result == [True, False, True, True], f"only the page that failed may be False: {result}"
@@ -435,7 +435,7 @@ def check_reads_continue_after_short_reads(
     sizes = [0, 7, 300, 1, 0, 2000, 5, 1927, 2000, 2000, 2000]
     assert sum(sizes) == len(data)
     targets = [bytearray(size) for size in sizes]
-    os.readv = readv_at_most_100_bytes
+    os.readv = readv_at_most_100_bytes  # type: ignore[assignment]
     original_limit, file_module.IOV_MAX = file_module.IOV_MAX, 3
     descriptor = os.open(path, os.O_RDONLY)
     try:
@@ -532,7 +532,7 @@ class ShortReadIsHit(FileBackend):
 class ReadsPageAsOneBlock(FileBackend):
     """Reads each page into one block from its first range on, as if a page were contiguous in the pool."""
 
-    def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[list[memoryview]]) -> list[bool]:
+    def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[Sequence[memoryview]]) -> list[bool]:
         blocks = [
             [host_bytes(ctypes.addressof(ctypes.c_char.from_buffer(views[0])), sum(map(len, views)))]
             for views in page_views
@@ -543,7 +543,7 @@ class ReadsPageAsOneBlock(FileBackend):
 class ScrubsTheCallOnFailure(FileBackend):
     """Zeroes every page of the call when one fails, 'so that no half page stays', spoiling pages that arrived."""
 
-    def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[list[memoryview]]) -> list[bool]:
+    def _read_objects_into_ranges(self, names: Sequence[str], page_views: Sequence[Sequence[memoryview]]) -> list[bool]:
         results = super()._read_objects_into_ranges(names, page_views)
         if not all(results):
             for views in page_views:

@@ -79,7 +79,10 @@ def test_fast_path_passes_the_vendor_suite(memory_harness: MemoryHarness) -> Non
         assert set(skipped) == {"NS-7", "BE-32"}, skipped
         return
     assert set(skipped) == {"BE-7", "NS-7", "BE-32"}, skipped  # BE-32: it offers no describe_l3_object_layout
-    assert skipped["BE-7"].startswith("the backend did not read the host page through the pool's page helpers")
+    reason = skipped["BE-7"]
+    assert reason is not None and reason.startswith(
+        "the backend did not read the host page through the pool's page helpers"
+    )
 
 
 class TestMemoryBackendThroughHelpers(TestMemoryBackend):
@@ -127,8 +130,8 @@ def test_eviction_drops_kv_and_derived_sidecars_together(memory_harness: MemoryH
     keys = page_keys(3, start=650)
     fill_pages(pool, [0, 1, 2], seed=20)
     for index, key in enumerate(keys):
-        transfer = PoolTransfer(name="kv", keys=[key], host_indices=slots_of(pool, [index]))
-        derived = PoolTransfer(name="indexer", keys=[key], indices_from_pool="kv")
+        transfer = PoolTransfer(name="kv", keys=[key], host_indices=slots_of(pool, [index]))  # type: ignore[arg-type]
+        derived = PoolTransfer(name="indexer", keys=[key], indices_from_pool="kv")  # type: ignore[arg-type]
         assert backend.batch_set_v2([derived, transfer]) == {"kv": [True], "indexer": [True]}
     # Capacity 4 holds two groups of (sidecar, KV); the first group went out whole.
     names = backend.store.names()

@@ -99,7 +99,7 @@ def check_batch_with_misses(harness: Harness) -> None:
     assert not changed, f"pages outside the call changed: {changed[:5]}"
 
 
-def check_stored_pages_are_own_copies(harness: Harness) -> None:
+def check_stored_pages_are_own_copies(harness: MemoryHarness) -> None:
     """BE-17: a stored page keeps its bytes when the host page is rewritten; the store stays within its memory bound.
 
     A stored page lives outside the host pool's memory. Rewriting the same
@@ -348,6 +348,7 @@ def check_read_gets_one_stored_version(store: MemoryStore, interleave: bool) -> 
     for _ in range(20 if not interleave else 1):
         put(key, 1.0, 0)
         if interleave:
+            assert isinstance(store, StoreCopiesAfterUnlock), "only the planted store offers the gap"
             store.between = replace
             found = reader.batch_get_v1([key], slots_of(reader.mem_pool_host, [2]))
             store.between = None

@@ -179,8 +179,8 @@ def _v2_write(backend: Any, keys: list[str], pages: list[int], seed: int = 1) ->
         backend.register_mem_host_pool_v2(indexer, PoolName.INDEXER)
     fill_pages(backend.mem_pool_host, pages, seed)
     fill_pages(indexer, pages, seed + 1)
-    kv = PoolTransfer(name="kv", keys=keys, host_indices=slots_of(backend.mem_pool_host, pages))
-    derived = PoolTransfer(name="indexer", keys=keys, indices_from_pool="kv")
+    kv = PoolTransfer(name="kv", keys=keys, host_indices=slots_of(backend.mem_pool_host, pages))  # type: ignore[arg-type]
+    derived = PoolTransfer(name="indexer", keys=keys, indices_from_pool="kv")  # type: ignore[arg-type]
     return indexer, backend.batch_set_v2([kv, derived])
 
 
@@ -228,7 +228,7 @@ def check_ttl_expiry(harness: RedisHarness, ttl: float = 0.3, wait: float = 5.0)
     keys = page_keys(4, start=720)
     _, result = _v2_write(backend, keys, [0, 1, 2, 3])
     assert result == {"kv": [True] * 4, "indexer": [True] * 4}
-    derived_query = [PoolTransfer(name="indexer", keys=keys, indices_from_pool="kv")]
+    derived_query = [PoolTransfer(name="indexer", keys=keys, indices_from_pool="kv")]  # type: ignore[arg-type]
     assert backend.batch_exists(keys) == 4
     for key in keys:
         redis_key, _ = backend.storage_location(key)
@@ -313,8 +313,8 @@ class LetsRedisErrorsOut(RedisBackend):
     def _guarded(self, primitive: Any, on_error: Any, *arguments: Any) -> Any:
         return primitive(*arguments)
 
-    def _execute(self, units: Any) -> list[Any]:
-        outcomes = super()._execute(units)
+    def _execute(self, units: Any, sinks: Any = None) -> list[Any]:
+        outcomes = super()._execute(units, sinks)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
@@ -366,7 +366,7 @@ def test_readers_never_see_a_page_in_part(redis_harness: RedisHarness) -> None:
 
     thread = threading.Thread(target=write)
     thread.start()
-    derived = [PoolTransfer(name="indexer", keys=keys, indices_from_pool="kv")]
+    derived = [PoolTransfer(name="indexer", keys=keys, indices_from_pool="kv")]  # type: ignore[arg-type]
     deadline = time.monotonic() + 30
     while True:
         finished = done.is_set()  # one more full check after the writer is done
@@ -376,9 +376,11 @@ def test_readers_never_see_a_page_in_part(redis_harness: RedisHarness) -> None:
         got = reader.batch_get_v2(
             [
                 PoolTransfer(
-                    name="kv", keys=keys[:kv_hits], host_indices=slots_of(reader.mem_pool_host, list(range(kv_hits)))
+                    name="kv",  # type: ignore[arg-type]
+                    keys=keys[:kv_hits],  # type: ignore[arg-type]
+                    host_indices=slots_of(reader.mem_pool_host, list(range(kv_hits))),
                 ),
-                PoolTransfer(name="indexer", keys=keys[:kv_hits], indices_from_pool="kv"),
+                PoolTransfer(name="indexer", keys=keys[:kv_hits], indices_from_pool="kv"),  # type: ignore[arg-type]
             ]
         )
         if got["kv"] != [True] * kv_hits or got["indexer"] != [True] * kv_hits:
@@ -400,6 +402,7 @@ def run_conformance(server_extra: dict, backend_cls: type, mode: str, checks: Op
         name=f"{backend_cls.__module__}:{backend_cls.__qualname__}",
     )
     report = run_suite(factory, SuiteOptions(profile="smoke", checks=checks), title=f"{backend_cls.__name__} ({mode})")
+    assert factory.extra_config is not None
     delete_prefix(server_extra, factory.extra_config["key_prefix"])
     return report
 

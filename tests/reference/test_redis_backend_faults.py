@@ -88,7 +88,7 @@ class NeverRecovers(RedisBackend):
             original(node_name)
             self.nodes._skip_until[node_name] = float("inf")
 
-        self.nodes._mark_failed = mark_failed
+        self.nodes._mark_failed = mark_failed  # type: ignore[method-assign]
 
 
 @pytest.mark.clause("BE-5")
@@ -185,6 +185,7 @@ def check_controller_survives_server_loss(server: RedisServer, backend_cls: type
         pin_memory=False,
     )
     slots = pool.alloc(OPERATION_PAGES)
+    assert slots is not None
     generator = torch.Generator().manual_seed(5)
     pool.kv_buffer.copy_(torch.randn(pool.kv_buffer.shape, generator=generator).to(pool.dtype))
     expected = [pool.get_data_page(int(start)) for start in slots[::CONTROLLER_PAGE_SIZE]]
@@ -314,8 +315,8 @@ def check_master_loss(cluster: RedisClusterServers, backend_cls: type = RedisBac
 class FailsTheWholeBatch(RedisBackend):
     """One failing node fails every page of the call, as a single cross-node pipeline does."""
 
-    def _execute(self, units: Any) -> list[Any]:
-        outcomes = super()._execute(units)
+    def _execute(self, units: Any, sinks: Any = None) -> list[Any]:
+        outcomes = super()._execute(units, sinks)
         failure = next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None)
         return outcomes if failure is None else [failure] * len(outcomes)
 
@@ -361,13 +362,13 @@ def check_slot_moved(cluster: RedisClusterServers, backend_cls: type = RedisBack
 class NeverRefreshesSlots(RedisBackend):
     def __init__(self, storage_config: Any = None, extra_config: Optional[dict] = None) -> None:
         super().__init__(storage_config, extra_config)
-        self.nodes._cluster_client_original = self.nodes._cluster_client
+        original = self.nodes._cluster_client
 
         def frozen_map() -> Any:
             self.nodes._topology_stale = False
-            return self.nodes._cluster_client_original()
+            return original()
 
-        self.nodes._cluster_client = frozen_map
+        self.nodes._cluster_client = frozen_map  # type: ignore[method-assign]
 
 
 @pytest.mark.clause("BE-5")

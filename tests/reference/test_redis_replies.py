@@ -145,7 +145,7 @@ def test_a_break_mid_page_raises_having_written_only_that_page(fail: Optional[Ba
     wire = bulk(page(0)) + bulk(page(1))[:600]
     memory, views = sinks(3)
     with pytest.raises((redis.ConnectionError, redis.TimeoutError)):
-        _Replies(ScriptedSocket(wire, 3, fail)).read(views)
+        _Replies(ScriptedSocket(wire, 3, fail)).read(views)  # type: ignore[arg-type]
     assert bytes(memory[0]) == page(0)
     assert bytes(memory[1][:400]) == page(1)[:400]  # part of the page being received: its own views only
     assert bytes(memory[2]) == b"\xee" * PAGE
@@ -157,7 +157,7 @@ def test_a_break_mid_page_raises_having_written_only_that_page(fail: Optional[Ba
 def test_anything_else_breaks_the_round_trip(wire: bytes) -> None:
     _, views = sinks(1)
     with pytest.raises(redis.ConnectionError):
-        _Replies(ScriptedSocket(wire)).read(views)
+        _Replies(ScriptedSocket(wire)).read(views)  # type: ignore[arg-type]
 
 
 def test_only_a_parser_with_nothing_buffered_is_bypassed() -> None:
@@ -241,7 +241,7 @@ def test_a_scattering_receive_saves_a_receive_per_page() -> None:
             counted["recv_into"] -= 1  # its own recv_into is the same receive
             return super().recvmsg_into(buffers)
 
-    assert _Replies(Counting(wire)).read(views) == [True] * pages
+    assert _Replies(Counting(wire)).read(views) == [True] * pages  # type: ignore[arg-type]
     assert [bytes(block) for block in memory] == [page(index) for index in range(pages)]
     assert counted == {"recv_into": 1, "recvmsg_into": pages}, counted
 

@@ -7,6 +7,7 @@ is a miss and nothing raises.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.redis
 # ================================================================== configuration
 @pytest.mark.clause("BE-1")
 def test_configuration_errors_name_the_key() -> None:
-    cases = [
+    cases: list[tuple[Any, str]] = [
         (
             {"redis_url": "redis://h:1/0", "redis_cluster_nodes": ["h:2"]},
             "RedisBackend.extra_config.redis_cluster_nodes: give either redis_url or redis_cluster_nodes, not both "

@@ -73,7 +73,7 @@ def load_dynamic_backend(extra_config_json: str, base: type) -> Any:
 
 # ================================================================== checks
 @clause_check
-def check_dynamic_loading(extra_config_json: str, base: type) -> None:
+def check_dynamic_loading(extra_config_json: str, base: type[Any]) -> None:
     """BE-1, BE-24: the documented JSON loads a backend that ignores the loading keys and moves pages."""
     writer = load_dynamic_backend(extra_config_json, base)
     reader = load_dynamic_backend(extra_config_json, base)
@@ -98,8 +98,8 @@ def check_v2_result_speaks_sglang(backend: Any, sglang: types.ModuleType) -> Non
     backend.register_mem_host_pool_v2(sidecar, sglang.PoolName.SWA)
     keys = page_keys(2, start=820)
     fill = [
-        PoolTransfer(name="kv", keys=keys, host_indices=slots_of(pool, [0, 1])),
-        PoolTransfer(name="swa", keys=keys, host_indices=slots_of(sidecar, [0, 1])),
+        PoolTransfer(name="kv", keys=keys, host_indices=slots_of(pool, [0, 1])),  # type: ignore[arg-type]
+        PoolTransfer(name="swa", keys=keys, host_indices=slots_of(sidecar, [0, 1])),  # type: ignore[arg-type]
     ]
     assert backend.batch_set_v2(fill) == {"kv": [True, True], "swa": [True, True]}
     sglang_transfer = types.SimpleNamespace(
