@@ -104,13 +104,13 @@ def _patch_runtime(release: str) -> Any:
     """Give the linker and the pool assembler the runtime context a server would publish; return the linker module."""
     import torch
 
-    module = importlib.import_module(MOONCAKE)
+    module: Any = importlib.import_module(MOONCAKE)
     module.get_model = lambda: SimpleNamespace(model_path=MODEL)
     module.get_parallel = lambda: SimpleNamespace(tp_size=1, attn_dcp_size=1)
     module.device_module = torch.cpu
     if hasattr(module, "get_memory"):
         module.get_memory = lambda: SimpleNamespace(hicache_storage_backend_extra_config=None)
-    assembler = importlib.import_module(ASSEMBLER)
+    assembler: Any = importlib.import_module(ASSEMBLER)
     assembler.get_parallel = lambda: SimpleNamespace(tp_size=2, attn_dcp_size=1)
     assembler.get_memory = lambda: SimpleNamespace(enable_unified_memory=False)
     return module
@@ -127,8 +127,8 @@ def _dsa_kvcache(setup: Any) -> Any:
     class CpuDSAKVCache(memory_pool.DSATokenToKVPool):  # type: ignore[misc, name-defined]
         """A DSA KV cache whose buffers are given, not allocated (the release keeps some behind properties)."""
 
-        kv_buffer = None
-        index_k_with_scale_buffer = None
+        kv_buffer: Any = None
+        index_k_with_scale_buffer: Any = None
 
     kvcache = CpuDSAKVCache.__new__(CpuDSAKVCache)
     kvcache.page_size = pool.slots_per_page
@@ -377,7 +377,7 @@ def rank_main(rank: int, release: str, stack: str, workdir: str, variant: Option
             world_size=2,
             timeout=timedelta(seconds=STEP_TIMEOUT),
         )
-        tp_group = dist.new_group([0, 1], backend="gloo")
+        tp_group: Any = dist.new_group([0, 1], backend="gloo")  # a ProcessGroup: both ranks are in it
         enter("build the linker")
         setup = fresh_setup(Path(workdir), seed=rank)
         setup.tp_rank, setup.tp_size, setup.rank_replicated = rank, 2, stack == "replicated"
@@ -386,7 +386,11 @@ def rank_main(rank: int, release: str, stack: str, workdir: str, variant: Option
         torch_rank = dist.get_rank(group=tp_group)
         reports.put(("info", rank, f"torch.distributed TP rank {torch_rank}, offload_owner={linker.offload_owner}"))
         driver = WrapperDriver(linker, release)
-        ctx = Rank(rank, release, stack, driver, FileObjects(store_dir), report, lambda: dist.barrier(group=tp_group))
+
+        def barrier() -> None:
+            dist.barrier(group=tp_group)
+
+        ctx = Rank(rank, release, stack, driver, FileObjects(store_dir), report, barrier)
         ctx.barrier()
         enter("run the scenario")
         SCENARIOS[stack](ctx)

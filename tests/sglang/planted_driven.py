@@ -60,7 +60,7 @@ _SHARED: dict = {}
 class LegacyIgnoresRank(SGLangMemoryBackend):
     """Its legacy calls file pages under (model name, key): two TP ranks overwrite each other's pages (NS-1)."""
 
-    hicache_levels = ("core", "legacy", "namespacing")
+    hicache_levels = ("core", "legacy", "namespacing")  # type: ignore[assignment]  # fewer than MemoryBackend's
 
     def _slot(self, key: str) -> tuple:
         return (getattr(self.storage_config, "model_name", None), key)

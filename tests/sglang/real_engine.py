@@ -39,7 +39,7 @@ from typing import Any, Optional
 import torch
 
 from hicache_contracts.engine import RecordingBackend
-from hicache_contracts.models import FinalAck, PoolHitsAck, ProgressAck
+from hicache_contracts.models import FinalAck, PoolHitsAck, ProgressAck, ReadOnlyMapping
 
 _FILE_DIR_ENV = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
 WAIT_S = 60.0
@@ -121,10 +121,10 @@ class RealEngine:
     """One SGLang controller of the loaded release over ``RecordingBackend(HiCacheFile)``."""
 
     def __init__(self, folder: str, *, hybrid: bool, v1: bool = True, page_size: int = 1, tokens: int = 2048) -> None:
-        self.cc = importlib.import_module("sglang.srt.managers.cache_controller")
+        self.cc: Any = importlib.import_module("sglang.srt.managers.cache_controller")
         if not torch.cuda.is_available():
             for module in (self.cc, importlib.import_module("sglang.srt.mem_cache.l2_transfer")):
-                module.device_module = torch.cpu
+                vars(module)["device_module"] = torch.cpu
         self.storage = importlib.import_module("sglang.srt.mem_cache.hicache_storage")
         self.utils = importlib.import_module("sglang.srt.mem_cache.utils")
         memory_pool = importlib.import_module("sglang.srt.mem_cache.memory_pool")
@@ -292,7 +292,7 @@ class RealEngine:
                 progress += 1
             if ack.pool_hits is not None:
                 hits = {str(getattr(name, "value", name)): count for name, count in ack.pool_hits.items() if count}
-                acks.append(PoolHitsAck(operation_id=operation.id, pool_hits=hits))
+                acks.append(PoolHitsAck(operation_id=operation.id, pool_hits=ReadOnlyMapping(hits)))
             if ack.completed_req:
                 tokens = (
                     acks[-1].tokens

@@ -21,6 +21,7 @@ import math
 import queue
 import threading
 from types import SimpleNamespace
+from typing import Optional
 from unittest import mock
 
 import pytest
@@ -240,7 +241,7 @@ class StubbedAllReduce:
 
     def __init__(self) -> None:
         self.vectors: list[torch.Tensor] = []
-        self.agreed = None
+        self.agreed: Optional[torch.Tensor] = None
         self.calls = 0
 
     def __call__(self, tensor, op, groups) -> None:

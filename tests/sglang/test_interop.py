@@ -34,8 +34,8 @@ def samples() -> list:
     indices = torch.arange(6, dtype=torch.int64)
     return [
         HiCacheStorageExtraInfo(),
-        HiCacheStorageExtraInfo(prefix_keys=[]),
-        HiCacheStorageExtraInfo(prefix_keys=KEYS[:2], extra_info={"session_id": "s-1"}),
+        HiCacheStorageExtraInfo(prefix_keys=[]),  # type: ignore[arg-type]
+        HiCacheStorageExtraInfo(prefix_keys=KEYS[:2], extra_info={"session_id": "s-1"}),  # type: ignore[arg-type]
         HiCacheStorageConfig.single_rank(),
         HiCacheStorageConfig.single_rank(
             model_name=None,
@@ -55,21 +55,21 @@ def samples() -> list:
         HiCacheStorageConfig.single_rank(
             is_mla_model=True, tp_size=2, tp_rank=1, dcp_size=2, dcp_rank=1, logical_page_size=64
         ),
-        PoolTransfer(name="kv", host_indices=indices, keys=KEYS),
+        PoolTransfer(name="kv", host_indices=indices, keys=KEYS),  # type: ignore[arg-type]
         PoolTransfer(
-            name="swa",
+            name="swa",  # type: ignore[arg-type]
             host_indices=indices,
             device_indices=indices,
-            keys=KEYS,
-            hit_policy="trailing_pages",
+            keys=KEYS,  # type: ignore[arg-type]
+            hit_policy="trailing_pages",  # type: ignore[arg-type]
             nodes_to_load=["node"],
         ),
-        PoolTransfer(name="indexer", keys=KEYS, indices_from_pool="kv"),
-        PoolTransfer(name="mamba", keys=KEYS, hit_policy="block_groups", block_pages=4, group_pages=2),
-        PoolTransfer(name="auxiliary_swa", keys=KEYS),
+        PoolTransfer(name="indexer", keys=KEYS, indices_from_pool="kv"),  # type: ignore[arg-type]
+        PoolTransfer(name="mamba", keys=KEYS, hit_policy="block_groups", block_pages=4, group_pages=2),  # type: ignore[arg-type]
+        PoolTransfer(name="auxiliary_swa", keys=KEYS),  # type: ignore[arg-type]
         PoolTransferResult(kv_hit_pages=0),
-        PoolTransferResult(kv_hit_pages=3, extra_pool_hit_pages={"swa": 2, "mamba": 3}),
-        PoolTransferResult(kv_hit_pages=5, extra_pool_hit_pages={"swa": 5}, restorable_prefix_pages=[1, 2, 5]),
+        PoolTransferResult(kv_hit_pages=3, extra_pool_hit_pages={"swa": 2, "mamba": 3}),  # type: ignore[arg-type]
+        PoolTransferResult(kv_hit_pages=5, extra_pool_hit_pages={"swa": 5}, restorable_prefix_pages=[1, 2, 5]),  # type: ignore[arg-type]
     ]
 
 

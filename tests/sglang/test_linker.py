@@ -129,7 +129,7 @@ def test_mooncake_direct_linker_sends_no_prefix_and_only_a_session_id(release, l
     linker = build(fresh_setup(tmp_path))
     try:
         driver = WrapperDriver(linker, release)
-        driver.cache.insert_session_id = "session-7"
+        driver.cache.insert_session_id = "session-7"  # type: ignore[assignment]  # the harness types it None
         keys = [f"{n:064x}" for n in range(1, 3)]
         assert driver.offload([make_transfer("kv", keys, torch.arange(0, 8))])
         assert driver.offload_results(1) == [True]

@@ -53,6 +53,7 @@ class Run:
 
     def check(self, *, version: Optional[str] = None, cut: bool = False) -> Any:
         chain = self.cut_chain if cut else self.chain
+        assert chain is not None, "a cut chain is only recorded for a prefetch"
         return check_trace(
             self.calls, chain=chain, prefix_keys=self.prefix_keys, page_size=1, sglang_version=version, **self.options
         )
