@@ -16,7 +16,7 @@ ln -s "$project/spec" "$root/hicache_spec"
 ln -s "$project/contracts" "$root/hicache_contracts"
 ln -s "$project/reference" "$root/hicache_reference"
 ln -s "$project/tests" "$root/tests"
-TEST_PACKAGES=(architecture contracts engine linker reference reliability sglang spec ux)
+TEST_PACKAGES=(architecture conformance contracts engine linker reference reliability sglang spec ux)
 tests=()
 for package in "${TEST_PACKAGES[@]}"; do tests+=(-p "tests.$package"); done
 for module in tests/*.py; do

@@ -70,7 +70,7 @@ def candidates(entry: PlantedBackend) -> list[str]:
     """The checks that should catch ``entry``: those of its clause(s) when it names no check, or its own."""
     if entry.has("caught"):
         return list(checks_for(entry.clauses))
-    return [oracle.check for oracle in entry.alone()]
+    return [oracle.check for oracle in entry.alone() if oracle.check is not None]
 
 
 def record(names: Optional[list[str]] = None) -> dict[str, dict[str, list]]:

@@ -149,7 +149,8 @@ class CorrectBackend(PageObjects):
         if not self.exists(key):
             return None
         try:
-            page = self.page_tensor(self.fetch(self.name(key)))
+            # A page removed since exists() found it comes back None, and page_tensor raises TypeError on it.
+            page = self.page_tensor(self.fetch(self.name(key)))  # type: ignore[arg-type]
         except OSError:
             return None
         if target_location is None:
@@ -183,7 +184,11 @@ class CorrectBackend(PageObjects):
                     results.append(False)
                     continue
                 slot = int(host_indices[index * host_pool.page_size])
-                host_pool.set_from_flat_data_page(slot, self.page_tensor(self.fetch(self.name(key, pool)), pool))
+                data = self.fetch(self.name(key, pool))
+                if data is None:  # removed since the lookup: a miss
+                    results.append(False)
+                    continue
+                host_pool.set_from_flat_data_page(slot, self.page_tensor(data, pool))
                 results.append(True)
             except Exception:
                 results.append(False)
@@ -224,7 +229,9 @@ class CorrectBackend(PageObjects):
         # None says every length 1..kv_hit_pages is restorable (BE-26): list them only when some inside are not
         listed = None if set(restorable) == set(range(1, folded + 1)) else list(restorable)
         return PoolTransferResult(
-            kv_hit_pages=folded, extra_pool_hit_pages=dict(entries), restorable_prefix_pages=listed
+            kv_hit_pages=folded,
+            extra_pool_hit_pages=dict(entries),  # type: ignore[arg-type]  # SGLang's forms, which the model takes
+            restorable_prefix_pages=listed,  # type: ignore[arg-type]
         )
 
     def batch_get_v2(self, transfers: list, extra_info: Any = None) -> dict:
@@ -281,5 +288,7 @@ class ListsRestorableLengths(CorrectBackend):
         queries = tuple(self.pool_query(transfer, keys) for transfer in pool_transfers or ())
         hit, entries, restorable = plain_fold(self.pool_present("kv", keys), queries)
         return PoolTransferResult(
-            kv_hit_pages=hit, extra_pool_hit_pages=dict(entries), restorable_prefix_pages=self.restorable(restorable)
+            kv_hit_pages=hit,
+            extra_pool_hit_pages=dict(entries),  # type: ignore[arg-type]
+            restorable_prefix_pages=self.restorable(restorable),
         )

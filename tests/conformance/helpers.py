@@ -72,7 +72,7 @@ def checks_for(clause_ids: tuple[str, ...]) -> tuple[str, ...]:
 
 def run(backend: Any, *, store: Optional[str] = None, extra: Optional[dict] = None, **options: Any) -> SuiteReport:
     """Run the suite (smoke profile, fixed seed, every level declared) against ``backend`` on a fresh store."""
-    settings = dict(profile="smoke", seed=SEED, levels=ALL_LEVELS)
+    settings: dict[str, Any] = dict(profile="smoke", seed=SEED, levels=ALL_LEVELS)
     settings.update(options)
     config = {"store": store or fresh_store(), **(extra or {})}
     return run_suite(BackendFactory(backend, config), SuiteOptions(**settings))

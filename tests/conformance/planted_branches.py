@@ -45,7 +45,7 @@ class WritesClaimedWhileThePageHelpersFail(CorrectBackend):
     """Offers no fault hook of its own but opts into the host pool's (``hicache_host_pool_faults``); a write whose host
     page cannot be read (the page helper raises) is queued for a retry that never runs, and reported True (BE-5)."""
 
-    hicache_storage_faults = None
+    hicache_storage_faults = None  # type: ignore[assignment]
     hicache_host_pool_faults = True
 
     def write_pages(self, pool, keys, host_indices):
@@ -781,7 +781,7 @@ class AllPagesHitCopiedFromKv(CorrectBackend):
         for transfer in pool_transfers or ():
             if kv_hit and pool_name(transfer.hit_policy) == "all_pages":
                 hits[pool_name(transfer.name)] = kv_hit
-        return PoolTransferResult(kv_hit_pages=result.kv_hit_pages, extra_pool_hit_pages=hits)
+        return PoolTransferResult(kv_hit_pages=result.kv_hit_pages, extra_pool_hit_pages=hits)  # type: ignore[arg-type]
 
 
 # ================================================================ correct variants
@@ -1867,7 +1867,7 @@ class FullBatchReadStopsAt64Pages(CorrectBackend):
         return results + [False] * (len(keys) - len(results))
 
 
-READ_CACHE: dict[tuple[str, str, str], bytes] = {}
+READ_CACHE: dict[tuple[str, str, str], Optional[bytes]] = {}
 """The process-wide read cache of ``RunReadServedFromAReadCacheOfAnyNamespace``: bytes by (store, pool, key)."""
 
 

@@ -29,7 +29,7 @@ from tests.conformance import planted_branches as mutants
 from tests.conformance import planted_single as single
 from tests.conformance.helpers import ALL_LEVELS
 
-LEGACY_MODE = dict(levels=tuple(level for level in ALL_LEVELS if level != "v1"))
+LEGACY_MODE: dict[str, Any] = dict(levels=tuple(level for level in ALL_LEVELS if level != "v1"))
 """A backend SGLang drives through the legacy methods (v1 not claimed): the only mode where they are called."""
 
 

@@ -59,6 +59,7 @@ class EvictingServesTheKeyBefore(EvictsAfterRead):
     def read_pages(self, pool: str, keys: list, host_indices: Any) -> list[bool]:
         results = super().read_pages(pool, keys, host_indices)
         host_pool = self.pools.get(pool)
+        assert host_pool is not None, pool
         for index in range(1, len(keys)):
             if results[index] and results[index - 1]:
                 slot = int(host_indices[(index - 1) * host_pool.page_size])

@@ -407,10 +407,10 @@ class LegacyTargetsByKeywordOnly(CorrectBackend):
     page path passes keys and values (or targets) alone, so every other check passes; SGLang's failure injector
     passes every argument on positionally, and the call raises TypeError."""
 
-    def batch_get(self, keys: list, target_locations: Any = None, *, target_sizes: Any = None) -> list:
+    def batch_get(self, keys: list, target_locations: Any = None, *, target_sizes: Any = None) -> list:  # type: ignore[override]
         return super().batch_get(keys, target_locations, target_sizes)
 
-    def batch_set(
+    def batch_set(  # type: ignore[override]
         self, keys: list, values: Any = None, *, target_locations: Any = None, target_sizes: Any = None
     ) -> bool:
         return super().batch_set(keys, values, target_locations, target_sizes)

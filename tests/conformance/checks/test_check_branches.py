@@ -21,6 +21,7 @@ import struct
 import threading
 import time
 from types import SimpleNamespace
+from typing import Optional
 
 import pytest
 
@@ -278,6 +279,7 @@ def test_a_get_that_misses_a_stored_page_shows_the_calls_on_that_key() -> None:
     report = run_alone(BY_NAME["ReadsMissWhileAWriteRuns"], check)
     outcome = next(item for item in report.sections[0].checks if item.check == check)
     assert outcome.status == "fail", outcome
+    assert outcome.message is not None and outcome.counterexample is not None
     missed = re.fullmatch(
         r"get by thread \d+ missed (k\d+), stored \(set returned True\) before the get began; a second round of the "
         r"same calls on fresh keys failed too: get by thread \d+ missed k\d+, stored \(set returned True\) before "
@@ -376,7 +378,7 @@ def test_a_history_line_shows_each_call_from_its_start_to_its_end() -> None:
         Event(thread=2, operation="get", keys=(other,), start=origin, end=origin + 1_000, outcome=[False]),
         Event(thread=0, operation="get", keys=(key, other), start=origin + 2_000, end=origin + 3_000, outcome=[False]),
     ]
-    lines = _history(SimpleNamespace(names=names), events, key, origin).splitlines()
+    lines = _history(SimpleNamespace(names=names), events, key, origin).splitlines()  # type: ignore[arg-type]
     assert [line.split("µs")[0].split() for line in lines] == [["t=", "2..3"], ["t=", "5..9"]]
     assert lines[1].endswith("thread 1  set([k0]) -> [True]")
 
@@ -399,7 +401,7 @@ def test_a_count_stops_at_a_first_key_not_stored_though_a_later_one_was(first_wr
         Event(thread=0, operation="exists", keys=(first, stored), start=origin + 2_000, end=origin + 3_000, outcome=0)
     )
     suite = SimpleNamespace(names=names, may_evict=False)
-    _check_histories(suite, events, [first, stored], origin, "2 threads")
+    _check_histories(suite, events, [first, stored], origin, "2 threads")  # type: ignore[arg-type]
 
 
 @pytest.mark.clause("BE-23")
@@ -416,11 +418,12 @@ def test_a_page_found_before_any_write_of_it_began_fails_with_the_calls_on_that_
     ]
     suite = SimpleNamespace(names=names, may_evict=False)
     with pytest.raises(ClauseFailure) as raised:
-        _check_histories(suite, events, [key], origin, "2 threads")
+        _check_histories(suite, events, [key], origin, "2 threads")  # type: ignore[arg-type]
     assert raised.value.message == "get by thread 2 found k0 before any write of it began"
+    assert raised.value.counterexample is not None
     shape, *history = raised.value.counterexample.splitlines()
     assert shape == "2 threads"
-    assert history == _history(suite, events, key, origin).splitlines() and len(history) == 2
+    assert history == _history(suite, events, key, origin).splitlines() and len(history) == 2  # type: ignore[arg-type]
 
 
 def boundary_history(rule: str, late_ns: int) -> tuple[list, Names]:
@@ -449,11 +452,15 @@ def test_a_call_meeting_a_write_at_one_instant_is_given_the_benefit_of_the_tie(r
     begins may find it. One nanosecond further apart, each of these histories breaks its rule."""
     events, names = boundary_history(rule, 0)
     suite = SimpleNamespace(names=names, may_evict=False)
-    _check_histories(suite, events, [events[0].keys[0]], 7_000_000_000, "2 threads")
+    _check_histories(suite, events, [events[0].keys[0]], 7_000_000_000, "2 threads")  # type: ignore[arg-type]
     events, names = boundary_history(rule, 1)
     with pytest.raises(ClauseFailure):
         _check_histories(
-            SimpleNamespace(names=names, may_evict=False), events, [events[0].keys[0]], 7_000_000_000, "2 threads"
+            SimpleNamespace(names=names, may_evict=False),  # type: ignore[arg-type]
+            events,
+            [events[0].keys[0]],
+            7_000_000_000,
+            "2 threads",
         )
 
 
@@ -465,13 +472,14 @@ def test_a_count_short_of_the_pages_stored_before_it_fails_with_the_calls_on_the
     events, names = boundary_history("exists", 1)
     suite = SimpleNamespace(names=names, may_evict=False)
     with pytest.raises(ClauseFailure) as raised:
-        _check_histories(suite, events, [events[0].keys[0]], 7_000_000_000, "2 threads")
+        _check_histories(suite, events, [events[0].keys[0]], 7_000_000_000, "2 threads")  # type: ignore[arg-type]
     assert (
         raised.value.message == "batch_exists by thread 2 returned 0, but the first 1 keys were stored before it began"
     )
+    assert raised.value.counterexample is not None
     shape, *history = raised.value.counterexample.splitlines()
     assert shape == "2 threads"
-    assert history == _history(suite, events, events[0].keys[0], 7_000_000_000).splitlines() and len(history) == 2
+    assert history == _history(suite, events, events[0].keys[0], 7_000_000_000).splitlines() and len(history) == 2  # type: ignore[arg-type]
 
 
 @pytest.mark.clause("BE-23")
@@ -489,7 +497,7 @@ def test_an_evicting_backend_is_still_held_to_finding_only_pages_whose_write_beg
     ]
     suite = SimpleNamespace(names=names, may_evict=True)
     with pytest.raises(ClauseFailure) as raised:
-        _check_histories(suite, events, [missed, never_written], origin, "2 threads")
+        _check_histories(suite, events, [missed, never_written], origin, "2 threads")  # type: ignore[arg-type]
     assert raised.value.message == "get by thread 2 found k1 before any write of it began"
 
 
@@ -770,7 +778,7 @@ class ClientBoundToItsFirstThread(BeforeEachDataCall):
 
     def __init__(self, storage_config, kwargs=None) -> None:
         super().__init__(storage_config, kwargs)
-        self.owner = None
+        self.owner: Optional[threading.Thread] = None
         self.refused = itertools.count(1)
 
     def before(self) -> None:
@@ -829,6 +837,7 @@ def test_a_flag_with_no_truth_value_is_named_where_it_was_met() -> None:
     report = run(OnePageReadReturnsItsSlotMask, checks=("v1_pages_round_trip_bit_for_bit",))
     outcome = report.sections[0].checks[0]
     assert outcome.status == "skip", outcome
+    assert outcome.message is not None
     assert outcome.message.startswith("batch_get_v1's entry 0 is <tensor (64,) bool>, not a bool"), outcome.message
 
 
@@ -899,7 +908,7 @@ def test_history_lines_show_the_first_twelve_calls_on_the_key() -> None:
         )
         for n in range(13, -1, -1)
     ]
-    lines = _history(SimpleNamespace(names=names), events, key, origin).splitlines()
+    lines = _history(SimpleNamespace(names=names), events, key, origin).splitlines()  # type: ignore[arg-type]
     assert [line.split("µs")[0].split()[1] for line in lines] == [f"{2 * n}..{2 * n + 1}" for n in range(12)]
 
 
@@ -1001,6 +1010,7 @@ def test_a_backend_call_that_raises_in_a_worker_is_reported_as_that_call_failed(
         r"a second round of the same calls on fresh keys passed: not reproducible \(it depends on how the threads "
         r"interleave\)",
     )
+    assert outcome.message is not None
     assert re.fullmatch(f"{busy}; (?:{second[0]}|{second[1]})", outcome.message), outcome.message
 
 
@@ -1065,6 +1075,7 @@ def test_a_state_machine_instance_that_cannot_be_built_blocks_the_check() -> Non
     report = run(OneOpenInstancePerStore, checks=(check,))
     outcome = next(item for item in report.sections[0].checks if item.check == check)
     assert outcome.status == "skip", report.render_text(color=False)
+    assert outcome.message is not None
     assert outcome.message.startswith("building the backend raised OSError: store "), outcome.message
 
 

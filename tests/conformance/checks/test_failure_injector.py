@@ -48,7 +48,7 @@ def test_the_proxy_offers_exactly_the_methods_the_clause_lists() -> None:
 def test_a_refused_call_answers_a_miss_and_never_reaches_the_backend() -> None:
     backend = Recorder()
     proxy = FailureInjector(backend)
-    transfer = PoolTransfer(name=PoolName.KV, keys=["a", "b"])
+    transfer = PoolTransfer(name=PoolName.KV, keys=["a", "b"])  # type: ignore[arg-type]
     misses = {
         "exists": (("a",), False),
         "get": (("a", None, None), None),

@@ -90,6 +90,7 @@ def test_a_lookup_that_raises_on_a_short_object_says_which_object_it_met() -> No
     assert verdict.status == "fail"
     failure = verdict.failures[0]
     assert failure.message.startswith("get(k0, ") and " raised " in failure.message
+    assert failure.counterexample is not None
     assert failure.counterexample.startswith("set(") and "0-element tensor), then look it up" in failure.counterexample
 
 

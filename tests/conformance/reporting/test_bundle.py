@@ -18,6 +18,7 @@ import dataclasses
 import hashlib
 import json
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -64,7 +65,7 @@ def _report(be3: str = "pass", check: str = "pass") -> SuiteReport:
     return SuiteReport((ReportSection("backend shop:Store", "shop:Store", levels, clauses, tuple(checks), options),))
 
 
-def _bundle(tmp_path: Path, report: SuiteReport = None, **overrides) -> Path:
+def _bundle(tmp_path: Path, report: Optional[SuiteReport] = None, **overrides) -> Path:
     folder = tmp_path / "bundle"
     write_bundle(report or _report(), str(folder), [], product=overrides.pop("product", PRODUCT), **overrides)
     return folder
@@ -195,9 +196,11 @@ def test_the_release_provenance_digests_what_was_used_of_it(tmp_path, monkeypatc
     (folder / "sglang" / "srt" / "mem_cache" / "hicache_storage.py").write_text("class HiCacheFile: ...\n")
     (folder / "wheel.sha256").write_text("a" * 64 + "  sglang-0.5.23-py3-none-any.whl\n")
     first = sglang_provenance("0.5.23")
+    assert first is not None
     assert first["release"] == "0.5.23" and first["wheel_sha256"] == "a" * 64
     (folder / "sglang" / "srt" / "mem_cache" / "hicache_storage.py").write_text("class HiCacheFile: pass\n")
-    assert sglang_provenance("0.5.23")["hicache_sources_sha256"] != first["hicache_sources_sha256"]
+    again = sglang_provenance("0.5.23")
+    assert again is not None and again["hicache_sources_sha256"] != first["hicache_sources_sha256"]
     assert sglang_provenance(None) is None
 
 

@@ -6,7 +6,10 @@ import pytest
 
 from hicache_contracts.conformance.reporting.report import FAIL, PASS, SKIP
 from hicache_reference.main_job import reference_engine_section
-from tests.planted_controllers import EmptyPrefixAsNoneInHitQueryController, PrefixGrownInPlaceController
+from tests.planted_controllers import BY_NAME
+
+PrefixGrownInPlaceController = BY_NAME["PrefixGrownInPlaceController"]
+EmptyPrefixAsNoneInHitQueryController = BY_NAME["EmptyPrefixAsNoneInHitQueryController"]
 
 
 @pytest.mark.clause("PFX-2", "PFX-5", "CTL-5", "CTL-6")

@@ -39,6 +39,7 @@ def test_an_unbuildable_backend_fails_one_check_and_the_others_are_not_run() -> 
     report = run(CannotBeBuilt)
     outcomes = report.sections[0].checks
     assert [outcome.status for outcome in outcomes].count("fail") == 1
+    assert outcomes[0].message is not None
     assert outcomes[0].status == "fail" and outcomes[0].message.startswith("the backend could not be built: ")
     assert {outcome.message for outcome in outcomes[1:]} == {"not run: the backend could not be built (see BE-1)"}
 
@@ -57,6 +58,7 @@ def test_an_exception_from_a_backend_call_names_the_backends_frame() -> None:
     outcome = report.sections[0].checks[0]
     assert outcome.status == "fail"
     line = LookupHelperRaises.lookup.__code__.co_firstlineno + 1
+    assert outcome.counterexample is not None
     assert f'raised in the backend at test_messages_pinned.py:{line} in lookup: raise KeyError("index missing")' in (
         outcome.counterexample.splitlines()
     ), outcome.counterexample
@@ -135,6 +137,7 @@ def test_ns8_names_the_instance_that_made_each_call() -> None:
         "finds 0 of 2"
     )
     backend = "tests.conformance.planted_backends:GlobalClear"
+    assert outcome.counterexample is not None
     assert [stable(line) for line in outcome.counterexample.splitlines()] == [
         "instance A is cleared; B is another model; C is a model whose name extends the cleared one's; D is another "
         "tp_rank; A-D each write [k0, k1] (read back), all but A also [k2, k3] (not read); clear() on A; E, a new "

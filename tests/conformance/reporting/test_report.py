@@ -43,9 +43,11 @@ def test_junit_has_a_test_case_per_clause(report: SuiteReport) -> None:
     root = ElementTree.fromstring(report.to_junit_xml().split("\n", 1)[1])
     cases = {case.get("name"): case for case in root.iter("testcase")}
     assert root.get("failures") == "1"
-    assert cases["BE-14"].find("failure").get("type") == "BE-14"
-    assert "counterexample:" in cases["BE-14"].find("failure").text
-    assert cases["BE-2"].find("skipped").get("message") == "not run in this selection of checks"
+    failure, skipped = cases["BE-14"].find("failure"), cases["BE-2"].find("skipped")
+    assert failure is not None and failure.text is not None and skipped is not None
+    assert failure.get("type") == "BE-14"
+    assert "counterexample:" in failure.text
+    assert skipped.get("message") == "not run in this selection of checks"
     assert cases["BE-14"].get("classname") == "hicache.v1"
 
 

@@ -102,7 +102,7 @@ def test_a_level_the_engine_never_drives_is_not_claimed_and_v1_unasked_requires_
 
 def test_a_factory_refuses_not_asked_that_is_not_a_mapping_of_reasons() -> None:
     with pytest.raises(ValueError, match=r"^BackendFactory.not_asked: must map level names to reasons"):
-        BackendFactory(CorrectBackend, not_asked={"v1": 1})
+        BackendFactory(CorrectBackend, not_asked={"v1": 1})  # type: ignore[dict-item]
 
 
 @pytest.mark.clause("NS-8", "BE-11")

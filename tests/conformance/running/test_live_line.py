@@ -29,6 +29,7 @@ def test_the_live_line_shows_the_running_check_and_its_seconds_on_a_terminal() -
     line.start("[ 3/41] running batch_exists_counts_the_leading_run")
     time.sleep(TICK_S * 2.5)
     shown = line.render()
+    assert shown is not None
     assert shown.startswith("[ 3/41] running batch_exists_counts_the_leading_run ... ") and shown.endswith(" s")
     assert float(shown.rsplit(" ", 2)[1]) >= TICK_S * 2
     line.stop()

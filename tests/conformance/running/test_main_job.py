@@ -39,7 +39,8 @@ def test_reference_memory_and_file_backends_pass_every_claimed_clause() -> None:
         skipped = {verdict.clause_id: verdict.reason for verdict in section.clauses if verdict.status != "pass"}
         assert set(skipped) == set(expected_skips) | extra, skipped
         for clause_id, reason in expected_skips.items():
-            assert skipped[clause_id].startswith(reason), skipped[clause_id]
+            given = skipped[clause_id]
+            assert given is not None and given.startswith(reason), given
     assert len(BACKDOOR_CHECKS) == 3
     for section in (memory, file):
         backdoor_checks = {item.check: item.status for item in section.checks if item.check in BACKDOOR_CHECKS}

@@ -104,7 +104,8 @@ def test_an_error_is_counted_and_shown_in_every_rendering(broken_by_the_suite: S
     root = ElementTree.fromstring(report.to_junit_xml().split("\n", 1)[1])
     assert root.get("errors") == "1" and root.get("failures") == "0"
     case = next(case for case in root.iter("testcase") if case.get("name") == "BE-2")
-    assert case.find("error").get("type") == "suite" and case.find("failure") is None
+    error = case.find("error")
+    assert error is not None and error.get("type") == "suite" and case.find("failure") is None
     markdown = report.to_markdown()
     assert f"**ERROR** — 0 passed, 0 failed, {counts['skip']} skipped, 1 error of the suite (not judged)" in markdown
     assert "| BE-2 | core | ⚠️ **error** |" in markdown

@@ -82,7 +82,7 @@ def _trailing(keys, **more):
     [
         ((["k1", "k2"], [_trailing(["k2"])], None), "trailing_pages transfer (indices_from_pool none) with real keys"),
         (
-            (["k1"], [PoolTransfer(name=PoolName.INDEXER, keys=["k1"], indices_from_pool=PoolName.KV)], None),
+            (["k1"], [PoolTransfer(name=PoolName.INDEXER, keys=["k1"], indices_from_pool=PoolName.KV)], None),  # type: ignore[arg-type]
             "all_pages transfer (indices_from_pool kv) with real keys",
         ),
         (

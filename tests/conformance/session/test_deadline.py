@@ -40,6 +40,7 @@ def test_a_call_that_blocks_fails_its_clause_and_the_run_stops_with_a_report() -
     assert failed(report) == ["BE-2"], report.render_text(color=False)
     stuck = next(outcome for outcome in section.checks if outcome.status == "fail")
     assert stuck.check == "batch_exists_takes_a_whole_chain"
+    assert stuck.message is not None and stuck.counterexample is not None
     assert stuck.message.startswith("batch_exists([k") and stuck.message.endswith("did not return within 1 s")
     assert (
         "replay: hicache-conform run --backend tests.conformance.planted_backends:BlocksOnLongLookups"
@@ -47,7 +48,8 @@ def test_a_call_that_blocks_fails_its_clause_and_the_run_stops_with_a_report() -
     )
     later = section.checks[[outcome.check for outcome in section.checks].index(stuck.check) + 1 :]
     assert later and all(
-        outcome.status == "skip" and outcome.message.startswith("not run: the run stopped after batch_exists([k")
+        outcome.status == "skip"
+        and (outcome.message or "").startswith("not run: the run stopped after batch_exists([k")
         for outcome in later
     )
     assert report.exit_code == 1
@@ -67,7 +69,7 @@ def test_a_constructor_that_blocks_fails_startup_within_the_deadline() -> None:
 class StatsSetToNone(CorrectBackend):
     """Turns get_stats off by setting it to None, where a method returning None was meant (BE-12)."""
 
-    get_stats = None
+    get_stats = None  # type: ignore[assignment]
 
 
 @pytest.mark.clause("BE-12")

@@ -39,6 +39,7 @@ def test_a_failure_that_does_not_replay_still_names_its_clause() -> None:
         f"batch_exists returned {count + 1}, expected {count} ({NOT_REPRODUCIBLE}: first it failed BE-2, then the "
         "same example passed)"
     )
+    assert failure.counterexample is not None
     assert failure.counterexample.startswith("batch_exists(<")
     assert "FlakyFailure" not in failure.message
 
@@ -71,6 +72,7 @@ def test_shrinking_stops_at_the_cap_and_says_so() -> None:
         run_property(0, slow, "BE-2", examples=50, shrink_cap_s=0.05)
     assert time.monotonic() - started < 20
     counterexample = raised.value.counterexample
+    assert counterexample is not None
     assert shrink_note(0.05) == "shrinking stopped after 0.05 s (the suite's cap): this example may not be the smallest"
     assert shrink_note(0.05) in counterexample.splitlines(), counterexample
     assert "PLEASE REPORT" not in counterexample
