@@ -198,7 +198,11 @@ def test_a_backend_holding_one_page_skips_only_the_checks_that_need_two() -> Non
     holds its lock across a whole write, so the visibility check's probes wait for the write to end."""
     report = run(HoldsOnePage)
     outcomes = {outcome.check: outcome.status for outcome in report.sections[0].checks}
-    not_passed = {name for name, status in outcomes.items() if status != "pass"}
+    # BE-30's threads query the one page while another thread writes others: whether it is still there when they ask
+    # depends on how they interleave, so that check passes or skips (never fails)
+    racing = "hit_queries_agree_from_every_thread"
+    assert outcomes[racing] in ("pass", "skip"), report.render_text(color=False)
+    not_passed = {name for name, status in outcomes.items() if status != "pass" and name != racing}
     assert not_passed == TWO_PAGES_NEEDED | BACKDOOR_CHECKS | UNCLAIMED_CHECKS, report.render_text(color=False)
     assert {outcomes[name] for name in TWO_PAGES_NEEDED} == {"skip"}
 
