@@ -68,8 +68,8 @@ for package in ("hicache_spec", "hicache_contracts", "hicache_reference"):
     assert "/venv/" in root.__file__, f"{package} not from the wheel: {root.__file__}"
     modules = [package] + [info.name for info in pkgutil.walk_packages(root.__path__, package + ".")]
     for name in modules:
-        if any(part.startswith("_") for part in name.split(".")) or name.endswith("pytest_plugin"):
-            continue  # private modules; the plugin is loaded by pytest (checked below)
+        if any(part.startswith("_") for part in name.split(".")) or name.endswith(("pytest_plugin", "pytest_items")):
+            continue  # private modules; the plugins and their shared items are loaded by pytest (checked below)
         try:
             module = importlib.import_module(name)
         except MissingExtra as error:
