@@ -7,6 +7,12 @@ verdicts, in every rendering (the release tier checks the line that names a rele
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from typing import Optional
+
 import pytest
 
 from hicache_contracts.conformance import SuiteOptions, run_suite
@@ -35,24 +41,26 @@ def test_with_a_release_the_line_names_the_release_and_the_tier():
     assert describe_engine(None, "anything") == STAND_IN_ENGINE
 
 
-@pytest.mark.clause("BE-1")
-def test_sglang_config_without_a_release_is_a_usage_error_naming_the_option():
-    import json
-    import subprocess
-    import sys
-
-    config = {
-        "backend_name": "x",
-        "module_path": "hicache_reference.sglang_adapter",
-        "class_name": "SGLangMemoryBackend",
-    }
-    done = subprocess.run(
+def _run_with_no_release(config: dict, env: Optional[dict] = None) -> subprocess.CompletedProcess:
+    """``hicache-conform run --sglang-version none --sglang-config CONFIG`` in a subprocess."""
+    return subprocess.run(
         [sys.executable, "-m", "hicache_contracts.cli", "run", "--quiet", "--sglang-version", "none"]
         + ["--sglang-config", json.dumps(config)],
         capture_output=True,
         text=True,
         timeout=300,
+        env=env,
     )
+
+
+@pytest.mark.clause("BE-1")
+def test_sglang_config_without_a_release_is_a_usage_error_naming_the_option():
+    config = {
+        "backend_name": "x",
+        "module_path": "hicache_reference.sglang_adapter",
+        "class_name": "SGLangMemoryBackend",
+    }
+    done = _run_with_no_release(config)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     assert "--sglang-config" in done.stderr and "needs a pinned SGLang release" in done.stderr
 
@@ -60,11 +68,6 @@ def test_sglang_config_without_a_release_is_a_usage_error_naming_the_option():
 @pytest.mark.clause("BE-1")
 def test_sglang_config_with_sglang_version_none_refuses_an_installed_release():
     """An importable SGLang does not override ``--sglang-version none``: the dynamic config needs a release."""
-    import json
-    import os
-    import subprocess
-    import sys
-
     from hicache_contracts.sglang_release import ReleaseError, fetch_release
 
     try:
@@ -75,13 +78,6 @@ def test_sglang_config_with_sglang_version_none_refuses_an_installed_release():
     environment = dict(
         os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "hicache_contracts.cli", "run", "--quiet", "--sglang-version", "none"]
-        + ["--sglang-config", json.dumps(config)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=environment,
-    )
+    done = _run_with_no_release(config, environment)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     assert "--sglang-config" in done.stderr and "--sglang-version none" in done.stderr, done.stderr
