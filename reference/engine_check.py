@@ -4,7 +4,7 @@
 ``CacheController``: the engine suite's one runner
 (``hicache_contracts.engine.scenarios``) drives it as it drives any
 engine's controller. ``check_reference_controller()`` runs it over
-``STANDARD_SCENARIOS`` and returns one ``ClauseResult`` per clause
+``STANDARD_SCENARIOS`` and returns one ``ClauseVerdict`` per clause
 exercised; ``run_scenario`` runs one scenario and returns the run (recorder,
 operation, report). Pass a subclass of ``CacheController`` as
 ``controller_class`` to check an engine controller built on the reference
@@ -18,7 +18,6 @@ from typing import Any, Optional, Sequence
 from hicache_contracts import HiCacheStorageConfig, PageKeys, PoolHitPolicy, PoolName, PoolTransfer
 from hicache_contracts.engine.scenarios import (
     STANDARD_SCENARIOS,
-    ClauseResult,
     EngineScenario,
     EngineSetup,
     ScenarioRun,
@@ -27,6 +26,7 @@ from hicache_contracts.engine.scenarios import (
 )
 from hicache_contracts.host_pool import HostPagePool
 from hicache_contracts.models import pool_value
+from hicache_contracts.verdicts import ClauseVerdict
 from hicache_reference.controller import CacheController, SidecarPool
 from hicache_reference.settings import ControllerSettings
 
@@ -113,11 +113,10 @@ def run_scenario(scenario: EngineScenario, controller_class: Optional[type] = No
 
 def check_reference_controller(
     controller_class: Optional[type] = None, *, scenarios: Optional[Sequence[EngineScenario]] = None
-) -> list[ClauseResult]:
+) -> list[ClauseVerdict]:
     """Run the reference controller (or ``controller_class``) over every scenario; return one result per clause.
 
-    Each ``ClauseResult(clause_id, passed, detail)`` covers a clause that at
-    least one of ``STANDARD_SCENARIOS`` (or ``scenarios``) exercised, in
+    Each ``ClauseVerdict`` covers a clause that at least one of ``STANDARD_SCENARIOS`` (or ``scenarios``) exercised, in
     registry order (see ``check_engine``).
     """
     return check_engine(

@@ -41,7 +41,6 @@ from hicache_contracts.engine.scenarios import (
     ScenarioBackend,
     ScenarioEngine,
     ScenarioRun,
-    ClauseResult,
     check_engine,
     run_engine_scenario,
 )
@@ -50,7 +49,6 @@ __all__ = [
     "HYBRID_POOLS",
     "STANDARD_SCENARIOS",
     "TRACE_FORMAT",
-    "ClauseResult",
     "EngineRaised",
     "EngineScenario",
     "EngineSetup",

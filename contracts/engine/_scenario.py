@@ -6,16 +6,17 @@ partial hit, a short slice, a raising read, termination, a read that hangs
 while the operation is terminated) — are plain ``EngineScenario`` values;
 ``hicache_contracts.engine.scenarios.check_engine`` runs them against any
 controller and ``clause_results`` folds the checked traces into one
-``ClauseResult`` per clause. The reference controller runs them through the
+``ClauseVerdict`` per clause (the verdict every suite reports in). The reference controller runs them through the
 same runner (``hicache_reference.engine_check``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, NamedTuple, Optional
+from typing import Any, Iterable, Optional
 
 from hicache_contracts.engine._report import TraceReport
+from hicache_contracts.verdicts import FAIL, PASS, ClauseVerdict, Failure
 from hicache_spec import clauses, compute_key_chain
 
 __all__ = [
@@ -23,7 +24,6 @@ __all__ = [
     "PAGE_SIZE",
     "STANDARD_SCENARIOS",
     "SWA_WINDOW",
-    "ClauseResult",
     "EngineScenario",
     "clause_results",
 ]
@@ -36,14 +36,6 @@ ANCHOR = compute_key_chain(tuple(range(1000, 1000 + 3 * PAGE_SIZE)), PAGE_SIZE)
 """The keys of three anchor pages: the non-empty prefix of the scenarios (PFX-10)."""
 PREFIXES: dict[str, Optional[tuple[Any, ...]]] = {"none": None, "empty": (), "anchor": ANCHOR}
 """The three states of an operation's prefix (PFX-1)."""
-
-
-class ClauseResult(NamedTuple):
-    """The verdict on one clause over every scenario: ``(clause_id, passed, detail)``."""
-
-    clause_id: str
-    passed: bool
-    detail: str
 
 
 _FAULTS = ("stored", "unreadable_from", "raise_on_read", "terminate_after_read", "hang_on_read")
@@ -110,30 +102,29 @@ STANDARD_SCENARIOS: tuple[EngineScenario, ...] = _standard_scenarios()
 """Every scenario ``check_engine`` runs: 28 base, 26 hybrid (54 operations)."""
 
 
-def clause_results(checked_runs: Iterable[tuple[Any, TraceReport]]) -> list[ClauseResult]:
-    """Fold ``(scenario, report)`` pairs into one ``ClauseResult`` per clause exercised, in registry order.
+def clause_results(checked_runs: Iterable[tuple[Any, TraceReport]]) -> list[ClauseVerdict]:
+    """Fold ``(scenario, report)`` pairs into one ``ClauseVerdict`` per clause exercised, in registry order.
 
-    ``passed`` is False when any scenario broke the clause; ``detail`` names
-    how many scenarios checked it and, on failure, the first violation and
-    its scenario.
+    The verdict is ``fail`` when any scenario broke the clause, with a
+    ``Failure`` per violation (its ``check`` the scenario, its ``message``
+    the violation and where it happened), else ``pass``; its ``checks`` are
+    the scenarios that exercised it.
     """
-    checked: dict[str, int] = {}
-    failures: dict[str, list[str]] = {}
+    checked: dict[str, list[str]] = {}
+    failures: dict[str, list[Failure]] = {}
     for scenario, report in checked_runs:
-        for clause_id in report.checked:
-            checked[clause_id] = checked.get(clause_id, 0) + 1
+        for clause_id in dict.fromkeys(report.checked + report.violated):
+            checked.setdefault(clause_id, []).append(str(scenario))
         for violation in report.violations:
-            checked.setdefault(violation.clause, 0)
-            failures.setdefault(violation.clause, []).append(f"{scenario}: {violation}")
+            failures.setdefault(violation.clause, []).append(Failure(str(scenario), str(violation)))
     results = []
     for registered in clauses():
         if registered.id not in checked:
             continue
-        found = failures.get(registered.id, [])
-        detail = (
-            f"{len(found)} violation(s); first: {found[0]}"
-            if found
-            else f"checked in {checked[registered.id]} scenario(s), no violation"
+        found = tuple(failures.get(registered.id, ()))
+        status = FAIL if found else PASS
+        scenarios = tuple(dict.fromkeys(checked[registered.id]))
+        results.append(
+            ClauseVerdict(registered.id, registered.level, registered.statement, status, None, found, scenarios)
         )
-        results.append(ClauseResult(registered.id, not found, detail))
     return results

@@ -14,8 +14,8 @@ fresh ``ScenarioBackend`` (an in-memory store with scripted faults) behind a
 
     from hicache_contracts.engine.scenarios import check_engine
 
-    for clause_id, passed, detail in check_engine(MyEngineAdapter):
-        print(clause_id, "PASS" if passed else "FAIL", detail)
+    for verdict in check_engine(MyEngineAdapter):
+        print(verdict.clause_id, verdict.status, *verdict.failures)
 
 Nothing here imports ``hicache_reference``.
 """
@@ -37,18 +37,17 @@ from hicache_contracts.engine._scenario import (
     PAGE_SIZE,
     STANDARD_SCENARIOS,
     SWA_WINDOW,
-    ClauseResult,
     EngineScenario,
     clause_results,
 )
 from hicache_contracts.engine._report import TraceReport, TraceViolation
 from hicache_contracts.models import ReadOnlyMapping
 from hicache_contracts.models import pool_value as _pool_name
+from hicache_contracts.verdicts import ClauseVerdict
 
 __all__ = [
     "HYBRID_POOLS",
     "STANDARD_SCENARIOS",
-    "ClauseResult",
     "EngineRaised",
     "EngineScenario",
     "EngineSetup",
@@ -495,14 +494,14 @@ def run_engine_scenario(engine: ScenarioEngine, scenario: EngineScenario) -> Sce
 
 def check_engine(
     engine_factory: Callable[[], ScenarioEngine], *, scenarios: Optional[Sequence[EngineScenario]] = None
-) -> list[ClauseResult]:
+) -> list[ClauseVerdict]:
     """Run a fresh engine from ``engine_factory`` through every scenario; return one result per clause exercised.
 
     Hybrid scenarios run only when the engine's ``supports_hybrid`` is
-    true. Each ``ClauseResult(clause_id, passed, detail)`` covers a clause at
-    least one scenario exercised, in registry order; ``detail`` names how
-    many scenarios checked it and, on failure, the first violation and its
-    scenario.
+    true. Each ``ClauseVerdict`` (``hicache_contracts.verdicts``, the verdict
+    every suite reports in) covers a clause at least one scenario exercised,
+    in registry order: ``pass`` or ``fail``, its ``checks`` the scenarios that
+    exercised it, on failure a ``Failure`` per violation naming its scenario.
     """
 
     def runs() -> Iterable[tuple[EngineScenario, TraceReport]]:

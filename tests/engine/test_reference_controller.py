@@ -18,6 +18,7 @@ from hicache_spec import clause
 from hicache_contracts.engine import assert_trace_conforms
 from hicache_contracts.engine import EngineScenario as Scenario
 from hicache_contracts.engine.scenarios import STANDARD_SCENARIOS
+from hicache_contracts.verdicts import FAIL, PASS
 from hicache_reference.engine_check import check_reference_controller, run_scenario
 from tests import planted_controllers as planted
 
@@ -104,10 +105,11 @@ def test_assert_trace_conforms_lists_clause_statement_and_call():
 def test_check_reference_controller_reports_every_exercised_clause_as_passed():
     scenarios = [scenario for scenario in STANDARD_SCENARIOS if scenario.pages in (1, 300)]
     results = check_reference_controller(scenarios=scenarios)
-    assert results and all(passed for _, passed, _ in results), results
-    clause_ids = [clause_id for clause_id, _, _ in results]
+    assert results and all(verdict.status == PASS and not verdict.failures for verdict in results), results
+    clause_ids = [verdict.clause_id for verdict in results]
     assert {"PFX-2", "PFX-5", "PFX-8", "PFX-9", "CTL-1", "CTL-4", "CTL-6", "CTL-7", "HYB-2", "HYB-5"} <= set(clause_ids)
-    assert results[0].detail.startswith("checked in ")
+    assert all(set(verdict.checks) <= {str(scenario) for scenario in scenarios} for verdict in results), results
+    assert any(len(verdict.checks) > 1 for verdict in results), results
 
 
 @pytest.mark.clause("PFX-4")
@@ -115,10 +117,8 @@ def test_check_reference_controller_reports_a_planted_subclass_as_failed():
     results = check_reference_controller(
         planted.ExtendOnlyWhenNonEmptyController, scenarios=[Scenario("prefetch", 129, "empty")]
     )
-    failed = {clause_id: detail for clause_id, passed, detail in results if not passed}
+    failed = {verdict.clause_id: verdict.failures for verdict in results if verdict.status == FAIL}
     assert list(failed) == ["PFX-4"]
-    assert re.match(
-        r"1 violation\(s\); first: prefetch 129 pages prefix empty base: \[PFX-4\] call #\d+: KV read "
-        r"batch_get_v1 at page 128: received \[\]",
-        failed["PFX-4"],
-    ), failed["PFX-4"]
+    (failure,) = failed["PFX-4"]
+    assert failure.check == "prefetch 129 pages prefix empty base"
+    assert re.match(r"\[PFX-4\] call #\d+: KV read batch_get_v1 at page 128: received \[\]", failure.message), failure

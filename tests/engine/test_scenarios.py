@@ -28,6 +28,7 @@ from hicache_contracts.engine.scenarios import (
     run_engine_scenario,
 )
 from hicache_contracts.host_pool import HostPagePool
+from hicache_contracts.verdicts import PASS
 from hicache_reference.engine_check import ReferenceEngine
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -49,8 +50,13 @@ def guide_controller() -> dict:
     return names
 
 
-def failed(results) -> dict:
-    return {result.clause_id: result.detail for result in results if not result.passed}
+def failed(verdicts) -> dict:
+    """Each failed clause, with its failures as ``scenario: violation`` lines."""
+    return {
+        verdict.clause_id: "\n".join(f"{item.check}: {item.message}" for item in verdict.failures)
+        for verdict in verdicts
+        if verdict.status != PASS
+    }
 
 
 @pytest.mark.clause(

@@ -15,6 +15,7 @@ import re
 import pytest
 
 from hicache_contracts import PoolHitPolicy, PoolName, PoolTransfer
+from hicache_contracts.verdicts import FAIL
 from hicache_reference import CacheController, SidecarPool, ThreadRankGroup
 from hicache_spec import STORAGE_BATCH_SIZE, compute_key_chain
 from hicache_spec.clauses import CLAUSES
@@ -348,7 +349,7 @@ def run_oracle(oracle, controller_class):
         return set(run_scenario(oracle.scenario, controller_class).check().violated)
     assert oracle.kind == "engine", oracle.kind
     results = check_reference_controller(controller_class, scenarios=[oracle.scenario])
-    return {clause_id for clause_id, passed, _ in results if not passed}
+    return {verdict.clause_id for verdict in results if verdict.status == FAIL}
 
 
 ORACLE_CASES = [

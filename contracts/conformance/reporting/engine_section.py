@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from hicache_contracts.conformance.reporting.report import (
+from hicache_contracts.verdicts import (
     FAIL,
     PASS,
     SKIP,
@@ -21,7 +21,6 @@ from hicache_contracts.conformance.reporting.report import (
     LevelVerdict,
     ReportSection,
 )
-from hicache_contracts.engine._scenario import ClauseResult
 from hicache_spec import LEVELS, clauses
 
 __all__ = ["ENGINE_LEVELS", "engine_section"]
@@ -29,18 +28,25 @@ __all__ = ["ENGINE_LEVELS", "engine_section"]
 ENGINE_LEVELS = ("prefix", "controller", "hybrid", "ranks")
 """The levels whose engine-side clauses the section reports, in order."""
 
+_BY_TRACE = ("engine trace scenarios",)
+"""What the section names as the check of every clause it judged."""
 _NOT_BY_TRACE = "not decidable from one rank's trace; checked by the project's tests of the reference controller"
 
 
 def engine_section(
-    results: Iterable[ClauseResult],
+    results: Iterable[ClauseVerdict],
     *,
     subject: str,
     duration_s: float = 0.0,
     title: str = "reference controller (engine conformance)",
 ) -> ReportSection:
-    """Return the section of one controller's ``ClauseResult`` list: a verdict per engine clause."""
-    by_clause = {result[0]: result for result in results}
+    """Return the section of one controller's engine verdicts (``check_engine``): a verdict per engine clause.
+
+    A failed clause shows one failure: how many violations the scenarios
+    found and the first, with its scenario (the full list is in the
+    verdicts ``check_engine`` returned).
+    """
+    by_clause = {verdict.clause_id: verdict for verdict in results}
     verdicts = []
     for registered in clauses():
         if registered.role == "backend" or registered.level not in ENGINE_LEVELS + ("core", "v2"):
@@ -51,19 +57,17 @@ def engine_section(
                 continue
             verdicts.append(ClauseVerdict(registered.id, registered.level, registered.statement, SKIP, _NOT_BY_TRACE))
             continue
-        _, passed, detail = result
-        failures = () if passed else (Failure("reference controller trace", detail),)
-        verdicts.append(
-            ClauseVerdict(
-                registered.id,
-                registered.level,
-                registered.statement,
-                PASS if passed else FAIL,
-                None if passed else detail,
-                failures,
-                ("engine trace scenarios",),
+        if result.status == FAIL:
+            first = result.failures[0]
+            detail = f"{len(result.failures)} violation(s); first: {first.check}: {first.message}"
+            folded = (Failure("reference controller trace", detail),)
+            verdicts.append(
+                ClauseVerdict(registered.id, registered.level, registered.statement, FAIL, detail, folded, _BY_TRACE)
             )
-        )
+        else:
+            verdicts.append(
+                ClauseVerdict(registered.id, registered.level, registered.statement, PASS, None, (), _BY_TRACE)
+            )
     levels = tuple(
         LevelVerdict(level, True, "required", description=LEVELS[level])
         for level in dict.fromkeys(verdict.level for verdict in verdicts)

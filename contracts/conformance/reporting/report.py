@@ -17,7 +17,7 @@ secret-named options and the secret values the report was told about
 health-check or flakiness error) has status ``error``: counted and shown apart
 from the failures, never a verdict on the backend (exit status 3 when nothing
 failed). A run stopped by Ctrl-C gives
-a partial report marked ``interrupted`` in every rendering. The parts live in ``report_sections``,
+a partial report marked ``interrupted`` in every rendering. The parts live in ``hicache_contracts.verdicts``,
 the renderings in ``report_render``; every name is importable from here.
 """
 
@@ -30,7 +30,7 @@ from typing import Any, Iterable, Optional, Union
 
 from hicache_contracts.conformance.reporting import report_render
 from hicache_contracts.conformance.reporting.redaction import redact_value
-from hicache_contracts.conformance.reporting.report_sections import (
+from hicache_contracts.verdicts import (
     ERROR,
     FAIL,
     PASS,

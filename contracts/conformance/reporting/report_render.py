@@ -10,7 +10,7 @@ import sys
 import textwrap
 from typing import Iterable, Optional
 
-from hicache_contracts.conformance.reporting.report_sections import (
+from hicache_contracts.verdicts import (
     ERROR,
     FAIL,
     PASS,

@@ -1,6 +1,11 @@
-"""The parts of a conformance report: a section per subject, its level and clause verdicts, its check outcomes.
+"""The verdicts every suite of the project reports in: a section per subject, its level and clause verdicts.
 
-``report`` re-exports every name here; import them from there.
+The backend suite, the engine scenarios (``engine.scenarios.check_engine``
+returns a ``ClauseVerdict`` per clause exercised) and the linker suite all
+judge clauses in these terms; ``conformance.reporting.report.SuiteReport``
+holds the sections of a run and renders them, with one set of writers
+(``report_writers``), whichever suite made them. Only the standard library
+is imported here, so every suite can build its verdicts without the others.
 """
 
 from __future__ import annotations
