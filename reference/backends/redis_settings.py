@@ -14,7 +14,7 @@ from typing import Any, Literal, Mapping, Optional, overload
 import hicache_reference.backends._redis_client  # noqa: F401  (without the redis extra: a clear error)
 import redis
 
-from hicache_contracts.errors import bad_value
+from hicache_contracts.errors import FieldErrors
 
 __all__ = ["DEFAULT_REDIS_URL", "RedisSettings"]
 
@@ -28,8 +28,8 @@ _NAMESPACE_CHARACTER = re.compile(r"[A-Za-z0-9._%/-]")
 """Characters an escaped namespace may hold; a key prefix must not end with one, or two could meet."""
 
 
-def _config_error(field: str, rule: str, value: Any) -> ValueError:
-    return bad_value(f"{_CLASS}.extra_config.{field}", rule, value)
+_ERRORS = FieldErrors(f"{_CLASS}.extra_config")
+"""The errors of the backend's extra config, each naming ``RedisBackend.extra_config.<field>``."""
 
 
 @overload
@@ -47,7 +47,7 @@ def _number(
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < minimum:
         bound = "> 0" if minimum > 0 else ">= 0"
         rule = f"must be a number {bound}" + (" or null" if allow_none else "")
-        raise _config_error(field, rule, value)
+        raise _ERRORS.bad(field, rule, value)
     return float(value)
 
 
@@ -65,10 +65,10 @@ def _is_redis_url(url: Any) -> bool:
 def _parse_node(text: Any, index: int) -> tuple[str, int]:
     field = f"redis_cluster_nodes[{index}]"
     if not isinstance(text, str):
-        raise _config_error(field, "must be a 'host:port' string", text)
+        raise _ERRORS.bad(field, "must be a 'host:port' string", text)
     host, separator, port = text.strip().rpartition(":")
     if not separator or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise _config_error(field, "must be a 'host:port' string", text)
+        raise _ERRORS.bad(field, "must be a 'host:port' string", text)
     return host, int(port)
 
 
@@ -86,7 +86,7 @@ def _check_tls(extra: Mapping, url: Optional[str], cluster: bool) -> None:
         if "password" in field or "key" in field:
             value = "***"  # never shown
         if cluster:
-            raise _config_error(
+            raise _ERRORS.bad(
                 field,
                 "TLS to a Redis Cluster is not supported by this backend (it would connect without TLS); reach the "
                 "cluster over a trusted network or a TLS tunnel, and remove the key",
@@ -94,7 +94,7 @@ def _check_tls(extra: Mapping, url: Optional[str], cluster: bool) -> None:
             )
         if field == "ssl" and value is True and isinstance(url, str) and url.startswith("rediss://"):
             continue  # what the URL says already
-        raise _config_error(
+        raise _ERRORS.bad(
             field,
             "TLS is chosen by a rediss:// redis_url, its options given in the URL's query "
             "(rediss://host:port/0?ssl_ca_certs=/path/ca.pem), not by this key",
@@ -139,27 +139,25 @@ class RedisSettings:
         url = extra.get("redis_url")
         nodes_value = extra.get("redis_cluster_nodes")
         if url is not None and nodes_value is not None:
-            raise _config_error(
+            raise _ERRORS.bad(
                 "redis_cluster_nodes", "give either redis_url or redis_cluster_nodes, not both", nodes_value
             )
         nodes: tuple[tuple[str, int], ...] = ()
         if nodes_value is not None:
             items = nodes_value.split(",") if isinstance(nodes_value, str) else nodes_value
             if not isinstance(items, (list, tuple)) or not items:
-                raise _config_error(
-                    "redis_cluster_nodes", "must be a non-empty list of 'host:port' strings", nodes_value
-                )
+                raise _ERRORS.bad("redis_cluster_nodes", "must be a non-empty list of 'host:port' strings", nodes_value)
             nodes = tuple(_parse_node(item, index) for index, item in enumerate(items))
         elif url is None:
             url = DEFAULT_REDIS_URL
         if url is not None and not _is_redis_url(url):
-            raise _config_error("redis_url", "must be a URL such as 'redis://host:port/0'", url)
+            raise _ERRORS.bad("redis_url", "must be a URL such as 'redis://host:port/0'", url)
         prefix = extra.get("key_prefix", "hicache:")
         if not isinstance(prefix, str) or _UNSAFE_PREFIX.search(prefix):
-            raise _config_error("key_prefix", "must be a str without braces, glob characters or spaces", prefix)
+            raise _ERRORS.bad("key_prefix", "must be a str without braces, glob characters or spaces", prefix)
         if prefix and _NAMESPACE_CHARACTER.fullmatch(prefix[-1]):
             # "hc" + namespace "1m/..." and "hc1" + namespace "m/..." would be the same keys (NS-8).
-            raise _config_error(
+            raise _ERRORS.bad(
                 "key_prefix", "must be empty or end with a character no namespace holds, such as ':'", prefix
             )
         _check_tls(extra, url, bool(nodes))
@@ -167,7 +165,7 @@ class RedisSettings:
         for field in ("redis_username", "redis_password"):
             value = extra.get(field)
             if value is not None and not isinstance(value, str):
-                raise _config_error(field, "must be a str or null", value)
+                raise _ERRORS.bad(field, "must be a str or null", value)
             credentials[field] = value
         return cls(
             url=None if nodes else url,

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
 from hicache_contracts.conformance.reporting.report import FAIL, PASS, SuiteReport
+from hicache_contracts.errors import bad_value
 
 __all__ = [
     "Baseline",
@@ -89,10 +90,6 @@ class ExpectedFailure:
         return data
 
 
-def _problem(where: str, field: str, rule: str, value: Any) -> ValueError:
-    return ValueError(f"{where}: {field}: {rule} (got {value!r})")
-
-
 def entries_from_data(data: Any, *, source: str = "--known-failures") -> tuple[ExpectedFailure, ...]:
     """Return the entries of parsed YAML or JSON ``data``; raise ValueError naming the entry, the field and the rule."""
     from hicache_contracts.conformance.framework import ordered_checks
@@ -104,47 +101,51 @@ def entries_from_data(data: Any, *, source: str = "--known-failures") -> tuple[E
     if data is None:
         return ()
     if not isinstance(data, list):
-        raise _problem(source, "entries", "must be a list of entries (clause or check, reason, link)", data)
+        raise bad_value(f"{source}: entries", "must be a list of entries (clause or check, reason, link)", data)
     checks = {check.name for check in ordered_checks()}
     found: dict[str, ExpectedFailure] = {}
     for number, item in enumerate(data, start=1):
         where = f"{source}: entry {number}"
         if not isinstance(item, dict):
-            raise _problem(where, "entry", "must be a mapping with clause or check, reason and link", item)
+            raise bad_value(f"{where}: entry", "must be a mapping with clause or check, reason and link", item)
         unknown = sorted(set(item) - set(_FIELDS), key=str)
         if unknown:
-            raise _problem(where, str(unknown[0]), f"is not a field; the fields are {', '.join(_FIELDS)}", item)
+            raise bad_value(f"{where}: {unknown[0]}", f"is not a field; the fields are {', '.join(_FIELDS)}", item)
         if ("clause" in item) == ("check" in item):
-            raise _problem(where, "clause", "exactly one of clause and check must be given", item)
+            raise bad_value(f"{where}: clause", "exactly one of clause and check must be given", item)
         is_check = "check" in item
         target = item["check"] if is_check else item["clause"]
         if not isinstance(target, str):
-            raise _problem(where, "check" if is_check else "clause", "must be a string", target)
+            raise bad_value(f"{where}: {'check' if is_check else 'clause'}", "must be a string", target)
         if is_check and target not in checks:
-            raise _problem(where, "check", "must name a check from `hicache-conform run --list-checks`", target)
+            raise bad_value(f"{where}: check", "must name a check from `hicache-conform run --list-checks`", target)
         if not is_check:
             try:
                 lookup_clause(target)
             except (KeyError, ValueError):
-                raise _problem(where, "clause", "must be a clause ID of the registry", target) from None
+                raise bad_value(f"{where}: clause", "must be a clause ID of the registry", target) from None
         reason = item.get("reason")
         if reason not in REASONS:
-            raise _problem(where, "reason", f"must be one of {', '.join(REASONS)}", reason)
+            raise bad_value(f"{where}: reason", f"must be one of {', '.join(REASONS)}", reason)
         link = item.get("link")
         if not isinstance(link, str) or not _LINK.match(link.strip()):
-            raise _problem(
-                where, "link", "must be a URL, owner/repo#N, DIV-N or docs/PAGE.md where the failure is tracked", link
+            raise bad_value(
+                f"{where}: link",
+                "must be a URL, owner/repo#N, DIV-N or docs/PAGE.md where the failure is tracked",
+                link,
             )
         until = item.get("until")
         if until is not None:
             until = str(until)
             if until not in SGLANG_RELEASES:
-                raise _problem(where, "until", f"must be a pinned SGLang release ({', '.join(SGLANG_RELEASES)})", until)
+                raise bad_value(
+                    f"{where}: until", f"must be a pinned SGLang release ({', '.join(SGLANG_RELEASES)})", until
+                )
         note = item.get("note", "")
         if not isinstance(note, str):
-            raise _problem(where, "note", "must be a string", note)
+            raise bad_value(f"{where}: note", "must be a string", note)
         if target in found:
-            raise _problem(where, "check" if is_check else "clause", "is named by an earlier entry", target)
+            raise bad_value(f"{where}: {'check' if is_check else 'clause'}", "is named by an earlier entry", target)
         found[target] = ExpectedFailure(target, reason, link.strip(), until, note, is_check)
     return tuple(found.values())
 
