@@ -16,10 +16,20 @@ PREFETCH_POLICIES = (BEST_EFFORT, WAIT_COMPLETE, TIMEOUT)
 """The prefetch policies of CTL-9, in the order the clause names them."""
 
 
-def is_count(value: Any, minimum: int = 0, maximum: Optional[int] = None) -> bool:
+def is_count(value: Any, minimum: int = 0, maximum: Optional[int] = None, *, exact: bool = True) -> bool:
     """Whether ``value`` is an ``int`` itself (no bool, no subclass, no float) within ``[minimum, maximum]``.
 
+    ``exact=False`` lets an ``int`` subclass (an ``IntEnum``) count too, never
+    a bool: how a count a backend returns is read, since SGLang only does
+    arithmetic with it; ``exact=True`` is how the project's own inputs are
+    checked.
+
     pre: maximum is None or minimum <= maximum
-    post: not __return__ or (type(value) is int and value >= minimum)
+    post: not __return__ or (isinstance(value, int) and not isinstance(value, bool) and value >= minimum)
+    post: not (__return__ and exact) or type(value) is int
     """
-    return type(value) is int and value >= minimum and (maximum is None or value <= maximum)
+    if exact:
+        kind_ok = type(value) is int
+    else:
+        kind_ok = isinstance(value, int) and not isinstance(value, bool)
+    return kind_ok and value >= minimum and (maximum is None or value <= maximum)

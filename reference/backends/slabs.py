@@ -12,6 +12,8 @@ from typing import Any, Sequence
 
 import torch
 
+from hicache_spec.values import is_count
+
 __all__ = ["ROW_BITS", "ROW_MASK", "byte_count", "is_capacity"]  # the rest is private to the memory store
 
 
@@ -27,7 +29,7 @@ def _reinterpreted(page: torch.Tensor, dtype: torch.dtype, shape: Sequence[int])
 
 def is_capacity(value: Any) -> bool:
     """Whether ``value`` is a valid ``capacity_pages``: None, or an int >= 1 (a bool is not a count)."""
-    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
+    return value is None or is_count(value, 1)
 
 
 # ---------------------------------------------------------------- slabs

@@ -31,6 +31,7 @@ from typing import Any, Mapping, Optional
 
 import torch
 
+from hicache_spec.values import is_count
 from hicache_spec import KV
 from hicache_contracts.linker.device import DevicePool, pool_name
 from hicache_reference.linker.core import LinkerCore
@@ -67,7 +68,7 @@ def device_pools_from_params(params: Any) -> dict[str, DevicePool]:
 
 def _rank(extra: Mapping[str, Any], key: str, default: int) -> int:
     value = extra.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+    if not is_count(value):
         raise ValueError(f"linker_extra_config.{key}: must be a non-negative int (got {value!r})")
     return value
 

@@ -546,13 +546,14 @@ def compute_prefetch_timeout_caps_base_only(
 # values
 
 
-def is_count_accepting_bool(value: Any, minimum: int = 0, maximum: Optional[int] = None) -> bool:
+def is_count_accepting_bool(value: Any, minimum: int = 0, maximum: Optional[int] = None, *, exact: bool = True) -> bool:
     """Test with ``isinstance(value, int)``: ``True`` passes as the count 1.
 
     plants: is_count
     pre: maximum is None or minimum <= maximum
     pre: type(value) in (int, bool)
-    post: not __return__ or (type(value) is int and value >= minimum)
+    post: not __return__ or (isinstance(value, int) and not isinstance(value, bool) and value >= minimum)
+    post: not (__return__ and exact) or type(value) is int
     """
     return isinstance(value, int) and value >= minimum and (maximum is None or value <= maximum)
 

@@ -1,4 +1,4 @@
-"""``is_count``: the one strict-int rule (an int itself, within bounds)."""
+"""``is_count``: the one count rule (an int itself, or with ``exact=False`` any int but a bool, within bounds)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,12 @@ def test_what_is_not_an_int_itself_is_refused(value) -> None:
     assert not is_count(value)
 
 
+@pytest.mark.parametrize("value", [True, False, 1.0, "1", None])
+def test_a_returned_count_may_be_an_int_subclass_but_never_a_bool(value) -> None:
+    assert not is_count(value, exact=False)
+    assert is_count(Small.ONE, exact=False) and not is_count(Small.ONE, 2, exact=False)
+
+
 def test_the_loose_check_lets_a_bool_and_an_int_enum_through() -> None:
     assert _planted_isinstance(True) and _planted_isinstance(Small.ONE)
 
@@ -38,9 +44,9 @@ def check_bounds(impl, case) -> None:
     assert impl(value, minimum, maximum) == (value in list(allowed))
 
 
-@given(bounded_ints)
-def test_an_int_counts_exactly_within_its_bounds(case) -> None:
-    check_bounds(is_count, case)
+@given(bounded_ints, st.booleans())
+def test_an_int_counts_exactly_within_its_bounds(case, exact) -> None:
+    check_bounds(lambda *bounds: is_count(*bounds, exact=exact), case)
 
 
 def test_the_bounds_oracle_refutes_an_exclusive_maximum() -> None:

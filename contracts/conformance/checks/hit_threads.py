@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 
+from hicache_spec.values import is_count
 from hicache_contracts.conformance.checks.core_hits import setup_clause
 from hicache_contracts.conformance.framework import (
     CheckSkipped,
@@ -35,7 +36,7 @@ def _kv_hits(suite: SuiteContext, instance: Instance, keys: list[str]) -> int:
     """``batch_exists_v2(keys, None, None).kv_hit_pages``; fail BE-21 unless it is an int in [0, len(keys)]."""
     result = suite.calls.call("BE-30", instance.backend.batch_exists_v2, list(keys), None, None)
     hits = getattr(result, "kv_hit_pages", None)
-    if isinstance(hits, bool) or not isinstance(hits, int) or not 0 <= hits <= len(keys):
+    if not is_count(hits, 0, len(keys), exact=False):
         fail(
             "BE-21",
             f"batch_exists_v2 must return a result whose kv_hit_pages is an int in [0, {len(keys)}], got {hits!r}",

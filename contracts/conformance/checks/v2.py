@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from hypothesis import example, given, strategies as st
 
+from hicache_spec.values import is_count
 from hicache_spec import ALL_PAGES, STORAGE_BATCH_SIZE, TRAILING_PAGES, count_pool_hits, fold_pool_query
 from hicache_contracts.sglang_release import release_of
 from hicache_spec.releases import release_key
@@ -73,7 +74,7 @@ def read_result(suite: SuiteContext, raw: Any, shown: str) -> tuple[int, dict[st
     """Return ``(kv_hit_pages, extra_pool_hit_pages by pool name)`` of a batch_exists_v2 result; fail BE-21 on a bad shape."""
     kv_hit = getattr(raw, "kv_hit_pages", None)
     extra = getattr(raw, "extra_pool_hit_pages", None)
-    if isinstance(kv_hit, bool) or not isinstance(kv_hit, int) or not isinstance(extra, Mapping):
+    if not is_count(kv_hit, exact=False) or not isinstance(extra, Mapping):
         fail(
             "BE-21",
             "batch_exists_v2 must return a PoolTransferResult (kv_hit_pages int, extra_pool_hit_pages "

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
+from hicache_spec.values import is_count
 from hicache_contracts.conformance.session.calls import Calls
 from hicache_contracts.conformance.session.contents import Pages
 from hicache_contracts.conformance.framework import CheckSkipped, ClauseFailure, PreconditionFailed, fail
@@ -220,7 +221,7 @@ class PageIO:
     def count(self, instance: Instance, keys: Sequence[str], info: Any = None, *, clause_id: str = "BE-2") -> int:
         """Return ``batch_exists(keys, info)``; fail BE-2 unless it is an int in [0, len(keys)]."""
         raw = self.calls.call(clause_id, instance.backend.batch_exists, list(keys), info)
-        if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= len(keys):
+        if not is_count(raw, 0, len(keys), exact=False):
             fail(
                 "BE-2",
                 f"batch_exists must return an int n with 0 <= n <= len(keys) = {len(keys)}, got {raw!r}",
