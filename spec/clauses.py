@@ -231,9 +231,13 @@ CLAUSES: tuple[Clause, ...] = (
         "core",
         "backend",
         "batch_exists has no side effects, and an empty key list gives 0.",
-        "The hit query runs for every request; it must be safe to repeat and to call on nothing.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_exists; managers/cache_controller.py "
-        "_storage_hit_query",
+        "The hit query runs for every request, may run again for the same request (retries, the "
+        "PD-decode probe before the prefetch) and gets an empty list when the extra config's "
+        "prefetch_threshold is 0 and a span is shorter than a page.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_exists; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._storage_hit_query "
+        "(the in-tree caller; it overrides managers/cache_controller.py "
+        "HiCacheController._storage_hit_query)",
     ),
     C(
         "BE-4",
@@ -277,13 +281,14 @@ CLAUSES: tuple[Clause, ...] = (
         "method (positionally to batch_exists, batch_exists_v2 and the v1 calls; by keyword to "
         "batch_get_v2 and batch_set_v2, which 0.5.20 calls without it; hicache_spec.call_forms), "
         "and accepts None, an empty info, prefix_keys None, [] or a list, and extra_info None or a "
-        "dict with unknown keys or the defined key 'session_id'.",
+        "dict with unknown keys or the keys SGLang defines (BE-31).",
         "A backend without the parameter, or with it under another name where the release passes it "
-        "by keyword, raises TypeError on the first such call. Mooncake reads "
-        "extra_info['session_id'] in batch_set_v2.",
+        "by keyword, raises TypeError on the first such call. 0.5.23's failure injector passes every "
+        "argument on positionally (BE-33).",
         "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo; managers/cache_controller.py "
         "_storage_hit_query, _page_get_zero_copy, _page_set_zero_copy; hybrid_cache/"
-        "hybrid_cache_controller.py (batch_get_v2/batch_set_v2 calls); storage/mooncake_store batch_set_v2",
+        "hybrid_cache_controller.py (batch_get_v2/batch_set_v2 calls), HybridCacheController._storage_hit_query; "
+        "0.5.23 mem_cache/hicache_storage.py HiCacheStorageFailureInjector",
     ),
     C(
         "BE-9",
@@ -345,11 +350,14 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-15",
         "v1",
         "backend",
-        "get result i is True only if page i's whole byte range landed in host slots "
-        "host_indices[i*page_size:(i+1)*page_size].",
-        "A True for a page that did not land makes the engine attend over garbage.",
+        "Every entry of batch_get_v1's leading run of True (a truthy entry, up to the first false "
+        "one) means page i's whole byte range landed in host slots "
+        "host_indices[i*page_size:(i+1)*page_size], page_size being the controller's page size "
+        "(the logical one under 0.5.23's DCP); an entry after the first false one is never read.",
+        "A True for a page that did not land makes the engine attend over garbage. SGLang counts "
+        "the leading run and stops at the first miss, releasing the rest of the span's slots.",
         "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_get_v1; managers/cache_controller.py "
-        "_page_transfer_kv_batch",
+        "HiCacheController._page_get_zero_copy (stops at the first miss), _page_transfer_kv_batch",
     ),
     C(
         "BE-16",
@@ -386,9 +394,13 @@ CLAUSES: tuple[Clause, ...] = (
         "v2",
         "backend",
         "batch_get_v2 and batch_set_v2 return one entry per transfer name, holding len(keys) bools.",
-        "The controller looks each pool up by name and zips its list with the keys.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_get_v2, batch_set_v2, "
-        "HiCacheFile._batch_io_v2; mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_sidecar",
+        "The controller looks each pool up by name and counts its list: the leading run for a read, "
+        "and on a rank that skips a replicated write, every entry of a list exactly len(keys) long.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_get_v2, batch_set_v2, count_pool_hits, "
+        "HiCacheFile._batch_io_v2; managers/cache_controller.py _page_transfer_kv_batch; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_sidecar, "
+        "HybridCacheController._page_backup (0.5.20), _page_backup_with_stable_layout (0.5.21+): the "
+        "length check of a skipped write",
     ),
     C(
         "BE-20",
@@ -418,15 +430,17 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-26",
         "v2",
         "backend",
-        "restorable_prefix_pages, when a backend reports it, holds every prefix length in "
-        "1..kv_hit_pages that KV and every gating pool can restore and no other, so its largest is "
-        "kv_hit_pages; it is read as a set (order and repeats carry no meaning); None means the "
-        "restorable lengths are 1..kv_hit_pages.",
-        "Ranks intersect these sets (RANK-6); a length listed that a pool cannot restore loads a "
-        "prefix without its trailing state on every rank. SGLang marks each listed length in a "
-        "mask, so a backend listing them in another order restores the same prefixes.",
+        "Every length restorable_prefix_pages lists within 1..kv_hit_pages can be restored by KV and "
+        "every gating pool; it is read as a set (order, repeats and lengths outside 1..kv_hit_pages "
+        "carry no meaning); None says every length 1..kv_hit_pages can be restored. SGLang reads it "
+        "when the query carries a TRAILING_PAGES pool.",
+        "Ranks intersect these sets (RANK-6) and load the largest common length; a length listed that "
+        "a pool cannot restore loads a prefix without its trailing state on every rank. A length "
+        "left out only shortens the hit, so listing every restorable length (as 0.5.23's HiCacheFile "
+        "does) is what gives the longest one.",
         "sglang 0.5.23 mem_cache/hicache_storage.py PoolTransferResult, HiCacheFile.batch_exists_v2; "
-        "hybrid_cache/hybrid_cache_controller.py _sync_prefetch_hit_query (a flag per listed length)",
+        "hybrid_cache/hybrid_cache_controller.py _sync_prefetch_hit_query (a flag per listed length "
+        "in 1..the hit, read only for a TRAILING_PAGES query)",
         releases="0.5.23",
     ),
     C(
@@ -463,7 +477,8 @@ CLAUSES: tuple[Clause, ...] = (
         "The engine runs these threads for real; a race corrupts pages or results. Hit queries also "
         "come from other engine threads (BE-30), so the count is a floor.",
         "sglang managers/cache_controller.py prefetch_thread_func, prefetch_io_aux_func, backup_thread_func "
-        "(three threads on one backend)",
+        "(three threads on one backend); mem_cache/unified_radix_cache.py "
+        "UnifiedRadixCache.check_hicache_events (get_stats, on the scheduler thread)",
     ),
     C(
         "BE-24",
@@ -648,7 +663,8 @@ CLAUSES: tuple[Clause, ...] = (
         "than requested, or termination, stops further reads.",
         "Pages after a hole are unusable; reading them wastes bandwidth and host memory.",
         "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func; "
-        "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._page_transfer (0.5.20), "
+        "_page_transfer_with_stable_layout (0.5.21+)",
     ),
     C(
         "CTL-5",
@@ -658,7 +674,8 @@ CLAUSES: tuple[Clause, ...] = (
         "tokens, non-decreasing, frozen after the first short slice or termination.",
         "Every ack is all-reduced across ranks; a rank that emits fewer acks hangs the others.",
         "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func; "
-        "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._page_transfer (0.5.20), "
+        "_page_transfer_with_stable_layout (0.5.21+)",
     ),
     C(
         "CTL-6",
@@ -667,7 +684,8 @@ CLAUSES: tuple[Clause, ...] = (
         "Every prefetch ends with exactly one final ack, also when the backend raises or the operation was terminated.",
         "The scheduler waits for the final ack to release the request and its host pages.",
         "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func; "
-        "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._page_transfer (0.5.20), "
+        "_page_transfer_with_stable_layout (0.5.21+)",
     ),
     C(
         "CTL-7",
@@ -858,12 +876,14 @@ CLAUSES: tuple[Clause, ...] = (
         "HYB-7",
         "v2",
         "both",
-        "A TRAILING_PAGES pool can restore every length n within the KV hit whose window of "
-        "max(1, N) pages ending at n is present, N being len(transfer.keys); its own boundary is "
-        "the largest such n, 0 if none.",
+        "A TRAILING_PAGES pool can restore every length n within the KV hit whose window of the last "
+        "min(n, max(1, N)) pages ending at n is present (the window stops at the first page), N being "
+        "len(transfer.keys); its own boundary is the largest such n, 0 if none.",
         "Sliding-window and recurrent state is needed only for the last pages of a prefix, so "
         "5 may be restorable while 3 and 4 are not.",
-        "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheFile.batch_exists_v2, PoolTransferResult",
+        "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheFile.batch_exists_v2, PoolTransferResult; "
+        "0.5.20-0.5.22 HiCacheFile.batch_exists_v2; storage/mooncake_store/mooncake_store.py "
+        "MooncakeStore.batch_exists_v2",
     ),
     C(
         "HYB-8",
@@ -913,9 +933,13 @@ CLAUSES: tuple[Clause, ...] = (
         "RANK-3",
         "ranks",
         "engine",
-        "Every rank emits the same number of acks per operation, each all-reduced with MIN.",
+        "Every rank emits the same acks per operation - one per slice, one sidecar ack when the "
+        "operation has pool transfers, one final ack - and each progress and sidecar ack is "
+        "all-reduced with MIN (the final ack carries no count to reduce).",
         "A mismatched count leaves a collective waiting forever.",
-        "sglang managers/cache_controller.py prefetch_io_aux_func, _all_reduce",
+        "sglang managers/cache_controller.py prefetch_io_aux_func (emits), prefetch_sync_thread_func, "
+        "_reduce_prefetch_ack (reduces); mem_cache/hybrid_cache/hybrid_cache_controller.py "
+        "_reduce_prefetch_ack, _page_transfer_sidecar",
     ),
     C(
         "RANK-4",
@@ -976,8 +1000,10 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-23 counts three threads plus get_stats; hit queries from a thread that never wrote "
         "must still find what the backup thread stored.",
         "sglang mem_cache/unified_radix_cache.py UnifiedRadixCache.query_storage_hit_length; "
-        "managers/cache_controller.py prefetch_thread_func; hybrid_cache_controller.py "
-        "submit_prefetch (0.5.21-0.5.22), pp_prefetch_command_thread_func (0.5.23)",
+        "disaggregation/decode_hicache_mixin.py (the PD-decode probe); managers/cache_controller.py "
+        "prefetch_thread_func; hybrid_cache_controller.py submit_prefetch (0.5.21-0.5.22, Mooncake "
+        "only: attach_storage_backend's ticket mode), pp_prefetch_command_thread_func (0.5.23, any "
+        "backend)",
     ),
     C(
         "BE-31",
@@ -1003,14 +1029,19 @@ CLAUSES: tuple[Clause, ...] = (
         "backend",
         "A backend that offers describe_l3_object_layout(sidecar_pool_specs=..., "
         "swa_trailing_pages=..., page_size=...) returns a dict with enabled (a bool), backend, "
-        "page_size and hicache_object_layout, a dict holding a pools list, pp_rank and pp_size; a "
-        "layout it cannot describe has enabled False, a reason and no pools; every scheduler of one "
-        "pipeline stage returns an equal dict.",
-        "merge_l3_layouts joins the schedulers' replies: replicas of one stage must be equal and the "
-        "stages are concatenated by pp_rank, else the whole layout is reported inconsistent. 0.5.23 "
-        "asks only a MooncakeStore; the rule binds any backend that offers the method.",
-        "sglang 0.5.23 mem_cache/hicache_storage.py merge_l3_layouts, disabled_l3_layout; "
-        "managers/scheduler.py Scheduler._hicache_l3_layout",
+        "page_size and hicache_object_layout, a dict holding a pools list and, when enabled, an int "
+        "pp_rank and an int pp_size; a layout it cannot describe has enabled False and a reason (its "
+        "pools and stage fields are not read); every scheduler of one pipeline stage returns an equal "
+        "dict, the stages' replies differ only in pp_rank and pools, and the stages of an enabled "
+        "layout are exactly 0..pp_size-1.",
+        "merge_l3_layouts joins the schedulers' replies: replicas of one stage must be equal, stages "
+        "alike but for pp_rank and pools, and every stage present, else the whole layout is reported "
+        "inconsistent or incomplete. A disabled reply is passed on as it is: MooncakeStore lists its "
+        "pools before it finds one it cannot describe, and disabled_l3_layout has no stage fields. "
+        "0.5.23 asks only a MooncakeStore; the rule binds any backend that offers the method.",
+        "sglang 0.5.23 mem_cache/hicache_storage.py merge_l3_layouts, _l3_layout_stage_independent, "
+        "disabled_l3_layout; managers/scheduler.py Scheduler._hicache_l3_layout; "
+        "storage/mooncake_store/mooncake_store.py MooncakeStore.describe_l3_object_layout",
         releases="0.5.23",
     ),
     C(

@@ -46,8 +46,8 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "LNK-3",
         "linker",
         "backend",
-        "offload accepts a keyword argument session_id, None by default (the wrapper passes "
-        "session_id=... on every call).",
+        "offload accepts a keyword argument session_id, a str or None (the wrapper passes it by "
+        "keyword on every call; no caller relies on a default).",
         "A linker whose offload takes only the transfers raises TypeError on the first write-through.",
         _ABC.format("0.5.23") + ".offload; " + _WRAPPER.format("0.5.23") + "._offload_node",
         releases="0.5.23",
@@ -184,8 +184,9 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "early frees slots still being written, one never reported leaks the lock.",
         _ABC.format("0.5.20, 0.5.21")
         + ".num_completed_loads, .pop_completed_load; "
-        + _WRAPPER.format("0.5.20")
-        + ".drain_loads",
+        + _WRAPPER.format("0.5.20, 0.5.21")
+        + ".drain_loads; sglang 0.5.20, 0.5.21 mem_cache/unified_radix_cache.py "
+        "UnifiedRadixCache.check_hicache_events (pops the MIN over the ranks)",
         releases="0.5.20-0.5.21",
     ),
     C(

@@ -271,7 +271,7 @@ class CorrectBackend(PageObjects):
         layout = {"enabled": True, "backend": "correct", "page_size": page_size, "hicache_object_layout": inner}
         if not config.is_mla_model:
             return {**layout, "enabled": False, "reason": "MHA pages are filed per tensor-parallel rank"}
-        inner["key_prefix"] = self.namespace
+        inner["key_prefix"] = config.model_name  # one prefix for every stage: stages differ in pp_rank and pools only
         inner["pools"] = [{"pool": name, "hit_policy": "all_pages"} for name in sorted(self.pools)]
         return layout
 

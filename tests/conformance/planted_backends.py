@@ -573,21 +573,6 @@ class CapsLookupsAt1024Keys(CorrectBackend):
         return super().batch_exists(list(keys)[:1024], extra_info)
 
 
-class CompactsHitsPastAMiss(CorrectBackend):
-    """batch_get_v1 skips the misses when it places pages: every hit after a miss lands one page early (BE-15)."""
-
-    def batch_get_v1(self, keys, host_indices, extra_info=None):
-        keys = list(keys)
-        page_size = self.pools["kv"].page_size
-        hits = [index for index, key in enumerate(keys) if self.exists(key)]
-        slots = host_indices[: len(hits) * page_size]  # the first len(hits) pages' slots, in order
-        landed = self.read_pages("kv", [keys[index] for index in hits], slots)
-        results = [False] * len(keys)
-        for index, ok in zip(hits, landed):
-            results[index] = ok
-        return results
-
-
 class AssumesContiguousSlots(CorrectBackend):
     """batch_get_v1 reads host_indices[0] only and assumes the pages follow one another (BE-15)."""
 

@@ -531,20 +531,6 @@ class SidecarReadFromTheResidentHostPage(CorrectBackend):
         return results
 
 
-class OneHitLandsInTheFirstSlot(CorrectBackend):
-    """A read with exactly one page to load takes a single-page path that copies it into the batch's first
-    host page, not its own: a hit after a miss lands in the miss's slots (BE-15; a batch of 2 pages shows it)."""
-
-    def read_pages(self, pool, keys, host_indices):
-        present = list(self.pool_present(pool, list(keys)))
-        if present.count(True) != 1 or present[0]:
-            return super().read_pages(pool, keys, host_indices)
-        index = present.index(True)
-        page_size = self.pools[pool].page_size
-        moved = super().read_pages(pool, [keys[index]], host_indices[:page_size])
-        return [moved[0] if position == index else False for position in range(len(keys))]
-
-
 # ================================================================ BE-8: unknown extra_info keys
 class FlagLikeUnknownKeyRefused(CorrectBackend):
     """An unknown extra_info key whose value is a flag (0, 1, True or False) is refused as a misspelt option (BE-8)."""
@@ -785,6 +771,36 @@ class AllPagesHitCopiedFromKv(CorrectBackend):
 
 
 # ================================================================ correct variants
+class CompactsHitsPastAMiss(CorrectBackend):
+    """Correct: batch_get_v1 skips the misses when it places pages, so every hit after a miss lands one page early,
+    in slots it was given. SGLang reads no entry after the first False (``_page_get_zero_copy`` stops there), so
+    the pages it uses, the leading run, are all in their own slots (BE-15)."""
+
+    def batch_get_v1(self, keys, host_indices, extra_info=None):
+        keys = list(keys)
+        page_size = self.pools["kv"].page_size
+        hits = [index for index, key in enumerate(keys) if self.exists(key)]
+        landed = self.read_pages("kv", [keys[index] for index in hits], host_indices[: len(hits) * page_size])
+        results = [False] * len(keys)
+        for index, ok in zip(hits, landed):
+            results[index] = ok
+        return results
+
+
+class OneHitLandsInTheFirstSlot(CorrectBackend):
+    """Correct: a read with exactly one page to load copies it into the batch's first host page; where that page
+    is not the first key's, the first key missed, and SGLang reads nothing of the batch (BE-15)."""
+
+    def read_pages(self, pool, keys, host_indices):
+        present = list(self.pool_present(pool, list(keys)))
+        if present.count(True) != 1 or present[0]:
+            return super().read_pages(pool, keys, host_indices)
+        index = present.index(True)
+        page_size = self.pools[pool].page_size
+        moved = super().read_pages(pool, [keys[index]], host_indices[:page_size])
+        return [moved[0] if position == index else False for position in range(len(keys))]
+
+
 class FilesSidecarPagesByHitPolicy(CorrectBackend):
     """Files a sidecar page under its pool and its transfer's hit policy (trailing state in a tier of its own, say),
     so a page written under one policy is not found under another. Correct: SGLang gives a pool the one policy of
@@ -1992,26 +2008,6 @@ class FullMissAnsweredWithNoResults(CorrectBackend):
         return results if any(results) else []
 
 
-class BulkReadCompactsHitsPastAMiss(CorrectBackend):
-    """A v1 read of 8 keys or more goes through a bulk path that skips the misses when it places pages, so every hit
-    after a miss lands one page early (BE-15), as ``CompactsHitsPastAMiss`` does for every batch; smaller batches are
-    read page by page, right. Only a check's batch of 8 or more shows it (the smoke profile's 128)."""
-
-    BULK = 8
-
-    def batch_get_v1(self, keys, host_indices, extra_info=None):
-        keys = list(keys)
-        if len(keys) < self.BULK:
-            return super().batch_get_v1(keys, host_indices, extra_info)
-        page_size = self.pools["kv"].page_size
-        hits = [index for index, key in enumerate(keys) if self.exists(key)]
-        landed = self.read_pages("kv", [keys[index] for index in hits], host_indices[: len(hits) * page_size])
-        results = [False] * len(keys)
-        for index, ok in zip(hits, landed):
-            results[index] = ok
-        return results
-
-
 class V1ReadLeavesTheLastOfSeveralKeys(CorrectBackend):
     """A v1 read of two keys or more copies all but the last (a loop bound off by one; a single key takes a fast
     path, right) and reports the last key missed, though batch_exists still counts it (BE-17: a page batch_set_v1
@@ -2180,6 +2176,8 @@ class WalksThePrefixThroughLinkedNodes(CorrectBackend):
 
 
 CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
+    ("v1-hits-past-a-miss-compacted", CompactsHitsPastAMiss, {}),
+    ("v1-one-hit-after-a-miss-in-the-first-slot", OneHitLandsInTheFirstSlot, {}),
     ("evicting-declared", EvictsAfterTheSecondRead, {}),
     ("evicting-keeps-one-of-each-write", KeepsOneOfEachWrite, {}),
     ("checks-its-host-indices", ChecksItsHostIndices, {}),

@@ -88,7 +88,7 @@ def _entry(clause: Union[str, tuple[str, ...]], backend: type, *oracles: Oracle,
     return PlantedBackend(clause if isinstance(clause, tuple) else (clause,), backend, oracles, options)
 
 
-_SCATTERED = "v1_hits_after_a_miss_land_in_their_own_scattered_slots"
+_SCATTERED = "v1_hits_land_in_their_own_scattered_slots"
 _ROUND_TRIP = "v1_pages_round_trip_bit_for_bit"
 _STATEFUL = "stateful_model_of_a_lossy_write_once_store"
 _FORMAT = "a_reader_of_another_host_pool_format_misses"
@@ -145,6 +145,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
         EVICTING,
         alone("clear_removes_every_page"),
         alone("clear_removes_every_pool"),
+        alone("clear_removes_a_ranks_own_state_under_replicated_kv"),
         alone(_STATEFUL),
     ),
     _entry(
@@ -280,13 +281,6 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-2", field_bugs.CapsLookupsAt1024Keys, CAUGHT, EXCUSED, alone("batch_exists_takes_a_whole_chain")),
     _entry(
         "BE-15",
-        field_bugs.CompactsHitsPastAMiss,
-        CAUGHT,
-        EVICTING,
-        alone(_SCATTERED),
-    ),
-    _entry(
-        "BE-15",
         field_bugs.AssumesContiguousSlots,
         CAUGHT,
         EVICTING,
@@ -320,7 +314,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-9", single.SetReturnsBytesWritten, only("legacy_results_have_their_shapes")),
     _entry("BE-13", single.ShortObjectPaddedIntoTarget, only("short_objects_are_misses")),
     _entry("BE-16", single.MissClearsThePageAtItsPosition, only("v1_reads_touch_only_addressed_slots")),
-    _entry("BE-15", single.LeadingMissesRebaseTheRead, only(_SCATTERED)),
+    _entry("BE-16", single.LeadingMissesRebaseTheRead, only(_SCATTERED)),
     _entry("BE-17", single.FullBatchWriteDeferred, only(_ROUND_TRIP)),
     _entry("BE-22", single.DerivedSidecarFollowsKv, only("v2_kv_derived_sidecars_travel_with_kv")),
     _entry("HYB-8", single.ChunkedSidecarReadReusesFirstSlots, only("v2_pool_hits_count_only_pages_that_landed")),
@@ -370,7 +364,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
         only("hit_queries_agree_from_every_thread", recorded=False),
     ),
     _entry("BE-31", single.PagesFiledPerSession, CAUGHT, EXCUSED, only("defined_extra_info_keys_change_no_page")),
-    _entry("BE-32", single.DisabledLayoutListsItsPools, CAUGHT, EVICTING, only("layout_replies_merge")),
+    _entry("BE-32", single.KeyPrefixPerStage, CAUGHT, EVICTING, only("layout_replies_merge")),
     _entry(
         "BE-33",
         single.LegacyTargetsByKeywordOnly,
@@ -437,12 +431,6 @@ CATALOG: tuple[PlantedBackend, ...] = (
         alone("v2_pool_hits_count_only_pages_that_landed"),
         alone("a_non_writer_rank_writes_what_it_reports"),
     ),
-    _entry(
-        "BE-15",
-        mutants.OneHitLandsInTheFirstSlot,
-        alone(_SCATTERED, recorded=False),
-        profile="standard",
-    ),
     _entry("BE-8", mutants.FlagLikeUnknownKeyRefused, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-27", mutants.LastHostPageRefused, alone("host_pools_registered_hook_accepts_the_pools")),
     _entry(
@@ -498,6 +486,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
         CAUGHT,
         EXCUSED,
         alone("v2_exists_folds_pool_hits_per_policy"),
+        alone("batch_exists_v2_takes_a_whole_chain"),
     ),
     _entry("BE-22", mutants.KvRunWriteIndexesItsDerivedPages, alone("v2_kv_derived_sidecars_travel_with_kv")),
     _entry("BE-4", mutants.DerivedReadTrustsTheKvHits, alone("missing_keys_are_misses_not_errors")),
@@ -624,7 +613,6 @@ CATALOG: tuple[PlantedBackend, ...] = (
         alone("v2_pool_hits_count_only_pages_that_landed"),
     ),
     _entry("BE-14", mutants.FullMissAnsweredWithNoResults, alone("v1_results_have_one_bool_per_key")),
-    _entry("BE-15", mutants.BulkReadCompactsHitsPastAMiss, alone(_SCATTERED)),
     _entry("PFX-6", mutants.ExtendsThePrefixInPlaceAndRestoresIt, alone("prefix_keys_are_never_mutated")),
     _entry("PFX-1", mutants.RunPathChainsPagesWithinOneCall, alone("prefix_states_none_empty_and_list_all_work")),
     _entry("PFX-6", mutants.SmallV2QueryKeepsThePrefix, alone("prefix_keys_are_copied_if_kept")),

@@ -392,13 +392,15 @@ class PagesFiledPerSession(CorrectBackend):
         return self.in_session(extra_info, super().batch_set_v2, transfers, extra_info)
 
 
-class DisabledLayoutListsItsPools(CorrectBackend):
-    """Planted (BE-32): describe_l3_object_layout lists the registered pools before it finds it cannot describe
-    an MHA layout, and returns enabled False with the pools still listed. Only BE-32's check asks for a layout."""
+class KeyPrefixPerStage(CorrectBackend):
+    """Planted (BE-32): describe_l3_object_layout names its key prefix after the instance's whole namespace, its
+    ranks included (a layout is built before the backend decides whether it can describe it, as MooncakeStore's
+    is). The schedulers of one stage then reply differently, and SGLang's merge reports the whole layout
+    inconsistent. Only BE-32's check asks for a layout."""
 
     def describe_l3_object_layout(self, **kwargs: Any) -> dict:
         layout = super().describe_l3_object_layout(**kwargs)
-        layout["hicache_object_layout"]["pools"] = [{"pool": name} for name in sorted(self.pools)]
+        layout["hicache_object_layout"]["key_prefix"] = self.namespace
         return layout
 
 

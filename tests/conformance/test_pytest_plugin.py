@@ -35,7 +35,7 @@ PLANTED_RUNS = [
         "ShiftedV1Read",
         "any_non_empty_string_is_a_key",
         (
-            "[BE-15] get result i is True only if",
+            "[BE-15] Every entry of batch_get_v1's leading run of True",
             "found: found while setting up any_non_empty_string_is_a_key: batch_get_v1 returned True",
         ),
         marks=pytest.mark.clause("BE-15", "KEY-2"),

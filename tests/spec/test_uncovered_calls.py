@@ -76,6 +76,34 @@ EVIDENCE: list[tuple[str, str, str, str]] = [
     ("BE-32", "mem_cache/hicache_storage.py", "merge_l3_layouts", r"hicache_object_layout"),
     ("BE-32", "managers/scheduler.py", "Scheduler._hicache_l3_layout", r"\.describe_l3_object_layout\("),
     ("BE-33", "mem_cache/hicache_storage.py", "HiCacheStorageFailureInjector", r"def on_host_pools_registered"),
+    # the hit query's one in-tree caller (BE-3), the leading run a v1 read is counted by (BE-15), the length check
+    # of a skipped replicated write (BE-19), the restorable lengths read only for a trailing-pages query (BE-26),
+    # the stages the layout merge compares (BE-32)
+    (
+        "BE-3",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+        "HybridCacheController._storage_hit_query",
+        r"\.batch_exists\(",
+    ),
+    (
+        "BE-15",
+        "managers/cache_controller.py",
+        "HiCacheController._page_get_zero_copy",
+        r"if not results\[i\]:[^\n]*\n(?:.*\n){0,3}\s*break",
+    ),
+    (
+        "BE-19",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+        "",
+        r"len\(result\) != expected",
+    ),
+    (
+        "BE-26",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+        "HybridCacheController._sync_prefetch_hit_query",
+        r"TRAILING_PAGES",
+    ),
+    ("BE-32", "mem_cache/hicache_storage.py", "_l3_layout_stage_independent", r"\(\"pp_rank\", \"pools\"\)"),
     (
         "CTL-17",
         "disaggregation/decode_kvcache_offload_manager.py",
@@ -315,16 +343,91 @@ def test_layout_replies_that_merge_pass_and_each_planted_reply_is_named() -> Non
     }
     assert layout_problems([layout(0), layout(0), layout(1), layout(1)]) == []
     assert layout_problems([disabled, disabled]) == []
+    # MooncakeStore 0.5.23 lists its pools before it finds an auxiliary pool it cannot describe: not read
+    listing = {**disabled, "hicache_object_layout": {"pools": [{"pool": "kv"}], "pp_rank": 0, "pp_size": 1}}
+    assert layout_problems([listing, listing]) == []
     assert layout_problems([layout(0), layout(0, pools=({"pool": "kv", "suffixes": ["v"]},))]) == [
-        "reply 1: differs from another scheduler of stage 0"
+        "reply 1: differs from reply 0, another scheduler of stage 0"
     ]
     assert layout_problems([{**layout(0), "enabled": "yes"}]) == ["reply 0: enabled must be a bool"]
     assert layout_problems([{**disabled, "reason": ""}]) == [
-        "reply 0: a layout it cannot describe has a reason and no pools"
+        "reply 0: a layout it cannot describe has enabled False and a reason"
     ]
     no_stage = layout(0)
     del no_stage["hicache_object_layout"]["pp_size"]
-    assert layout_problems([no_stage]) == ["reply 0: hicache_object_layout must hold pp_rank and pp_size"]
+    assert layout_problems([no_stage]) == [
+        "reply 0: an enabled layout's hicache_object_layout must hold an int pp_rank and an int pp_size"
+    ]
+    per_stage = layout(1)
+    per_stage["hicache_object_layout"]["key_prefix"] = "m-pp1"
+    assert layout_problems([layout(0), per_stage]) == [
+        "reply 1 (stage 1) differs from reply 0 (stage 0) in more than pp_rank and pools"
+    ]
+    assert layout_problems([layout(0), layout(0)]) == ["the stages replying are [0], not 0..1 (pp_size 2)"]
+    unstaged = {**disabled, "reason": "MHA"}
+    assert layout_problems([unstaged, {**disabled, "hicache_object_layout": {"pools": [], "pp_rank": 1}}]) == [
+        "a reply without pp_rank beside replies of the stages 1, None"
+    ]
+
+
+def release_merge(version: str) -> Callable[[list], Any]:
+    """The release's own merge_l3_layouts, run from its wheel's source (with the helpers it calls)."""
+    names: dict[str, Any] = {}
+    exec("from typing import Any, Optional, Sequence", names)
+    for function in (
+        "disabled_l3_layout",
+        "_l3_layout_pp_rank",
+        "_l3_layout_stage_independent",
+        "_l3_layout_unavailable",
+        "merge_l3_layouts",
+    ):
+        source = release_source(version, "mem_cache/hicache_storage.py", function)
+        assert source, f"{version} has no {function}"
+        exec(compile(source, f"sglang {version} hicache_storage.{function}", "exec"), names)
+    return names["merge_l3_layouts"]
+
+
+def scheduler_reply(tp_rank: int, pp_rank: int, shape: tuple) -> dict:
+    """One scheduler's reply, well formed, shaped by ``shape``'s choices (some of them break BE-32's merge)."""
+    enabled, prefix_per, pools_per_stage, stage_fields, pp_size = shape
+    prefix = {"model": "m", "stage": f"m-pp{pp_rank}", "rank": f"m-tp{tp_rank}"}[prefix_per]
+    inner: dict = {"pools": [{"pool": "kv", "stage": pp_rank if pools_per_stage else 0}], "key_prefix": prefix}
+    if enabled or stage_fields:
+        inner.update(pp_rank=pp_rank, pp_size=pp_size)
+    reply = {"enabled": enabled, "backend": "mine", "page_size": 64, "hicache_object_layout": inner}
+    return reply if enabled else {**reply, "reason": "cannot describe"}
+
+
+SHAPES = [
+    (enabled, prefix_per, pools_per_stage, stage_fields, pp_size)
+    for enabled in (True, False)
+    for prefix_per in ("model", "stage", "rank")
+    for pools_per_stage in (True, False)
+    for stage_fields in (True, False)
+    for pp_size in (1, 2)
+]
+
+
+@pytest.mark.clause("BE-32")
+@pytest.mark.parametrize("mixed", [False, True], ids=["one shape", "stage 1 another shape"])
+def test_layout_problems_agree_with_the_releases_own_merge(mixed: bool) -> None:
+    merge = release_merge("0.5.23")
+    refused = ("Inconsistent HiCache L3 layouts across schedulers", "Incomplete pipeline-parallel stage layouts")
+    judged = 0
+    for shape in SHAPES:
+        for other in SHAPES if mixed else [shape]:
+            replies = [
+                scheduler_reply(tp_rank, pp_rank, shape if pp_rank == 0 else other)
+                for pp_rank in (0, 1)
+                for tp_rank in (0, 1)
+            ]
+            merged = merge(replies)
+            sglang_refuses = merged.get("reason") in refused and not any(
+                reply.get("reason") in refused for reply in replies
+            )
+            assert (layout_problems(replies) != []) == sglang_refuses, (replies, merged, layout_problems(replies))
+            judged += 1
+    assert judged == len(SHAPES) ** (2 if mixed else 1)
 
 
 # ---------------------------------------------------------------- BE-33: what the failure injector passes through

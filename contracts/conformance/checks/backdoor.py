@@ -192,7 +192,9 @@ def a_removed_object_is_never_read_as_a_hit(suite: SuiteContext) -> None:
         f"{describe_page_difference(wanted, pages[1])}",
         f"{removed}, then read all three",
     )
-    for index in (0, 2):
+    # SGLang reads no page of a v1 read after its first miss: the page after the removed one counts only when the
+    # removed one read back as itself
+    for index in (0, 2) if pages[1] is not None else (0,):
         expect(
             pages[index] is None and suite.may_evict or suite.pages.same_page(keys[index], pool, pages[index]),
             "BE-15",

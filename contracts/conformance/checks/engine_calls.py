@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from hicache_contracts.conformance.checks.core_hits import setup_clause
 from hicache_contracts.conformance.framework import CheckSkipped, ClauseFailure, conformance_check, expect
@@ -121,32 +121,63 @@ def defined_extra_info_keys_change_no_page(suite: SuiteContext) -> None:
 
 
 # ---------------------------------------------------------------- BE-32: describe_l3_object_layout
+def _reply_problem(layout: Any) -> Optional[str]:
+    """What is wrong with one reply's shape (None: nothing): the fields merge_l3_layouts reads."""
+    if not isinstance(layout, dict) or not isinstance(layout.get("enabled"), bool):
+        return "enabled must be a bool"
+    missing = [field for field in ("backend", "page_size", "hicache_object_layout") if field not in layout]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    inner = layout["hicache_object_layout"]
+    if not isinstance(inner, dict) or not isinstance(inner.get("pools"), list):
+        return "hicache_object_layout must be a dict with a pools list"
+    if not layout["enabled"]:
+        return None if layout.get("reason") else "a layout it cannot describe has enabled False and a reason"
+    if type(inner.get("pp_rank")) is not int or type(inner.get("pp_size")) is not int:
+        return "an enabled layout's hicache_object_layout must hold an int pp_rank and an int pp_size"
+    return None
+
+
+def _stage_independent(layout: dict) -> dict:
+    """A reply without what may differ between pipeline stages (its pp_rank and its pools)."""
+    inner = layout["hicache_object_layout"]
+    return {**layout, "hicache_object_layout": {k: v for k, v in inner.items() if k not in ("pp_rank", "pools")}}
+
+
 def layout_problems(layouts: Sequence[Any]) -> list[str]:
-    """Return what breaks BE-32 in the replies of every scheduler of one engine (empty when none)."""
-    problems: list[str] = []
-    by_stage: dict[Any, dict[Any, Any]] = {}
+    """Return what breaks BE-32 in the replies of every scheduler of one engine (empty when none).
+
+    The replies are judged as merge_l3_layouts joins them: each reply's shape,
+    then replicas of one stage equal, every stage alike but for pp_rank and
+    pools, and, when enabled, the stages replying exactly 0..pp_size-1. A
+    disabled reply's pools and stage fields are not read.
+    """
+    problems = [f"reply {n}: {problem}" for n, layout in enumerate(layouts) if (problem := _reply_problem(layout))]
+    if problems:
+        return problems
+    stages: dict[Any, tuple[int, dict]] = {}
     for number, layout in enumerate(layouts):
-        where = f"reply {number}"
-        if not isinstance(layout, dict) or not isinstance(layout.get("enabled"), bool):
-            problems.append(f"{where}: enabled must be a bool")
-            continue
-        missing = [field for field in ("backend", "page_size", "hicache_object_layout") if field not in layout]
-        if missing:
-            problems.append(f"{where}: missing {', '.join(missing)}")
-            continue
-        inner = layout["hicache_object_layout"]
-        if not isinstance(inner, dict) or not isinstance(inner.get("pools"), list):
-            problems.append(f"{where}: hicache_object_layout must be a dict with a pools list")
-            continue
-        if not layout["enabled"]:
-            if not layout.get("reason") or inner["pools"]:
-                problems.append(f"{where}: a layout it cannot describe has a reason and no pools")
-            continue
-        if "pp_rank" not in inner or "pp_size" not in inner:
-            problems.append(f"{where}: hicache_object_layout must hold pp_rank and pp_size")
-            continue
-        if by_stage.setdefault(inner["pp_rank"], layout) != layout:
-            problems.append(f"{where}: differs from another scheduler of stage {inner['pp_rank']}")
+        rank = layout["hicache_object_layout"].get("pp_rank")
+        first, seen = stages.setdefault(rank, (number, layout))
+        if seen != layout:
+            problems.append(f"reply {number}: differs from reply {first}, another scheduler of stage {rank}")
+    if problems or not stages:
+        return problems
+    if None in stages and len(stages) > 1:
+        return ["a reply without pp_rank beside replies of the stages " + ", ".join(map(str, sorted(stages, key=str)))]
+    # every stage alike but for pp_rank and pools: an equivalence, so any stage serves as the one compared with
+    (base_rank, (base_number, base)), *others = stages.items()
+    for rank, (number, layout) in others:
+        if _stage_independent(layout) != _stage_independent(base):
+            problems.append(
+                f"reply {number} (stage {rank}) differs from reply {base_number} (stage {base_rank}) in more than "
+                "pp_rank and pools"
+            )
+    if problems or not base["enabled"] or None in stages:
+        return problems
+    pp_size = base["hicache_object_layout"]["pp_size"]
+    if sorted(stages) != list(range(pp_size)):
+        problems.append(f"the stages replying are {sorted(stages)}, not 0..{pp_size - 1} (pp_size {pp_size})")
     return problems
 
 
@@ -156,8 +187,9 @@ LAYOUT_SCHEDULERS: tuple[tuple[int, int], ...] = ((0, 0), (1, 0), (0, 1), (1, 1)
 
 @conformance_check("BE-32")
 def layout_replies_merge(suite: SuiteContext) -> None:
-    """describe_l3_object_layout, where offered, replies with the fields merge_l3_layouts reads, a reason and no
-    pools when it cannot describe the layout, and one equal reply from every scheduler of a stage."""
+    """describe_l3_object_layout, where offered, replies with the fields merge_l3_layouts reads, a reason when it
+    cannot describe the layout, one equal reply from every scheduler of a stage, and stages alike but for pp_rank
+    and pools."""
     if not callable(getattr(suite.instances.main.backend, "describe_l3_object_layout", None)):
         raise CheckSkipped(
             "not applicable: the backend offers no describe_l3_object_layout (SGLang 0.5.23 asks only a "

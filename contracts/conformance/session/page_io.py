@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
+from hicache_spec import count_leading_run
 from hicache_spec.values import is_count
 from hicache_contracts.conformance.session.calls import Calls
 from hicache_contracts.conformance.session.contents import Pages
@@ -137,7 +138,8 @@ class PageIO:
     ) -> list[Optional[torch.Tensor]]:
         """Read each key; return the page read (bytes as they landed) or None for a miss.
 
-        v1 reads into host pages ``pages`` with ``batch_get_v1``; legacy
+        v1 reads into host pages ``pages`` with ``batch_get_v1`` (the pages after its first False are misses, as
+        SGLang reads them); legacy
         calls ``batch_get`` with one dummy flat page per key, as SGLang's
         generic path does, and takes what it returns (None for a miss).
         """
@@ -161,7 +163,10 @@ class PageIO:
         pool.fill(pages)
         raw = self.calls.call(clause_id, backend.batch_get_v1, keys, pool.slots(pages), info)
         flags = self.v1_flags(raw, keys, "batch_get_v1")
-        return [pool.peek(page) if flag else None for flag, page in zip(flags, pages)]
+        # SGLang counts only the leading run of True (_page_get_zero_copy stops at the first miss): a True after a
+        # False is never read, so it is taken as the miss SGLang takes it for (BE-15)
+        hits = count_leading_run(tuple(flags))
+        return [pool.peek(page) if number < hits else None for number, page in enumerate(pages)]
 
     def v1_flags(self, raw: Any, keys: Sequence[str], method: str) -> list[bool]:
         """Return a v1 result as a list of bools; fail BE-14 unless it is a list of exactly len(keys) bools."""
