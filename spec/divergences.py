@@ -396,6 +396,49 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "or nothing.",
         r'if self\.storage_backend_type == "mooncake" and transfer\.name in \(',
     ),
+    D(
+        "DIV-36",
+        "0.5.20+",
+        "NS-6",
+        "mem_cache/storage/simm/hicache_simm.py",
+        "HiCacheSiMM.batch_exists",
+        "With an extra_backend_tag in the extra config, batch_get_v1 and batch_set_v1 prefix every key with the "
+        "tag but batch_exists and exists look the untagged keys up, so the hit query never finds a page the "
+        "backend stored.",
+        r"(?s)\A(?!.*extra_backend_tag).*query_keys",
+    ),
+    D(
+        "DIV-37",
+        "0.5.20+",
+        "LNK-21",
+        "mem_cache/storage/mooncake_store/mooncake_store.py",
+        "MooncakeStore.__init__",
+        "The Mooncake direct linker's store (a MooncakeStore that MooncakeDirectLinker builds from the model "
+        "path) puts the model name into its key prefix with every '/' replaced by '-', so a linker for a model "
+        "'org/model' finds the pages of a model 'org-model'.",
+        r'"-"\.join\(storage_config\.model_name\.split\("/"\)\)',
+    ),
+    D(
+        "DIV-38",
+        "0.5.20+",
+        "LNK-20",
+        "mem_cache/storage/umbp/umbp_direct_linker.py",
+        "UMBPDirectLinker.offload",
+        "The UMBP direct linker has no owner rank: every tensor-parallel rank queues the offload of rank-"
+        "replicated (MLA) pools and writes them to the store.",
+        r"(?s)\A(?!.*owner).*_offload_queue\.put",
+    ),
+    D(
+        "DIV-39",
+        "0.5.20",
+        "LNK-21",
+        "mem_cache/storage/umbp/umbp_direct_linker.py",
+        "UMBPDirectLinker.__init__",
+        "The UMBP direct linker names every object with the TP rank, rank-replicated (MLA) pools included, so a "
+        "rank never finds the pages another rank stored for the same replicated pool (0.5.21 leaves the TP rank "
+        "out when the pools are replicated).",
+        r'rank_suffix = f"tp\{tp_rank\}_cp',
+    ),
 )
 """Every recorded divergence, oldest release first within a clause."""
 
