@@ -55,10 +55,13 @@ CLAUSES: tuple[Clause, ...] = (
         "A chain without a prior hash whose request has an extra_key or a cache_salt starts from the "
         "namespace seed: SHA-256 over b'sglang-cache-namespace-v1' then, per part (extra_key, "
         "cache_salt), 0x00 when absent or 0x01, its UTF-8 length as 8 bytes little-endian and its "
-        "bytes; a request with neither has no seed.",
-        "Requests with different LoRA adapters or salts must never share pages, and absent, empty "
-        "and joined parts must give different seeds.",
-        "sglang mem_cache/utils.py storage_namespace_seed, get_storage_hash_str",
+        "bytes; a request with neither has no seed. An empty extra_key or cache_salt reaches the seed "
+        "as absent (the request drops it first).",
+        "Requests with different LoRA adapters or salts must never share pages, and absent and "
+        "joined parts must give different seeds.",
+        "sglang mem_cache/utils.py storage_namespace_seed, get_storage_hash_str; managers/io_struct.py "
+        "GenerateReqInput._normalize_extra_key, managers/schedule_batch.py Req.__init__ and "
+        "mem_cache/radix_cache.py RadixKey.__init__ (an empty part becomes None)",
     ),
     C(
         "KEY-5",
@@ -243,9 +246,14 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-4",
         "core",
         "backend",
-        "A missing key yields None or False, never an exception.",
-        "An exception kills the engine's IO thread and every later prefetch with it.",
-        "sglang mem_cache/hicache_storage.py HiCacheFile.get, _read_page; the in-tree backends under mem_cache/storage/",
+        "A missing key yields the call's miss (None from a batch_get entry, False from exists and a "
+        "v1 or v2 entry, a batch_exists count that stops before it), never an exception.",
+        "In 0.5.20-0.5.21 an exception kills the engine's IO thread and every later prefetch with it "
+        "(DIV-22..DIV-26); from 0.5.22 it is caught and the whole slice or query counts as missed, "
+        "losing the hits before the missing key.",
+        "sglang mem_cache/hicache_storage.py HiCacheFile.get, _read_page; managers/cache_controller.py "
+        "_generic_page_get, _page_get_zero_copy, _page_transfer, prefetch_thread_func; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._storage_hit_query",
     ),
     C(
         "BE-5",
@@ -294,10 +302,13 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-9",
         "legacy",
         "backend",
-        "Legacy results have their documented shapes: get gives a tensor or None, batch_get one "
-        "tensor-or-None per key, set and batch_set a bool.",
-        "The engine indexes the results; a different shape is a crash or a silent miscount.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorage.get, batch_get, set, batch_set",
+        "Legacy batch_get gives None (every key missed) or a list holding, for each key asked, a "
+        "tensor or None (None for a miss; entries past the keys are ignored); batch_set gives a "
+        "bool. get and set, which the engine never calls, are not judged.",
+        "The engine indexes the results up to the first None and copies each tensor into host "
+        "memory; a different shape is a crash or a silent miscount.",
+        "sglang managers/cache_controller.py HiCacheController._generic_page_get, _generic_page_set; "
+        "mem_cache/hicache_storage.py HiCacheStorage.batch_get, batch_set",
     ),
     C(
         "BE-10",
@@ -323,10 +334,12 @@ CLAUSES: tuple[Clause, ...] = (
         "backend",
         "get_stats() returns None or a metrics object, never a dict; under SGLang the object is an "
         "instance of SGLang's StorageMetrics.",
-        "The scheduler calls it every tick and reads attributes; a dict raises AttributeError, and "
-        "every pinned release asserts isinstance(storage_metrics, StorageMetrics) before reading it.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorage.get_stats; observability/metrics_collector.py "
-        "log_storage_metrics; a bug class of in-tree backends",
+        "With storage metrics on, the scheduler calls it every step, sets prefetch_stats on the "
+        "object (a dict raises AttributeError there) and every pinned release asserts "
+        "isinstance(storage_metrics, StorageMetrics) before logging it.",
+        "sglang mem_cache/unified_radix_cache.py UnifiedRadixCache.check_hicache_events; "
+        "observability/metrics_collector.py StorageMetricsCollector.log_storage_metrics; "
+        "mem_cache/hicache_storage.py HiCacheStorage.get_stats (the None default)",
     ),
     C(
         "BE-13",
@@ -691,26 +704,31 @@ CLAUSES: tuple[Clause, ...] = (
         "CTL-7",
         "controller",
         "engine",
-        "Backup writes slice by slice, counts a slice only if every page of it succeeded, stops at "
-        "the first failed slice, and reports completed tokens as the successful slices' pages "
-        "times page_size.",
+        "On the storage writer, the KV backup writes slice by slice, counts a slice only if every "
+        "page of it succeeded, stops at the first failed slice, and reports completed tokens as the "
+        "successful slices' pages times page_size; sidecar pools are written per pool over the span "
+        "and reported per pool, and a rank that is not the writer reports as CTL-15 says.",
         "A node is backed up only as far as its prefix is contiguous in storage.",
         "sglang managers/cache_controller.py _page_backup, backup_thread_func; "
-        "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._page_backup (0.5.20), "
+        "_page_backup_with_stable_layout (0.5.21+)",
     ),
     C(
         "CTL-8",
         "controller",
         "engine",
         "With replicated KV (is_mla_model: an MLA device pool or DeepSeek-V4's compressed pool) only "
-        "the storage writer (tp_rank == dcp_rank in 0.5.23, TP rank 0 without DCP; tp_rank == 0 "
-        "before) writes KV pages and KV-derived and other replicated sidecars; a rank that is not the "
+        "the storage writer (the attention-TP rank: tp_rank == dcp_rank in 0.5.23, TP rank 0 without "
+        "DCP; tp_rank == 0 before; one writer per data-parallel group) writes KV pages and KV-derived and other replicated sidecars; a rank that is not the "
         "writer writes only the rank-sharded sidecars: MAMBA state and, for a Mooncake backend, the "
-        "DRAFT and DRAFT_SWA pools held in an MHA host pool; every rank still acks the backup.",
+        "DRAFT and DRAFT_SWA pools held in an MHA host pool (with other backends those shards are "
+        "never written: DIV-35); every rank still acks the backup.",
         "Replicated KV written by every rank multiplies traffic; TP-sharded state that only one rank "
         "writes is lost for the others; acks must still match across ranks.",
-        "sglang managers/cache_controller.py backup_skip (0.5.23: HiCacheStorageConfig.is_storage_writer), "
-        "_generate_storage_config (is_rank_replicated); hybrid_cache_controller.py should_backup",
+        "sglang managers/cache_controller.py attach_storage_backend (backup_skip, 0.5.20-0.5.22), "
+        "HiCacheController.backup_skip (0.5.23), _generate_storage_config (is_rank_replicated); "
+        "mem_cache/hicache_storage.py HiCacheStorageConfig.is_storage_writer (0.5.23); "
+        "hybrid_cache_controller.py should_backup",
     ),
     C(
         "CTL-9",
@@ -922,12 +940,16 @@ CLAUSES: tuple[Clause, ...] = (
         "RANK-2",
         "ranks",
         "engine",
-        "Every rank cuts its key list to the agreed count before reading; a rank that allocates host "
-        "pages before the ranks agree frees those past the agreed count before any read.",
+        "Every rank cuts its key list to the agreed count, or fewer where its host memory holds "
+        "less, before reading, and never reads past it; a rank that allocates host pages before the "
+        "ranks agree frees those past the agreed count before any read; the MIN over the ranks' "
+        "completed tokens then decides the cached prefix.",
         "Ranks that load different lengths disagree on the cached prefix. 0.5.23's pipeline-parallel "
         "ticket path allocates for the rank's own hit, then frees the tail after the MIN.",
-        "sglang managers/cache_controller.py prefetch_thread_func, _all_reduce; 0.5.23 "
-        "hybrid_cache_controller.py pp_prefetch_command_thread_func, _allocate_pp_prefetch_buffers",
+        "sglang managers/cache_controller.py prefetch_thread_func, _all_reduce, _reduce_prefetch_ack; "
+        "hybrid_cache_controller.py _sync_prefetch_hit_query (0.5.22+), _reduce_prefetch_ack; "
+        "mem_cache/unified_radix_cache.py _try_alloc_storage_hit; 0.5.23 hybrid_cache_controller.py "
+        "pp_prefetch_command_thread_func, _allocate_pp_prefetch_buffers, allocate_storage_hit",
     ),
     C(
         "RANK-3",
@@ -978,15 +1000,19 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-29",
         "core",
         "backend",
-        "close(), where a backend defines it, may be the only call after construction or the last "
-        "of many: it comes once, on detach after the engine's storage threads stopped, or right "
-        "after a failed attach (possibly before register_mem_pool_host); it returns without raising "
-        "or hanging and leaves the pages already stored to the instances that read them later.",
-        "SGLang calls it only where the backend has it, ignores what it raises, and calls it on a "
-        "half-built attach too; a close that assumes a registered pool, or that drops the store, "
-        "loses the cache or hangs the detach.",
+        "close(), where a backend defines it, comes at most once: on detach after the engine's "
+        "storage threads stopped, or right after an attach that failed in the base controller "
+        "(possibly after a register_mem_pool_host that raised); it returns without hanging and "
+        "leaves the pages already stored to the instances that read them later. What it raises "
+        "SGLang logs and ignores.",
+        "SGLang keeps its existence cache across a detach and a new attach, so the store must "
+        "outlive the instance; a close that drops the store loses the cache, one that hangs hangs "
+        "the detach. An attach that fails in the hybrid controller's own registration is not "
+        "closed.",
         "sglang managers/cache_controller.py HiCacheController.attach_storage_backend (the failed "
-        "attach's cleanup), detach_storage_backend",
+        "attach's cleanup), detach_storage_backend; mem_cache/hybrid_cache/hybrid_cache_controller.py "
+        "HybridCacheController.attach_storage_backend; mem_cache/unified_cache/storage_attachment.py "
+        "StorageAttachment.detach, shutdown",
     ),
     C(
         "BE-30",

@@ -1819,19 +1819,6 @@ class RunWriteTakesItsFirstSlotForAPage(RunBackend):
         return results
 
 
-class GetForgetsToReturnItsTarget(CorrectBackend):
-    """get, given a target, fills it and returns None (the ``return target_location`` forgotten): a stored key reads
-    as a miss (BE-9: a tensor for a stored key); batch_get fills each target through a bulk path of its own."""
-
-    def get(self, key: str, target_location: Any = None, target_sizes: Any = None) -> Any:
-        value = super().get(key, target_location, target_sizes)
-        return value if target_location is None else None
-
-    def batch_get(self, keys: list, target_locations: Any = None, target_sizes: Any = None) -> list:
-        targets = target_locations or [None] * len(keys)
-        return [CorrectBackend.get(self, key, target) for key, target in zip(keys, targets)]
-
-
 class RewriteKeepsTheOldTail(CorrectBackend):
     """A rewrite of a key whose bytes changed is an in-place update of the object's first chunk, half a page, which
     leaves the old second half (BE-6: a rewrite leaves the first or the second bytes, never a mix). A rewrite of the

@@ -311,7 +311,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-3", single.ChainLookupReservesTheRest, only("batch_exists_has_no_side_effects")),
     _entry("BE-4", single.ExistsRaisesOnUnknownKey, only("missing_keys_are_misses_not_errors")),
     _entry("BE-5", single.AcknowledgesFailedWrites, only("storage_errors_are_failures_not_exceptions")),
-    _entry("BE-9", single.SetReturnsBytesWritten, only("legacy_results_have_their_shapes")),
+    _entry("BE-9", single.MissAnsweredWithFalse, only("legacy_results_have_their_shapes")),
     _entry("BE-13", single.ShortObjectPaddedIntoTarget, only("short_objects_are_misses")),
     _entry("BE-16", single.MissClearsThePageAtItsPosition, only("v1_reads_touch_only_addressed_slots")),
     _entry("BE-16", single.LeadingMissesRebaseTheRead, only(_SCATTERED)),
@@ -355,7 +355,22 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry(
         "NS-8", single.ClearsEveryModelItsNamePrefixes, CAUGHT, EXCUSED, alone("clear_removes_only_its_own_namespace")
     ),
-    _entry("BE-29", single.CloseNeedsItsHostPool, CAUGHT, EVICTING, only("close_returns_and_leaves_the_pages")),
+    _entry(
+        ("BE-29", "NS-7"),
+        single.CloseDropsTheStore,
+        CAUGHT,
+        EXCUSED,
+        alone("close_returns_and_leaves_the_pages"),
+        alone("pages_survive_a_rebuild"),
+    ),
+    _entry(
+        "BE-29",
+        single.CloseWaitsForItsFlushThread,
+        CAUGHT,
+        EVICTING,
+        only("close_returns_and_leaves_the_pages", recorded=False),
+        timeout_s=1.0,
+    ),
     _entry(
         "BE-30",
         single.V2HitsFromAThreadsOwnIndex,
@@ -589,7 +604,6 @@ CATALOG: tuple[PlantedBackend, ...] = (
         mutants.RunWriteTakesItsFirstSlotForAPage,
         alone("second_host_pool_is_served_or_refused"),
     ),
-    _entry("BE-9", mutants.GetForgetsToReturnItsTarget, alone("legacy_results_have_their_shapes"), **LEGACY_MODE),
     _entry("BE-6", mutants.RewriteKeepsTheOldTail, alone("rewriting_a_key_returns_true_and_keeps_correct_bytes")),
     _entry("BE-8", mutants.CountsThePrefixsLastKeyToo, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-8", mutants.CountsFromTheSecondKeyPastAPrefix, alone("extra_info_accepted_in_every_shape")),

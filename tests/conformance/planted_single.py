@@ -127,17 +127,14 @@ class AcknowledgesFailedWrites(CorrectBackend):
             return True
 
 
-class SetReturnsBytesWritten(CorrectBackend):
-    """set() returns what the write returned, the number of bytes written, instead of a bool (BE-9); batch_set
-    folds the counts into one bool. On a v1 backend only BE-9 looks at what set() returns."""
+class MissAnsweredWithFalse(CorrectBackend):
+    """Planted (BE-9): batch_get answers a missing key with False, not None. SGLang stops at the first None and copies
+    every entry before it into host memory, so it would copy False; the suite's own reads take any entry that is not
+    a tensor for a miss, so only BE-9's check, which looks at the entries themselves, sees it."""
 
-    def set(self, key, value=None, target_location=None, target_sizes=None):
-        try:
-            data = tensor_bytes(value)
-            self.put(self.name(key), data)
-            return len(data)
-        except Exception:
-            return False
+    def batch_get(self, keys, target_locations=None, target_sizes=None):
+        values = super().batch_get(keys, target_locations, target_sizes)
+        return [False if value is None else value for value in values]
 
 
 class ShortObjectPaddedIntoTarget(CorrectBackend):
@@ -327,13 +324,26 @@ class RestorableLengthsLeftNone(CorrectBackend):
         return PoolTransferResult(kv_hit_pages=result.kv_hit_pages, extra_pool_hit_pages=result.extra_pool_hit_pages)
 
 
-class CloseNeedsItsHostPool(CorrectBackend):
-    """Planted (BE-29): close() flushes through the KV host pool, which a failed attach never registered, so it
-    raises KeyError when SGLang closes the half-built backend. Every other close the suite makes (the rebuild of
-    NS-7, the end of the run) follows a registration."""
+class CloseWaitsForItsFlushThread(CorrectBackend):
+    """Planted (BE-29): close() waits for the flush thread register_mem_pool_host starts; a backend closed after a
+    failed attach, never registered, waits for a thread that never ran (a hang within --timeout). Every other close
+    the suite makes follows a registration."""
+
+    never = threading.Event()
 
     def close(self) -> None:
-        self.pools["kv"].get_dummy_flat_data_page()
+        if not self.pools:
+            self.never.wait(600)  # the flush thread's "stopped" signal, never set: blocks as long as the process lives
+        super().close()
+
+
+class CloseDropsTheStore(CorrectBackend):
+    """Planted (BE-29): close() clears its namespace, taking with it the pages other instances of the same
+    configuration read (the store outlives the instance; a detach must not lose the cache). Only BE-29's check
+    closes an instance and then reads its pages from another."""
+
+    def close(self) -> None:
+        self.clear()
         super().close()
 
 

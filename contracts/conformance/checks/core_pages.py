@@ -253,26 +253,9 @@ def extra_info_accepted_in_every_shape(suite: SuiteContext) -> None:
 # ---------------------------------------------------------------- BE-9, BE-10
 @conformance_check("BE-9")
 def legacy_results_have_their_shapes(suite: SuiteContext) -> None:
-    """get gives a tensor or None, batch_get one tensor-or-None per key, set and batch_set a bool."""
+    """batch_get gives None or a tensor-or-None for each key (None for a miss), batch_set a bool: the legacy calls
+    SGLang makes (get and set it never calls)."""
     backend, pool = suite.instances.main.backend, suite.instances.main.pool  # runs only when legacy is claimed
-    key = suite.names.new_keys(1)[0]
-    outcome = suite.calls.call("BE-9", backend.set, key, suite.pages.page_for(key, pool))
-    expect(is_bool(outcome), "BE-9", f"set returned {outcome!r}, not a bool", f"set({suite.names.label(key)}, page)")
-    if outcome:
-        target = torch.zeros(pool.page_element_count, dtype=pool.dtype)
-        value = suite.calls.call("BE-9", backend.get, key, target)
-        expect(
-            isinstance(value, torch.Tensor) or (value is None and suite.may_evict),
-            "BE-9",
-            f"get of a stored key returned {suite.names.show(value)}, not a tensor",
-            f"get({suite.names.label(key)}, target)",
-        )
-        expect(
-            suite.io.holds(key, pool, value),
-            "BE-9",
-            f"get of a stored key returned {describe_page_difference(suite.pages.page_for(key, pool), value)}",
-            f"set then get({suite.names.label(key)})",
-        )
     keys, missing = suite.names.new_keys(3), suite.names.new_keys(1)
     outcome = suite.calls.call("BE-9", backend.batch_set, keys, [suite.pages.page_for(item, pool) for item in keys])
     expect(
@@ -285,10 +268,13 @@ def legacy_results_have_their_shapes(suite: SuiteContext) -> None:
     targets = [torch.zeros(pool.page_element_count, dtype=pool.dtype) for _ in asked]
     with misses_never_raise([suite.names.label(missing[0])]):
         values = suite.calls.call("BE-9", backend.batch_get, asked, targets)
+    if values is None:  # SGLang reads a whole None as a miss of every key; each stored key is asked for alone below
+        values = [None] * len(asked)
+    # SGLang reads one entry per key it asked for and ignores any after them
     shape_ok = (
         isinstance(values, (list, tuple))
-        and len(values) == len(asked)
-        and all(value is None or isinstance(value, torch.Tensor) for value in values)
+        and len(values) >= len(asked)
+        and all(value is None or isinstance(value, torch.Tensor) for value in values[: len(asked)])
     )
     expect(
         shape_ok,
@@ -303,7 +289,7 @@ def legacy_results_have_their_shapes(suite: SuiteContext) -> None:
             if value is None:  # a batch with a miss may be answered all or nothing: SGLang keeps the leading hits
                 target = torch.zeros(pool.page_element_count, dtype=pool.dtype)
                 alone = suite.calls.call("BE-9", backend.batch_get, [asked[index]], [target])
-                value = alone[0] if isinstance(alone, (list, tuple)) and len(alone) == 1 else alone
+                value = alone[0] if isinstance(alone, (list, tuple)) and len(alone) >= 1 else alone
                 expect(
                     value is not None or suite.may_evict,
                     "BE-9",
