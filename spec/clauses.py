@@ -393,8 +393,11 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-18",
         "core",
         "backend",
-        "An unimplemented v2 method raises NotImplementedError; the base class's v1 methods return "
-        "None, so a backend that declares interface_v1 implements batch_get_v1 and batch_set_v1.",
+        "The base class's v1 methods return None, so a backend that declares interface_v1 implements "
+        "batch_get_v1 and batch_set_v1 (a stub raises NotImplementedError). A v2 method a backend "
+        "does not implement raises NotImplementedError, as the base class's do, rather than return "
+        "None (the project's rule: SGLang calls v2 only for an operation with pool transfers, where "
+        "a None fails the call as a raise does, so the raise is what names the gap).",
         "The engine picks the zero-copy path by backend type name (the in-tree hf3fs, mooncake, nixl, "
         "...) or, for a dynamic backend, from extra_config interface_v1 alone, never by asking the "
         "backend what it implements; a declared but missing v1 method returns None where a list of "
@@ -512,8 +515,12 @@ CLAUSES: tuple[Clause, ...] = (
         "dcp_size > 1, MLA, tp_rank % dcp_size == dcp_rank with tp_size a multiple of dcp_size, and "
         "a logical_page_size that is a positive multiple of dcp_size.",
         "Backends derive namespaces and shard layouts from these numbers; an impossible "
-        "coordinate must be rejected at the boundary rather than become a key.",
-        "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorageConfig.__post_init__",
+        "coordinate must be rejected at the boundary rather than become a key. SGLang itself checks "
+        "only the DCP part (0.5.23, the only release with DCP fields) and tp_lcm_size % tp_size when "
+        "tp_lcm_size is set; the range checks are the project's validation of its own models "
+        "(dp_rank exists from 0.5.21).",
+        "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorageConfig.__post_init__ (DCP); "
+        "managers/cache_controller.py _generate_storage_config (tp_lcm_size)",
     ),
     C(
         "BE-28",

@@ -82,10 +82,12 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "LNK-6",
         "linker",
         "backend",
-        "A linker has a pools attribute, a dict keyed by PoolName holding the pools it stores; a store "
-        "without SWA pages leaves PoolName.SWA out.",
-        "The wrapper reads pools at construction to decide whether restored tails keep their SWA state; "
-        "a missing attribute fails the attach.",
+        "For a cache with an SWA component a linker has a pools attribute that answers whether it holds "
+        "PoolName.SWA (a linker that stores SWA pages holds it, one that does not leaves it out); for a "
+        "cache without SWA, pools is not read.",
+        "The wrapper asks PoolName.SWA in pools at construction, only when the cache has an SWA tree "
+        "component, to decide whether restored tails keep their SWA state; a missing attribute fails the "
+        "attach there.",
         _ABC.format("0.5.23") + ".pools; " + _WRAPPER.format("0.5.23") + ".__init__ (_skip_swa)",
         releases="0.5.23",
     ),
@@ -298,15 +300,17 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "backend",
         "lookup may be called on the scheduler thread while loads and offloads the linker accepted still run "
         "on its own threads: such a call neither raises nor disturbs them, reports every length restorable "
-        "from offloads reported successful before it began, and reports only lengths whose pages a load "
-        "started at once restores byte for byte.",
+        "from offloads whose writes completed before it began (for pools replicated across TP ranks, the "
+        "owner rank's write: LNK-20), and reports only lengths whose pages a load started at once restores "
+        "byte for byte.",
         "The wrapper calls lookup from match for each new request and takes no lock against the linker's "
         "transfers; SGLang's direct linkers write the store from an offload thread and read it from a load "
         "thread. A lookup that raises mid-update kills the scheduler, a stored prefix it misses is a lost "
         "hit, and a length counted before its pages are whole loads garbage into the request's slots.",
         _WRAPPER.format("0.5.20+") + ".match (lookup on the scheduler thread); sglang 0.5.20+ "
         "storage/mooncake_store/mooncake_direct_linker.py MooncakeDirectLinker.lookup, load_thread_func, "
-        "offload_thread_func",
+        "offload_thread_func; sglang 0.5.20+ mem_cache/unified_radix_cache.py "
+        "UnifiedRadixCache.check_hicache_events (an offload counts once every rank reports it)",
     ),
 )
 """The linker clauses, in ID order."""

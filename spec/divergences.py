@@ -439,6 +439,37 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "out when the pools are replicated).",
         r'rank_suffix = f"tp\{tp_rank\}_cp',
     ),
+    D(
+        "DIV-40",
+        "0.5.20+",
+        "CTL-17",
+        "disaggregation/decode_kvcache_offload_manager.py",
+        "DecodeKVCacheOffloadManager._compute_prefix_hash",
+        "The decode offload hashes the plain token list of each page, while a prefill with EAGLE speculative "
+        "decoding keys its pages by bigram tokens (UnifiedRadixCache's is_bigram), so under EAGLE no page the "
+        "decode offload writes is ever found by a later prefill.",
+        r"(?s)\A(?!.*bigram).*page_tokens = tokens\[offset : offset \+ self\.page_size\]",
+    ),
+    D(
+        "DIV-41",
+        "0.5.20+",
+        "NS-8",
+        "mem_cache/storage/mooncake_store/mooncake_store.py",
+        "MooncakeStore.clear",
+        "clear() removes every object of the Mooncake store, the pages of other models and ranks that share it "
+        "included.",
+        r"self\.store\.remove_all\(\)",
+    ),
+    D(
+        "DIV-42",
+        "0.5.20+",
+        "NS-8",
+        "mem_cache/storage/npu_memcache/npu_memcache_store.py",
+        "NpuMemcacheStore.clear",
+        "clear() removes every object of the memcache store, the pages of other models and ranks that share it "
+        "included.",
+        r"self\.store\.remove_all\(\)",
+    ),
 )
 """Every recorded divergence, oldest release first within a clause."""
 

@@ -16,7 +16,8 @@ from typing import Any, Callable, Optional
 import torch
 
 from hicache_spec import KV, TRAILING_PAGES
-from hicache_contracts.linker.harness import Driver, LinkerSetup, make_transfer, new_keys, pools_of
+from hicache_contracts.models import PoolName
+from hicache_contracts.linker.harness import Driver, LinkerSetup, make_transfer, new_keys
 from hicache_spec.linker import judge_lookup, linker_restorable_lengths
 
 __all__ = ["CHECKS", "Check", "CheckFailed", "CheckSkipped", "Context"]
@@ -108,13 +109,22 @@ def check_counter(ctx: Context) -> None:
 
 
 def check_pools(ctx: Context) -> None:
-    """LNK-6: pools is a dict keyed by PoolName holding the pools the linker stores."""
+    """LNK-6: for a cache with an SWA component, pools answers whether it holds the SWA pool (the one question the
+    0.5.23 wrapper asks of it, at construction)."""
     linker, _ = ctx.linker()
-    pools = getattr(linker, "pools", None)
-    if not isinstance(pools, dict):
-        raise CheckFailed(f"pools is {type(pools).__name__}, not a dict")
-    if KV not in pools_of(linker):
-        raise CheckFailed(f"pools holds {sorted(pools_of(linker))}, without the KV pool")
+    if "swa" not in ctx.setup.pools:
+        return  # the wrapper never reads pools for a cache without SWA
+    if not hasattr(linker, "pools"):
+        raise CheckFailed(
+            "the linker has no pools attribute: for a cache with an SWA component the wrapper asks whether pools "
+            "holds PoolName.SWA when it is built, and the attach fails with AttributeError"
+        )
+    try:
+        PoolName.SWA in linker.pools  # noqa: B015  (the membership test itself is what is checked)
+    except Exception as error:
+        raise CheckFailed(
+            f"PoolName.SWA in pools raised {type(error).__name__}: {error} (pools is {type(linker.pools).__name__})"
+        ) from error
 
 
 def check_lookup(ctx: Context) -> None:

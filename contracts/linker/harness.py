@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from hicache_spec import ALL_PAGES, KV
-from hicache_contracts.linker.device import DevicePool, make_device_pools, pool_name
+from hicache_contracts.linker.device import DevicePool, make_device_pools
 from hicache_spec.linker import intersect_rank_lookups
 from hicache_spec.releases import release_key
 
@@ -331,8 +331,3 @@ class WrapperDriver(Driver):
 
     def close(self) -> None:
         self.wrapper.close()
-
-
-def pools_of(linker: Any) -> set[str]:
-    """Return the pool names a linker's ``pools`` attribute holds."""
-    return {pool_name(name) for name in getattr(linker, "pools", {}) or {}}

@@ -196,12 +196,14 @@ class BlockingCounterLinker(MemoryLinker):
         self.layer_done_counter = _NeverCounter(self.num_layers)
 
 
-class ListPoolsLinker(MemoryLinker):
-    """pools is a list of names, not a dict keyed by PoolName."""
+class PoolsAfterTheFirstLoadLinker(MemoryLinker):
+    """pools is filled in lazily, on the first load, so the linker has none when the wrapper is built and asks
+    whether it holds the SWA pool (0.5.23: AttributeError, the attach fails)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.pools = list(self.pools)  # type: ignore[assignment]  # the planted list
+        self._pools_later = self.pools
+        del self.pools
 
 
 class PageShownBeforeWrittenLinker(MemoryLinker):
@@ -236,7 +238,7 @@ class PageShownBeforeWrittenLinker(MemoryLinker):
 
 PLANTED: dict[type, str] = {
     BlockingCounterLinker: "layer_done_counter",
-    ListPoolsLinker: "pools_attribute",
+    PoolsAfterTheFirstLoadLinker: "pools_attribute",
     KvOnlyLookupLinker: "lookup_restorable_set",
     TornPageLinker: "lookup_never_counts_torn_pages",
     EagerLoadLinker: "load_only_queues",
