@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Final, Optional
+from typing import Any, Final, Optional, TypeGuard
 
 __all__ = ["BEST_EFFORT", "PREFETCH_POLICIES", "TIMEOUT", "WAIT_COMPLETE", "is_count"]
 
@@ -16,7 +16,7 @@ PREFETCH_POLICIES = (BEST_EFFORT, WAIT_COMPLETE, TIMEOUT)
 """The prefetch policies of CTL-9, in the order the clause names them."""
 
 
-def is_count(value: Any, minimum: int = 0, maximum: Optional[int] = None, *, exact: bool = True) -> bool:
+def is_count(value: Any, minimum: int = 0, maximum: Optional[int] = None, *, exact: bool = True) -> TypeGuard[int]:
     """Whether ``value`` is an ``int`` itself (no bool, no subclass, no float) within ``[minimum, maximum]``.
 
     ``exact=False`` lets an ``int`` subclass (an ``IntEnum``) count too, never

@@ -146,7 +146,7 @@ def _reply_problem(layout: Any) -> Optional[str]:
     return None
 
 
-def _stage_independent(layout: dict) -> dict:
+def _stage_independent(layout: dict[str, Any]) -> dict[str, Any]:
     """A reply without what may differ between pipeline stages (its pp_rank and its pools)."""
     inner = layout["hicache_object_layout"]
     return {**layout, "hicache_object_layout": {k: v for k, v in inner.items() if k not in ("pp_rank", "pools")}}
@@ -163,7 +163,7 @@ def layout_problems(layouts: Sequence[Any]) -> list[str]:
     problems = [f"reply {n}: {problem}" for n, layout in enumerate(layouts) if (problem := _reply_problem(layout))]
     if problems:
         return problems
-    stages: dict[Any, tuple[int, dict]] = {}
+    stages: dict[Any, tuple[int, dict[str, Any]]] = {}
     for number, layout in enumerate(layouts):
         rank = layout["hicache_object_layout"].get("pp_rank")
         first, seen = stages.setdefault(rank, (number, layout))
