@@ -186,14 +186,17 @@ CLAUSES: tuple[Clause, ...] = (
         "PFX-9",
         "prefix",
         "engine",
-        "Sidecar v2 reads and writes are grouped by the number of span keys a transfer covers: "
+        "Sidecar v2 writes, and the sidecar v2 reads of pools not derived from KV (a KV-derived read "
+        "goes with its KV batch: PFX-8), are grouped by the number of span keys a transfer covers: "
         "each group's call carries prefix P + span[:covered], covered being len(span) minus the "
         "transfer's key count, so the prefix joins that call's keys; with the feature off one call "
         "carries every transfer and no prefix.",
         "A trailing-window transfer starts past the span's first key; a prefix that does not join "
         "its keys names a different token history. Re-decided from the wheel (it was an "
         "operation-level prefix): 0.5.21+ documents prefix_keys + keys as one chain for sidecars.",
-        "sglang 0.5.21+ mem_cache/hybrid_cache/hybrid_cache_controller.py _trailing_chain_groups",
+        "sglang 0.5.21+ mem_cache/hybrid_cache/hybrid_cache_controller.py _trailing_chain_groups "
+        "(its callers _page_transfer_sidecar, _page_backup_with_stable_layout); 0.5.22's buffer-only "
+        "write of a trailing pool alone leaves the window's prefix short (DIV-32)",
         releases="0.5.21+",
     ),
     C(
@@ -226,8 +229,9 @@ CLAUSES: tuple[Clause, ...] = (
         "keys that exist, counted in pages.",
         "Backends that counted component objects (K and V halves) reported 2N hits and made the "
         "engine read pages that were never written.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_exists; managers/cache_controller.py "
-        "_storage_hit_query",
+        "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_exists; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._storage_hit_query (the "
+        "in-tree caller: the hit in pages, MIN-reduced, cuts the key list)",
     ),
     C(
         "BE-3",
@@ -386,7 +390,10 @@ CLAUSES: tuple[Clause, ...] = (
         "v1",
         "backend",
         "set result i is True only if page i can be read back from then on (until evicted).",
-        "The engine marks a node as backed up on True; a lie loses the page for every later request.",
+        "The interface documents one success flag per key. SGLang itself uses only the AND of each "
+        "slice's flags, to decide whether to write the operation's next slice, and decides later hits "
+        "by a fresh lookup; a slice reported written whose pages cannot be read is a prefix "
+        "the cache believes it kept and loses for every later request.",
         "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_set_v1; managers/cache_controller.py _page_backup",
     ),
     C(
@@ -553,9 +560,10 @@ CLAUSES: tuple[Clause, ...] = (
         "backend",
         "Two instances that differ only in pp_rank never see each other's pages.",
         "Pipeline stages hold different layers; a backend without PP in its keys let stages overwrite each other.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.model_name, HiCacheFile.__init__, "
-        "_get_suffixed_key; storage/mooncake_store/mooncake_store.py MooncakeStore.__init__ (both fold '/' into "
-        "'-': DIV-30, DIV-31)",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.pp_rank, pp_size, HiCacheFile.__init__ "
+        "(the '_{pp_size}_{pp_rank}' suffix when pp_size > 1), _get_suffixed_key; "
+        "storage/mooncake_store/mooncake_store.py MooncakeStore.__init__ (mha_suffix and mla_suffix carry "
+        "pp_rank when pp_size > 1)",
     ),
     C(
         "NS-3",
@@ -563,9 +571,10 @@ CLAUSES: tuple[Clause, ...] = (
         "backend",
         "Two instances that differ only in attn_cp_rank never see each other's pages.",
         "Context-parallel ranks hold different token shards.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.model_name, HiCacheFile.__init__, "
-        "_get_suffixed_key; storage/mooncake_store/mooncake_store.py MooncakeStore.__init__ (both fold '/' into "
-        "'-': DIV-30, DIV-31)",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.pp_rank, pp_size, HiCacheFile.__init__ "
+        "(the '_{pp_size}_{pp_rank}' suffix when pp_size > 1), _get_suffixed_key; "
+        "storage/mooncake_store/mooncake_store.py MooncakeStore.__init__ (mha_suffix and mla_suffix carry "
+        "pp_rank when pp_size > 1)",
     ),
     C(
         "NS-4",
@@ -573,9 +582,10 @@ CLAUSES: tuple[Clause, ...] = (
         "backend",
         "Two instances that differ only in model_name never see each other's pages.",
         "Keys carry no model; two models sharing a store must not read each other's KV.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.model_name, HiCacheFile.__init__, "
-        "_get_suffixed_key; storage/mooncake_store/mooncake_store.py MooncakeStore.__init__ (both fold '/' into "
-        "'-': DIV-30, DIV-31)",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.pp_rank, pp_size, HiCacheFile.__init__ "
+        "(the '_{pp_size}_{pp_rank}' suffix when pp_size > 1), _get_suffixed_key; "
+        "storage/mooncake_store/mooncake_store.py MooncakeStore.__init__ (mha_suffix and mla_suffix carry "
+        "pp_rank when pp_size > 1)",
     ),
     C(
         "NS-5",
@@ -652,10 +662,12 @@ CLAUSES: tuple[Clause, ...] = (
         "engine",
         "KV IO and KV backup calls carry at most STORAGE_BATCH_SIZE keys and start at multiples of it "
         "within the operation, as does the KV-derived v2 read beside each KV read; the hit query and "
-        "the other sidecar v2 calls (one per trailing-length group, PFX-9) are not sliced.",
+        "the other sidecar v2 calls (0.5.21+: one per trailing-length group when prefixes are on, "
+        "PFX-9; 0.5.20: one call for all) are not sliced.",
         "Backends size their batches by it; acks and prefixes are computed per slice.",
         "sglang managers/cache_controller.py _page_transfer, _page_backup; "
-        "hybrid_cache_controller.py _page_transfer_sidecar, _page_backup_with_stable_layout",
+        "hybrid_cache_controller.py _page_transfer_sidecar, _page_backup (0.5.20), "
+        "_page_backup_with_stable_layout (0.5.21+)",
     ),
     C(
         "CTL-3",
@@ -822,13 +834,16 @@ CLAUSES: tuple[Clause, ...] = (
         "engine",
         "The prefetch timeout is base + pages * page_size / 1024 * per_ki_token seconds, defaults "
         "1.0 s and 0.25 s, with no maximum, where pages is the length of the operation's key list "
-        "when the deadline is checked (the agreed hit, cut to the host allocation); it is timed from "
-        "the operation's creation.",
+        "when the deadline is checked (empty before the hit query answers; then the agreed hit, cut "
+        "to the host allocation and, in buffer-only mode, less the trimmed device-resident head); it "
+        "is timed from the operation's creation. A prefetch of the pipeline-parallel ticket mode is "
+        "never timed out (DIV-43).",
         "Before 0.5.23 the unified cache's wait budget follows what is being loaded, not the span "
         "asked for, as 0.5.23's does.",
         "sglang 0.5.20-0.5.22 mem_cache/unified_radix_cache.py _prefetch_timeout_check_linear_func; "
         "unified_cache/storage_attachment.py apply_runtime_config; managers/cache_controller.py "
-        "prefetch_thread_func (hash_value cut to the hit)",
+        "prefetch_thread_func (hash_value cut to the hit); hybrid_cache_controller.py "
+        "PrefetchOperation.__init__ (start_time), trim_prefetch_full_head",
         releases="0.5.20-0.5.22",
     ),
     # ---------------------------------------------------------------- HYB
@@ -1118,7 +1133,9 @@ CLAUSES: tuple[Clause, ...] = (
         "A page restored without its compressed-K index, its index buffer or its draft SWA state "
         "attends over stale state: users report answers that differ after every restart.",
         "decision on sglang mem_cache/hybrid_cache/hybrid_pool_assembler.py (the host pools each "
-        "model stack registers) and mem_cache/hicache_storage.py PoolName",
+        "model stack registers), speculative/base_spec_worker.py BaseSpecWorker._build_hicache_draft_plan "
+        "and mem_cache/kv_cache_builder.py maybe_register_hicache_draft (the draft state registered), "
+        "mem_cache/hicache_storage.py PoolName",
         releases="decision",
     ),
 )

@@ -470,6 +470,28 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "included.",
         r"self\.store\.remove_all\(\)",
     ),
+    D(
+        "DIV-43",
+        "0.5.21+",
+        "CTL-9",
+        "mem_cache/unified_radix_cache.py",
+        "UnifiedRadixCache._check_pp_prefetch_progress",
+        "In pipeline-parallel ticket mode (buffer-only host memory, more than one stage; Mooncake only before "
+        "0.5.23) a ticketed prefetch is admitted only once its final ack came: the stop policy is never read, so "
+        "best_effort and timeout wait for the whole load as wait_complete does.",
+        r"(?s)\A(?!.*prefetch_stop_policy).*is_pp_prefetch_ready",
+    ),
+    D(
+        "DIV-44",
+        "0.5.20+",
+        "HYB-10",
+        "speculative/base_spec_worker.py",
+        "BaseSpecWorker._build_hicache_draft_plan",
+        "A draft that cannot be packed (EAGLE3, or a multi-layer EAGLE draft whose model config names no nextn "
+        "layers) registers only its first draft runner's KV pool as the sidecar, so the draft KV of later "
+        "speculative steps is neither backed up nor restored while its pages are.",
+        r"device_pools=draft_pools\[:1\]",
+    ),
 )
 """Every recorded divergence, oldest release first within a clause."""
 
