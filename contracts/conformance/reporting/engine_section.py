@@ -10,11 +10,11 @@ the tests that check them.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterable
 
 from hicache_contracts.verdicts import (
     FAIL,
-    PASS,
     SKIP,
     ClauseVerdict,
     Failure,
@@ -61,13 +61,9 @@ def engine_section(
             first = result.failures[0]
             detail = f"{len(result.failures)} violation(s); first: {first.check}: {first.message}"
             folded = (Failure("reference controller trace", detail),)
-            verdicts.append(
-                ClauseVerdict(registered.id, registered.level, registered.statement, FAIL, detail, folded, _BY_TRACE)
-            )
+            verdicts.append(dataclasses.replace(result, reason=detail, failures=folded, checks=_BY_TRACE))
         else:
-            verdicts.append(
-                ClauseVerdict(registered.id, registered.level, registered.statement, PASS, None, (), _BY_TRACE)
-            )
+            verdicts.append(dataclasses.replace(result, checks=_BY_TRACE))
     levels = tuple(
         LevelVerdict(level, True, "required", description=LEVELS[level])
         for level in dict.fromkeys(verdict.level for verdict in verdicts)
