@@ -389,12 +389,15 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-17",
         "v1",
         "backend",
-        "set result i is True only if page i can be read back from then on (until evicted).",
-        "The interface documents one success flag per key. SGLang itself uses only the AND of each "
-        "slice's flags, to decide whether to write the operation's next slice, and decides later hits "
-        "by a fresh lookup; a slice reported written whose pages cannot be read is a prefix "
-        "the cache believes it kept and loses for every later request.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_set_v1; managers/cache_controller.py _page_backup",
+        "A batch_set_v1 call whose every result is True has stored every one of its pages: each can be "
+        "read back from then on (until evicted). A True beside a False in one call promises nothing.",
+        "The interface documents one success flag per key, but SGLang reads only their AND "
+        "(_page_set_zero_copy), to decide whether the operation's slice was written and its next slice is "
+        "sent, and decides later hits by a fresh lookup; a slice reported written whose pages cannot be "
+        "read is a prefix the cache believes it kept and loses for every later request. A backend may so "
+        "roll a failed call back whole.",
+        "sglang managers/cache_controller.py _page_set_zero_copy, _page_backup; mem_cache/hicache_storage.py "
+        "HiCacheStorage.batch_set_v1",
     ),
     C(
         "BE-18",

@@ -77,7 +77,7 @@ def any_non_empty_string_is_a_key(suite: SuiteContext) -> None:
     suite.io.require_round_trip(instance)
     keys = [f"conform-{suite.run_id}-page-{number}.v{number % 3}" for number in range(3)]
     keys += [suite.names.new_keys(1)[0].upper()]  # same characters as a page key, but not lowercase
-    written = suite.io.write(instance, keys, pages=suite.pages.spread(len(keys)), clause_id="KEY-2")
+    written = suite.io.write(instance, keys, pages=suite.pages.spread(len(keys)), clause_id="KEY-2", each=True)
     refused = [key for key, ok in zip(keys, written) if not ok]
     expect(
         not refused, "KEY-2", f"the backend refused to store pages under the non-hex keys {refused!r}", f"keys {keys!r}"

@@ -315,7 +315,7 @@ def full_batches_of_128_pages_work(suite: SuiteContext) -> None:
     suite.io.require_round_trip(instance)  # small batches work: what fails below is the size
     size = STORAGE_BATCH_SIZE
     keys = suite.names.new_keys(size)
-    written = suite.io.write(instance, keys, pages=suite.pages.spread(size), clause_id="BE-10")
+    written = suite.io.write(instance, keys, pages=suite.pages.spread(size), clause_id="BE-10", each=True)
     expect(
         all(written),
         "BE-10",

@@ -100,13 +100,17 @@ class PageIO:
         variant: int = 0,
         path: Optional[str] = None,
         clause_id: str = "BE-17",
+        each: bool = False,
     ) -> list[bool]:
         """Write the suite's page for each key; return one success flag per key.
 
         The pages are placed in host pages ``pages`` (default: the first
         ones); v1 writes them with ``batch_set_v1``, legacy with one
         ``batch_set`` of the host pool's flat pages, as SGLang's generic path
-        does (its one bool stands for every page). A call that raises is a
+        does (its one bool stands for every page). v1's flags stand only as
+        their AND, as SGLang's zero-copy path reads them (a True beside a
+        False confirms nothing, BE-17), unless ``each`` asks for the flags as
+        the backend gave them (to name the refused keys). A call that raises is a
         failure of ``clause_id``. A rank that is not the storage writer is
         never asked to write KV, as SGLang never asks it.
         """
@@ -124,7 +128,8 @@ class PageIO:
             outcome = self.calls.call(clause_id, backend.batch_set, keys, values)
             return [outcome is True] * len(keys)
         raw = self.calls.call(clause_id, backend.batch_set_v1, keys, pool.slots(pages), info)
-        return self.v1_flags(raw, keys, "batch_set_v1")
+        flags = self.v1_flags(raw, keys, "batch_set_v1")
+        return flags if each else [all(flags)] * len(flags)
 
     def read(
         self,

@@ -307,6 +307,32 @@ def test_the_state_machine_reads_one_host_page_per_key() -> None:
     assert statuses(report)["BE-15"] == "pass", report.render_text(color=False)
 
 
+class RollsBackFailedBatches(CorrectBackend):
+    """Correct: every third batch_set_v1 of two or more keys fails its last key and stores none of the batch, yet
+    flags the others True. SGLang reads only the AND of one call's flags (``_page_set_zero_copy``), so a True beside
+    a False is never taken as a page kept."""
+
+    rolled_back = 0
+
+    def batch_set_v1(self, keys, host_indices, extra_info=None):
+        keys = list(keys)
+        self.batches = getattr(self, "batches", 0) + (len(keys) >= 2)
+        if len(keys) >= 2 and self.batches % 3 == 0:
+            type(self).rolled_back += 1
+            return [True] * (len(keys) - 1) + [False]
+        return super().batch_set_v1(keys, host_indices, extra_info)
+
+
+@pytest.mark.clause("BE-17")
+def test_a_true_beside_a_false_in_one_v1_write_confirms_nothing() -> None:
+    """The state machine and the threads take a v1 write's flags as SGLang does, by their AND: a backend that rolls
+    a failed batch back whole, flagging the rest True, passes BE-17 (it failed when each True confirmed its page)."""
+    RollsBackFailedBatches.rolled_back = 0
+    report = run(RollsBackFailedBatches, checks=("stateful_model_of_a_lossy_write_once_store",), profile="standard")
+    assert RollsBackFailedBatches.rolled_back, "no batch was rolled back: the test saw nothing"
+    assert "fail" not in statuses(report).values(), report.render_text(color=False)
+
+
 @pytest.mark.parametrize(
     "pages, expected",
     [([4, 5], True), ([0, 1, 2], True), ([3, 5], False), ([3, 3], False), ([5, 4], False), ([5], False), ([], False)],
