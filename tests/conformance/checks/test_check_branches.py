@@ -54,6 +54,7 @@ from tests.conformance.planted_branches import (
     WalksThePrefixThroughLinkedNodes,
     one_run,
 )
+from tests.conformance.correct_backend import pool_name
 from tests.oracles import plain_fold
 from tests.sglang_standin import installed, make_storage_module
 
@@ -331,6 +332,30 @@ def test_a_true_beside_a_false_in_one_v1_write_confirms_nothing() -> None:
     report = run(RollsBackFailedBatches, checks=("stateful_model_of_a_lossy_write_once_store",), profile="standard")
     assert RollsBackFailedBatches.rolled_back, "no batch was rolled back: the test saw nothing"
     assert "fail" not in statuses(report).values(), report.render_text(color=False)
+
+
+class FlagsPastAFailedSidecarPage(CorrectBackend):
+    """Correct: a batch_set_v2 of three or more pages fails its second page and keeps nothing after it, yet flags
+    the third True. SGLang takes a pool's flags by their leading run (``count_pool_hits``), or by their AND where
+    a rank that is not the storage writer decides its backup, so a True past a False is never relied on."""
+
+    def batch_set_v2(self, transfers, extra_info=None):
+        result = {}
+        for item in transfers:
+            keys = list(item.keys or ())
+            if len(keys) < 3:
+                result.update(super().batch_set_v2([item], extra_info))
+                continue
+            name = pool_name(item.name)
+            result[name] = self.write_pages(name, keys[:1], item.host_indices) + [False] + [True] * (len(keys) - 2)
+        return result
+
+
+@pytest.mark.clause("BE-17")
+def test_a_true_past_a_false_in_a_sidecar_write_is_never_relied_on() -> None:
+    """The non-writer rank's sidecar check judges only the leading run of batch_set_v2's flags."""
+    report = run(FlagsPastAFailedSidecarPage, checks=("a_non_writer_rank_writes_what_it_reports",))
+    assert statuses(report)["BE-17"] == "pass", report.render_text(color=False)
 
 
 @pytest.mark.parametrize(
