@@ -327,10 +327,14 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-11",
         "core",
         "backend",
-        "clear() never raises, and afterwards batch_exists is 0 for every key written before.",
-        "clear() is how an operator drops a stale cache; keys left behind are served as hits.",
+        "After a clear() that returns (whatever it returns, False included) batch_exists is 0 for every key "
+        "written before, in every pool; a clear() that cannot do that raises.",
+        "clear() is how an operator drops a stale cache. SGLang ignores what clear() returns and forgets what "
+        "it believed stored, so keys left behind are served as hits; a raise is its only sign of a failed "
+        "clear (it catches it, reports the clear failed and keeps its beliefs).",
         "sglang mem_cache/hicache_storage.py HiCacheStorage.clear, HiCacheFile.clear; "
-        "mem_cache/hybrid_cache/hybrid_cache_controller.py clear_storage_backend",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py clear_storage_backend; "
+        "mem_cache/unified_cache/storage_attachment.py StorageAttachment.clear",
     ),
     C(
         "BE-12",

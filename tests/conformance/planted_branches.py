@@ -745,15 +745,13 @@ class ExistsPromotesToAHotTier(CorrectBackend):
         return count
 
 
-class ClearDeletesWhileIterating(CorrectBackend):
-    """clear() deletes from the store while iterating over it: the first deletion ends the walk with RuntimeError
-    (BE-11), whichever check's instance is cleared."""
+class ClearReportsFalseAndKeepsItsPages(CorrectBackend):
+    """clear() fails inside and says so by returning False, as HiCacheFile.clear does, removing nothing: SGLang
+    takes any return as a clear done and forgets what it believed stored, so the pages it keeps are stale hits
+    (BE-11)."""
 
-    def clear(self) -> None:
-        with self.lock:
-            for name in self.objects:
-                if name.startswith(self.namespace + "|"):
-                    del self.objects[name]
+    def clear(self) -> bool:
+        return False
 
 
 class AllPagesHitCopiedFromKv(CorrectBackend):

@@ -246,4 +246,4 @@ def a_reader_of_another_host_pool_format_misses(suite: SuiteContext) -> None:
             shown,
         )
     for instance in reversed(built):  # the readers, then the writer: nothing of the check stays in the store
-        suite.calls.call("BE-11", instance.backend.clear)
+        suite.io.clear(instance)

@@ -239,6 +239,18 @@ class PageIO:
             )
         return raw
 
+    def clear(self, instance: Instance, *, clause_id: str = "BE-11") -> bool:
+        """Call ``instance``'s ``clear()``; return whether it returned. A raise is how a backend says a clear failed
+        (SGLang catches it, reports the failure and keeps what it believed, BE-11): no failure, but then nothing
+        the clear should have removed can be judged. A call past the deadline still fails ``clause_id``."""
+        try:
+            self.calls.call(clause_id, instance.backend.clear)
+        except ClauseFailure as failure:
+            if failure.__cause__ is None:
+                raise
+            return False
+        return True
+
     def found(self, instance: Instance, keys: Sequence[str], *, clause_id: str = "BE-2") -> list[bool]:
         """Return, per key, whether ``batch_exists([key])`` finds it (the lookup SGLang makes)."""
         return [self.count(instance, [key], clause_id=clause_id) == 1 for key in keys]

@@ -308,6 +308,36 @@ def test_the_state_machine_reads_one_host_page_per_key() -> None:
     assert statuses(report)["BE-15"] == "pass", report.render_text(color=False)
 
 
+class ClearFailsPartWayAndRaises(CorrectBackend):
+    """Correct: clear() deletes while it walks the store, so the first deletion ends the walk with RuntimeError.
+    SGLang catches a raising clear (``StorageAttachment.clear``), reports it failed and keeps what it believed."""
+
+    def clear(self) -> None:
+        with self.lock:
+            for name in self.objects:
+                if name.startswith(self.namespace + "|"):
+                    del self.objects[name]
+
+
+@pytest.mark.clause("BE-11", "NS-8")
+def test_a_clear_that_raises_is_a_failed_clear_and_judged_no_further() -> None:
+    """A raise is SGLang's only sign of a failed clear: no check fails it, and each check that needs a clear done
+    skips, saying why."""
+    report = run(ClearFailsPartWayAndRaises)
+    assert failed(report) == [], report.render_text(color=False)
+    skipped = {
+        outcome.check
+        for outcome in report.sections[0].checks
+        if outcome.status == "skip" and "clear() raised" in (outcome.message or "")
+    }
+    assert skipped == {
+        "clear_removes_every_page",
+        "clear_removes_every_pool",
+        "clear_removes_a_ranks_own_state_under_replicated_kv",
+        "clear_removes_only_its_own_namespace",
+    }, report.render_text(color=False)
+
+
 class RollsBackFailedBatches(CorrectBackend):
     """Correct: every third batch_set_v1 of two or more keys fails its last key and stores none of the batch, yet
     flags the others True. SGLang reads only the AND of one call's flags (``_page_set_zero_copy``), so a True beside
