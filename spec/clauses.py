@@ -21,12 +21,15 @@ CLAUSES: tuple[Clause, ...] = (
         "KEY-1",
         "core",
         "engine",
-        "Page i's key is the lowercase hex SHA-256 over the 32 raw bytes of page i-1's digest "
-        "(absent for the first page of a chain without a prior hash or namespace seed) followed by "
-        "each token word of page i as 4 bytes little-endian unsigned.",
+        "Page i's key is the lowercase hex SHA-256 over the 32 raw bytes of page i-1's digest (absent for the "
+        "first page of a chain without a prior hash or namespace seed) followed by each token word of page i as 4"
+        " bytes little-endian unsigned, when every word of the page fits in 32 bits (a wider page: KEY-5; "
+        "releases before 0.5.23 refuse it). A token word is a token, or an element of a bigram pair or tuple "
+        "token (KEY-6).",
         "Engines and backends that compute keys independently must agree byte for byte, "
         "or a cache written by one is never hit by another.",
-        "sglang mem_cache/utils.py get_hash_str, mem_cache/cpp_utils/hash_binding.cpp hash_page",
+        "sglang mem_cache/utils.py get_hash_str, mem_cache/cpp_utils/native_hash.py _native_hash_input, "
+        "mem_cache/cpp_utils/hash_binding.cpp hash_page, hash_pages_to_hex_blob",
     ),
     C(
         "KEY-2",
@@ -46,7 +49,9 @@ CLAUSES: tuple[Clause, ...] = (
         "including its page.",
         "Two requests share a page key only when they share every token before it; that is what "
         "makes a key safe to look up without the tokens.",
-        "sglang mem_cache/utils.py get_storage_hash_str, compute_node_hash_values",
+        "sglang mem_cache/utils.py get_storage_hash_str, compute_node_hash_values; managers/scheduler.py (the "
+        "prefetch anchor: the last hash value of the request's last host node); "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._storage_hit_query",
     ),
     C(
         "KEY-4",
@@ -71,7 +76,8 @@ CLAUSES: tuple[Clause, ...] = (
         "every word of the page as 8 bytes little-endian unsigned; words must be below 2**63.",
         "Vocabularies and multimodal ids beyond 32 bits must hash without colliding with 4-byte pages; "
         "the odd tag byte keeps the two encodings apart. Releases before 0.5.23 refuse such tokens.",
-        "sglang 0.5.23 mem_cache/cpp_utils/hash_binding.cpp hash_wide_page, has_wide_tokens",
+        "sglang 0.5.23 mem_cache/cpp_utils/hash_binding.cpp hash_wide_page, has_wide_tokens; "
+        "mem_cache/rust_tree_core get_hash_str (the same bytes)",
         releases="0.5.23",
     ),
     C(
@@ -92,9 +98,10 @@ CLAUSES: tuple[Clause, ...] = (
         "prefix_keys is tri-state: None means the feature is off, [] means it is on and no page "
         "precedes the call's first key, a non-empty list holds the key of every page before the "
         "call's first key, root first.",
-        "A backend uses the prefix to place or look up pages; it must be able to tell 'off' from 'on, at the root'. "
-        "No pinned release keeps it: the prefetch prefix leaves out the anchor node's own pages, so [] is "
-        "sent while pages precede the first key (recorded as a divergence).",
+        "A backend uses the prefix to place or look up pages; it must be able to tell 'off' from 'on, at the "
+        "root'. No pinned release keeps it: the prefetch prefix leaves out the anchor node's own pages, so [] is "
+        "sent while pages precede the first key (recorded as a divergence), and the divergences of PFX-2, PFX-4 "
+        "and PFX-7 break it too.",
         "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo; managers/cache_controller.py "
         "_storage_hit_query, _page_transfer, _page_backup; mem_cache/unified_cache/unified_tree_core.py "
         "UnifiedTreeCore.get_prefix_hash_values (the prefetch prefix)",
@@ -133,7 +140,8 @@ CLAUSES: tuple[Clause, ...] = (
         "SGLang releases extended the prefix only when it was non-empty, so [] never grew and "
         "backends saw [] for every batch; collapsing [] to None switches the feature off silently.",
         "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
-        "batch_hashes per batch); the rule where releases differ is the spec's (docs/divergences.md)",
+        "batch_hashes per batch); mem_cache/hybrid_cache/hybrid_cache_controller.py _storage_hit_query, "
+        "submit_prefetch (DIV-1, DIV-2); the rule where releases differ is the spec's (docs/divergences.md)",
     ),
     C(
         "PFX-5",
@@ -153,8 +161,10 @@ CLAUSES: tuple[Clause, ...] = (
         "backend",
         "A backend never mutates prefix_keys and copies it if it keeps it after the call returns.",
         "The engine may reuse the object; a backend that holds the reference reads a history that is not its call's.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo (the controller's own list, handed to the "
-        "backend); managers/cache_controller.py extend_storage_prefix",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo; managers/cache_controller.py "
+        "_page_transfer, _page_backup (the operation's own list goes to the first slice; 0.5.20 extends it in "
+        "place, DIV-3, DIV-4, DIV-12); mem_cache/hybrid_cache/hybrid_cache_controller.py _trailing_chain_groups "
+        "(0.5.21+); 0.5.23 mem_cache/buffer_mode/pipeline.py (one snapshot prefix for several writes)",
     ),
     C(
         "PFX-7",
@@ -216,10 +226,14 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-1",
         "core",
         "backend",
-        "A backend accepts an extra_config that is None or holds keys it does not know.",
-        "The engine passes its loading keys and other vendors' keys through the same object.",
-        "sglang mem_cache/storage/backend_factory.py (a dynamic backend built as cls(storage_config, kwargs)); "
-        "the in-tree backends under mem_cache/storage/",
+        "A backend accepts an extra_config holding keys it does not know, and one that is None (the type allows "
+        "None; no pinned release passes it, so that half is the project's hardening rule).",
+        "The engine passes its loading keys (backend_name, module_path, class_name) and other vendors' keys "
+        "through the same object; the controller turns a missing extra config into {}.",
+        "sglang mem_cache/storage/backend_factory.py StorageBackendFactory._create_dynamic_backend "
+        "(cls(storage_config, kwargs), the loading keys left in); managers/cache_controller.py "
+        "HiCacheController._generate_storage_config (None becomes {}); mem_cache/hicache_storage.py "
+        "HiCacheStorageConfig.extra_config (Optional[dict])",
     ),
     C(
         "BE-2",
@@ -264,8 +278,12 @@ CLAUSES: tuple[Clause, ...] = (
         "core",
         "backend",
         "A storage error yields False, 0 or None, never an exception.",
-        "The same thread-killing failure as BE-4, from the other cause.",
-        "sglang mem_cache/hicache_storage.py HiCacheFile.get, _read_page; the in-tree backends under mem_cache/storage/",
+        "In 0.5.20-0.5.21 an exception ends the engine's IO or backup thread and every later operation with it "
+        "(DIV-22..DIV-26, DIV-45); from 0.5.22 it is caught and the whole slice or query counts as failed, losing"
+        " the pages before the error. SGLang's own file backend raises on a short page (DIV-56).",
+        "sglang managers/cache_controller.py _page_transfer, prefetch_thread_func, prefetch_io_aux_func, "
+        "backup_thread_func, _page_backup_or_log (0.5.22+); mem_cache/hybrid_cache/hybrid_cache_controller.py "
+        "_page_transfer_sidecar",
     ),
     C(
         "BE-6",
@@ -319,9 +337,12 @@ CLAUSES: tuple[Clause, ...] = (
         "core",
         "backend",
         "Batches of STORAGE_BATCH_SIZE (128) pages work.",
-        "Every engine call carries up to 128 pages; a backend tested only on a few pages may break on a full slice.",
+        "KV reads and writes carry up to 128 pages a call (CTL-2); a backend tested only on a few pages may break"
+        " on a full slice. The hit query and the sidecar v2 calls carry the whole operation's span, however long "
+        "(BE-2 checks a whole chain).",
         "sglang mem_cache/hicache_storage.py STORAGE_BATCH_SIZE; managers/cache_controller.py _page_transfer, "
-        "_page_backup",
+        "_page_backup; mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._storage_hit_query"
+        " (the whole chain, unsliced)",
     ),
     C(
         "BE-11",
@@ -354,18 +375,23 @@ CLAUSES: tuple[Clause, ...] = (
         "legacy",
         "backend",
         "A stored object that is empty or shorter than a page is a miss, never a hit.",
-        "A zero-length file left by a crashed writer was counted as a hit and loaded as garbage.",
-        "sglang mem_cache/hicache_storage.py HiCacheFile.get, _read_page; a bug class of in-tree backends",
+        "A zero-length file left by a crashed writer was counted as a hit and loaded as garbage. No pinned "
+        "release checks an object's size when it looks a page up (DIV-9, DIV-57), so the hit half is the "
+        "project's hardening rule.",
+        "sglang mem_cache/hicache_storage.py HiCacheFile.get (a short page is refused, by raising: DIV-56); "
+        "HiCacheFile.exists, _collect_existing_component_keys (any file counts)",
     ),
     C(
         "BE-14",
         "v1",
         "backend",
-        "batch_get_v1 and batch_set_v1 return a list of exactly len(keys) bools.",
-        "3FS and EIC returned 2N entries for MHA and one path returned a bare True; the engine "
-        "then miscounts loaded pages.",
+        "batch_get_v1 and batch_set_v1 return a list of exactly len(keys) entries, entry i for page i, each with "
+        "a truth value (a bool, numpy's included).",
+        "The interface documents one success flag per key. The engine reads get's entries 0..len(keys)-1 by their"
+        " truth and set's by their AND, checking no length (a bare True raises); 3FS and EIC returned 2N entries "
+        "for MHA, which it then read as other pages' flags.",
         "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_get_v1, batch_set_v1; "
-        "managers/cache_controller.py _page_transfer_kv_batch, _page_backup",
+        "managers/cache_controller.py _page_get_zero_copy, _page_set_zero_copy",
     ),
     C(
         "BE-15",
@@ -440,8 +466,10 @@ CLAUSES: tuple[Clause, ...] = (
         "A pool the backend cannot serve is a miss, not a crash of the IO thread. No pinned release "
         "sends such a transfer (every pool is registered before a transfer names it), so the rule "
         "binds only a backend that claims robustness.",
-        "sglang mem_cache/hicache_storage.py HiCacheFile._batch_io_v2; sglang hybrid_cache_controller.py "
-        "attach_storage_backend, register_host_pool_entry",
+        "sglang mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController.attach_storage_backend, "
+        "register_host_pool_entry; mem_cache/unified_cache/storage_attachment.py (every pool registered before a "
+        "transfer names it); mem_cache/hicache_storage.py HiCacheFile._batch_io_v2 raises for such a pool, "
+        "harmless only because none is sent",
     ),
     C(
         "BE-21",
@@ -477,13 +505,14 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-27",
         "core",
         "backend",
-        "on_host_pools_registered is called once per attach, after register_mem_pool_host and the "
-        "initial register_mem_host_pool_v2 burst and before any IO; a backend does not raise from "
-        "it; pools registered later arrive through register_mem_host_pool_v2 alone.",
-        "Backends that register with a remote manager must finalize once the pool set is known. "
-        "A raise fails the attach, but the hybrid controller calls it after the base attach "
-        "finished, so the attach raises while the storage threads run and storage stays enabled: "
-        "the controller is left half-attached.",
+        "on_host_pools_registered is called once per attach, after register_mem_pool_host and the initial "
+        "register_mem_host_pool_v2 burst and before any IO; pools registered later arrive through "
+        "register_mem_host_pool_v2 alone. A backend does not raise from it (the project's rule: SGLang's "
+        "docstring lets a raise refuse the attach).",
+        "Backends that register with a remote manager must finalize once the pool set is known. The hybrid "
+        "controller, the one every cache with storage uses, calls it after its base attach started the storage "
+        "threads, so a raise fails the attach with storage left enabled and its threads running: a refusal "
+        "belongs in the constructor or register_mem_pool_host, where the attach still rolls back.",
         "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorage.on_host_pools_registered; "
         "managers/cache_controller.py attach_storage_backend; hybrid_cache_controller.py "
         "HybridCacheController.attach_storage_backend (_registers_host_pools_after_super_attach)",
@@ -496,7 +525,9 @@ CLAUSES: tuple[Clause, ...] = (
         "A KV-derived sidecar page is written and dropped together with its KV page, or reported missing.",
         "An indexer page that was never persisted, restored beside its KV page, corrupted attention silently.",
         "sglang mem_cache/hicache_storage.py HiCacheFile.batch_exists_v2, _collect_existing_component_keys; "
-        "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py _resolve_sidecar_kv_derived_pool_transfers, "
+        "_page_backup (0.5.20), _page_backup_with_stable_layout (0.5.21+); managers/cache_controller.py "
+        "_page_transfer_kv_batch (a missing derived page shortens the slice's hit)",
     ),
     C(
         "BE-23",
@@ -577,11 +608,11 @@ CLAUSES: tuple[Clause, ...] = (
         "namespacing",
         "backend",
         "Two instances that differ only in attn_cp_rank never see each other's pages.",
-        "Context-parallel ranks hold different token shards.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.pp_rank, pp_size, HiCacheFile.__init__ "
-        "(the '_{pp_size}_{pp_rank}' suffix when pp_size > 1), _get_suffixed_key; "
-        "storage/mooncake_store/mooncake_store.py MooncakeStore.__init__ (mha_suffix and mla_suffix carry "
-        "pp_rank when pp_size > 1)",
+        "Context-parallel ranks hold different token shards (SGLang's file backend gives each CP rank its own key"
+        " for that reason; MooncakeStore does not: DIV-50).",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.attn_cp_rank, attn_cp_size, "
+        "HiCacheFile.__init__ (the '_cp{attn_cp_rank}_{attn_cp_size}' suffix when attn_cp_size > 1); "
+        "managers/cache_controller.py HiCacheController._generate_storage_config (where the rank comes from)",
     ),
     C(
         "NS-4",
@@ -602,7 +633,10 @@ CLAUSES: tuple[Clause, ...] = (
         "in 0.5.23, tp_rank == 0 before) is visible to every TP rank with the same PP, CP and DCP "
         "coordinates.",
         "Replicated KV is written once per DCP shard; other ranks that cannot see it never hit.",
-        "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorageConfig.is_storage_writer",
+        "sglang managers/cache_controller.py HiCacheController.attach_storage_backend (backup_skip: tp_rank != 0 "
+        "before 0.5.23); 0.5.23 mem_cache/hicache_storage.py HiCacheStorageConfig.is_storage_writer; "
+        "HiCacheFile.__init__ (the MLA suffix leaves tp_rank out; 0.5.23's DCP suffix); "
+        "storage/mooncake_store/mooncake_store.py MooncakeStore.__init__ (mla_suffix)",
     ),
     C(
         "NS-6",
@@ -618,8 +652,11 @@ CLAUSES: tuple[Clause, ...] = (
         "durability",
         "backend",
         "A persistent backend rebuilt with the same configuration finds the pages it wrote before.",
-        "A restart must not throw away the cache, nor derive keys from process-local state.",
-        "sglang mem_cache/hicache_storage.py HiCacheFile._scan_existing_files_to_metadata_cache",
+        "A restart must not throw away the cache, nor derive keys from process-local state. A backend opts in by "
+        "declaring itself persistent (3FS's default local metadata client keeps its index in process memory).",
+        "sglang mem_cache/hicache_storage.py HiCacheFile.__init__ (a key suffix from the configuration alone), "
+        "_get_suffixed_key, exists (looked up on disk); _scan_existing_files_to_metadata_cache and "
+        "storage/file/lru_file_evictor.py LRUFileEvictor._scan_existing_files re-index a restart",
     ),
     C(
         "NS-8",
@@ -711,7 +748,9 @@ CLAUSES: tuple[Clause, ...] = (
         "engine",
         "Prefetch emits exactly one progress ack per slice of the agreed keys: cumulative loaded "
         "tokens, non-decreasing, frozen after the first short slice or termination.",
-        "Every ack is all-reduced across ranks; a rank that emits fewer acks hangs the others.",
+        "Every ack is all-reduced across ranks; a rank that emits fewer acks hangs the others (in 0.5.20-0.5.21 a"
+        " read that raises ends the IO thread and its acks: DIV-23). Termination is seen at the start of a slice:"
+        " a slice already reading when it comes still counts.",
         "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func; "
         "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._page_transfer (0.5.20), "
         "_page_transfer_with_stable_layout (0.5.21+)",
@@ -720,11 +759,14 @@ CLAUSES: tuple[Clause, ...] = (
         "CTL-6",
         "controller",
         "engine",
-        "Every prefetch ends with exactly one final ack, also when the backend raises or the operation was terminated.",
+        "Every prefetch admitted to IO (put on the prefetch buffer) ends with exactly one final ack, also when "
+        "the backend raises or the operation was terminated; a prefetch revoked at its hit query (terminated, or "
+        "under the threshold) gets none and is released without it.",
         "The scheduler waits for the final ack to release the request and its host pages.",
         "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func; "
         "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._page_transfer (0.5.20), "
-        "_page_transfer_with_stable_layout (0.5.21+)",
+        "_page_transfer_with_stable_layout (0.5.21+); mem_cache/unified_radix_cache.py revoke_pending_prefetch, "
+        "_try_alloc_storage_hit",
     ),
     C(
         "CTL-7",
@@ -785,12 +827,13 @@ CLAUSES: tuple[Clause, ...] = (
         "CTL-11",
         "controller",
         "engine",
-        "A backend that raises, returns None, returns the wrong number of results or misses its "
-        "deadline never kills a controller thread and never has a page counted as loaded that it "
-        "did not confirm; such a result counts as a failure at that page.",
+        "A backend that raises, returns None, returns the wrong number of results or misses its deadline never "
+        "kills a controller thread and never has a page counted as loaded that it did not confirm; such a result "
+        "counts as a failure at or before that page (SGLang fails the whole slice).",
         "Storage is outside the engine's control; the engine must degrade to recomputation, not to garbage or a hang.",
-        "sglang managers/cache_controller.py prefetch_io_aux_func, backup_thread_func; a bug class of SGLang's "
-        "controller (#38428)",
+        "sglang managers/cache_controller.py prefetch_io_aux_func, backup_thread_func, _page_transfer; "
+        "disaggregation/decode_kvcache_offload_manager.py DecodeKVCacheOffloadManager (a plain HiCacheController "
+        "backs up the decode offload); a bug class of SGLang's controller (#38428)",
     ),
     C(
         "CTL-12",
@@ -808,8 +851,9 @@ CLAUSES: tuple[Clause, ...] = (
         "engine",
         "Backup is never cancelled once started.",
         "A half-written node would leave a hole that the hit query cannot see past.",
-        "sglang managers/cache_controller.py _page_backup, backup_thread_func; "
-        "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout",
+        "sglang managers/cache_controller.py _page_backup, backup_thread_func, _page_backup_or_log (0.5.22+); "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._page_backup (0.5.20), "
+        "_page_backup_with_stable_layout (0.5.21+)",
     ),
     C(
         "CTL-14",
@@ -858,22 +902,26 @@ CLAUSES: tuple[Clause, ...] = (
         "HYB-1",
         "hybrid",
         "engine",
-        "A KV-derived sidecar (indices_from_pool=KV) is read in the same slice as the KV pages it "
-        "derives from, and the slice's loaded count is the minimum of the KV and sidecar counts.",
+        "A KV-derived sidecar (indices_from_pool=KV) is read in the same slice as the KV pages it derives from, "
+        "and the slice's loaded count is the minimum of the KV count and each KV-derived pool's count in the "
+        "result (a pool the result leaves out does not lower it; a backend answers every pool it is asked, "
+        "BE-19).",
         "A KV page without its derived sidecar is unusable.",
-        "sglang mem_cache/hicache_storage.py PoolTransfer.indices_from_pool; "
-        "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_with_stable_layout, _page_transfer_sidecar",
+        "sglang managers/cache_controller.py HiCacheController._page_transfer, _page_transfer_kv_batch; "
+        "mem_cache/hicache_storage.py PoolTransfer.indices_from_pool, count_pool_hits",
     ),
     C(
         "HYB-2",
         "hybrid",
         "engine",
-        "Other sidecars (SWA, Mamba) are read once, after KV fully completed, in one batch_get_v2 "
-        "per trailing-length group (PFX-9; 0.5.20 makes one call carrying every transfer), their "
-        "trailing keys re-aligned to the hit, and acked with their per-pool hits; if KV did not "
-        "complete they are not read.",
+        "Other sidecars (SWA, Mamba) are read once, after KV fully completed and only for an operation not "
+        "terminated, in one batch_get_v2 per trailing-length group (PFX-9; 0.5.20 makes one call carrying every "
+        "transfer), their TRAILING_PAGES keys re-aligned to the hit, and acked with their per-pool hits; "
+        "otherwise they are not read and the ack carries no hits. Where every sidecar is KV-derived the call "
+        "carries no transfer (0.5.20 always; 0.5.21+ with the prefix feature off), answered with an empty result.",
         "Their windows are defined relative to the final hit, known only at the end.",
-        "sglang hybrid_cache_controller.py _page_transfer_sidecar, _sync_trailing_keys",
+        "sglang mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_sidecar, _sync_trailing_keys, "
+        "_trailing_chain_groups (0.5.21+)",
     ),
     C(
         "HYB-3",
@@ -890,9 +938,10 @@ CLAUSES: tuple[Clause, ...] = (
         "HYB-4",
         "hybrid",
         "engine",
-        "A sidecar read succeeds only if every pool is present in the result with exactly len(keys) "
-        "entries, none of them False; a pool missing from the result is a failure (SGLang counts any "
-        "entry but False as loaded, None included: HYB-8, DIV-27; a backend returns bools, BE-19).",
+        "A read of the sidecars that are not KV-derived succeeds only if every pool is present in the result with"
+        " exactly len(keys) entries, none of them False; a pool missing from the result is a failure (SGLang "
+        "counts any entry but False as loaded, None included: HYB-8, DIV-27; it never compares a list's length "
+        "with the keys: DIV-46; a backend returns bools, BE-19). KV-derived pools are read as HYB-1 says.",
         "A missing pool counted as a hit restored KV beside stale sidecar state.",
         "sglang mem_cache/unified_radix_cache.py UnifiedRadixCache._check_hybrid_prefetch_result (a pool "
         "absent from the acked hits counts 0); mem_cache/hybrid_cache/hybrid_cache_controller.py "
@@ -960,10 +1009,13 @@ CLAUSES: tuple[Clause, ...] = (
         "RANK-1",
         "ranks",
         "engine",
-        "The hit is all-reduced with MIN across the TP, CP and PP groups exactly once per "
-        "operation, also for terminated operations and misses.",
-        "A rank that skips the collective hangs the others.",
-        "sglang managers/cache_controller.py prefetch_thread_func, _sync_prefetch_hit_query",
+        "The hit is all-reduced with MIN across the attention-TP (else TP), attention-CP and PP groups exactly "
+        "once per operation, also for terminated operations and misses.",
+        "A rank that skips the collective hangs the others (in 0.5.20-0.5.21 a hit query that raises ends the "
+        "rank's prefetch thread: DIV-25).",
+        "sglang managers/cache_controller.py _create_sync_groups, prefetch_thread_func, _all_reduce; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py _sync_prefetch_hit_query (0.5.22+), submit_prefetch "
+        "(0.5.21-0.5.22's ticket mode, DIV-33), pp_prefetch_command_thread_func (0.5.23)",
     ),
     C(
         "RANK-2",
@@ -973,12 +1025,15 @@ CLAUSES: tuple[Clause, ...] = (
         "less, before reading, and never reads past it; a rank that allocates host pages before the "
         "ranks agree frees those past the agreed count before any read; the MIN over the ranks' "
         "completed tokens then decides the cached prefix.",
-        "Ranks that load different lengths disagree on the cached prefix. 0.5.23's pipeline-parallel "
-        "ticket path allocates for the rank's own hit, then frees the tail after the MIN.",
+        "Ranks that load different lengths disagree on the cached prefix. 0.5.23's pipeline-parallel ticket path "
+        "allocates for the rank's own hit, then frees the KV tail after the MIN, and a trailing pool's surplus "
+        "window slots before the sidecar read.",
         "sglang managers/cache_controller.py prefetch_thread_func, _all_reduce, _reduce_prefetch_ack; "
-        "hybrid_cache_controller.py _sync_prefetch_hit_query (0.5.22+), _reduce_prefetch_ack; "
-        "mem_cache/unified_radix_cache.py _try_alloc_storage_hit; 0.5.23 hybrid_cache_controller.py "
-        "pp_prefetch_command_thread_func, _allocate_pp_prefetch_buffers, allocate_storage_hit",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py _sync_prefetch_hit_query (0.5.22+), "
+        "_reduce_prefetch_ack, allocate_storage_hit (0.5.22+), _sync_trailing_keys, "
+        "pp_prefetch_command_thread_func and _allocate_pp_prefetch_buffers (0.5.21+); "
+        "mem_cache/unified_radix_cache.py _try_alloc_storage_hit; mem_cache/buffer_mode/pipeline.py "
+        "BufferModePipeline._queue_prefetch (0.5.22+)",
     ),
     C(
         "RANK-3",
@@ -1064,12 +1119,12 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-31",
         "core",
         "backend",
-        "extra_info.extra_info, when a dict, may hold the keys SGLang defines: 'session_id' (a str, "
-        "on batch_set_v2 from 0.5.23's Mooncake linker path) and 'pp_rank' (an int, on the hit "
-        "queries stage 0 makes in 0.5.21-0.5.22's pipeline-parallel submission, one per stage, naming "
-        "the stage asked about); a backend reads them or ignores them: session_id never changes which "
-        "pages are stored or found, and a pp_rank naming the instance's own stage is answered as a "
-        "query without it.",
+        "extra_info.extra_info, when a dict, may hold the keys SGLang defines: 'session_id' (a str, on "
+        "batch_set_v2 from 0.5.23's Mooncake direct linker to the store it builds) and 'pp_rank' (an int, on the "
+        "hit queries of 0.5.21-0.5.22's pipeline-parallel ticket mode, Mooncake with buffer-only host memory and "
+        "more than one stage: stage 0's TP rank r asks stages r, r+tp_size, ..., naming the stage asked about); a"
+        " backend reads them or ignores them: session_id never changes which pages are stored or found, and a "
+        "pp_rank naming the instance's own stage is answered as a query without it.",
         "A backend that keys pages by a session or a stage taken from extra_info hides them from "
         "the calls that do not carry it (the same pages are written and queried by paths that differ "
         "in extra_info).",
@@ -1119,14 +1174,15 @@ CLAUSES: tuple[Clause, ...] = (
         "CTL-17",
         "controller",
         "engine",
-        "A PD-decode offload backs up each finished increment of a request's pages through the "
-        "backup path (CTL-7, CTL-8) under the keys a prefill of the same tokens computes: the chain "
-        "continues from the last page key it wrote, or starts from the request's namespace seed "
-        "(KEY-3, KEY-4).",
+        "A PD-decode offload backs up each offload_stride-aligned increment of a request's decoded pages through "
+        "the backup path (CTL-7, CTL-8) under the keys a prefill of the same tokens computes: the first "
+        "increment's chain continues from the key of the prompt's last full page (computed from the request's "
+        "namespace seed, KEY-3, KEY-4; the seed itself when the prompt is shorter than a page), each later one "
+        "from the last key the previous increment was queued under; an unaligned tail is freed unwritten.",
         "A later prefill of the same conversation looks the pages up by its own chain; keys that "
         "restart per increment are never hit.",
-        "sglang disaggregation/decode_kvcache_offload_manager.py "
-        "DecodeKVCacheOffloadManager._compute_prefix_hash, _trigger_backup",
+        "sglang disaggregation/decode_kvcache_offload_manager.py DecodeKVCacheOffloadManager.offload_kv_cache, "
+        "_compute_prefix_hash, _check_offload_progress, _trigger_backup, finalize_release_on_finish",
     ),
     C(
         "HYB-10",

@@ -70,13 +70,15 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "LNK-5",
         "linker",
         "backend",
-        "A linker has a layer_done_counter with set_consumer(index) and wait_until(layer): after "
-        "set_consumer(i), wait_until(l) returns once layer l of the batch started as i has landed (at once "
-        "for an index with no batch).",
+        "A linker has a layer_done_counter with set_consumer(index) and wait_until(layer): after set_consumer(i),"
+        " wait_until(l) returns once layer l of the batch started as i has landed (at once for an index with no "
+        "batch); a failed load ends the wait too (0.5.20-0.5.21's in-tree counters raise, 0.5.22+ return and "
+        "finish_layer_wise_loading reports it).",
         "The KV pools wait on this counter before each layer's attention; without it the forward reads "
         "slots the load has not written.",
-        _ABC.format("0.5.20+") + ".layer_done_counter; sglang 0.5.23 mem_cache/registry.py (the counter "
-        "registered with the KV pool)",
+        "sglang 0.5.20+ mem_cache/unified_cache/unified_cache_linker.py UnifiedCacheLinker.layer_done_counter; "
+        "sglang 0.5.20+ mem_cache/registry.py (the counter registered with the KV pool and the TP worker); sglang"
+        " 0.5.22+ mem_cache/unified_cache/unified_cache_linker.py LayerWiseLoadCounter",
     ),
     C(
         "LNK-6",
@@ -136,7 +138,9 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "keys; False means the request recomputes.",
         "The wrapper queues one load per request and drops pools already resident in the device, so a "
         "partial load is routine; a second queue of the same rid would write its slots twice.",
-        _ABC.format("0.5.20+") + ".load; " + _WRAPPER.format("0.5.22+") + ".load_back; sglang 0.5.23 "
+        "sglang 0.5.20+ mem_cache/unified_cache/unified_cache_linker.py UnifiedCacheLinker.load; sglang "
+        "0.5.20-0.5.21 UnifiedCacheLinkerWrapper._queue_load (a False raises: DIV-49); sglang 0.5.22+ "
+        "mem_cache/unified_cache/unified_cache_linker.py UnifiedCacheLinkerWrapper.load_back; sglang 0.5.23 "
         "storage/mooncake_store/mooncake_direct_linker.py MooncakeDirectLinker.load",
     ),
     C(
@@ -145,9 +149,13 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "backend",
         "start_layer_wise_loading() starts every queued load as one batch and returns its counter index, "
         "a new index per batch; with nothing queued it returns -1 and starts nothing.",
-        "The forward sets the index as the counter's consumer and waits per layer; a reused index makes it "
-        "wait on an older batch.",
-        _ABC.format("0.5.20+") + ".start_layer_wise_loading; " + _WRAPPER.format("0.5.22+") + ".finish_loads",
+        "The forward sets the index as the counter's consumer and waits per layer; a reused index makes it wait "
+        "on an older batch. 0.5.23 reads -1 as nothing to wait for; before it -1 is the in-tree linkers' "
+        "convention (as HiCacheController.start_loading's).",
+        "sglang 0.5.20+ mem_cache/unified_cache/unified_cache_linker.py "
+        "UnifiedCacheLinker.start_layer_wise_loading; managers/tp_worker.py set_hicache_consumer; sglang 0.5.22+ "
+        "UnifiedCacheLinkerWrapper.finish_loads; sglang 0.5.23 managers/scheduler.py run_batch, "
+        "speculative/base_spec_worker.py _wait_for_fused_hicache_load (-1 read)",
     ),
     C(
         "LNK-12",
@@ -197,9 +205,8 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "backend",
         "cancel_queued_load(rid) returns True only for a load queued and not yet started, which then "
         "never writes; it returns False for a started, cancelled or unknown rid.",
-        "On True the wrapper frees the request's slots at once; a started load then writes into freed "
-        "slots. 0.5.20's wrapper asks for every released request and fails on True for one it never "
-        "queued.",
+        "On True the wrapper frees the request's slots at once; a started load then writes into freed slots. "
+        "0.5.20-0.5.21's wrapper asks for every released request and fails on True for one it never queued.",
         _ABC.format("0.5.20+") + ".cancel_queued_load; " + _WRAPPER.format("0.5.20+") + ".release_request",
     ),
     C(
@@ -207,7 +214,8 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "linker",
         "backend",
         "Every offload that returned True yields exactly one result, consumed by pop_completed_offload in "
-        "submission order, True only when every page of every pool of that offload was written; "
+        "submission order, True only when every page of every pool of that offload was written (by a rank that "
+        "writes: a rank that does not own a replicated pool reports True without writing, LNK-20); "
         "num_completed_offloads counts the results ready; an offload that returned False yields none.",
         "The wrapper pairs the n-th result with its n-th pending offload to publish or roll back a tree "
         "node; results out of order publish a node whose pages failed.",
@@ -246,7 +254,9 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "reset() and close() may each be called again, and close() after reset(), without raising.",
         "Shutdown paths call them from more than one place (a failed start, then the process exit); a "
         "second call that raises hides the first failure.",
-        "project decision (SGLang's in-tree linkers join their threads and drain queues, both idempotent)",
+        "project decision (SGLang calls reset() from UnifiedRadixCache.reset and close() once when it releases "
+        "host resources; UMBP's close is guarded, Mooncake's reset joins and drains its queues, and its second "
+        "close enqueues stop sentinels no thread consumes, so a third close or a later reset blocks)",
         releases="decision",
     ),
     C(

@@ -492,6 +492,141 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "speculative steps is neither backed up nor restored while its pages are.",
         r"device_pools=draft_pools\[:1\]",
     ),
+    D(
+        "DIV-45",
+        "0.5.20-0.5.21",
+        "CTL-11",
+        "managers/cache_controller.py",
+        "HiCacheController.backup_thread_func",
+        "The PD-decode offload's controller (a plain HiCacheController, DecodeKVCacheOffloadManager) catches only "
+        "queue.Empty around _page_backup: a write that raises ends its backup thread, so no later offload is "
+        "acked or has its host pages freed.",
+        r"self\._page_backup\(operation\)",
+    ),
+    D(
+        "DIV-46",
+        "0.5.20+",
+        "HYB-4",
+        "mem_cache/hicache_storage.py",
+        "count_pool_hits",
+        "A pool's hit is the index of its first False, else the list's length, and the list's length is never "
+        "compared with the keys: a list longer than len(keys) whose first False sits at index len(keys) counts as "
+        "every page loaded.",
+        r"rs\.index\(False\) if False in rs else len\(rs\)",
+    ),
+    D(
+        "DIV-47",
+        "0.5.20+",
+        "HYB-6",
+        "mem_cache/storage/umbp/umbp_store.py",
+        "UMBPStore.batch_exists_v2",
+        "Each pool is judged over the keys of the running fold (keys[:final_pages]), not of the KV hit, so an "
+        "ALL_PAGES pool listed after a TRAILING_PAGES pool that shortened the fold (DeepSeek-V4's KV-derived "
+        "sidecars after its SWA window) reports a boundary shorter than its own leading run; the folded hit is "
+        "unaffected.",
+        r"(?s)_get_hybrid_page_component_keys\(\s*keys\[:final_pages\].*ALL_PAGES:\s*boundary = \(\s*"
+        r"page_exists\.index\(False\) if False in page_exists else final_pages",
+    ),
+    D(
+        "DIV-48",
+        "0.5.20+",
+        "NS-8",
+        "mem_cache/storage/nixl/nixl_utils.py",
+        "NixlFileManager.clear",
+        "HiCacheNixl's clear() (file plugins) removes every file below the configured storage directories, which "
+        "every model and rank on the host shares, so one rank's clear removes the pages of all.",
+        r"for root, _dirs, files in os\.walk\(base\)",
+    ),
+    D(
+        "DIV-49",
+        "0.5.20-0.5.21",
+        "LNK-10",
+        "mem_cache/unified_cache/unified_cache_linker.py",
+        "UnifiedCacheLinkerWrapper._queue_load",
+        "A load that returns False raises RuntimeError after the loaded tail was inserted into the tree, instead "
+        "of the request recomputing (0.5.22 asks the linker before it prepares the tail and aborts on False).",
+        r"if not queued:[^\n]*\n[^\n]*\n\s*raise RuntimeError",
+    ),
+    D(
+        "DIV-50",
+        "0.5.20+",
+        "NS-3",
+        "mem_cache/storage/mooncake_store/mooncake_store.py",
+        "MooncakeStore.__init__",
+        "Object keys carry no attention-CP rank (0.5.23: only with decode context parallelism, dcp_size > 1), so "
+        "CP ranks that hold different slices of a page (an MLA or DSA model, or MHA under DP attention) read and "
+        "write one object.",
+        r'self\.mla_suffix = f"\{self\.pp_rank\}"',
+    ),
+    D(
+        "DIV-51",
+        "0.5.20+",
+        "BE-21",
+        "mem_cache/storage/hf3fs/storage_hf3fs.py",
+        "HiCacheHF3FS.batch_exists_v2",
+        "The 3FS backend folds with the minimum of each pool's largest hit (a trailing pool's longest complete window) "
+        "and reports no restorable_prefix_pages, so it can name a length a trailing pool cannot restore.",
+        r"final_pages = min\(final_pages, boundary\)",
+    ),
+    D(
+        "DIV-52",
+        "0.5.20+",
+        "BE-21",
+        "mem_cache/storage/npu_memcache/npu_memcache_store.py",
+        "NpuMemcacheStore.batch_exists_v2",
+        "The NPU memcache backend folds with the minimum of each pool's largest hit (a trailing pool's longest complete window) "
+        "and reports no restorable_prefix_pages, so it can name a length a trailing pool cannot restore.",
+        r"final_pages = min\(final_pages, boundary\)",
+    ),
+    D(
+        "DIV-53",
+        "0.5.20+",
+        "BE-21",
+        "mem_cache/storage/umbp/umbp_store.py",
+        "UMBPStore.batch_exists_v2",
+        "The UMBP backend folds with the minimum of each pool's largest hit (a trailing pool's longest complete window) "
+        "and reports no restorable_prefix_pages, so it can name a length a trailing pool cannot restore.",
+        r"final_pages = min\(final_pages, boundary\)",
+    ),
+    D(
+        "DIV-54",
+        "0.5.20+",
+        "BE-21",
+        "mem_cache/storage/nixl/hicache_nixl.py",
+        "HiCacheNixl.batch_exists_v2",
+        "The NIXL backend folds with the minimum of each pool's largest hit (a trailing pool's longest complete window) "
+        "and reports no restorable_prefix_pages, so it can name a length a trailing pool cannot restore.",
+        r"final_pages = min\(final_pages, boundary\)",
+    ),
+    D(
+        "DIV-55",
+        "0.5.22+",
+        "BE-21",
+        "mem_cache/storage/seaweedfs/seaweedfs_store.py",
+        "SeaweedFSStore.batch_exists_v2",
+        "The SeaweedFS backend folds with the minimum of each pool's largest hit (a trailing pool's longest complete window) "
+        "and reports no restorable_prefix_pages, so it can name a length a trailing pool cannot restore.",
+        r"final_pages = min\(final_pages, boundary\)",
+    ),
+    D(
+        "DIV-56",
+        "0.5.20+",
+        "BE-5",
+        "mem_cache/hicache_storage.py",
+        "HiCacheFile.get",
+        "A page file shorter than the page, or one that cannot be opened for another reason than being absent, "
+        "raises OSError out of get (and batch_get, batch_get_v2) instead of answering a miss.",
+        r'raise IOError\(f"Short read',
+    ),
+    D(
+        "DIV-57",
+        "0.5.20+",
+        "BE-13",
+        "mem_cache/hicache_storage.py",
+        "HiCacheFile._collect_existing_component_keys",
+        "batch_exists_v2 counts any file under a page's name as present, an empty or short one included.",
+        r"if os\.path\.exists\(path\):",
+    ),
 )
 """Every recorded divergence, oldest release first within a clause."""
 

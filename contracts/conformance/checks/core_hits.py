@@ -31,7 +31,7 @@ from hicache_contracts.conformance.session.pools import describe_page_difference
 from hicache_contracts.models import PoolHitPolicy, PoolName
 
 LONG_CHAIN_KEYS = 4096
-"""Keys of the long hit query (BE-2): a 256k-token prompt at page size 64, one unbatched call in 0.5.23."""
+"""Keys of the long hit query (BE-2): a 256k-token prompt at page size 64, one unbatched call in every pinned release."""
 LONG_CHAIN_STORED = 8 * STORAGE_BATCH_SIZE + 5
 """How many of them are stored: more than any power-of-two cap a backend might put on one lookup."""
 UNKNOWN_OPTION = "hicache_conform_unknown_option"
