@@ -918,7 +918,8 @@ CLAUSES: tuple[Clause, ...] = (
         "terminated, in one batch_get_v2 per trailing-length group (PFX-9; 0.5.20 makes one call carrying every "
         "transfer), their TRAILING_PAGES keys re-aligned to the hit, and acked with their per-pool hits; "
         "otherwise they are not read and the ack carries no hits. Where every sidecar is KV-derived the call "
-        "carries no transfer (0.5.20 always; 0.5.21+ with the prefix feature off), answered with an empty result.",
+        "carries no transfer (0.5.20 always; 0.5.21+ with the prefix feature off), answered with an empty result "
+        "(BE-19).",
         "Their windows are defined relative to the final hit, known only at the end.",
         "sglang mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_sidecar, _sync_trailing_keys, "
         "_trailing_chain_groups (0.5.21+)",
