@@ -520,10 +520,10 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "HYB-6",
         "mem_cache/storage/umbp/umbp_store.py",
         "UMBPStore.batch_exists_v2",
-        "Each pool is judged over the keys of the running fold (keys[:final_pages]), not of the KV hit, so an "
-        "ALL_PAGES pool listed after a TRAILING_PAGES pool that shortened the fold (DeepSeek-V4's KV-derived "
-        "sidecars after its SWA window) reports a boundary shorter than its own leading run; the folded hit is "
-        "unaffected.",
+        "Each pool is judged over the keys of the running fold (keys[:final_pages]), not of the KV hit, so a "
+        "pool listed after one that shortened the fold (DeepSeek-V4's ALL_PAGES KV-derived sidecars after its "
+        "SWA window; a trailing pool likewise, HYB-7) reports a boundary shorter than its own; the folded hit "
+        "is unaffected.",
         r"(?s)_get_hybrid_page_component_keys\(\s*keys\[:final_pages\].*ALL_PAGES:\s*boundary = \(\s*"
         r"page_exists\.index\(False\) if False in page_exists else final_pages",
     ),

@@ -768,6 +768,28 @@ class AllPagesHitCopiedFromKv(CorrectBackend):
         return PoolTransferResult(kv_hit_pages=result.kv_hit_pages, extra_pool_hit_pages=hits)  # type: ignore[arg-type]
 
 
+class PoolsJudgedWithinTheRunningFold(CorrectBackend):
+    """batch_exists_v2 judges each pool over the keys still in the running fold, not over the KV hit, as SGLang's
+    UMBP backend does (DIV-47): a pool queried after one that shortened the fold reports a boundary shorter than
+    its own (HYB-6 for an all_pages pool, HYB-7 for a trailing one); the folded hit is still right."""
+
+    def batch_exists_v2(self, keys: list, pool_transfers: Any = None, extra_info: Any = None) -> Any:
+        keys = list(keys)
+        kv = self.pool_present("kv", keys)
+        folded = count_leading_run(kv)
+        hits = {"kv": folded} if folded else {}
+        for transfer in pool_transfers or ():
+            if not folded:
+                break
+            present = self.pool_present(pool_name(transfer.name), keys[:folded])
+            query = self.pool_query(transfer, keys[:folded])[:3] + (present,)
+            boundary = plain_pool_boundary(query[1], query[2], present, folded)
+            if boundary:
+                hits[query[0]] = boundary
+            folded = min(folded, boundary)
+        return PoolTransferResult(kv_hit_pages=folded, extra_pool_hit_pages=hits)  # type: ignore[arg-type]
+
+
 # ================================================================ correct variants
 class CompactsHitsPastAMiss(CorrectBackend):
     """Correct: batch_get_v1 skips the misses when it places pages, so every hit after a miss lands one page early,

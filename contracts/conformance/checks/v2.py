@@ -161,11 +161,12 @@ def v2_unregistered_pool_is_all_false(suite: SuiteContext) -> None:
     )
 
 
-def _examined(kv: tuple[Any, ...], indexer: tuple[Any, ...], name: str) -> bool:
-    """Whether SGLang's fold looks at pool ``name`` of the (indexer, swa) query: always the first, the next while a length is left."""
-    if name == PoolName.INDEXER.value:
+def _examined(kv: tuple[Any, ...], first: tuple[Any, ...], name: str) -> bool:
+    """Whether SGLang's fold looks at pool ``name`` of a two-pool query whose first pool is ``first`` (its query
+    tuple): always the first, the next while a length is left."""
+    if name == first[0]:
         return True
-    _, _, left = fold_pool_query(kv, ((PoolName.INDEXER.value, ALL_PAGES, len(kv), indexer),))
+    _, _, left = fold_pool_query(kv, (first,))
     return bool(left)
 
 
@@ -175,10 +176,11 @@ def _pattern(flags: Sequence[bool]) -> str:
 
 @st.composite
 def pool_patterns(draw: Any) -> tuple[Any, ...]:
-    """Draw which pages KV, an all_pages pool and a trailing_pages pool hold, and the trailing window."""
+    """Draw which pages KV, an all_pages pool and a trailing_pages pool hold, the trailing window, and whether the
+    trailing pool comes first in the query (SGLang lists component pools before sidecars)."""
     size = draw(st.integers(0, 6))
     flags = st.lists(st.booleans(), min_size=size, max_size=size)
-    return draw(flags), draw(flags), draw(flags), draw(st.integers(0, 3))
+    return draw(flags), draw(flags), draw(flags), draw(st.integers(0, 3)), draw(st.booleans())
 
 
 RESTORABLE_READ_FROM = "0.5.23"
@@ -202,14 +204,16 @@ def v2_exists_folds_pool_hits_per_policy(suite: SuiteContext) -> None:
     hits: list[int] = []
 
     @given(pool_patterns())
-    @example(([True, True, True], [False, False, False], [True, True, True], 1))  # an earlier pool with no hit
-    @example(([True, True, True], [True, False, True], [True, True, True], 1))  # all_pages: a hole counts
-    @example(([True, True, True], [True, True, True], [False, True, True], 1))  # trailing: only the window
+    @example(([True, True, True], [False, False, False], [True, True, True], 1, False))  # an earlier pool, no hit
+    @example(([True, True, True], [True, False, True], [True, True, True], 1, False))  # all_pages: a hole counts
+    @example(([True, True, True], [True, True, True], [False, True, True], 1, False))  # trailing: only the window
     # KV 5, indexer 4, swa (N=2) restores 1, 2 and 5: the hit is 2, not min(5, 4, 5) = 4 (SGLang #39147).
-    @example(([True] * 5, [True, True, True, True, False], [True, True, False, True, True], 2))
-    @example(([False, True], [False, True], [True, False], 1))  # no KV hit: no pool is examined; an entry must be 0
+    @example(([True] * 5, [True, True, True, True, False], [True, True, False, True, True], 2, False))
+    @example(([False, True], [False, True], [True, False], 1, False))  # no KV hit: no pool is examined; entry 0
+    # swa first restores only length 2; the all_pages indexer's own boundary is still 5, within the KV hit
+    @example(([True] * 5, [True] * 5, [False, True, False, False, False], 1, True))
     def folding(patterns: tuple[Any, ...]) -> None:
-        kv, indexer, swa, window = patterns
+        kv, indexer, swa, window, swa_first = patterns
         size = len(kv)
         keys = suite.names.new_keys(size)
         for name, present in ((PoolName.KV, kv), (PoolName.INDEXER, indexer), (PoolName.SWA, swa)):
@@ -221,28 +225,23 @@ def v2_exists_folds_pool_hits_per_policy(suite: SuiteContext) -> None:
             suite.wire.transfer(PoolName.INDEXER, keys, policy=PoolHitPolicy.ALL_PAGES),
             suite.wire.transfer(PoolName.SWA, window_keys, policy=PoolHitPolicy.TRAILING_PAGES),
         ]
-        folded, entries, restorable = fold_pool_query(
-            tuple(kv),
-            (
-                (PoolName.INDEXER.value, ALL_PAGES, len(keys), tuple(indexer)),
-                (PoolName.SWA.value, TRAILING_PAGES, window, tuple(swa)),
-            ),
+        pools = (
+            (PoolName.INDEXER.value, ALL_PAGES, len(keys), tuple(indexer)),
+            (PoolName.SWA.value, TRAILING_PAGES, window, tuple(swa)),
         )
+        if swa_first:
+            query, pools = query[::-1], pools[::-1]
+        folded, entries, restorable = fold_pool_query(tuple(kv), pools)
         expected = dict(entries)
         # SGLang's backends stop examining pools once no length is left to restore: a later pool's entry is
         # not demanded then, but one that is reported must be that pool's own boundary.
-        examined = [
-            name for name in (PoolName.INDEXER.value, PoolName.SWA.value) if _examined(tuple(kv), tuple(indexer), name)
-        ]
-        own = {
-            PoolName.SWA.value: fold_pool_query(tuple(kv), ((PoolName.SWA.value, TRAILING_PAGES, window, tuple(swa)),))[
-                1
-            ]
-        }
+        examined = [name for name, *_ in pools if _examined(tuple(kv), pools[0], name)]
+        own = {pool[0]: fold_pool_query(tuple(kv), (pool,))[1] for pool in pools}
+        order = "swa, then indexer" if swa_first else "indexer, then swa"
         shown = (
             f"{size} keys; stored kv '{_pattern(kv)}', indexer (all_pages) '{_pattern(indexer)}', "
-            f"swa (trailing_pages, window {window}) '{_pattern(swa)}'; expected kv_hit_pages {folded}, "
-            f"extra_pool_hit_pages {expected}, restorable_prefix_pages {list(restorable)}"
+            f"swa (trailing_pages, window {window}) '{_pattern(swa)}', queried {order}; expected kv_hit_pages "
+            f"{folded}, extra_pool_hit_pages {expected}, restorable_prefix_pages {list(restorable)}"
         )
         result = suite.calls.call("BE-21", backend.batch_exists_v2, keys, query, None)
         kv_hit, pools = read_result(suite, result, shown)

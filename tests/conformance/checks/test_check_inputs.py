@@ -84,6 +84,7 @@ def test_the_fold_check_draws_chains_of_none_up_to_six_pages_and_windows_of_none
     assert reaches(strategy, lambda drawn: drawn[3] == 0)
     assert reaches(strategy, lambda drawn: drawn[3] == 3)
     assert not reaches(strategy, lambda drawn: drawn[3] > 3)
+    assert reaches(strategy, lambda drawn: drawn[4]) and reaches(strategy, lambda drawn: not drawn[4])
 
 
 class RecordsQueries(CorrectBackend):
