@@ -99,12 +99,14 @@ CLAUSES: tuple[Clause, ...] = (
         "precedes the call's first key, a non-empty list holds the key of every page before the "
         "call's first key, root first.",
         "A backend uses the prefix to place or look up pages; it must be able to tell 'off' from 'on, at the "
-        "root'. No pinned release keeps it: the prefetch prefix leaves out the anchor node's own pages, so [] is "
-        "sent while pages precede the first key (recorded as a divergence), and the divergences of PFX-2, PFX-4 "
-        "and PFX-7 break it too.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo; managers/cache_controller.py "
-        "_storage_hit_query, _page_transfer, _page_backup; mem_cache/unified_cache/unified_tree_core.py "
-        "UnifiedTreeCore.get_prefix_hash_values (the prefetch prefix)",
+        "root'. No pinned release keeps it: the prefetch prefix leaves out the anchor node's own pages, so [] or "
+        "a short list is sent while more pages precede the first key (DIV-20), and the divergences of PFX-2, "
+        "PFX-4 and PFX-7 break it too.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._storage_hit_query, "
+        "_trailing_chain_groups (0.5.21+); managers/cache_controller.py _page_transfer, _page_backup; "
+        "mem_cache/unified_cache/unified_tree_core.py UnifiedTreeCore.get_prefix_hash_values (the prefetch "
+        "prefix), build_storage_backup_spec (the backup prefix)",
     ),
     C(
         "PFX-2",
@@ -300,8 +302,8 @@ CLAUSES: tuple[Clause, ...] = (
         "backend",
         "A page is never visible to exists or get before it is fully written.",
         "A reader that sees a half-written page loads garbage into the KV cache.",
-        "sglang mem_cache/hicache_storage.py HiCacheFile.set, _write_page; the in-tree backends under "
-        "mem_cache/storage/",
+        "sglang mem_cache/hicache_storage.py HiCacheFile.set (a temp file renamed into place), _write_page, "
+        "exists (the final name alone); HiCacheNixl's file plugins break it (DIV-59)",
     ),
     C(
         "BE-8",
@@ -337,12 +339,13 @@ CLAUSES: tuple[Clause, ...] = (
         "core",
         "backend",
         "Batches of STORAGE_BATCH_SIZE (128) pages work.",
-        "KV reads and writes carry up to 128 pages a call (CTL-2); a backend tested only on a few pages may break"
-        " on a full slice. The hit query and the sidecar v2 calls carry the whole operation's span, however long "
-        "(BE-2 checks a whole chain).",
+        "KV reads and writes carry up to 128 pages a call (CTL-2), the KV-derived sidecar reads with their KV "
+        "slice; a backend tested only on a few pages may break on a full slice. The hit query, every sidecar "
+        "write and the other sidecar reads carry the whole operation's span, however long (BE-2 checks a whole "
+        "chain).",
         "sglang mem_cache/hicache_storage.py STORAGE_BATCH_SIZE; managers/cache_controller.py _page_transfer, "
-        "_page_backup; mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._storage_hit_query"
-        " (the whole chain, unsliced)",
+        "_page_transfer_kv_batch, _page_backup; mem_cache/hybrid_cache/hybrid_cache_controller.py "
+        "HybridCacheController._storage_hit_query (the whole chain, unsliced)",
     ),
     C(
         "BE-11",
@@ -522,8 +525,12 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-22",
         "v2",
         "backend",
-        "A KV-derived sidecar page is written and dropped together with its KV page, or reported missing.",
-        "An indexer page that was never persisted, restored beside its KV page, corrupted attention silently.",
+        "A KV-derived sidecar page is written and dropped together with its KV page, or reported missing by "
+        "batch_exists_v2: a page it counts reads back, and one whose write returned True reads back while its KV "
+        "page does.",
+        "An indexer page that was never persisted, restored beside its KV page, corrupted attention silently. "
+        "SGLang clamps each slice's hit to the derived pages batch_get_v2 loads, so a page counted or confirmed "
+        "but not read costs the hit the lookup promised.",
         "sglang mem_cache/hicache_storage.py HiCacheFile.batch_exists_v2, _collect_existing_component_keys; "
         "mem_cache/hybrid_cache/hybrid_cache_controller.py _resolve_sidecar_kv_derived_pool_transfers, "
         "_page_backup (0.5.20), _page_backup_with_stable_layout (0.5.21+); managers/cache_controller.py "
@@ -619,11 +626,13 @@ CLAUSES: tuple[Clause, ...] = (
         "namespacing",
         "backend",
         "Two instances that differ only in model_name never see each other's pages.",
-        "Keys carry no model; two models sharing a store must not read each other's KV.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.pp_rank, pp_size, HiCacheFile.__init__ "
-        "(the '_{pp_size}_{pp_rank}' suffix when pp_size > 1), _get_suffixed_key; "
-        "storage/mooncake_store/mooncake_store.py MooncakeStore.__init__ (mha_suffix and mla_suffix carry "
-        "pp_rank when pp_size > 1)",
+        "Keys carry no model; two models sharing a store must not read each other's KV. SGLang's file and "
+        "Mooncake backends put the model in the key; its 3FS, AIBrix and NPU memcache backends do not "
+        "(DIV-60..DIV-62).",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.model_name, HiCacheFile.__init__ (the model "
+        "leads the key suffix), _get_suffixed_key; storage/mooncake_store/mooncake_store.py "
+        "MooncakeStore.__init__ (the model in the key prefix); managers/cache_controller.py "
+        "HiCacheController._generate_storage_config (0.5.22+: the host pool's storage format tag appended)",
     ),
     C(
         "NS-5",
@@ -806,7 +815,8 @@ CLAUSES: tuple[Clause, ...] = (
         "terminates early, timeout terminates after the prefetch timeout (CTL-16; CTL-14 in 0.5.23).",
         "The engine trades time-to-first-token against hit length; the policy names the trade.",
         "sglang managers/cache_controller.py terminate_prefetch; mem_cache/unified_radix_cache.py "
-        "prefetch_stop_policy, _can_terminate_prefetch",
+        "prefetch_stop_policy, _can_terminate_prefetch, check_prefetch_progress (where the scheduler's admission "
+        "poll applies it)",
     ),
     C(
         "CTL-10",
@@ -952,9 +962,9 @@ CLAUSES: tuple[Clause, ...] = (
         "HYB-5",
         "hybrid",
         "engine",
-        "A hybrid backup writes its sidecars first, in one batch_set_v2 per trailing-length group "
-        "(PFX-9; 0.5.20 makes one call carrying every transfer) over the whole span, then KV in "
-        "STORAGE_BATCH_SIZE slices; a failed sidecar write may stop the KV write or not.",
+        "A hybrid backup writes its sidecars first, in one batch_set_v2 per trailing-length group (PFX-9; 0.5.20 "
+        "makes one call carrying every transfer) over the whole span, then, on the KV writer (CTL-15 for the "
+        "others), KV in STORAGE_BATCH_SIZE slices; a failed sidecar write may stop the KV write or not.",
         "KV is what makes a page visible to the hit query; it goes last so a reader never finds "
         "KV without sidecars that were attempted. Every pinned release writes KV whatever the sidecar "
         "writes returned, relying on the hit query's pool verdicts (BE-21) to keep such a page from "
@@ -1010,10 +1020,11 @@ CLAUSES: tuple[Clause, ...] = (
         "RANK-1",
         "ranks",
         "engine",
-        "The hit is all-reduced with MIN across the attention-TP (else TP), attention-CP and PP groups exactly "
-        "once per operation, also for terminated operations and misses.",
+        "The hit of each prefetch operation's hit query is all-reduced with MIN across the attention-TP (else "
+        "TP), attention-CP and PP groups exactly once per operation, also for terminated operations and misses.",
         "A rank that skips the collective hangs the others (in 0.5.20-0.5.21 a hit query that raises ends the "
-        "rank's prefetch thread: DIV-25).",
+        "rank's prefetch thread: DIV-25). The PD-decode side's earlier storage probe is reduced without PP "
+        "(DIV-63).",
         "sglang managers/cache_controller.py _create_sync_groups, prefetch_thread_func, _all_reduce; "
         "mem_cache/hybrid_cache/hybrid_cache_controller.py _sync_prefetch_hit_query (0.5.22+), submit_prefetch "
         "(0.5.21-0.5.22's ticket mode, DIV-33), pp_prefetch_command_thread_func (0.5.23)",

@@ -77,8 +77,11 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "The KV pools wait on this counter before each layer's attention; without it the forward reads "
         "slots the load has not written.",
         "sglang 0.5.20+ mem_cache/unified_cache/unified_cache_linker.py UnifiedCacheLinker.layer_done_counter; "
-        "sglang 0.5.20+ mem_cache/registry.py (the counter registered with the KV pool and the TP worker); sglang"
-        " 0.5.22+ mem_cache/unified_cache/unified_cache_linker.py LayerWiseLoadCounter",
+        "sglang 0.5.20+ mem_cache/registry.py (the counter registered with the KV pool and the TP worker); "
+        "managers/tp_worker.py set_hicache_consumer; sglang 0.5.20-0.5.21 "
+        "storage/mooncake_store/mooncake_direct_linker.py, storage/umbp/umbp_direct_linker.py "
+        "LayerWiseLoadCounter.wait_until (raises on a failed load); sglang 0.5.22+ "
+        "mem_cache/unified_cache/unified_cache_linker.py LayerWiseLoadCounter",
     ),
     C(
         "LNK-6",
@@ -203,8 +206,9 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "LNK-15",
         "linker",
         "backend",
-        "cancel_queued_load(rid) returns True only for a load queued and not yet started, which then "
-        "never writes; it returns False for a started, cancelled or unknown rid.",
+        "cancel_queued_load(rid) returns True only for a load queued and not yet started, which then never "
+        "writes, and False for a started one; 0.5.20-0.5.21 also ask about a cancelled or unknown rid, which gets"
+        " False (0.5.22+ ask only about a rid whose load is in flight).",
         "On True the wrapper frees the request's slots at once; a started load then writes into freed slots. "
         "0.5.20-0.5.21's wrapper asks for every released request and fails on True for one it never queued.",
         _ABC.format("0.5.20+") + ".cancel_queued_load; " + _WRAPPER.format("0.5.20+") + ".release_request",
@@ -285,11 +289,13 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "LNK-22",
         "linker",
         "engine",
-        "The engine intersects the ranks' lookup results: it marks each reported length in "
-        "1..len(tail) in a 0/1 mask, takes a MIN all-reduce across the attention group and loads the "
-        "largest length set on every rank (0: no hit).",
+        "The engine intersects the ranks' lookup results: it marks each reported length in 1..len(tail) in a 0/1 "
+        "mask, takes a MIN all-reduce across the attention-CP and attention-TP groups (the TP group when neither "
+        "has more than one rank) and loads the largest length set on every rank (0: no hit).",
         "A rank's set is sparse; reducing per-rank maxima picks a length some rank cannot restore.",
-        _WRAPPER.format("0.5.20+") + "._sync_restorable_prefix",
+        "sglang 0.5.20+ mem_cache/unified_cache/unified_cache_linker.py "
+        "UnifiedCacheLinkerWrapper._sync_restorable_prefix; mem_cache/unified_radix_cache.py "
+        "UnifiedRadixCache._all_reduce_attn_groups",
     ),
     C(
         "LNK-23",

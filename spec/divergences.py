@@ -236,8 +236,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "PFX-1",
         "mem_cache/unified_cache/unified_tree_core.py",
         "UnifiedTreeCore.get_prefix_hash_values",
-        "The prefetch prefix is built from the anchor node's ancestors without the anchor's own pages, "
-        "so [] is sent while the anchor's pages precede the call's first key.",
+        "The prefetch prefix is built from the anchor node's ancestors without the anchor's own pages: [] "
+        "while the anchor's pages precede the call's first key (an anchor under the root), else a list "
+        "missing the anchor's pages.",
         r"return node\.get_prefix_hash_values\(node\.parent\)",
     ),
     D(
@@ -626,6 +627,69 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "HiCacheFile._collect_existing_component_keys",
         "batch_exists_v2 counts any file under a page's name as present, an empty or short one included.",
         r"if os\.path\.exists\(path\):",
+    ),
+    D(
+        "DIV-58",
+        "0.5.20+",
+        "HYB-7",
+        "mem_cache/storage/umbp/umbp_store.py",
+        "UMBPStore.batch_exists_v2",
+        "A TRAILING_PAGES pool listed after a pool that shortened the fold is judged within the running fold "
+        "(prefix lengths from final_pages down), not within the KV hit, so it reports the largest length "
+        "within the fold (DeepSeek-V4's state pools after its KV-derived sidecars); the folded hit is "
+        "unaffected.",
+        r"for prefix_len in range\(final_pages, 0, -1\)",
+    ),
+    D(
+        "DIV-59",
+        "0.5.20+",
+        "BE-7",
+        "mem_cache/storage/nixl/nixl_utils.py",
+        "NixlFileManager.open_file",
+        "With a file plugin, HiCacheNixl opens each page's file under its final name with O_CREAT before the "
+        "transfer writes it, and never removes it when the write fails; batch_exists counts a page by its "
+        "file, so a page is visible half-written, and stays visible after a failed write.",
+        r"os\.O_RDWR \| os\.O_CREAT if create",
+    ),
+    D(
+        "DIV-60",
+        "0.5.20+",
+        "NS-4",
+        "mem_cache/storage/hf3fs/storage_hf3fs.py",
+        "HiCacheHF3FS.from_env_config",
+        "The 3FS backend names its data file and metadata by TP rank and page key alone, never by the model: "
+        "two models sharing one 3FS store and metadata server read each other's pages (with the local "
+        "metadata client they overwrite each other's data file).",
+        r"(?s)\A(?!.*model_name).*file_path_prefix'\]\}\.\{rank",
+    ),
+    D(
+        "DIV-61",
+        "0.5.20+",
+        "NS-4",
+        "mem_cache/storage/aibrix_kvcache/aibrix_kvcache_storage.py",
+        "AibrixKVCacheStorage.batch_set",
+        "The AIBrix backend keys blocks by the page keys and the tensor shape alone, never by the model.",
+        r"BlockHashes\(keys, self\.page_size\)",
+    ),
+    D(
+        "DIV-62",
+        "0.5.20+",
+        "NS-4",
+        "mem_cache/storage/npu_memcache/npu_memcache_store.py",
+        "NpuMemcacheStore._init_runtime_fields",
+        "The NPU memcache backend's key suffixes carry the TP, PP and CP ranks but never the model.",
+        r'(?s)\A(?!.*model_name).*self\.mha_suffix = f"\{self\.local_rank\}',
+    ),
+    D(
+        "DIV-63",
+        "0.5.20+",
+        "RANK-1",
+        "mem_cache/unified_radix_cache.py",
+        "UnifiedRadixCache.query_storage_hit_length",
+        "The PD-decode side's storage probe, which sizes the request's restore and the span of its prefetch, "
+        "reduces its hit with MIN over the attention CP and TP groups only, never the PP group (the prefetch "
+        "that follows is reduced again, over PP too).",
+        r"_all_reduce_attn_groups",
     ),
 )
 """Every recorded divergence, oldest release first within a clause."""

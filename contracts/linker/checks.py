@@ -19,6 +19,7 @@ from hicache_spec import KV, TRAILING_PAGES
 from hicache_contracts.models import PoolName
 from hicache_contracts.linker.harness import Driver, LinkerSetup, make_transfer, new_keys
 from hicache_spec.linker import judge_lookup, linker_restorable_lengths
+from hicache_spec.releases import release_key
 
 __all__ = ["CHECKS", "Check", "CheckFailed", "CheckSkipped", "Context"]
 
@@ -319,20 +320,22 @@ def check_completed_loads(ctx: Context) -> None:
 
 
 def check_cancel(ctx: Context) -> Optional[str]:
-    """LNK-15: True only for a queued, unstarted load, which then never writes; False otherwise.
+    """LNK-15: True only for a queued, unstarted load, which then never writes; False for a started one, and, where
+    the release asks about every released request (0.5.20-0.5.21), for a cancelled or unknown rid.
 
     Declining a queued load (False) is allowed: the load then runs like any other.
     """
     _, driver = ctx.linker()
+    asks_every_request = release_key(ctx.release) < release_key("0.5.22")  # 0.5.22+ ask only of rids in flight
     keys = new_keys(2)
     store(driver, kv(keys, 0))
-    if driver.cancel("rid-unknown"):
+    if asks_every_request and driver.cancel("rid-unknown"):
         raise CheckFailed("cancel_queued_load of a rid never loaded returned True")
     if not driver.load("rid-cancel", [kv(keys, 8)]):
         raise CheckFailed("load of stored pages returned False")
     cancelled = driver.cancel("rid-cancel")
     after_cancel = page_bytes(ctx.setup, KV, 8, 2)
-    if cancelled and driver.cancel("rid-cancel"):
+    if asks_every_request and cancelled and driver.cancel("rid-cancel"):
         raise CheckFailed("a second cancel_queued_load of the same rid returned True")
     if not driver.load("rid-started", [kv(keys, 12)]):
         raise CheckFailed("load of stored pages returned False")

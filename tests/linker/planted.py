@@ -63,6 +63,28 @@ class CancelStartedLinker(MemoryLinker):
         return super().cancel_queued_load(rid) or rid in self._started
 
 
+class CancelAnyRidLinker(MemoryLinker):
+    """cancel_queued_load() returns True for a rid it has no queued load of (never loaded, or cancelled already)
+    as well; 0.5.20-0.5.21's wrapper asks about every released request and then pops a load it never queued."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._loaded: set[str] = set()
+        self._cancelled: set[str] = set()
+
+    def load(self, rid: str, transfers: list[Any]) -> bool:
+        queued = super().load(rid, transfers)
+        if queued:
+            self._loaded.add(rid)
+        return queued
+
+    def cancel_queued_load(self, rid: str) -> bool:
+        if super().cancel_queued_load(rid):
+            self._cancelled.add(rid)
+            return True
+        return rid not in self._loaded or rid in self._cancelled  # a started load still answers False
+
+
 class _SlowLoads(MemoryLinker):
     def _load_batch(self, index: int, batch: dict[str, list[Any]]) -> None:
         time.sleep(0.1)  # a slow store: the batch writes well after it started

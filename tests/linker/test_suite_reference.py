@@ -59,3 +59,15 @@ def test_completed_loads_check_catches_an_early_report() -> None:
     report = run_linker_suite(EarlyReportLinker, release="0.5.21", mode="direct")
     failed = sorted(row.check for row in report.results if row.status == FAIL and row.counted)
     assert failed == ["completed_loads_in_order"], report.render()
+
+
+@pytest.mark.clause("LNK-15")
+def test_cancel_of_an_unknown_rid_is_judged_where_the_release_asks_it() -> None:
+    """0.5.20-0.5.21 ask cancel_queued_load about every released request, 0.5.22+ only about rids in flight: a linker
+    answering True for a rid it never queued fails cancel_only_queued alone on 0.5.21 and passes on 0.5.23."""
+    from tests.linker.planted import CancelAnyRidLinker
+
+    report = run_linker_suite(CancelAnyRidLinker, release="0.5.21", mode="direct")
+    failed = sorted(row.check for row in report.results if row.status == FAIL and row.counted)
+    assert failed == ["cancel_only_queued"], report.render()
+    assert run_linker_suite(CancelAnyRidLinker, release="0.5.23", mode="direct").ok
