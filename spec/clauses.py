@@ -338,14 +338,16 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-10",
         "core",
         "backend",
-        "Batches of STORAGE_BATCH_SIZE (128) pages work.",
+        "Batches of STORAGE_BATCH_SIZE (128) pages work, and so does a sidecar pool's batch_set_v2 or "
+        "batch_get_v2 of a whole span, longer than that.",
         "KV reads and writes carry up to 128 pages a call (CTL-2), the KV-derived sidecar reads with their KV "
-        "slice; a backend tested only on a few pages may break on a full slice. The hit query, every sidecar "
-        "write and the other sidecar reads carry the whole operation's span, however long (BE-2 checks a whole "
-        "chain).",
+        "slice; a backend tested only on a few pages may break on a full slice. The hit query (BE-2 checks a "
+        "whole chain), every sidecar write and the other sidecar reads carry the whole operation's span, however "
+        "long.",
         "sglang mem_cache/hicache_storage.py STORAGE_BATCH_SIZE; managers/cache_controller.py _page_transfer, "
         "_page_transfer_kv_batch, _page_backup; mem_cache/hybrid_cache/hybrid_cache_controller.py "
-        "HybridCacheController._storage_hit_query (the whole chain, unsliced)",
+        "HybridCacheController._storage_hit_query, _resolve_sidecar_kv_derived_pool_transfers, "
+        "_page_transfer_sidecar (the whole span, unsliced)",
     ),
     C(
         "BE-11",
@@ -391,8 +393,9 @@ CLAUSES: tuple[Clause, ...] = (
         "batch_get_v1 and batch_set_v1 return a list of exactly len(keys) entries, entry i for page i, each with "
         "a truth value (a bool, numpy's included).",
         "The interface documents one success flag per key. The engine reads get's entries 0..len(keys)-1 by their"
-        " truth and set's by their AND, checking no length (a bare True raises); 3FS and EIC returned 2N entries "
-        "for MHA, which it then read as other pages' flags.",
+        " truth and set's by their AND, checking no length (a bare True raises); SGLang's 3FS and EIC backends "
+        "return 2N entries from an MHA write (recorded as divergences), which a reader of the flags takes as "
+        "other pages'.",
         "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_get_v1, batch_set_v1; "
         "managers/cache_controller.py _page_get_zero_copy, _page_set_zero_copy",
     ),
@@ -651,10 +654,13 @@ CLAUSES: tuple[Clause, ...] = (
         "NS-6",
         "namespacing",
         "backend",
-        "exists, get and set use the same key scheme.",
-        "A tag applied in set but not in exists meant L3 never hit.",
-        "sglang mem_cache/hicache_storage.py HiCacheFile._get_suffixed_key (one scheme for get, set and exists); "
-        "a bug class of in-tree backends (#17265)",
+        "The hit query (batch_exists, batch_exists_v2) finds a page under the same key the backend's reads and "
+        "writes (batch_get*, batch_set*) use for it. exists, get and set are judged only as the base class's "
+        "batch methods call them.",
+        "A tag applied in set but not in exists meant L3 never hit. The engine never calls exists, get or set "
+        "itself (BE-9).",
+        "sglang mem_cache/hicache_storage.py HiCacheFile._get_suffixed_key (one scheme for get, set and exists), "
+        "HiCacheStorage.batch_exists (exists per key); a bug class of in-tree backends (#17265)",
     ),
     C(
         "NS-7",

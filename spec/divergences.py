@@ -691,6 +691,482 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "that follows is reduced again, over PP too).",
         r"_all_reduce_attn_groups",
     ),
+    D(
+        "DIV-64",
+        "0.5.20+",
+        "BE-11",
+        "mem_cache/storage/eic/eic_storage.py",
+        "EICStorage.clear",
+        "clear() returns at once and removes nothing, without raising, so SGLang takes the clear as done while "
+        "batch_exists still counts every page written before.",
+        r"(?s)\Adef clear\(self\)[^:]*:\s*return\s*\Z",
+    ),
+    D(
+        "DIV-65",
+        "0.5.20+",
+        "BE-14",
+        "mem_cache/storage/eic/eic_storage.py",
+        "EICStorage.batch_set_v1",
+        "For an MHA model with the page_first layout (zero copy) each page is written as a _k and a _v object and"
+        " the flags of both come back, 2·len(keys) entries (the read folds them back to len(keys); SGLang takes "
+        "only the AND of the write's).",
+        r"results = self\.batch_set\(keys, values\)\s+return results",
+    ),
+    D(
+        "DIV-66",
+        "0.5.20+",
+        "BE-17",
+        "mem_cache/storage/eic/eic_storage.py",
+        "EICStorage.generic_batch_set",
+        "The copying write path (every layout but page_first) logs a failed mset and reports every page written "
+        "when the first key's status is SUCCESS, so a partly failed slice counts as stored.",
+        r"(?s)err_code = set_outcome\.status_codes\[0\]\s+if err_code != eic\.StatusCode\.SUCCESS:.*return \[True\] \* len\(keys\)",
+    ),
+    D(
+        "DIV-67",
+        "0.5.20+",
+        "NS-2",
+        "mem_cache/storage/eic/eic_storage.py",
+        "EICStorage._init_eic_prefix",
+        "Object names carry no pipeline stage: with more than one stage every stage writes its own layers under "
+        "the same names and reads the others' as hits.",
+        r"(?s)\A(?!.*pp_rank).*_mha_attn_\{self\.host_kvcache_layout\}_\{self\.rank\}_\{self\.world_size\}_@sglang",
+    ),
+    D(
+        "DIV-68",
+        "0.5.20+",
+        "NS-3",
+        "mem_cache/storage/eic/eic_storage.py",
+        "EICStorage._init_eic_prefix",
+        "Object names carry no attention-CP rank, so CP ranks that hold different slices of a page (an MLA or DSA"
+        " model, or MHA under DP attention) read and write one object.",
+        r"(?s)\A(?!.*attn_cp_rank).*_mla_att_\{self\.host_kvcache_layout\}@sglang",
+    ),
+    D(
+        "DIV-69",
+        "0.5.20+",
+        "BE-11",
+        "mem_cache/hicache_storage.py",
+        "HiCacheStorage.clear",
+        "HiCacheSiMM and AibrixKVCacheStorage define no clear(), so the base class's, which removes nothing and "
+        "raises nothing, answers: "
+        "SGLang takes the clear as done while every page is still found.",
+        r"def clear\(self\) -> None:\s+pass",
+    ),
+    D(
+        "DIV-70",
+        "0.5.20+",
+        "NS-4",
+        "mem_cache/storage/simm/hicache_simm.py",
+        "HiCacheSiMM.__init__",
+        "Keys carry the TP and PP ranks but never the model name, so two models sharing one SiMM cluster read "
+        "each other's pages.",
+        r'(?s)\A(?!.*\{self\.model_name\}).*self\.mha_suffix = f"\{self\.local_rank\}"',
+    ),
+    D(
+        "DIV-71",
+        "0.5.20+",
+        "NS-3",
+        "mem_cache/storage/simm/hicache_simm.py",
+        "HiCacheSiMM.__init__",
+        "Keys carry no attention-CP rank, so CP ranks that hold different slices of a page (an MLA or DSA model, "
+        "or MHA under DP attention) share one object.",
+        r'(?s)\A(?!.*attn_cp_rank).*self\.mla_suffix = f"\{self\.pp_rank\}"',
+    ),
+    D(
+        "DIV-72",
+        "0.5.22+",
+        "NS-4",
+        "mem_cache/storage/seaweedfs/seaweedfs_store.py",
+        "key_scope",
+        "The model name enters the object-key prefix with every '/' made '-', so the models 'org/model' and "
+        "'org-model' share one namespace.",
+        r'"-"\.join\(storage_config\.model_name\.split\("/"\)\)',
+    ),
+    D(
+        "DIV-73",
+        "0.5.22",
+        "NS-1",
+        "mem_cache/storage/seaweedfs/seaweedfs_store.py",
+        "SeaweedFSStore._component_key",
+        "With is_mla_model every sidecar, Mamba state included, is named <key>.<pool> under a prefix without the "
+        "TP rank, so every TP rank writes its Mamba shard to one object and reads another rank's.",
+        r'else f"\{key\}\.\{name\}"',
+    ),
+    D(
+        "DIV-74",
+        "0.5.22+",
+        "NS-8",
+        "mem_cache/storage/seaweedfs/seaweedfs_store.py",
+        "SeaweedFSStore.clear",
+        "clear() deletes every object under its key prefix, which adds the PP and CP parts only above one and the"
+        " TP part only for MHA, so it also deletes the pages of instances of the same model with more stages or "
+        "CP ranks (and an MLA instance's, every MLA deployment of the model).",
+        r'prefix = f"\{self\.key_prefix\}/" if self\.key_prefix',
+    ),
+    D(
+        "DIV-75",
+        "0.5.22+",
+        "BE-11",
+        "mem_cache/storage/seaweedfs/seaweedfs_store.py",
+        "SeaweedFSStore.clear",
+        "clear() discards what delete_objects returns, whose per-object Errors a partly failed delete reports "
+        "without raising, so it returns normally with pages left for batch_exists to find.",
+        r"^(?![\s\S]*Errors)[\s\S]*self\._s3\.delete_objects\(",
+    ),
+    D(
+        "DIV-76",
+        "0.5.22+",
+        "BE-13",
+        "mem_cache/storage/seaweedfs/seaweedfs_store.py",
+        "SeaweedFSStore.exists",
+        "A page counts as present when head_object succeeds, whatever its length, so an empty or short object is "
+        "a hit of batch_exists and batch_exists_v2 (only the read refuses it).",
+        r"^(?![\s\S]*ContentLength)[\s\S]*self\._s3\.head_object\(",
+    ),
+    D(
+        "DIV-77",
+        "0.5.20+",
+        "NS-4",
+        "mem_cache/storage/umbp/umbp_store.py",
+        "UMBPStore.batch_exists",
+        "KV objects are named by page key and rank suffix alone, without the model (the model prefix reaches only"
+        " sidecar keys), so two models sharing one UMBP store read each other's KV pages.",
+        r"^(?![\s\S]*config_prefix)[\s\S]*batch_exists_consecutive\(query_keys\)",
+    ),
+    D(
+        "DIV-78",
+        "0.5.20+",
+        "NS-4",
+        "mem_cache/storage/umbp/umbp_store.py",
+        "UMBPStore.__init__",
+        "The sidecar key prefix carries the model name with every '/' made '-', so the models 'org/model' and "
+        "'org-model' share the sidecar namespace.",
+        r'prefix_parts\.append\("-"\.join\(storage_config\.model_name\.split\("/"\)\)\)',
+    ),
+    D(
+        "DIV-79",
+        "0.5.20+",
+        "NS-3",
+        "mem_cache/storage/umbp/umbp_store.py",
+        "UMBPStore.__init__",
+        "Object keys carry no attention-CP rank, so CP ranks that hold different slices of a page (an MLA or DSA "
+        "model, or MHA under DP attention) read and write one object in the shared modes.",
+        r'self\.mla_suffix = f"\{self\.pp_rank\}"',
+    ),
+    D(
+        "DIV-80",
+        "0.5.20+",
+        "LNK-21",
+        "mem_cache/storage/umbp/umbp_store.py",
+        "UMBPStore.__init__",
+        "The UMBP direct linker's store puts the model path in its object keys with every '/' made '-', so a "
+        "linker for 'a/b' finds the pages stored for 'a-b'.",
+        r'prefix_parts\.append\("-"\.join\(storage_config\.model_name\.split\("/"\)\)\)',
+    ),
+    D(
+        "DIV-81",
+        "0.5.20+",
+        "NS-2",
+        "mem_cache/storage/nixl/hicache_nixl.py",
+        "HiCacheNixl.__init__",
+        "The key suffix is _{model}_{tp_rank}_{tp_size} (MLA: _{model}) with no pipeline stage, so the same TP "
+        "rank of two stages reads and writes one object for pages of different layers.",
+        r'f"_\{model_name\}_\{tp_rank\}_\{tp_size\}"',
+    ),
+    D(
+        "DIV-82",
+        "0.5.20+",
+        "NS-3",
+        "mem_cache/storage/nixl/hicache_nixl.py",
+        "HiCacheNixl.__init__",
+        "The key suffix carries no attention-CP rank, so CP ranks that hold different slices of a page (an MLA or"
+        " DSA model, or MHA under DP attention) read and write one object.",
+        r'f"_\{model_name\}_\{tp_rank\}_\{tp_size\}"',
+    ),
+    D(
+        "DIV-83",
+        "0.5.20+",
+        "NS-4",
+        "mem_cache/storage/nixl/hicache_nixl.py",
+        "HiCacheNixl.__init__",
+        "The model name enters the key suffix with every '/' made '-', so the models 'org/model' and 'org-model' "
+        "share one namespace.",
+        r'"-"\.join\(model_name\.split\("/"\)\)',
+    ),
+    D(
+        "DIV-84",
+        "0.5.20+",
+        "NS-1",
+        "mem_cache/storage/nixl/hicache_nixl.py",
+        "HiCacheNixl._get_suffixed_key",
+        "With is_mla_model every pool's key ends in the TP-less suffix, so a TP-sharded pool beside MLA KV (Mamba"
+        " state in 0.5.20-0.5.21, an MHA draft pool in every release) is one object for every TP rank, each "
+        "reading another rank's shard.",
+        r"return key \+ self\.config_suffix",
+    ),
+    D(
+        "DIV-85",
+        "0.5.20+",
+        "NS-6",
+        "mem_cache/storage/nixl/hicache_nixl.py",
+        "HiCacheNixl._get_hybrid_key_multiplier",
+        "batch_exists_v2 names a Mamba page's objects from the conv buffers (1 + their count) while the zero-copy"
+        " writes and reads name them from the pool's page pointers, which leave out the temporal state of a "
+        "conv-only model, so the lookup asks for objects never written and the pool's hit is always 0.",
+        r'if pool_name == PoolName\.MAMBA:\s+return 1 \+ len\(getattr\(host_pool, "conv_buffer", \[\]\) or \[\]\)',
+    ),
+    D(
+        "DIV-86",
+        "0.5.20+",
+        "BE-11",
+        "mem_cache/storage/nixl/hicache_nixl.py",
+        "HiCacheNixl.clear",
+        "With the object (S3) plugin clear() returns at once, removing nothing and raising nothing, so SGLang "
+        "takes the clear as done while batch_exists still counts every object.",
+        r"if self\.file_manager is None:\s+return\s*\n",
+    ),
+    D(
+        "DIV-87",
+        "0.5.20+",
+        "BE-11",
+        "mem_cache/storage/nixl/nixl_utils.py",
+        "NixlFileManager.clear",
+        "A page file that cannot be removed is logged and clear() returns normally, leaving it for batch_exists "
+        "to find.",
+        r'except OSError as e:\s+logger\.warning\(f"Failed to remove file',
+    ),
+    D(
+        "DIV-88",
+        "0.5.20-0.5.21",
+        "BE-22",
+        "mem_cache/storage/nixl/hicache_nixl.py",
+        "HiCacheNixl.register_mem_host_pool_v2",
+        "The bounce buffers of a sidecar pool are allocated in the pool's dtype but addressed by the flat page's "
+        "byte size, so for a pool whose flat page is bytes (the DSA indexer) the object stored under a key does "
+        "not hold that page's bytes while the write and the read both report True.",
+        r"page_numel, host_pool\.dtype, pin_memory",
+    ),
+    D(
+        "DIV-89",
+        "0.5.20-0.5.21",
+        "HYB-8",
+        "mem_cache/storage/nixl/hicache_nixl.py",
+        "HiCacheNixl.register_mem_host_pool_v2",
+        "The bounce buffers of a sidecar pool are allocated in the pool's dtype but addressed by the flat page's "
+        "byte size, so a Mamba state page read back reports True with other bytes than were written.",
+        r"page_numel, host_pool\.dtype, pin_memory",
+    ),
+    D(
+        "DIV-90",
+        "0.5.20+",
+        "BE-19",
+        "mem_cache/storage/nixl/hicache_nixl.py",
+        "HiCacheNixl._hybrid_pool_supports_zero_copy",
+        "Zero copy is chosen for a sidecar pool without checking the host layout, so with direct IO off and the "
+        "layer_first layout the pool's page pointers raise and batch_get_v2 and batch_set_v2 raise instead of "
+        "returning a flag per page.",
+        r'if not \(\s*hasattr\(host_pool, "get_page_buffer_meta"\)\s*and hasattr\(host_pool, "get_hybrid_pool_buffer"\)\s*\):\s*return False\s*buffers = host_pool\.get_hybrid_pool_buffer\(\)',
+    ),
+    D(
+        "DIV-91",
+        "0.5.20+",
+        "BE-7",
+        "mem_cache/storage/nixl/nixl_registry.py",
+        "NixlRegistry.storage",
+        "In path mode a page file is registered as rw,create under its final name, so the file exists before the "
+        "transfer writes it and stays after a failed write.",
+        r'parts = \["rw", "create"\] if direction == "WRITE" else \["ro"\]',
+    ),
+    D(
+        "DIV-92",
+        "0.5.20+",
+        "BE-19",
+        "mem_cache/storage/npu_memcache/npu_memcache_store.py",
+        "NpuMemcacheStore._get_hybrid_page_component_keys",
+        "Any sidecar pool but the indexer, Mamba and draft pools (SWA, the DeepSeek-V4 pools) is accepted at "
+        "registration and then makes batch_exists_v2, batch_get_v2 and batch_set_v2 raise instead of answering.",
+        r'else:\s+raise ValueError\(f"Unsupported hybrid pool for batch v2 I/O: \{name\}"\)',
+    ),
+    D(
+        "DIV-93",
+        "0.5.23",
+        "BE-32",
+        "mem_cache/storage/mooncake_store/mooncake_store.py",
+        "MooncakeStore.describe_l3_object_layout",
+        "Under decode context parallelism (an MLA model, dcp_size > 1) the layout is described through a one-page"
+        " preprocessing of the host pool's physical page, whose assertion fails, so the call raises "
+        "AssertionError instead of returning a layout.",
+        r'self\._batch_preprocess\(\s*\[""\],\s*torch\.arange\(\s*self\.mem_pool_host\.page_size',
+    ),
+    D(
+        "DIV-94",
+        "0.5.20+",
+        "BE-2",
+        "mem_cache/storage/mooncake_store/mooncake_store.py",
+        "MooncakeStore.batch_exists",
+        "With a logical KV anchor (DeepSeek-V4: no KV buffer) no KV object is ever stored and the v1 and v2 calls"
+        " answer every page present, but batch_exists still looks the KV objects up, so it answers 0 for pages "
+        "the backend reported stored (the PD-decode probe's query).",
+        r'keys = self\._tag_keys\(keys\)\s*\n\s*if self\.is_mla_backend:\s*\n\s*query_keys = \[f"\{key\}_\{self\.mla_suffix\}_k"',
+    ),
+    D(
+        "DIV-95",
+        "0.5.20+",
+        "BE-11",
+        "mem_cache/hicache_storage.py",
+        "HiCacheFile.clear",
+        "One failed removal (a file another rank removed first, every rank clearing one shared directory) ends "
+        "clear() with False, the remaining files and the metadata cache left in place, and it never raises, so "
+        "SGLang takes the clear as done.",
+        r'except Exception as e:\s*\n\s*logger\.error\(f?"Failed to clear HiCacheFile storage: \{e\}"\)\s*\n\s*return False',
+    ),
+    D(
+        "DIV-96",
+        "0.5.23",
+        "NS-1",
+        "mem_cache/hicache_storage.py",
+        "HiCacheFile._get_suffixed_key",
+        "Only Mamba state gets the TP-rank suffix under is_mla_model: a TP-sharded MHA draft or draft-SWA pool "
+        "beside MLA KV is one file for every TP rank, each reading the writer's shard.",
+        r'if key\.endswith\(f"\.\{PoolName\.MAMBA\.value\}"\):\s*\n\s*return key \+ self\.tp_config_suffix\s*\n\s*return key \+ self\.config_suffix',
+    ),
+    D(
+        "DIV-97",
+        "0.5.20-0.5.21",
+        "BE-4",
+        "mem_cache/hicache_storage.py",
+        "HiCacheFile._collect_existing_component_keys",
+        "With the metadata cache off, batch_exists_v2 lists the storage directory, which only TP rank 0 creates, "
+        "so on a host without it the lookup raises FileNotFoundError instead of answering a miss.",
+        r"if self\.metadata_cache is None:\s*\n\s*existing_files = set\(\)\s*\n\s*with os\.scandir\(self\.file_path\) as entries:",
+    ),
+    D(
+        "DIV-98",
+        "0.5.20+",
+        "NS-2",
+        "mem_cache/storage/hf3fs/storage_hf3fs.py",
+        "HiCacheHF3FS.from_env_config",
+        "The data file and metadata namespace are named by the TP rank alone (0 under MLA), never the pipeline "
+        "stage, so stages with one TP rank read each other's layers as hits (global metadata) or overwrite each "
+        "other's pages (local metadata).",
+        r"^(?![\s\S]*pp_rank)[\s\S]*rank_for_path = 0 if is_mla_model else rank",
+    ),
+    D(
+        "DIV-99",
+        "0.5.20+",
+        "NS-3",
+        "mem_cache/storage/hf3fs/storage_hf3fs.py",
+        "HiCacheHF3FS.from_env_config",
+        "The data file and metadata namespace are named by the TP rank alone, never the attention-CP rank, so CP "
+        "ranks that hold different slices of a page (an MLA model, or MHA under DP attention) share them.",
+        r"^(?![\s\S]*attn_cp_rank)[\s\S]*rank_for_path = 0 if is_mla_model else rank",
+    ),
+    D(
+        "DIV-100",
+        "0.5.20-0.5.22",
+        "NS-1",
+        "mem_cache/storage/hf3fs/storage_hf3fs.py",
+        "HiCacheHF3FS._pool_batch_set",
+        "Under is_mla_model every TP rank uses rank 0's namespace and a sidecar key without the TP rank, so every"
+        " rank's Mamba shard goes to one key (the first write wins) and every rank restores that shard.",
+        r'component_keys = \[f"\{key\}_\{pool_name\}" for key in keys\]',
+    ),
+    D(
+        "DIV-101",
+        "0.5.23",
+        "NS-1",
+        "mem_cache/storage/hf3fs/storage_hf3fs.py",
+        "HiCacheHF3FS._pool_component_key",
+        "Under is_mla_model only Mamba state gets the TP rank: a TP-sharded MHA draft or draft-SWA pool beside "
+        "MLA KV is one key in rank 0's namespace, so other ranks restore the writer's shard.",
+        r'if self\.is_mla_model and pool_name == PoolName\.MAMBA:\s*return f"\{key\}_\{pool_name\}_\{self\.tp_rank\}_\{self\.tp_size\}"\s*return f"\{key\}_\{pool_name\}"',
+    ),
+    D(
+        "DIV-102",
+        "0.5.20+",
+        "BE-14",
+        "mem_cache/storage/hf3fs/storage_hf3fs.py",
+        "HiCacheHF3FS.batch_set_v1",
+        "For an MHA model with a page_first layout (zero copy) each page is written as a -k and a -v object and "
+        "both flags come back, 2·len(keys) entries (the read folds them; SGLang takes only the AND of the "
+        "write's).",
+        r"keys, values = self\._batch_set_preprocess\(keys, host_indices\)\s*results = self\._batch_set\(keys, values\)\s*return results",
+    ),
+    D(
+        "DIV-103",
+        "0.5.20+",
+        "BE-5",
+        "mem_cache/storage/hf3fs/mini_3fs_metadata_server.py",
+        "Hf3fsGlobalMetadataClient._post",
+        "A metadata-server request that fails (a lost connection after the retries, a namespace the server no "
+        "longer has) raises RuntimeError, which no IO or lookup method of the 3FS backend catches.",
+        r"except requests\.exceptions\.RequestException as e:[\s\S]*raise RuntimeError\(",
+    ),
+    D(
+        "DIV-104",
+        "0.5.20+",
+        "BE-11",
+        "mem_cache/storage/hf3fs/storage_hf3fs.py",
+        "HiCacheHF3FS.clear",
+        "A failed metadata clear is logged and clear() returns normally, leaving the keys it could not clear for "
+        "batch_exists to find.",
+        r'except Exception as e:\s*logger\.error\(f"Failed to clear HiCacheHF3FS',
+    ),
+    D(
+        "DIV-105",
+        "0.5.20+",
+        "NS-8",
+        "mem_cache/storage/hf3fs/storage_hf3fs.py",
+        "HiCacheHF3FS.clear",
+        "clear() empties its TP rank's whole metadata namespace, which other models, pipeline stages and CP ranks"
+        " with that TP rank (and under MLA every TP rank) share.",
+        r"self\.metadata_client\.clear\(self\.rank\)",
+    ),
+    D(
+        "DIV-106",
+        "0.5.20+",
+        "BE-17",
+        "mem_cache/storage/hf3fs/storage_hf3fs.py",
+        "HiCacheHF3FS.from_env_config",
+        "Without a metadata server each process keeps its own page index over a data file named by TP rank alone,"
+        " so processes with one TP rank (data-parallel replicas, stages, other models) allocate the same pages "
+        "and a page written with True later reads back another process's bytes.",
+        r"""metadata_client = Hf3fsLocalMetadataClient\(\)[\s\S]*file_path=f\"\{config\['file_path_prefix'\]\}\.\{rank_for_path\}\.bin""",
+    ),
+    D(
+        "DIV-107",
+        "0.5.20+",
+        "BE-29",
+        "mem_cache/storage/hf3fs/storage_hf3fs.py",
+        "HiCacheHF3FS.from_env_config",
+        "Without a metadata server the page index lives only in the instance, so after a detach and a new attach "
+        "none of the stored pages is found again and their slots are reused, while SGLang's existence cache still"
+        " counts them.",
+        r"file_path=f\"/data/hicache\.\{rank\}\.bin\"[\s\S]*metadata_client=Hf3fsLocalMetadataClient\(\)",
+    ),
+    D(
+        "DIV-108",
+        "0.5.20+",
+        "BE-4",
+        "mem_cache/storage/aibrix_kvcache/aibrix_kvcache_storage.py",
+        "AibrixKVCacheStorage.batch_get",
+        "A fetch that found only the leading keys (its library returns handles for the tokens fetched) fails an "
+        "assertion that every key came back, so a batch whose last keys are missing raises instead of answering "
+        "None for them.",
+        r"assert len\(kv_blocks\) == len\(target_locations\)",
+    ),
+    D(
+        "DIV-109",
+        "0.5.20+",
+        "BE-10",
+        "mem_cache/storage/nixl/hicache_nixl.py",
+        "HiCacheNixl._prepare_pool_transfer",
+        "On the bounce path (direct IO with a pool whose page is not 4 KiB aligned) a sidecar transfer of more "
+        "than STORAGE_BATCH_SIZE keys is refused whole, so a hybrid backup or read of a longer span stores or "
+        "loads none of that pool.",
+        r"if len\(keys\) > STORAGE_BATCH_SIZE:",
+    ),
 )
 """Every recorded divergence, oldest release first within a clause."""
 

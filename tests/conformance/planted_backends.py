@@ -307,11 +307,13 @@ class CompactedBatchGet(CorrectBackend):
 
 
 class TruncatesLongBatches(CorrectBackend):
-    """Only the first 64 pages of a batch are served; the rest fail (BE-10)."""
+    """Only the first 64 KV pages of a batch are served; the rest fail (BE-10)."""
 
     LIMIT = 64
 
     def write_pages(self, pool, keys, host_indices):
+        if pool != "kv":
+            return super().write_pages(pool, keys, host_indices)
         served = super().write_pages(pool, keys[: self.LIMIT], host_indices)
         return served + [False] * (len(keys) - len(served))
 

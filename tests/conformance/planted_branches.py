@@ -768,6 +768,19 @@ class AllPagesHitCopiedFromKv(CorrectBackend):
         return PoolTransferResult(kv_hit_pages=result.kv_hit_pages, extra_pool_hit_pages=hits)  # type: ignore[arg-type]
 
 
+class SidecarSpansCappedAtOneSlice(CorrectBackend):
+    """A sidecar transfer of more than STORAGE_BATCH_SIZE keys is served for its first 128 only, the rest answered
+    False, as SGLang's NIXL backend's bounce path does: a hybrid backup's sidecar write of a longer span loses its
+    tail (BE-10)."""
+
+    LIMIT = 128
+
+    def write_pages(self, pool, keys, host_indices):
+        if pool == "kv" or len(keys) <= self.LIMIT:
+            return super().write_pages(pool, keys, host_indices)
+        return super().write_pages(pool, keys[: self.LIMIT], host_indices) + [False] * (len(keys) - self.LIMIT)
+
+
 class PoolsJudgedWithinTheRunningFold(CorrectBackend):
     """batch_exists_v2 judges each pool over the keys still in the running fold, not over the KV hit, as SGLang's
     UMBP backend does (DIV-47): a pool queried after one that shortened the fold reports a boundary shorter than

@@ -481,6 +481,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     ),
     _entry("HYB-6", mutants.AllPagesHitCopiedFromKv, alone("v2_exists_folds_pool_hits_per_policy")),
     _entry(("HYB-6", "HYB-7"), mutants.PoolsJudgedWithinTheRunningFold, alone("v2_exists_folds_pool_hits_per_policy")),
+    _entry("BE-10", mutants.SidecarSpansCappedAtOneSlice, only("v2_sidecar_calls_take_a_whole_span")),
     _entry("BE-8", mutants.V1ReadWithInfoSkipsTheCopy, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-22", mutants.DerivedRunWriteStoresNothing, alone("v2_kv_derived_sidecars_travel_with_kv")),
     _entry(

@@ -115,7 +115,7 @@ def test_entries_name_live_clauses_that_hold_where_they_diverge():
 def test_registry_rejects_unknown_clause_and_duplicate_ids(monkeypatch):
     import hicache_spec.divergences as module
 
-    bad = Divergence("DIV-99", "0.5.23", "PFX-999", "f.py", "f", "b.", "x")
+    bad = Divergence("DIV-9999", "0.5.23", "PFX-999", "f.py", "f", "b.", "x")
     monkeypatch.setattr(module, "DIVERGENCES", DIVERGENCES + (bad,))
     with pytest.raises(KeyError, match="PFX-999"):
         module.divergences()

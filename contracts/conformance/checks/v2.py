@@ -119,6 +119,47 @@ def v2_results_have_one_entry_per_pool(suite: SuiteContext) -> None:
             suite.io.v2_flags(suite.calls.call("BE-19", method, transfers, None), transfers, method.__name__)
 
 
+SIDECAR_SPAN = STORAGE_BATCH_SIZE + 72
+"""Pages of the sidecar span BE-10's v2 check writes and reads in one call each: more than a KV slice holds."""
+
+
+@conformance_check("BE-10", requires=("v2",))
+def v2_sidecar_calls_take_a_whole_span(suite: SuiteContext) -> None:
+    """A sidecar pool's batch_set_v2 and batch_get_v2 of a whole span, more than STORAGE_BATCH_SIZE pages, store
+    and read back every page, as a hybrid backup and a prefetch of a pool not derived from KV send them."""
+    instance, backend = suite.instances.main, suite.instances.main.backend
+    suite.io.require_round_trip(instance)
+    size, name = SIDECAR_SPAN, PoolName.INDEXER
+    pool = instance.pool_for(name)
+    keys = suite.names.new_keys(size)
+    sources, targets = suite.pages.spread(size), suite.pages.spread(size, start=pool.page_count - size)
+    place(suite, instance, name, keys, sources)
+    writes = [suite.wire.transfer(name, keys, pool.slots(sources))]
+    shown = f"batch_set_v2 of {size} pages of pool {name.value!r} in one call, then batch_get_v2 of them in one call"
+    written = suite.io.v2_flags(suite.calls.call("BE-10", backend.batch_set_v2, writes, None), writes, "batch_set_v2")[
+        name.value
+    ]
+    expect(all(written), "BE-10", f"a batch_set_v2 of {size} pages stored {sum(written)} of them", shown)
+    pool.fill(targets)
+    reads = [suite.wire.transfer(name, keys, pool.slots(targets), read=True)]
+    loaded = suite.io.v2_flags(suite.calls.call("BE-10", backend.batch_get_v2, reads, None), reads, "batch_get_v2")[
+        name.value
+    ]
+    wrong = [
+        index
+        for index, (key, hit) in enumerate(zip(keys, loaded))
+        if not hit or not suite.io.holds(key, pool, pool.peek(targets[index]), (VARIANTS[name.value],))
+    ]
+    expect(
+        not wrong or suite.may_evict,
+        "BE-10",
+        f"a batch_get_v2 of {size} stored pages got {len(wrong)} wrong or missing, the first at position "
+        f"{wrong[0] if wrong else 0}",
+        shown,
+    )
+    suite.io.require_seen(any(loaded), f"that a sidecar span of {size} pages reads back")
+
+
 @conformance_check("BE-20", requires=("v2", "robustness"))
 def v2_unregistered_pool_is_all_false(suite: SuiteContext) -> None:
     """A transfer for a pool never registered yields all False for that pool and never raises; other pools are served.

@@ -255,10 +255,6 @@ class PageIO:
         """Return, per key, whether ``batch_exists([key])`` finds it (the lookup SGLang makes)."""
         return [self.count(instance, [key], clause_id=clause_id) == 1 for key in keys]
 
-    def exists_flags(self, instance: Instance, keys: Sequence[str], *, clause_id: str = "BE-4") -> list[bool]:
-        """Return, per key, what legacy ``exists`` says (only for a backend not claiming v1)."""
-        return [bool(self.calls.call(clause_id, instance.backend.exists, key)) for key in keys]
-
     @contextlib.contextmanager
     def storage_faults(self, instance: Instance) -> Iterator[str]:
         """Make the instance's storage fail inside the block, the way its store fails; yield how.
