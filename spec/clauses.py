@@ -35,10 +35,15 @@ CLAUSES: tuple[Clause, ...] = (
         "KEY-2",
         "core",
         "both",
-        "A page key is a non-empty str; in strict mode it is exactly 64 lowercase hex characters.",
-        "Keys are used as object names and dictionary keys; a non-str or empty key is a caller bug "
-        "that must be caught at the boundary, not deep in a backend.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorage (keys: List[str]); mem_cache/utils.py get_hash_str",
+        "A page key is a non-empty str; every key SGLang sends a backend to store, read or look up is 64 "
+        "lowercase hex characters (strict mode checks it), and keys that differ in any character name different "
+        "pages. A TRAILING_PAGES transfer of a hit query carries placeholder keys, which count its window only "
+        "(HYB-7).",
+        "Keys are used as object names and dictionary keys; a non-str or empty key is a caller bug that must be "
+        "caught at the boundary, not deep in a backend, and a backend that shortens keys makes two pages one.",
+        "sglang mem_cache/hicache_storage.py HiCacheStorage (keys: List[str]); mem_cache/utils.py get_hash_str; "
+        "mem_cache/cpp_utils/hash_binding.cpp digest_to_hex_chars; mem_cache/unified_cache/components/swa.py, "
+        "mamba.py (the placeholder keys)",
     ),
     C(
         "KEY-3",
@@ -120,9 +125,11 @@ CLAUSES: tuple[Clause, ...] = (
         "one the keys stand for. SGLang's buffer-only mode trims such a head from the KV keys but not "
         "from the prefix, so the KV reads skip the trimmed pages while the sidecar reads carry them "
         "(recorded as a divergence).",
-        "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
-        "batch_hashes per batch); hybrid_cache_controller.py trim_prefetch_full_head; the rule where "
-        "releases differ is the spec's (docs/divergences.md)",
+        "sglang managers/cache_controller.py _page_transfer, _page_transfer_kv_batch, _page_backup (prefix_keys +"
+        " batch_hashes per batch); mem_cache/hybrid_cache/hybrid_cache_controller.py "
+        "HybridCacheController._storage_hit_query, _trailing_chain_groups (0.5.21+), trim_prefetch_full_head; "
+        "mem_cache/buffer_mode/pipeline.py BufferModePipeline.finish_backup_ack (extend_storage_prefix, 0.5.23); "
+        "the rule where releases differ is the spec's (docs/divergences.md)",
     ),
     C(
         "PFX-3",
@@ -131,8 +138,10 @@ CLAUSES: tuple[Clause, ...] = (
         "When the operation's prefix is None, no call carries prefix metadata: extra_info is None "
         "or its prefix_keys is None.",
         "None means the feature is off; a backend must not receive a list it did not ask for.",
-        "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
-        "batch_hashes per batch); the rule where releases differ is the spec's (docs/divergences.md)",
+        "sglang managers/cache_controller.py _page_transfer, _page_backup; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._storage_hit_query, "
+        "_trailing_chain_groups (0.5.21+), submit_prefetch (0.5.21+); the rule where releases differ is the "
+        "spec's (docs/divergences.md)",
     ),
     C(
         "PFX-4",
@@ -481,14 +490,16 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-21",
         "v2",
         "backend",
-        "batch_exists_v2 returns as kv_hit_pages the largest prefix length that KV and every gating "
-        "pool can restore (the maximum of the intersection of their restorable lengths, HYB-6, "
-        "HYB-7), never the minimum of each pool's largest hit; extra_pool_hit_pages holds each "
-        "examined pool's own non-zero boundary, KV included when non-zero; pools after the "
-        "intersection became empty need no entry.",
-        "The min-of-maxima fold (SGLang #39147) names prefix lengths a trailing pool cannot restore; "
-        "a sidecar missing from the result was counted as a full hit.",
-        "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheFile.batch_exists_v2",
+        "batch_exists_v2 returns as kv_hit_pages the largest prefix length that KV and every gating pool can "
+        "restore (the maximum of the intersection of their restorable lengths, HYB-6, HYB-7), never the minimum "
+        "of each pool's largest hit; an entry of extra_pool_hit_pages, KV's included, is that pool's own "
+        "boundary, and an entry may be left out (KV then counts as the folded hit, another pool as no verdict).",
+        "The min-of-maxima fold (SGLang #39147) names prefix lengths a trailing pool cannot restore. From 0.5.22 "
+        "the engine records each reported entry as what storage holds of that pool (buffer-only mode), so an "
+        "entry above the pool's boundary makes it skip writing pages storage lacks.",
+        "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheFile.batch_exists_v2; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._storage_hit_query (0.5.22+: the"
+        " entries read, a missing one no verdict)",
     ),
     C(
         "BE-26",
@@ -775,8 +786,8 @@ CLAUSES: tuple[Clause, ...] = (
         "controller",
         "engine",
         "Every prefetch admitted to IO (put on the prefetch buffer) ends with exactly one final ack, also when "
-        "the backend raises or the operation was terminated; a prefetch revoked at its hit query (terminated, or "
-        "under the threshold) gets none and is released without it.",
+        "the backend raises or the operation was terminated; a prefetch revoked before that (terminated or under "
+        "the threshold at its hit query, or declined at allocation) gets none and is released without it.",
         "The scheduler waits for the final ack to release the request and its host pages.",
         "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func; "
         "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._page_transfer (0.5.20), "

@@ -150,11 +150,13 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "LNK-11",
         "linker",
         "backend",
-        "start_layer_wise_loading() starts every queued load as one batch and returns its counter index, "
-        "a new index per batch; with nothing queued it returns -1 and starts nothing.",
-        "The forward sets the index as the counter's consumer and waits per layer; a reused index makes it wait "
-        "on an older batch. 0.5.23 reads -1 as nothing to wait for; before it -1 is the in-tree linkers' "
-        "convention (as HiCacheController.start_loading's).",
+        "start_layer_wise_loading() starts every queued load as one batch and returns its counter index, which "
+        "stands for that batch until it is finished (an index may come back for a later batch, as SGLang finishes"
+        " a batch before it starts the next); with nothing queued it returns -1 and starts nothing.",
+        "The forward sets the index as the counter's consumer and waits per layer; an index that still stands for"
+        " an older batch makes it wait on that one and read slots the load is still writing. 0.5.23 reads -1 as "
+        "nothing to wait for; before it -1 is the in-tree linkers' convention (as "
+        "HiCacheController.start_loading's).",
         "sglang 0.5.20+ mem_cache/unified_cache/unified_cache_linker.py "
         "UnifiedCacheLinker.start_layer_wise_loading; managers/tp_worker.py set_hicache_consumer; sglang 0.5.22+ "
         "UnifiedCacheLinkerWrapper.finish_loads; sglang 0.5.23 managers/scheduler.py run_batch, "

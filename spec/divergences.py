@@ -249,7 +249,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "HybridCacheController.trim_prefetch_full_head",
         "Buffer-only mode trims a device-resident head from the KV keys but not from the prefix: the KV "
         "reads receive the operation's prefix, skipping the trimmed pages' keys, while the sidecar reads "
-        "receive the full chain.",
+        "receive the full chain (0.5.21+; 0.5.20's carry no prefix, DIV-18).",
         r"(?s)\A(?!.*prefix_keys).*operation\.hash_value = original_hashes\[trim_pages:\]",
     ),
     D(

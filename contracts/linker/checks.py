@@ -226,23 +226,29 @@ def check_load_refusals(ctx: Context) -> None:
 
 
 def check_start_indices(ctx: Context) -> None:
-    """LNK-11: nothing queued -> -1; each batch gets a new index."""
+    """LNK-11: nothing queued -> -1; the index a batch starts as stands for that batch: after an earlier batch was
+    waited on and finished (SGLang finishes a batch before it starts the next, so an index may come back), waiting on
+    the new index waits until this batch's bytes have landed."""
     _, driver = ctx.linker()
     if driver.start() != -1:
         raise CheckFailed("start_layer_wise_loading with nothing queued did not return -1")
     keys = new_keys(1)
     store(driver, kv(keys, 0))
-    seen = []
     for batch in range(2):
+        _scribble(ctx.setup, 8 + batch, 1)
         if not driver.load(f"rid-index-{batch}", [kv(keys, 8 + batch)]):
             raise CheckFailed("load of a stored page returned False")
         index = driver.start()
         if index < 0:
             raise CheckFailed(f"a batch with a queued load started as {index}")
-        seen.append(index)
+        driver.wait_layers(index)
+        landed = same(page_bytes(ctx.setup, KV, 0, 1), page_bytes(ctx.setup, KV, 8 + batch, 1))
         driver.finish(index)
-    if seen[0] == seen[1]:
-        raise CheckFailed(f"two batches started with the same index {seen[0]}")
+        if not landed:
+            raise CheckFailed(
+                f"batch {batch + 1} started as index {index}, but waiting on every layer of that index returned "
+                "before its bytes landed: the index does not stand for the batch"
+            )
 
 
 def check_round_trip(ctx: Context) -> None:

@@ -238,7 +238,8 @@ class StatsAsDict(CorrectBackend):
 
 # ================================================================ one bug for every other check
 class HexOnlyKeys(CorrectBackend):
-    """Keys are decoded as hex, so any other non-empty str fails (KEY-2)."""
+    """Correct: keys are decoded as hex, so a key that is not hex is refused; SGLang sends only its 64-character
+    lowercase hex keys (KEY-2) to be stored, read or looked up."""
 
     def name(self, key, pool="kv"):
         return super().name(bytes.fromhex(key).hex(), pool)

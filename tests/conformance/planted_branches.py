@@ -22,7 +22,7 @@ from hicache_spec import count_leading_run
 from hicache_reference.backends.memory import MemoryBackend
 from tests.conformance.correct_backend import CorrectBackend, pool_name, tensor_bytes
 from tests.conformance.helpers import ALL_LEVELS, UnimplementedV2
-from tests.conformance.planted_backends import VisibleBeforeWritten
+from tests.conformance.planted_backends import HexOnlyKeys, VisibleBeforeWritten
 from tests.oracles import plain_fold, plain_pool_boundary
 
 
@@ -2205,6 +2205,7 @@ CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("v1-without-v2", V2LeftUnimplemented, dict(levels=WITHOUT_V2)),
     ("v1-refusing-v2-pools", RefusesV2Pools, dict(levels=WITHOUT_V2)),
     ("write-once", KeepsTheFirstWrite, {}),
+    ("hex-only-keys", HexOnlyKeys, {}),
     ("refuses-a-derived-swa-pool", RefusesADerivedSwaPool, {}),
     ("mla-v1-refusing-v2-pools", RefusesV2Pools, dict(kind="mla", levels=WITHOUT_V2)),
     ("second-pool-left-to-the-v2-hook", LeavesASecondPoolToTheV2Hook, {}),

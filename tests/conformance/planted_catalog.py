@@ -165,7 +165,6 @@ CATALOG: tuple[PlantedBackend, ...] = (
         **LEGACY_MODE,
     ),
     _entry("BE-12", field_bugs.StatsAsDict, CAUGHT, EVICTING, only("get_stats_returns_none_or_an_object")),
-    _entry("KEY-2", field_bugs.HexOnlyKeys, CAUGHT, EVICTING, only("any_non_empty_string_is_a_key")),
     _entry("BE-1", field_bugs.StrictExtraConfig, CAUGHT, EVICTING, only("extra_config_with_unknown_keys_is_accepted")),
     _entry(
         "BE-2",
@@ -234,7 +233,11 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-19", field_bugs.V2DropsSidecarEntries, CAUGHT, EVICTING, only("v2_results_have_one_entry_per_pool")),
     _entry("BE-20", field_bugs.V2RaisesOnUnregisteredPool, CAUGHT, EVICTING, only("v2_unregistered_pool_is_all_false")),
     _entry(
-        "HYB-7", field_bugs.TrailingTreatedAsAllPages, CAUGHT, EXCUSED, only("v2_exists_folds_pool_hits_per_policy")
+        ("HYB-7", "BE-21"),
+        field_bugs.TrailingTreatedAsAllPages,
+        CAUGHT,
+        EXCUSED,
+        only("v2_exists_folds_pool_hits_per_policy"),
     ),
     _entry(
         "HYB-6",
@@ -419,7 +422,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-8", mutants.V2GetNamesItsInfoParameterInfo, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-5", mutants.SidecarRunReadRaisesOnStoreError, alone("storage_errors_are_failures_not_exceptions")),
     _entry("BE-5", mutants.RunWriteQueuedOnStoreError, alone("storage_errors_are_failures_not_exceptions")),
-    _entry("KEY-2", mutants.KeysCutTo24Characters, alone("any_non_empty_string_is_a_key")),
+    _entry("KEY-2", mutants.KeysCutTo24Characters, only("distinct_keys_name_distinct_pages")),
     _entry("BE-5", mutants.OnePageWindowQueryRaisesOnStoreError, alone("storage_errors_are_failures_not_exceptions")),
     _entry("BE-5", mutants.SidecarRunWriteRaisesOnStoreError, alone("storage_errors_are_failures_not_exceptions")),
     _entry("BE-7", mutants.RunWritePublishesBeforeCopying, alone("pages_are_invisible_until_fully_written")),

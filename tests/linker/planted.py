@@ -163,11 +163,27 @@ class _SameIndexCounter(LayerCounter):
 
 
 class ReusedIndexLinker(MemoryLinker):
-    """Every batch starts as counter index 0."""
+    """Correct: every batch starts as counter index 0, which the counter binds to the newest batch. SGLang finishes a
+    batch before it starts the next, so an index that comes back stands for the batch it was returned for (LNK-11)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.layer_done_counter = _SameIndexCounter(self.num_layers)
+
+
+class StaleIndexLinker(_SlowLoads):
+    """Every batch starts as index 0 to its caller while the counter keeps each batch under its own index, so waiting
+    on 0 after the first batch finished waits for nothing and the forward reads slots the load is still writing."""
+
+    def start_layer_wise_loading(self) -> int:
+        index = super().start_layer_wise_loading()
+        if index < 0:
+            return index
+        self._started_as = index
+        return 0
+
+    def finish_layer_wise_loading(self, index: int) -> bool:
+        return super().finish_layer_wise_loading(self._started_as if index == 0 else index)
 
 
 class StrayWriteLinker(MemoryLinker):
@@ -265,7 +281,7 @@ PLANTED: dict[type, str] = {
     TornPageLinker: "lookup_never_counts_torn_pages",
     EagerLoadLinker: "load_only_queues",
     DuplicateRidLinker: "load_refusals_and_partial",
-    ReusedIndexLinker: "start_indices",
+    StaleIndexLinker: "start_indices",
     StrayWriteLinker: "round_trip_byte_exact",
     RaisingFinishLinker: "failed_load_reported_not_raised",
     CancelStartedLinker: "cancel_only_queued",

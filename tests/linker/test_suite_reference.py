@@ -71,3 +71,14 @@ def test_cancel_of_an_unknown_rid_is_judged_where_the_release_asks_it() -> None:
     failed = sorted(row.check for row in report.results if row.status == FAIL and row.counted)
     assert failed == ["cancel_only_queued"], report.render()
     assert run_linker_suite(CancelAnyRidLinker, release="0.5.23", mode="direct").ok
+
+
+@pytest.mark.clause("LNK-11")
+def test_an_index_that_comes_back_bound_to_the_new_batch_passes() -> None:
+    """SGLang finishes a batch before it starts the next: a linker whose counter hands out index 0 for every batch,
+    bound to the newest, passes every check; StaleIndexLinker, whose 0 keeps standing for the first batch, fails
+    start_indices alone (PLANTED)."""
+    from tests.linker.planted import ReusedIndexLinker
+
+    report = run_linker_suite(ReusedIndexLinker, release="0.5.23", mode="direct")
+    assert report.ok, report.render()

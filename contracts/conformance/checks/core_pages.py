@@ -347,7 +347,7 @@ def batch_exists_takes_a_whole_chain(suite: SuiteContext) -> None:
     stored = chain[:LONG_CHAIN_STORED]
     for start in range(0, len(stored), size):  # written as SGLang's backup writes: slice by slice
         batch = stored[start : start + size]
-        written = suite.io.write(instance, batch, pages=list(range(len(batch))), clause_id="BE-2")
+        written = suite.io.write(instance, batch, pages=list(range(len(batch))), clause_id="BE-2", each=True)
         if not all(written):
             raise CheckSkipped(f"the backend refused {written.count(False)} of {len(batch)} pages of the chain")
     count = suite.io.count(instance, chain)

@@ -142,7 +142,7 @@ def expected_skips(options: dict) -> set[str]:
 KEPT_PAGES_NEEDED = {
     "clear_removes_a_ranks_own_state_under_replicated_kv",
     "a_slash_in_a_model_name_is_part_of_it",
-    "any_non_empty_string_is_a_key",
+    "distinct_keys_name_distinct_pages",
     "batch_exists_counts_the_leading_run",
     "batch_exists_takes_a_whole_chain",
     "batch_exists_v2_takes_a_whole_chain",
@@ -168,6 +168,7 @@ KEPT_PAGES_NEEDED = {
     "second_host_pool_is_served_or_refused",
     "stateful_model_of_a_lossy_write_once_store",
     "v1_pages_round_trip_bit_for_bit",
+    "v2_sidecar_calls_take_a_whole_span",
     "v2_exists_folds_pool_hits_per_policy",
     "v2_pool_hits_count_only_pages_that_landed",
 }
@@ -220,6 +221,7 @@ LAST_PAGE_READERS = {
     "ranks_and_models_never_share_pages",
     "replicated_kv_is_shared_across_tp_ranks",
     "second_host_pool_is_served_or_refused",
+    "v2_sidecar_calls_take_a_whole_span",
 }
 """The checks that read into the last page of their instance's host pool: the 4-page instances' round trips (into
 pages 2 and 3), the namespacing checks' 6-page instances (pages 2 to 5), BE-10's full batch (the main pool's top

@@ -24,10 +24,10 @@ from tests.conformance.helpers import failed, run
 from tests.conformance.planted_backends import (
     CountsEveryStoredKey,
     DropsEveryV1Write,
-    HexOnlyKeys,
     ShiftedV1Read,
     TruncatesLongBatches,
 )
+from tests.conformance.planted_branches import KeysCutTo24Characters
 
 
 def verdict_of(report: SuiteReport, clause_id: str):
@@ -70,7 +70,7 @@ def test_dropped_writes_fail_be17_and_its_dependents_point_at_it() -> None:
 @pytest.mark.clause("BE-2", "KEY-2", "BE-10")
 @pytest.mark.parametrize(
     "backend, clause",
-    [(CountsEveryStoredKey, "BE-2"), (HexOnlyKeys, "KEY-2"), (TruncatesLongBatches, "BE-10")],
+    [(CountsEveryStoredKey, "BE-2"), (KeysCutTo24Characters, "KEY-2"), (TruncatesLongBatches, "BE-10")],
     ids=["counting", "key-form", "batch-size"],
 )
 def test_a_bug_in_a_checks_own_subject_still_fails_its_clause(backend: type, clause: str) -> None:
@@ -83,11 +83,11 @@ def test_a_bug_in_a_checks_own_subject_still_fails_its_clause(backend: type, cla
 
 @pytest.mark.clause("BE-15", "KEY-2")
 def test_a_root_clause_whose_own_check_did_not_run_fails_with_the_setup_finding() -> None:
-    report = run(ShiftedV1Read, checks=("any_non_empty_string_is_a_key",))
+    report = run(ShiftedV1Read, checks=("distinct_keys_name_distinct_pages",))
     root = verdict_of(report, "BE-15")
     assert root.status == "fail"
     assert root.failures[0].message.startswith(
-        "found while setting up any_non_empty_string_is_a_key: batch_get_v1 returned True for "
+        "found while setting up distinct_keys_name_distinct_pages: batch_get_v1 returned True for "
     )
     assert verdict_of(report, "KEY-2").reason == setup_reason("BE-15")
     assert report.exit_code == 1
