@@ -580,11 +580,11 @@ CLAUSES: tuple[Clause, ...] = (
         "positive multiple of tp_size, and a valid DCP setup: 0 <= dcp_rank < dcp_size and, for "
         "dcp_size > 1, MLA, tp_rank % dcp_size == dcp_rank with tp_size a multiple of dcp_size, and "
         "a logical_page_size that is a positive multiple of dcp_size.",
-        "Backends derive namespaces and shard layouts from these numbers; an impossible "
-        "coordinate must be rejected at the boundary rather than become a key. SGLang itself checks "
-        "only the DCP part (0.5.23, the only release with DCP fields) and tp_lcm_size % tp_size when "
-        "tp_lcm_size is set; the range checks are the project's validation of its own models "
-        "(dp_rank exists from 0.5.21).",
+        "Backends derive namespaces and shard layouts from these numbers; an impossible coordinate must be "
+        "rejected at the boundary rather than become a key. SGLang itself checks only the DCP part (0.5.23, the "
+        "only release with DCP fields) and, by an assert, tp_lcm_size % tp_size when tp_lcm_size is truthy (0 and"
+        " negative multiples pass); the range checks are the project's validation of its own models (dp_rank "
+        "exists from 0.5.21).",
         "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorageConfig.__post_init__ (DCP); "
         "managers/cache_controller.py _generate_storage_config (tp_lcm_size)",
     ),
@@ -629,8 +629,9 @@ CLAUSES: tuple[Clause, ...] = (
         "namespacing",
         "backend",
         "Two instances that differ only in attn_cp_rank never see each other's pages.",
-        "Context-parallel ranks hold different token shards (SGLang's file backend gives each CP rank its own key"
-        " for that reason; MooncakeStore does not: DIV-50).",
+        "Context-parallel ranks may hold different slices of a page, and a storage config cannot tell whether "
+        "they do, so a backend keeps them apart (SGLang's file backend gives each CP rank its own key; "
+        "MooncakeStore and other in-tree backends do not: DIV-50 and the NS-3 divergences).",
         "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.attn_cp_rank, attn_cp_size, "
         "HiCacheFile.__init__ (the '_cp{attn_cp_rank}_{attn_cp_size}' suffix when attn_cp_size > 1); "
         "managers/cache_controller.py HiCacheController._generate_storage_config (where the rank comes from)",
@@ -743,19 +744,21 @@ CLAUSES: tuple[Clause, ...] = (
         "CTL-3",
         "controller",
         "engine",
-        "The effective threshold is max(prefetch_threshold, page_size) tokens (default 256; in "
-        "buffer-only host mode a model with a sliding window first raises prefetch_threshold to the "
-        "window rounded up to whole pages): a page-aligned span shorter than it is declined before "
-        "any query, and a prefetch whose agreed hit is below it is revoked before any IO. When host "
-        "memory is short, cache mode cuts the hit to the largest page-aligned length that fits and "
-        "revokes only if that is below the threshold; buffer-only mode parks the hit until memory frees "
-        "(0.5.23's window is the retained one: the larger of the model's and the draft's, and the "
-        "auxiliary SWA component's).",
+        "The effective threshold is prefetch_threshold tokens (default 256; in buffer-only host mode a model with"
+        " a sliding window first raises it to the window rounded up to whole pages; any value from 1 to page_size"
+        " acts as one page, spans and hits being whole pages): a page-aligned span shorter than it is declined "
+        "before any query, and a prefetch whose agreed hit is below it is revoked before any IO. When host memory"
+        " is short, cache mode cuts the hit to the largest page-aligned length that fits and revokes only if that"
+        " is below the threshold; buffer-only mode parks the hit until memory frees (0.5.22+ revoke one that no "
+        "host pool could hold; 0.5.23's window is the retained one: the larger of the model's and the draft's, "
+        "and the auxiliary SWA component's).",
         "A tiny hit is cheaper to recompute than to fetch, and a span that cannot reach the "
         "threshold is not worth a round trip.",
-        "sglang managers/cache_controller.py attach_storage_backend; unified_radix_cache.py "
-        "prefetch_from_storage, the drain's _try_alloc_storage_hit (every release: 0.5.20's HiRadixCache "
-        "is never built); unified_cache/storage_attachment.py resolve_prefetch_threshold",
+        "sglang mem_cache/unified_radix_cache.py prefetch_from_storage, the drain's _try_alloc_storage_hit (every"
+        " release: 0.5.20's HiRadixCache is never built); mem_cache/buffer_mode/pipeline.py "
+        "allocate_and_queue_prefetch, _reject_oversized_prefetch (0.5.22+); unified_cache/storage_attachment.py "
+        "resolve_prefetch_threshold, apply_runtime_config; managers/cache_controller.py attach_storage_backend "
+        "(the controller's own copy, floored at page_size, read only by the ticket path)",
     ),
     C(
         "CTL-4",
@@ -798,14 +801,18 @@ CLAUSES: tuple[Clause, ...] = (
         "CTL-7",
         "controller",
         "engine",
-        "On the storage writer, the KV backup writes slice by slice, counts a slice only if every "
-        "page of it succeeded, stops at the first failed slice, and reports completed tokens as the "
-        "successful slices' pages times page_size; sidecar pools are written per pool over the span "
-        "and reported per pool, and a rank that is not the writer reports as CTL-15 says.",
-        "A node is backed up only as far as its prefix is contiguous in storage.",
-        "sglang managers/cache_controller.py _page_backup, backup_thread_func; "
+        "On the storage writer, the KV backup writes slice by slice, counts a slice only if every page of it "
+        "succeeded (the AND of its flags), stops at the first failed slice, and reports completed tokens as the "
+        "successful slices' pages times page_size. The sidecar pools are written before the KV slices, unsliced, "
+        "each over its own keys (a KV-derived pool the span, a trailing pool its tail), in one batch_set_v2 per "
+        "trailing-length group (PFX-9; 0.5.20 one call), each pool's leading run of True recorded for that pool "
+        "without touching the KV count; a rank that is not the writer reports as CTL-15 says.",
+        "A node is backed up only as far as its prefix is contiguous in storage; the completed tokens feed the "
+        "backup metrics, and a failed sidecar write does not hide the KV slices written.",
+        "sglang managers/cache_controller.py _page_backup, backup_thread_func, _page_backup_or_log (0.5.22+); "
         "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._page_backup (0.5.20), "
-        "_page_backup_with_stable_layout (0.5.21+)",
+        "_page_backup_with_stable_layout (0.5.21+), _resolve_sidecar_kv_derived_pool_transfers; "
+        "mem_cache/hicache_storage.py count_pool_hits",
     ),
     C(
         "CTL-8",
@@ -1083,7 +1090,7 @@ CLAUSES: tuple[Clause, ...] = (
         "If any rank terminates a prefetch (timeout or request), every rank terminates it.",
         "Ranks must stop at the same slice to keep their caches equal.",
         "sglang mem_cache/unified_radix_cache.py _can_terminate_prefetch, check_prefetch_progress, "
-        "UnifiedRadixCache._all_reduce, prefetch_stop_policy",
+        "release_aborted_request, UnifiedRadixCache._all_reduce, prefetch_stop_policy",
     ),
     C(
         "RANK-5",
@@ -1154,9 +1161,10 @@ CLAUSES: tuple[Clause, ...] = (
         "more than one stage: stage 0's TP rank r asks stages r, r+tp_size, ..., naming the stage asked about); a"
         " backend reads them or ignores them: session_id never changes which pages are stored or found, and a "
         "pp_rank naming the instance's own stage is answered as a query without it.",
-        "A backend that keys pages by a session or a stage taken from extra_info hides them from "
-        "the calls that do not carry it (the same pages are written and queried by paths that differ "
-        "in extra_info).",
+        "A backend that keys pages by a session or a stage taken from extra_info hides them from the calls that "
+        "do not carry it (the same pages are written and queried by paths that differ in extra_info). SGLang "
+        "sends these keys only to its own MooncakeStore (the ticket mode asks for the Mooncake backend, the "
+        "direct linker builds its store); that any other backend may meet them is the project's rule.",
         "sglang 0.5.21-0.5.22 mem_cache/hybrid_cache/hybrid_cache_controller.py "
         "HybridCacheController.submit_prefetch, _storage_hit_query (pp_rank); 0.5.23 "
         "mem_cache/storage/mooncake_store/mooncake_direct_linker.py offload_thread_func (session_id)",

@@ -269,11 +269,15 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "LNK-20",
         "linker",
         "backend",
-        "When the pools are replicated across tensor-parallel ranks (MLA), only the owner rank (TP rank 0) "
-        "writes the store; another rank's offload returns True and reports True without writing.",
-        "Every rank holds the same pages; writing them from each rank multiplies the store's traffic by "
-        "the TP size and races on the same objects.",
-        "sglang 0.5.20+ storage/mooncake_store/mooncake_direct_linker.py MooncakeDirectLinker.offload (offload_owner)",
+        "When the pools are replicated across tensor-parallel ranks (the DSA and DeepSeek-V4 pool groups), only "
+        "the owner rank, rank 0 of the attention-TP group (the TP group without DP attention), writes the store; "
+        "another rank's offload of transfers it resolves returns True and reports True without writing.",
+        "Every rank holds the same pages; writing them from each rank multiplies the store's traffic by the TP "
+        "size and races on the same objects. The engine takes the MIN of the ranks' results, so the owner's "
+        "decides.",
+        "sglang 0.5.20+ storage/mooncake_store/mooncake_direct_linker.py MooncakeDirectLinker.__init__, offload "
+        "(offload_owner); mem_cache/hybrid_cache/linker_pool_assembler.py (rank_replicated); "
+        "mem_cache/unified_radix_cache.py UnifiedRadixCache.check_hicache_events",
     ),
     C(
         "LNK-21",

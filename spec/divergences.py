@@ -209,7 +209,8 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "PFX-8",
         "managers/cache_controller.py",
         "HiCacheController._page_transfer_kv_batch",
-        "The KV-derived batch_get_v2 of a slice carries no prefix while that slice's KV read carries one.",
+        "The KV-derived batch_get_v2 of a slice is called without extra_info, so it carries no prefix: with "
+        "batch_get_v1 the slice's KV read carries one, on the legacy batch_get path neither read does.",
         r"batch_get_v2\(\s*current_kv_derived_transfers\s*\)",
     ),
     D(
@@ -1166,6 +1167,38 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "than STORAGE_BATCH_SIZE keys is refused whole, so a hybrid backup or read of a longer span stores or "
         "loads none of that pool.",
         r"if len\(keys\) > STORAGE_BATCH_SIZE:",
+    ),
+    D(
+        "DIV-110",
+        "0.5.21+",
+        "CTL-3",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+        "HybridCacheController.pp_prefetch_command_thread_func",
+        "In pipeline-parallel ticket mode (buffer-only host memory, more than one stage; Mooncake only before "
+        "0.5.23) a hit is never parked for host memory: 0.5.21-0.5.22 allocate it whole or drop the prefetch, "
+        "0.5.23 cuts it to the free host space and drops it under the threshold.",
+        r"(?s)_allocate_pp_prefetch_buffers\(.*mark_terminate\(\)",
+    ),
+    D(
+        "DIV-111",
+        "0.5.20-0.5.21",
+        "CTL-12",
+        "managers/cache_controller.py",
+        "HiCacheController.prefetch_io_aux_func",
+        "A backend that raises ends the prefetch IO thread before the final ack, whose drain frees the "
+        "operation's unloaded tail: those host pages are never freed.",
+        r"self\._page_transfer\(operation\)\s+self\.prefetch_sync_queue\.put\(",
+    ),
+    D(
+        "DIV-112",
+        "0.5.20+",
+        "NS-3",
+        "mem_cache/storage/aibrix_kvcache/aibrix_kvcache_storage.py",
+        "AibrixKVCacheStorage.__init__",
+        "A block is named by its page keys and a tensor spec of the TP rank's heads and the stage's layers, never"
+        " the attention-CP rank, so under DP attention the CP ranks of an MHA model, which may hold different "
+        "slices of a page, share one block.",
+        r"(?s)\A(?!.*attn_cp).*KVCacheTensorSpec\(",
     ),
 )
 """Every recorded divergence, oldest release first within a clause."""

@@ -422,7 +422,7 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-8", mutants.V2GetNamesItsInfoParameterInfo, alone("extra_info_accepted_in_every_shape")),
     _entry("BE-5", mutants.SidecarRunReadRaisesOnStoreError, alone("storage_errors_are_failures_not_exceptions")),
     _entry("BE-5", mutants.RunWriteQueuedOnStoreError, alone("storage_errors_are_failures_not_exceptions")),
-    _entry("KEY-2", mutants.KeysCutTo24Characters, only("distinct_keys_name_distinct_pages")),
+    _entry("KEY-2", mutants.KeysCutTo24Characters, CAUGHT, EVICTING, only("distinct_keys_name_distinct_pages")),
     _entry("BE-5", mutants.OnePageWindowQueryRaisesOnStoreError, alone("storage_errors_are_failures_not_exceptions")),
     _entry("BE-5", mutants.SidecarRunWriteRaisesOnStoreError, alone("storage_errors_are_failures_not_exceptions")),
     _entry("BE-7", mutants.RunWritePublishesBeforeCopying, alone("pages_are_invisible_until_fully_written")),

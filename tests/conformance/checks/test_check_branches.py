@@ -190,8 +190,10 @@ TWO_PAGES_NEEDED = {
     "batch_exists_takes_a_whole_chain",
     "batch_exists_v2_takes_a_whole_chain",
     "v2_exists_folds_pool_hits_per_policy",
+    "v2_sidecar_calls_take_a_whole_span",
 }
-"""The checks whose subject is a run of two or more stored pages counted together."""
+"""The checks whose subject is a run of two or more stored pages counted together (or, for the sidecar span, a
+KV page and its sidecar page kept together)."""
 
 
 def test_a_backend_holding_one_page_skips_only_the_checks_that_need_two() -> None:
