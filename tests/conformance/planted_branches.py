@@ -750,7 +750,7 @@ class ClearReportsFalseAndKeepsItsPages(CorrectBackend):
     takes any return as a clear done and forgets what it believed stored, so the pages it keeps are stale hits
     (BE-11)."""
 
-    def clear(self) -> bool:
+    def clear(self):  # returns False, as HiCacheFile.clear does when it fails
         return False
 
 

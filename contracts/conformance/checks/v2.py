@@ -282,18 +282,18 @@ def v2_exists_folds_pool_hits_per_policy(suite: SuiteContext) -> None:
             suite.wire.transfer(PoolName.INDEXER, keys, policy=PoolHitPolicy.ALL_PAGES),
             suite.wire.transfer(PoolName.SWA, window_keys, policy=PoolHitPolicy.TRAILING_PAGES),
         ]
-        pools = (
+        queried = (
             (PoolName.INDEXER.value, ALL_PAGES, len(keys), tuple(indexer)),
             (PoolName.SWA.value, TRAILING_PAGES, window, tuple(swa)),
         )
         if swa_first:
-            query, pools = query[::-1], pools[::-1]
-        folded, entries, restorable = fold_pool_query(tuple(kv), pools)
+            query, queried = query[::-1], queried[::-1]
+        folded, entries, restorable = fold_pool_query(tuple(kv), queried)
         expected = dict(entries)
         # SGLang's backends stop examining pools once no length is left to restore: a later pool's entry is
         # not demanded then, but one that is reported must be that pool's own boundary.
-        examined = [name for name, *_ in pools if _examined(tuple(kv), pools[0], name)]
-        own = {pool[0]: fold_pool_query(tuple(kv), (pool,))[1] for pool in pools}
+        examined = [name for name, *_ in queried if _examined(tuple(kv), queried[0], name)]
+        own = {pool[0]: fold_pool_query(tuple(kv), (pool,))[1] for pool in queried}
         order = "swa, then indexer" if swa_first else "indexer, then swa"
         shown = (
             f"{size} keys; stored kv '{_pattern(kv)}', indexer (all_pages) '{_pattern(indexer)}', "
