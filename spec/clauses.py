@@ -55,8 +55,10 @@ CLAUSES: tuple[Clause, ...] = (
         "Two requests share a page key only when they share every token before it; that is what "
         "makes a key safe to look up without the tokens.",
         "sglang mem_cache/utils.py get_storage_hash_str, compute_node_hash_values; managers/scheduler.py (the "
-        "prefetch anchor: the last hash value of the request's last host node); "
-        "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._storage_hit_query",
+        "prefetch anchor: the last hash value of the request's last host node, or in buffer-only mode at the root"
+        " its deepest device node); mem_cache/unified_radix_cache.py UnifiedRadixCache.prefetch_from_storage (the"
+        " request's extra_key and cache_salt on the key); mem_cache/hybrid_cache/hybrid_cache_controller.py "
+        "HybridCacheController._storage_hit_query, pp_prefetch_command_thread_func (0.5.21-0.5.22's other stages)",
     ),
     C(
         "KEY-4",
@@ -1195,16 +1197,18 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-33",
         "core",
         "both",
-        "Under SGLang's failure injector (SGLANG_TEST_HICACHE_BACKEND_RANDOM_DELAY or _FAILURE set) "
-        "the engine holds a proxy that passes register_mem_pool_host, register_mem_host_pool_v2, "
-        "on_host_pools_registered, clear, get_stats and close through unchanged, and exists, get, "
-        "set, batch_get, batch_set, batch_exists and the v1 and v2 batch methods after an injected "
-        "delay or answered by the proxy itself with a miss; no other method reaches the backend.",
+        "Under SGLang's failure injector (SGLANG_TEST_HICACHE_BACKEND_RANDOM_DELAY or _FAILURE set) the backend "
+        "the cache controller attaches through StorageBackendFactory.create_backend is held by a proxy that "
+        "passes register_mem_pool_host, register_mem_host_pool_v2, on_host_pools_registered, clear, get_stats and"
+        " close through unchanged, and exists, get, set, batch_get, batch_set, batch_exists and the v1 and v2 "
+        "batch methods after an injected delay or answered by the proxy itself with a miss; no other method "
+        "reaches the backend (a direct linker's own store is not wrapped).",
         "A backend tested under injection sees misses it never produced and never sees a call the "
         "proxy does not forward (describe_l3_object_layout, backend-specific methods); its pages "
         "must stay consistent when a write is reported failed without reaching it.",
         "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorageFailureInjector, "
-        "_maybe_wrap_hicache_storage_failure_injector",
+        "_maybe_wrap_hicache_storage_failure_injector; mem_cache/storage/backend_factory.py "
+        "StorageBackendFactory.create_backend",
         releases="0.5.23",
     ),
     C(

@@ -136,15 +136,17 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "LNK-10",
         "linker",
         "backend",
-        "load refuses a rid already queued (returns False or raises; it never queues it twice), accepts "
-        "transfers for a subset of the pools (an SWA-only load), and returns False for transfers with no "
-        "keys; False means the request recomputes.",
-        "The wrapper queues one load per request and drops pools already resident in the device, so a "
-        "partial load is routine; a second queue of the same rid would write its slots twice.",
+        "load refuses a rid already queued (returns False or raises; it never queues it twice: the project's "
+        "guard, as SGLang's wrapper never sends one) and accepts transfers for a subset of the pools: an SWA-only"
+        " load in 0.5.20-0.5.21, KV without its SWA window from 0.5.22; a False means the request recomputes "
+        "(0.5.22+; earlier the wrapper raises, DIV-49).",
+        "0.5.20-0.5.21's wrapper drops pools already resident in the device, so a partial load is routine; "
+        "0.5.22+ loads the whole tail, leaving out SWA where the linker skips it. A second queue of the same rid "
+        "would write its slots twice.",
         "sglang 0.5.20+ mem_cache/unified_cache/unified_cache_linker.py UnifiedCacheLinker.load; sglang "
-        "0.5.20-0.5.21 UnifiedCacheLinkerWrapper._queue_load (a False raises: DIV-49); sglang 0.5.22+ "
-        "mem_cache/unified_cache/unified_cache_linker.py UnifiedCacheLinkerWrapper.load_back; sglang 0.5.23 "
-        "storage/mooncake_store/mooncake_direct_linker.py MooncakeDirectLinker.load",
+        "0.5.20-0.5.21 UnifiedCacheLinkerWrapper.load_back, _queue_load (a False raises: DIV-49); sglang 0.5.22+ "
+        "UnifiedCacheLinkerWrapper.load_back; storage/mooncake_store/mooncake_direct_linker.py "
+        "MooncakeDirectLinker.load, storage/umbp/umbp_direct_linker.py UMBPDirectLinker.load",
     ),
     C(
         "LNK-11",
@@ -289,7 +291,9 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "Two models or two shards sharing a key read each other's KV; replicated pools written once by "
         "the owner (LNK-20) must be found by the other ranks.",
         "sglang 0.5.20+ storage/mooncake_store/mooncake_direct_linker.py _storage_suffix, "
-        "MooncakeDirectLinker.__init__ (model_name in the storage config)",
+        "MooncakeDirectLinker.__init__; storage/mooncake_store/mooncake_store.py MooncakeStore.__init__, "
+        "_tag_keys (the model prefix); storage/umbp/umbp_direct_linker.py _storage_suffix (0.5.21+), "
+        "UMBPDirectLinker.__init__; storage/umbp/umbp_store.py UMBPStore.__init__",
     ),
     C(
         "LNK-22",

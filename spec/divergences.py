@@ -1207,6 +1207,27 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "slices of a page, share one block.",
         r"(?s)\A(?!.*attn_cp).*KVCacheTensorSpec\(",
     ),
+    D(
+        "DIV-113",
+        "0.5.20-0.5.21",
+        "RANK-3",
+        "managers/cache_controller.py",
+        "HiCacheController.prefetch_io_aux_func",
+        "A backend read that raises on one rank ends that rank's prefetch IO thread: it emits no further slice, "
+        "sidecar or final ack for the operation, and the other ranks wait forever in the next MIN all-reduce.",
+        r"self\._page_transfer\(operation\)\s+self\.prefetch_sync_queue\.put\(",
+    ),
+    D(
+        "DIV-114",
+        "0.5.21",
+        "LNK-14",
+        "mem_cache/storage/mooncake_store/mooncake_direct_linker.py",
+        "MooncakeDirectLinker.num_completed_loads",
+        "With MLA dedup on (MLA pools, TP above 1) a broadcast batch is reported only when a poll finds its event"
+        " done, while a batch whose plans differ across ranks is reported by the load thread as soon as it lands,"
+        " so a later batch can be reported before an earlier one, differently on each rank.",
+        r"self\.broadcast_events\[0\]\[0\]\.query\(\)",
+    ),
 )
 """Every recorded divergence, oldest release first within a clause."""
 
