@@ -77,9 +77,8 @@ def distinct_keys_name_distinct_pages(suite: SuiteContext) -> None:
     instance = suite.instances.main
     suite.io.require_round_trip(instance)
     base = suite.names.new_keys(1)[0]
-    hexdigits = "0123456789abcdef"
-    keys = [base[:-2] + hexdigits[(hexdigits.index(base[-2]) + step) % 16] + base[-1] for step in range(1, 4)]
-    keys.insert(1, base[:-1] + hexdigits[(hexdigits.index(base[-1]) + 1) % 16])
+    end = int(base[-2:], 16)  # the last two hex characters, stepped: the last alone, then the one before it
+    keys = [base[:-2] + f"{(end + step) % 256:02x}" for step in (0, 1, 16, 32)]
     written = suite.io.write(instance, keys, pages=suite.pages.spread(len(keys)), clause_id="KEY-2", each=True)
     refused = [key for key, ok in zip(keys, written) if not ok]
     shown = f"keys {keys!r}, alike but for their last two characters"
