@@ -252,8 +252,10 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-2",
         "core",
         "backend",
-        "batch_exists returns an int n with 0 <= n <= len(keys): the length of the leading run of "
-        "keys that exist, counted in pages.",
+        "batch_exists returns a count n with 0 <= n <= len(keys): the length of the leading run of keys that "
+        "exist, counted in pages. The count is an int or any value a slice takes as an index (a bool, numpy's "
+        "integers; never a float or numpy's bool): the engine cuts the key list with it and multiplies it by the "
+        "page size, nothing more.",
         "Backends that counted component objects (K and V halves) reported 2N hits and made the "
         "engine read pages that were never written.",
         "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_exists; "
@@ -264,7 +266,7 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-3",
         "core",
         "backend",
-        "batch_exists has no side effects, and an empty key list gives 0.",
+        "batch_exists has no side effects, and an empty key list gives the count 0 (BE-2).",
         "The hit query runs for every request, may run again for the same request (retries, the "
         "PD-decode probe before the prefetch) and gets an empty list when the extra config's "
         "prefetch_threshold is 0 and a span is shorter than a page.",

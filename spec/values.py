@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Final, Optional, TypeGuard
 
 __all__ = ["BEST_EFFORT", "PREFETCH_POLICIES", "TIMEOUT", "WAIT_COMPLETE", "is_count"]
@@ -19,17 +20,23 @@ PREFETCH_POLICIES = (BEST_EFFORT, WAIT_COMPLETE, TIMEOUT)
 def is_count(value: Any, minimum: int = 0, maximum: Optional[int] = None, *, exact: bool = True) -> TypeGuard[int]:
     """Whether ``value`` is an ``int`` itself (no bool, no subclass, no float) within ``[minimum, maximum]``.
 
-    ``exact=False`` lets an ``int`` subclass (an ``IntEnum``) count too, never
-    a bool: how a count a backend returns is read, since SGLang only does
-    arithmetic with it; ``exact=True`` is how the project's own inputs are
-    checked.
+    ``exact=False`` is how a count a backend returns is read: any value a
+    slice takes as an index (``operator.index``: a bool, an ``IntEnum``,
+    numpy's integers, never a float or numpy's bool) counts as that index,
+    since SGLang only cuts the key list with it and does arithmetic with
+    it. ``exact=True`` is how the project's own inputs are checked.
 
     pre: maximum is None or minimum <= maximum
-    post: not __return__ or (isinstance(value, int) and not isinstance(value, bool) and value >= minimum)
+    post: not __return__ or operator.index(value) >= minimum
     post: not (__return__ and exact) or type(value) is int
     """
     if exact:
-        kind_ok = type(value) is int
+        if type(value) is not int:
+            return False
+        number = value
     else:
-        kind_ok = isinstance(value, int) and not isinstance(value, bool)
-    return kind_ok and value >= minimum and (maximum is None or value <= maximum)
+        try:
+            number = operator.index(value)
+        except TypeError:
+            return False
+    return number >= minimum and (maximum is None or number <= maximum)

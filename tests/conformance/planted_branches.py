@@ -15,6 +15,7 @@ import time
 from types import SimpleNamespace
 from typing import Any, Iterator, Optional
 
+import numpy
 import torch
 
 from hicache_contracts.models import PoolTransferResult
@@ -1529,14 +1530,33 @@ class KvRunCacheOutlivesClear(SidecarRunCacheOutlivesClear):
         return pool == "kv"
 
 
+class EmptyLookupAnsweredWithAnEmptyList(CorrectBackend):
+    """batch_exists answers an empty key list with an empty list (one flag per key, as for a v1 read) where the count
+    0 is asked for (BE-3): SGLang cuts the key list with the count and multiplies it by the page size. Every lookup of
+    one key or more counts its leading run."""
+
+    def batch_exists(self, keys, extra_info=None):
+        if not keys:
+            return []
+        return super().batch_exists(keys, extra_info)
+
+
 class EmptyLookupAnsweredWithFalse(CorrectBackend):
-    """batch_exists answers an empty key list with False ("nothing there"), a bool where the count 0 is asked for
-    (BE-3; BE-2: a count is an int, never a bool). Every lookup of one key or more counts its leading run."""
+    """Correct: batch_exists answers an empty key list with False, which SGLang reads as the count 0 (it only cuts the
+    key list with the count and does arithmetic with it, BE-2)."""
 
     def batch_exists(self, keys, extra_info=None):
         if not keys:
             return False
         return super().batch_exists(keys, extra_info)
+
+
+class CountsWithNumpyIntegers(CorrectBackend):
+    """Correct: batch_exists returns its count as a numpy integer (a vector library's sum), which SGLang cuts the key
+    list with and multiplies as it does an int (BE-2)."""
+
+    def batch_exists(self, keys, extra_info=None):
+        return numpy.int64(super().batch_exists(keys, extra_info))
 
 
 class SidecarRunReadJoinsItsPages(RunReadJoinsItsPages):
@@ -2206,6 +2226,8 @@ CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("v1-refusing-v2-pools", RefusesV2Pools, dict(levels=WITHOUT_V2)),
     ("write-once", KeepsTheFirstWrite, {}),
     ("hex-only-keys", HexOnlyKeys, {}),
+    ("empty-lookup-answered-with-false", EmptyLookupAnsweredWithFalse, {}),
+    ("counts-with-numpy-integers", CountsWithNumpyIntegers, {}),
     ("refuses-a-derived-swa-pool", RefusesADerivedSwaPool, {}),
     ("mla-v1-refusing-v2-pools", RefusesV2Pools, dict(kind="mla", levels=WITHOUT_V2)),
     ("second-pool-left-to-the-v2-hook", LeavesASecondPoolToTheV2Hook, {}),

@@ -16,6 +16,7 @@ entry, read as a list.
 from __future__ import annotations
 
 import hashlib
+import operator  # noqa: F401 (the contracts name it)
 from typing import Any, Optional
 
 from hicache_spec import compute_page_words, count_leading_run
@@ -552,7 +553,7 @@ def is_count_accepting_bool(value: Any, minimum: int = 0, maximum: Optional[int]
     plants: is_count
     pre: maximum is None or minimum <= maximum
     pre: type(value) in (int, bool)
-    post: not __return__ or (isinstance(value, int) and not isinstance(value, bool) and value >= minimum)
+    post: not __return__ or operator.index(value) >= minimum
     post: not (__return__ and exact) or type(value) is int
     """
     return isinstance(value, int) and value >= minimum and (maximum is None or value <= maximum)

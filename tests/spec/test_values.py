@@ -1,8 +1,11 @@
-"""``is_count``: the one count rule (an int itself, or with ``exact=False`` any int but a bool, within bounds)."""
+"""``is_count``: the one count rule (an int itself, or with ``exact=False`` anything a slice takes as an index, within
+bounds)."""
 
 from __future__ import annotations
 
 import enum
+
+import numpy
 
 import pytest
 from hypothesis import given
@@ -24,10 +27,22 @@ def test_what_is_not_an_int_itself_is_refused(value) -> None:
     assert not is_count(value)
 
 
-@pytest.mark.parametrize("value", [True, False, 1.0, "1", None])
-def test_a_returned_count_may_be_an_int_subclass_but_never_a_bool(value) -> None:
+@pytest.mark.parametrize("value", [1.0, "1", numpy.True_, numpy.float64(1.0)])
+def test_a_returned_count_is_refused_when_a_slice_would_refuse_it(value) -> None:
     assert not is_count(value, exact=False)
-    assert is_count(Small.ONE, exact=False) and not is_count(Small.ONE, 2, exact=False)
+    with pytest.raises(TypeError):
+        ["a", "b"][:value]  # SGLang cuts the key list with the count
+
+
+def test_no_count_is_not_a_count() -> None:
+    assert not is_count(None, exact=False)
+
+
+@pytest.mark.parametrize("value", [True, Small.ONE, numpy.int64(1), numpy.int32(1)])
+def test_a_returned_count_is_read_as_the_index_a_slice_takes(value) -> None:
+    assert is_count(value, exact=False) and is_count(value, 1, 1, exact=False)
+    assert not is_count(value, 2, exact=False) and not is_count(value, 0, 0, exact=False)
+    assert ["a", "b"][:value] == ["a"]
 
 
 def test_the_loose_check_lets_a_bool_and_an_int_enum_through() -> None:

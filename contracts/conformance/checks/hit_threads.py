@@ -33,13 +33,13 @@ WRITES = 4
 
 
 def _kv_hits(suite: SuiteContext, instance: Instance, keys: list[str]) -> int:
-    """``batch_exists_v2(keys, None, None).kv_hit_pages``; fail BE-21 unless it is an int in [0, len(keys)]."""
+    """``batch_exists_v2(keys, None, None).kv_hit_pages``; fail BE-21 unless it is a count in [0, len(keys)] (``is_count``, loose)."""
     result = suite.calls.call("BE-30", instance.backend.batch_exists_v2, list(keys), None, None)
     hits = getattr(result, "kv_hit_pages", None)
     if not is_count(hits, 0, len(keys), exact=False):
         fail(
             "BE-21",
-            f"batch_exists_v2 must return a result whose kv_hit_pages is an int in [0, {len(keys)}], got {hits!r}",
+            f"batch_exists_v2 must return a result whose kv_hit_pages is a count in [0, {len(keys)}], got {hits!r}",
             f"batch_exists_v2({suite.names.show(keys)}, None, None) -> {suite.names.show(result)}",
         )
     return hits

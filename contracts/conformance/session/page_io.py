@@ -229,12 +229,13 @@ class PageIO:
         }
 
     def count(self, instance: Instance, keys: Sequence[str], info: Any = None, *, clause_id: str = "BE-2") -> int:
-        """Return ``batch_exists(keys, info)``; fail BE-2 unless it is an int in [0, len(keys)]."""
+        """Return ``batch_exists(keys, info)``; fail BE-2 unless it is a count in [0, len(keys)] (``is_count``, loose)."""
         raw = self.calls.call(clause_id, instance.backend.batch_exists, list(keys), info)
         if not is_count(raw, 0, len(keys), exact=False):
             fail(
                 "BE-2",
-                f"batch_exists must return an int n with 0 <= n <= len(keys) = {len(keys)}, got {raw!r}",
+                f"batch_exists must return a count n (an int, or a value a slice takes as an index) with "
+                f"0 <= n <= len(keys) = {len(keys)}, got {raw!r}",
                 f"batch_exists({self.names.show(list(keys))}) -> {raw!r}",
             )
         return raw
