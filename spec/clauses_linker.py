@@ -100,16 +100,20 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "LNK-7",
         "linker",
         "backend",
-        "lookup(rid, transfers) returns, among 1..len(the KV transfer's keys), exactly the prefix lengths "
-        "every pool can restore by its hit policy (ALL_PAGES: every page before the length; TRAILING_PAGES: "
-        "the window of len(its keys) pages ending at the length; BLOCK_GROUPS: never gates), counting a "
-        "page once it is stored whole (LNK-8); order and repeats carry no meaning and other values are "
-        "ignored.",
+        "lookup(rid, transfers) returns, among 1..len(the KV transfer's keys), exactly the prefix lengths every "
+        "pool can restore by its hit policy (ALL_PAGES: every page before the length; TRAILING_PAGES: the pages "
+        "of the window of len(its keys) pages ending at the length that lie in the tail, pages max(0, L - "
+        "len(keys))..L-1; BLOCK_GROUPS, defined from 0.5.22 and never sent to a linker: never gates), counting a "
+        "page once it is stored whole (LNK-8); order and repeats carry no meaning and other values are ignored.",
         "The wrapper marks each listed length in a mask and intersects the masks across ranks; a listed "
         "length a pool cannot restore loads a prefix without its trailing state, and an omitted one is a "
         "lost hit on every rank.",
-        _ABC.format("0.5.20+") + ".lookup; " + _WRAPPER.format("0.5.20+") + "._sync_restorable_prefix; "
-        "sglang 0.5.23 mem_cache/hicache_storage.py PoolTransferResult.restorable_prefix_pages",
+        "sglang 0.5.20+ mem_cache/unified_cache/unified_cache_linker.py UnifiedCacheLinker.lookup; sglang 0.5.20+"
+        " mem_cache/unified_cache/unified_cache_linker.py UnifiedCacheLinkerWrapper._sync_restorable_prefix; "
+        "sglang 0.5.20+ mem_cache/hicache_storage.py PoolTransferResult.restorable_prefix_pages; the in-tree "
+        "linkers that compute the set: sglang 0.5.20+ mem_cache/storage/mooncake_store/mooncake_store.py "
+        "MooncakeStore.batch_exists_v2, mem_cache/storage/umbp/umbp_direct_linker.py "
+        "UMBPDirectLinker._apply_hit_policy",
     ),
     C(
         "LNK-8",
