@@ -28,9 +28,11 @@ from the first entry that is not a confirmed success on (CTL-11):
 
 - ``confirmed_pages(result, count)``: a v1 result must be a ``list`` of
   exactly ``count`` entries; the pages counted are the leading run of
-  entries that are ``True`` itself (so ``1``, ``"yes"`` or ``None`` stop it);
-- ``confirmed_exists(result, count)``: ``batch_exists`` must give an ``int``
-  (not a ``bool``) in ``[0, count]``, else 0;
+  entries that are a true flag, ``True`` or numpy's (so ``1``, ``"yes"`` or
+  ``None`` stop it);
+- ``confirmed_exists(result, count)``: ``batch_exists`` must give a count in
+  ``[0, count]`` as SGLang reads one (an int, a bool, numpy's integers),
+  else 0;
 - ``confirmed_pool_pages(result, name, count)``: a v2 result must be a
   mapping with an entry for the pool (by value or enum member) that passes
   ``confirmed_pages``; a missing pool is 0 (HYB-4);
@@ -289,13 +291,13 @@ def confirmed_pages(result: Any, count: int) -> int:
     """Return how many leading pages a v1-style result confirms. Clauses: CTL-11, BE-14.
 
     Anything but a list of exactly ``count`` entries confirms nothing; within
-    such a list, counting stops at the first entry that is not ``True``.
+    such a list, counting stops at the first entry that is not a true flag.
     """
     return spec_confirmed_pages(result, count)
 
 
 def confirmed_exists(result: Any, count: int) -> int:
-    """Return the hit a ``batch_exists`` result confirms: an int in [0, count], else 0. Clauses: CTL-11, BE-2."""
+    """Return the hit a ``batch_exists`` result confirms: a count in [0, count], else 0. Clauses: CTL-11, BE-2."""
     return confirmed_hit(result, count)
 
 

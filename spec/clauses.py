@@ -150,8 +150,9 @@ CLAUSES: tuple[Clause, ...] = (
         "prefix",
         "engine",
         "An empty prefix [] accumulates like any list, and a list is never turned into None.",
-        "SGLang releases extended the prefix only when it was non-empty, so [] never grew and "
-        "backends saw [] for every batch; collapsing [] to None switches the feature off silently.",
+        "0.5.20 extended the prefix only when it was non-empty, so [] never grew and backends saw [] for every "
+        "batch; the hybrid hit query and the pipeline ticket of every release turn [] into None (DIV-1, DIV-2); "
+        "collapsing [] to None switches the feature off silently.",
         "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
         "batch_hashes per batch); mem_cache/hybrid_cache/hybrid_cache_controller.py _storage_hit_query, "
         "submit_prefetch (DIV-1, DIV-2); the rule where releases differ is the spec's (docs/divergences.md)",
@@ -239,8 +240,9 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-1",
         "core",
         "backend",
-        "A backend accepts an extra_config holding keys it does not know, and one that is None (the type allows "
-        "None; no pinned release passes it, so that half is the project's hardening rule).",
+        "A backend accepts an extra_config holding keys it does not know, and one that is None when it needs no "
+        "configuration (read as {}; the type allows None and no pinned release passes it, so that half is the "
+        "project's hardening rule).",
         "The engine passes its loading keys (backend_name, module_path, class_name) and other vendors' keys "
         "through the same object; the controller turns a missing extra config into {}.",
         "sglang mem_cache/storage/backend_factory.py StorageBackendFactory._create_dynamic_backend "
@@ -611,8 +613,10 @@ CLAUSES: tuple[Clause, ...] = (
         "NS-1",
         "namespacing",
         "backend",
-        "Two instances that differ only in tp_rank (same tp_size) never see each other's pages, "
-        "unless KV is replicated (NS-5).",
+        "Two instances that differ only in tp_rank (same tp_size) never see each other's pages of a pool sharded "
+        "by TP rank: every pool without is_mla_model, and beside MLA KV the pools still sharded (Mamba state, an "
+        "MHA draft or draft-SWA pool); the pages of pools every TP rank holds whole (MLA KV and what derives from"
+        " it) are shared instead (NS-5).",
         "Each TP rank holds a different shard of the heads; reading another rank's shard is silent corruption.",
         "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.tp_rank, HiCacheFile.__init__ (the TP rank in "
         "the key suffix), _get_suffixed_key (Mamba state under MLA without it: DIV-29)",
@@ -866,10 +870,18 @@ CLAUSES: tuple[Clause, ...] = (
         "controller",
         "engine",
         "A backend that raises, returns None, returns the wrong number of results or misses its deadline never "
-        "kills a controller thread and never has a page counted as loaded that it did not confirm; such a result "
-        "counts as a failure at or before that page (SGLang fails the whole slice).",
-        "Storage is outside the engine's control; the engine must degrade to recomputation, not to garbage or a hang.",
-        "sglang managers/cache_controller.py prefetch_io_aux_func, backup_thread_func, _page_transfer; "
+        "kills a controller thread (nor the scheduler thread that makes the PD-decode hit probe) and never has a "
+        "page counted as loaded that it did not confirm: a read confirms the leading run of its entries that are "
+        "a true flag (True, numpy's included) in a result of exactly len(keys) entries, a hit query a count as "
+        "BE-2 reads one, and a pool a v2 result leaves out confirms none of its pages; anything else counts as a "
+        "failure at or before that page (SGLang fails the whole slice on a raise).",
+        "Storage is outside the engine's control; the engine must degrade to recomputation, not to garbage or a "
+        "hang. Released SGLang reads a result more leniently (entries by truth with no length check, a KV-derived"
+        " pool left out lowering nothing): the divergences record it, and the reading above is the project's "
+        "(hicache_spec.confirmation, which the reference controller counts by and the trace checker judges by).",
+        "sglang managers/cache_controller.py prefetch_io_aux_func, backup_thread_func, _page_transfer, "
+        "_page_get_zero_copy, _page_transfer_kv_batch; mem_cache/unified_radix_cache.py "
+        "UnifiedRadixCache.query_storage_hit_length (the PD-decode probe, on the scheduler thread); "
         "disaggregation/decode_kvcache_offload_manager.py DecodeKVCacheOffloadManager (a plain HiCacheController "
         "backs up the decode offload); a bug class of SGLang's controller (#38428)",
     ),
@@ -942,8 +954,8 @@ CLAUSES: tuple[Clause, ...] = (
         "engine",
         "A KV-derived sidecar (indices_from_pool=KV) is read in the same slice as the KV pages it derives from, "
         "and the slice's loaded count is the minimum of the KV count and each KV-derived pool's count in the "
-        "result (a pool the result leaves out does not lower it; a backend answers every pool it is asked, "
-        "BE-19).",
+        "result; a pool the result leaves out confirms none of its pages (CTL-11; a backend answers every pool it"
+        " is asked, BE-19; SGLang lowers nothing for it: DIV-116).",
         "A KV page without its derived sidecar is unusable.",
         "sglang managers/cache_controller.py HiCacheController._page_transfer, _page_transfer_kv_batch; "
         "mem_cache/hicache_storage.py PoolTransfer.indices_from_pool, count_pool_hits",
@@ -1079,13 +1091,14 @@ CLAUSES: tuple[Clause, ...] = (
         "RANK-3",
         "ranks",
         "engine",
-        "Every rank emits the same acks per operation - one per slice, one sidecar ack when the "
-        "operation has pool transfers, one final ack - and each progress and sidecar ack is "
-        "all-reduced with MIN (the final ack carries no count to reduce).",
+        "Every rank emits the same acks per operation - one per slice, one sidecar ack when the operation's pool "
+        "transfers are not None, one final ack - and each progress and sidecar ack is all-reduced with MIN (the "
+        "final ack carries no count to reduce).",
         "A mismatched count leaves a collective waiting forever.",
-        "sglang managers/cache_controller.py prefetch_io_aux_func (emits), prefetch_sync_thread_func, "
-        "_reduce_prefetch_ack (reduces); mem_cache/hybrid_cache/hybrid_cache_controller.py "
-        "_reduce_prefetch_ack, _page_transfer_sidecar",
+        "sglang managers/cache_controller.py _page_transfer (one ack per slice), prefetch_io_aux_func (the final "
+        "ack), prefetch_sync_thread_func, _reduce_prefetch_ack (reduces); "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_sidecar (the sidecar ack), "
+        "_reduce_prefetch_ack",
     ),
     C(
         "RANK-4",

@@ -176,8 +176,10 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "its keys for that pool, byte for byte, and writes no other slot.",
         "Loaded slots are private to the request; a byte wrong or a neighbouring slot overwritten corrupts "
         "another request's KV.",
-        _ABC.format("0.5.20+") + ".load; sglang 0.5.23 mem_cache/unified_cache/components/full.py "
-        "build_external_linker_transfer (device_indices per phase)",
+        "sglang 0.5.20+ mem_cache/unified_cache/unified_cache_linker.py UnifiedCacheLinker.load; sglang 0.5.20+ "
+        "mem_cache/unified_cache/components/full.py and swa.py build_external_linker_transfer (device_indices per"
+        " phase), 0.5.23 components/mamba.py (one state slot for the last key); the in-tree linkers that write "
+        "them: storage/mooncake_store/mooncake_direct_linker.py, storage/umbp/umbp_direct_linker.py",
     ),
     C(
         "LNK-13",

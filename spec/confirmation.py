@@ -3,11 +3,14 @@
 A page counts as loaded (or written) only when the backend confirmed it:
 
 - a v1 read or write result (``batch_get_v1``, ``batch_set_v1``, one pool's
-  entry of a v2 result) confirms its leading run of entries that are ``True``
-  itself, and only when it is a list of exactly ``count`` entries (BE-14);
-  ``1``, ``"yes"``, ``None`` or a wrong length confirm nothing from there on;
-- a ``batch_exists`` result confirms an ``int`` (not a ``bool``) in
-  ``[0, count]``; anything else confirms 0.
+  entry of a v2 result) confirms its leading run of entries that are a true
+  flag (``True``, numpy's included: ``is_flag``), and only when it is a list
+  of exactly ``count`` entries (BE-14); ``1``, ``"yes"``, ``None`` or a wrong
+  length confirm nothing from there on (SGLang reads more leniently: the
+  divergences on CTL-11);
+- a ``batch_exists`` result confirms a count in ``[0, count]`` as SGLang
+  reads one (``is_count`` loose: an int, a bool, numpy's integers, BE-2);
+  anything else confirms 0.
 
 ``hicache_reference.calls`` counts by these functions; so does
 ``hicache_contracts.engine.check_trace``. A recorded trace may hold a tuple
@@ -17,9 +20,11 @@ where the engine received a list (the recorder's snapshot) — pass
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from hicache_spec.batching import count_leading_run
+from hicache_spec.values import is_count, is_flag
 
 __all__ = ["confirmed_hit", "confirmed_pages"]
 
@@ -34,14 +39,16 @@ def confirmed_pages(result: Any, count: int, *, snapshot: bool = False) -> int:
     kinds = (list, tuple) if snapshot else (list,)
     if type(result) not in kinds or len(result) != count:
         return 0
-    return count_leading_run(tuple(entry is True for entry in result))
+    return count_leading_run(tuple(is_flag(entry) and bool(entry) for entry in result))
 
 
 def confirmed_hit(result: Any, count: int) -> int:
-    """Return the hit a ``batch_exists`` result confirms: an int in [0, count], else 0. Clauses: CTL-11, BE-2.
+    """Return the hit a ``batch_exists`` result confirms: a count in [0, count] (``is_count`` loose), else 0. Clauses:
+    CTL-11, BE-2.
 
     post: 0 <= __return__ <= max(count, 0)
+    post: type(__return__) is int
     """
-    if type(result) is int and 0 <= result <= count:
-        return result
+    if count >= 0 and is_count(result, 0, count, exact=False):
+        return operator.index(result)
     return 0

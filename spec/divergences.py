@@ -333,9 +333,10 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "NS-1",
         "mem_cache/hicache_storage.py",
         "HiCacheFile._get_suffixed_key",
-        "With is_mla_model every key gets the suffix without the TP rank, Mamba state's included, so the Mamba "
-        "state every TP rank writes under one key (HybridCacheController.should_backup) lands in one file, the "
-        "last rank's replacing the others'.",
+        "With is_mla_model every key gets the suffix without the TP rank, Mamba state's and an MHA draft or "
+        "draft-SWA pool's included, so the Mamba state every TP rank writes under one key "
+        "(HybridCacheController.should_backup) lands in one file, the last rank's replacing the others', and "
+        "every rank reads the writer's shard of a draft pool.",
         r"(?s)\A(?!.*MAMBA).*return key \+ self\.config_suffix",
     ),
     D(
@@ -989,8 +990,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "BE-19",
         "mem_cache/storage/npu_memcache/npu_memcache_store.py",
         "NpuMemcacheStore._get_hybrid_page_component_keys",
-        "Any sidecar pool but the indexer, Mamba and draft pools (SWA, the DeepSeek-V4 pools) is accepted at "
-        "registration and then makes batch_exists_v2, batch_get_v2 and batch_set_v2 raise instead of answering.",
+        "Any sidecar pool but the indexer, Mamba and DRAFT pools (SWA, DRAFT_SWA, the DeepSeek-V4 pools) is "
+        "accepted at registration and then makes batch_exists_v2, batch_get_v2 and batch_set_v2 raise instead of "
+        "answering.",
         r'else:\s+raise ValueError\(f"Unsupported hybrid pool for batch v2 I/O: \{name\}"\)',
     ),
     D(
@@ -1077,7 +1079,8 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "mem_cache/storage/hf3fs/storage_hf3fs.py",
         "HiCacheHF3FS._pool_batch_set",
         "Under is_mla_model every TP rank uses rank 0's namespace and a sidecar key without the TP rank, so every"
-        " rank's Mamba shard goes to one key (the first write wins) and every rank restores that shard.",
+        " rank's Mamba shard goes to one key (the first write wins) and every rank restores that shard, as it "
+        "restores the writer's shard of an MHA draft or draft-SWA pool.",
         r'component_keys = \[f"\{key\}_\{pool_name\}" for key in keys\]',
     ),
     D(
@@ -1227,6 +1230,84 @@ DIVERGENCES: tuple[Divergence, ...] = (
         " done, while a batch whose plans differ across ranks is reported by the load thread as soon as it lands,"
         " so a later batch can be reported before an earlier one, differently on each rank.",
         r"self\.broadcast_events\[0\]\[0\]\.query\(\)",
+    ),
+    D(
+        "DIV-115",
+        "0.5.20+",
+        "CTL-11",
+        "managers/cache_controller.py",
+        "HiCacheController._page_get_zero_copy",
+        "A v1 read's result is read entry by entry, by truth, up to len(keys), and its length is never checked: a"
+        " list longer than the keys, or entries such as 1, count as pages loaded, and a list too short counts its"
+        " leading run when a False comes before its end (one that runs out raises, a failed slice from 0.5.22).",
+        r"if not results\[i\]:",
+    ),
+    D(
+        "DIV-116",
+        "0.5.20+",
+        "CTL-11",
+        "managers/cache_controller.py",
+        "HiCacheController._page_transfer_kv_batch",
+        "A slice's loaded count is the minimum of the KV count and the counts of the pools the batch_get_v2 "
+        "result holds (count_pool_hits), so a KV-derived pool the result leaves out lowers nothing: its pages "
+        "count as loaded unread.",
+        r"sidecar_hits = count_pool_hits\(sidecar_results\)[\s\S]*return min\(\[kv_hits, \*sidecar_hits\.values\(\)\]\)",
+    ),
+    D(
+        "DIV-117",
+        "0.5.23",
+        "CTL-11",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+        "HybridCacheController._sync_prefetch_hit_query",
+        "With a TRAILING_PAGES pool the backend's restorable_prefix_pages is iterated and compared unchecked, "
+        "outside the hit query's try: a value that is not a list of ints (an int, floats, strings) raises "
+        "TypeError and ends the hit-query thread (or the pipeline ticket thread) while the other ranks wait in "
+        "the MIN.",
+        r"for page in pages:\s*\n\s*if 0 < page <= storage_hit_count // self\.page_size:",
+    ),
+    D(
+        "DIV-118",
+        "0.5.20+",
+        "CTL-11",
+        "mem_cache/unified_radix_cache.py",
+        "UnifiedRadixCache.query_storage_hit_length",
+        "The PD-decode probe's hit query runs on the decode scheduler thread with nothing catching it (the decode"
+        " queue's prefix match calls it outside any try): a batch_exists or batch_exists_v2 that raises, or a hit"
+        " of None, ends the decode scheduler.",
+        r"(?s)\A(?!.*except).*self\.cache_controller\._storage_hit_query\(operation\)",
+    ),
+    D(
+        "DIV-119",
+        "0.5.20+",
+        "BE-19",
+        "mem_cache/storage/umbp/umbp_store.py",
+        "UMBPStore._get_hybrid_page_component_keys",
+        "With is_mla_model an MHA DRAFT or DRAFT_SWA pool (a host pool without components) is named with one "
+        "object per page while its host pool gives a K and a V buffer per page, so batch_get_v2 and batch_set_v2 "
+        "raise ValueError (a buffer-meta mismatch) instead of answering each page.",
+        r'elif self\.is_mla_backend:\s*\n\s*suffixes = \[f"_\{mla_suffix\}_\{pool_name\}"\]\s*\n\s*elif getattr\(host_pool, "v_buffer", None\) is not None:',
+        suite_meets=False,
+    ),
+    D(
+        "DIV-120",
+        "0.5.23",
+        "NS-1",
+        "mem_cache/storage/seaweedfs/seaweedfs_store.py",
+        "SeaweedFSStore._component_key",
+        "Only Mamba state gets the TP rank tag under is_mla_model: a TP-sharded MHA draft or draft-SWA pool "
+        "beside MLA KV is one object for every TP rank, each reading the writer's shard.",
+        r'return f"\{key\}\.\{name\}\{self\._mamba_rank_tag\}"\s*\n\s*return f"\{key\}\.\{name\}"',
+        suite_meets=False,
+    ),
+    D(
+        "DIV-121",
+        "0.5.20+",
+        "NS-5",
+        "mem_cache/storage/sim_storage.py",
+        "SimHiCacheStorage.__init__",
+        "Keys are kept in the instance (one per rank process), so with is_mla_model and TP above 1 a rank other "
+        "than the storage writer never sees the writer's pages and the MIN-reduced hit is always 0.",
+        r"self\._keys: set\[str\] = set\(\)",
     ),
 )
 """Every recorded divergence, oldest release first within a clause."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Final, Optional, TypeGuard
 
-__all__ = ["BEST_EFFORT", "PREFETCH_POLICIES", "TIMEOUT", "WAIT_COMPLETE", "is_count"]
+__all__ = ["BEST_EFFORT", "PREFETCH_POLICIES", "TIMEOUT", "WAIT_COMPLETE", "is_count", "is_flag"]
 
 BEST_EFFORT: Final = "best_effort"
 """Prefetch policy: load what arrives until the scheduler asks to stop (CTL-9; the default)."""
@@ -36,7 +36,18 @@ def is_count(value: Any, minimum: int = 0, maximum: Optional[int] = None, *, exa
         number = value
     else:
         try:
-            number = operator.index(value)
+            operator.index(value)
         except TypeError:
             return False
-    return number >= minimum and (maximum is None or number <= maximum)
+        number = value  # compared as it is, as SGLang compares it (an int subclass's own comparisons run)
+    return bool(number >= minimum and (maximum is None or number <= maximum))
+
+
+def is_flag(value: Any) -> bool:
+    """Whether ``value`` is a success flag as a backend may return one: a ``bool``, or numpy's bool (``numpy.bool_``
+    before numpy 2, ``numpy.bool`` from it), never an int or another truthy value (BE-14).
+
+    post: __return__ == (type(value) is bool or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_")))
+    """
+    kind = type(value)
+    return kind is bool or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))

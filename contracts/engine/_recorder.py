@@ -139,7 +139,9 @@ _PLAIN_TYPES = (bool, int, float, str, type(None))
 
 
 def _summarize_plain(result: Any) -> Any:
-    return result if isinstance(result, _PLAIN_TYPES) else None
+    kind = type(result)
+    numpy_scalar = kind.__module__ == "numpy" and kind.__name__ != "ndarray"  # immutable: numpy's bools and integers
+    return result if isinstance(result, _PLAIN_TYPES) or numpy_scalar else None
 
 
 _SUMMARIES: dict[str, Callable[[Any], Any]] = {
@@ -151,7 +153,8 @@ _SUMMARIES: dict[str, Callable[[Any], Any]] = {
     "batch_get": _summarize_get,
     "get": lambda result: result is not None,
 }
-"""How each method's result is summarized; any other method keeps a plain value (bool, int, float, str, None)."""
+"""How each method's result is summarized; any other method keeps a plain value (bool, int, float, str, None, a
+numpy scalar)."""
 
 
 _KEYS_LIST, _KEY_ONE = 1, 2

@@ -201,9 +201,12 @@ class TraceCall(_TraceModel, CallView):
 
 
 def _jsonable(value: Any) -> Any:
-    """Return ``value`` with tuples as lists and only JSON types; anything else becomes its repr."""
+    """Return ``value`` with tuples as lists and only JSON types (a numpy scalar as its Python value, which the rules
+    read alike: ``is_flag``, ``is_count``); anything else becomes its repr."""
     if isinstance(value, (bool, int, float, str, type(None))):
         return value
+    if type(value).__module__ == "numpy" and type(value).__name__ != "ndarray" and hasattr(value, "item"):
+        return _jsonable(value.item())
     if isinstance(value, (list, tuple)):
         return [_jsonable(item) for item in value]
     if isinstance(value, dict):

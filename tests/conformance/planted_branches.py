@@ -1559,6 +1559,20 @@ class CountsWithNumpyIntegers(CorrectBackend):
         return numpy.int64(super().batch_exists(keys, extra_info))
 
 
+class FlagsAsNumpyBools(CorrectBackend):
+    """Correct: every read and write flag, v1 and v2 (and the legacy write's one), is numpy's bool (a vector library's
+    comparison), which SGLang tests by its truth as it does a bool (BE-14, BE-19)."""
+
+    def read_pages(self, pool, keys, host_indices):
+        return [numpy.bool_(flag) for flag in super().read_pages(pool, keys, host_indices)]
+
+    def write_pages(self, pool, keys, host_indices):
+        return [numpy.bool_(flag) for flag in super().write_pages(pool, keys, host_indices)]
+
+    def batch_set(self, keys, values=None, target_locations=None, target_sizes=None):
+        return numpy.bool_(super().batch_set(keys, values, target_locations, target_sizes))
+
+
 class SidecarRunReadJoinsItsPages(RunReadJoinsItsPages):
     """The sidecar twin of ``RunReadJoinsItsPages``: a sidecar read (a KV-derived indexer read included) whose host
     pages form one run joins the fetched objects' bytes, and a missing page makes the join raise TypeError (BE-4)."""
@@ -2228,6 +2242,7 @@ CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("hex-only-keys", HexOnlyKeys, {}),
     ("empty-lookup-answered-with-false", EmptyLookupAnsweredWithFalse, {}),
     ("counts-with-numpy-integers", CountsWithNumpyIntegers, {}),
+    ("flags-as-numpy-bools", FlagsAsNumpyBools, {}),
     ("refuses-a-derived-swa-pool", RefusesADerivedSwaPool, {}),
     ("mla-v1-refusing-v2-pools", RefusesV2Pools, dict(kind="mla", levels=WITHOUT_V2)),
     ("second-pool-left-to-the-v2-hook", LeavesASecondPoolToTheV2Hook, {}),

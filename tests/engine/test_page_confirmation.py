@@ -5,19 +5,23 @@ Scenario: results a backend may give for a v1 read or a hit query —
 reference controller's validators and by the checker; a hand-written trace
 whose read returned ``[1, 1, 1, 1]`` with acks counting those pages; a
 planted controller that, like SGLang's ``_page_get_zero_copy``, counts any
-truthy entry, run over a backend that answers ``1`` for every page it read.
+truthy entry, run over a backend that answers ``1`` for every page it read;
+the reference controller over a backend answering with numpy's integers and
+bools (BE-2, BE-14 allow them), live and in a trace's JSON form.
 Expected: both count the same pages for every result; the checker names the
 trace and the planted controller for CTL-11; the reference controller over
-the same backend counts nothing and conforms.
+the ones backend counts nothing and conforms, over numpy's answers counts
+every page and conforms.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy
 import pytest
 
-from hicache_contracts.engine import RecordingBackend, check_operation, check_trace
+from hicache_contracts.engine import RecordingBackend, TraceCall, check_operation, check_trace
 from hicache_contracts.models import HiCacheStorageConfig
 from hicache_reference import CacheController
 from hicache_reference.calls import confirmed_exists, confirmed_pages
@@ -43,8 +47,24 @@ V1_RESULTS = [
     "TTTT",
     [None] * 4,
     [True, "yes", True, True],
+    [numpy.True_] * 4,
+    [True, True, numpy.False_, True],
 ]
-HIT_RESULTS = [0, 3, 4, 5, -1, True, False, 2.0, None, "4"]
+HIT_RESULTS = [  # each with the hit it confirms: the index SGLang's slice takes an in-range count as, else 0
+    (0, 0),
+    (3, 3),
+    (4, 4),
+    (5, 0),
+    (-1, 0),
+    (True, 1),
+    (False, 0),
+    (2.0, 0),
+    (None, 0),
+    ("4", 0),
+    (numpy.int64(3), 3),
+    (numpy.int64(5), 0),
+    (numpy.True_, 0),
+]
 
 
 @pytest.mark.clause("CTL-11")
@@ -54,14 +74,17 @@ def test_controller_and_checker_count_the_same_pages(result):
     assert counted == spec_confirmed_pages(result, 4)
     snapshot = tuple(result) if isinstance(result, list) else result  # what the recorder keeps
     assert spec_confirmed_pages(snapshot, 4, snapshot=True) == counted
-    assert (counted == 4) == (result == [True] * 4 and all(entry is True for entry in result))
+    flags = (True, numpy.True_)
+    assert (counted == 4) == (
+        isinstance(result, list) and len(result) == 4 and all(any(entry is flag for flag in flags) for entry in result)
+    )
 
 
 @pytest.mark.clause("CTL-11")
-@pytest.mark.parametrize("result", HIT_RESULTS, ids=repr)
-def test_controller_and_checker_take_the_same_hit(result):
+@pytest.mark.parametrize("result,expected", HIT_RESULTS, ids=repr)
+def test_controller_and_checker_take_the_same_hit(result, expected):
     assert confirmed_exists(result, 4) == confirmed_hit(result, 4)
-    assert confirmed_hit(result, 4) == (result if type(result) is int and 0 <= result <= 4 else 0)
+    assert confirmed_hit(result, 4) == expected
 
 
 @pytest.mark.clause("CTL-11")
@@ -109,10 +132,24 @@ class CountsTruthyEntries(PrefetchIO):
 CountsTruthyEntriesController = CacheController.with_parts(CountsTruthyEntries, name="CountsTruthyEntriesController")
 
 
-def _prefetch_over_ones(controller_class: type) -> tuple[Any, Any, Scenario]:
+def _numpy_backend(config: HiCacheStorageConfig, store: Any) -> Any:
+    class NumpyAnswersBackend(MemoryBackend):
+        """The memory backend with numpy's answers: its counts numpy integers and its flags numpy bools, which BE-2
+        and BE-14 allow."""
+
+        def batch_exists(self, keys, extra_info=None):
+            return numpy.int64(super().batch_exists(keys, extra_info))
+
+        def batch_get_v1(self, keys, host_indices, extra_info=None):
+            return [numpy.bool_(ok) for ok in super().batch_get_v1(keys, host_indices, extra_info)]
+
+    return NumpyAnswersBackend(config, {"store": store})
+
+
+def _prefetch_over_ones(controller_class: type, backend: Any = _ones_backend) -> tuple[Any, Any, Scenario]:
     scenario = Scenario("prefetch", 4, "anchor")
     config = HiCacheStorageConfig.single_rank()
-    recorder = RecordingBackend(_ones_backend(config, _filled_store(scenario)))
+    recorder = RecordingBackend(backend(config, _filled_store(scenario)))
     with controller_class(
         recorder,
         _host_pool(),
@@ -149,3 +186,28 @@ def test_controller_counting_truthy_entries_is_caught():
     assert operation.loaded_tokens == 4 * _host_pool().page_size  # the bug took effect
     report = _check(recorder, operation, scenario)
     assert "CTL-11" in report.violated, report.format_table()
+
+
+@pytest.mark.clause("CTL-11", "BE-2", "BE-14")
+def test_reference_controller_counts_numpys_answers_as_the_pages_they_confirm():
+    recorder, operation, scenario = _prefetch_over_ones(CacheController, _numpy_backend)
+    assert operation.loaded_tokens == len(scenario.chain) * _host_pool().page_size
+    report = _check(recorder, operation, scenario)
+    assert report.ok, report.format_table()
+
+
+@pytest.mark.clause("CTL-11")
+def test_numpys_answers_keep_their_values_in_a_traces_json_form():
+    recorder, operation, scenario = _prefetch_over_ones(CacheController, _numpy_backend)
+    calls = [TraceCall.from_recorded(call) for call in recorder.calls]
+    results = {call.method: call.result for call in calls if call.method in ("batch_exists", "batch_get_v1")}
+    assert results["batch_exists"] == len(scenario.chain) and type(results["batch_exists"]) is int
+    assert list(results["batch_get_v1"]) == [True] * len(results["batch_get_v1"])
+    report = check_trace(
+        calls,
+        chain=scenario.chain,
+        prefix_keys=scenario.prefix_keys,
+        page_size=_host_pool().page_size,
+        acks=operation.acks,
+    )
+    assert report.ok, report.format_table()

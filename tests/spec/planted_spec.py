@@ -559,6 +559,16 @@ def is_count_accepting_bool(value: Any, minimum: int = 0, maximum: Optional[int]
     return isinstance(value, int) and value >= minimum and (maximum is None or value <= maximum)
 
 
+def is_flag_accepting_ints(value: Any) -> bool:
+    """Take 0 and 1 for flags, as a truthiness test would: ``1`` passes as True.
+
+    plants: is_flag
+    pre: type(value) in (int, bool)
+    post: __return__ == (type(value) is bool or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_")))
+    """
+    return isinstance(value, int) and value in (0, 1)
+
+
 # writers
 
 

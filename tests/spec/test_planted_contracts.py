@@ -105,6 +105,7 @@ WITNESSES: dict[str, tuple] = {
     "is_prefetch_worth_it_strict": (256, 256),
     "compute_prefetch_timeout_caps_base_only": (1024, 1.0, 0.25, 1.0),
     "is_count_accepting_bool": (True,),
+    "is_flag_accepting_ints": (1,),
     "is_storage_writer_tp_rank_zero": (True, 1, 1),
     "writes_pool_writer_only": ("mamba", False),
     "compute_non_writer_backup_tokens_vacuous": ((), 1, 1),

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hicache_spec.values import is_count
+from hicache_spec.values import is_count, is_flag
 
 
 class Small(enum.IntEnum):
@@ -71,3 +71,13 @@ def test_the_bounds_oracle_refutes_an_exclusive_maximum() -> None:
         return type(value) is int and value >= minimum and (maximum is None or value < maximum)
 
     assert is_refuted(lambda case: check_bounds(exclusive, case), bounded_ints)
+
+
+@pytest.mark.parametrize("value", [True, False, numpy.True_, numpy.False_])
+def test_a_flag_is_a_bool_or_numpys(value) -> None:
+    assert is_flag(value)
+
+
+@pytest.mark.parametrize("value", [1, 0, None, "True", numpy.int64(1), 1.0, [True]])
+def test_a_truthy_value_that_is_no_bool_is_no_flag(value) -> None:
+    assert not is_flag(value)

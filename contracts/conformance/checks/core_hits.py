@@ -64,11 +64,6 @@ def misses_never_raise(missing: Sequence[str]) -> Iterator[None]:
         ) from cause
 
 
-def is_bool(value: Any) -> bool:
-    """Whether ``value`` is a bool (numpy's bool included)."""
-    return isinstance(value, bool) or type(value).__name__ == "bool_"
-
-
 # ---------------------------------------------------------------- KEY-2, BE-1
 @conformance_check("KEY-2")
 def distinct_keys_name_distinct_pages(suite: SuiteContext) -> None:

@@ -15,11 +15,11 @@ from hicache_spec.values import is_count
 from hicache_spec import STORAGE_BATCH_SIZE
 from hicache_spec.call_forms import ABSENT, EXTRA_INFO_FORMS, KEYWORD, POSITIONAL, extra_info_forms
 from hicache_spec.releases import SGLANG_RELEASES
+from hicache_spec.values import is_flag
 from hicache_contracts.conformance.checks.core_hits import (
     LONG_CHAIN_KEYS,
     LONG_CHAIN_STORED,
     UNKNOWN_OPTION,
-    is_bool,
     misses_never_raise,
 )
 from hicache_contracts.conformance.session.context import SuiteContext
@@ -259,7 +259,7 @@ def legacy_results_have_their_shapes(suite: SuiteContext) -> None:
     keys, missing = suite.names.new_keys(3), suite.names.new_keys(1)
     outcome = suite.calls.call("BE-9", backend.batch_set, keys, [suite.pages.page_for(item, pool) for item in keys])
     expect(
-        is_bool(outcome),
+        is_flag(outcome),
         "BE-9",
         f"batch_set returned {outcome!r}, not a bool",
         f"batch_set({suite.names.show(keys)}, values)",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 
 from hicache_spec import STORAGE_BATCH_SIZE
-from hicache_contracts.conformance.checks.core_hits import is_bool
+from hicache_spec.values import is_flag
 from hicache_contracts.conformance.session.context import SuiteContext
 from hicache_contracts.conformance.framework import conformance_check, expect, fail
 from hicache_contracts.conformance.session.pools import describe_page_difference, pages_equal
@@ -41,7 +41,7 @@ def v1_results_have_one_bool_per_key(suite: SuiteContext) -> None:
                 fail("BE-14", f"{method.__name__} returned a {type(raw).__name__}, not a list", shown)
             expect(len(raw) == size, "BE-14", f"{method.__name__} returned {len(raw)} results for {size} keys", shown)
             expect(
-                all(is_bool(item) for item in raw),
+                all(is_flag(item) for item in raw),
                 "BE-14",
                 f"{method.__name__} returned non-bool entries {[type(item).__name__ for item in raw][:4]}",
                 shown,

@@ -98,6 +98,7 @@ NOT_PLANTED = {
     "HexOnlyKeys",  # correct: SGLang sends only 64-character lowercase hex keys (KEY-2)
     "EmptyLookupAnsweredWithFalse",  # correct: SGLang reads a bool count as its int value (BE-2, BE-3)
     "CountsWithNumpyIntegers",  # correct: SGLang reads a numpy integer count as its int value (BE-2)
+    "FlagsAsNumpyBools",  # correct: SGLang tests a numpy bool flag by its truth (BE-14, BE-19)
     "CompactsHitsPastAMiss",  # correct: SGLang reads no entry of a v1 read after its first False (BE-15)
     "OneHitLandsInTheFirstSlot",
     "V1GetNamesItsInfoParameterInfo",  # correct: releases hand extra_info to the v1 calls positionally (BE-8)
