@@ -307,8 +307,13 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "engine",
         "The engine intersects the ranks' lookup results: it marks each reported length in 1..len(tail) in a 0/1 "
         "mask, takes a MIN all-reduce across the attention-CP and attention-TP groups (the TP group when neither "
-        "has more than one rank) and loads the largest length set on every rank (0: no hit).",
-        "A rank's set is sparse; reducing per-rank maxima picks a length some rank cannot restore.",
+        "has more than one rank) and loads the largest length set on every rank of those groups (0: no hit). The "
+        "stages of a pipeline are not reduced together: each stage loads what its own groups agreed (unlike the "
+        "HiCache hit, RANK-1).",
+        "A rank's set is sparse; reducing per-rank maxima picks a length some rank cannot restore. Every stage "
+        "schedules the same requests in the same order, so with more than one stage the stages' lookups must "
+        "agree by themselves: a length one stage can restore and another cannot (a write that failed on one "
+        "stage) may leave them loading different prefixes.",
         "sglang 0.5.20+ mem_cache/unified_cache/unified_cache_linker.py "
         "UnifiedCacheLinkerWrapper._sync_restorable_prefix; mem_cache/unified_radix_cache.py "
         "UnifiedRadixCache._all_reduce_attn_groups",
