@@ -284,8 +284,9 @@ CLAUSES: tuple[Clause, ...] = (
         "A missing key yields the call's miss (None from a batch_get entry, False from exists and a "
         "v1 or v2 entry, a batch_exists count that stops before it), never an exception.",
         "In 0.5.20-0.5.21 an exception kills the engine's IO thread and every later prefetch with it "
-        "(DIV-22..DIV-26); from 0.5.22 it is caught and the whole slice or query counts as missed, "
-        "losing the hits before the missing key.",
+        "(DIV-22..DIV-26), and the PD-decode offload's backup thread (DIV-45); from 0.5.22 the controller's "
+        "threads catch it and the whole slice or query counts as missed, losing the hits before the missing key; "
+        "the PD-decode probe, on the scheduler thread, never catches it (DIV-118).",
         "sglang mem_cache/hicache_storage.py HiCacheFile.get, _read_page; managers/cache_controller.py "
         "_generic_page_get, _page_get_zero_copy, _page_transfer, prefetch_thread_func; "
         "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._storage_hit_query",
@@ -324,18 +325,20 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-8",
         "core",
         "backend",
-        "Every method that takes extra_info accepts it in each form the release hands it to that "
-        "method (positionally to batch_exists, batch_exists_v2 and the v1 calls; by keyword to "
-        "batch_get_v2 and batch_set_v2, which 0.5.20 calls without it; hicache_spec.call_forms), "
-        "and accepts None, an empty info, prefix_keys None, [] or a list, and extra_info None or a "
-        "dict with unknown keys or the keys SGLang defines (BE-31).",
+        "Every method that takes extra_info accepts it in each form the release hands it to that method "
+        "(positionally to batch_exists, batch_exists_v2 and the v1 calls; by keyword to batch_get_v2 and "
+        "batch_set_v2, which 0.5.20 calls without it, and positionally to them under 0.5.23's failure injector, "
+        "BE-33; hicache_spec.call_forms), and accepts None, an empty info, prefix_keys None, [] or a list, and "
+        "extra_info None or a dict with the keys SGLang defines (BE-31) or with keys it does not know (no pinned "
+        "release sends one: that half is the project's forward-compatibility rule).",
         "A backend without the parameter, or with it under another name where the release passes it "
         "by keyword, raises TypeError on the first such call. 0.5.23's failure injector passes every "
         "argument on positionally (BE-33).",
         "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo; managers/cache_controller.py "
-        "_storage_hit_query, _page_get_zero_copy, _page_set_zero_copy; hybrid_cache/"
-        "hybrid_cache_controller.py (batch_get_v2/batch_set_v2 calls), HybridCacheController._storage_hit_query; "
-        "0.5.23 mem_cache/hicache_storage.py HiCacheStorageFailureInjector",
+        "_storage_hit_query, _page_get_zero_copy, _page_set_zero_copy, _page_transfer_kv_batch (the KV-derived "
+        "batch_get_v2); hybrid_cache/hybrid_cache_controller.py (batch_get_v2/batch_set_v2 calls), "
+        "HybridCacheController._storage_hit_query; 0.5.23 mem_cache/hicache_storage.py "
+        "HiCacheStorageFailureInjector (extra_info positional to every method it forwards)",
     ),
     C(
         "BE-9",
@@ -498,8 +501,10 @@ CLAUSES: tuple[Clause, ...] = (
         "backend",
         "batch_exists_v2 returns as kv_hit_pages the largest prefix length that KV and every gating pool can "
         "restore (the maximum of the intersection of their restorable lengths, HYB-6, HYB-7), never the minimum "
-        "of each pool's largest hit; an entry of extra_pool_hit_pages, KV's included, is that pool's own "
-        "boundary, and an entry may be left out (KV then counts as the folded hit, another pool as no verdict).",
+        "of each pool's largest hit; an entry of extra_pool_hit_pages, KV's included, is that pool's own boundary"
+        " (read from 0.5.22: an entry above it harms, one below only costs rewrites, so exactness below is the "
+        "project's rule), and an entry may be left out (KV then counts as the folded hit, another pool as no "
+        "verdict).",
         "The min-of-maxima fold (SGLang #39147) names prefix lengths a trailing pool cannot restore. From 0.5.22 "
         "the engine records each reported entry as what storage holds of that pool (buffer-only mode), so an "
         "entry above the pool's boundary makes it skip writing pages storage lacks.",
@@ -572,10 +577,15 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-24",
         "core",
         "backend",
-        "register_mem_pool_host is called once, after construction and before any IO; v2 pools "
-        "are registered with register_mem_host_pool_v2, KV included.",
+        "register_mem_pool_host is called once, after construction and before any IO. The hybrid controller "
+        "(every UnifiedRadixCache path) then registers every pool of its host pool group with "
+        "register_mem_host_pool_v2, KV included; a plain HiCacheController (the PD-decode offload) registers no "
+        "v2 pool.",
         "Backends size their buffers from the host pool; IO before registration has nowhere to go.",
-        "sglang managers/cache_controller.py attach_storage_backend; hybrid_cache_controller.py register_host_pool_entry",
+        "sglang managers/cache_controller.py HiCacheController.attach_storage_backend; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController.attach_storage_backend (every "
+        "pool of the group), register_host_pool_entry (a pool added later); "
+        "disaggregation/decode_kvcache_offload_manager.py DecodeKVCacheOffloadManager (a plain HiCacheController)",
     ),
     C(
         "BE-25",
@@ -755,18 +765,21 @@ CLAUSES: tuple[Clause, ...] = (
         "The effective threshold is prefetch_threshold tokens (default 256; in buffer-only host mode a model with"
         " a sliding window first raises it to the window rounded up to whole pages; any value from 1 to page_size"
         " acts as one page, spans and hits being whole pages): a page-aligned span shorter than it is declined "
-        "before any query, and a prefetch whose agreed hit is below it is revoked before any IO. When host memory"
-        " is short, cache mode cuts the hit to the largest page-aligned length that fits and revokes only if that"
-        " is below the threshold; buffer-only mode parks the hit until memory frees (0.5.22+ revoke one that no "
-        "host pool could hold; 0.5.23's window is the retained one: the larger of the model's and the draft's, "
-        "and the auxiliary SWA component's).",
+        "before any query (the PD-decode probe's too), and a prefetch whose agreed hit is below it is revoked "
+        "before any IO. When host memory is short, cache mode cuts the hit to the largest page-aligned length "
+        "that fits and revokes only if that is below the threshold or a component's own host pool (an SWA window,"
+        " Mamba state) cannot stage it; buffer-only mode parks the hit until memory frees (0.5.22+ revoke one "
+        "that the KV host pool, or a shared host arena, could never hold; 0.5.23's window is the retained one: "
+        "the larger of the model's and the draft's, and the auxiliary SWA component's).",
         "A tiny hit is cheaper to recompute than to fetch, and a span that cannot reach the "
         "threshold is not worth a round trip.",
-        "sglang mem_cache/unified_radix_cache.py prefetch_from_storage, the drain's _try_alloc_storage_hit (every"
-        " release: 0.5.20's HiRadixCache is never built); mem_cache/buffer_mode/pipeline.py "
+        "sglang mem_cache/unified_radix_cache.py prefetch_from_storage, query_storage_hit_length (the PD-decode "
+        "probe), the drain's _try_alloc_storage_hit and _alloc_prefetch_aux_staging (every release: 0.5.20's "
+        "HiRadixCache is never built); mem_cache/hybrid_cache/hybrid_cache_controller.py "
+        "HybridCacheController.allocate_storage_hit (0.5.22+: the cut); mem_cache/buffer_mode/pipeline.py "
         "allocate_and_queue_prefetch, _reject_oversized_prefetch (0.5.22+); unified_cache/storage_attachment.py "
         "resolve_prefetch_threshold, apply_runtime_config; managers/cache_controller.py attach_storage_backend "
-        "(the controller's own copy, floored at page_size, read only by the ticket path)",
+        "(the controller's own copy, floored at page_size, read only by the ticket path from 0.5.21)",
     ),
     C(
         "CTL-4",
@@ -798,12 +811,15 @@ CLAUSES: tuple[Clause, ...] = (
         "engine",
         "Every prefetch admitted to IO (put on the prefetch buffer) ends with exactly one final ack, also when "
         "the backend raises or the operation was terminated; a prefetch revoked before that (terminated or under "
-        "the threshold at its hit query, or declined at allocation) gets none and is released without it.",
+        "the threshold at its hit query, or declined at allocation) gets none and is released without it, except "
+        "in the pipeline ticket mode, which puts a prefetch whose allocation failed (0.5.21+) or whose hit missed"
+        " or fell under the threshold (0.5.23) on the buffer terminated, so that it gets its final ack.",
         "The scheduler waits for the final ack to release the request and its host pages.",
         "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func; "
         "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._page_transfer (0.5.20), "
-        "_page_transfer_with_stable_layout (0.5.21+); mem_cache/unified_radix_cache.py revoke_pending_prefetch, "
-        "_try_alloc_storage_hit",
+        "_page_transfer_with_stable_layout (0.5.21+), pp_prefetch_command_thread_func (0.5.21+: the ticket mode);"
+        " mem_cache/buffer_mode/pipeline.py BufferModePipeline._queue_prefetch (0.5.22+); "
+        "mem_cache/unified_radix_cache.py revoke_pending_prefetch, _try_alloc_storage_hit",
     ),
     C(
         "CTL-7",
@@ -909,13 +925,15 @@ CLAUSES: tuple[Clause, ...] = (
         "CTL-14",
         "controller",
         "engine",
-        "The prefetch timeout is base + requested pages * page_size / 1024 * per_ki_token seconds, "
-        "defaults 1.0 s and 0.25 s, with no maximum; it starts at the first blocked admission poll, "
-        "and a deadline never cuts a prefetch whose KV already landed.",
+        "The prefetch timeout is base + requested pages * page_size / 1024 * per_ki_token seconds, defaults 1.0 s"
+        " and 0.25 s, with no maximum; it starts at the first blocked admission poll, and a deadline never cuts a"
+        " prefetch whose KV already landed. A prefetch of the pipeline-parallel ticket mode is never timed out "
+        "(DIV-43).",
         "The wait budget scales with the span asked for; cutting a prefetch whose KV is loaded salvages nothing.",
-        "sglang 0.5.23 mem_cache/unified_radix_cache.py _start_storage_prefetch_wait, "
-        "_prefetch_deadline_expired; unified_cache/storage_attachment.py apply_runtime_config; "
-        "hybrid_cache_controller.py parse_storage_backend_extra_config (0.5.20-0.5.22: CTL-16)",
+        "sglang 0.5.23 mem_cache/unified_radix_cache.py check_prefetch_progress, _can_terminate_prefetch, "
+        "_start_storage_prefetch_wait, _prefetch_deadline_expired, _check_pp_prefetch_progress (the ticket mode);"
+        " unified_cache/storage_attachment.py apply_runtime_config; hybrid_cache_controller.py "
+        "parse_storage_backend_extra_config (0.5.20-0.5.22: CTL-16)",
         releases="0.5.23",
     ),
     C(
@@ -968,8 +986,8 @@ CLAUSES: tuple[Clause, ...] = (
         "terminated, in one batch_get_v2 per trailing-length group (PFX-9; 0.5.20 makes one call carrying every "
         "transfer), their TRAILING_PAGES keys re-aligned to the hit, and acked with their per-pool hits; "
         "otherwise they are not read and the ack carries no hits. Where every sidecar is KV-derived the call "
-        "carries no transfer (0.5.20 always; 0.5.21+ with the prefix feature off), answered with an empty result "
-        "(BE-19).",
+        "carries no transfer (0.5.20 always; 0.5.21+ when the operation carries no prefix: the feature off, or a "
+        "ticketed prefetch whose prefix was [] (DIV-2)), answered with an empty result (BE-19).",
         "Their windows are defined relative to the final hit, known only at the end.",
         "sglang mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_sidecar, _sync_trailing_keys, "
         "_trailing_chain_groups (0.5.21+)",
@@ -1002,13 +1020,15 @@ CLAUSES: tuple[Clause, ...] = (
         "HYB-5",
         "hybrid",
         "engine",
-        "A hybrid backup writes its sidecars first, in one batch_set_v2 per trailing-length group (PFX-9; 0.5.20 "
-        "makes one call carrying every transfer) over the whole span, then, on the KV writer (CTL-15 for the "
-        "others), KV in STORAGE_BATCH_SIZE slices; a failed sidecar write may stop the KV write or not.",
-        "KV is what makes a page visible to the hit query; it goes last so a reader never finds "
-        "KV without sidecars that were attempted. Every pinned release writes KV whatever the sidecar "
-        "writes returned, relying on the hit query's pool verdicts (BE-21) to keep such a page from "
-        "being restored without its sidecar; an engine may also skip KV then.",
+        "A hybrid backup operation writes its sidecars first, in one batch_set_v2 per trailing-length group "
+        "(PFX-9; 0.5.20 makes one call carrying every transfer) over the whole span, then, on the KV writer "
+        "(CTL-15 for the others), KV in STORAGE_BATCH_SIZE slices; a failed sidecar write may stop the KV write "
+        "or not.",
+        "KV is what makes a page visible to the hit query; it goes last so a reader never finds KV without "
+        "sidecars that were attempted. Every pinned release writes KV whatever the sidecar writes returned (when "
+        "count_pool_hits can read them; a result it cannot read, None or entries that are not lists, raises "
+        "before KV), relying on the hit query's pool verdicts (BE-21) to keep such a page from being restored "
+        "without its sidecar; an engine may also skip KV then.",
         "sglang hybrid_cache_controller.py _page_backup_with_stable_layout (0.5.20: _page_backup)",
     ),
     C(

@@ -266,8 +266,9 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "linker",
         "backend",
         "reset() and close() may each be called again, and close() after reset(), without raising.",
-        "Shutdown paths call them from more than one place (a failed start, then the process exit); a "
-        "second call that raises hides the first failure.",
+        "SGLang calls reset() on every cache flush (and, in 0.5.23, on a role switch), so it repeats; an "
+        "embedding engine or a test harness may close a linker from more than one shutdown path, and a second "
+        "call that raises hides the first failure.",
         "project decision (SGLang calls reset() from UnifiedRadixCache.reset and close() once when it releases "
         "host resources; UMBP's close is guarded, Mooncake's reset joins and drains its queues, and its second "
         "close enqueues stop sentinels no thread consumes, so a third close or a later reset blocks)",

@@ -263,8 +263,10 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "CTL-6",
         "managers/cache_controller.py",
         "HiCacheController.prefetch_io_aux_func",
-        "The final ack is put only after _page_transfer returns and the loop catches only queue.Empty: a "
-        "backend that raises ends the prefetch IO thread and the prefetch never gets its final ack.",
+        "The final ack is put only after _page_transfer returns and the loop catches only queue.Empty: a backend "
+        "that raises, or returns a result the controller cannot read (a short v1 list, a None or non-list v2 "
+        "entry), ends the prefetch IO thread, and neither that prefetch nor any later one on the buffer gets its "
+        "final ack.",
         r"self\._page_transfer\(operation\)\s+self\.prefetch_sync_queue\.put\(",
     ),
     D(
@@ -335,8 +337,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "HiCacheFile._get_suffixed_key",
         "With is_mla_model every key gets the suffix without the TP rank, Mamba state's and an MHA draft or "
         "draft-SWA pool's included, so the Mamba state every TP rank writes under one key "
-        "(HybridCacheController.should_backup) lands in one file, the last rank's replacing the others', and "
-        "every rank reads the writer's shard of a draft pool.",
+        "(HybridCacheController.should_backup) lands in one file, the first rank's shard kept (set skips an "
+        "existing key) unless ranks race to the rename, and every rank reads that shard, as it reads the writer's"
+        " shard of a draft pool.",
         r"(?s)\A(?!.*MAMBA).*return key \+ self\.config_suffix",
     ),
     D(
@@ -1308,6 +1311,66 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "Keys are kept in the instance (one per rank process), so with is_mla_model and TP above 1 a rank other "
         "than the storage writer never sees the writer's pages and the MIN-reduced hit is always 0.",
         r"self\._keys: set\[str\] = set\(\)",
+    ),
+    D(
+        "DIV-122",
+        "0.5.20+",
+        "BE-17",
+        "mem_cache/storage/npu_memcache/npu_memcache_store.py",
+        "NpuMemcacheStore._get_hybrid_page_component_keys",
+        "An MHA draft pool's pages are named <key>_<mha suffix>_k and _v with no pool tag, the names an MHA "
+        "model's KV page has: the draft's sidecar write (made before the KV write) takes the KV names, and "
+        "batch_set_v1 then finds them present, skips the KV page and returns True, so a later hit reads the "
+        "draft's bytes as KV.",
+        r'(?s)name == PoolName\.DRAFT:.*?base_suffix = f"_\{self\.mha_suffix\}"\s*suffixes = \[f"\{base_suffix\}_k", f"\{base_suffix\}_v"\]',
+        suite_meets=False,
+    ),
+    D(
+        "DIV-123",
+        "0.5.20+",
+        "BE-19",
+        "mem_cache/storage/hf3fs/storage_hf3fs.py",
+        "HiCacheHF3FS.register_mem_host_pool_v2",
+        "A sidecar pool's page slot is sized from get_ksize_per_token, half the page of an MHA host pool (an MHA "
+        "draft or draft-SWA pool, an MHA model's SWA pool), so batch_set_v2 and batch_get_v2 of such a pool move "
+        "a whole page into half a slot: the client refuses it and they raise instead of answering each page.",
+        r"pool_bytes_per_page = host_pool\.get_ksize_per_token\(\) \* pool_page_size",
+        suite_meets=False,
+    ),
+    D(
+        "DIV-124",
+        "0.5.20+",
+        "NS-8",
+        "mem_cache/storage/umbp/umbp_store.py",
+        "UMBPStore.clear",
+        "clear() asks the mori client to clear with no key prefix or namespace, so where instances share one "
+        "store (UMBP's standalone server, a node's shared SSD) it removes their pages too, other models' included"
+        " (UMBP's keys carry no model name, DIV-77).",
+        r"def clear\(self\) -> None:\s*\n\s*self\.client\.clear\(\)",
+        suite_meets=False,
+    ),
+    D(
+        "DIV-125",
+        "0.5.20+",
+        "BE-23",
+        "mem_cache/storage/hf3fs/mini_3fs_metadata_server.py",
+        "RankMetadata.reserve_and_allocate_page_indices",
+        "With no free page, a write takes the least recently used key's page at once, while a read on another "
+        "thread may already hold that page index; nothing in HiCacheHF3FS orders the two, so the read can report "
+        "True with the new key's bytes, whole or torn (a full pool is this backend's normal state).",
+        r"page_index = self\.key_to_index\.popitem\(last=False\)\[1\]",
+        suite_meets=False,
+    ),
+    D(
+        "DIV-126",
+        "0.5.22+",
+        "HYB-5",
+        "mem_cache/buffer_mode/pipeline.py",
+        "BufferModePipeline._write_intents",
+        "In buffer-only host mode a node's backup becomes one storage operation per pool, the KV operation queued"
+        " first (_pool_order), so KV is written before the node's SWA, Mamba or draft-SWA sidecars, and a "
+        "sidecar's operation, dropped on its own, may never be attempted.",
+        r"for pool in sorted\(pool_keys, key=self\._pool_order\)",
     ),
 )
 """Every recorded divergence, oldest release first within a clause."""
