@@ -1573,6 +1573,18 @@ class FlagsAsNumpyBools(CorrectBackend):
         return numpy.bool_(super().batch_set(keys, values, target_locations, target_sizes))
 
 
+class V2ExtraInfoByKeywordOnly(CorrectBackend):
+    """batch_get_v2 and batch_set_v2 take extra_info by keyword only, the form the controller uses from 0.5.21: SGLang
+    0.5.23's failure injector hands it on positionally, so every sidecar read and write behind it raises (BE-8,
+    BE-33)."""
+
+    def batch_get_v2(self, transfers, *, extra_info=None):
+        return super().batch_get_v2(transfers, extra_info)
+
+    def batch_set_v2(self, transfers, *, extra_info=None):
+        return super().batch_set_v2(transfers, extra_info)
+
+
 class SidecarRunReadJoinsItsPages(RunReadJoinsItsPages):
     """The sidecar twin of ``RunReadJoinsItsPages``: a sidecar read (a KV-derived indexer read included) whose host
     pages form one run joins the fetched objects' bytes, and a missing page makes the join raise TypeError (BE-4)."""

@@ -542,6 +542,9 @@ CATALOG: tuple[PlantedBackend, ...] = (
     ),
     _entry("BE-11", mutants.KvRunCacheOutlivesClear, alone("clear_removes_every_pool")),
     _entry("BE-3", mutants.EmptyLookupAnsweredWithAnEmptyList, alone("batch_exists_has_no_side_effects")),
+    _entry(
+        ("BE-8", "BE-33"), mutants.V2ExtraInfoByKeywordOnly, alone("pages_stay_consistent_under_the_failure_injector")
+    ),
     _entry("BE-4", mutants.SidecarRunReadJoinsItsPages, alone("missing_keys_are_misses_not_errors")),
     _entry("NS-1", mutants.LookupLeavesOutTheTpRank, alone("ranks_and_models_never_share_pages")),
     _entry("PFX-6", mutants.StoredKeysExtendThePrefix, alone("prefix_keys_are_never_mutated")),

@@ -22,7 +22,8 @@ from hicache_contracts.conformance.framework import (
     expect,
 )
 from hicache_contracts.conformance.session.context import Instance, SuiteContext
-from hicache_contracts.conformance.session.pools import describe_page_difference
+from hicache_contracts.conformance.session.pools import describe_page_difference, pages_equal
+from hicache_contracts.conformance.checks.v2 import expected_page, place
 from hicache_contracts.models import PoolName, PoolTransferResult
 
 __all__ = ["FORWARDED", "INJECTED", "FailureInjector", "layout_problems"]
@@ -350,6 +351,32 @@ def _plan(rng: random.Random, refused: int, total: int) -> list[bool]:
     return entries
 
 
+def sidecar_round_trip(suite: SuiteContext, proxy: FailureInjector, raw: Instance, steps: list[str]) -> None:
+    """Write two SWA pages with batch_set_v2 through ``proxy`` and read them back with batch_get_v2: the proxy hands
+    ``extra_info`` on positionally, as SGLang 0.5.23's injector does (BE-8), and the pages come back byte-exact."""
+    name, keys = PoolName.SWA, suite.names.new_keys(2)
+    pool = raw.pool_for(name)
+    place(suite, raw, name, keys, [0, 1])
+    info = suite.wire.info([])
+    writes = [suite.wire.transfer(name, keys, pool.slots([0, 1]))]
+    steps.append(f"batch_set_v2 of swa {suite.names.show(keys)} through the proxy, extra_info positional")
+    written = suite.io.v2_flags(suite.calls.call("BE-33", proxy.batch_set_v2, writes, info), writes, "batch_set_v2")
+    if not all(written[name.value]):
+        return  # refused: nothing stored to read back
+    pool.fill([2, 3])
+    reads = [suite.wire.transfer(name, keys, pool.slots([2, 3]), read=True)]
+    steps.append(f"batch_get_v2 of swa {suite.names.show(keys)} through the proxy, extra_info positional")
+    loaded = suite.io.v2_flags(suite.calls.call("BE-33", proxy.batch_get_v2, reads, info), reads, "batch_get_v2")
+    for key, page, hit in zip(keys, (2, 3), loaded[name.value]):
+        wanted, got = expected_page(suite, raw, name.value, key), pool.peek(page)
+        expect(
+            not hit or pages_equal(wanted, got),
+            "BE-33",
+            f"swa page {suite.names.label(key)} read through the proxy as {describe_page_difference(wanted, got)}",
+            "; ".join(steps[-2:]),
+        )
+
+
 @conformance_check("BE-33")
 def pages_stay_consistent_under_the_failure_injector(suite: SuiteContext) -> None:
     """Through a proxy like SGLang's failure injector, pages whose write it refused read as misses, pages written
@@ -438,6 +465,8 @@ def pages_stay_consistent_under_the_failure_injector(suite: SuiteContext) -> Non
             stored[index] = list(written)
         for index in range(INJECTOR_BATCHES):  # every read passed on: each stored page reads back byte-exact
             seen = reads_back(index, False, stored[index], "at the end") or seen
+        if suite.claims("v2") and PoolName.SWA.value in raw.sidecars:
+            sidecar_round_trip(suite, proxy, raw, steps)
         suite.calls.call("BE-33", proxy.get_stats)
     except ClauseFailure as failure:
         cause = failure.__cause__

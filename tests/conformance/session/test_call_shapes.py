@@ -40,6 +40,12 @@ KNOWN_OUTSIDE = ("trailing_pages transfer (indices_from_pool none) with empty ke
 window of 0 pages (v2_exists_folds_pool_hits_per_policy), where every release sends no transfer at all."""
 
 
+INJECTOR_FORMS = ("batch_get_v2: extra_info positional", "batch_set_v2: extra_info positional")
+"""Forms no record holds that SGLang 0.5.23 sends all the same: its failure injector (HiCacheStorageFailureInjector,
+BE-33) hands extra_info on positionally to every method it forwards, and the BE-33 check sends them so through its
+proxy (BE-8)."""
+
+
 def _records() -> list[dict]:
     return [load_record(RECORDS, version) for version in SGLANG_RELEASES]
 
@@ -69,7 +75,9 @@ def test_the_probes_send_only_what_a_pinned_release_sends():
         ]
         assert not found, f"{record['release']}: {sorted(set(found))[:10]}"
     found = violations(shapes, _union_of_forms(records))  # extra_info: the stand-in speaks for every release
-    assert not [line for line in found if "extra_info" in line], sorted(set(found))[:10]
+    assert not [line for line in found if "extra_info" in line and not line.startswith(INJECTOR_FORMS)], sorted(
+        set(found)
+    )[:10]
 
 
 def _trailing(keys, **more):
