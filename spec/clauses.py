@@ -344,9 +344,11 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-9",
         "legacy",
         "backend",
-        "Legacy batch_get gives None (every key missed) or a list holding, for each key asked, a "
-        "tensor or None (None for a miss; entries past the keys are ignored); batch_set gives a "
-        "bool. get and set, which the engine never calls, are not judged.",
+        "Legacy batch_get gives None (every key missed) or a list holding, for each key asked, a tensor or None "
+        "(None for a miss; entries past the keys are ignored); batch_set gives a bool. A tensor holds the page's "
+        "bytes as stored, and a key whose batch_set returned True reads back until evicted (the legacy path's "
+        "BE-15 and BE-17; SGLang's sim and shm backends, which store no bytes, are outside it: "
+        "docs/in-tree-verdicts.md). get and set, which the engine never calls, are not judged.",
         "The engine indexes the results up to the first None and copies each tensor into host "
         "memory; a different shape is a crash or a silent miscount.",
         "sglang managers/cache_controller.py HiCacheController._generic_page_get, _generic_page_set; "
@@ -551,8 +553,10 @@ CLAUSES: tuple[Clause, ...] = (
         "v2",
         "backend",
         "A KV-derived sidecar page is written and dropped together with its KV page, or reported missing by "
-        "batch_exists_v2: a page it counts reads back, and one whose write returned True reads back while its KV "
-        "page does.",
+        "batch_exists_v2: a page batch_get_v2 reports loaded holds its bytes, and one whose write returned True "
+        "reads back while its KV page does, until the backend evicts it. A lookup may still count a page that "
+        "vanished (SGLang's HiCacheFile with its metadata cache does): SGLang clamps each slice's hit to the "
+        "derived pages batch_get_v2 loads, so such a count costs hit length, not correctness.",
         "An indexer page that was never persisted, restored beside its KV page, corrupted attention silently. "
         "SGLang clamps each slice's hit to the derived pages batch_get_v2 loads, so a page counted or confirmed "
         "but not read costs the hit the lookup promised.",
@@ -578,14 +582,17 @@ CLAUSES: tuple[Clause, ...] = (
         "core",
         "backend",
         "register_mem_pool_host is called once, after construction and before any IO. The hybrid controller "
-        "(every UnifiedRadixCache path) then registers every pool of its host pool group with "
-        "register_mem_host_pool_v2, KV included; a plain HiCacheController (the PD-decode offload) registers no "
+        "(every UnifiedRadixCache path, and from 0.5.21 the PD-decode offload of an SWA model) then registers "
+        "every pool of its host pool group with register_mem_host_pool_v2, KV included; a plain HiCacheController"
+        " (the PD-decode offload of an MHA or MLA KV cache, and every PD-decode offload in 0.5.20) registers no "
         "v2 pool.",
         "Backends size their buffers from the host pool; IO before registration has nowhere to go.",
         "sglang managers/cache_controller.py HiCacheController.attach_storage_backend; "
         "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController.attach_storage_backend (every "
         "pool of the group), register_host_pool_entry (a pool added later); "
-        "disaggregation/decode_kvcache_offload_manager.py DecodeKVCacheOffloadManager (a plain HiCacheController)",
+        "disaggregation/decode_kvcache_offload_manager.py DecodeKVCacheOffloadManager.__init__ (a plain "
+        "HiCacheController, or from 0.5.21 for an SWA model hybrid_cache/hybrid_pool_assembler.py "
+        "build_hybrid_swa_stack)",
     ),
     C(
         "BE-25",

@@ -1372,6 +1372,55 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "sidecar's operation, dropped on its own, may never be attempted.",
         r"for pool in sorted\(pool_keys, key=self\._pool_order\)",
     ),
+    D(
+        "DIV-127",
+        "0.5.20+",
+        "BE-23",
+        "mem_cache/hicache_storage.py",
+        "HiCacheFile.exists",
+        "With the metadata cache on, exists checks the file and only then adds the key to the cache, unordered "
+        "against an eviction on the backup thread or a clear on the scheduler thread that removes both: a lookup "
+        "landing between the two puts back a key whose file is gone, so batch_exists counts the page until the "
+        "entry expires and set takes its already-stored shortcut without writing.",
+        r"if os\.path\.exists\(tensor_path\):\s+if self\.metadata_cache is not None:\s+self\.metadata_cache\.add\(key\)",
+        suite_meets=False,
+    ),
+    D(
+        "DIV-128",
+        "0.5.20+",
+        "BE-23",
+        "mem_cache/storage/mooncake_store/mooncake_store.py",
+        "MooncakeStore.get_stats",
+        "get_stats copies the prefetch and backup page and bandwidth lists and then clears them with no lock "
+        "while the IO and backup threads append to them, so a sample appended between the copy and the clear is "
+        "lost and one report's lists can differ in length (the metrics only, never pages or hits).",
+        r"extend\(self\.prefetch_pgs\)(?:(?!lock)[\s\S])*?self\.prefetch_pgs\.clear\(\)",
+        suite_meets=False,
+    ),
+    D(
+        "DIV-129",
+        "0.5.20+",
+        "BE-23",
+        "mem_cache/storage/hf3fs/storage_hf3fs.py",
+        "HiCacheHF3FS.get_stats",
+        "get_stats copies the prefetch and backup page and bandwidth lists and then clears them with no lock "
+        "while the IO and backup threads append to them, so a sample appended between the copy and the clear is "
+        "lost and one report's lists can differ in length (the metrics only, never pages or hits).",
+        r"extend\(self\.prefetch_pgs\)(?:(?!lock)[\s\S])*?self\.prefetch_pgs\.clear\(\)",
+        suite_meets=False,
+    ),
+    D(
+        "DIV-130",
+        "0.5.20+",
+        "BE-23",
+        "mem_cache/storage/npu_memcache/npu_memcache_store.py",
+        "NpuMemcacheStore.get_stats",
+        "get_stats copies the prefetch and backup page and bandwidth lists and then clears them with no lock "
+        "while the IO and backup threads append to them, so a sample appended between the copy and the clear is "
+        "lost and one report's lists can differ in length (the metrics only, never pages or hits).",
+        r"extend\(self\.prefetch_pgs\)(?:(?!lock)[\s\S])*?self\.prefetch_pgs\.clear\(\)",
+        suite_meets=False,
+    ),
 )
 """Every recorded divergence, oldest release first within a clause."""
 
