@@ -29,7 +29,9 @@ CLAUSES: tuple[Clause, ...] = (
         "Engines and backends that compute keys independently must agree byte for byte, "
         "or a cache written by one is never hit by another.",
         "sglang mem_cache/utils.py get_hash_str, mem_cache/cpp_utils/native_hash.py _native_hash_input, "
-        "mem_cache/cpp_utils/hash_binding.cpp hash_page, hash_pages_to_hex_blob",
+        "mem_cache/cpp_utils/hash_binding.cpp hash_page, hash_pages_to_hex_blob; mem_cache/rust_tree_core (the "
+        "mem_cache extension's get_hash_str and node hashes; the default tree core from 0.5.21, "
+        "unified_cache/tree_core_registry.py)",
     ),
     C(
         "KEY-2",
@@ -678,9 +680,10 @@ CLAUSES: tuple[Clause, ...] = (
         "NS-5",
         "namespacing",
         "backend",
-        "With is_mla_model=True a KV page written by the storage writer (CTL-8: tp_rank == dcp_rank "
-        "in 0.5.23, tp_rank == 0 before) is visible to every TP rank with the same PP, CP and DCP "
-        "coordinates.",
+        "With is_mla_model=True a KV page written by the storage writer (CTL-8: tp_rank == dcp_rank in 0.5.23, "
+        "tp_rank == 0 before) is visible to every TP rank with the same PP, CP and DCP coordinates that shares "
+        "the backend's store (a store every rank reaches: for a file backend, a directory every rank's host "
+        "sees).",
         "Replicated KV is written once per DCP shard; other ranks that cannot see it never hit.",
         "sglang managers/cache_controller.py HiCacheController.attach_storage_backend (backup_skip: tp_rank != 0 "
         "before 0.5.23); 0.5.23 mem_cache/hicache_storage.py HiCacheStorageConfig.is_storage_writer; "
@@ -821,7 +824,9 @@ CLAUSES: tuple[Clause, ...] = (
         "the threshold at its hit query, or declined at allocation) gets none and is released without it, except "
         "in the pipeline ticket mode, which puts a prefetch whose allocation failed (0.5.21+) or whose hit missed"
         " or fell under the threshold (0.5.23) on the buffer terminated, so that it gets its final ack.",
-        "The scheduler waits for the final ack to release the request and its host pages.",
+        "The final ack's drain frees the operation's unloaded tail, and under wait_complete and in the pipeline "
+        "ticket mode it is also what admits the request; a prefetch that never gets it leaks those host pages (or"
+        " hangs the request).",
         "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func; "
         "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._page_transfer (0.5.20), "
         "_page_transfer_with_stable_layout (0.5.21+), pp_prefetch_command_thread_func (0.5.21+: the ticket mode);"
@@ -899,14 +904,17 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-2 reads one, and a pool a v2 result leaves out confirms none of its pages; anything else counts as a "
         "failure at or before that page (SGLang fails the whole slice on a raise).",
         "Storage is outside the engine's control; the engine must degrade to recomputation, not to garbage or a "
-        "hang. Released SGLang reads a result more leniently (entries by truth with no length check, a KV-derived"
-        " pool left out lowering nothing): the divergences record it, and the reading above is the project's "
-        "(hicache_spec.confirmation, which the reference controller counts by and the trace checker judges by).",
+        "hang. Released SGLang reads a result more leniently (a v1 read's entries by truth with no length check, "
+        "a v2 read's by anything but False, DIV-27 and DIV-46, a KV-derived pool left out lowering nothing): the "
+        "divergences record it, and the reading above is the project's (hicache_spec.confirmation, which the "
+        "reference controller counts by and the trace checker judges by).",
         "sglang managers/cache_controller.py prefetch_io_aux_func, backup_thread_func, _page_transfer, "
-        "_page_get_zero_copy, _page_transfer_kv_batch; mem_cache/unified_radix_cache.py "
+        "_page_get_zero_copy, _page_transfer_kv_batch; mem_cache/hybrid_cache/hybrid_cache_controller.py "
+        "_sync_prefetch_hit_query (0.5.22+: outside the hit query's try); mem_cache/unified_radix_cache.py "
         "UnifiedRadixCache.query_storage_hit_length (the PD-decode probe, on the scheduler thread); "
         "disaggregation/decode_kvcache_offload_manager.py DecodeKVCacheOffloadManager (a plain HiCacheController "
-        "backs up the decode offload); a bug class of SGLang's controller (#38428)",
+        "backs up the decode offload of an MHA or MLA model; an SWA model's, from 0.5.21, the hybrid one); a bug "
+        "class of SGLang's controller (#38428)",
     ),
     C(
         "CTL-12",
@@ -947,12 +955,13 @@ CLAUSES: tuple[Clause, ...] = (
         "CTL-15",
         "controller",
         "engine",
-        "A rank that is not the storage writer skips the KV backup and reports the whole span as "
-        "completed if and only if it wrote at least one sidecar and every sidecar write returned "
-        "len(keys) True; otherwise it reports 0 tokens.",
+        "A rank that is not the storage writer skips the KV backup and reports the whole span as completed if and"
+        " only if it wrote at least one sidecar and every sidecar write returned len(keys) true flags (CTL-11's "
+        "reading); otherwise it reports 0 tokens.",
         "Completion must not claim pages the rank never confirmed, and ranks must still ack.",
-        "sglang mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout "
-        "(0.5.20: _page_backup)",
+        "sglang mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout (0.5.20: "
+        "_page_backup); managers/cache_controller.py HiCacheController.backup_thread_func (a plain controller's "
+        "non-writer, the decode offload of an MHA or MLA model, reports 0)",
     ),
     C(
         "CTL-16",
@@ -1033,9 +1042,9 @@ CLAUSES: tuple[Clause, ...] = (
         "or not.",
         "KV is what makes a page visible to the hit query; it goes last so a reader never finds KV without "
         "sidecars that were attempted. Every pinned release writes KV whatever the sidecar writes returned (when "
-        "count_pool_hits can read them; a result it cannot read, None or entries that are not lists, raises "
-        "before KV), relying on the hit query's pool verdicts (BE-21) to keep such a page from being restored "
-        "without its sidecar; an engine may also skip KV then.",
+        "count_pool_hits can read them; a None result, or entries that are None, numbers, strings or arrays "
+        "holding a False, raise before KV), relying on the hit query's pool verdicts (BE-21) to keep such a page "
+        "from being restored without its sidecar; an engine may also skip KV then.",
         "sglang hybrid_cache_controller.py _page_backup_with_stable_layout (0.5.20: _page_backup)",
     ),
     C(

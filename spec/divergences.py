@@ -264,7 +264,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "managers/cache_controller.py",
         "HiCacheController.prefetch_io_aux_func",
         "The final ack is put only after _page_transfer returns and the loop catches only queue.Empty: a backend "
-        "that raises, or returns a result the controller cannot read (a short v1 list, a None or non-list v2 "
+        "that raises, or returns a result the controller cannot read (a short v1 list, a None v2 result or "
         "entry), ends the prefetch IO thread, and neither that prefetch nor any later one on the buffer gets its "
         "final ack.",
         r"self\._page_transfer\(operation\)\s+self\.prefetch_sync_queue\.put\(",
@@ -508,9 +508,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "CTL-11",
         "managers/cache_controller.py",
         "HiCacheController.backup_thread_func",
-        "The PD-decode offload's controller (a plain HiCacheController, DecodeKVCacheOffloadManager) catches only "
-        "queue.Empty around _page_backup: a write that raises ends its backup thread, so no later offload is "
-        "acked or has its host pages freed.",
+        "The PD-decode offload's controller for an MHA or MLA model (a plain HiCacheController, "
+        "DecodeKVCacheOffloadManager) catches only queue.Empty around _page_backup: a write that raises ends its "
+        "backup thread, so no later offload is acked or has its host pages freed.",
         r"self\._page_backup\(operation\)",
     ),
     D(
@@ -1198,8 +1198,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "CTL-12",
         "managers/cache_controller.py",
         "HiCacheController.prefetch_io_aux_func",
-        "A backend that raises ends the prefetch IO thread before the final ack, whose drain frees the "
-        "operation's unloaded tail: those host pages are never freed.",
+        "A backend that raises, or returns a result the controller cannot read, ends the prefetch IO thread "
+        "before the final ack, whose drain frees the operation's unloaded tail: those host pages are never freed,"
+        " nor those of every prefetch still on the buffer.",
         r"self\._page_transfer\(operation\)\s+self\.prefetch_sync_queue\.put\(",
     ),
     D(
@@ -1262,10 +1263,10 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "CTL-11",
         "mem_cache/hybrid_cache/hybrid_cache_controller.py",
         "HybridCacheController._sync_prefetch_hit_query",
-        "With a TRAILING_PAGES pool the backend's restorable_prefix_pages is iterated and compared unchecked, "
-        "outside the hit query's try: a value that is not a list of ints (an int, floats, strings) raises "
-        "TypeError and ends the hit-query thread (or the pipeline ticket thread) while the other ranks wait in "
-        "the MIN.",
+        "With a TRAILING_PAGES pool the hit is turned into per-length flags outside the hit query's try, "
+        "unchecked: a restorable_prefix_pages that is not a list of ints (an int, floats, strings) raises "
+        "TypeError, and without one a kv_hit_pages above len(keys) indexes past the flags (IndexError); either "
+        "ends the hit-query thread (or the pipeline ticket thread) while the other ranks wait in the MIN.",
         r"for page in pages:\s*\n\s*if 0 < page <= storage_hit_count // self\.page_size:",
     ),
     D(
@@ -1274,9 +1275,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "CTL-11",
         "mem_cache/unified_radix_cache.py",
         "UnifiedRadixCache.query_storage_hit_length",
-        "The PD-decode probe's hit query runs on the decode scheduler thread with nothing catching it (the decode"
-        " queue's prefix match calls it outside any try): a batch_exists or batch_exists_v2 that raises, or a hit"
-        " of None, ends the decode scheduler.",
+        "The PD-decode probe's hit query (always a plain batch_exists: its operation carries no pool transfers) "
+        "runs on the decode scheduler thread with nothing catching it (the decode queue's prefix match calls it "
+        "outside any try): a batch_exists that raises, or a hit of None, ends the decode scheduler.",
         r"(?s)\A(?!.*except).*self\.cache_controller\._storage_hit_query\(operation\)",
     ),
     D(
@@ -1420,6 +1421,37 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "lost and one report's lists can differ in length (the metrics only, never pages or hits).",
         r"extend\(self\.prefetch_pgs\)(?:(?!lock)[\s\S])*?self\.prefetch_pgs\.clear\(\)",
         suite_meets=False,
+    ),
+    D(
+        "DIV-131",
+        "0.5.22+",
+        "CTL-11",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+        "HybridCacheController._sync_prefetch_hit_query",
+        "The backend's extra_pool_hit_pages values are packed into an int tensor for the MIN outside the hit "
+        "query's try: an entry of None or a string raises TypeError and ends the hit-query thread (in 0.5.23 also"
+        " the pipeline ticket thread) while the other ranks wait in the MIN.",
+        r"\[local\.get\(pool, _NO_POOL_VERDICT\) for pool in pools\]",
+    ),
+    D(
+        "DIV-132",
+        "0.5.20",
+        "CTL-15",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+        "HybridCacheController._page_backup",
+        "A non-writer reads its sidecar write flags by truth (all(bool(ok) ...)), so entries such as 1 report the"
+        " whole span completed.",
+        r"or not all\(bool\(ok\) for ok in result\)",
+    ),
+    D(
+        "DIV-133",
+        "0.5.21+",
+        "CTL-15",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+        "HybridCacheController._page_backup_with_stable_layout",
+        "A non-writer reads its sidecar write flags by truth (all(bool(ok) ...)), so entries such as 1 report the"
+        " whole span completed.",
+        r"or not all\(bool\(ok\) for ok in result\)",
     ),
 )
 """Every recorded divergence, oldest release first within a clause."""
