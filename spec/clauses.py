@@ -271,9 +271,9 @@ CLAUSES: tuple[Clause, ...] = (
         "core",
         "backend",
         "batch_exists has no side effects, and an empty key list gives the count 0 (BE-2).",
-        "The hit query runs for every request, may run again for the same request (retries, the "
-        "PD-decode probe before the prefetch) and gets an empty list when the extra config's "
-        "prefetch_threshold is 0 and a span is shorter than a page.",
+        "The hit query runs for every request, may run again for the same request (retries; in 0.5.20-0.5.22 also"
+        " the PD-decode probe before the prefetch, which 0.5.23's prefetch trusts instead of asking again) and "
+        "gets an empty list when the extra config's prefetch_threshold is 0 and a span is shorter than a page.",
         "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_exists; "
         "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._storage_hit_query "
         "(the in-tree caller; it overrides managers/cache_controller.py "
@@ -283,8 +283,9 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-4",
         "core",
         "backend",
-        "A missing key yields the call's miss (None from a batch_get entry, False from exists and a "
-        "v1 or v2 entry, a batch_exists count that stops before it), never an exception.",
+        "A missing key yields the call's miss (None from a batch_get entry, False from a v1 or v2 entry, a "
+        "batch_exists count that stops before it), never an exception; exists, which the engine reaches only "
+        "through HiCacheStorage's own batch_exists (asking it key by key), is judged through that batch_exists.",
         "In 0.5.20-0.5.21 an exception kills the engine's IO thread and every later prefetch with it "
         "(DIV-22..DIV-26), and the PD-decode offload's backup thread (DIV-45); from 0.5.22 the controller's "
         "threads catch it and the whole slice or query counts as missed, losing the hits before the missing key; "
@@ -956,8 +957,9 @@ CLAUSES: tuple[Clause, ...] = (
         "controller",
         "engine",
         "A rank that is not the storage writer skips the KV backup and reports the whole span as completed if and"
-        " only if it wrote at least one sidecar and every sidecar write returned len(keys) true flags (CTL-11's "
-        "reading); otherwise it reports 0 tokens.",
+        " only if it had at least one sidecar to write and every sidecar write returned a list or tuple of "
+        "len(keys) true flags (CTL-11's reading; for a transfer carrying no keys, as many as its host slots); "
+        "otherwise it reports 0 tokens.",
         "Completion must not claim pages the rank never confirmed, and ranks must still ack.",
         "sglang mem_cache/hybrid_cache/hybrid_cache_controller.py _page_backup_with_stable_layout (0.5.20: "
         "_page_backup); managers/cache_controller.py HiCacheController.backup_thread_func (a plain controller's "
@@ -1191,11 +1193,12 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-30",
         "concurrency",
         "backend",
-        "batch_exists and batch_exists_v2 may come from any engine thread - the hit-query thread, "
-        "the scheduler thread (the PD-decode probe; in 0.5.21-0.5.22 also the pipeline-parallel "
-        "submission, one query per stage) and, in 0.5.23, the pipeline-parallel ticket thread - while "
-        "other threads read and write; the answer for the same stored keys is the same from every "
-        "thread, with no state kept per thread.",
+        "batch_exists and batch_exists_v2 may come from any engine thread - the hit-query thread, the scheduler "
+        "thread (the PD-decode probe; in 0.5.21-0.5.22, with the mooncake backend in buffer-only host mode and "
+        "more than one pipeline stage, also the pipeline-parallel submission, one query per stage, extra_info "
+        "naming the stage asked about: BE-31) and, in 0.5.23 in buffer-only host mode with more than one stage, "
+        "the pipeline-parallel ticket thread - while other threads read and write; the answer for the same stored"
+        " keys is the same from every thread, with no state kept per thread.",
         "BE-23 counts three threads plus get_stats; hit queries from a thread that never wrote "
         "must still find what the backup thread stored.",
         "sglang mem_cache/unified_radix_cache.py UnifiedRadixCache.query_storage_hit_length; "

@@ -24,6 +24,7 @@ from hicache_reference.backends.memory import MemoryBackend
 from tests.conformance.correct_backend import CorrectBackend, pool_name, tensor_bytes
 from tests.conformance.helpers import ALL_LEVELS, UnimplementedV2
 from tests.conformance.planted_backends import HexOnlyKeys, VisibleBeforeWritten
+from tests.conformance.planted_single import ExistsRaisesBesideItsOwnLookup
 from tests.oracles import plain_fold, plain_pool_boundary
 
 
@@ -2255,6 +2256,7 @@ CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("empty-lookup-answered-with-false", EmptyLookupAnsweredWithFalse, {}),
     ("counts-with-numpy-integers", CountsWithNumpyIntegers, {}),
     ("flags-as-numpy-bools", FlagsAsNumpyBools, {}),
+    ("exists-raises-beside-its-own-lookup", ExistsRaisesBesideItsOwnLookup, {}),
     ("refuses-a-derived-swa-pool", RefusesADerivedSwaPool, {}),
     ("mla-v1-refusing-v2-pools", RefusesV2Pools, dict(kind="mla", levels=WITHOUT_V2)),
     ("second-pool-left-to-the-v2-hook", LeavesASecondPoolToTheV2Hook, {}),

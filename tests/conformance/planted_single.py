@@ -95,9 +95,9 @@ class ChainLookupReservesTheRest(CorrectBackend):
         return found
 
 
-class ExistsRaisesOnUnknownKey(CorrectBackend):
-    """Legacy exists() indexes its dict with [], so a key never stored raises KeyError (BE-4); batch_exists and
-    get look keys up safely. On a v1 backend only BE-4 asks exists() about a key never stored."""
+class BaseLookupAsksARaisingExists(CorrectBackend):
+    """batch_exists is HiCacheStorage's own (it asks exists key by key, stopping at the first False), and exists()
+    indexes its dict with [], so a lookup of a key never stored raises KeyError (BE-4); get looks keys up safely."""
 
     def exists(self, key):
         with self.lock:
@@ -106,7 +106,7 @@ class ExistsRaisesOnUnknownKey(CorrectBackend):
 
     def batch_exists(self, keys, extra_info=None):
         for index, key in enumerate(keys):
-            if not self.present(self.name(key)):
+            if not self.exists(key):
                 return index
         return len(keys)
 
@@ -114,6 +114,17 @@ class ExistsRaisesOnUnknownKey(CorrectBackend):
         if not self.present(self.name(key)):
             return None
         return super().get(key, target_location, target_sizes)
+
+
+class ExistsRaisesBesideItsOwnLookup(BaseLookupAsksARaisingExists):
+    """Correct: exists() raises KeyError for a key never stored, but batch_exists is the backend's own and looks keys
+    up safely, so SGLang, which reaches exists only through HiCacheStorage's batch_exists, never asks it (BE-4)."""
+
+    def batch_exists(self, keys, extra_info=None):
+        for index, key in enumerate(keys):
+            if not self.present(self.name(key)):
+                return index
+        return len(keys)
 
 
 class AcknowledgesFailedWrites(CorrectBackend):
@@ -551,3 +562,14 @@ class OneStoreForEveryModelAtARank(CorrectBackend):
 
     def present(self, name: str, pool: str = "kv") -> bool:
         return name in self.index and super().present(name, pool)
+
+
+class LegacyReadOfOnlyMissingKeysRaises(CorrectBackend):
+    """Legacy batch_get asks the store for every key at once, and the store's multi-get raises KeyError("none of the
+    keys found") when not one of them is stored, instead of answering one None per key (BE-4); a read with any key
+    stored works, and the v1 and v2 reads answer misses."""
+
+    def batch_get(self, keys, target_locations=None, target_sizes=None):
+        if keys and all(self.fetch(self.name(key)) is None for key in keys):  # no object at all, whole or short
+            raise KeyError("none of the keys found")
+        return super().batch_get(keys, target_locations, target_sizes)

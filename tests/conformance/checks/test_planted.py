@@ -99,6 +99,7 @@ NOT_PLANTED = {
     "EmptyLookupAnsweredWithFalse",  # correct: SGLang reads a bool count as its int value (BE-2, BE-3)
     "CountsWithNumpyIntegers",  # correct: SGLang reads a numpy integer count as its int value (BE-2)
     "FlagsAsNumpyBools",  # correct: SGLang tests a numpy bool flag by its truth (BE-14, BE-19)
+    "ExistsRaisesBesideItsOwnLookup",  # correct: SGLang asks exists only through HiCacheStorage's batch_exists (BE-4)
     "CompactsHitsPastAMiss",  # correct: SGLang reads no entry of a v1 read after its first False (BE-15)
     "OneHitLandsInTheFirstSlot",
     "V1GetNamesItsInfoParameterInfo",  # correct: releases hand extra_info to the v1 calls positionally (BE-8)
