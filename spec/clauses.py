@@ -899,11 +899,12 @@ CLAUSES: tuple[Clause, ...] = (
         "controller",
         "engine",
         "A backend that raises, returns None, returns the wrong number of results or misses its deadline never "
-        "kills a controller thread (nor the scheduler thread that makes the PD-decode hit probe) and never has a "
-        "page counted as loaded that it did not confirm: a read confirms the leading run of its entries that are "
-        "a true flag (True, numpy's included) in a result of exactly len(keys) entries, a hit query a count as "
-        "BE-2 reads one, and a pool a v2 result leaves out confirms none of its pages; anything else counts as a "
-        "failure at or before that page (SGLang fails the whole slice on a raise).",
+        "kills a controller thread (nor the scheduler thread, which makes the PD-decode hit probe and calls "
+        "get_stats and describe_l3_object_layout) and never has a page counted as loaded that it did not confirm:"
+        " a read confirms the leading run of its entries that are a true flag (True, numpy's included) in a "
+        "result of exactly len(keys) entries, a hit query a count as BE-2 reads one, and a pool a v2 result "
+        "leaves out confirms none of its pages; anything else counts as a failure at or before that page (SGLang "
+        "fails the whole slice on a raise).",
         "Storage is outside the engine's control; the engine must degrade to recomputation, not to garbage or a "
         "hang. Released SGLang reads a result more leniently (a v1 read's entries by truth with no length check, "
         "a v2 read's by anything but False, DIV-27 and DIV-46, a KV-derived pool left out lowering nothing): the "

@@ -103,8 +103,9 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "lookup(rid, transfers) returns, among 1..len(the KV transfer's keys), exactly the prefix lengths every "
         "pool can restore by its hit policy (ALL_PAGES: every page before the length; TRAILING_PAGES: the pages "
         "of the window of len(its keys) pages ending at the length that lie in the tail, pages max(0, L - "
-        "len(keys))..L-1; BLOCK_GROUPS, defined from 0.5.22 and never sent to a linker: never gates), counting a "
-        "page once it is stored whole (LNK-8); order and repeats carry no meaning and other values are ignored.",
+        "len(keys))..L-1; BLOCK_GROUPS, defined from 0.5.22, is never sent to a linker and nothing is asked of a "
+        "linker for it: SGLang's in-tree linkers raise ValueError on it), counting a page once it is stored whole"
+        " (LNK-8); order and repeats carry no meaning and other values are ignored.",
         "The wrapper marks each listed length in a mask and intersects the masks across ranks; a listed "
         "length a pool cannot restore loads a prefix without its trailing state, and an omitted one is a "
         "lost hit on every rank.",
@@ -113,7 +114,9 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "sglang 0.5.20+ mem_cache/hicache_storage.py PoolTransferResult.restorable_prefix_pages; the in-tree "
         "linkers that compute the set: sglang 0.5.20+ mem_cache/storage/mooncake_store/mooncake_store.py "
         "MooncakeStore.batch_exists_v2, mem_cache/storage/umbp/umbp_direct_linker.py "
-        "UMBPDirectLinker._apply_hit_policy",
+        "UMBPDirectLinker._apply_hit_policy; the transfers sent: mem_cache/unified_cache/linker_pool_assembler.py"
+        " DevicePoolGroup.resolve_transfers, unified_cache/components/swa.py and mamba.py "
+        "build_external_linker_transfer",
     ),
     C(
         "LNK-8",
@@ -227,10 +230,11 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "LNK-16",
         "linker",
         "backend",
-        "Every offload that returned True yields exactly one result, consumed by pop_completed_offload in "
-        "submission order, True only when every page of every pool of that offload was written (by a rank that "
-        "writes: a rank that does not own a replicated pool reports True without writing, LNK-20); "
-        "num_completed_offloads counts the results ready; an offload that returned False yields none.",
+        "Every offload that returned True yields exactly one result, unless a reset() or close() comes first "
+        "(LNK-17), consumed by pop_completed_offload in submission order, True only when every page of every pool"
+        " of that offload was written (by a rank that writes: a rank that does not own a replicated pool reports "
+        "True without writing, LNK-20); num_completed_offloads counts the results ready; an offload that returned"
+        " False yields none.",
         "The wrapper pairs the n-th result with its n-th pending offload to publish or roll back a tree "
         "node; results out of order publish a node whose pages failed.",
         _ABC.format("0.5.20+")

@@ -1453,6 +1453,61 @@ DIVERGENCES: tuple[Divergence, ...] = (
         " whole span completed.",
         r"or not all\(bool\(ok\) for ok in result\)",
     ),
+    D(
+        "DIV-134",
+        "0.5.20+",
+        "CTL-11",
+        "mem_cache/unified_radix_cache.py",
+        "UnifiedRadixCache.check_hicache_events",
+        "With storage metrics on, get_stats is called on the scheduler thread every step with nothing catching it"
+        " and its result used unchecked: a get_stats that raises, or returns a dict or a class of its own "
+        "(BE-12), ends the scheduler.",
+        r"storage_metrics = self\.cache_controller\.storage_backend\.get_stats\(\)\s+if storage_metrics is None:",
+    ),
+    D(
+        "DIV-135",
+        "0.5.20+",
+        "CTL-11",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+        "HybridCacheController._storage_hit_query",
+        "kv_hit_pages is never checked against len(keys): a count too large for an int32 (an unsigned -1 from a C"
+        " binding) overflows the tensor of the cross-rank MIN outside any catch, ending the hit-query thread "
+        "while the other ranks wait in the MIN.",
+        r"kv_hit_pages = hit_result\.kv_hit_pages\s+operation\.pool_storage_result\.update_kv_hit_pages\(kv_hit_pages\)[\s\S]*?hash_value\[:kv_hit_pages\],\s*kv_hit_pages \* self\.page_size,",
+    ),
+    D(
+        "DIV-136",
+        "0.5.20+",
+        "CTL-11",
+        "managers/cache_controller.py",
+        "HiCacheController._page_transfer_kv_batch",
+        "No backend call has a deadline: a read that hangs on one rank keeps the other ranks in the slice's MIN "
+        "with no final ack and its host pages held (a hung hit query or write likewise; on the scheduler thread a"
+        " hang stalls the scheduler).",
+        r"kv_hits = self\.page_get_func\(",
+    ),
+    D(
+        "DIV-137",
+        "0.5.23",
+        "CTL-6",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+        "HybridCacheController.pp_prefetch_command_thread_func",
+        "The pipeline ticket thread agrees on the hit after its try, and a raise there (DIV-117, DIV-131, "
+        "DIV-135) makes its outer handler return: that ticket and every later one never reach the prefetch buffer"
+        " or get a final ack, and their host pages are never freed.",
+        r"storage_hit_count = self\._sync_prefetch_hit_query\(\s*operation, storage_hit_count\s*\)[\s\S]*?An unexpected failure cannot safely continue the collectives\.\s*return",
+    ),
+    D(
+        "DIV-138",
+        "0.5.23",
+        "CTL-11",
+        "managers/scheduler.py",
+        "Scheduler._hicache_l3_layout",
+        "describe_l3_object_layout is called on the scheduler thread with nothing catching it, at the startup "
+        "handshake and for a runtime layout request: a raise (DIV-93's assertion under decode context "
+        "parallelism) ends the scheduler.",
+        r"return storage_backend\.describe_l3_object_layout\(",
+    ),
 )
 """Every recorded divergence, oldest release first within a clause."""
 
