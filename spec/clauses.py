@@ -404,8 +404,8 @@ CLAUSES: tuple[Clause, ...] = (
         "backend",
         "A stored object that is empty or shorter than a page is a miss, never a hit.",
         "A zero-length file left by a crashed writer was counted as a hit and loaded as garbage. No pinned "
-        "release checks an object's size when it looks a page up (DIV-9, DIV-57), so the hit half is the "
-        "project's hardening rule.",
+        "release checks an object's size when it looks a page up (HiCacheFile, SeaweedFS and NIXL's file plugin: "
+        "DIV-9, DIV-57, DIV-76, DIV-139), so the hit half is the project's hardening rule.",
         "sglang mem_cache/hicache_storage.py HiCacheFile.get (a short page is refused, by raising: DIV-56); "
         "HiCacheFile.exists, _collect_existing_component_keys (any file counts)",
     ),
@@ -601,11 +601,11 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-25",
         "core",
         "both",
-        "A storage config has every rank inside its group (0 <= rank < size, size >= 1) for the TP, "
-        "PP and attention-CP groups, dp_rank >= 0 (there is no dp_size), tp_lcm_size, when set, a "
-        "positive multiple of tp_size, and a valid DCP setup: 0 <= dcp_rank < dcp_size and, for "
-        "dcp_size > 1, MLA, tp_rank % dcp_size == dcp_rank with tp_size a multiple of dcp_size, and "
-        "a logical_page_size that is a positive multiple of dcp_size.",
+        "A storage config has every rank inside its group (0 <= rank < size, size >= 1) for the TP, PP and "
+        "attention-CP groups, dp_rank >= 0 (there is no dp_size), tp_lcm_size, when set, a positive multiple of "
+        "tp_size, and a valid DCP setup: 0 <= dcp_rank < dcp_size and, for dcp_size > 1, is_mla_model "
+        "(rank-replicated KV: MLA or DeepSeek-V4's compressed pool), tp_rank % dcp_size == dcp_rank with tp_size "
+        "a multiple of dcp_size, and a logical_page_size that is a positive multiple of dcp_size.",
         "Backends derive namespaces and shard layouts from these numbers; an impossible coordinate must be "
         "rejected at the boundary rather than become a key. SGLang itself checks only the DCP part (0.5.23, the "
         "only release with DCP fields) and, by an assert, tp_lcm_size % tp_size when tp_lcm_size is truthy (0 and"

@@ -1508,6 +1508,17 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "parallelism) ends the scheduler.",
         r"return storage_backend\.describe_l3_object_layout\(",
     ),
+    D(
+        "DIV-139",
+        "0.5.20+",
+        "BE-13",
+        "mem_cache/storage/nixl/hicache_nixl.py",
+        "HiCacheNixl._query_keys_exist",
+        "With a file plugin a page counts as present when its file exists, whatever its length: an empty or "
+        "half-written file (created under its final name before the transfer, DIV-59) is a hit.",
+        r"return \[res is not None for res in query_res\]",
+        suite_meets=False,
+    ),
 )
 """Every recorded divergence, oldest release first within a clause."""
 
