@@ -60,7 +60,11 @@ CLAUSES: tuple[Clause, ...] = (
         "prefetch anchor: the last hash value of the request's last host node, or in buffer-only mode at the root"
         " its deepest device node); mem_cache/unified_radix_cache.py UnifiedRadixCache.prefetch_from_storage (the"
         " request's extra_key and cache_salt on the key); mem_cache/hybrid_cache/hybrid_cache_controller.py "
-        "HybridCacheController._storage_hit_query, pp_prefetch_command_thread_func (0.5.21-0.5.22's other stages)",
+        "HybridCacheController._storage_hit_query, pp_prefetch_command_thread_func (0.5.21-0.5.22's other "
+        "stages); mem_cache/rust_tree_core/adapter.py RustUnifiedTreeCore.get_last_hash_value, "
+        "backfill_missing_hash_values (the default tree core from 0.5.21); "
+        "mem_cache/unified_cache/unified_cache_linker.py UnifiedCacheLinkerWrapper._tail_hashes (the linker's own"
+        " chain)",
     ),
     C(
         "KEY-4",
@@ -153,8 +157,8 @@ CLAUSES: tuple[Clause, ...] = (
         "engine",
         "An empty prefix [] accumulates like any list, and a list is never turned into None.",
         "0.5.20 extended the prefix only when it was non-empty, so [] never grew and backends saw [] for every "
-        "batch; the hybrid hit query and the pipeline ticket of every release turn [] into None (DIV-1, DIV-2); "
-        "collapsing [] to None switches the feature off silently.",
+        "batch; the hybrid hit query of every release and the pipeline ticket (0.5.21+) turn [] into None (DIV-1,"
+        " DIV-2); collapsing [] to None switches the feature off silently.",
         "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
         "batch_hashes per batch); mem_cache/hybrid_cache/hybrid_cache_controller.py _storage_hit_query, "
         "submit_prefetch (DIV-1, DIV-2); the rule where releases differ is the spec's (docs/divergences.md)",

@@ -250,10 +250,9 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "queued loads and unconsumed results are dropped and the linker stays usable.",
         "The wrapper releases every tree lock right after reset returns; a transfer still running then "
         "writes slots the tree has handed to other requests.",
-        _ABC.format("0.5.20+")
-        + ".reset; "
-        + _WRAPPER.format("0.5.20+")
-        + ".reset; sglang 0.5.22+ mem_cache/unified_radix_cache.py UnifiedRadixCache.reset, _reset_full",
+        "sglang 0.5.20+ mem_cache/unified_cache/unified_cache_linker.py UnifiedCacheLinker.reset; sglang 0.5.20+ "
+        "mem_cache/unified_cache/unified_cache_linker.py UnifiedCacheLinkerWrapper.reset; sglang 0.5.20+ "
+        "mem_cache/unified_radix_cache.py UnifiedRadixCache.reset, _reset_full",
     ),
     C(
         "LNK-18",

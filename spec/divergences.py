@@ -275,8 +275,8 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "CTL-11",
         "managers/cache_controller.py",
         "HiCacheController._page_transfer",
-        "A KV read that raises is not caught: the exception ends the prefetch IO thread, and no later "
-        "prefetch is read.",
+        "A KV read that raises, or returns a result the controller cannot read (None, a v1 list shorter than the "
+        "keys), is not caught: the exception ends the prefetch IO thread, and no later prefetch is read.",
         r"(?s)\A(?!.*except Exception).*self\._page_transfer_kv_batch\(",
     ),
     D(
@@ -285,7 +285,8 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "CTL-11",
         "mem_cache/hybrid_cache/hybrid_cache_controller.py",
         "HybridCacheController._page_transfer_sidecar",
-        "A sidecar read that raises is not caught: the exception ends the prefetch IO thread before the sidecar ack.",
+        "A sidecar read that raises, or returns a result the controller cannot read (None, a None entry), is not "
+        "caught: the exception ends the prefetch IO thread before the sidecar ack.",
         r"(?s)\A(?!.*except Exception).*self\.storage_backend\.batch_get_v2\(",
     ),
     D(
@@ -294,8 +295,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "CTL-11",
         "managers/cache_controller.py",
         "HiCacheController.prefetch_thread_func",
-        "A hit query that raises is not caught (the loop catches only queue.Empty): the exception ends "
-        "the hit-query thread, and no later prefetch is queried or acked.",
+        "A hit query that raises, or returns a hit the controller cannot use (None), is not caught (the loop "
+        "catches only queue.Empty): the exception ends the hit-query thread, and no later prefetch is queried or "
+        "acked.",
         r"(?s)\A(?!.*except Exception).*self\._storage_hit_query\(",
     ),
     D(
