@@ -753,12 +753,14 @@ CLAUSES: tuple[Clause, ...] = (
         "one call over the whole chain (batch_exists_v2 with the pool transfers, else batch_exists), "
         "or batch_exists slice by slice stopping after the first slice not fully hit; a span a prior "
         "hit proved stored may be taken as hit without a query.",
-        "Keys after a miss cannot be loaded, so querying them wastes round trips. Every pinned release "
-        "sends every in-tree hit query through the hybrid controller's single whole-chain query; the "
-        "plain controller's slice-by-slice query is called by no in-tree path (0.5.20's HiRadixCache "
-        "is never built, and the decode offload controller only writes).",
-        "sglang hybrid_cache_controller.py HybridCacheController._storage_hit_query; "
-        "managers/cache_controller.py HiCacheController._storage_hit_query",
+        "Keys after a miss cannot be loaded, so querying them wastes round trips. Every pinned release sends "
+        "every in-tree hit query through the hybrid controller's single whole-chain query (in 0.5.21-0.5.22's "
+        "pipeline ticket mode one per stage asked, DIV-140); the plain controller's slice-by-slice query is "
+        "called by no in-tree path (0.5.20's HiRadixCache is never built, and the decode offload controller only "
+        "writes).",
+        "sglang hybrid_cache_controller.py HybridCacheController._storage_hit_query; managers/cache_controller.py"
+        " HiCacheController._storage_hit_query; 0.5.21-0.5.22 hybrid_cache_controller.py "
+        "HybridCacheController.submit_prefetch (the ticket mode's per-stage queries)",
     ),
     C(
         "CTL-2",
@@ -903,12 +905,13 @@ CLAUSES: tuple[Clause, ...] = (
         "controller",
         "engine",
         "A backend that raises, returns None, returns the wrong number of results or misses its deadline never "
-        "kills a controller thread (nor the scheduler thread, which makes the PD-decode hit probe and calls "
-        "get_stats and describe_l3_object_layout) and never has a page counted as loaded that it did not confirm:"
-        " a read confirms the leading run of its entries that are a true flag (True, numpy's included) in a "
-        "result of exactly len(keys) entries, a hit query a count as BE-2 reads one, and a pool a v2 result "
-        "leaves out confirms none of its pages; anything else counts as a failure at or before that page (SGLang "
-        "fails the whole slice on a raise).",
+        "kills a controller thread (nor the scheduler thread, which makes the PD-decode hit probe and "
+        "0.5.21-0.5.22's ticket-mode queries and calls get_stats and describe_l3_object_layout) and never has a "
+        "page counted as loaded that it did not confirm: a read confirms the leading run of its entries that are "
+        "a true flag (True, numpy's included) in a result of exactly len(keys) entries (of a legacy batch_get, "
+        "the leading run of entries that are not None), a hit query a count as BE-2 reads one, and a pool a v2 "
+        "result leaves out confirms none of its pages; anything else counts as a failure at or before that page "
+        "(SGLang fails the whole slice on a raise).",
         "Storage is outside the engine's control; the engine must degrade to recomputation, not to garbage or a "
         "hang. Released SGLang reads a result more leniently (a v1 read's entries by truth with no length check, "
         "a v2 read's by anything but False, DIV-27 and DIV-46, a KV-derived pool left out lowering nothing): the "

@@ -122,9 +122,11 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "LNK-8",
         "linker",
         "backend",
-        "lookup counts a page only once every layer of it is stored: a page an offload wrote in part (an "
-        "offload reported failed) or is still writing is never counted, so no reported length needs a torn "
-        "page.",
+        "lookup reports a length only when every object a load at that length reads is wholly stored: every layer"
+        " of each ALL_PAGES pool's pages up to it, and of each TRAILING_PAGES pool's pages in the window ending "
+        "there; a part an offload is still writing, or wrote in part (an offload reported failed), is never read "
+        "for a reported length, so no reported length needs a torn page (a trailing pool's part of a page outside"
+        " that window need not be stored).",
         "A torn offload (some pools or pages written) that lookup counts loads garbage into the slots of a "
         "request that then decodes from them.",
         _ABC.format("0.5.20+") + ".offload ('atomic persistence'), .lookup",

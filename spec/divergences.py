@@ -306,8 +306,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "CTL-11",
         "mem_cache/hybrid_cache/hybrid_cache_controller.py",
         "HybridCacheController.backup_thread_func",
-        "A write that raises is not caught (the loop catches only queue.Empty): the exception ends the "
-        "backup thread, and no backup ack follows.",
+        "A write that raises, or returns a result the controller cannot read (None, a non-mapping, a None entry),"
+        " is not caught (the loop catches only queue.Empty): the exception ends the backup thread, and no backup "
+        "ack follows.",
         r"(?s)\A(?!.*_page_backup_or_log).*self\._page_backup\(operation\)",
     ),
     D(
@@ -511,8 +512,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "managers/cache_controller.py",
         "HiCacheController.backup_thread_func",
         "The PD-decode offload's controller for an MHA or MLA model (a plain HiCacheController, "
-        "DecodeKVCacheOffloadManager) catches only queue.Empty around _page_backup: a write that raises ends its "
-        "backup thread, so no later offload is acked or has its host pages freed.",
+        "DecodeKVCacheOffloadManager) catches only queue.Empty around _page_backup: a write that raises, or a "
+        "batch_set_v1 that returns None, ends its backup thread, so no later offload is acked or has its host "
+        "pages freed.",
         r"self\._page_backup\(operation\)",
     ),
     D(
@@ -1520,6 +1522,17 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "half-written file (created under its final name before the transfer, DIV-59) is a hit.",
         r"return \[res is not None for res in query_res\]",
         suite_meets=False,
+    ),
+    D(
+        "DIV-140",
+        "0.5.21-0.5.22",
+        "CTL-1",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+        "HybridCacheController.submit_prefetch",
+        "In the pipeline ticket mode a rank serving several stages asks each stage about the whole chain from its"
+        " first key, even after an earlier stage's query found a miss, so keys past that miss, which cannot load,"
+        " are queried.",
+        r"_, rank_hit_count = self\._storage_hit_query\(operation, pp_rank=pp_rank\)",
     ),
 )
 """Every recorded divergence, oldest release first within a clause."""
