@@ -24,7 +24,7 @@ import operator
 from typing import Any
 
 from hicache_spec.batching import count_leading_run
-from hicache_spec.values import is_count, is_flag
+from hicache_spec.values import is_count, is_true_flag
 
 __all__ = ["confirmed_hit", "confirmed_pages"]
 
@@ -39,7 +39,7 @@ def confirmed_pages(result: Any, count: int, *, snapshot: bool = False) -> int:
     kinds = (list, tuple) if snapshot else (list,)
     if type(result) not in kinds or len(result) != count:
         return 0
-    return count_leading_run(tuple(is_flag(entry) and bool(entry) for entry in result))
+    return count_leading_run(tuple(is_true_flag(entry) for entry in result))
 
 
 def confirmed_hit(result: Any, count: int) -> int:

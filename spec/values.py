@@ -5,7 +5,16 @@ from __future__ import annotations
 import operator
 from typing import Any, Final, Optional, TypeGuard
 
-__all__ = ["BEST_EFFORT", "PREFETCH_POLICIES", "TIMEOUT", "WAIT_COMPLETE", "is_count", "is_flag"]
+__all__ = [
+    "BEST_EFFORT",
+    "PREFETCH_POLICIES",
+    "TIMEOUT",
+    "WAIT_COMPLETE",
+    "is_count",
+    "is_flag",
+    "is_numpy_scalar",
+    "is_true_flag",
+]
 
 BEST_EFFORT: Final = "best_effort"
 """Prefetch policy: load what arrives until the scheduler asks to stop (CTL-9; the default)."""
@@ -43,6 +52,12 @@ def is_count(value: Any, minimum: int = 0, maximum: Optional[int] = None, *, exa
     return bool(number >= minimum and (maximum is None or number <= maximum))
 
 
+def is_numpy_scalar(value: Any) -> bool:
+    """Whether ``value`` is one of numpy's scalars (its bools and numbers, immutable), told by type, without numpy."""
+    kind = type(value)
+    return kind.__module__ == "numpy" and kind.__name__ != "ndarray" and hasattr(value, "item")
+
+
 def is_flag(value: Any) -> bool:
     """Whether ``value`` is a success flag as a backend may return one: a ``bool``, or numpy's bool (``numpy.bool_``
     before numpy 2, ``numpy.bool`` from it), never an int or another truthy value (BE-14).
@@ -51,3 +66,8 @@ def is_flag(value: Any) -> bool:
     """
     kind = type(value)
     return kind is bool or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))
+
+
+def is_true_flag(value: Any) -> bool:
+    """Whether ``value`` is a flag (``is_flag``) that says yes: what confirms a page (CTL-11, BE-14)."""
+    return is_flag(value) and bool(value)

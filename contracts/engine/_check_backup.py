@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from hicache_spec import compute_backup_progress, plan_batches
-from hicache_spec.values import is_flag
+from hicache_spec.values import is_true_flag
 from hicache_contracts.engine._check_base import KV_WRITE, SIDECAR_WRITE, _Checker, leading_flags
 from hicache_contracts.engine._check_pages import (
     fail_extra_calls,
@@ -20,7 +20,7 @@ def written_pages(call: Any, count: int) -> int:
     if call.raised is not None:
         return 0
     if call.method == "batch_set":
-        return count if is_flag(call.result) and call.result else 0
+        return count if is_true_flag(call.result) else 0
     return leading_flags(call.result, count)
 
 

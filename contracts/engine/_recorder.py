@@ -38,6 +38,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional
 
+from hicache_spec.values import is_numpy_scalar
 from hicache_contracts.capabilities import EXTRA_INFO_METHODS
 from hicache_contracts.engine._calls import (
     EXTRA_INFO_ABSENT,
@@ -139,9 +140,7 @@ _PLAIN_TYPES = (bool, int, float, str, type(None))
 
 
 def _summarize_plain(result: Any) -> Any:
-    kind = type(result)
-    numpy_scalar = kind.__module__ == "numpy" and kind.__name__ != "ndarray"  # immutable: numpy's bools and integers
-    return result if isinstance(result, _PLAIN_TYPES) or numpy_scalar else None
+    return result if isinstance(result, _PLAIN_TYPES) or is_numpy_scalar(result) else None
 
 
 _SUMMARIES: dict[str, Callable[[Any], Any]] = {

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Final, Literal, Optional, Union
 from pydantic import field_validator, model_serializer, model_validator
 
 from hicache_spec import STORAGE_BATCH_SIZE
+from hicache_spec.values import is_numpy_scalar
 from hicache_contracts.capabilities import ALL_METHODS
 from hicache_contracts.errors import ContractViolation
 from hicache_contracts.json_depth import nesting_depth
@@ -205,7 +206,7 @@ def _jsonable(value: Any) -> Any:
     read alike: ``is_flag``, ``is_count``); anything else becomes its repr."""
     if isinstance(value, (bool, int, float, str, type(None))):
         return value
-    if type(value).__module__ == "numpy" and type(value).__name__ != "ndarray" and hasattr(value, "item"):
+    if is_numpy_scalar(value):
         return _jsonable(value.item())
     if isinstance(value, (list, tuple)):
         return [_jsonable(item) for item in value]

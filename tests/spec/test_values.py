@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hicache_spec.values import is_count, is_flag
+from hicache_spec.values import is_count, is_flag, is_numpy_scalar, is_true_flag
 
 
 class Small(enum.IntEnum):
@@ -81,3 +81,17 @@ def test_a_flag_is_a_bool_or_numpys(value) -> None:
 @pytest.mark.parametrize("value", [1, 0, None, "True", numpy.int64(1), 1.0, [True]])
 def test_a_truthy_value_that_is_no_bool_is_no_flag(value) -> None:
     assert not is_flag(value)
+
+
+@pytest.mark.parametrize(
+    "value, expected", [(True, True), (numpy.True_, True), (False, False), (numpy.False_, False), (1, False)]
+)
+def test_a_true_flag_is_a_flag_that_says_yes(value, expected) -> None:
+    assert is_true_flag(value) is expected
+
+
+@pytest.mark.parametrize(
+    "value, expected", [(numpy.int64(1), True), (numpy.True_, True), (numpy.zeros(1), False), (1, False)]
+)
+def test_numpys_scalars_are_told_by_type(value, expected) -> None:
+    assert is_numpy_scalar(value) is expected

@@ -20,7 +20,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from hicache_spec.values import is_flag
+from hicache_spec.values import is_true_flag
 from hicache_contracts.conformance.framework import CheckSkipped, conformance_check, expect, fail
 from hicache_contracts.conformance.session.context import HEAD_NUM, LAYER_NUM, Instance, SuiteContext
 from hicache_contracts.conformance.session.pools import pages_equal
@@ -185,7 +185,7 @@ def store(suite: SuiteContext, writer: Instance, keys: list[str]) -> None:
         stored = suite.io.v1_flags(raw, keys, "batch_set_v1")
     else:
         outcome = suite.calls.call("NS-9", writer.backend.batch_set, keys, [pool.peek(page) for page in pages])
-        stored = [is_flag(outcome) and bool(outcome)] * len(keys)
+        stored = [is_true_flag(outcome)] * len(keys)
     if not all(stored):
         raise CheckSkipped(f"the backend refused pages the check needs (the write returned {stored}); nothing to check")
 

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import torch
 
 from hicache_spec import count_leading_run
-from hicache_spec.values import is_count, is_flag
+from hicache_spec.values import is_count, is_true_flag
 from hicache_contracts.conformance.session.calls import Calls
 from hicache_contracts.conformance.session.contents import Pages
 from hicache_contracts.conformance.framework import CheckSkipped, ClauseFailure, PreconditionFailed, fail
@@ -126,7 +126,7 @@ class PageIO:
                 return []
             values = [pool.peek(page) for page in pages]
             outcome = self.calls.call(clause_id, backend.batch_set, keys, values)
-            return [is_flag(outcome) and bool(outcome)] * len(keys)
+            return [is_true_flag(outcome)] * len(keys)
         raw = self.calls.call(clause_id, backend.batch_set_v1, keys, pool.slots(pages), info)
         flags = self.v1_flags(raw, keys, "batch_set_v1")
         return flags if each else [all(flags)] * len(flags)
