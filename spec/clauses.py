@@ -261,11 +261,13 @@ CLAUSES: tuple[Clause, ...] = (
         "core",
         "backend",
         "batch_exists returns a count n with 0 <= n <= len(keys): the length of the leading run of keys that "
-        "exist, counted in pages. The count is an int or any value a slice takes as an index (a bool, numpy's "
-        "integers; never a float or numpy's bool): the engine cuts the key list with it and multiplies it by the "
-        "page size, nothing more.",
-        "Backends that counted component objects (K and V halves) reported 2N hits and made the "
-        "engine read pages that were never written.",
+        "exist, counted in pages. The count is an int (a bool included) or an integer scalar at least 32 bits "
+        "wide that a slice takes as an index (numpy's integers from int32, a 0-d integer tensor; never a float, "
+        "numpy's bool or a narrower integer): the engine cuts the key list with it and multiplies it by the page "
+        "size in the count's own type, nothing more.",
+        "Backends that counted component objects (K and V halves) reported 2N hits and made the engine read pages"
+        " that were never written. A narrower integer overflows in the engine's product (numpy's int8 3 times a "
+        "page of 64 tokens is -64 tokens), and a value that is only an index has no product at all.",
         "sglang mem_cache/hicache_storage.py HiCacheStorage.batch_exists; "
         "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._storage_hit_query (the "
         "in-tree caller: the hit in pages, MIN-reduced, cuts the key list)",
@@ -525,14 +527,16 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-26",
         "v2",
         "backend",
-        "Every length restorable_prefix_pages lists within 1..kv_hit_pages can be restored by KV and "
-        "every gating pool; it is read as a set (order, repeats and lengths outside 1..kv_hit_pages "
-        "carry no meaning); None says every length 1..kv_hit_pages can be restored. SGLang reads it "
-        "when the query carries a TRAILING_PAGES pool.",
-        "Ranks intersect these sets (RANK-6) and load the largest common length; a length listed that "
-        "a pool cannot restore loads a prefix without its trailing state on every rank. A length "
-        "left out only shortens the hit, so listing every restorable length (as 0.5.23's HiCacheFile "
-        "does) is what gives the longest one.",
+        "Every length restorable_prefix_pages lists within 1..kv_hit_pages can be restored by KV and every gating"
+        " pool; it is read as a set (order, repeats and lengths outside 1..kv_hit_pages carry no meaning); None "
+        "says every length 1..kv_hit_pages can be restored. The HiCache controller reads it when the query "
+        "carries a TRAILING_PAGES pool.",
+        "Ranks intersect these sets (RANK-6) and load the largest common length; a length listed that a pool "
+        "cannot restore loads a prefix without its trailing state on every rank. A length left out only shortens "
+        "the hit, so listing every restorable length (as 0.5.23's HiCacheFile does) is what gives the longest "
+        "one. SGLang's sim, 3FS, NPU memcache, UMBP, NIXL and SeaweedFS backends answer None while folding with "
+        "the minimum (DIV-6, DIV-51..DIV-55, recorded under BE-21). The Mooncake direct linker also reads the "
+        "field, from the MooncakeStore it builds, with None as no hit (LNK-8).",
         "sglang 0.5.23 mem_cache/hicache_storage.py PoolTransferResult, HiCacheFile.batch_exists_v2; "
         "hybrid_cache/hybrid_cache_controller.py _sync_prefetch_hit_query (a flag per listed length "
         "in 1..the hit, read only for a TRAILING_PAGES query)",
@@ -576,13 +580,16 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-23",
         "concurrency",
         "backend",
-        "A backend is safe under concurrent calls from at least three threads (hit query, IO, "
-        "backup) plus get_stats from a fourth.",
-        "The engine runs these threads for real; a race corrupts pages or results. Hit queries also "
-        "come from other engine threads (BE-30), so the count is a floor.",
+        "A backend is safe under concurrent calls from at least three threads (hit query, IO, backup) plus the "
+        "scheduler thread's: get_stats (with storage metrics on), clear() (the admin clear, which does not stop "
+        "the storage threads) and the hit queries of BE-30.",
+        "The engine runs these threads for real; a race corrupts pages or results. Hit queries also come from "
+        "other engine threads (BE-30), so the count is a floor.",
         "sglang managers/cache_controller.py prefetch_thread_func, prefetch_io_aux_func, backup_thread_func "
-        "(three threads on one backend); mem_cache/unified_radix_cache.py "
-        "UnifiedRadixCache.check_hicache_events (get_stats, on the scheduler thread)",
+        "(three threads on one backend); mem_cache/unified_radix_cache.py UnifiedRadixCache.check_hicache_events "
+        "(get_stats, on the scheduler thread); mem_cache/hybrid_cache/hybrid_cache_controller.py "
+        "HybridCacheController.clear_storage_backend and mem_cache/unified_cache/storage_attachment.py clear (the"
+        " admin clear, on the scheduler thread)",
     ),
     C(
         "BE-24",
@@ -613,10 +620,13 @@ CLAUSES: tuple[Clause, ...] = (
         "Backends derive namespaces and shard layouts from these numbers; an impossible coordinate must be "
         "rejected at the boundary rather than become a key. SGLang itself checks only the DCP part (0.5.23, the "
         "only release with DCP fields) and, by an assert, tp_lcm_size % tp_size when tp_lcm_size is truthy (0 and"
-        " negative multiples pass); the range checks are the project's validation of its own models (dp_rank "
-        "exists from 0.5.21).",
+        " negative multiples pass: DIV-143); the range checks are the project's validation of its own models "
+        "(dp_rank exists from 0.5.21). 0.5.23 attaches storage under DCP only for its file and Mooncake backends,"
+        " with a materialized MLA host pool and outside buffer_only, so a dynamic backend never sees dcp_size > "
+        "1.",
         "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheStorageConfig.__post_init__ (DCP); "
-        "managers/cache_controller.py _generate_storage_config (tp_lcm_size)",
+        "managers/cache_controller.py _generate_storage_config (tp_lcm_size), 0.5.23 "
+        "HiCacheController.attach_storage_backend (the backends attached under DCP)",
     ),
     C(
         "BE-28",
@@ -643,18 +653,23 @@ CLAUSES: tuple[Clause, ...] = (
         " it) are shared instead (NS-5).",
         "Each TP rank holds a different shard of the heads; reading another rank's shard is silent corruption.",
         "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.tp_rank, HiCacheFile.__init__ (the TP rank in "
-        "the key suffix), _get_suffixed_key (Mamba state under MLA without it: DIV-29)",
+        "the key suffix), _get_suffixed_key (Mamba state under MLA without it: DIV-29; 0.5.23 draft pools: "
+        "DIV-96); mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController.should_backup (the "
+        "pools every rank writes beside MLA KV)",
     ),
     C(
         "NS-2",
         "namespacing",
         "backend",
-        "Two instances that differ only in pp_rank never see each other's pages.",
+        "Two instances that differ only in pp_rank never see each other's pages, except through a hit query whose"
+        " extra_info names the other stage (BE-31: 0.5.21-0.5.22's pipeline ticket mode), which a backend may "
+        "answer about that stage.",
         "Pipeline stages hold different layers; a backend without PP in its keys let stages overwrite each other.",
-        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.pp_rank, pp_size, HiCacheFile.__init__ "
-        "(the '_{pp_size}_{pp_rank}' suffix when pp_size > 1), _get_suffixed_key; "
-        "storage/mooncake_store/mooncake_store.py MooncakeStore.__init__ (mha_suffix and mla_suffix carry "
-        "pp_rank when pp_size > 1)",
+        "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.pp_rank, pp_size, HiCacheFile.__init__ (the "
+        "'_{pp_size}_{pp_rank}' suffix when pp_size > 1), _get_suffixed_key; "
+        "storage/mooncake_store/mooncake_store.py MooncakeStore.__init__ (mha_suffix and mla_suffix carry pp_rank"
+        " when pp_size > 1), 0.5.21-0.5.22 MooncakeStore._batch_exist (a query naming another stage answered "
+        "about it)",
     ),
     C(
         "NS-3",
@@ -675,7 +690,7 @@ CLAUSES: tuple[Clause, ...] = (
         "Two instances that differ only in model_name never see each other's pages.",
         "Keys carry no model; two models sharing a store must not read each other's KV. SGLang's file and "
         "Mooncake backends put the model in the key; its 3FS, AIBrix and NPU memcache backends do not "
-        "(DIV-60..DIV-62).",
+        "(DIV-60..DIV-62), and its TensorCast backend keys by a configured model id in its place (DIV-144).",
         "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.model_name, HiCacheFile.__init__ (the model "
         "leads the key suffix), _get_suffixed_key; storage/mooncake_store/mooncake_store.py "
         "MooncakeStore.__init__ (the model in the key prefix); managers/cache_controller.py "
@@ -689,7 +704,9 @@ CLAUSES: tuple[Clause, ...] = (
         "tp_rank == 0 before) is visible to every TP rank with the same PP, CP and DCP coordinates that shares "
         "the backend's store (a store every rank reaches: for a file backend, a directory every rank's host "
         "sees).",
-        "Replicated KV is written once per DCP shard; other ranks that cannot see it never hit.",
+        "Replicated KV is written once per DCP shard; other ranks that cannot see it never hit. SGLang 0.5.23 "
+        "attaches storage under DCP only for its file and Mooncake backends, so only they, and a backend that "
+        "says SGLang drives it so, are asked to keep the DCP shards apart.",
         "sglang managers/cache_controller.py HiCacheController.attach_storage_backend (backup_skip: tp_rank != 0 "
         "before 0.5.23); 0.5.23 mem_cache/hicache_storage.py HiCacheStorageConfig.is_storage_writer; "
         "HiCacheFile.__init__ (the MLA suffix leaves tp_rank out; 0.5.23's DCP suffix); "
@@ -816,11 +833,12 @@ CLAUSES: tuple[Clause, ...] = (
         "Prefetch emits exactly one progress ack per slice of the agreed keys: cumulative loaded "
         "tokens, non-decreasing, frozen after the first short slice or termination.",
         "Every ack is all-reduced across ranks; a rank that emits fewer acks hangs the others (in 0.5.20-0.5.21 a"
-        " read that raises ends the IO thread and its acks: DIV-23). Termination is seen at the start of a slice:"
-        " a slice already reading when it comes still counts.",
-        "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func; "
-        "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._page_transfer (0.5.20), "
-        "_page_transfer_with_stable_layout (0.5.21+)",
+        " read that raises ends the IO thread and its acks: DIV-23). Termination is seen at the start of a slice;"
+        " on the v1 read a slice already reading when it comes still counts, while the legacy batch_get read also"
+        " stops between the page copies of a slice that already returned, so that slice is short.",
+        "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func, _generic_page_get (termination"
+        " between page copies); mem_cache/hybrid_cache/hybrid_cache_controller.py "
+        "HybridCacheController._page_transfer (0.5.20), _page_transfer_with_stable_layout (0.5.21+)",
     ),
     C(
         "CTL-6",
@@ -911,19 +929,19 @@ CLAUSES: tuple[Clause, ...] = (
         "a true flag (True, numpy's included) in a result of exactly len(keys) entries (of a legacy batch_get, "
         "the leading run of entries that are not None), a hit query a count as BE-2 reads one, and a pool a v2 "
         "result leaves out confirms none of its pages; anything else counts as a failure at or before that page "
-        "(SGLang fails the whole slice on a raise).",
+        "(from 0.5.22 SGLang fails the whole slice on a raise).",
         "Storage is outside the engine's control; the engine must degrade to recomputation, not to garbage or a "
         "hang. Released SGLang reads a result more leniently (a v1 read's entries by truth with no length check, "
         "a v2 read's by anything but False, DIV-27 and DIV-46, a KV-derived pool left out lowering nothing): the "
         "divergences record it, and the reading above is the project's (hicache_spec.confirmation, which the "
         "reference controller counts by and the trace checker judges by).",
         "sglang managers/cache_controller.py prefetch_io_aux_func, backup_thread_func, _page_transfer, "
-        "_page_get_zero_copy, _page_transfer_kv_batch; mem_cache/hybrid_cache/hybrid_cache_controller.py "
-        "_sync_prefetch_hit_query (0.5.22+: outside the hit query's try); mem_cache/unified_radix_cache.py "
-        "UnifiedRadixCache.query_storage_hit_length (the PD-decode probe, on the scheduler thread); "
-        "disaggregation/decode_kvcache_offload_manager.py DecodeKVCacheOffloadManager (a plain HiCacheController "
-        "backs up the decode offload of an MHA or MLA model; an SWA model's, from 0.5.21, the hybrid one); a bug "
-        "class of SGLang's controller (#38428)",
+        "_page_get_zero_copy, _generic_page_get (the legacy read), _page_transfer_kv_batch; "
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py _sync_prefetch_hit_query (0.5.22+: outside the hit "
+        "query's try); mem_cache/unified_radix_cache.py UnifiedRadixCache.query_storage_hit_length (the PD-decode"
+        " probe, on the scheduler thread); disaggregation/decode_kvcache_offload_manager.py "
+        "DecodeKVCacheOffloadManager (a plain HiCacheController backs up the decode offload of an MHA or MLA "
+        "model; an SWA model's, from 0.5.21, the hybrid one); a bug class of SGLang's controller (#38428)",
     ),
     C(
         "CTL-12",

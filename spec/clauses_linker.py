@@ -177,14 +177,20 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "LNK-12",
         "linker",
         "backend",
-        "A load writes, into each transfer's device_indices, every layer's bytes of the pages stored under "
-        "its keys for that pool, byte for byte, and writes no other slot.",
-        "Loaded slots are private to the request; a byte wrong or a neighbouring slot overwritten corrupts "
-        "another request's KV.",
-        "sglang 0.5.20+ mem_cache/unified_cache/unified_cache_linker.py UnifiedCacheLinker.load; sglang 0.5.20+ "
-        "mem_cache/unified_cache/components/full.py and swa.py build_external_linker_transfer (device_indices per"
-        " phase), 0.5.23 components/mamba.py (one state slot for the last key); the in-tree linkers that write "
-        "them: storage/mooncake_store/mooncake_direct_linker.py, storage/umbp/umbp_direct_linker.py",
+        "A load writes, into each transfer's device_indices, every layer's bytes of the pages stored under its "
+        "keys for that pool, in every device buffer SGLang indexes by that pool's slots (the buffers derived from"
+        " KV too: DSA's indexer K, DeepSeek-V4's compressed KV and compress state, packed draft KV), byte for "
+        "byte, and writes no row outside those slots.",
+        "From 0.5.22 the loaded slots are private to the request until the load lands; in 0.5.20-0.5.21 load_back"
+        " inserts the tail into the tree before its bytes land, so a wrong byte reaches every later request "
+        "matching that prefix. A buffer left unwritten restores a page without its derived state, and a "
+        "neighbouring row overwritten corrupts another request's KV.",
+        "sglang 0.5.20+ mem_cache/unified_cache/unified_cache_linker.py UnifiedCacheLinker.load, "
+        "UnifiedCacheLinkerWrapper.load_back; sglang 0.5.20+ mem_cache/unified_cache/components/full.py and "
+        "swa.py build_external_linker_transfer (device_indices per phase), 0.5.23 components/mamba.py (one state "
+        "slot for the last key); mem_cache/hybrid_cache/linker_pool_assembler.py "
+        "DevicePoolGroup.resolve_transfers (the device buffers a transfer covers); the in-tree linkers that write"
+        " them: storage/mooncake_store/mooncake_direct_linker.py, storage/umbp/umbp_direct_linker.py",
     ),
     C(
         "LNK-13",
@@ -224,9 +230,15 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "cancel_queued_load(rid) returns True only for a load queued and not yet started, which then never "
         "writes, and False for a started one; 0.5.20-0.5.21 also ask about a cancelled or unknown rid, which gets"
         " False (0.5.22+ ask only about a rid whose load is in flight).",
-        "On True the wrapper frees the request's slots at once; a started load then writes into freed slots. "
-        "0.5.20-0.5.21's wrapper asks for every released request and fails on True for one it never queued.",
-        _ABC.format("0.5.20+") + ".cancel_queued_load; " + _WRAPPER.format("0.5.20+") + ".release_request",
+        "0.5.22+: on True the abort path frees the request's private slots at once; a started load then writes "
+        "into freed slots. 0.5.20-0.5.21: load_back inserts the tail into the tree before it queues the load, so "
+        "any True, even for an unstarted load, leaves slots never written published in the tree (SGLang's own "
+        "linkers always answer False there), and the wrapper asks for every aborted request and fails on True for"
+        " one it never queued. Declining is always allowed.",
+        "sglang 0.5.20+ mem_cache/unified_cache/unified_cache_linker.py UnifiedCacheLinker.cancel_queued_load; "
+        "sglang 0.5.20+ mem_cache/unified_cache/unified_cache_linker.py "
+        "UnifiedCacheLinkerWrapper.release_request, load_back; mem_cache/unified_radix_cache.py "
+        "UnifiedRadixCache.release_aborted_request (the only caller)",
     ),
     C(
         "LNK-16",
@@ -300,8 +312,10 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "Pages stored for one model, or one (tp, cp, pp) rank coordinate, are never reported by lookup "
         "for another; when the pools are rank-replicated the TP coordinate is left out, so every TP rank "
         "finds the owner's pages.",
-        "Two models or two shards sharing a key read each other's KV; replicated pools written once by "
-        "the owner (LNK-20) must be found by the other ranks.",
+        "Two models or two shards sharing a key read each other's KV; replicated pools written once by the owner "
+        "(LNK-20) must be found by the other ranks. The key carries the rank coordinate, never the group sizes, "
+        "so the separation holds within one parallel topology: deployments of one model with different TP or PP "
+        "sizes must not share a store.",
         "sglang 0.5.20+ storage/mooncake_store/mooncake_direct_linker.py _storage_suffix, "
         "MooncakeDirectLinker.__init__; storage/mooncake_store/mooncake_store.py MooncakeStore.__init__, "
         "_tag_keys (the model prefix); storage/umbp/umbp_direct_linker.py _storage_suffix (0.5.21+), "
@@ -341,11 +355,11 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "LNK-24",
         "linker",
         "backend",
-        "lookup may be called on the scheduler thread while loads and offloads the linker accepted still run "
-        "on its own threads: such a call neither raises nor disturbs them, reports every length restorable "
-        "from offloads whose writes completed before it began (for pools replicated across TP ranks, the "
-        "owner rank's write: LNK-20), and reports only lengths whose pages a load started at once restores "
-        "byte for byte.",
+        "lookup may be called on the scheduler thread while loads and offloads the linker accepted still run on "
+        "its own threads: such a call neither raises nor disturbs them, reports every length restorable from "
+        "offloads whose writes completed before it began (for pools replicated across TP ranks, the owner rank's "
+        "write where the owner alone writes: LNK-20, DIV-38), and reports only lengths whose pages a load started"
+        " at once restores byte for byte.",
         "The wrapper calls lookup from match for each new request and takes no lock against the linker's "
         "transfers; SGLang's direct linkers write the store from an offload thread and read it from a load "
         "thread. A lookup that raises mid-update kills the scheduler, a stored prefix it misses is a lost "

@@ -598,8 +598,10 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "BE-21",
         "mem_cache/storage/umbp/umbp_store.py",
         "UMBPStore.batch_exists_v2",
-        "The UMBP backend folds with the minimum of each pool's largest hit (a trailing pool's longest complete window) "
-        "and reports no restorable_prefix_pages, so it can name a length a trailing pool cannot restore.",
+        "The UMBP backend folds with the minimum of each pool's largest hit (a trailing pool's longest complete "
+        "window) and reports no restorable_prefix_pages, so it can name a length a trailing pool cannot restore; "
+        "and it asks each pool only over the pages the earlier pools left, so a later pool's extra_pool_hit_pages"
+        " entry falls below that pool's own boundary.",
         r"final_pages = min\(final_pages, boundary\)",
     ),
     D(
@@ -1224,8 +1226,10 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "RANK-3",
         "managers/cache_controller.py",
         "HiCacheController.prefetch_io_aux_func",
-        "A backend read that raises on one rank ends that rank's prefetch IO thread: it emits no further slice, "
-        "sidecar or final ack for the operation, and the other ranks wait forever in the next MIN all-reduce.",
+        "A backend read that raises on one rank, or returns a result the controller cannot read (a v1 or legacy "
+        "list shorter than the keys, a v1 result of None, a v2 result or pool entry of None, a legacy page the "
+        "host pool refuses), ends that rank's prefetch IO thread: it emits no further slice, sidecar or final ack"
+        " for the operation, and the other ranks wait forever in the next MIN all-reduce.",
         r"self\._page_transfer\(operation\)\s+self\.prefetch_sync_queue\.put\(",
     ),
     D(
@@ -1281,7 +1285,8 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "UnifiedRadixCache.query_storage_hit_length",
         "The PD-decode probe's hit query (always a plain batch_exists: its operation carries no pool transfers) "
         "runs on the decode scheduler thread with nothing catching it (the decode queue's prefix match calls it "
-        "outside any try): a batch_exists that raises, or a hit of None, ends the decode scheduler.",
+        "outside any try): a batch_exists that raises, or returns a hit the probe cannot use (None, a float, a "
+        "string, or a count whose tokens do not fit an int32), ends the decode scheduler.",
         r"(?s)\A(?!.*except).*self\.cache_controller\._storage_hit_query\(operation\)",
     ),
     D(
@@ -1533,6 +1538,63 @@ DIVERGENCES: tuple[Divergence, ...] = (
         " first key, even after an earlier stage's query found a miss, so keys past that miss, which cannot load,"
         " are queried.",
         r"_, rank_hit_count = self\._storage_hit_query\(operation, pp_rank=pp_rank\)",
+    ),
+    D(
+        "DIV-141",
+        "0.5.20+",
+        "CTL-11",
+        "managers/cache_controller.py",
+        "HiCacheController._generic_page_get",
+        "A legacy batch_get's result is read entry by entry up to len(keys) and its length is never checked: a "
+        "list longer than the keys counts its leading entries that are not None as pages loaded, and a list too "
+        "short raises (ending the IO thread in 0.5.20-0.5.21, failing the slice from 0.5.22).",
+        r"for i in range\(len\(hash_values\)\):\s+if page_data\[i\] is None:",
+    ),
+    D(
+        "DIV-142",
+        "0.5.20+",
+        "BE-2",
+        "mem_cache/storage/umbp/umbp_store.py",
+        "UMBPStore.batch_exists",
+        "With a logical KV anchor (DeepSeek-V4: no KV buffer) the v1 writes store no KV object and "
+        "batch_exists_v2 answers every page present, but batch_exists still looks the KV objects up, so it "
+        "answers 0 for pages the backend reported stored (the PD-decode probe's query).",
+        r"(?s)\A(?!.*_kv_anchor_is_logical).*hit_count = self\.client\.batch_exists_consecutive\(query_keys\)",
+        suite_meets=False,
+    ),
+    D(
+        "DIV-143",
+        "0.5.20+",
+        "BE-25",
+        "managers/cache_controller.py",
+        "HiCacheController._generate_storage_config",
+        "tp_lcm_size from the extra config is checked only when truthy: a 0 or a negative multiple of tp_size "
+        "passes into the storage config the backend receives (read as unset: should_split_heads stays False).",
+        r"if tp_lcm_size:\s+assert tp_lcm_size % (?:self\.)?tp_size == 0",
+    ),
+    D(
+        "DIV-144",
+        "0.5.21+",
+        "NS-4",
+        "mem_cache/storage/tensorcast_store/host_allocator.py",
+        "resolve_tensorcast_model_id",
+        "TensorCast keys its artifacts by tensorcast.model_id when the extra config sets it, the model name left "
+        "out, and otherwise by the model name stripped of surrounding whitespace, so two instances that differ "
+        "only in model_name can share one keyspace.",
+        r"if config\.model_id is not None:\s+return config\.model_id",
+        suite_meets=False,
+    ),
+    D(
+        "DIV-145",
+        "0.5.20+",
+        "HYB-10",
+        "disaggregation/decode_kvcache_offload_manager.py",
+        "DecodeKVCacheOffloadManager.__init__",
+        "The PD-decode offload builds a KV-only host pool and a plain controller for any MHA or MLA pool (a DSA "
+        "pool is one) and registers no draft pool, so with a DSA model it backs pages up without their index "
+        "buffer, and under speculative decoding without their draft KV.",
+        r'if not isinstance\((?:self\.)?kv_cache, \(MHATokenToKVPool, MLATokenToKVPool\)\):\s+raise ValueError\("Unsupported KV cache type for decode offload"\)\s+self\.decode_host_mem_pool = build_kv_host_pool\(',
+        suite_meets=False,
     ),
 )
 """Every recorded divergence, oldest release first within a clause."""

@@ -26,14 +26,25 @@ PREFETCH_POLICIES = (BEST_EFFORT, WAIT_COMPLETE, TIMEOUT)
 """The prefetch policies of CTL-9, in the order the clause names them."""
 
 
+COUNT_MIN_BYTES = 4
+"""The narrowest integer scalar a returned count may be (BE-2): SGLang multiplies it by the page size in its own type."""
+
+
+def _wide_enough(value: Any) -> bool:
+    width = getattr(value, "itemsize", None)
+    return type(width) is int and width >= COUNT_MIN_BYTES
+
+
 def is_count(value: Any, minimum: int = 0, maximum: Optional[int] = None, *, exact: bool = True) -> TypeGuard[int]:
     """Whether ``value`` is an ``int`` itself (no bool, no subclass, no float) within ``[minimum, maximum]``.
 
-    ``exact=False`` is how a count a backend returns is read: any value a
-    slice takes as an index (``operator.index``: a bool, an ``IntEnum``,
-    numpy's integers, never a float or numpy's bool) counts as that index,
-    since SGLang only cuts the key list with it and does arithmetic with
-    it. ``exact=True`` is how the project's own inputs are checked.
+    ``exact=False`` is how a count a backend returns is read (BE-2): an
+    ``int`` of any kind (a bool, an ``IntEnum``), or a scalar a slice takes
+    as an index (``operator.index``) at least 32 bits wide (numpy's
+    integers from ``int32``, a 0-d integer tensor), since SGLang cuts the
+    key list with it and multiplies it by the page size in its own type: a
+    narrower integer overflows there, and a float or numpy's bool is no
+    index at all. ``exact=True`` is how the project's own inputs are checked.
 
     pre: maximum is None or minimum <= maximum
     post: not __return__ or operator.index(value) >= minimum
@@ -44,6 +55,8 @@ def is_count(value: Any, minimum: int = 0, maximum: Optional[int] = None, *, exa
             return False
         number = value
     else:
+        if not isinstance(value, int) and not _wide_enough(value):
+            return False
         try:
             operator.index(value)
         except TypeError:

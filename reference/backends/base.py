@@ -113,6 +113,9 @@ class PageStoreBackend(ObjectStore):
         "format",
     )
     """The capability levels the backend claims."""
+    hicache_dcp = True
+    """Keeps each decode context-parallel shard's pages apart, so NS-5's DCP part is asked of it (SGLang 0.5.23 asks
+    it only of its own file and Mooncake backends)."""
     format_guard: bool = True
     """Whether the KV pool's page format (layout, dtype, geometry) is part of the namespace once it is registered
     (NS-9), so that an instance whose pool stores pages otherwise never reads them as its own."""

@@ -116,6 +116,8 @@ class PageObjects:
 class CorrectBackend(PageObjects):
     """Honours every backend clause; durability holds within one process (the store outlives instances)."""
 
+    hicache_dcp = True  # keeps each DCP shard's pages apart: NS-5's DCP part is asked of it
+
     # ------------------------------------------------------------ registration
     def register_mem_pool_host(self, mem_pool_host: Any) -> None:
         self.register_pool("kv", mem_pool_host)

@@ -24,7 +24,7 @@ from hicache_reference.backends.memory import MemoryBackend
 from tests.conformance.correct_backend import CorrectBackend, pool_name, tensor_bytes
 from tests.conformance.helpers import ALL_LEVELS, UnimplementedV2
 from tests.conformance.planted_backends import HexOnlyKeys, VisibleBeforeWritten
-from tests.conformance.planted_single import ExistsRaisesBesideItsOwnLookup
+from tests.conformance.planted_single import ExistsRaisesBesideItsOwnLookup, OneReplicaForEveryDcpRank
 from tests.oracles import plain_fold, plain_pool_boundary
 
 
@@ -1560,6 +1560,21 @@ class CountsWithNumpyIntegers(CorrectBackend):
         return numpy.int64(super().batch_exists(keys, extra_info))
 
 
+class CountsInANarrowNumpyInteger(CorrectBackend):
+    """batch_exists returns its count as numpy's int8: a slice takes it, but SGLang multiplies it by the page size in
+    that type, so 3 pages of 64 tokens become -64 tokens (BE-2)."""
+
+    def batch_exists(self, keys, extra_info=None):
+        return numpy.int8(super().batch_exists(keys, extra_info))
+
+
+class OneReplicaForEveryDcpRankUndeclared(OneReplicaForEveryDcpRank):
+    """Correct: keeps no DCP shard apart and does not say SGLang drives it under decode context parallelism, which
+    SGLang 0.5.23 does only for its file and Mooncake backends, never for a dynamic one (NS-5)."""
+
+    hicache_dcp = False
+
+
 class FlagsAsNumpyBools(CorrectBackend):
     """Correct: every read and write flag, v1 and v2 (and the legacy write's one), is numpy's bool (a vector library's
     comparison), which SGLang tests by its truth as it does a bool (BE-14, BE-19)."""
@@ -2255,6 +2270,7 @@ CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("hex-only-keys", HexOnlyKeys, {}),
     ("empty-lookup-answered-with-false", EmptyLookupAnsweredWithFalse, {}),
     ("counts-with-numpy-integers", CountsWithNumpyIntegers, {}),
+    ("mla-dcp-shards-shared-undeclared", OneReplicaForEveryDcpRankUndeclared, dict(kind="mla")),
     ("flags-as-numpy-bools", FlagsAsNumpyBools, {}),
     ("exists-raises-beside-its-own-lookup", ExistsRaisesBesideItsOwnLookup, {}),
     ("refuses-a-derived-swa-pool", RefusesADerivedSwaPool, {}),

@@ -544,6 +544,15 @@ CATALOG: tuple[PlantedBackend, ...] = (
     _entry("BE-11", mutants.KvRunCacheOutlivesClear, alone("clear_removes_every_pool")),
     _entry("BE-3", mutants.EmptyLookupAnsweredWithAnEmptyList, alone("batch_exists_has_no_side_effects")),
     _entry(
+        "BE-2",
+        mutants.CountsInANarrowNumpyInteger,
+        CAUGHT,
+        EVICTING,
+        alone("batch_exists_counts_the_leading_run"),
+        alone("batch_exists_takes_a_whole_chain"),
+        alone(_STATEFUL),
+    ),
+    _entry(
         ("BE-8", "BE-33"), mutants.V2ExtraInfoByKeywordOnly, alone("pages_stay_consistent_under_the_failure_injector")
     ),
     _entry("BE-4", mutants.SidecarRunReadJoinsItsPages, alone("missing_keys_are_misses_not_errors")),

@@ -1,9 +1,10 @@
-"""``is_count``: the one count rule (an int itself, or with ``exact=False`` anything a slice takes as an index, within
-bounds)."""
+"""``is_count``: the one count rule (an int itself, or with ``exact=False`` an int of any kind or an index at least 32
+bits wide, within bounds)."""
 
 from __future__ import annotations
 
 import enum
+import operator
 
 import numpy
 
@@ -32,6 +33,35 @@ def test_a_returned_count_is_refused_when_a_slice_would_refuse_it(value) -> None
     assert not is_count(value, exact=False)
     with pytest.raises(TypeError):
         ["a", "b"][:value]  # SGLang cuts the key list with the count
+
+
+def _planted_any_index(value) -> bool:  # the loose reading: whatever a slice takes passes, narrow integers too
+    try:
+        return operator.index(value) >= 0
+    except TypeError:
+        return False
+
+
+class OnlyAnIndex:
+    def __index__(self) -> int:
+        return 3
+
+
+@pytest.mark.parametrize("value", [numpy.int8(3), numpy.int16(600), numpy.uint8(5), OnlyAnIndex()])
+def test_a_returned_count_is_refused_when_the_page_product_would_go_wrong(value) -> None:
+    assert not is_count(value, exact=False)
+    assert _planted_any_index(value)  # the loose reading lets it through
+    try:
+        with numpy.errstate(over="ignore"):
+            product = value * 64  # SGLang's tokens: the count times the page size, in the count's own type
+    except TypeError:
+        return  # no product at all
+    assert product != operator.index(value) * 64
+
+
+@pytest.mark.parametrize("value", [numpy.int32(3), numpy.uint32(3), numpy.int64(3), numpy.uint64(3)])
+def test_a_returned_count_of_32_bits_or_more_multiplies_exactly(value) -> None:
+    assert is_count(value, exact=False) and value * 64 == 192
 
 
 def test_no_count_is_not_a_count() -> None:

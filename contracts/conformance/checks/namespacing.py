@@ -24,6 +24,22 @@ from hicache_contracts.conformance.session.pools import describe_page_difference
 SPREAD_RANKS = dict(tp_size=2, pp_size=2, attn_cp_size=2)
 """Group sizes of the namespacing checks' configurations: every coordinate has a sibling."""
 
+SGLANG_DCP_BACKENDS = frozenset(
+    {
+        "sglang.srt.mem_cache.hicache_storage:HiCacheFile",
+        "sglang.srt.mem_cache.storage.mooncake_store.mooncake_store:MooncakeStore",
+    }
+)
+"""The backends SGLang 0.5.23 attaches under decode context parallelism, its file and Mooncake ones (a dynamic
+backend never: ``HiCacheController.attach_storage_backend`` refuses the others, NS-5)."""
+
+
+def asked_under_dcp(suite: SuiteContext) -> bool:
+    """Whether SGLang hands this backend DCP configs: one of ``SGLANG_DCP_BACKENDS``, or a class that declares it
+    is driven so (``hicache_dcp = True``, say a build of SGLang that attaches it under DCP)."""
+    declared = getattr(suite.instances.main.backend, "hicache_dcp", False)
+    return suite.factory.name in SGLANG_DCP_BACKENDS or declared is True
+
 
 def sibling_configs(suite: SuiteContext, model_name: str) -> list[tuple[str, str, dict[str, Any]]]:
     """The coordinates NS-1..NS-4 vary, as ``(clause, description, config overrides)``."""
@@ -228,9 +244,10 @@ def replicated_kv_is_shared_across_tp_ranks(suite: SuiteContext) -> None:
 def dcp_pairs_share_only_their_own_pages(suite: SuiteContext) -> bool:
     """With decode context parallelism (dcp_size 2, tp_size 4, MLA) the writer of DCP rank 1 (tp_rank 1) is read by
     tp_rank 3, of the same DCP rank, never by tp_rank 0 of DCP rank 0 (each DCP rank holds its own part of a page);
-    return whether a page was seen. Passed over where the release has no DCP fields."""
+    return whether a page was seen. Passed over where the release has no DCP fields, and for a backend SGLang never
+    attaches under DCP (``asked_under_dcp``)."""
     group: dict[str, Any] = dict(tp_size=4, dcp_size=2, logical_page_size=2 * suite.options.page_size)
-    if not suite.wire.release_has_fields(dict(group, dcp_rank=1)):
+    if not asked_under_dcp(suite) or not suite.wire.release_has_fields(dict(group, dcp_rank=1)):
         return False
     model = suite.names.namespace("dcp")
     writer = build_with(

@@ -234,7 +234,7 @@ class PageIO:
         if not is_count(raw, 0, len(keys), exact=False):
             fail(
                 "BE-2",
-                f"batch_exists must return a count n (an int, or a value a slice takes as an index) with "
+                f"batch_exists must return a count n (an int, or an index at least 32 bits wide) with "
                 f"0 <= n <= len(keys) = {len(keys)}, got {raw!r}",
                 f"batch_exists({self.names.show(list(keys))}) -> {raw!r}",
             )
