@@ -77,9 +77,11 @@ CLAUSES: tuple[Clause, ...] = (
         "as absent (the request drops it first).",
         "Requests with different LoRA adapters or salts must never share pages, and absent and "
         "joined parts must give different seeds.",
-        "sglang mem_cache/utils.py storage_namespace_seed, get_storage_hash_str; managers/io_struct.py "
-        "GenerateReqInput._normalize_extra_key, managers/schedule_batch.py Req.__init__ and "
-        "mem_cache/radix_cache.py RadixKey.__init__ (an empty part becomes None)",
+        "sglang mem_cache/utils.py storage_namespace_seed, get_storage_hash_str (0.5.21+: the default Rust tree "
+        "core's node hashes too, byte for byte the same); managers/io_struct.py "
+        "GenerateReqInput._normalize_single_inputs and, for a batch, _normalize_extra_key and "
+        "_normalize_cache_salt (an empty part becomes None); managers/schedule_batch.py Req.__init__ and "
+        "mem_cache/radix_cache.py RadixKey.__init__ (an empty cache_salt becomes None)",
     ),
     C(
         "KEY-5",
@@ -118,8 +120,9 @@ CLAUSES: tuple[Clause, ...] = (
         "sglang mem_cache/hicache_storage.py HiCacheStorageExtraInfo; "
         "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._storage_hit_query, "
         "_trailing_chain_groups (0.5.21+); managers/cache_controller.py _page_transfer, _page_backup; "
-        "mem_cache/unified_cache/unified_tree_core.py UnifiedTreeCore.get_prefix_hash_values (the prefetch "
-        "prefix), build_storage_backup_spec (the backup prefix)",
+        "mem_cache/unified_cache/unified_tree_core.py UnifiedTreeCore.get_prefix_hash_values and "
+        "mem_cache/rust_tree_core/adapter.py RustUnifiedTreeCore.get_prefix_hash_values (the prefetch prefix; the"
+        " Rust tree core is the default from 0.5.21), build_storage_backup_spec (the backup prefix)",
     ),
     C(
         "PFX-2",
@@ -408,10 +411,15 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-13",
         "legacy",
         "backend",
-        "A stored object that is empty or shorter than a page is a miss, never a hit.",
-        "A zero-length file left by a crashed writer was counted as a hit and loaded as garbage. No pinned "
-        "release checks an object's size when it looks a page up (HiCacheFile, SeaweedFS and NIXL's file plugin: "
-        "DIV-9, DIV-57, DIV-76, DIV-139), so the hit half is the project's hardening rule.",
+        "A stored object that is empty or shorter than a page is a miss, never a hit: batch_exists and exists do "
+        "not count it, and get and batch_get do not return it (the suite plants one through the legacy set, or "
+        "through a backdoor; SGLang's sim backend, which stores keys and no bytes, is outside it: "
+        "docs/in-tree-verdicts.md).",
+        "A zero-length file left by a crashed writer is counted as a hit by every pinned release's lookups "
+        "(HiCacheFile, and the v1 backends SeaweedFS and NIXL's file plugin, recorded here too: DIV-9, DIV-57, "
+        "DIV-76, DIV-139), and HiCacheFile then refuses it when it reads the page, by raising (DIV-56); no pinned"
+        " release checks an object's size when it looks a page up, so the hit half is the project's hardening "
+        "rule.",
         "sglang mem_cache/hicache_storage.py HiCacheFile.get (a short page is refused, by raising: DIV-56); "
         "HiCacheFile.exists, _collect_existing_component_keys (any file counts)",
     ),
@@ -1112,10 +1120,13 @@ CLAUSES: tuple[Clause, ...] = (
         "engine",
         "A BLOCK_GROUPS pool never gates the hit nor the restorable lengths; its entry, where "
         "reported, is the pages its leading complete groups cover.",
-        "Compressed blocks are a second form of the FULL pages; their absence must not shrink the KV hit. "
-        "The rule restates PoolHitPolicy.BLOCK_GROUPS's documented meaning: no engine code of a "
-        "pinned release builds such a transfer, and HiCacheFile folds it as trailing (0.5.22) or "
-        "refuses it (0.5.23), so it binds an engine that sends one and backends are not checked for it.",
+        "Compressed blocks are a second form of the FULL pages; their absence must not shrink the KV hit. The "
+        "rule restates PoolHitPolicy.BLOCK_GROUPS's documented meaning and binds an engine that sends such a "
+        "transfer: no engine code of a pinned release builds one, so what a backend does with one is never "
+        "reached and the suite checks no backend for it. HiCacheFile's handling is recorded (it folds one as "
+        "trailing in 0.5.22, DIV-7, and refuses it in 0.5.23, DIV-8); SGLang's other v2 backends gate on it or "
+        "raise too (Mooncake raises, 3FS, NIXL, NPU memcache and UMBP answer no pages for it, sim and SeaweedFS "
+        "fold it as trailing).",
         "sglang 0.5.22+ mem_cache/hicache_storage.py PoolHitPolicy.BLOCK_GROUPS",
         releases="0.5.22+",
     ),
@@ -1177,10 +1188,11 @@ CLAUSES: tuple[Clause, ...] = (
         "RANK-5",
         "ranks",
         "engine",
-        "The hit agreement is one MIN all-reduce of a packed vector: the hit (or the restorable "
-        "flags, RANK-6) followed by every PoolName's own boundary, -1 for a pool without a verdict; "
-        "a pool any rank left out carries no verdict afterwards.",
-        "Per-pool beliefs must stay identical on every rank, in one collective.",
+        "The hit agreement is one packed vector MIN-reduced over each prefetch sync group in turn (RANK-1's "
+        "groups): the hit (or the restorable flags, RANK-6) followed by every PoolName's own boundary, -1 for a "
+        "pool without a verdict; a pool any rank left out carries no verdict afterwards.",
+        "Per-pool beliefs must stay identical on every rank: the hit and every pool's boundary travel in one "
+        "vector, so no rank can agree on one without the others.",
         "sglang 0.5.22+ mem_cache/hybrid_cache/hybrid_cache_controller.py _sync_prefetch_hit_query",
         releases="0.5.22+",
     ),
@@ -1256,18 +1268,20 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-32",
         "core",
         "backend",
-        "A backend that offers describe_l3_object_layout(sidecar_pool_specs=..., "
-        "swa_trailing_pages=..., page_size=...) returns a dict with enabled (a bool), backend, "
-        "page_size and hicache_object_layout, a dict holding a pools list and, when enabled, an int "
-        "pp_rank and an int pp_size; a layout it cannot describe has enabled False and a reason (its "
-        "pools and stage fields are not read); every scheduler of one pipeline stage returns an equal "
-        "dict, the stages' replies differ only in pp_rank and pools, and the stages of an enabled "
-        "layout are exactly 0..pp_size-1.",
-        "merge_l3_layouts joins the schedulers' replies: replicas of one stage must be equal, stages "
-        "alike but for pp_rank and pools, and every stage present, else the whole layout is reported "
-        "inconsistent or incomplete. A disabled reply is passed on as it is: MooncakeStore lists its "
-        "pools before it finds one it cannot describe, and disabled_l3_layout has no stage fields. "
-        "0.5.23 asks only a MooncakeStore; the rule binds any backend that offers the method.",
+        "A backend that offers describe_l3_object_layout(sidecar_pool_specs=..., swa_trailing_pages=..., "
+        "page_size=...) returns a dict with enabled (a bool), backend, page_size and hicache_object_layout, a "
+        "dict holding a pools list; a layout it cannot describe has enabled False and a reason, and nothing more "
+        "of such a reply is relied on. When every scheduler's reply is enabled, merge_l3_layouts joins them: the "
+        "schedulers of one pipeline stage return equal dicts, the stages' replies differ only in pp_rank and "
+        "pools, pp_size, where given, is an int (absent, 1), and the stages of replies that give pp_rank are "
+        "exactly 0..pp_size-1.",
+        "merge_l3_layouts joins the schedulers' replies and reports the whole layout inconsistent or incomplete "
+        "where they do not join, so a layout every scheduler could describe is lost. Where a reply is disabled "
+        "the joined layout is disabled whatever the others hold (only its reason changes), so nothing else of it "
+        "matters: MooncakeStore lists its pools, a TP-sharded pool's suffixes with the TP rank in them, before it"
+        " finds one it cannot describe, and its disabled replicas differ. 0.5.23 asks only a MooncakeStore, never"
+        " behind the failure injector; that the rule binds any backend that offers the method is the project's "
+        "rule.",
         "sglang 0.5.23 mem_cache/hicache_storage.py merge_l3_layouts, _l3_layout_stage_independent, "
         "disabled_l3_layout; managers/scheduler.py Scheduler._hicache_l3_layout; "
         "storage/mooncake_store/mooncake_store.py MooncakeStore.describe_l3_object_layout",
@@ -1280,9 +1294,11 @@ CLAUSES: tuple[Clause, ...] = (
         "Under SGLang's failure injector (SGLANG_TEST_HICACHE_BACKEND_RANDOM_DELAY or _FAILURE set) the backend "
         "the cache controller attaches through StorageBackendFactory.create_backend is held by a proxy that "
         "passes register_mem_pool_host, register_mem_host_pool_v2, on_host_pools_registered, clear, get_stats and"
-        " close through unchanged, and exists, get, set, batch_get, batch_set, batch_exists and the v1 and v2 "
-        "batch methods after an injected delay or answered by the proxy itself with a miss; no other method "
-        "reaches the backend (a direct linker's own store is not wrapped).",
+        " close through unchanged (close whether or not the backend defines it: the detach logs the "
+        "AttributeError), and exists, get, set, batch_get, batch_set, batch_exists and the v1 and v2 batch "
+        "methods after an injected delay, or answers them itself with a miss or a failed write; it passes every "
+        "argument on positionally, the legacy methods' optional targets (target_location(s), target_sizes) as "
+        "None included; no other method reaches the backend (a direct linker's own store is not wrapped).",
         "A backend tested under injection sees misses it never produced and never sees a call the "
         "proxy does not forward (describe_l3_object_layout, backend-specific methods); its pages "
         "must stay consistent when a write is reported failed without reaching it.",

@@ -104,8 +104,8 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "pool can restore by its hit policy (ALL_PAGES: every page before the length; TRAILING_PAGES: the pages "
         "of the window of len(its keys) pages ending at the length that lie in the tail, pages max(0, L - "
         "len(keys))..L-1; BLOCK_GROUPS, defined from 0.5.22, is never sent to a linker and nothing is asked of a "
-        "linker for it: SGLang's in-tree linkers raise ValueError on it), counting a page once it is stored whole"
-        " (LNK-8); order and repeats carry no meaning and other values are ignored.",
+        "linker for it), counting a page once it is stored whole (LNK-8); order and repeats carry no meaning and "
+        "other values are ignored.",
         "The wrapper marks each listed length in a mask and intersects the masks across ranks; a listed "
         "length a pool cannot restore loads a prefix without its trailing state, and an omitted one is a "
         "lost hit on every rank.",
@@ -114,9 +114,9 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "sglang 0.5.20+ mem_cache/hicache_storage.py PoolTransferResult.restorable_prefix_pages; the in-tree "
         "linkers that compute the set: sglang 0.5.20+ mem_cache/storage/mooncake_store/mooncake_store.py "
         "MooncakeStore.batch_exists_v2, mem_cache/storage/umbp/umbp_direct_linker.py "
-        "UMBPDirectLinker._apply_hit_policy; the transfers sent: mem_cache/unified_cache/linker_pool_assembler.py"
-        " DevicePoolGroup.resolve_transfers, unified_cache/components/swa.py and mamba.py "
-        "build_external_linker_transfer",
+        "UMBPDirectLinker._apply_hit_policy; the transfers sent: mem_cache/unified_cache/components/full.py and "
+        "swa.py build_external_linker_transfer (0.5.20+), components/mamba.py (0.5.23), expanded by "
+        "mem_cache/hybrid_cache/linker_pool_assembler.py DevicePoolGroup.resolve_transfers",
     ),
     C(
         "LNK-8",

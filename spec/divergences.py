@@ -155,7 +155,8 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "PFX-10",
         "mem_cache/unified_cache/unified_tree_core.py",
         "UnifiedTreeCore.get_prefix_hash_values",
-        "The prefetch prefix is built from the anchor node's ancestors, without the anchor's own pages.",
+        "The prefetch prefix is built from the anchor node's ancestors, without the anchor's own pages (the Rust "
+        "tree core's binding, the default from 0.5.21, builds it the same way).",
         r"return node\.get_prefix_hash_values\(node\.parent\)",
     ),
     D(
@@ -241,9 +242,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "PFX-1",
         "mem_cache/unified_cache/unified_tree_core.py",
         "UnifiedTreeCore.get_prefix_hash_values",
-        "The prefetch prefix is built from the anchor node's ancestors without the anchor's own pages: [] "
-        "while the anchor's pages precede the call's first key (an anchor under the root), else a list "
-        "missing the anchor's pages.",
+        "The prefetch prefix is built from the anchor node's ancestors without the anchor's own pages: [] while "
+        "the anchor's pages precede the call's first key (an anchor under the root), else a list missing the "
+        "anchor's pages (the Rust tree core's binding, the default from 0.5.21, builds it the same way).",
         r"return node\.get_prefix_hash_values\(node\.parent\)",
     ),
     D(

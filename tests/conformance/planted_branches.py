@@ -1575,6 +1575,18 @@ class OneReplicaForEveryDcpRankUndeclared(OneReplicaForEveryDcpRank):
     hicache_dcp = False
 
 
+class DisabledLayoutListsItsRankPools(CorrectBackend):
+    """Correct: a layout it cannot describe (sharded KV) still lists its pools under the instance's whole namespace,
+    ranks included, so the schedulers of one stage give unequal disabled replies, as SGLang's MooncakeStore does for
+    a TP-sharded pool; the joined layout is disabled either way (BE-32)."""
+
+    def describe_l3_object_layout(self, **kwargs: Any) -> dict:
+        layout = super().describe_l3_object_layout(**kwargs)
+        if not layout["enabled"]:
+            layout["hicache_object_layout"]["pools"] = [{"pool": "kv", "key_prefix": self.namespace}]
+        return layout
+
+
 class FlagsAsNumpyBools(CorrectBackend):
     """Correct: every read and write flag, v1 and v2 (and the legacy write's one), is numpy's bool (a vector library's
     comparison), which SGLang tests by its truth as it does a bool (BE-14, BE-19)."""
@@ -2271,6 +2283,7 @@ CORRECT_VARIANTS: list[tuple[str, type, dict]] = [
     ("empty-lookup-answered-with-false", EmptyLookupAnsweredWithFalse, {}),
     ("counts-with-numpy-integers", CountsWithNumpyIntegers, {}),
     ("mla-dcp-shards-shared-undeclared", OneReplicaForEveryDcpRankUndeclared, dict(kind="mla")),
+    ("disabled-layout-lists-its-rank-pools", DisabledLayoutListsItsRankPools, {}),
     ("flags-as-numpy-bools", FlagsAsNumpyBools, {}),
     ("exists-raises-beside-its-own-lookup", ExistsRaisesBesideItsOwnLookup, {}),
     ("refuses-a-derived-swa-pool", RefusesADerivedSwaPool, {}),

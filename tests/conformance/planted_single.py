@@ -415,9 +415,9 @@ class PagesFiledPerSession(CorrectBackend):
 
 class KeyPrefixPerStage(CorrectBackend):
     """Planted (BE-32): describe_l3_object_layout names its key prefix after the instance's whole namespace, its
-    ranks included (a layout is built before the backend decides whether it can describe it, as MooncakeStore's
-    is). The schedulers of one stage then reply differently, and SGLang's merge reports the whole layout
-    inconsistent. Only BE-32's check asks for a layout."""
+    ranks included. With replicated KV, the layout it describes, the stages' replies then differ in more than
+    pp_rank and pools, and SGLang's merge reports the whole layout inconsistent. Only BE-32's check asks for a
+    layout."""
 
     def describe_l3_object_layout(self, **kwargs: Any) -> dict:
         layout = super().describe_l3_object_layout(**kwargs)

@@ -142,8 +142,6 @@ def _reply_problem(layout: Any) -> Optional[str]:
         return "hicache_object_layout must be a dict with a pools list"
     if not layout["enabled"]:
         return None if layout.get("reason") else "a layout it cannot describe has enabled False and a reason"
-    if type(inner.get("pp_rank")) is not int or type(inner.get("pp_size")) is not int:
-        return "an enabled layout's hicache_object_layout must hold an int pp_rank and an int pp_size"
     return None
 
 
@@ -156,13 +154,15 @@ def _stage_independent(layout: dict[str, Any]) -> dict[str, Any]:
 def layout_problems(layouts: Sequence[Any]) -> list[str]:
     """Return what breaks BE-32 in the replies of every scheduler of one engine (empty when none).
 
-    The replies are judged as merge_l3_layouts joins them: each reply's shape,
-    then replicas of one stage equal, every stage alike but for pp_rank and
-    pools, and, when enabled, the stages replying exactly 0..pp_size-1. A
-    disabled reply's pools and stage fields are not read.
+    Each reply's shape is judged, then, when every reply is enabled, whether
+    merge_l3_layouts joins them: replicas of one stage equal, every stage
+    alike but for pp_rank and pools, pp_size an int where given (1 where
+    not), and the stages replying exactly 0..pp_size-1. Where a reply is
+    disabled the joined layout is disabled whatever else the replies hold,
+    so nothing more of them is judged.
     """
     problems = [f"reply {n}: {problem}" for n, layout in enumerate(layouts) if (problem := _reply_problem(layout))]
-    if problems:
+    if problems or not layouts or not all(layout["enabled"] for layout in layouts):
         return problems
     stages: dict[Any, tuple[int, dict[str, Any]]] = {}
     for number, layout in enumerate(layouts):
@@ -170,9 +170,11 @@ def layout_problems(layouts: Sequence[Any]) -> list[str]:
         first, seen = stages.setdefault(rank, (number, layout))
         if seen != layout:
             problems.append(f"reply {number}: differs from reply {first}, another scheduler of stage {rank}")
-    if problems or not stages:
+    if problems:
         return problems
-    if None in stages and len(stages) > 1:
+    if None in stages:  # replies without a stage: one layout, which every reply must then be
+        if len(stages) == 1:
+            return []
         return ["a reply without pp_rank beside replies of the stages " + ", ".join(map(str, sorted(stages, key=str)))]
     # every stage alike but for pp_rank and pools: an equivalence, so any stage serves as the one compared with
     (base_rank, (base_number, base)), *others = stages.items()
@@ -182,11 +184,14 @@ def layout_problems(layouts: Sequence[Any]) -> list[str]:
                 f"reply {number} (stage {rank}) differs from reply {base_number} (stage {base_rank}) in more than "
                 "pp_rank and pools"
             )
-    if problems or not base["enabled"] or None in stages:
+    if problems:
         return problems
-    pp_size = base["hicache_object_layout"]["pp_size"]
-    if sorted(stages) != list(range(pp_size)):
-        problems.append(f"the stages replying are {sorted(stages)}, not 0..{pp_size - 1} (pp_size {pp_size})")
+    pp_size = base["hicache_object_layout"].get("pp_size", 1)
+    if type(pp_size) is not int:
+        return [f"pp_size must be an int where given, got {pp_size!r}"]
+    if not all(isinstance(rank, int) for rank in stages) or sorted(stages) != list(range(pp_size)):
+        shown = sorted(stages, key=str)
+        problems.append(f"the stages replying are {shown}, not 0..{pp_size - 1} (pp_size {pp_size})")
     return problems
 
 
@@ -196,37 +201,54 @@ LAYOUT_SCHEDULERS: tuple[tuple[int, int], ...] = ((0, 0), (1, 0), (0, 1), (1, 1)
 
 @conformance_check("BE-32")
 def layout_replies_merge(suite: SuiteContext) -> None:
-    """describe_l3_object_layout, where offered, replies with the fields merge_l3_layouts reads, a reason when it
-    cannot describe the layout, one equal reply from every scheduler of a stage, and stages alike but for pp_rank
-    and pools."""
+    """describe_l3_object_layout, where offered, replies with the fields merge_l3_layouts reads and a reason when it
+    cannot describe the layout; where every scheduler describes it, one equal reply from every scheduler of a stage
+    and stages alike but for pp_rank and pools. Asked with KV sharded by TP rank and with replicated (MLA) KV, the
+    layout MooncakeStore describes."""
     if not callable(getattr(suite.instances.main.backend, "describe_l3_object_layout", None)):
         raise CheckSkipped(
             "not applicable: the backend offers no describe_l3_object_layout (SGLang 0.5.23 asks only a "
             "MooncakeStore; the rule binds a backend that offers the method)"
         )
-    model_name = suite.names.namespace("layout")
-    replies, asked = [], []
-    for tp_rank, pp_rank in LAYOUT_SCHEDULERS:
-        config = suite.instances.config(model_name=model_name, tp_rank=tp_rank, tp_size=2, pp_rank=pp_rank, pp_size=2)
-        instance = suite.instances.build(config, pages=2, tag=f"tp {tp_rank}/2 of stage {pp_rank}/2")
-        replies.append(
-            suite.calls.call(
-                "BE-32",
-                instance.backend.describe_l3_object_layout,
-                sidecar_pool_specs=(),
-                swa_trailing_pages=None,
-                page_size=suite.options.page_size,
+    described = False
+    for is_mla_model in (False, True):
+        model_name = suite.names.namespace("layout-mla" if is_mla_model else "layout")
+        kv = "replicated KV" if is_mla_model else "sharded KV"
+        replies, asked = [], []
+        for tp_rank, pp_rank in LAYOUT_SCHEDULERS:
+            config = suite.instances.config(
+                model_name=model_name,
+                is_mla_model=is_mla_model,
+                tp_rank=tp_rank,
+                tp_size=2,
+                pp_rank=pp_rank,
+                pp_size=2,
             )
+            instance = suite.instances.build(config, pages=2, tag=f"tp {tp_rank}/2 of stage {pp_rank}/2, {kv}")
+            replies.append(
+                suite.calls.call(
+                    "BE-32",
+                    instance.backend.describe_l3_object_layout,
+                    sidecar_pool_specs=(),
+                    swa_trailing_pages=None,
+                    page_size=suite.options.page_size,
+                )
+            )
+            asked.append(instance.tag)
+        problems = layout_problems(replies)
+        expect(
+            not problems,
+            "BE-32",
+            f"the layout replies do not merge: {'; '.join(problems)}",
+            "describe_l3_object_layout(sidecar_pool_specs=(), swa_trailing_pages=None, "
+            f"page_size={suite.options.page_size}) on " + ", ".join(f"reply {n}: {tag}" for n, tag in enumerate(asked)),
         )
-        asked.append(instance.tag)
-    problems = layout_problems(replies)
-    expect(
-        not problems,
-        "BE-32",
-        f"the layout replies do not merge: {'; '.join(problems)}",
-        "describe_l3_object_layout(sidecar_pool_specs=(), swa_trailing_pages=None, "
-        f"page_size={suite.options.page_size}) on " + ", ".join(f"reply {n}: {tag}" for n, tag in enumerate(asked)),
-    )
+        described = described or all(reply["enabled"] for reply in replies)
+    if not described:
+        raise CheckSkipped(
+            "every layout reply said it cannot describe the layout, with sharded and with replicated KV: their "
+            "shape held, and nothing more of a disabled reply is relied on"
+        )
 
 
 # ---------------------------------------------------------------- BE-33: SGLang's failure injector

@@ -99,6 +99,7 @@ NOT_PLANTED = {
     "EmptyLookupAnsweredWithFalse",  # correct: SGLang reads a bool count as its int value (BE-2, BE-3)
     "CountsWithNumpyIntegers",  # correct: SGLang reads a numpy integer count as its int value (BE-2)
     "OneReplicaForEveryDcpRankUndeclared",  # correct: SGLang hands a dynamic backend no DCP config (NS-5)
+    "DisabledLayoutListsItsRankPools",  # correct: a disabled layout joins as disabled whatever it lists (BE-32)
     "FlagsAsNumpyBools",  # correct: SGLang tests a numpy bool flag by its truth (BE-14, BE-19)
     "ExistsRaisesBesideItsOwnLookup",  # correct: SGLang asks exists only through HiCacheStorage's batch_exists (BE-4)
     "CompactsHitsPastAMiss",  # correct: SGLang reads no entry of a v1 read after its first False (BE-15)
