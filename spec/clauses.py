@@ -103,7 +103,8 @@ CLAUSES: tuple[Clause, ...] = (
         "reading one token past the page; a tuple token contributes each of its elements in order.",
         "Speculative-decoding caches key a token together with its successor; a different word "
         "order would give keys no other engine computes.",
-        "sglang mem_cache/cpp_utils/native_hash.py _native_hash_input, hash_binding.cpp fill_bigram_page",
+        "sglang mem_cache/cpp_utils/native_hash.py _native_hash_input, hash_binding.cpp fill_bigram_page; the "
+        "Rust tree core's node hashes (the default from 0.5.21), the same pairs",
     ),
     # ---------------------------------------------------------------- PFX
     C(
@@ -175,8 +176,10 @@ CLAUSES: tuple[Clause, ...] = (
         "first KV batch) and every later batch a new list.",
         "An in-place += rewrote metadata a backend had already received and possibly queued; 0.5.21+ "
         "builds each later prefix as prefix_keys + batch_hashes, leaving the first list untouched.",
-        "sglang managers/cache_controller.py _storage_hit_query, _page_transfer, _page_backup (prefix_keys + "
-        "batch_hashes per batch); the rule where releases differ is the spec's (docs/divergences.md)",
+        "sglang managers/cache_controller.py _page_transfer, _page_backup (prefix_keys + batch_hashes per batch; "
+        "0.5.20's += in place: DIV-3, DIV-4); mem_cache/hybrid_cache/hybrid_cache_controller.py "
+        "HybridCacheController._storage_hit_query (a copy of the prefix), _trailing_chain_groups (0.5.21+: a new "
+        "list for each sidecar call); the rule where releases differ is the spec's (docs/divergences.md)",
     ),
     C(
         "PFX-6",
@@ -357,10 +360,11 @@ CLAUSES: tuple[Clause, ...] = (
         "legacy",
         "backend",
         "Legacy batch_get gives None (every key missed) or a list holding, for each key asked, a tensor or None "
-        "(None for a miss; entries past the keys are ignored); batch_set gives a bool. A tensor holds the page's "
-        "bytes as stored, and a key whose batch_set returned True reads back until evicted (the legacy path's "
-        "BE-15 and BE-17; SGLang's sim and shm backends, which store no bytes, are outside it: "
-        "docs/in-tree-verdicts.md). get and set, which the engine never calls, are not judged.",
+        "(None for a miss; entries past the keys are ignored); batch_set gives a bool (numpy's included: the "
+        "interface's declared type; the engine reads its truth). A tensor holds the page's bytes as stored, and a"
+        " key whose batch_set returned True reads back until evicted (the legacy path's BE-15 and BE-17; SGLang's"
+        " sim and shm backends, which store no bytes, are outside it: docs/in-tree-verdicts.md). get and set, "
+        "which the engine never calls, are not judged.",
         "The engine indexes the results up to the first None and copies each tensor into host "
         "memory; a different shape is a crash or a silent miscount.",
         "sglang managers/cache_controller.py HiCacheController._generic_page_get, _generic_page_set; "
@@ -659,7 +663,9 @@ CLAUSES: tuple[Clause, ...] = (
         "by TP rank: every pool without is_mla_model, and beside MLA KV the pools still sharded (Mamba state, an "
         "MHA draft or draft-SWA pool); the pages of pools every TP rank holds whole (MLA KV and what derives from"
         " it) are shared instead (NS-5).",
-        "Each TP rank holds a different shard of the heads; reading another rank's shard is silent corruption.",
+        "Each TP rank holds a different shard of the heads; reading another rank's shard is silent corruption. "
+        "SGLang's UMBP backend keys an MHA draft pool beside MLA KV without the TP rank, but its reads and writes"
+        " of such a pool raise (DIV-119), so no shard crosses ranks there.",
         "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.tp_rank, HiCacheFile.__init__ (the TP rank in "
         "the key suffix), _get_suffixed_key (Mamba state under MLA without it: DIV-29; 0.5.23 draft pools: "
         "DIV-96); mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController.should_backup (the "
@@ -859,7 +865,8 @@ CLAUSES: tuple[Clause, ...] = (
         " or fell under the threshold (0.5.23) on the buffer terminated, so that it gets its final ack.",
         "The final ack's drain frees the operation's unloaded tail, and under wait_complete and in the pipeline "
         "ticket mode it is also what admits the request; a prefetch that never gets it leaks those host pages (or"
-        " hangs the request).",
+        " hangs the request). A backend call that never returns withholds it too (DIV-136, recorded under "
+        "CTL-11).",
         "sglang managers/cache_controller.py _page_transfer, prefetch_io_aux_func; "
         "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._page_transfer (0.5.20), "
         "_page_transfer_with_stable_layout (0.5.21+), pp_prefetch_command_thread_func (0.5.21+: the ticket mode);"
@@ -1087,7 +1094,9 @@ CLAUSES: tuple[Clause, ...] = (
         "HYB-6",
         "v2",
         "both",
-        "An ALL_PAGES pool's hit is the leading run of its pages present within the KV hit.",
+        "An ALL_PAGES pool's hit is the leading run of its pages present within the KV hit; a backend that "
+        "reports the pool's entry reports that run exactly (the project's rule, as BE-21's: SGLang reads the "
+        "entries only from 0.5.22, in buffer-only mode, where one too low costs rewrites).",
         "Every page of the prefix needs that pool's state.",
         "sglang mem_cache/hicache_storage.py PoolHitPolicy.ALL_PAGES, HiCacheFile.batch_exists_v2",
     ),
@@ -1095,9 +1104,10 @@ CLAUSES: tuple[Clause, ...] = (
         "HYB-7",
         "v2",
         "both",
-        "A TRAILING_PAGES pool can restore every length n within the KV hit whose window of the last "
-        "min(n, max(1, N)) pages ending at n is present (the window stops at the first page), N being "
-        "len(transfer.keys); its own boundary is the largest such n, 0 if none.",
+        "A TRAILING_PAGES pool can restore every length n within the KV hit whose window of the last min(n, "
+        "max(1, N)) pages ending at n is present (the window stops at the first page), N being "
+        "len(transfer.keys); its own boundary is the largest such n, 0 if none, and a backend that reports the "
+        "pool's entry reports that boundary exactly (the project's rule, as BE-21's).",
         "Sliding-window and recurrent state is needed only for the last pages of a prefix, so "
         "5 may be restorable while 3 and 4 are not.",
         "sglang 0.5.23 mem_cache/hicache_storage.py HiCacheFile.batch_exists_v2, PoolTransferResult; "
@@ -1108,7 +1118,8 @@ CLAUSES: tuple[Clause, ...] = (
         "HYB-8",
         "v2",
         "both",
-        "count_pool_hits maps each pool to the length of the leading run of True in its results.",
+        "count_pool_hits maps each pool to the length of the leading run of True in its results, and a True entry"
+        " says that page's bytes landed in the slots the transfer named (BE-22).",
         "Loaded pages count only up to the first failure. SGLang's count stops only at an entry "
         "equal to False, so None or '' from a backend count as loaded (a divergence); a backend "
         "returns bools (BE-19).",
@@ -1173,7 +1184,7 @@ CLAUSES: tuple[Clause, ...] = (
         "sglang managers/cache_controller.py _page_transfer (one ack per slice), prefetch_io_aux_func (the final "
         "ack), prefetch_sync_thread_func, _reduce_prefetch_ack (reduces); "
         "mem_cache/hybrid_cache/hybrid_cache_controller.py _page_transfer_sidecar (the sidecar ack), "
-        "_reduce_prefetch_ack",
+        "_reduce_prefetch_ack, prefetch_sync_thread_func (0.5.21+, the sync thread that runs)",
     ),
     C(
         "RANK-4",

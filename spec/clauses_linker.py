@@ -104,8 +104,9 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "pool can restore by its hit policy (ALL_PAGES: every page before the length; TRAILING_PAGES: the pages "
         "of the window of len(its keys) pages ending at the length that lie in the tail, pages max(0, L - "
         "len(keys))..L-1; BLOCK_GROUPS, defined from 0.5.22, is never sent to a linker and nothing is asked of a "
-        "linker for it), counting a page once it is stored whole (LNK-8); order and repeats carry no meaning and "
-        "other values are ignored.",
+        "linker for it), counting a page once it is stored whole (LNK-8); the lengths are ints, order and repeats"
+        " carry no meaning and ints outside 1..len(keys) are ignored (a length that is not an int raises on the "
+        "scheduler thread).",
         "The wrapper marks each listed length in a mask and intersects the masks across ranks; a listed "
         "length a pool cannot restore loads a prefix without its trailing state, and an omitted one is a "
         "lost hit on every rank.",
@@ -146,11 +147,15 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "linker",
         "backend",
         "load refuses a rid already queued (returns False or raises; it never queues it twice: the project's "
-        "guard, as SGLang's wrapper never sends one) and accepts transfers for a subset of the pools: an SWA-only"
-        " load in 0.5.20-0.5.21, KV without its SWA window from 0.5.22; a False means the request recomputes "
-        "(0.5.22+; earlier the wrapper raises, DIV-49).",
-        "0.5.20-0.5.21's wrapper drops pools already resident in the device, so a partial load is routine; "
-        "0.5.22+ loads the whole tail, leaving out SWA where the linker skips it. A second queue of the same rid "
+        "guard, as SGLang's wrapper never sends one) and accepts transfers for a subset of the pools and of each "
+        "pool's pages: 0.5.20-0.5.21 leave out the pools and pages already resident in the device (an SWA-only "
+        "load among them) and KV's SWA window where the SWA allocator is a per-request ring, 0.5.22+ send the "
+        "whole tail, KV without its SWA window where SWA is not restored (0.5.23: where the linker leaves SWA out"
+        " of pools); a False means the request recomputes (0.5.22+; earlier the wrapper raises, DIV-49), and from"
+        " 0.5.22 the answer depends on the transfers alone, the same on every rank.",
+        "A partial load is routine in every release. 0.5.22+ take the same branch on every rank from load's "
+        "answer: a rank answering True while another answers False extends one rank's prefix and not the other's,"
+        " and only the True ranks enter finish_loads' all-reduce, which hangs. A second queue of the same rid "
         "would write its slots twice.",
         "sglang 0.5.20+ mem_cache/unified_cache/unified_cache_linker.py UnifiedCacheLinker.load; sglang "
         "0.5.20-0.5.21 UnifiedCacheLinkerWrapper.load_back, _queue_load (a False raises: DIV-49); sglang 0.5.22+ "
@@ -161,17 +166,21 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "LNK-11",
         "linker",
         "backend",
-        "start_layer_wise_loading() starts every queued load as one batch and returns its counter index, which "
-        "stands for that batch until it is finished (an index may come back for a later batch, as SGLang finishes"
-        " a batch before it starts the next); with nothing queued it returns -1 and starts nothing.",
+        "start_layer_wise_loading() starts every queued load as one batch and returns its counter index, at least"
+        " 0, which stands for that batch until it is finished (an index may come back for a later batch, as "
+        "SGLang finishes a batch before it starts the next); with nothing queued it starts nothing and returns an"
+        " index whose wait returns at once: a negative one from 0.5.23 (-1, the in-tree linkers' convention in "
+        "every release).",
         "The forward sets the index as the counter's consumer and waits per layer; an index that still stands for"
-        " an older batch makes it wait on that one and read slots the load is still writing. 0.5.23 reads -1 as "
-        "nothing to wait for; before it -1 is the in-tree linkers' convention (as "
-        "HiCacheController.start_loading's).",
+        " an older batch makes it wait on that one and read slots the load is still writing. 0.5.23 reads a "
+        "negative index as no load pending (PD prefill's early send, the prefill graph's layer waits, the Mamba "
+        "state copy), so a started batch's index must not be negative and an empty start's must; before 0.5.23 "
+        "the index only reaches the counter's wait.",
         "sglang 0.5.20+ mem_cache/unified_cache/unified_cache_linker.py "
         "UnifiedCacheLinker.start_layer_wise_loading; managers/tp_worker.py set_hicache_consumer; sglang 0.5.22+ "
-        "UnifiedCacheLinkerWrapper.finish_loads; sglang 0.5.23 managers/scheduler.py run_batch, "
-        "speculative/base_spec_worker.py _wait_for_fused_hicache_load (-1 read)",
+        "UnifiedCacheLinkerWrapper.finish_loads; sglang 0.5.23 managers/scheduler.py run_batch (the PD prefill's "
+        "early send), model_executor/runner/prefill_cuda_graph_runner.py _wait_for_layer_loads and mem_cache/memory_pool.py "
+        "HybridReqToTokenPool.copy_mamba_state (a negative index read as no load)",
     ),
     C(
         "LNK-12",
@@ -196,11 +205,15 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "LNK-13",
         "linker",
         "backend",
-        "finish_layer_wise_loading(index) returns only once the batch has stopped writing device memory, "
-        "True when every layer landed and False when any failed; a failure is never raised, neither from "
-        "it nor from layer_done_counter.wait_until.",
-        "The forward runs on whatever the slots hold; the wrapper aborts the batch's requests on False. "
-        "An exception inside the forward kills the scheduler for every request.",
+        "finish_layer_wise_loading(index) returns only once the batch has stopped writing device memory (writes "
+        "ordered on the forward stream ahead of the slots' next use may still run), True when every layer landed "
+        "and False when any failed, at least on the rank that read the failed pages (the engine takes the MIN of "
+        "the ranks' answers: a peer fed by broadcast may answer True); a failure is never raised, neither from it"
+        " nor from layer_done_counter.wait_until.",
+        "The forward runs on whatever the slots hold; the wrapper aborts the batch's requests when any rank "
+        "answers False (0.5.22+'s Mooncake linker with MLA dedup has peer ranks receive the pages by a broadcast "
+        "on the forward stream and never see the source's error). An exception inside the forward kills the "
+        "scheduler for every request.",
         _ABC.format("0.5.22+")
         + ".finish_layer_wise_loading; LayerWiseLoadCounter.wait_until, finish; "
         + _WRAPPER.format("0.5.22+")
@@ -326,10 +339,11 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "linker",
         "engine",
         "The engine intersects the ranks' lookup results: it marks each reported length in 1..len(tail) in a 0/1 "
-        "mask, takes a MIN all-reduce across the attention-CP and attention-TP groups (the TP group when neither "
-        "has more than one rank) and loads the largest length set on every rank of those groups (0: no hit). The "
-        "stages of a pipeline are not reduced together: each stage loads what its own groups agreed (unlike the "
-        "HiCache hit, RANK-1).",
+        "mask, takes a MIN all-reduce across the attention-CP and attention-TP groups (the cache's TP group, the "
+        "attention-TP group under DP attention, when neither has more than one rank) and agrees on the largest "
+        "length set on every rank of those groups (0: no hit; an allocation that fails, or from 0.5.22 a load "
+        "answered False, can still bring it to 0). The stages of a pipeline are not reduced together: each stage "
+        "loads what its own groups agreed (unlike the HiCache hit, RANK-1).",
         "A rank's set is sparse; reducing per-rank maxima picks a length some rank cannot restore. Every stage "
         "schedules the same requests in the same order, so with more than one stage the stages' lookups must "
         "agree by themselves: a length one stage can restore and another cannot (a write that failed on one "

@@ -226,12 +226,20 @@ def check_load_refusals(ctx: Context) -> None:
 
 
 def check_start_indices(ctx: Context) -> None:
-    """LNK-11: nothing queued -> -1; the index a batch starts as stands for that batch: after an earlier batch was
-    waited on and finished (SGLang finishes a batch before it starts the next, so an index may come back), waiting on
-    the new index waits until this batch's bytes have landed."""
+    """LNK-11: nothing queued -> an index whose wait returns at once, negative from 0.5.23 (which reads a negative
+    index as no load); the index a batch starts as is at least 0 and stands for that batch: after an earlier batch
+    was waited on and finished (SGLang finishes a batch before it starts the next, so an index may come back),
+    waiting on the new index waits until this batch's bytes have landed."""
     _, driver = ctx.linker()
-    if driver.start() != -1:
-        raise CheckFailed("start_layer_wise_loading with nothing queued did not return -1")
+    empty = driver.start()
+    if empty >= 0 and release_key(ctx.release) >= release_key("0.5.23"):
+        raise CheckFailed(f"start_layer_wise_loading with nothing queued returned {empty}: 0.5.23 reads it as a load")
+    if empty >= 0:  # before 0.5.23 the index only reaches the counter's wait, which must then return at once
+        waiter = threading.Thread(target=driver.wait_layers, args=(empty,), daemon=True)
+        waiter.start()
+        waiter.join(driver.timeout)
+        if waiter.is_alive():
+            raise CheckFailed(f"start_layer_wise_loading with nothing queued returned {empty}, whose wait never ends")
     keys = new_keys(1)
     store(driver, kv(keys, 0))
     for batch in range(2):

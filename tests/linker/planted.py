@@ -312,3 +312,12 @@ class EarlyReportLinker(MemoryLinker):
         super()._load_batch(index, batch)
         with self._results_lock:
             self._completed_loads.pop()  # reported already, at start
+
+
+class EmptyStartAsZeroLinker(MemoryLinker):
+    """start_layer_wise_loading with nothing queued returns 0, an index whose wait returns at once: before 0.5.23
+    the index only reaches that wait; 0.5.23 reads a non-negative index as a load pending (LNK-11)."""
+
+    def start_layer_wise_loading(self) -> int:
+        index = super().start_layer_wise_loading()
+        return 0 if index < 0 else index

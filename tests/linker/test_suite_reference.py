@@ -82,3 +82,15 @@ def test_an_index_that_comes_back_bound_to_the_new_batch_passes() -> None:
 
     report = run_linker_suite(ReusedIndexLinker, release="0.5.23", mode="direct")
     assert report.ok, report.render()
+
+
+@pytest.mark.clause("LNK-11")
+def test_an_empty_start_is_judged_as_the_release_reads_it() -> None:
+    """An empty start returning 0, whose wait returns at once, passes on 0.5.21 (the index only reaches the wait)
+    and fails start_indices alone on 0.5.23, which reads a non-negative index as a load pending."""
+    from tests.linker.planted import EmptyStartAsZeroLinker
+
+    assert run_linker_suite(EmptyStartAsZeroLinker, release="0.5.21", mode="direct").ok
+    report = run_linker_suite(EmptyStartAsZeroLinker, release="0.5.23", mode="direct")
+    failed = sorted(row.check for row in report.results if row.status == FAIL and row.counted)
+    assert failed == ["start_indices"], report.render()
