@@ -879,10 +879,12 @@ CLAUSES: tuple[Clause, ...] = (
         "engine",
         "On the storage writer, the KV backup writes slice by slice, counts a slice only if every page of it "
         "succeeded (the AND of its flags), stops at the first failed slice, and reports completed tokens as the "
-        "successful slices' pages times page_size. The sidecar pools are written before the KV slices, unsliced, "
-        "each over its own keys (a KV-derived pool the span, a trailing pool its tail), in one batch_set_v2 per "
-        "trailing-length group (PFX-9; 0.5.20 one call), each pool's leading run of True recorded for that pool "
-        "without touching the KV count; a rank that is not the writer reports as CTL-15 says.",
+        "successful slices' pages times page_size. Within one backup operation the sidecar pools are written "
+        "before the KV slices, unsliced, each over its own keys (a KV-derived pool the span, a trailing pool its "
+        "tail), in one batch_set_v2 per trailing-length group (PFX-9; 0.5.20 one call), each pool's leading run "
+        "of True recorded for that pool without touching the KV count (SGLang's count_pool_hits counts entries "
+        "that are not False: DIV-27, DIV-46; 0.5.22+'s buffer-only mode writes a node's pools as separate "
+        "operations, KV first: DIV-126); a rank that is not the writer reports as CTL-15 says.",
         "A node is backed up only as far as its prefix is contiguous in storage; the completed tokens feed the "
         "backup metrics, and a failed sidecar write does not hide the KV slices written.",
         "sglang managers/cache_controller.py _page_backup, backup_thread_func, _page_backup_or_log (0.5.22+); "
@@ -939,12 +941,12 @@ CLAUSES: tuple[Clause, ...] = (
         "engine",
         "A backend that raises, returns None, returns the wrong number of results or misses its deadline never "
         "kills a controller thread (nor the scheduler thread, which makes the PD-decode hit probe and "
-        "0.5.21-0.5.22's ticket-mode queries and calls get_stats and describe_l3_object_layout) and never has a "
-        "page counted as loaded that it did not confirm: a read confirms the leading run of its entries that are "
-        "a true flag (True, numpy's included) in a result of exactly len(keys) entries (of a legacy batch_get, "
-        "the leading run of entries that are not None), a hit query a count as BE-2 reads one, and a pool a v2 "
-        "result leaves out confirms none of its pages; anything else counts as a failure at or before that page "
-        "(from 0.5.22 SGLang fails the whole slice on a raise).",
+        "0.5.21-0.5.22's ticket-mode queries and calls get_stats and, in 0.5.23, describe_l3_object_layout) and "
+        "never has a page counted as loaded that it did not confirm: a read confirms the leading run of its "
+        "entries that are a true flag (True, numpy's included) in a result of exactly len(keys) entries (of a "
+        "legacy batch_get, the leading run of entries that are not None), a hit query a count as BE-2 reads one, "
+        "and a pool a v2 result leaves out confirms none of its pages; anything else counts as a failure at or "
+        "before that page (from 0.5.22 SGLang fails the whole slice on a raise).",
         "Storage is outside the engine's control; the engine must degrade to recomputation, not to garbage or a "
         "hang. Released SGLang reads a result more leniently (a v1 read's entries by truth with no length check, "
         "a v2 read's by anything but False, DIV-27 and DIV-46, a KV-derived pool left out lowering nothing): the "
@@ -953,10 +955,12 @@ CLAUSES: tuple[Clause, ...] = (
         "sglang managers/cache_controller.py prefetch_io_aux_func, backup_thread_func, _page_transfer, "
         "_page_get_zero_copy, _generic_page_get (the legacy read), _page_transfer_kv_batch; "
         "mem_cache/hybrid_cache/hybrid_cache_controller.py _sync_prefetch_hit_query (0.5.22+: outside the hit "
-        "query's try); mem_cache/unified_radix_cache.py UnifiedRadixCache.query_storage_hit_length (the PD-decode"
-        " probe, on the scheduler thread); disaggregation/decode_kvcache_offload_manager.py "
-        "DecodeKVCacheOffloadManager (a plain HiCacheController backs up the decode offload of an MHA or MLA "
-        "model; an SWA model's, from 0.5.21, the hybrid one); a bug class of SGLang's controller (#38428)",
+        "query's try), 0.5.21-0.5.22 submit_prefetch (the ticket-mode queries, on the scheduler thread); "
+        "mem_cache/unified_radix_cache.py UnifiedRadixCache.query_storage_hit_length (the PD-decode probe, on the"
+        " scheduler thread); 0.5.23 managers/scheduler.py Scheduler._hicache_l3_layout; "
+        "disaggregation/decode_kvcache_offload_manager.py DecodeKVCacheOffloadManager (a plain HiCacheController "
+        "backs up the decode offload of an MHA or MLA model; an SWA model's, from 0.5.21, the hybrid one); a bug "
+        "class of SGLang's controller (#38428)",
     ),
     C(
         "CTL-12",

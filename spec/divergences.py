@@ -1609,6 +1609,17 @@ DIVERGENCES: tuple[Divergence, ...] = (
         r"self\.store\.remove_all\(\)",
         suite_meets=False,
     ),
+    D(
+        "DIV-147",
+        "0.5.21-0.5.22",
+        "CTL-11",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py",
+        "HybridCacheController.submit_prefetch",
+        "In the pipeline ticket mode the stage-0 hit query's count is packed into the int32 tensor of the ranks' "
+        "MIN outside the query's try, on the scheduler thread: min() caps it only from above, so a kv_hit_pages "
+        "whose tokens fall below the int32 range raises and ends the scheduler.",
+        r"storage_hit_count = min\(storage_hit_count, rank_hit_count\)[\s\S]*?hit_tensor = torch\.tensor\(storage_hit_count, dtype=torch\.int\)",
+    ),
 )
 """Every recorded divergence, oldest release first within a clause."""
 
