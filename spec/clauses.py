@@ -227,9 +227,11 @@ CLAUSES: tuple[Clause, ...] = (
         "each group's call carries prefix P + span[:covered], covered being len(span) minus the "
         "transfer's key count, so the prefix joins that call's keys; with the feature off one call "
         "carries every transfer and no prefix.",
-        "A trailing-window transfer starts past the span's first key; a prefix that does not join "
-        "its keys names a different token history. Re-decided from the wheel (it was an "
-        "operation-level prefix): 0.5.21+ documents prefix_keys + keys as one chain for sidecars.",
+        "A trailing-window transfer starts past the span's first key; a prefix that does not join its keys names "
+        "a different token history. Re-decided from the wheel (it was an operation-level prefix): 0.5.21+ "
+        "documents prefix_keys + keys as one chain for sidecars. Buffer-only mode's writes of a pool alone (no KV"
+        " span) break it where their prefix is not extended: SWA and Mamba in 0.5.22 (DIV-32), Mamba in 0.5.23 "
+        "(DIV-148), recorded under PFX-2.",
         "sglang 0.5.21+ mem_cache/hybrid_cache/hybrid_cache_controller.py _trailing_chain_groups "
         "(its callers _page_transfer_sidecar, _page_backup_with_stable_layout); 0.5.22's buffer-only "
         "write of a trailing pool alone leaves the window's prefix short (DIV-32)",
@@ -310,10 +312,18 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-5",
         "core",
         "backend",
-        "A storage error yields False, 0 or None, never an exception.",
+        "A storage error in an IO or lookup call (the legacy, v1 and v2 methods, batch_exists, clear aside: "
+        "BE-11) is reported in the method's own result, never by raising: False entries for the flags of a read "
+        "or write (and a False from a legacy batch_set), a shorter count from batch_exists (0 for none), a "
+        "shorter boundary from batch_exists_v2, None for a page get or batch_get cannot give; never None where "
+        "the result is a count, a list of flags or a pool mapping (BE-2, BE-14, BE-19). A refusal at attach time "
+        "(the constructor, register_mem_pool_host) raises instead.",
         "In 0.5.20-0.5.21 an exception ends the engine's IO or backup thread and every later operation with it "
-        "(DIV-22..DIV-26, DIV-45); from 0.5.22 it is caught and the whole slice or query counts as failed, losing"
-        " the pages before the error. SGLang's own file backend raises on a short page (DIV-56).",
+        "(DIV-22..DIV-26, DIV-45); from 0.5.22 the prefetch and backup threads catch it and the whole slice or "
+        "query counts as failed, losing the pages before the error, while the PD-decode probe's batch_exists "
+        "still ends the decode scheduler (DIV-118) and 0.5.23's trailing-pool hit conversion its thread "
+        "(DIV-117). SGLang's own file backend raises on a short page (DIV-56). At attach time the base controller"
+        " rolls a raise back, so a refusal belongs there (BE-27).",
         "sglang managers/cache_controller.py _page_transfer, prefetch_thread_func, prefetch_io_aux_func, "
         "backup_thread_func, _page_backup_or_log (0.5.22+); mem_cache/hybrid_cache/hybrid_cache_controller.py "
         "_page_transfer_sidecar",
@@ -797,10 +807,11 @@ CLAUSES: tuple[Clause, ...] = (
         "CTL-2",
         "controller",
         "engine",
-        "KV IO and KV backup calls carry at most STORAGE_BATCH_SIZE keys and start at multiples of it "
-        "within the operation, as does the KV-derived v2 read beside each KV read; the hit query and "
-        "the other sidecar v2 calls (0.5.21+: one per trailing-length group when prefixes are on, "
-        "PFX-9; 0.5.20: one call for all) are not sliced.",
+        "KV IO and KV backup calls carry at most STORAGE_BATCH_SIZE keys and start at multiples of it within the "
+        "operation's KV span (after any buffer-mode head trim), as does the KV-derived v2 read beside each KV "
+        "read; the hit query (CTL-1's whole-chain form, the only one any release sends) and the other sidecar v2 "
+        "calls (0.5.21+: one per trailing-length group when prefixes are on, PFX-9; 0.5.20: one call for all) are"
+        " not sliced.",
         "Backends size their batches by it; acks and prefixes are computed per slice.",
         "sglang managers/cache_controller.py _page_transfer, _page_backup; "
         "hybrid_cache_controller.py _page_transfer_sidecar, _page_backup (0.5.20), "
@@ -979,8 +990,9 @@ CLAUSES: tuple[Clause, ...] = (
         "Backup is never cancelled once started.",
         "A half-written node would leave a hole that the hit query cannot see past.",
         "sglang managers/cache_controller.py _page_backup, backup_thread_func, _page_backup_or_log (0.5.22+); "
-        "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._page_backup (0.5.20), "
-        "_page_backup_with_stable_layout (0.5.21+)",
+        "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController.backup_thread_func (the one "
+        "every in-tree prefill path runs), _page_backup (0.5.20), _page_backup_with_stable_layout (0.5.21+); a "
+        "0.5.20-0.5.21 backup that raises ends the thread instead (DIV-26, DIV-45)",
     ),
     C(
         "CTL-14",

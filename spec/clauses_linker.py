@@ -310,10 +310,12 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "backend",
         "When the pools are replicated across tensor-parallel ranks (the DSA and DeepSeek-V4 pool groups), only "
         "the owner rank, rank 0 of the attention-TP group (the TP group without DP attention), writes the store; "
-        "another rank's offload of transfers it resolves returns True and reports True without writing.",
+        "another rank's offload of transfers it resolves returns True and reports True without writing (the "
+        "project's rule, SGLang's Mooncake linker's; the engine relies only on each rank reporting True for what "
+        "the owner writes: SGLang's UMBP linker writes from every rank, DIV-38).",
         "Every rank holds the same pages; writing them from each rank multiplies the store's traffic by the TP "
-        "size and races on the same objects. The engine takes the MIN of the ranks' results, so the owner's "
-        "decides.",
+        "size and races on the same objects. The engine takes the MIN of the ranks' results, so a rank that skips"
+        " the write must report True and the owner's result decides.",
         "sglang 0.5.20+ storage/mooncake_store/mooncake_direct_linker.py MooncakeDirectLinker.__init__, offload "
         "(offload_owner); mem_cache/hybrid_cache/linker_pool_assembler.py (rank_replicated); "
         "mem_cache/unified_radix_cache.py UnifiedRadixCache.check_hicache_events",

@@ -372,9 +372,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "PFX-2",
         "mem_cache/buffer_mode/pipeline.py",
         "BufferModePipeline.finish_backup_ack",
-        "In buffer-only mode a write-through of a trailing pool alone (SWA) stores only the node's window "
-        "pages, with the node's ancestor prefix and no KV span, so its prefix leaves out the node's pages "
-        "before the window (0.5.23 extends it with them).",
+        "In buffer-only mode a write-through of a pool alone (SWA, or Mamba state) stores only that pool's pages "
+        "of the node (SWA's window, Mamba's last page), with the node's ancestor prefix and no KV span, so its "
+        "prefix leaves out the node's pages before those keys (0.5.23 extends it for SWA alone: DIV-148).",
         r"(?s)\A(?!.*extend_storage_prefix).*if intent\.pool == PoolName\.KV else \[\].*snapshot\.prefix_keys",
     ),
     D(
@@ -1619,6 +1619,19 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "MIN outside the query's try, on the scheduler thread: min() caps it only from above, so a kv_hit_pages "
         "whose tokens fall below the int32 range raises and ends the scheduler.",
         r"storage_hit_count = min\(storage_hit_count, rank_hit_count\)[\s\S]*?hit_tensor = torch\.tensor\(storage_hit_count, dtype=torch\.int\)",
+    ),
+    D(
+        "DIV-148",
+        "0.5.23",
+        "PFX-2",
+        "mem_cache/buffer_mode/pipeline.py",
+        "BufferModePipeline.finish_backup_ack",
+        "In buffer-only mode a Mamba state write (a pool written alone: its key the node's last page, no KV span)"
+        " carries only the node's ancestor prefix: the prefix is extended with the node's earlier pages for SWA "
+        "and AUXILIARY_SWA alone, so it leaves out the node's pages before its key ([] for a node under the "
+        "root).",
+        r"if intent\.pool in \(PoolName\.SWA, PoolName\.AUXILIARY_SWA\):",
+        suite_meets=False,
     ),
 )
 """Every recorded divergence, oldest release first within a clause."""
