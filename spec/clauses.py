@@ -99,8 +99,10 @@ CLAUSES: tuple[Clause, ...] = (
         "KEY-6",
         "core",
         "engine",
-        "A bigram (EAGLE) page of n tokens is hashed over the pairs (t[i], t[i+1]) of its tokens, "
-        "reading one token past the page; a tuple token contributes each of its elements in order.",
+        "A bigram (EAGLE) page of n tokens is hashed over the pairs (t[i], t[i+1]) of its tokens, reading one "
+        "token past the page; a tuple token contributes each of its elements in order. This holds for the radix "
+        "cache's keys (the Python and the Rust tree core); the PD-decode offload hashes plain tokens under EAGLE "
+        "(DIV-40, recorded under CTL-17).",
         "Speculative-decoding caches key a token together with its successor; a different word "
         "order would give keys no other engine computes.",
         "sglang mem_cache/cpp_utils/native_hash.py _native_hash_input, hash_binding.cpp fill_bigram_page; the "
@@ -301,9 +303,10 @@ CLAUSES: tuple[Clause, ...] = (
         "batch_exists count that stops before it), never an exception; exists, which the engine reaches only "
         "through HiCacheStorage's own batch_exists (asking it key by key), is judged through that batch_exists.",
         "In 0.5.20-0.5.21 an exception kills the engine's IO thread and every later prefetch with it "
-        "(DIV-22..DIV-26), and the PD-decode offload's backup thread (DIV-45); from 0.5.22 the controller's "
-        "threads catch it and the whole slice or query counts as missed, losing the hits before the missing key; "
-        "the PD-decode probe, on the scheduler thread, never catches it (DIV-118).",
+        "(DIV-22..DIV-26; 0.5.21's pipeline ticket mode catches its own query), and a backup thread whose write "
+        "looks a key up first (DIV-45); from 0.5.22 the controller's threads catch it and the whole slice or "
+        "query counts as missed, losing the hits before the missing key; the PD-decode probe, on the scheduler "
+        "thread, never catches it (DIV-118).",
         "sglang mem_cache/hicache_storage.py HiCacheFile.get, _read_page; managers/cache_controller.py "
         "_generic_page_get, _page_get_zero_copy, _page_transfer, prefetch_thread_func; "
         "mem_cache/hybrid_cache/hybrid_cache_controller.py HybridCacheController._storage_hit_query",
@@ -425,10 +428,10 @@ CLAUSES: tuple[Clause, ...] = (
         "BE-13",
         "legacy",
         "backend",
-        "A stored object that is empty or shorter than a page is a miss, never a hit: batch_exists and exists do "
-        "not count it, and get and batch_get do not return it (the suite plants one through the legacy set, or "
-        "through a backdoor; SGLang's sim backend, which stores keys and no bytes, is outside it: "
-        "docs/in-tree-verdicts.md).",
+        "A stored object that is empty, shorter or longer than a page is a miss, never a hit: no lookup counts it"
+        " (exists, batch_exists, batch_exists_v2) and no read returns or reports it (get, batch_get, and the v1 "
+        "and v2 reads). The suite's check plants one through the legacy set, or through a backdoor; SGLang's sim "
+        "backend, which stores keys and no bytes, is outside it (docs/in-tree-verdicts.md).",
         "A zero-length file left by a crashed writer is counted as a hit by every pinned release's lookups "
         "(HiCacheFile, and the v1 backends SeaweedFS and NIXL's file plugin, recorded here too: DIV-9, DIV-57, "
         "DIV-76, DIV-139), and HiCacheFile then refuses it when it reads the page, by raising (DIV-56); no pinned"
@@ -713,8 +716,10 @@ CLAUSES: tuple[Clause, ...] = (
         "backend",
         "Two instances that differ only in model_name never see each other's pages.",
         "Keys carry no model; two models sharing a store must not read each other's KV. SGLang's file and "
-        "Mooncake backends put the model in the key; its 3FS, AIBrix and NPU memcache backends do not "
-        "(DIV-60..DIV-62), and its TensorCast backend keys by a configured model id in its place (DIV-144).",
+        "Mooncake backends put the model in the key, with '/' made '-' (DIV-30, DIV-31; NIXL, SeaweedFS and "
+        "UMBP's sidecars alike: DIV-83, DIV-72, DIV-78); its 3FS, AIBrix, NPU memcache and SiMM backends and "
+        "UMBP's KV keys leave it out (DIV-60..DIV-62, DIV-70, DIV-77), and its TensorCast backend keys by a "
+        "configured model id in its place (DIV-144).",
         "sglang mem_cache/hicache_storage.py HiCacheStorageConfig.model_name, HiCacheFile.__init__ (the model "
         "leads the key suffix), _get_suffixed_key; storage/mooncake_store/mooncake_store.py "
         "MooncakeStore.__init__ (the model in the key prefix); managers/cache_controller.py "
@@ -1227,10 +1232,10 @@ CLAUSES: tuple[Clause, ...] = (
         "RANK-6",
         "ranks",
         "engine",
-        "When any pool is TRAILING_PAGES the vector holds one flag per prefix length 0..span pages "
-        "(0 always set; a length set if the rank can restore it and it is within the rank's hit, a "
-        "backend without restorable_prefix_pages counting as 1..hit), and the agreed hit is the "
-        "largest length set on every rank.",
+        "When any pool is TRAILING_PAGES the vector holds one flag per prefix length 0..span pages (0 always set;"
+        " a length set if the rank can restore it and it is within the rank's hit, a backend without "
+        "restorable_prefix_pages counting as 1..hit, as does a query skipped on a span a prior hit proved "
+        "stored), and the agreed hit is the largest length set on every rank.",
         "Taking MIN of each rank's largest hit can pick a length one rank cannot restore.",
         "sglang 0.5.23 mem_cache/hybrid_cache/hybrid_cache_controller.py _sync_prefetch_hit_query",
         releases="0.5.23",

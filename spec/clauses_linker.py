@@ -137,9 +137,10 @@ LINKER_CLAUSES: tuple[Clause, ...] = (
         "linker",
         "backend",
         "load(rid, transfers) only queues: no device slot is written before the next start_layer_wise_loading().",
-        "The slots of a queued load still belong to the batch being scheduled; the tree frees or reuses "
-        "them when the request is cancelled before its batch starts (0.5.22 on; 0.5.20-0.5.21's wrapper "
-        "publishes the slots into the tree before the load runs).",
+        "The slots of a queued load still belong to the batch being scheduled: from 0.5.22 the request frees them"
+        " when it is cancelled before its batch starts; in 0.5.20-0.5.21 the wrapper publishes them into the tree"
+        " before the load runs, and a cancel unlocks the node for eviction and reuse. A write before the start "
+        "lands in slots another request may then hold.",
         _ABC.format("0.5.20+") + ".load, .cancel_queued_load",
     ),
     C(
