@@ -235,11 +235,20 @@ def check_start_indices(ctx: Context) -> None:
     if empty >= 0 and release_key(ctx.release) >= release_key("0.5.23"):
         raise CheckFailed(f"start_layer_wise_loading with nothing queued returned {empty}: 0.5.23 reads it as a load")
     if empty >= 0:  # before 0.5.23 the index only reaches the counter's wait, which must then return at once
-        waiter = threading.Thread(target=driver.wait_layers, args=(empty,), daemon=True)
+        raised: list[BaseException] = []
+
+        def wait() -> None:
+            try:
+                driver.wait_layers(empty)
+            except BaseException as error:  # the forward's wait raising ends the scheduler: recorded, judged below
+                raised.append(error)
+
+        waiter = threading.Thread(target=wait, daemon=True)
         waiter.start()
         waiter.join(driver.timeout)
-        if waiter.is_alive():
-            raise CheckFailed(f"start_layer_wise_loading with nothing queued returned {empty}, whose wait never ends")
+        if waiter.is_alive() or raised:
+            how = f"raised {raised[0]!r}" if raised else "never ends"
+            raise CheckFailed(f"start_layer_wise_loading with nothing queued returned {empty}, whose wait {how}")
     keys = new_keys(1)
     store(driver, kv(keys, 0))
     for batch in range(2):

@@ -321,3 +321,20 @@ class EmptyStartAsZeroLinker(MemoryLinker):
     def start_layer_wise_loading(self) -> int:
         index = super().start_layer_wise_loading()
         return 0 if index < 0 else index
+
+
+class _RaisingEmptyCounter(LayerCounter):
+    """A counter whose wait on an index before any batch started raises (LNK-5 asks it to return at once)."""
+
+    def wait_until(self, threshold: int) -> None:
+        if self.consumer_index >= 0 and self._next == 0:
+            raise RuntimeError(f"no batch under index {self.consumer_index}")
+        super().wait_until(threshold)
+
+
+class EmptyStartAsZeroRaisingLinker(EmptyStartAsZeroLinker):
+    """As EmptyStartAsZeroLinker, but the counter's wait on that index raises, which ends the forward (LNK-11)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.layer_done_counter = _RaisingEmptyCounter(self.num_layers)

@@ -94,3 +94,14 @@ def test_an_empty_start_is_judged_as_the_release_reads_it() -> None:
     report = run_linker_suite(EmptyStartAsZeroLinker, release="0.5.23", mode="direct")
     failed = sorted(row.check for row in report.results if row.status == FAIL and row.counted)
     assert failed == ["start_indices"], report.render()
+
+
+@pytest.mark.clause("LNK-11")
+def test_an_empty_start_whose_wait_raises_fails_before_0_5_23() -> None:
+    """Before 0.5.23 an empty start's index reaches the forward's wait: a wait that raises fails start_indices (and
+    the counter check, LNK-5, which asks the same of any index without a batch)."""
+    from tests.linker.planted import EmptyStartAsZeroRaisingLinker
+
+    report = run_linker_suite(EmptyStartAsZeroRaisingLinker, release="0.5.21", mode="direct")
+    failed = sorted(row.check for row in report.results if row.status == FAIL and row.counted)
+    assert failed == ["layer_done_counter", "start_indices"], report.render()
